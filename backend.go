@@ -1,0 +1,124 @@
+package baton
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is the seam between baton's lock engine and a coordination store.
+//
+// A Backend performs atomic operations on one record per key and reports
+// what it saw. It owns no timers and no goroutines of its own beyond a
+// single call: all timing (renew cadence, step-down, validity end, retry),
+// logging and metrics live in the engine (Mutex, Lease, Elector).
+//
+// Every method must be safe for concurrent use. Every state change must be a
+// single conditional operation on the store (compare-and-swap on a version,
+// a transaction, a script); never read-then-write without a condition.
+//
+// Implementations are checked by the conformance suite in package batontest.
+type Backend interface {
+	// TryAcquire takes key for req if it is free or its previous claim has
+	// expired, atomically, and returns a Grant with a fencing token larger
+	// than any token issued before for key. If another owner's claim is
+	// still valid it returns an error that matches ErrHeld and can be
+	// unwrapped to *HeldError. A key that is invalid for the store returns
+	// an error matching ErrInvalidName.
+	//
+	// If the same owner (Holder and Nonce) already holds key, TryAcquire
+	// returns ErrHeld too: a Grant is never handed out twice.
+	TryAcquire(ctx context.Context, key string, req Request) (Grant, error)
+
+	// Renew extends g's claim by g.TTL, measured by the store from the
+	// moment it applies the renew. It returns the updated Grant (the token
+	// never changes on renew), or an error matching ErrLost if the record
+	// is no longer g's (expired and taken, released, force-released).
+	// Other errors are transient: the engine retries until its deadline.
+	Renew(ctx context.Context, g Grant) (Grant, error)
+
+	// Release frees key if and only if it is still held by g's owner
+	// (Holder and Nonce), atomically. It keeps the fencing counter: the next
+	// TryAcquire gets a larger token. It returns an error matching ErrLost if
+	// g no longer owns key.
+	Release(ctx context.Context, g Grant) error
+
+	// Get returns the record stored for key, held or not. It returns an
+	// error matching ErrNotFound if the store has no record for key.
+	Get(ctx context.Context, key string) (Record, error)
+}
+
+// Watcher is implemented by backends that can tell a waiter that a key's
+// record changed, so it can retry at once instead of polling.
+type Watcher interface {
+	// Watch returns a channel that receives a value soon after key's record
+	// may have changed (spurious wake-ups are allowed; several changes may
+	// be folded into one value). The channel is closed when ctx ends or the
+	// watch breaks; the engine then falls back to polling.
+	Watch(ctx context.Context, key string) (<-chan struct{}, error)
+}
+
+// Lister is implemented by backends that can enumerate their records, for
+// status views.
+type Lister interface {
+	List(ctx context.Context) ([]Record, error)
+}
+
+// Request describes who asks for a key and for how long.
+type Request struct {
+	// Holder is the contender's identity, stable for a process (for
+	// example the pod name plus a random suffix). Shown in status views.
+	Holder string
+	// Nonce is random per acquisition. Holder and Nonce together name the
+	// owner of a grant: only that owner can renew or release it.
+	Nonce string
+	// TTL is how long the claim lasts after the store applies an acquire
+	// or renew, unless renewed again.
+	TTL time.Duration
+}
+
+// Grant is a successful acquisition, as returned by Backend.TryAcquire and
+// Backend.Renew.
+type Grant struct {
+	Key    string
+	Holder string
+	Nonce  string
+	// Token is the fencing token: strictly larger than every token issued
+	// before for Key, as long as the store keeps its data.
+	Token uint64
+	TTL   time.Duration
+	// Version is opaque backend state (a resourceVersion, a revision) that
+	// the backend may use to make its next conditional write cheaper. The
+	// engine only passes it back.
+	Version string
+}
+
+// Record is a key's state as read from the store.
+type Record struct {
+	Key string
+	// Holder is the identity of the current or last holder; empty when the
+	// key was released.
+	Holder string
+	// Nonce identifies the holder's acquisition.
+	Nonce string
+	// Token is the last fencing token issued for Key.
+	Token uint64
+	// TTL is the lease duration the holder asked for.
+	TTL time.Duration
+	// AcquireTime and RenewTime are wall-clock times written by the holder's
+	// or the store's clock. They are for people reading status views only:
+	// baton never compares them with another machine's clock.
+	AcquireTime time.Time
+	RenewTime   time.Time
+	// Transitions counts how many times the key changed hands.
+	Transitions uint64
+	// Remaining is how long the claim still lasts as this backend judges it
+	// from this process (store-side expiry, or local observation), or 0 if
+	// the key is free or the claim has expired.
+	Remaining time.Duration
+	// Version is opaque backend state.
+	Version string
+}
+
+// Held reports whether the record names a holder whose claim has not
+// expired.
+func (r Record) Held() bool { return r.Holder != "" && r.Remaining > 0 }

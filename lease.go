@@ -1,0 +1,261 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A Lease is a held lock: the result of Mutex.Lock or Mutex.TryLock, and
+// the term of an Elector.
+//
+// # Clock model
+//
+// Validity is measured only on this process's monotonic clock (the
+// configured clock), never by comparing timestamps across machines. Let S be
+// the send time of the last successful acquire or renew request, as read on
+// that clock just before the request left. The store starts the TTL no
+// earlier than S, so the claim lasts at least until S + TTL on the store's
+// clock. The holder treats it as valid only until
+//
+//	ValidUntil = S + TTL - margin
+//
+// where the margin (default max(2% of TTL, 50ms)) covers clock-rate drift.
+// A renew that fails is retried every RetryPeriod; if none succeeds by
+// S + RenewDeadline, the holder steps down. Because RenewDeadline + margin
+// < TTL is enforced at construction, the lease's context always ends before
+// ValidUntil, so code that watches Context or Done stops before anyone else
+// can acquire. A process paused (stopped, swapped out, in a long GC) past
+// that point cannot be stopped by any lease: its late writes are what the
+// fencing Token is for.
+type Lease struct {
+	m      *Mutex
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu         sync.Mutex
+	grant      Grant
+	lastSend   time.Time
+	validUntil time.Time
+	lost       error // why the lease ended before Unlock; nil while held
+	lastErr    error // last renew failure
+
+	stop       chan struct{}
+	stopOnce   sync.Once
+	keeperDone chan struct{}
+
+	unlockOnce sync.Once
+	unlockErr  error
+}
+
+func newLease(m *Mutex, parent context.Context, g Grant, sent time.Time) *Lease {
+	ctx, cancel := context.WithCancelCause(parent)
+	l := &Lease{
+		m:          m,
+		ctx:        ctx,
+		cancel:     cancel,
+		grant:      g,
+		lastSend:   sent,
+		validUntil: sent.Add(m.cfg.ttl - m.cfg.margin),
+		stop:       make(chan struct{}),
+		keeperDone: make(chan struct{}),
+	}
+	go l.keep()
+	return l
+}
+
+// Name returns the lock name.
+func (l *Lease) Name() string { return l.m.name }
+
+// Holder returns the identity that holds the lease.
+func (l *Lease) Holder() string { return l.grant.Holder }
+
+// Token returns the fencing token: strictly larger than the token of every
+// earlier holder of this lock, as long as the store keeps its data. Pass it
+// to the protected resource with every write and have it reject tokens
+// smaller than the largest it has seen (see package fence).
+func (l *Lease) Token() uint64 { return l.grant.Token }
+
+// ValidUntil returns the end of the holder's validity on this process's
+// monotonic clock: the send time of the last successful acquire or renew
+// plus TTL minus the safety margin. It moves forward with every successful
+// renew and freezes when the lease ends. Compare it only with times from
+// the same clock (time.Now, or the clock given WithClock).
+func (l *Lease) ValidUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
+}
+
+// Context returns a context that ends when the lease ends: on Unlock, on
+// loss, or at the latest when renewals have failed for RenewDeadline, which
+// is before ValidUntil. context.Cause tells why (ErrReleased, or an error
+// matching ErrLost).
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Done is Context().Done().
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lease is held, and afterwards why it ended: an
+// error matching ErrReleased after Unlock, ErrLost after a loss, or the
+// parent context's error.
+func (l *Lease) Err() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(l.ctx)
+}
+
+// Unlock ends the lease: it stops renewing, ends the lease's context, and
+// only then releases the lock in the store (compare-and-release: it frees
+// the lock only if this lease still owns it), so that the next holder can
+// start at once. It returns an error matching ErrLost if the lease had
+// already been lost, or the store's error if the release failed (the lock
+// then expires after the TTL). Later calls return the first call's result.
+func (l *Lease) Unlock(ctx context.Context) error {
+	l.unlockOnce.Do(func() { l.unlockErr = l.unlock(ctx) })
+	return l.unlockErr
+}
+
+func (l *Lease) unlock(ctx context.Context) error {
+	l.stopKeeper()
+	l.mu.Lock()
+	lost, g := l.lost, l.grant
+	l.mu.Unlock()
+	if lost == nil {
+		l.cancel(ErrReleased)
+	}
+	err := l.m.b.Release(ctx, g)
+	if lost != nil {
+		return fmt.Errorf("baton: unlock %q: %w", l.m.name, lost)
+	}
+	if err != nil {
+		return fmt.Errorf("baton: unlock %q: %w", l.m.name, err)
+	}
+	l.m.observe(Event{Kind: EventReleased, Name: l.m.name, Holder: g.Holder, Token: g.Token})
+	l.m.cfg.logger.Debug("baton: released", "lock", l.m.name, "holder", g.Holder, "token", g.Token)
+	return nil
+}
+
+// abandon stops renewing and ends the context without releasing: the claim
+// then expires after the TTL. The Elector uses it when work did not stop in
+// time, so that nobody else starts while it may still run.
+func (l *Lease) abandon(cause error) {
+	l.stopKeeper()
+	l.cancel(cause)
+}
+
+func (l *Lease) stopKeeper() {
+	l.stopOnce.Do(func() { close(l.stop) })
+	<-l.keeperDone
+}
+
+type renewResult struct {
+	g    Grant
+	err  error
+	sent time.Time
+}
+
+// keep renews the lease every renew interval and ends it at the renew
+// deadline. It is the only goroutine a Lease starts; it exits on stop or
+// loss, after any renew call it started has returned.
+func (l *Lease) keep() {
+	defer close(l.keeperDone)
+	cfg, clk := l.m.cfg, l.m.cfg.clock
+	var (
+		inflight    <-chan renewResult
+		cancelRenew context.CancelFunc = func() {}
+	)
+	defer func() {
+		cancelRenew()
+		if inflight != nil {
+			<-inflight
+		}
+	}()
+	l.mu.Lock()
+	nextRenew := l.lastSend.Add(cfg.renewInterval)
+	l.mu.Unlock()
+	for {
+		l.mu.Lock()
+		g, stepDown, lastErr := l.grant, l.lastSend.Add(cfg.renewDeadline), l.lastErr
+		l.mu.Unlock()
+		now := clk.Now()
+		if !now.Before(stepDown) {
+			err := fmt.Errorf("%w: no successful renew within the renew deadline %v", ErrLost, cfg.renewDeadline)
+			if lastErr != nil {
+				err = fmt.Errorf("%w (last error: %w)", err, lastErr)
+			}
+			l.lose(err)
+			return
+		}
+		if inflight == nil && !now.Before(nextRenew) {
+			inflight, cancelRenew = l.startRenew(g)
+		}
+		wake := stepDown
+		if inflight == nil && nextRenew.Before(wake) {
+			wake = nextRenew
+		}
+		t := clk.NewTimer(wake.Sub(now))
+		select {
+		case <-l.stop:
+			t.Stop()
+			return
+		case r := <-inflight:
+			t.Stop()
+			inflight = nil
+			cancelRenew()
+			switch {
+			case r.err == nil:
+				l.mu.Lock()
+				l.grant.Version = r.g.Version
+				l.lastSend = r.sent
+				l.validUntil = r.sent.Add(cfg.ttl - cfg.margin)
+				l.lastErr = nil
+				l.mu.Unlock()
+				nextRenew = r.sent.Add(cfg.renewInterval)
+				l.m.observe(Event{Kind: EventRenewed, Name: l.m.name, Holder: g.Holder, Token: g.Token, Duration: clk.Since(r.sent)})
+			case errors.Is(r.err, ErrLost):
+				l.lose(fmt.Errorf("renew: %w", r.err))
+				return
+			default:
+				l.mu.Lock()
+				l.lastErr = r.err
+				l.mu.Unlock()
+				nextRenew = clk.Now().Add(cfg.retryPeriod)
+				l.m.observe(Event{Kind: EventRenewFailed, Name: l.m.name, Holder: g.Holder, Token: g.Token, Err: r.err})
+				cfg.logger.Warn("baton: renew failed; retrying", "lock", l.m.name, "token", g.Token, "err", r.err, "retry_in", cfg.retryPeriod)
+			}
+		case <-t.C():
+		}
+	}
+}
+
+// startRenew sends one renew in its own goroutine, so that the keeper stays
+// on time while the store is slow. The call is cancelled by cancel.
+func (l *Lease) startRenew(g Grant) (<-chan renewResult, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(l.ctx))
+	ch := make(chan renewResult, 1)
+	sent := l.m.cfg.clock.Now()
+	go func() {
+		ng, err := l.m.b.Renew(ctx, g)
+		ch <- renewResult{ng, err, sent}
+	}()
+	return ch, cancel
+}
+
+// lose ends the lease because it is no longer (certainly) held.
+func (l *Lease) lose(cause error) {
+	l.mu.Lock()
+	if l.lost != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.lost = cause
+	g := l.grant
+	l.mu.Unlock()
+	l.cancel(cause)
+	l.m.observe(Event{Kind: EventLost, Name: l.m.name, Holder: g.Holder, Token: g.Token, Err: cause})
+	l.m.cfg.logger.Warn("baton: lock lost", "lock", l.m.name, "holder", g.Holder, "token", g.Token, "err", cause)
+}

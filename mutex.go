@@ -1,0 +1,175 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// A Mutex is a distributed mutual-exclusion lock named Name on a Backend.
+//
+// Lock and TryLock return a *Lease: the proof of holding, with a fencing
+// token and a context that ends no later than the holder's validity. A Mutex
+// may be used by many goroutines at once; every Lock call is a separate
+// contender with its own nonce, so two goroutines of one process exclude
+// each other like two processes do.
+type Mutex struct {
+	b    Backend
+	name string
+	cfg  *config
+}
+
+// NewMutex returns a Mutex for the lock name on b. It validates the name
+// (see ValidateName) and the options; errors name the values involved and
+// match ErrInvalidName or ErrInvalidOptions.
+func NewMutex(b Backend, name string, opts ...Option) (*Mutex, error) {
+	if b == nil {
+		return nil, fmt.Errorf("baton: %w: backend is nil", ErrInvalidOptions)
+	}
+	if err := ValidateName(name); err != nil {
+		return nil, fmt.Errorf("baton: %w", err)
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, fmt.Errorf("baton: lock %q: %w", name, err)
+	}
+	return &Mutex{b: b, name: name, cfg: cfg}, nil
+}
+
+// Name returns the lock name.
+func (m *Mutex) Name() string { return m.name }
+
+// Identity returns the holder identity this Mutex acquires with.
+func (m *Mutex) Identity() string { return m.cfg.identity }
+
+// TryLock makes one attempt to acquire the lock. If another owner holds it,
+// the error matches ErrHeld and unwraps (errors.As) to *HeldError naming the
+// holder.
+//
+// The Lease's context is derived from ctx's values but not its cancellation:
+// ctx bounds the attempt, not the tenure. End the tenure with Lease.Unlock.
+func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
+	l, err := m.try(ctx, context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("baton: lock %q: %w", m.name, err)
+	}
+	return l, nil
+}
+
+// Lock blocks until it holds the lock, ctx ends, or the backend returns an
+// error that retrying cannot fix (invalid name, corrupt record, permission).
+// While the lock is held by another owner it waits for the backend's watch
+// (if the backend is a Watcher) or retries every RetryPeriod with jitter,
+// and no later than the moment the backend expects the current claim to end.
+//
+// If ctx ends first, the error matches ctx.Err() and, if the lock was held
+// at the last attempt, ErrHeld (unwrapping to *HeldError with the holder).
+//
+// As with TryLock, the Lease's context keeps ctx's values but not its
+// cancellation.
+func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
+	l, err := m.lock(ctx, context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return nil, fmt.Errorf("baton: lock %q: %w", m.name, err)
+	}
+	return l, nil
+}
+
+// lock waits for the lock; parent is the parent of the Lease's context;
+// observe (optional) is told the holder seen at every conflict.
+func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	start := m.cfg.clock.Now()
+	var changes <-chan struct{}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	w, canWatch := m.b.(Watcher)
+	startWatch := func() {
+		ch, err := w.Watch(watchCtx, m.name)
+		if err != nil {
+			m.cfg.logger.Debug("baton: watch failed; polling", "lock", m.name, "err", err)
+			return
+		}
+		changes = ch
+	}
+	if canWatch {
+		startWatch() // before the first attempt, so no release can slip between the two
+	}
+	for {
+		l, err := m.try(ctx, parent)
+		if err == nil {
+			m.observe(Event{Kind: EventAcquired, Name: m.name, Holder: m.cfg.identity, Token: l.Token(), Duration: m.cfg.clock.Since(start)})
+			return l, nil
+		}
+		var held *HeldError
+		wait := jitter(m.cfg.retryPeriod)
+		switch {
+		case errors.As(err, &held):
+			if observe != nil {
+				observe(held.Holder)
+			}
+			if held.RetryAfter > 0 && held.RetryAfter < wait {
+				wait = held.RetryAfter
+			}
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case isPermanent(err):
+			return nil, err
+		default:
+			m.cfg.logger.Warn("baton: acquire failed; retrying", "lock", m.name, "err", err, "retry_in", wait)
+		}
+		if canWatch && changes == nil && held != nil {
+			startWatch() // the previous watch broke; try again before waiting
+		}
+		t := m.cfg.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if held != nil {
+				return nil, fmt.Errorf("%w; stopped waiting: %w", held, ctx.Err())
+			}
+			return nil, ctx.Err()
+		case _, ok := <-changes:
+			t.Stop()
+			if !ok {
+				changes = nil
+			}
+		case <-t.C():
+		}
+	}
+}
+
+func (m *Mutex) try(ctx, parent context.Context) (*Lease, error) {
+	req := Request{Holder: m.cfg.identity, Nonce: NewNonce(), TTL: m.cfg.ttl}
+	sent := m.cfg.clock.Now()
+	g, err := m.b.TryAcquire(ctx, m.name, req)
+	if err != nil {
+		var held *HeldError
+		if errors.As(err, &held) {
+			m.observe(Event{Kind: EventHeld, Name: m.name, Holder: held.Holder, Token: held.Token})
+		}
+		return nil, err
+	}
+	if g.Holder != req.Holder || g.Nonce != req.Nonce || g.Key != m.name {
+		// A backend bug; refuse to build a lease on a grant that is not ours.
+		return nil, fmt.Errorf("backend returned a grant for %q/%q on %q, asked for %q/%q on %q",
+			g.Holder, g.Nonce, g.Key, req.Holder, req.Nonce, m.name)
+	}
+	return newLease(m, parent, g, sent), nil
+}
+
+func (m *Mutex) observe(e Event) {
+	if m.cfg.observer != nil {
+		m.cfg.observer.Observe(e)
+	}
+}
+
+// jitter returns d scaled by a random factor in [0.9, 1.1), so that
+// contenders do not retry in lockstep.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.9 + 0.2*rand.Float64()))
+}

@@ -1,0 +1,63 @@
+package baton
+
+import "time"
+
+// EventKind says what happened to a lock.
+type EventKind int
+
+const (
+	// EventAcquired: this process acquired the lock; Duration is how long it waited.
+	EventAcquired EventKind = iota + 1
+	// EventHeld: an attempt found the lock held by Holder (a conflict).
+	EventHeld
+	// EventRenewed: a renewal succeeded; Duration is its latency.
+	EventRenewed
+	// EventRenewFailed: a renewal failed with Err; the holder will retry until the renew deadline.
+	EventRenewFailed
+	// EventLost: the lock was lost (Err says why): the lease's context has ended.
+	EventLost
+	// EventReleased: the holder released the lock.
+	EventReleased
+	// EventStartedLeading: an Elector's term started.
+	EventStartedLeading
+	// EventStoppedLeading: an Elector's term ended and its work returned; Err says why.
+	EventStoppedLeading
+	// EventNewLeader: an Elector observed a new leader, Holder.
+	EventNewLeader
+)
+
+var eventNames = [...]string{
+	EventAcquired: "acquired", EventHeld: "held", EventRenewed: "renewed",
+	EventRenewFailed: "renew_failed", EventLost: "lost", EventReleased: "released",
+	EventStartedLeading: "started_leading", EventStoppedLeading: "stopped_leading",
+	EventNewLeader: "new_leader",
+}
+
+func (k EventKind) String() string {
+	if k > 0 && int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return "unknown"
+}
+
+// Event is what an Observer receives.
+type Event struct {
+	Kind     EventKind
+	Name     string // lock name
+	Holder   string // this process's identity, or the observed holder for EventHeld and EventNewLeader
+	Token    uint64
+	Duration time.Duration
+	Err      error
+}
+
+// Observer receives events, for metrics. Observe is called synchronously
+// from baton's goroutines and must not block.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }

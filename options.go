@@ -1,0 +1,211 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode"
+
+	"k8s.io/utils/clock"
+)
+
+// Timing defaults. They match client-go's leader election so that a team
+// moving from it keeps its failover budget.
+const (
+	DefaultTTL           = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+	// MinTTL is the shortest lease baton accepts: Kubernetes stores lease
+	// durations in whole seconds, and shorter leases leave no room for a
+	// round trip and clock-rate drift.
+	MinTTL = time.Second
+	// minMargin is the smallest safety margin subtracted from the TTL.
+	minMargin = 50 * time.Millisecond
+)
+
+// Option configures a Mutex or an Elector.
+type Option func(*config)
+
+type config struct {
+	ttl           time.Duration
+	renewDeadline time.Duration
+	retryPeriod   time.Duration
+	renewInterval time.Duration // 0: ttl/3
+	margin        time.Duration // -1: default
+	identity      string
+	clock         clock.Clock
+	logger        *slog.Logger
+	observer      Observer
+
+	// Elector only.
+	grace           time.Duration // -1: default
+	releaseOnCancel bool
+	releaseTimeout  time.Duration
+	onStarted       func(ctx context.Context, l *Lease)
+	onStopped       func(l *Lease, cause error)
+	onNewLeader     func(identity string)
+}
+
+// WithTTL sets the lease duration: how long a claim lasts after the store
+// applies an acquire or renew. Default 15s, at least 1s.
+func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+
+// WithRenewDeadline sets how long the holder keeps trying to renew, counted
+// from the send time of its last successful acquire or renew, before it steps
+// down and ends the lease's context. Must be shorter than the TTL minus the
+// safety margin. Default 10s.
+func WithRenewDeadline(d time.Duration) Option { return func(c *config) { c.renewDeadline = d } }
+
+// WithRetryPeriod sets how often a waiter retries when the backend cannot
+// watch (or as a fallback to a watch), and how long the holder waits after a
+// failed renew before trying again. Must be shorter than the renew deadline.
+// Default 2s.
+func WithRetryPeriod(d time.Duration) Option { return func(c *config) { c.retryPeriod = d } }
+
+// WithRenewInterval sets how often the holder renews while renewals succeed.
+// Default TTL/3; must be shorter than the renew deadline.
+func WithRenewInterval(d time.Duration) Option { return func(c *config) { c.renewInterval = d } }
+
+// WithSafetyMargin sets the time subtracted from the TTL when computing the
+// holder's validity end, to cover clock-rate drift between this process and
+// the store (or other contenders). Default max(2% of TTL, 50ms).
+func WithSafetyMargin(d time.Duration) Option { return func(c *config) { c.margin = d } }
+
+// WithIdentity sets the holder identity shown in status views and to other
+// contenders. Default: DefaultIdentity(). Two processes must never share an
+// identity; baton adds a random nonce per acquisition so that even then
+// only one of them can renew or release, but status views would confuse
+// them.
+func WithIdentity(id string) Option { return func(c *config) { c.identity = id } }
+
+// WithClock sets the clock used for every timer and for the holder's
+// validity. It must be monotonic (the clock's Now must carry Go's monotonic
+// reading, as time.Now does); tests pass a fake clock.
+func WithClock(clk clock.Clock) Option { return func(c *config) { c.clock = clk } }
+
+// WithLogger sets the structured logger. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithObserver sets a hook that receives an Event for every acquisition,
+// renewal, loss, release and leadership change, for metrics.
+func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+
+// WithGrace (Elector) sets how long Run waits for work to return after its
+// term ended. Default: TTL - RenewDeadline, the time between stepping down
+// and the earliest moment another replica can take over.
+func WithGrace(d time.Duration) Option { return func(c *config) { c.grace = d } }
+
+// WithReleaseOnCancel (Elector) sets whether Run releases the lock when its
+// context ends and work has returned, so that a standby takes over at once
+// instead of after the TTL. Default true.
+func WithReleaseOnCancel(release bool) Option { return func(c *config) { c.releaseOnCancel = release } }
+
+// OnStartedLeading (Elector) registers a callback run when a term starts,
+// before work. It must not block.
+func OnStartedLeading(f func(ctx context.Context, l *Lease)) Option {
+	return func(c *config) { c.onStarted = f }
+}
+
+// OnStoppedLeading (Elector) registers a callback run when a term ended and
+// its work returned (or the grace period ran out), with the reason the term
+// ended. It must not block.
+func OnStoppedLeading(f func(l *Lease, cause error)) Option {
+	return func(c *config) { c.onStopped = f }
+}
+
+// OnNewLeader (Elector) registers a callback run when the observed leader
+// changes, including to this process. It must not block.
+func OnNewLeader(f func(identity string)) Option {
+	return func(c *config) { c.onNewLeader = f }
+}
+
+func newConfig(opts []Option) (*config, error) {
+	c := &config{
+		ttl:             DefaultTTL,
+		renewDeadline:   DefaultRenewDeadline,
+		retryPeriod:     DefaultRetryPeriod,
+		margin:          -1,
+		grace:           -1,
+		releaseOnCancel: true,
+		releaseTimeout:  5 * time.Second,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	if c.identity == "" {
+		c.identity = DefaultIdentity()
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	if c.renewInterval == 0 {
+		c.renewInterval = c.ttl / 3
+	}
+	if c.margin < 0 {
+		c.margin = DefaultSafetyMargin(c.ttl)
+	}
+	if c.grace < 0 {
+		c.grace = c.ttl - c.renewDeadline
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// DefaultSafetyMargin returns max(2% of ttl, 50ms).
+func DefaultSafetyMargin(ttl time.Duration) time.Duration {
+	return max(ttl/50, minMargin)
+}
+
+func (c *config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	switch {
+	case c.ttl < MinTTL:
+		return bad("TTL %v is shorter than the minimum %v", c.ttl, MinTTL)
+	case c.renewDeadline <= 0:
+		return bad("renew deadline %v must be positive", c.renewDeadline)
+	case c.retryPeriod <= 0:
+		return bad("retry period %v must be positive", c.retryPeriod)
+	case c.renewInterval <= 0:
+		return bad("renew interval %v must be positive", c.renewInterval)
+	case c.renewDeadline >= c.ttl:
+		return bad("renew deadline %v must be shorter than TTL %v", c.renewDeadline, c.ttl)
+	case c.margin >= c.ttl-c.renewDeadline:
+		return bad("renew deadline %v plus safety margin %v must be shorter than TTL %v", c.renewDeadline, c.margin, c.ttl)
+	case c.retryPeriod >= c.renewDeadline:
+		return bad("retry period %v must be shorter than renew deadline %v", c.retryPeriod, c.renewDeadline)
+	case c.renewInterval >= c.renewDeadline:
+		return bad("renew interval %v must be shorter than renew deadline %v", c.renewInterval, c.renewDeadline)
+	case c.grace < 0:
+		return bad("grace period %v must not be negative", c.grace)
+	}
+	return validateIdentity(c.identity)
+}
+
+// MaxIdentityLength is the longest holder identity baton accepts.
+const MaxIdentityLength = 253
+
+func validateIdentity(id string) error {
+	switch {
+	case strings.TrimSpace(id) == "":
+		return fmt.Errorf("%w: identity is empty", ErrInvalidOptions)
+	case len(id) > MaxIdentityLength:
+		return fmt.Errorf("%w: identity is %d bytes long, at most %d are allowed", ErrInvalidOptions, len(id), MaxIdentityLength)
+	}
+	for _, r := range id {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("%w: identity %q contains the character %q; use printable characters without spaces", ErrInvalidOptions, id, r)
+		}
+	}
+	return nil
+}
