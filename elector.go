@@ -1,0 +1,194 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// An Elector runs work on at most one replica at a time: the leader.
+//
+// Run campaigns for the lock, starts work once per term with the term's
+// context, cancels that context when the term ends (loss, step-down, or
+// Run's context ending), waits up to the grace period for work to return,
+// reports the end of the term, and campaigns again. A standby waits on the
+// backend's watch where there is one, so it takes over within one round trip
+// of a release, or once the old claim can be judged expired.
+//
+// An Elector is safe for concurrent use; Run may be active once at a time.
+type Elector struct {
+	mu      *Mutex
+	running atomic.Bool
+
+	leaderMu sync.Mutex
+	leader   string
+}
+
+// NewElector returns an Elector for the lock name on b. It accepts every
+// Option; WithGrace, WithReleaseOnCancel, OnStartedLeading, OnStoppedLeading
+// and OnNewLeader apply to electors only.
+func NewElector(b Backend, name string, opts ...Option) (*Elector, error) {
+	m, err := NewMutex(b, name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Elector{mu: m}, nil
+}
+
+// Name returns the lock name.
+func (e *Elector) Name() string { return e.mu.name }
+
+// Identity returns this elector's holder identity.
+func (e *Elector) Identity() string { return e.mu.cfg.identity }
+
+// Leader returns the identity of the leader as last observed by this
+// elector: its own identity while it leads, the holder seen at the last
+// attempt while it waits, or "" if unknown. It is an observation, not a
+// guarantee: only a Lease's context says that this process leads.
+func (e *Elector) Leader() string {
+	e.leaderMu.Lock()
+	defer e.leaderMu.Unlock()
+	return e.leader
+}
+
+// IsLeader reports whether this elector currently leads, as observed.
+func (e *Elector) IsLeader() bool { return e.Leader() == e.mu.cfg.identity }
+
+func (e *Elector) setLeader(id string) {
+	e.leaderMu.Lock()
+	changed := e.leader != id
+	e.leader = id
+	e.leaderMu.Unlock()
+	if changed && id != "" {
+		cfg := e.mu.cfg
+		e.mu.observe(Event{Kind: EventNewLeader, Name: e.mu.name, Holder: id})
+		cfg.logger.Info("baton: new leader", "lock", e.mu.name, "leader", id, "self", id == cfg.identity)
+		if cfg.onNewLeader != nil {
+			cfg.onNewLeader(id)
+		}
+	}
+}
+
+// Run campaigns and runs work once per term until ctx ends or work returns
+// on its own.
+//
+// work receives the term's context, which ends no later than the holder's
+// validity end (see Lease), and the term's Lease, whose Token fences the
+// writes of this term. work should return soon after its context ends.
+//
+// Run returns:
+//   - ctx's error when ctx ends. Once work has returned, Run releases the
+//     lock (WithReleaseOnCancel, the default) so that a standby takes over
+//     at once.
+//   - work's result (nil included) when work returns while the term is
+//     still valid; the lock is released first. To lead for as long as the
+//     process runs, work blocks until its context ends.
+//   - an error matching ErrGraceExceeded when work did not return within
+//     the grace period after its term ended. The lock is then not released
+//     but left to expire, and Run does not campaign again, because a second
+//     term must not start while the first one's work may still run. work's
+//     goroutine is still running; the process should exit.
+//   - an error that retrying cannot fix (invalid name, corrupt record,
+//     permission), or ErrAlreadyRunning.
+//
+// After a loss, Run campaigns again: a replica that lost its term (a network
+// blip, a long pause) becomes a standby, not a dead process.
+func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lease) error) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("baton: elector %q: %w", e.mu.name, ErrAlreadyRunning)
+	}
+	defer e.running.Store(false)
+	cfg := e.mu.cfg
+	for {
+		l, err := e.mu.lock(ctx, ctx, e.setLeader)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("baton: elector %q: %w", e.mu.name, err)
+		}
+		e.setLeader(cfg.identity)
+		e.mu.observe(Event{Kind: EventStartedLeading, Name: e.mu.name, Holder: cfg.identity, Token: l.Token()})
+		cfg.logger.Info("baton: started leading", "lock", e.mu.name, "token", l.Token())
+		if cfg.onStarted != nil {
+			cfg.onStarted(l.Context(), l)
+		}
+		done := make(chan error, 1)
+		go func() { done <- work(l.Context(), l) }()
+
+		var werr error
+		select {
+		case werr = <-done:
+			// work returned while leading: its own decision.
+			uerr := l.Unlock(context.WithoutCancel(ctx))
+			e.stopped(l, ErrReleased)
+			if uerr != nil && !errors.Is(uerr, ErrLost) {
+				cfg.logger.Warn("baton: release after work returned failed", "lock", e.mu.name, "err", uerr)
+			}
+			return werr
+		case <-l.Done():
+		}
+
+		// The term ended: lost, stepped down, or ctx ended.
+		cause := l.Err()
+		if !e.waitGrace(done) {
+			l.abandon(cause)
+			e.stopped(l, cause)
+			return fmt.Errorf("baton: elector %q: %w (%v) after the term ended: %w", e.mu.name, ErrGraceExceeded, cfg.grace, cause)
+		}
+		if ctx.Err() != nil {
+			if cfg.releaseOnCancel {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.releaseTimeout)
+				if uerr := l.Unlock(rctx); uerr != nil && !errors.Is(uerr, ErrLost) {
+					cfg.logger.Warn("baton: release on shutdown failed; the lock will expire after its TTL", "lock", e.mu.name, "err", uerr)
+				}
+				cancel()
+			} else {
+				l.abandon(ctx.Err())
+			}
+			e.stopped(l, cause)
+			return ctx.Err()
+		}
+		// Lost: the claim may still be ours in the store (renewals failed
+		// but the store may have kept it); releasing it lets others start
+		// sooner and is harmless otherwise (compare-and-release).
+		rctx, cancel := context.WithTimeout(ctx, cfg.releaseTimeout)
+		_ = l.Unlock(rctx)
+		cancel()
+		e.stopped(l, cause)
+	}
+}
+
+// waitGrace waits up to the grace period for work to return.
+func (e *Elector) waitGrace(done <-chan error) bool {
+	cfg := e.mu.cfg
+	t := cfg.clock.NewTimer(cfg.grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C():
+		select { // a work that returned exactly at the deadline counts
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (e *Elector) stopped(l *Lease, cause error) {
+	cfg := e.mu.cfg
+	e.leaderMu.Lock()
+	if e.leader == cfg.identity {
+		e.leader = ""
+	}
+	e.leaderMu.Unlock()
+	e.mu.observe(Event{Kind: EventStoppedLeading, Name: e.mu.name, Holder: cfg.identity, Token: l.Token(), Err: cause})
+	cfg.logger.Info("baton: stopped leading", "lock", e.mu.name, "token", l.Token(), "cause", cause)
+	if cfg.onStopped != nil {
+		cfg.onStopped(l, cause)
+	}
+}
