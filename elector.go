@@ -164,6 +164,14 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 // waitGrace waits up to the grace period for work to return.
 func (e *Elector) waitGrace(done <-chan error) bool {
 	cfg := e.mu.cfg
+	if cfg.grace <= 0 {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
 	t := cfg.clock.NewTimer(cfg.grace)
 	defer t.Stop()
 	select {

@@ -33,14 +33,16 @@ type config struct {
 	renewDeadline time.Duration
 	retryPeriod   time.Duration
 	renewInterval time.Duration // 0: ttl/3
-	margin        time.Duration // -1: default
+	margin        time.Duration
+	marginSet     bool
 	identity      string
 	clock         clock.Clock
 	logger        *slog.Logger
 	observer      Observer
 
 	// Elector only.
-	grace           time.Duration // -1: default
+	grace           time.Duration
+	graceSet        bool
 	releaseOnCancel bool
 	releaseTimeout  time.Duration
 	onStarted       func(ctx context.Context, l *Lease)
@@ -71,7 +73,9 @@ func WithRenewInterval(d time.Duration) Option { return func(c *config) { c.rene
 // WithSafetyMargin sets the time subtracted from the TTL when computing the
 // holder's validity end, to cover clock-rate drift between this process and
 // the store (or other contenders). Default max(2% of TTL, 50ms).
-func WithSafetyMargin(d time.Duration) Option { return func(c *config) { c.margin = d } }
+func WithSafetyMargin(d time.Duration) Option {
+	return func(c *config) { c.margin, c.marginSet = d, true }
+}
 
 // WithIdentity sets the holder identity shown in status views and to other
 // contenders. Default: DefaultIdentity(). Two processes must never share an
@@ -95,7 +99,7 @@ func WithObserver(o Observer) Option { return func(c *config) { c.observer = o }
 // WithGrace (Elector) sets how long Run waits for work to return after its
 // term ended. Default: TTL - RenewDeadline, the time between stepping down
 // and the earliest moment another replica can take over.
-func WithGrace(d time.Duration) Option { return func(c *config) { c.grace = d } }
+func WithGrace(d time.Duration) Option { return func(c *config) { c.grace, c.graceSet = d, true } }
 
 // WithReleaseOnCancel (Elector) sets whether Run releases the lock when its
 // context ends and work has returned, so that a standby takes over at once
@@ -126,8 +130,6 @@ func newConfig(opts []Option) (*config, error) {
 		ttl:             DefaultTTL,
 		renewDeadline:   DefaultRenewDeadline,
 		retryPeriod:     DefaultRetryPeriod,
-		margin:          -1,
-		grace:           -1,
 		releaseOnCancel: true,
 		releaseTimeout:  5 * time.Second,
 	}
@@ -148,10 +150,10 @@ func newConfig(opts []Option) (*config, error) {
 	if c.renewInterval == 0 {
 		c.renewInterval = c.ttl / 3
 	}
-	if c.margin < 0 {
+	if !c.marginSet {
 		c.margin = DefaultSafetyMargin(c.ttl)
 	}
-	if c.grace < 0 {
+	if !c.graceSet {
 		c.grace = c.ttl - c.renewDeadline
 	}
 	if err := c.validate(); err != nil {
@@ -178,6 +180,8 @@ func (c *config) validate() error {
 		return bad("retry period %v must be positive", c.retryPeriod)
 	case c.renewInterval <= 0:
 		return bad("renew interval %v must be positive", c.renewInterval)
+	case c.margin < 0:
+		return bad("safety margin %v must not be negative", c.margin)
 	case c.renewDeadline >= c.ttl:
 		return bad("renew deadline %v must be shorter than TTL %v", c.renewDeadline, c.ttl)
 	case c.margin >= c.ttl-c.renewDeadline:

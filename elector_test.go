@@ -1,0 +1,249 @@
+package baton_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+type term struct {
+	token uint64
+	ctx   context.Context
+}
+
+// recorder collects what an Elector reports through its callbacks.
+type recorder struct {
+	mu      sync.Mutex
+	leaders []string
+	stopped []error
+	started []uint64
+	newLead chan string
+}
+
+func (r *recorder) options() []baton.Option {
+	return []baton.Option{
+		baton.OnNewLeader(func(id string) {
+			r.mu.Lock()
+			r.leaders = append(r.leaders, id)
+			r.mu.Unlock()
+			if r.newLead != nil {
+				r.newLead <- id
+			}
+		}),
+		baton.OnStartedLeading(func(_ context.Context, l *baton.Lease) {
+			r.mu.Lock()
+			r.started = append(r.started, l.Token())
+			r.mu.Unlock()
+		}),
+		baton.OnStoppedLeading(func(_ *baton.Lease, cause error) {
+			r.mu.Lock()
+			r.stopped = append(r.stopped, cause)
+			r.mu.Unlock()
+		}),
+	}
+}
+
+func newElector(t *testing.T, b baton.Backend, opts ...baton.Option) (*baton.Elector, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(t0)
+	e, err := baton.NewElector(b, "jobs.nightly", append([]baton.Option{baton.WithClock(clk), baton.WithIdentity("me"), quiet}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, clk
+}
+
+func TestElectorWorkOncePerTermAndRecampaignAfterLoss(t *testing.T) {
+	b := newScript()
+	rec := &recorder{newLead: make(chan string, 8)}
+	e, clk := newElector(t, watching{b}, rec.options()...)
+	terms := make(chan term, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() {
+		runErr <- e.Run(ctx, func(ctx context.Context, l *baton.Lease) error {
+			terms <- term{l.Token(), ctx}
+			<-ctx.Done()
+			return nil
+		})
+	}()
+
+	first := <-terms
+	if id := <-rec.newLead; id != "me" {
+		t.Fatalf("first new leader %q", id)
+	}
+	if first.token != 1 || !e.IsLeader() || e.Leader() != "me" {
+		t.Fatalf("first term token %d, leader %q", first.token, e.Leader())
+	}
+	// Another process takes the lock (say, after a partition): the next
+	// renew is rejected and the term ends at once.
+	b.set("other")
+	awaitTimer(t, clk)
+	clk.Step(5 * time.Second)
+	waitClosed(t, first.ctx.Done(), "first term after loss")
+	if !errors.Is(context.Cause(first.ctx), baton.ErrLost) {
+		t.Fatalf("first term cause = %v, want ErrLost", context.Cause(first.ctx))
+	}
+	// The elector campaigns again; the other holder releases; the standby
+	// wakes on the watch and starts a second term with a larger token.
+	select {
+	case id := <-rec.newLead:
+		if id != "other" {
+			t.Fatalf("new leader %q, want other", id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the standby did not observe the new leader")
+	}
+	if e.Leader() != "other" || e.IsLeader() {
+		t.Fatalf("observed leader %q while other holds, want other", e.Leader())
+	}
+	b.set("")
+	var second term
+	select {
+	case second = <-terms:
+	case <-time.After(5 * time.Second):
+		t.Fatal("elector did not campaign again after losing its term")
+	}
+	if second.token <= first.token {
+		t.Fatalf("second term token %d, want > %d", second.token, first.token)
+	}
+	cancel()
+	if err := <-runErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	if holder, _, _ := b.state(); holder != "" {
+		t.Fatalf("after shutdown the store says %q holds; want released for instant handover", holder)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.started) != 2 || len(rec.stopped) != 2 {
+		t.Fatalf("started %v, stopped %v; want 2 each", rec.started, rec.stopped)
+	}
+	if !errors.Is(rec.stopped[0], baton.ErrLost) || !errors.Is(rec.stopped[1], context.Canceled) {
+		t.Fatalf("stop causes %v", rec.stopped)
+	}
+	want := []string{"me", "other", "me"}
+	if len(rec.leaders) != len(want) {
+		t.Fatalf("leaders %v, want %v", rec.leaders, want)
+	}
+	for i := range want {
+		if rec.leaders[i] != want[i] {
+			t.Fatalf("leaders %v, want %v", rec.leaders, want)
+		}
+	}
+}
+
+func TestElectorWorkReturningEndsRunAndReleases(t *testing.T) {
+	b := newScript()
+	e, _ := newElector(t, b)
+	boom := errors.New("boom")
+	if err := e.Run(context.Background(), func(context.Context, *baton.Lease) error { return boom }); err != boom {
+		t.Fatalf("Run = %v, want work's error", err)
+	}
+	if holder, _, releases := b.state(); holder != "" || releases != 1 {
+		t.Fatalf("store: holder %q releases %d, want released", holder, releases)
+	}
+	if e.IsLeader() {
+		t.Fatal("still reports leading after Run returned")
+	}
+}
+
+func TestElectorGraceExceededDoesNotReleaseOrRecampaign(t *testing.T) {
+	b := newScript()
+	rec := &recorder{}
+	e, clk := newElector(t, b, append(rec.options(), baton.WithGrace(3*time.Second))...)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	started := make(chan struct{})
+	runErr := make(chan error, 1)
+	go func() {
+		runErr <- e.Run(context.Background(), func(ctx context.Context, l *baton.Lease) error {
+			close(started)
+			<-stuck // ignores its context
+			return nil
+		})
+	}()
+	<-started
+	b.mu.Lock()
+	b.renewErr = errors.New("partitioned")
+	b.mu.Unlock()
+	for _, d := range []time.Duration{5 * time.Second, 2 * time.Second, 2 * time.Second, time.Second} {
+		awaitTimer(t, clk)
+		clk.Step(d)
+	}
+	// +10s: stepped down; now the grace period runs.
+	awaitTimer(t, clk)
+	clk.Step(3 * time.Second)
+	var err error
+	select {
+	case err = <-runErr:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after the grace period")
+	}
+	if !errors.Is(err, baton.ErrGraceExceeded) || !errors.Is(err, baton.ErrLost) {
+		t.Fatalf("Run = %v, want ErrGraceExceeded and the ErrLost cause", err)
+	}
+	if holder, _, releases := b.state(); holder != "me" || releases != 0 {
+		t.Fatalf("store: holder %q releases %d; a stuck term must be left to expire, not released", holder, releases)
+	}
+	b.mu.Lock()
+	acquires := b.acquires
+	b.mu.Unlock()
+	if acquires != 1 {
+		t.Fatalf("%d acquire attempts; a stuck term must not campaign again", acquires)
+	}
+}
+
+func TestElectorReleaseOnCancelFalseLeavesLockToExpire(t *testing.T) {
+	b := newScript()
+	e, _ := newElector(t, b, baton.WithReleaseOnCancel(false))
+	ctx, cancel := context.WithCancel(context.Background())
+	err := e.Run(ctx, func(ctx context.Context, l *baton.Lease) error {
+		cancel()
+		<-ctx.Done()
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if holder, _, releases := b.state(); holder != "me" || releases != 0 {
+		t.Fatalf("store: holder %q releases %d, want kept (to expire)", holder, releases)
+	}
+}
+
+func TestElectorRunTwiceAtOnce(t *testing.T) {
+	b := newScript()
+	e, _ := newElector(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	inWork := make(chan struct{})
+	runErr := make(chan error, 1)
+	go func() {
+		runErr <- e.Run(ctx, func(ctx context.Context, _ *baton.Lease) error {
+			close(inWork)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	<-inWork
+	if err := e.Run(ctx, func(context.Context, *baton.Lease) error { return nil }); !errors.Is(err, baton.ErrAlreadyRunning) {
+		t.Fatalf("second Run = %v, want ErrAlreadyRunning", err)
+	}
+	cancel()
+	<-runErr
+}
+
+func TestElectorStopsOnPermanentError(t *testing.T) {
+	e, _ := newElector(t, failing{newScript(), baton.ErrForbidden})
+	err := e.Run(context.Background(), func(context.Context, *baton.Lease) error {
+		t.Error("work started without a lease")
+		return nil
+	})
+	if !errors.Is(err, baton.ErrForbidden) {
+		t.Fatalf("Run = %v, want ErrForbidden", err)
+	}
+}

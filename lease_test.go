@@ -1,0 +1,361 @@
+package baton_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// Defaults: TTL 15s, renew deadline 10s, retry 2s, renew every 5s, margin 300ms.
+func newMutex(t *testing.T, b baton.Backend, opts ...baton.Option) (*baton.Mutex, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(t0)
+	m, err := baton.NewMutex(b, "jobs.nightly", append([]baton.Option{baton.WithClock(clk), baton.WithIdentity("me"), quiet}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, clk
+}
+
+func TestLeaseValidityFromSendTime(t *testing.T) {
+	b := newScript()
+	obs, ev := events()
+	m, clk := newMutex(t, b, obs)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	if got, want := l.ValidUntil(), t0.Add(15*time.Second-300*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("ValidUntil = %v, want acquire send time + TTL - margin = %v", got, want)
+	}
+	if l.Token() != 1 || l.Holder() != "me" || l.Name() != "jobs.nightly" {
+		t.Fatalf("lease = token %d holder %q name %q", l.Token(), l.Holder(), l.Name())
+	}
+
+	// The renew is sent at +5s (TTL/3) but answered only at +6s: validity
+	// counts from the send time, not from the answer.
+	block := make(chan struct{})
+	b.mu.Lock()
+	b.renewBlock = block
+	b.mu.Unlock()
+	awaitTimer(t, clk)
+	clk.Step(5 * time.Second)
+	<-b.renews
+	awaitTimer(t, clk) // the keeper waits for the step-down while the renew is in flight
+	clk.Step(time.Second)
+	close(block)
+	next(t, ev, baton.EventRenewed)
+	if got, want := l.ValidUntil(), t0.Add(5*time.Second+15*time.Second-300*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("after renew ValidUntil = %v, want renew send time + TTL - margin = %v", got, want)
+	}
+	if l.Err() != nil {
+		t.Fatalf("lease ended: %v", l.Err())
+	}
+}
+
+func TestLeaseRenewsEveryThirdOfTTL(t *testing.T) {
+	b := newScript()
+	obs, ev := events()
+	m, clk := newMutex(t, b, obs)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	// Hold for three TTLs: every 5s one renew, and the lease stays valid.
+	for i := 1; i <= 9; i++ {
+		awaitTimer(t, clk)
+		clk.Step(5*time.Second - time.Nanosecond)
+		select {
+		case <-b.renews:
+			t.Fatalf("renew %d sent before TTL/3", i)
+		default:
+		}
+		clk.Step(time.Nanosecond)
+		<-b.renews
+		next(t, ev, baton.EventRenewed)
+	}
+	if l.Err() != nil {
+		t.Fatalf("lease ended while renewals succeeded: %v", l.Err())
+	}
+}
+
+func TestLeaseStepsDownAtRenewDeadline(t *testing.T) {
+	b := newScript()
+	b.renewErr = errors.New("store unreachable")
+	obs, ev := events()
+	m, clk := newMutex(t, b, obs)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renew at +5s fails, retries every 2s: +7s, +9s fail too.
+	for _, at := range []time.Duration{5 * time.Second, 2 * time.Second, 2 * time.Second} {
+		awaitTimer(t, clk)
+		clk.Step(at)
+		<-b.renews
+		next(t, ev, baton.EventRenewFailed)
+	}
+	awaitTimer(t, clk)
+	clk.Step(time.Second - time.Nanosecond) // +9.999999999s
+	if closed(l.Done()) {
+		t.Fatal("lease ended before the renew deadline")
+	}
+	clk.Step(time.Nanosecond) // +10s: the renew deadline
+	waitClosed(t, l.Done(), "lease at the renew deadline")
+	if !clk.Now().Before(l.ValidUntil()) {
+		t.Fatalf("context ended at %v, not before ValidUntil %v", clk.Now(), l.ValidUntil())
+	}
+	if err := l.Err(); !errors.Is(err, baton.ErrLost) || !strings.Contains(err.Error(), "renew deadline 10s") || !strings.Contains(err.Error(), "store unreachable") {
+		t.Fatalf("cause = %v, want ErrLost naming the renew deadline and the last error", err)
+	}
+	if e := next(t, ev, baton.EventLost); !errors.Is(e.Err, baton.ErrLost) {
+		t.Fatalf("lost event err = %v", e.Err)
+	}
+	if err := l.Unlock(context.Background()); !errors.Is(err, baton.ErrLost) {
+		t.Fatalf("Unlock after loss = %v, want ErrLost", err)
+	}
+}
+
+func TestLeaseSlowRenewDoesNotDelayStepDown(t *testing.T) {
+	b := newScript()
+	b.renewBlock = make(chan struct{}) // never answered: a hung connection
+	m, clk := newMutex(t, b)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitTimer(t, clk)
+	clk.Step(5 * time.Second)
+	<-b.renews
+	awaitTimer(t, clk)
+	clk.Step(5 * time.Second)
+	waitClosed(t, l.Done(), "lease with a hung renew at the renew deadline")
+	if !errors.Is(l.Err(), baton.ErrLost) {
+		t.Fatalf("cause = %v, want ErrLost", l.Err())
+	}
+	_ = l.Unlock(context.Background()) // returns only after the hung renew was cancelled
+}
+
+func TestLeaseLostOnRenewRejected(t *testing.T) {
+	b := newScript()
+	m, clk := newMutex(t, b)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.set("thief") // force-released and taken by someone else
+	awaitTimer(t, clk)
+	clk.Step(5 * time.Second)
+	waitClosed(t, l.Done(), "lease whose renew was rejected")
+	if !errors.Is(l.Err(), baton.ErrLost) {
+		t.Fatalf("cause = %v, want ErrLost", l.Err())
+	}
+	if got := clk.Now(); !got.Equal(t0.Add(5 * time.Second)) {
+		t.Fatalf("lost at %v, want at once at the renew (+5s)", got)
+	}
+}
+
+func TestUnlockEndsContextBeforeRelease(t *testing.T) {
+	b := newScript()
+	obs, ev := events()
+	m, _ := newMutex(t, b, obs)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doneAtRelease bool
+	b.onRelease = func() { doneAtRelease = closed(l.Done()) }
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !doneAtRelease {
+		t.Fatal("the store released the lock while the lease's context was still live")
+	}
+	if !errors.Is(l.Err(), baton.ErrReleased) || !errors.Is(context.Cause(l.Context()), baton.ErrReleased) {
+		t.Fatalf("cause = %v, want ErrReleased", l.Err())
+	}
+	if holder, _, releases := b.state(); holder != "" || releases != 1 {
+		t.Fatalf("store: holder %q, releases %d", holder, releases)
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatalf("second Unlock = %v, want the first call's nil", err)
+	}
+	if _, _, releases := b.state(); releases != 1 {
+		t.Fatalf("second Unlock released again (%d)", releases)
+	}
+	next(t, ev, baton.EventReleased)
+}
+
+func TestLeaseContextKeepsValuesNotCancellation(t *testing.T) {
+	type key struct{}
+	b := newScript()
+	m, _ := newMutex(t, b)
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if l.Context().Value(key{}) != "v" {
+		t.Fatal("lease context lost the Lock context's values")
+	}
+	if l.Err() != nil {
+		t.Fatal("cancelling the Lock context ended the tenure")
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTryLockHeld(t *testing.T) {
+	b := newScript()
+	b.set("other")
+	m, _ := newMutex(t, b)
+	_, err := m.TryLock(context.Background())
+	var held *baton.HeldError
+	if !errors.Is(err, baton.ErrHeld) || !errors.As(err, &held) || held.Holder != "other" || held.Token != 1 {
+		t.Fatalf("TryLock = %v, want ErrHeld by other with token 1", err)
+	}
+	if !strings.Contains(err.Error(), `"jobs.nightly"`) || !strings.Contains(err.Error(), `"other"`) {
+		t.Fatalf("message %q should name the lock and the holder", err)
+	}
+}
+
+func TestLockRetriesNoLaterThanRetryAfter(t *testing.T) {
+	b := newScript()
+	b.set("other")
+	b.retryAfter = 300 * time.Millisecond // the store says the claim ends then
+	m, clk := newMutex(t, b)
+	got := make(chan *baton.Lease, 1)
+	go func() {
+		l, err := m.Lock(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	awaitTimer(t, clk)
+	b.mu.Lock()
+	b.holder = "" // expired; no watch event
+	b.mu.Unlock()
+	clk.Step(300 * time.Millisecond) // far below the 2s retry period
+	select {
+	case l := <-got:
+		_ = l.Unlock(context.Background())
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lock did not retry at RetryAfter")
+	}
+}
+
+func TestLockWakesOnWatch(t *testing.T) {
+	b := newScript()
+	b.set("other")
+	m, clk := newMutex(t, watching{b})
+	got := make(chan *baton.Lease, 1)
+	go func() {
+		l, err := m.Lock(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	awaitTimer(t, clk) // waiting: held by other
+	b.set("")          // released; the fake clock does not move
+	select {
+	case l := <-got:
+		if l.Token() != 2 {
+			t.Errorf("token = %d, want 2", l.Token())
+		}
+		_ = l.Unlock(context.Background())
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lock did not wake on the watch notification")
+	}
+}
+
+func TestLockCancelledWhileHeld(t *testing.T) {
+	b := newScript()
+	b.set("other")
+	m, clk := newMutex(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.Lock(ctx)
+		errc <- err
+	}()
+	awaitTimer(t, clk)
+	cancel()
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lock did not return after cancel")
+	}
+	var held *baton.HeldError
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, baton.ErrHeld) || !errors.As(err, &held) || held.Holder != "other" {
+		t.Fatalf("Lock = %v, want context.Canceled and ErrHeld by other", err)
+	}
+}
+
+type failing struct {
+	*script
+	err error
+}
+
+func (f failing) TryAcquire(context.Context, string, baton.Request) (baton.Grant, error) {
+	return baton.Grant{}, f.err
+}
+
+func TestLockStopsOnPermanentError(t *testing.T) {
+	m, _ := newMutex(t, failing{newScript(), errors.Join(errors.New("/x/y.json"), baton.ErrCorruptRecord)})
+	if _, err := m.Lock(context.Background()); !errors.Is(err, baton.ErrCorruptRecord) {
+		t.Fatalf("Lock = %v, want ErrCorruptRecord at once", err)
+	}
+}
+
+func TestLockRetriesTransientError(t *testing.T) {
+	b := newScript()
+	m, clk := newMutex(t, &flaky{script: b, failures: 2})
+	got := make(chan error, 1)
+	go func() {
+		l, err := m.Lock(context.Background())
+		if err == nil {
+			err = l.Unlock(context.Background())
+		}
+		got <- err
+	}()
+	for range 2 {
+		awaitTimer(t, clk)
+		clk.Step(3 * time.Second) // past the jittered retry period
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lock did not retry after transient errors")
+	}
+}
+
+type flaky struct {
+	*script
+	failures int
+}
+
+func (f *flaky) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+	f.mu.Lock()
+	if f.failures > 0 {
+		f.failures--
+		f.mu.Unlock()
+		return baton.Grant{}, errors.New("connection refused")
+	}
+	f.mu.Unlock()
+	return f.script.TryAcquire(ctx, key, req)
+}
