@@ -1,0 +1,60 @@
+// Package baton gives the replicas of a service exclusive work: a
+// distributed mutex with fencing tokens and leader election, over the
+// coordination store a team already runs.
+//
+// # Using it
+//
+// A Mutex locks a name on a Backend (package file for processes on one
+// machine, package memory for one process; a backend for another store
+// implements the same seam and passes the same conformance suite):
+//
+//	mu, err := baton.NewMutex(store, "nightly-report")
+//	lease, err := mu.Lock(ctx)
+//	defer lease.Unlock(context.Background())
+//	err = writeReport(lease.Context(), lease.Token())
+//
+// An Elector runs work on one replica at a time and keeps the others as
+// standbys that take over when the leader releases, crashes or is cut off:
+//
+//	el, err := baton.NewElector(store, "scheduler")
+//	err = el.Run(ctx, func(ctx context.Context, term *baton.Lease) error {
+//		return scheduler.Run(ctx, term.Token())
+//	})
+//
+// # Guarantees
+//
+//   - At most one valid holder per lock, as judged by the store's atomic
+//     operation (a conditional write, a transaction, a script).
+//   - The holder stops before anyone else can start: a Lease's context ends
+//     no later than its validity end, which is measured on this process's
+//     monotonic clock from the send time of its last successful acquire or
+//     renew (see Lease for the clock model). No timestamp written by one
+//     machine is ever compared with another machine's clock.
+//   - Fencing tokens strictly increase per lock, across holders and client
+//     restarts, as long as the store keeps its data.
+//   - Only the holder can renew or release (identity plus a per-acquisition
+//     nonce, compared atomically).
+//   - Losing a lock is always observable: the context ends with a cause, the
+//     Observer gets EventLost, and a log line is written.
+//   - Every goroutine baton starts ends with its owner (Unlock, Run's
+//     context).
+//
+// A lease cannot stop a process that is paused (stopped, swapped, in a long
+// garbage collection) from writing after its lease ended. Only the protected
+// resource can reject such a late write, by checking the fencing token:
+// pass Lease.Token with every write and reject tokens smaller than the
+// largest seen.
+//
+// # Timing
+//
+// Defaults follow client-go's leader election: TTL 15s, RenewDeadline 10s,
+// RetryPeriod 2s; the holder renews every TTL/3; the safety margin is
+// max(2% of TTL, 50ms). Impossible combinations are rejected at
+// construction with an error that names both values.
+//
+// # Implementing a backend
+//
+// A Backend performs atomic operations on one record per key; the engine in
+// this package owns every timer, retry, log line and metric. Package
+// batontest is the conformance suite every backend must pass.
+package baton
