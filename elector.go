@@ -118,22 +118,26 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 		done := make(chan error, 1)
 		go func() { done <- work(l.Context(), l) }()
 
-		var werr error
+		workReturned := false
 		select {
-		case werr = <-done:
-			// work returned while leading: its own decision.
-			uerr := l.Unlock(context.WithoutCancel(ctx))
-			e.stopped(l, ErrReleased)
-			if uerr != nil && !errors.Is(uerr, ErrLost) {
-				cfg.logger.Warn("baton: release after work returned failed", "lock", e.mu.name, "err", uerr)
+		case werr := <-done:
+			if l.Err() == nil {
+				// work returned while the term was valid: its own decision.
+				uerr := l.Unlock(context.WithoutCancel(ctx))
+				e.stopped(l, ErrReleased)
+				if uerr != nil && !errors.Is(uerr, ErrLost) {
+					cfg.logger.Warn("baton: release after work returned failed", "lock", e.mu.name, "err", uerr)
+				}
+				return werr
 			}
-			return werr
+			// The term had ended already (work returned because of it).
+			workReturned = true
 		case <-l.Done():
 		}
 
 		// The term ended: lost, stepped down, or ctx ended.
 		cause := l.Err()
-		if !e.waitGrace(done) {
+		if !workReturned && !e.waitGrace(done) {
 			l.abandon(cause)
 			e.stopped(l, cause)
 			return fmt.Errorf("baton: elector %q: %w (%v) after the term ended: %w", e.mu.name, ErrGraceExceeded, cfg.grace, cause)

@@ -99,6 +99,13 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 	if canWatch {
 		startWatch() // before the first attempt, so no release can slip between the two
 	}
+	var lastHeld *HeldError // the holder seen at the last attempt that reached the store
+	stopped := func() error {
+		if lastHeld != nil {
+			return fmt.Errorf("%w; stopped waiting: %w", lastHeld, ctx.Err())
+		}
+		return ctx.Err()
+	}
 	for {
 		l, err := m.try(ctx, parent)
 		if err == nil {
@@ -109,6 +116,7 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 		wait := jitter(m.cfg.retryPeriod)
 		switch {
 		case errors.As(err, &held):
+			lastHeld = held
 			if observe != nil {
 				observe(held.Holder)
 			}
@@ -116,7 +124,7 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 				wait = held.RetryAfter
 			}
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return nil, stopped()
 		case isPermanent(err):
 			return nil, err
 		default:
@@ -129,16 +137,18 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			if held != nil {
-				return nil, fmt.Errorf("%w; stopped waiting: %w", held, ctx.Err())
-			}
-			return nil, ctx.Err()
+			return nil, stopped()
 		case _, ok := <-changes:
 			t.Stop()
 			if !ok {
 				changes = nil
 			}
 		case <-t.C():
+		}
+		if ctx.Err() != nil {
+			// Woken by the watch (closed because ctx ended) or the timer
+			// just as ctx ended: report the wait, not a fresh attempt.
+			return nil, stopped()
 		}
 	}
 }

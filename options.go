@@ -12,7 +12,9 @@ import (
 )
 
 // Timing defaults. They match client-go's leader election so that a team
-// moving from it keeps its failover budget.
+// moving from it keeps its failover budget. With another TTL, the renew
+// deadline and retry period not given default to the same proportions of it
+// (2/3 and 2/15).
 const (
 	DefaultTTL           = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
@@ -29,10 +31,12 @@ const (
 type Option func(*config)
 
 type config struct {
-	ttl           time.Duration
-	renewDeadline time.Duration
-	retryPeriod   time.Duration
-	renewInterval time.Duration // 0: ttl/3
+	ttl              time.Duration
+	renewDeadline    time.Duration
+	renewDeadlineSet bool
+	retryPeriod      time.Duration
+	retryPeriodSet   bool
+	renewInterval    time.Duration // 0: ttl/3
 	margin        time.Duration
 	marginSet     bool
 	identity      string
@@ -57,14 +61,18 @@ func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 // WithRenewDeadline sets how long the holder keeps trying to renew, counted
 // from the send time of its last successful acquire or renew, before it steps
 // down and ends the lease's context. Must be shorter than the TTL minus the
-// safety margin. Default 10s.
-func WithRenewDeadline(d time.Duration) Option { return func(c *config) { c.renewDeadline = d } }
+// safety margin. Default 2/3 of the TTL (10s for the default TTL).
+func WithRenewDeadline(d time.Duration) Option {
+	return func(c *config) { c.renewDeadline, c.renewDeadlineSet = d, true }
+}
 
 // WithRetryPeriod sets how often a waiter retries when the backend cannot
 // watch (or as a fallback to a watch), and how long the holder waits after a
 // failed renew before trying again. Must be shorter than the renew deadline.
-// Default 2s.
-func WithRetryPeriod(d time.Duration) Option { return func(c *config) { c.retryPeriod = d } }
+// Default 2/15 of the TTL (2s for the default TTL).
+func WithRetryPeriod(d time.Duration) Option {
+	return func(c *config) { c.retryPeriod, c.retryPeriodSet = d, true }
+}
 
 // WithRenewInterval sets how often the holder renews while renewals succeed.
 // Default TTL/3; must be shorter than the renew deadline.
@@ -128,8 +136,6 @@ func OnNewLeader(f func(identity string)) Option {
 func newConfig(opts []Option) (*config, error) {
 	c := &config{
 		ttl:             DefaultTTL,
-		renewDeadline:   DefaultRenewDeadline,
-		retryPeriod:     DefaultRetryPeriod,
 		releaseOnCancel: true,
 		releaseTimeout:  5 * time.Second,
 	}
@@ -137,6 +143,14 @@ func newConfig(opts []Option) (*config, error) {
 		if o != nil {
 			o(c)
 		}
+	}
+	// Timings not given scale with the TTL in the proportions of the
+	// defaults (15s, 10s, 2s), so that WithTTL alone is always valid.
+	if !c.renewDeadlineSet {
+		c.renewDeadline = c.ttl * 2 / 3
+	}
+	if !c.retryPeriodSet {
+		c.retryPeriod = c.ttl * 2 / 15
 	}
 	if c.identity == "" {
 		c.identity = DefaultIdentity()
@@ -189,7 +203,7 @@ func (c *config) validate() error {
 	case c.retryPeriod >= c.renewDeadline:
 		return bad("retry period %v must be shorter than renew deadline %v", c.retryPeriod, c.renewDeadline)
 	case c.renewInterval >= c.renewDeadline:
-		return bad("renew interval %v must be shorter than renew deadline %v", c.renewInterval, c.renewDeadline)
+		return bad("renew interval %v (TTL/3 unless set) must be shorter than renew deadline %v", c.renewInterval, c.renewDeadline)
 	case c.grace < 0:
 		return bad("grace period %v must not be negative", c.grace)
 	}

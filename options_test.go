@@ -17,10 +17,11 @@ func TestOptionsRejectImpossibleTimings(t *testing.T) {
 	}{
 		{"ttl below minimum", []baton.Option{baton.WithTTL(500 * time.Millisecond)}, "TTL 500ms is shorter than the minimum 1s"},
 		{"renew deadline equals ttl", []baton.Option{baton.WithRenewDeadline(15 * time.Second)}, "renew deadline 15s must be shorter than TTL 15s"},
-		{"renew deadline above ttl", []baton.Option{baton.WithTTL(5 * time.Second)}, "renew deadline 10s must be shorter than TTL 5s"},
+		{"renew deadline above ttl", []baton.Option{baton.WithTTL(5 * time.Second), baton.WithRenewDeadline(10 * time.Second)}, "renew deadline 10s must be shorter than TTL 5s"},
 		{"no room for margin", []baton.Option{baton.WithTTL(10 * time.Second), baton.WithRenewDeadline(9900 * time.Millisecond)}, "renew deadline 9.9s plus safety margin 200ms must be shorter than TTL 10s"},
 		{"retry equals renew deadline", []baton.Option{baton.WithRetryPeriod(10 * time.Second)}, "retry period 10s must be shorter than renew deadline 10s"},
-		{"renew interval too long", []baton.Option{baton.WithRenewInterval(12 * time.Second)}, "renew interval 12s must be shorter than renew deadline 10s"},
+		{"renew interval too long", []baton.Option{baton.WithRenewInterval(12 * time.Second)}, "renew interval 12s (TTL/3 unless set) must be shorter than renew deadline 10s"},
+		{"renew deadline below ttl/3", []baton.Option{baton.WithRenewDeadline(4 * time.Second)}, "renew interval 5s (TTL/3 unless set) must be shorter than renew deadline 4s"},
 		{"negative retry", []baton.Option{baton.WithRetryPeriod(-time.Second)}, "retry period -1s must be positive"},
 		{"zero renew deadline", []baton.Option{baton.WithRenewDeadline(0)}, "renew deadline 0s must be positive"},
 		{"negative grace", []baton.Option{baton.WithGrace(-time.Second)}, "grace period -1s must not be negative"},
@@ -42,7 +43,10 @@ func TestOptionsRejectImpossibleTimings(t *testing.T) {
 
 func TestOptionsAcceptClientGoStyleTimings(t *testing.T) {
 	for _, opts := range [][]baton.Option{
-		nil, // 15s/10s/2s
+		nil,                             // 15s/10s/2s
+		{baton.WithTTL(time.Second)},    // 666ms/133ms
+		{baton.WithTTL(time.Minute)},    // 40s/8s
+		{baton.WithTTL(24 * time.Hour)}, // scales
 		{baton.WithTTL(4 * time.Second), baton.WithRenewDeadline(3 * time.Second), baton.WithRetryPeriod(time.Second)},
 		{baton.WithTTL(time.Second), baton.WithRenewDeadline(800 * time.Millisecond), baton.WithRetryPeriod(100 * time.Millisecond)},
 	} {
