@@ -1,0 +1,92 @@
+// Command baton runs commands under distributed locks with fencing tokens.
+//
+//	go run ./cmd/baton demo
+//
+// shows it on this machine: three replicas of "baton run" on the file
+// backend, a leader crash (SIGKILL) and a takeover with a larger token
+// after the TTL, then a handover on release (SIGTERM), in about 10 seconds.
+//
+// # Commands
+//
+//	baton run --name NAME [flags] -- CMD [ARGS...]
+//
+// Runs CMD only while this process is the leader of lock NAME, with
+// BATON_LOCK, BATON_HOLDER and BATON_TOKEN (the fencing token of the term) in
+// its environment. Standbys wait and take over when the leader releases the
+// lock, or once its claim has expired (--ttl after its last renewal) if it
+// died. When CMD exits on its own, baton releases the lock and exits with
+// CMD's exit code (128+N if signal N ended it); to lead for as long as baton
+// runs, CMD must not exit. After a loss, baton stops CMD (see below),
+// campaigns again and restarts CMD with a new token when it leads again.
+//
+//	baton lock --name NAME [--wait D] [flags] -- CMD [ARGS...]
+//
+// Runs CMD once while holding the lock, like flock(1) across processes, and
+// exits with CMD's exit code. --wait is "forever" by default; 0 tries once.
+// When the wait runs out, baton exits with code 75 (EX_TEMPFAIL) and names
+// the holder. If the lock is lost while CMD runs, CMD is stopped as below
+// and baton exits with code 1.
+//
+//	baton status [NAME] [-o wide|json|yaml] [--watch]
+//
+// Shows who holds a lock (or every lock): NAME, HOLDER ("<none>" if free),
+// TOKEN, RENEWED, EXPIRES-IN ("-" if free), TRANSITIONS; -o wide adds TTL,
+// ACQUIRED and VERSION. -o json and -o yaml print a stable view of the
+// records (one object for NAME, {"items": [...]} for all). --watch prints
+// again when a lock changes hands, is released or expires.
+//
+// # Losing the lock: the kill schedule
+//
+// A holder's validity ends at the send time of its last successful renewal
+// plus TTL minus a safety margin, on its own monotonic clock (see
+// baton.Lease). When the lock is lost — renewals failed for
+// --renew-deadline, or the store says it is someone else's — baton sends CMD
+// SIGTERM at once and SIGKILL at the validity end minus max(safety margin,
+// 100ms), so that CMD is dead before any other contender can acquire the
+// lock. If that moment has already passed when the loss is noticed (the
+// process was paused, say by SIGSTOP, for longer than the TTL), CMD gets
+// SIGKILL at once. A write CMD made during such a pause can only be stopped
+// by the resource itself: have it reject tokens smaller than the largest it
+// has seen.
+//
+// # Signals and process lifetime
+//
+// SIGINT, SIGTERM and SIGHUP are forwarded to CMD while it runs; baton then
+// waits for CMD, releases the lock and exits with CMD's exit code. Before CMD
+// runs (while campaigning or waiting), they stop baton at once with exit
+// code 128+N. CMD stays in baton's process group, so a signal sent to the
+// group reaches both (a Ctrl-C in a terminal therefore reaches CMD twice:
+// directly and forwarded). On Linux the kernel kills CMD if baton dies, even
+// by SIGKILL (PR_SET_PDEATHSIG). baton signals CMD's own process only: a CMD
+// that starts other processes must stop them on SIGTERM, or exec them.
+//
+// # Backends and the default directory
+//
+// --backend accepts "file" (processes on one machine). Its records live in
+// --dir, default $BATON_DIR; else /var/lib/baton for root, and
+// $XDG_STATE_HOME/baton (~/.local/state/baton) for other users, so that
+// fencing tokens keep increasing across reboots; else
+// <temp dir>/baton-<uid> when there is no home directory. Processes share a
+// lock only if they use the same directory.
+//
+// # Timing
+//
+// --ttl 15s, --renew-deadline 10s and --retry-period 2s by default (as in
+// client-go's leader election). The holder renews every TTL/3. Impossible
+// combinations (RenewDeadline >= TTL, RetryPeriod >= RenewDeadline,
+// TTL < 1s) are usage errors whose message names the values.
+//
+// # Exit codes
+//
+//	0      success
+//	N      under run and lock: CMD's exit code (128+N if signal N ended CMD)
+//	1      runtime error: the store failed, or lock lost the lock while CMD ran
+//	2      usage error: unknown flag, invalid value, impossible timing,
+//	       invalid lock name, missing CMD, unknown backend or output format
+//	75     lock: still held by another owner when --wait ran out
+//	126    CMD could not be started
+//	127    CMD was not found
+//	128+N  run or lock stopped by signal N before CMD started
+//
+// Logs go to stderr (log/slog text); --log-level debug|info|warn|error.
+package main

@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/supervise"
+)
+
+// Environment variables that CMD gets.
+const (
+	EnvLock   = "BATON_LOCK"   // the lock name
+	EnvHolder = "BATON_HOLDER" // the holder identity
+	EnvToken  = "BATON_TOKEN"  // the fencing token of this term, in decimal
+)
+
+// forwardedSignals are passed on to CMD while it runs; before CMD starts
+// (or between terms) they stop baton at once, with exit code 128+N.
+var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+
+// errStopping: a signal asked baton to stop before CMD could start.
+var errStopping = errors.New("stopping on a signal")
+
+// supervisor runs CMD under a lease and routes the signals baton receives.
+type supervisor struct {
+	argv           []string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	log            *slog.Logger
+	lead           time.Duration // SIGKILL this long before the validity end
+	stop           context.CancelFunc
+	// lifecycle is the log level of "started CMD" and "CMD exited": Info
+	// for run (a service's terms are worth a line), Debug for lock (as
+	// quiet as flock(1)).
+	lifecycle slog.Level
+
+	mu       sync.Mutex
+	child    *supervise.Child
+	signal   os.Signal // first signal received; nil if none
+	exitCode int       // CMD's exit code when it exited on its own
+	exited   bool      // CMD exited on its own (not stopped by baton)
+	startErr error     // why CMD could not start; errStopping excluded
+}
+
+// handleSignals routes signals until the returned function is called; that
+// function returns after the routing goroutine has ended.
+func (s *supervisor) handleSignals() (stop func()) {
+	sigc := make(chan os.Signal, 8)
+	signal.Notify(sigc, forwardedSignals...)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case sig := <-sigc:
+				s.onSignal(sig)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sigc)
+		close(done)
+		wg.Wait()
+	}
+}
+
+func (s *supervisor) onSignal(sig os.Signal) {
+	s.mu.Lock()
+	if s.signal == nil {
+		s.signal = sig
+	}
+	c := s.child
+	s.mu.Unlock()
+	if c != nil && c.Signal(sig) == nil {
+		s.log.Info("forwarded signal to CMD", "signal", sig, "pid", c.Pid())
+		return
+	}
+	s.log.Info("stopping on signal", "signal", sig)
+	s.stop()
+}
+
+// signaled returns the first signal received, or nil.
+func (s *supervisor) signaled() os.Signal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.signal
+}
+
+// start starts CMD for lease l, unless a signal has asked baton to stop.
+func (s *supervisor) start(l *baton.Lease) (*supervise.Child, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.signal != nil {
+		return nil, errStopping
+	}
+	cmd := exec.Command(s.argv[0], s.argv[1:]...)
+	cmd.Env = append(os.Environ(),
+		EnvLock+"="+l.Name(),
+		EnvHolder+"="+l.Holder(),
+		EnvToken+"="+strconv.FormatUint(l.Token(), 10),
+	)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.stdin, s.stdout, s.stderr
+	// Output copied through pipes (when stdout is not a file) must not keep
+	// Wait blocked after CMD exited, if a grandchild holds the pipe.
+	cmd.WaitDelay = time.Second
+	c, err := supervise.Start(cmd)
+	if err != nil {
+		s.startErr = startError(s.argv[0], err)
+		return nil, s.startErr
+	}
+	s.child = c
+	s.log.Log(context.Background(), s.lifecycle, "started CMD", "lock", l.Name(), "token", l.Token(), "pid", c.Pid(), "cmd", s.argv[0])
+	return c, nil
+}
+
+// startError maps a failure to start CMD to exit code 127 (not found) or
+// 126 (found but not runnable), as shells and env(1) do.
+func startError(name string, err error) error {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return failf(ExitNotFound, "cannot run %q: %w", name, err)
+	}
+	return failf(ExitCannotRun, "cannot run %q: %w", name, err)
+}
+
+// supervise waits until CMD exits or the lease ends. If the lease ends (or
+// its validity is about to end) first, it stops CMD: SIGTERM at once, and
+// SIGKILL at the validity end minus the kill lead, or at once if that has
+// passed (the process was paused past it). It returns when CMD has exited,
+// with CMD's exit code and whether baton stopped it.
+func (s *supervisor) supervise(ctx context.Context, l *baton.Lease, c *supervise.Child) (code int, stopped bool) {
+	killAt := func() time.Time { return l.ValidUntil().Add(-s.lead) }
+	// A watchdog independent of the lease's context: if the validity end
+	// approaches without the context having ended (it always ends earlier,
+	// at the renew deadline), stop CMD anyway.
+	watchdog := time.NewTimer(time.Until(killAt()))
+	defer watchdog.Stop()
+wait:
+	for {
+		select {
+		case <-c.Done():
+			break wait
+		case <-ctx.Done():
+			// If CMD exited just before, it exited on its own.
+			stopped = s.stopChild(c, killAt(), context.Cause(ctx), "lock", l.Name(), "token", l.Token())
+			break wait
+		case <-watchdog.C:
+			if d := time.Until(killAt()); d > 0 { // renewed meanwhile
+				watchdog.Reset(d)
+				continue
+			}
+			stopped = s.stopChild(c, killAt(), errors.New("validity about to end"), "lock", l.Name(), "token", l.Token())
+			break wait
+		}
+	}
+	code, err := c.Wait()
+	if err != nil {
+		s.log.Warn("CMD output", "err", err)
+	}
+	s.mu.Lock()
+	s.child = nil
+	if !stopped {
+		s.exited, s.exitCode = true, code
+	}
+	s.mu.Unlock()
+	s.log.Log(context.Background(), s.lifecycle, "CMD exited", "lock", l.Name(), "token", l.Token(), "pid", c.Pid(), "status", supervise.Describe(c.State()), "stopped_by_baton", stopped)
+	return code, stopped
+}
+
+// stopChild stops CMD after a loss: SIGTERM now and SIGKILL at killAt, or
+// SIGKILL at once if killAt has passed. attrs describe the lease for logs.
+// It returns false if CMD had already exited.
+func (s *supervisor) stopChild(c *supervise.Child, killAt time.Time, cause error, attrs ...any) bool {
+	if c.Exited() {
+		return false
+	}
+	attrs = append(attrs, "pid", c.Pid(), "cause", cause)
+	if d := time.Until(killAt); d <= 0 {
+		s.log.Warn("lock lost at or after its validity end; killing CMD at once", attrs...)
+	} else {
+		s.log.Warn("lock lost; stopping CMD (SIGTERM now, SIGKILL before the validity ends)", append(attrs, "kill_in", d.Round(time.Millisecond))...)
+	}
+	if c.Stop(killAt) {
+		s.log.Warn("killed CMD with SIGKILL", attrs[:len(attrs)-2]...)
+	}
+	return true
+}
+
+// result returns CMD's exit code if it exited on its own.
+func (s *supervisor) result() (code int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exitCode, s.exited
+}
+
+// startFailure returns why CMD could not start, or nil.
+func (s *supervisor) startFailure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.startErr
+}
+
+// signalExitCode is the conventional exit code of a process ended by sig.
+func signalExitCode(sig os.Signal) int {
+	if ss, ok := sig.(syscall.Signal); ok {
+		return 128 + int(ss)
+	}
+	return ExitFailure
+}

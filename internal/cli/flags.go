@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/file"
+)
+
+// Backends the CLI can open. Others (kube, etcd, redis) join as they land.
+var backends = []string{"file"}
+
+// EnvDir names the environment variable that overrides the default --dir.
+const EnvDir = "BATON_DIR"
+
+const dirHelp = "directory of the file backend's lock records (default: $BATON_DIR, else /var/lib/baton for root, ~/.local/state/baton for others)"
+
+// dirDoc explains the default --dir in command help.
+const dirDoc = `The file backend keeps one record per lock in --dir. Processes share a lock
+only if they use the same directory. Default: $BATON_DIR if set; else
+/var/lib/baton for root, and $XDG_STATE_HOME/baton (~/.local/state/baton) for
+other users: directories that survive reboots, so that fencing tokens keep
+increasing across them; else <temp dir>/baton-<uid> if there is no home.`
+
+// DefaultDir returns the default --dir: $BATON_DIR if set; otherwise a
+// directory that survives reboots, so that fencing tokens keep increasing
+// across them: /var/lib/baton for root, $XDG_STATE_HOME/baton (or
+// ~/.local/state/baton) for other users; and os.TempDir()/baton-<uid> only
+// if no home directory is known.
+func DefaultDir() string {
+	if d := os.Getenv(EnvDir); d != "" {
+		return d
+	}
+	uid := os.Getuid()
+	if uid == 0 {
+		return "/var/lib/baton"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "baton")
+	}
+	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
+		return filepath.Join(home, ".local", "state", "baton")
+	}
+	return filepath.Join(os.TempDir(), "baton-"+strconv.Itoa(uid))
+}
+
+// storeFlags select a backend.
+type storeFlags struct {
+	backend string
+	dir     string
+}
+
+func (f *storeFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.backend, "backend", "file", "coordination store: "+strings.Join(backends, ", "))
+	fs.StringVar(&f.dir, "dir", "", dirHelp)
+}
+
+func (f *storeFlags) validate() error {
+	switch f.backend {
+	case "file":
+	default:
+		return usageErrorf("unknown backend %q (available: %s)", f.backend, strings.Join(backends, ", "))
+	}
+	if f.dir == "" {
+		f.dir = DefaultDir()
+	}
+	return nil
+}
+
+// store is what the commands need from a backend.
+type store interface {
+	baton.Backend
+}
+
+// open opens the selected backend. Call validate first.
+func (f *storeFlags) open() (store, string, error) {
+	s, err := file.New(f.dir)
+	if err != nil {
+		return nil, "", fmt.Errorf("opening the file store: %w", err)
+	}
+	return s, "file store " + s.Dir(), nil
+}
+
+// lockFlags are the flags of the commands that take a lock.
+type lockFlags struct {
+	storeFlags
+	name          string
+	identity      string
+	ttl           time.Duration
+	renewDeadline time.Duration
+	retryPeriod   time.Duration
+	fs            *pflag.FlagSet // to tell flags given from defaults
+}
+
+func (f *lockFlags) register(fs *pflag.FlagSet) {
+	f.fs = fs
+	fs.StringVar(&f.name, "name", "", "lock name (required): lower-case letters, digits, '-' and '.', at most 253 characters")
+	f.storeFlags.register(fs)
+	fs.StringVar(&f.identity, "identity", "", "holder identity shown to others (default: host name plus a random suffix)")
+	fs.DurationVar(&f.ttl, "ttl", baton.DefaultTTL, "lease duration: how long a claim lasts after each renewal (at least 1s)")
+	fs.DurationVar(&f.renewDeadline, "renew-deadline", 0, "step down (and stop CMD) when renewals have failed for this long; shorter than --ttl (default 2/3 of --ttl: 10s)")
+	fs.DurationVar(&f.retryPeriod, "retry-period", 0, "how often to retry acquiring or a failed renewal; shorter than --renew-deadline (default 2/15 of --ttl: 2s)")
+}
+
+// validate checks every flag without touching the store, so that a bad
+// command line changes nothing. Timing rules are baton's own: its message
+// names the values involved.
+func (f *lockFlags) validate(log *slog.Logger) error {
+	if f.name == "" {
+		return usageErrorf("--name is required: the name of the lock, such as \"nightly-report\"")
+	}
+	if err := baton.ValidateName(f.name); err != nil {
+		return usageErrorf("--name: %w", err)
+	}
+	if err := f.storeFlags.validate(); err != nil {
+		return err
+	}
+	if _, err := baton.NewMutex(validationOnly{}, f.name, f.options(log)...); err != nil {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	return nil
+}
+
+func (f *lockFlags) options(log *slog.Logger) []baton.Option {
+	opts := []baton.Option{baton.WithTTL(f.ttl), baton.WithLogger(log)}
+	// Timings not given scale with --ttl (baton's defaults do).
+	if f.fs == nil || f.fs.Changed("renew-deadline") {
+		opts = append(opts, baton.WithRenewDeadline(f.renewDeadline))
+	}
+	if f.fs == nil || f.fs.Changed("retry-period") {
+		opts = append(opts, baton.WithRetryPeriod(f.retryPeriod))
+	}
+	if f.identity != "" {
+		opts = append(opts, baton.WithIdentity(f.identity))
+	}
+	return opts
+}
+
+// killLead is how long before the validity end a command still running
+// after a loss gets SIGKILL: the default safety margin, at least 100ms, so
+// that it is dead before anyone else can acquire the lock.
+func (f *lockFlags) killLead() time.Duration {
+	return max(baton.DefaultSafetyMargin(f.ttl), 100*time.Millisecond)
+}
+
+// validationOnly lets baton.NewMutex check a name and options before any
+// store is opened. It is never called.
+type validationOnly struct{}
+
+var errValidationOnly = errors.New("validation only")
+
+func (validationOnly) TryAcquire(context.Context, string, baton.Request) (baton.Grant, error) {
+	return baton.Grant{}, errValidationOnly
+}
+func (validationOnly) Renew(context.Context, baton.Grant) (baton.Grant, error) {
+	return baton.Grant{}, errValidationOnly
+}
+func (validationOnly) Release(context.Context, baton.Grant) error { return errValidationOnly }
+func (validationOnly) Get(context.Context, string) (baton.Record, error) {
+	return baton.Record{}, errValidationOnly
+}
+
+// waitValue is the --wait flag: a non-negative duration, or "forever".
+type waitValue struct {
+	d       time.Duration
+	forever bool
+}
+
+func (w *waitValue) String() string {
+	if w.forever {
+		return "forever"
+	}
+	return w.d.String()
+}
+
+func (w *waitValue) Set(s string) error {
+	if s == "forever" || s == "inf" {
+		w.forever, w.d = true, 0
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration such as 30s, 0 to try once, or \"forever\"")
+	}
+	if d < 0 {
+		return fmt.Errorf("must not be negative (0 tries once)")
+	}
+	w.forever, w.d = false, d
+	return nil
+}
+
+func (w *waitValue) Type() string { return "duration" }

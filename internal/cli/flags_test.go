@@ -1,0 +1,134 @@
+package cli_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// Every invalid command line exits 2 with a message that names the bad
+// value, before any store is touched.
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir() + "/never-created"
+	tests := []struct {
+		args []string
+		want string // substring of stderr
+	}{
+		{[]string{"run", "--name", "x", "--ttl", "abc", "--", "true"},
+			`invalid argument "abc" for "--ttl" flag: time: invalid duration "abc"`},
+		{[]string{"run", "--name", "x", "--retry-period", "2", "--", "true"},
+			`invalid argument "2" for "--retry-period" flag`},
+		{[]string{"run", "--name", "x", "--ttl", "10s", "--renew-deadline", "12s", "--", "true"},
+			`lock "x": invalid options: renew deadline 12s must be shorter than TTL 10s`},
+		{[]string{"run", "--name", "x", "--ttl", "10s", "--renew-deadline", "10s", "--", "true"},
+			`renew deadline 10s must be shorter than TTL 10s`},
+		{[]string{"lock", "--name", "x", "--ttl", "500ms", "--", "true"},
+			`TTL 500ms is shorter than the minimum 1s`},
+		{[]string{"run", "--name", "x", "--retry-period", "10s", "--", "true"},
+			`retry period 10s must be shorter than renew deadline 10s`},
+		{[]string{"run", "--name", "x", "--renew-deadline", "0s", "--", "true"},
+			`renew deadline 0s must be positive`},
+		{[]string{"run", "--name", "x", "--identity", "a b", "--", "true"},
+			`identity "a b" contains the character ' '`},
+		{[]string{"run", "--", "true"},
+			`--name is required`},
+		{[]string{"run", "--name", "", "--", "true"},
+			`--name is required`},
+		{[]string{"lock", "--name", "Nightly_Report", "--", "true"},
+			`--name: invalid lock name: "Nightly_Report" has the character 'N' at byte 0`},
+		{[]string{"run", "--name", "-x", "--", "true"},
+			`"-x" must start and end with a lower-case letter or digit`},
+		{[]string{"run", "--name", "x"},
+			`missing CMD: give the command to run after "--", as in: baton run --name NAME -- CMD [ARGS...]`},
+		{[]string{"lock", "--name", "x", "--"},
+			`missing CMD: give the command to run after "--", as in: baton lock --name NAME -- CMD [ARGS...]`},
+		{[]string{"run", "--name", "x", "--backend", "etcd", "--", "true"},
+			`unknown backend "etcd" (available: file)`},
+		{[]string{"status", "--backend", "x"},
+			`unknown backend "x" (available: file)`},
+		{[]string{"status", "-o", "xml"},
+			`invalid --output "xml" (want wide, json or yaml; default: a table)`},
+		{[]string{"status", "a", "b"},
+			`status takes at most one lock NAME, got 2 arguments: ["a" "b"]`},
+		{[]string{"status", "No"},
+			`NAME: invalid lock name: "No" has the character 'N' at byte 0`},
+		{[]string{"lock", "--name", "x", "--wait", "-1s", "--", "true"},
+			`invalid argument "-1s" for "--wait" flag: must not be negative (0 tries once)`},
+		{[]string{"lock", "--name", "x", "--wait", "soon", "--", "true"},
+			`invalid argument "soon" for "--wait" flag: want a duration such as 30s, 0 to try once, or "forever"`},
+		{[]string{"--log-level", "loud", "status"},
+			`invalid --log-level "loud" (want debug, info, warn or error)`},
+		{[]string{"run", "--name", "x", "--bogus", "--", "true"},
+			`unknown flag: --bogus`},
+		{[]string{"bogus"},
+			`unknown command "bogus" for "baton"`},
+		{[]string{"demo", "now"},
+			`unknown command "now" for "baton demo"`},
+	}
+	for _, tt := range tests {
+		args := tt.args
+		if args[0] != "--log-level" && args[0] != "bogus" && args[0] != "demo" {
+			args = append([]string{args[0], "--dir", dir}, args[1:]...)
+		}
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 2 {
+			t.Errorf("baton %s: exit code %d, want 2; stderr: %s", strings.Join(args, " "), code, stderr)
+			continue
+		}
+		if !strings.Contains(stderr, tt.want) {
+			t.Errorf("baton %s: stderr\n%s\nwant it to contain\n%s", strings.Join(args, " "), stderr, tt.want)
+		}
+		if !strings.HasPrefix(stderr, "baton: ") || !strings.Contains(stderr, "--help' for usage.") {
+			t.Errorf("baton %s: stderr %q: want \"baton: \" prefix and a usage hint", strings.Join(args, " "), stderr)
+		}
+		if stdout != "" {
+			t.Errorf("baton %s: stdout %q, want nothing", strings.Join(args, " "), stdout)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("a rejected command line touched the store: %s exists (%v)", dir, err)
+	}
+}
+
+func TestHelpDocumentsExitCodesAndDefaults(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range [][]string{{"--help"}, {"run", "--help"}, {"lock", "--help"}} {
+		code, out, _ := runCLI(t, cmd...)
+		if code != 0 {
+			t.Fatalf("baton %v: exit code %d", cmd, code)
+		}
+		for _, want := range []string{"Exit codes:", "75 ", "128+N"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("baton %v: help lacks %q", cmd, want)
+			}
+		}
+	}
+	_, out, _ := runCLI(t, "run", "--help")
+	for _, want := range []string{
+		"exits with CMD's exit code",
+		"SIGKILL",
+		"BATON_TOKEN",
+		"$BATON_DIR",
+		"(default 15s)", "(default 2/3 of --ttl: 10s)", "(default 2/15 of --ttl: 2s)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run --help lacks %q", want)
+		}
+	}
+	_, out, _ = runCLI(t, "lock", "--help")
+	if !strings.Contains(out, "(default forever)") || !strings.Contains(out, "exits with code 75") {
+		t.Errorf("lock --help does not document --wait's default and exit code 75:\n%s", out)
+	}
+}
+
+// Timings not given scale with --ttl, so --ttl alone is always valid.
+func TestTTLAloneScalesTheOtherTimings(t *testing.T) {
+	t.Parallel()
+	for _, ttl := range []string{"1s", "60s", "24h"} {
+		code, _, stderr := runCLI(t, "lock", "--dir", t.TempDir(), "--name", "x", "--ttl", ttl, "--", "true")
+		if code != 0 {
+			t.Errorf("baton lock --ttl %s: exit code %d, want 0; stderr: %s", ttl, code, stderr)
+		}
+	}
+}

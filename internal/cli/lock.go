@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/baton-go/baton"
+)
+
+const lockLong = `Run CMD once while holding lock NAME, like flock(1) across processes.
+
+baton waits for the lock (--wait: "forever" by default, 0 to try once), runs
+CMD with BATON_LOCK, BATON_HOLDER and BATON_TOKEN (the fencing token) in its
+environment, renews the lock while CMD runs, releases it when CMD exits, and
+exits with CMD's exit code (128+N if signal N ended it).
+
+If the lock is still held when --wait runs out, baton exits with code 75
+(EX_TEMPFAIL) and names the holder. A signal (SIGINT, SIGTERM, SIGHUP) while
+waiting stops baton at once with code 128+N; while CMD runs it is forwarded
+to CMD.
+
+If the lock is lost while CMD runs (renewals failed for --renew-deadline),
+CMD gets SIGTERM at once and SIGKILL shortly before the lease's validity
+ends (at once if that has passed), and baton exits with code 1.
+
+` + dirDoc + `
+
+` + exitCodesHelp
+
+func (a *app) lockCommand() *cobra.Command {
+	var (
+		f    lockFlags
+		wait = waitValue{forever: true}
+	)
+	cmd := &cobra.Command{
+		Use:   "lock --name NAME [--wait D] [flags] -- CMD [ARGS...]",
+		Short: "Run CMD once while holding the lock",
+		Long:  lockLong,
+		Example: `  baton lock --name nightly-report -- ./report.sh
+  baton lock --name migrate --wait 0 -- ./migrate up    # exit 75 if another migration runs`,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if err := f.validate(a.log); err != nil {
+				return err
+			}
+			argv, err := commandArgs(cmd, args)
+			if err != nil {
+				return err
+			}
+			return a.lock(cmd.Context(), &f, wait, argv)
+		}),
+	}
+	cmd.Flags().SetInterspersed(false)
+	f.register(cmd.Flags())
+	cmd.Flags().Var(&wait, "wait", `how long to wait for the lock: a duration, 0 to try once, or "forever"`)
+	return cmd
+}
+
+var errWaitTimeout = errors.New("wait ran out")
+
+func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []string) error {
+	st, where, err := f.open()
+	if err != nil {
+		return err
+	}
+	mu, err := baton.NewMutex(st, f.name, f.options(a.log)...)
+	if err != nil {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	waitCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	s := &supervisor{argv: argv, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, log: a.log, lead: f.killLead(), stop: cancel, lifecycle: slog.LevelDebug}
+	stopSignals := s.handleSignals()
+	defer stopSignals()
+	stopOnDone := context.AfterFunc(ctx, func() { s.onSignal(syscall.SIGINT) })
+	defer stopOnDone()
+
+	a.log.Debug("acquiring", "lock", f.name, "identity", mu.Identity(), "wait", wait.String(), "store", where)
+	var l *baton.Lease
+	switch {
+	case !wait.forever && wait.d == 0:
+		l, err = mu.TryLock(waitCtx)
+	case !wait.forever:
+		tctx, tcancel := context.WithTimeoutCause(waitCtx, wait.d, errWaitTimeout)
+		l, err = mu.Lock(tctx)
+		if err != nil && context.Cause(tctx) == errWaitTimeout {
+			err = fmt.Errorf("%w (%w)", err, errWaitTimeout)
+		}
+		tcancel()
+	default:
+		l, err = mu.Lock(waitCtx)
+	}
+	if err != nil {
+		if sig := s.signaled(); sig != nil {
+			return exitCode(signalExitCode(sig))
+		}
+		var held *baton.HeldError
+		if !errors.As(err, &held) && errors.Is(err, errWaitTimeout) {
+			// The wait ran out between two attempts: name the holder as
+			// the store sees it now.
+			gctx, gcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if r, gerr := st.Get(gctx, f.name); gerr == nil && r.Held() {
+				held = &baton.HeldError{Key: f.name, Holder: r.Holder, Token: r.Token}
+				err = fmt.Errorf("%w: %w", held, err)
+			}
+			gcancel()
+		}
+		switch {
+		case errors.As(err, &held) && !wait.forever && wait.d == 0:
+			return failf(ExitHeld, "lock %q is held by %s; not waiting (--wait 0)", f.name, describeHolder(held))
+		case errors.As(err, &held) && !wait.forever:
+			return failf(ExitHeld, "lock %q is still held by %s after waiting %v", f.name, describeHolder(held), wait.d)
+		case errors.Is(err, errWaitTimeout):
+			return failf(ExitHeld, "lock %q: gave up after waiting %v: %w", f.name, wait.d, err)
+		}
+		return err
+	}
+	a.log.Debug("acquired", "lock", f.name, "token", l.Token())
+
+	c, err := s.start(l)
+	if err != nil {
+		a.unlock(l)
+		if errors.Is(err, errStopping) {
+			return exitCode(signalExitCode(s.signaled()))
+		}
+		return err
+	}
+	code, stopped := s.supervise(l.Context(), l, c)
+	if stopped {
+		cause := context.Cause(l.Context())
+		a.unlock(l)
+		return failf(ExitFailure, "lock %q was lost while CMD ran, and CMD was stopped: %v", f.name, cause)
+	}
+	a.unlock(l)
+	return exitCode(code)
+}
+
+// describeHolder names the holder of a HeldError: `"web-1" (token 3)`.
+func describeHolder(h *baton.HeldError) string {
+	if h.Holder == "" {
+		return fmt.Sprintf("another owner (token %d)", h.Token)
+	}
+	return fmt.Sprintf("%q (token %d)", h.Holder, h.Token)
+}
+
+// unlock releases l, bounded in time; a failure only means the lock expires
+// after its TTL instead of at once.
+func (a *app) unlock(l *baton.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := l.Unlock(ctx)
+	switch {
+	case errors.Is(err, baton.ErrLost):
+		a.log.Debug("not released: the lock was lost", "lock", l.Name(), "err", err)
+	case err != nil:
+		a.log.Warn("release failed; the lock expires after its TTL", "lock", l.Name(), "err", err)
+	}
+}

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/baton-go/baton"
+)
+
+const runLong = `Run CMD only while this process is the leader of lock NAME.
+
+baton campaigns for the lock; while it leads it runs CMD with
+  BATON_LOCK=NAME  BATON_HOLDER=<identity>  BATON_TOKEN=<fencing token>
+in its environment. Standbys wait (on the file backend: for a change of the
+lock file) and take over when the leader releases the lock, or once its claim
+has expired (--ttl after its last renewal) if it crashed.
+
+Losing the lock: when renewals fail for --renew-deadline (or the store says
+the lock is someone else's), baton sends CMD SIGTERM at once and SIGKILL
+shortly before the lease's validity ends (validity end minus max(safety
+margin, 100ms)), so that CMD is dead before anyone else can acquire the lock.
+If the validity end has already passed when the loss is noticed (the process
+was paused, for example with SIGSTOP), CMD gets SIGKILL at once. baton then
+campaigns again and restarts CMD, with a new token, when it leads again.
+A write CMD makes after a pause cannot be stopped by any lease: make the
+resource reject tokens smaller than the largest it has seen.
+
+When CMD exits on its own, baton releases the lock (a standby takes over at
+once) and exits with CMD's exit code (128+N if signal N ended it). To lead
+for as long as baton runs, CMD must not exit.
+
+Signals: SIGINT, SIGTERM and SIGHUP are forwarded to CMD while it runs; baton
+then waits for CMD to exit, releases the lock and exits with CMD's code.
+Before CMD has started (while campaigning) they stop baton at once with exit
+code 128+N. CMD stays in baton's process group, so a signal sent to the group
+reaches both, and CMD is killed by the kernel if baton dies, even by SIGKILL
+(Linux).
+
+baton signals CMD's process only: if CMD starts other processes, it must stop
+them on SIGTERM (or exec them, as "sh -c 'exec prog'" does).
+
+` + dirDoc + `
+
+` + exitCodesHelp
+
+func (a *app) runCommand() *cobra.Command {
+	var f lockFlags
+	cmd := &cobra.Command{
+		Use:   "run --name NAME [flags] -- CMD [ARGS...]",
+		Short: "Run CMD only while this process is the leader",
+		Long:  runLong,
+		Example: `  baton run --name scheduler -- ./scheduler --serve
+  baton run --name reports --ttl 30s --renew-deadline 20s --retry-period 4s -- ./report-worker`,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if err := f.validate(a.log); err != nil {
+				return err
+			}
+			argv, err := commandArgs(cmd, args)
+			if err != nil {
+				return err
+			}
+			return a.run(cmd.Context(), &f, argv)
+		}),
+	}
+	cmd.Flags().SetInterspersed(false)
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// commandArgs returns CMD and its arguments, which follow "--" (or the
+// flags).
+func commandArgs(cmd *cobra.Command, args []string) ([]string, error) {
+	if len(args) == 0 || args[0] == "" {
+		return nil, usageErrorf("missing CMD: give the command to run after \"--\", as in: %s --name NAME -- CMD [ARGS...]", cmd.CommandPath())
+	}
+	return args, nil
+}
+
+func (a *app) run(ctx context.Context, f *lockFlags, argv []string) error {
+	st, where, err := f.open()
+	if err != nil {
+		return err
+	}
+	el, err := baton.NewElector(st, f.name, append(f.options(a.log),
+		// Run waits for work (and so for CMD, which is killed before the
+		// validity end) at least that long after a term ends: never
+		// abandon a term whose CMD may still run.
+		baton.WithGrace(f.ttl+5*time.Second),
+	)...)
+	if err != nil {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	// Run's context does not end with ctx: ctx ending is handled like
+	// SIGINT (forwarded to CMD while it runs), so in-process callers see the
+	// same behaviour as a user pressing Ctrl-C.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	s := &supervisor{argv: argv, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, log: a.log, lead: f.killLead(), stop: cancel, lifecycle: slog.LevelInfo}
+	stopSignals := s.handleSignals()
+	defer stopSignals()
+	stopOnDone := context.AfterFunc(ctx, func() { s.onSignal(syscall.SIGINT) })
+	defer stopOnDone()
+
+	a.log.Info("campaigning", "lock", f.name, "identity", el.Identity(), "store", where)
+	err = el.Run(runCtx, func(ctx context.Context, l *baton.Lease) error {
+		if ctx.Err() != nil {
+			return nil // the term ended before CMD could start
+		}
+		c, err := s.start(l)
+		if err != nil {
+			cancel() // a signal arrived, or CMD cannot start: stop campaigning
+			return err
+		}
+		if _, stopped := s.supervise(ctx, l, c); stopped {
+			if s.signaled() != nil {
+				cancel() // stopped on a loss while a signal asked to stop
+			}
+			return nil // Run campaigns again
+		}
+		// CMD exited on its own: the run is over. Cancelling makes Run
+		// release the lock and return even if the term ended meanwhile.
+		cancel()
+		return nil
+	})
+	if code, ok := s.result(); ok {
+		return exitCode(code)
+	}
+	if err := s.startFailure(); err != nil {
+		return err
+	}
+	if sig := s.signaled(); sig != nil {
+		return exitCode(signalExitCode(sig))
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,491 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/baton-go/baton"
+)
+
+const statusLong = `Show the state of lock NAME, or of every lock in the store.
+
+The table shows NAME, HOLDER ("<none>" if the lock is free or its claim has
+expired), TOKEN (the last fencing token issued), RENEWED (time since the
+holder last renewed, by the holder's wall clock), EXPIRES-IN (how long the
+claim still lasts as judged from this machine; "-" if free) and TRANSITIONS
+(how many times the lock changed hands). -o wide adds TTL, ACQUIRED and the
+store's VERSION; -o json and -o yaml print the records (with NAME: one
+object; without: {"items": [...]}).
+
+--watch prints again whenever a lock changes hands, is released or expires
+(not on every renewal), until interrupted. It uses the store's watch where
+there is one, and polls every second otherwise.
+
+A lock that has never been taken is unknown to the store: naming it is an
+error (exit 1).
+
+` + dirDoc
+
+// outputs accepted by -o.
+var outputs = []string{"wide", "json", "yaml"}
+
+// LockStatus is the machine-readable view of one lock (status -o json|yaml).
+// Its field names are part of the CLI's interface.
+type LockStatus struct {
+	Name string `json:"name"`
+	// Held reports whether a holder's claim is still valid.
+	Held bool `json:"held"`
+	// Holder is the current holder, or the last one if the claim expired
+	// without a release; empty after a release.
+	Holder string `json:"holder"`
+	// Token is the last fencing token issued.
+	Token uint64 `json:"token"`
+	// TTLSeconds is the lease duration the holder asked for.
+	TTLSeconds float64 `json:"ttlSeconds"`
+	// ExpiresInSeconds is how long the claim still lasts as judged from
+	// this machine; 0 if free.
+	ExpiresInSeconds float64 `json:"expiresInSeconds"`
+	// AcquireTime and RenewTime are wall-clock times written by the
+	// holder's or the store's clock, for people.
+	AcquireTime *time.Time `json:"acquireTime,omitempty"`
+	RenewTime   *time.Time `json:"renewTime,omitempty"`
+	Transitions uint64     `json:"transitions"`
+	// Version is the store's opaque version of the record.
+	Version string `json:"version,omitempty"`
+}
+
+// LockStatusList is the view of every lock (status without NAME).
+type LockStatusList struct {
+	Items []LockStatus `json:"items"`
+}
+
+func newLockStatus(r baton.Record) LockStatus {
+	s := LockStatus{
+		Name:        r.Key,
+		Held:        r.Held(),
+		Holder:      r.Holder,
+		Token:       r.Token,
+		TTLSeconds:  r.TTL.Seconds(),
+		Transitions: r.Transitions,
+		Version:     r.Version,
+	}
+	if s.Held {
+		s.ExpiresInSeconds = r.Remaining.Seconds()
+	}
+	if !r.AcquireTime.IsZero() {
+		t := r.AcquireTime
+		s.AcquireTime = &t
+	}
+	if !r.RenewTime.IsZero() {
+		t := r.RenewTime
+		s.RenewTime = &t
+	}
+	return s
+}
+
+type statusFlags struct {
+	storeFlags
+	output string
+	watch  bool
+}
+
+func (a *app) statusCommand() *cobra.Command {
+	var f statusFlags
+	cmd := &cobra.Command{
+		Use:   "status [NAME] [-o wide|json|yaml] [--watch]",
+		Short: "Show who holds a lock, or all locks",
+		Long:  statusLong,
+		Example: `  baton status
+  baton status scheduler -o wide
+  baton status scheduler --watch`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageErrorf("status takes at most one lock NAME, got %d arguments: %q", len(args), args)
+			}
+			return nil
+		},
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			switch f.output {
+			case "", "wide", "json", "yaml":
+			default:
+				return usageErrorf("invalid --output %q (want wide, json or yaml; default: a table)", f.output)
+			}
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+				if err := baton.ValidateName(name); err != nil {
+					return usageErrorf("NAME: %w", err)
+				}
+			}
+			if err := f.storeFlags.validate(); err != nil {
+				return err
+			}
+			if _, err := os.Stat(f.dir); errors.Is(err, fs.ErrNotExist) && !f.watch {
+				// Do not create the directory just to look at it.
+				if name != "" {
+					return fmt.Errorf("lock %q not found: %s does not exist", name, f.dir)
+				}
+				_, err := fmt.Fprintf(a.stdout, "No locks in %s (it does not exist).\n", f.dir)
+				return err
+			}
+			st, where, err := f.open()
+			if err != nil {
+				return err
+			}
+			v := &statusView{out: a.stdout, st: st, where: where, name: name, output: f.output}
+			if !f.watch {
+				recs, err := v.read(cmd.Context())
+				var partial *partialError
+				if err != nil && !errors.As(err, &partial) {
+					return err
+				}
+				if perr := v.print(recs, time.Now()); perr != nil {
+					return perr
+				}
+				return err // some records could not be read: exit 1
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), forwardedSignals...)
+			defer stop()
+			return v.watch(ctx, a)
+		}),
+	}
+	f.storeFlags.register(cmd.Flags())
+	cmd.Flags().StringVarP(&f.output, "output", "o", "", "output format: wide, json or yaml (default: a table)")
+	cmd.Flags().BoolVarP(&f.watch, "watch", "w", false, "print again on every change until interrupted")
+	return cmd
+}
+
+type statusView struct {
+	out    io.Writer
+	st     store
+	where  string
+	name   string // "" for all locks
+	output string
+	prints int
+}
+
+// read returns the records to show.
+func (v *statusView) read(ctx context.Context) ([]baton.Record, error) {
+	if v.name != "" {
+		r, err := v.st.Get(ctx, v.name)
+		if errors.Is(err, baton.ErrNotFound) {
+			return nil, fmt.Errorf("lock %q not found in %s", v.name, v.where)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading lock %q: %w", v.name, err)
+		}
+		return []baton.Record{r}, nil
+	}
+	l, ok := v.st.(baton.Lister)
+	if !ok {
+		return nil, errors.New("this backend cannot list its locks; name one: baton status NAME")
+	}
+	recs, err := l.List(ctx)
+	if err != nil && recs == nil {
+		return nil, fmt.Errorf("listing locks in %s: %w", v.where, err)
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Key < recs[j].Key })
+	// Records that could not be read are reported but do not hide the
+	// others.
+	if err != nil {
+		return recs, &partialError{err}
+	}
+	return recs, nil
+}
+
+// partialError: some records could not be read.
+type partialError struct{ err error }
+
+func (e *partialError) Error() string { return e.err.Error() }
+func (e *partialError) Unwrap() error { return e.err }
+
+func (v *statusView) print(recs []baton.Record, now time.Time) error {
+	defer func() { v.prints++ }()
+	switch v.output {
+	case "json":
+		return v.printJSON(recs)
+	case "yaml":
+		return v.printYAML(recs)
+	default:
+		return v.printTable(recs, now)
+	}
+}
+
+func (v *statusView) document(recs []baton.Record) any {
+	if v.name != "" && len(recs) == 1 {
+		return newLockStatus(recs[0])
+	}
+	list := LockStatusList{Items: make([]LockStatus, 0, len(recs))}
+	for _, r := range recs {
+		list.Items = append(list.Items, newLockStatus(r))
+	}
+	return list
+}
+
+func (v *statusView) printJSON(recs []baton.Record) error {
+	b, err := json.MarshalIndent(v.document(recs), "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(v.out, "%s\n", b)
+	return err
+}
+
+func (v *statusView) printYAML(recs []baton.Record) error {
+	b, err := yaml.Marshal(v.document(recs))
+	if err != nil {
+		return err
+	}
+	if v.prints > 0 {
+		if _, err := io.WriteString(v.out, "---\n"); err != nil {
+			return err
+		}
+	}
+	_, err = v.out.Write(b)
+	return err
+}
+
+func (v *statusView) printTable(recs []baton.Record, now time.Time) error {
+	if v.prints > 0 {
+		if _, err := io.WriteString(v.out, "\n"); err != nil {
+			return err
+		}
+	}
+	if len(recs) == 0 {
+		_, err := fmt.Fprintf(v.out, "No locks in %s.\n", v.where)
+		return err
+	}
+	tw := tabwriter.NewWriter(v.out, 0, 8, 3, ' ', 0)
+	wide := v.output == "wide"
+	if wide {
+		fmt.Fprintln(tw, "NAME\tHOLDER\tTOKEN\tRENEWED\tEXPIRES-IN\tTRANSITIONS\tTTL\tACQUIRED\tVERSION")
+	} else {
+		fmt.Fprintln(tw, "NAME\tHOLDER\tTOKEN\tRENEWED\tEXPIRES-IN\tTRANSITIONS")
+	}
+	for _, r := range recs {
+		holder, expires := "<none>", "-"
+		if r.Held() {
+			holder, expires = r.Holder, humanDuration(r.Remaining)
+		}
+		row := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%d", r.Key, holder, r.Token, ago(r.RenewTime, now), expires, r.Transitions)
+		if wide {
+			version := r.Version
+			if version == "" {
+				version = "-"
+			}
+			row += fmt.Sprintf("\t%s\t%s\t%s", humanDuration(r.TTL), ago(r.AcquireTime, now), version)
+		}
+		fmt.Fprintln(tw, row)
+	}
+	return tw.Flush()
+}
+
+// ago formats the time since t, or "-" for a zero time.
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	if d < 0 {
+		d = 0 // the writer's clock is ahead of ours
+	}
+	return humanDuration(d) + " ago"
+}
+
+// humanDuration formats d briefly, kubectl style: "850ms", "4.2s", "42s",
+// "3m12s", "17m", "5h3m", "3d4h".
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < 10*time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	case d < 2*time.Minute:
+		return strconv.Itoa(int(d/time.Second)) + "s"
+	case d < 10*time.Minute:
+		m := int(d / time.Minute)
+		s := int(d/time.Second) % 60
+		if s == 0 {
+			return strconv.Itoa(m) + "m"
+		}
+		return fmt.Sprintf("%dm%ds", m, s)
+	case d < 3*time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + "m"
+	case d < 48*time.Hour:
+		h := int(d / time.Hour)
+		m := int(d/time.Minute) % 60
+		if m == 0 {
+			return strconv.Itoa(h) + "h"
+		}
+		return fmt.Sprintf("%dh%dm", h, m)
+	default:
+		days := int(d / (24 * time.Hour))
+		h := int(d/time.Hour) % 24
+		if h == 0 {
+			return strconv.Itoa(days) + "d"
+		}
+		return fmt.Sprintf("%dd%dh", days, h)
+	}
+}
+
+// signature is what --watch compares: a change of hands, a release, an
+// expiry; not a renewal.
+type signature struct {
+	held        bool
+	holder      string
+	nonce       string
+	token       uint64
+	transitions uint64
+	ttl         time.Duration
+}
+
+func signatures(recs []baton.Record) map[string]signature {
+	m := make(map[string]signature, len(recs))
+	for _, r := range recs {
+		m[r.Key] = signature{r.Held(), r.Holder, r.Nonce, r.Token, r.Transitions, r.TTL}
+	}
+	return m
+}
+
+func sameSignatures(a, b map[string]signature) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// watch prints, then prints again on every change until ctx ends.
+func (v *statusView) watch(ctx context.Context, a *app) error {
+	wake := make(chan struct{}, 1)
+	w := newWatchSet(ctx, v.st, wake, a)
+	defer w.close()
+
+	recs, err := v.read(ctx)
+	var partial *partialError
+	if err != nil && !errors.As(err, &partial) {
+		return err
+	}
+	if err := v.print(recs, time.Now()); err != nil {
+		return err
+	}
+	last := signatures(recs)
+	if v.name != "" {
+		w.watch(v.name)
+	}
+	for _, r := range recs {
+		w.watch(r.Key)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-tick.C:
+		}
+		recs, err := v.read(ctx)
+		if err != nil && !errors.As(err, &partial) {
+			if ctx.Err() != nil {
+				return nil
+			}
+			a.log.Warn("status: read failed", "err", err)
+			continue
+		}
+		for _, r := range recs {
+			w.watch(r.Key)
+		}
+		sig := signatures(recs)
+		if sameSignatures(sig, last) {
+			continue
+		}
+		last = sig
+		if err := v.print(recs, time.Now()); err != nil {
+			return err
+		}
+	}
+}
+
+// watchSet keeps one store watch per lock and folds their events into one
+// channel. A watch that breaks is started again at the next watch call.
+type watchSet struct {
+	ctx  context.Context
+	st   baton.Watcher // nil: poll
+	wake chan<- struct{}
+	log  *app
+
+	mu     sync.Mutex
+	active map[string]context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newWatchSet(ctx context.Context, st store, wake chan<- struct{}, a *app) *watchSet {
+	w := &watchSet{ctx: ctx, wake: wake, log: a, active: map[string]context.CancelFunc{}}
+	if wt, ok := st.(baton.Watcher); ok {
+		w.st = wt
+	}
+	return w
+}
+
+func (w *watchSet) watch(key string) {
+	if w.st == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.active[key]; ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	ch, err := w.st.Watch(ctx, key)
+	if err != nil {
+		cancel()
+		w.log.log.Debug("status: watch failed; polling", "lock", key, "err", err)
+		return
+	}
+	w.active[key] = cancel
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for range ch {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+		w.mu.Lock()
+		delete(w.active, key)
+		w.mu.Unlock()
+		cancel()
+	}()
+}
+
+func (w *watchSet) close() {
+	w.mu.Lock()
+	for _, cancel := range w.active {
+		cancel()
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+}
