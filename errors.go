@@ -15,6 +15,11 @@ var (
 	// released, or it stepped down because renewals failed until the renew
 	// deadline).
 	ErrLost = errors.New("lock lost")
+	// ErrStepDown: the holder stepped down because no renew succeeded
+	// within the renew deadline. It comes with ErrLost. A loss without it
+	// means the store said the claim is no longer ours (taken over after
+	// expiry, or force-released): someone else may already hold the lock.
+	ErrStepDown = errors.New("stepped down at the renew deadline")
 	// ErrReleased is the cause of a Lease's context after Unlock.
 	ErrReleased = errors.New("lock released")
 	// ErrNotFound: the store has no record for the key.

@@ -99,8 +99,9 @@ func (l *Lease) Context() context.Context { return l.ctx }
 func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 
 // Err returns nil while the lease is held, and afterwards why it ended: an
-// error matching ErrReleased after Unlock, ErrLost after a loss, or the
-// parent context's error.
+// error matching ErrReleased after Unlock, ErrLost after a loss (with
+// ErrStepDown if renewals failed until the renew deadline; without it if the
+// store said the claim is someone else's), or the parent context's error.
 func (l *Lease) Err() error {
 	if l.ctx.Err() == nil {
 		return nil
@@ -183,7 +184,7 @@ func (l *Lease) keep() {
 		l.mu.Unlock()
 		now := clk.Now()
 		if !now.Before(stepDown) {
-			err := fmt.Errorf("%w: no successful renew within the renew deadline %v", ErrLost, cfg.renewDeadline)
+			err := fmt.Errorf("%w: %w %v: no renew succeeded", ErrLost, ErrStepDown, cfg.renewDeadline)
 			if lastErr != nil {
 				err = fmt.Errorf("%w (last error: %w)", err, lastErr)
 			}

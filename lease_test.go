@@ -112,7 +112,7 @@ func TestLeaseStepsDownAtRenewDeadline(t *testing.T) {
 	if !clk.Now().Before(l.ValidUntil()) {
 		t.Fatalf("context ended at %v, not before ValidUntil %v", clk.Now(), l.ValidUntil())
 	}
-	if err := l.Err(); !errors.Is(err, baton.ErrLost) || !strings.Contains(err.Error(), "renew deadline 10s") || !strings.Contains(err.Error(), "store unreachable") {
+	if err := l.Err(); !errors.Is(err, baton.ErrLost) || !errors.Is(err, baton.ErrStepDown) || !strings.Contains(err.Error(), "renew deadline 10s") || !strings.Contains(err.Error(), "store unreachable") {
 		t.Fatalf("cause = %v, want ErrLost naming the renew deadline and the last error", err)
 	}
 	if e := next(t, ev, baton.EventLost); !errors.Is(e.Err, baton.ErrLost) {
@@ -154,7 +154,7 @@ func TestLeaseLostOnRenewRejected(t *testing.T) {
 	awaitTimer(t, clk)
 	clk.Step(5 * time.Second)
 	waitClosed(t, l.Done(), "lease whose renew was rejected")
-	if !errors.Is(l.Err(), baton.ErrLost) {
+	if !errors.Is(l.Err(), baton.ErrLost) || errors.Is(l.Err(), baton.ErrStepDown) {
 		t.Fatalf("cause = %v, want ErrLost", l.Err())
 	}
 	if got := clk.Now(); !got.Equal(t0.Add(5 * time.Second)) {

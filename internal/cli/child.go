@@ -156,7 +156,13 @@ wait:
 			break wait
 		case <-ctx.Done():
 			// If CMD exited just before, it exited on its own.
-			stopped = s.stopChild(c, killAt(), context.Cause(ctx), "lock", l.Name(), "token", l.Token())
+			cause, at := context.Cause(ctx), killAt()
+			if revoked(cause) {
+				// The store says the claim is someone else's: they may be
+				// running already, so the validity end no longer counts.
+				at = time.Now()
+			}
+			stopped = s.stopChild(c, at, cause, "lock", l.Name(), "token", l.Token())
 			break wait
 		case <-watchdog.C:
 			if d := time.Until(killAt()); d > 0 { // renewed meanwhile
@@ -181,6 +187,12 @@ wait:
 	return code, stopped
 }
 
+// revoked reports a loss the store declared (force-released, or taken over
+// after expiry), as opposed to a step-down at the renew deadline.
+func revoked(cause error) bool {
+	return errors.Is(cause, baton.ErrLost) && !errors.Is(cause, baton.ErrStepDown)
+}
+
 // stopChild stops CMD after a loss: SIGTERM now and SIGKILL at killAt, or
 // SIGKILL at once if killAt has passed. attrs describe the lease for logs.
 // It returns false if CMD had already exited.
@@ -189,7 +201,9 @@ func (s *supervisor) stopChild(c *supervise.Child, killAt time.Time, cause error
 		return false
 	}
 	attrs = append(attrs, "pid", c.Pid(), "cause", cause)
-	if d := time.Until(killAt); d <= 0 {
+	if revoked(cause) {
+		s.log.Warn("the store says the lock is no longer ours; killing CMD at once", attrs...)
+	} else if d := time.Until(killAt); d <= 0 {
 		s.log.Warn("lock lost at or after its validity end; killing CMD at once", attrs...)
 	} else {
 		s.log.Warn("lock lost; stopping CMD (SIGTERM now, SIGKILL before the validity ends)", append(attrs, "kill_in", d.Round(time.Millisecond))...)

@@ -218,7 +218,8 @@ func TestRunCommandNotFound(t *testing.T) {
 }
 
 // After a loss, baton run stops CMD, campaigns again and restarts CMD with
-// a new token when it leads again.
+// a new token when it leads again. A loss the store declares (here a forced
+// release) means another holder may run already: CMD is killed at once.
 func TestRunRestartsAfterLoss(t *testing.T) {
 	t.Parallel()
 	dir, f := t.TempDir(), newFence(t)
@@ -234,6 +235,6 @@ func TestRunRestartsAfterLoss(t *testing.T) {
 	if exited, _ := supervise.WaitExit(first.Pid, 10*time.Second); !exited {
 		t.Errorf("the first CMD (pid %d) still runs", first.Pid)
 	}
-	a.stderr.waitFor(t, "lock lost; stopping CMD", 5*time.Second)
+	a.stderr.waitFor(t, "the store says the lock is no longer ours; killing CMD at once", 5*time.Second)
 	f.checkFencing(t)
 }
