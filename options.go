@@ -37,12 +37,12 @@ type config struct {
 	retryPeriod      time.Duration
 	retryPeriodSet   bool
 	renewInterval    time.Duration // 0: ttl/3
-	margin        time.Duration
-	marginSet     bool
-	identity      string
-	clock         clock.Clock
-	logger        *slog.Logger
-	observer      Observer
+	margin           time.Duration
+	marginSet        bool
+	identity         string
+	clock            clock.Clock
+	logger           *slog.Logger
+	observer         Observer
 
 	// Elector only.
 	grace           time.Duration
