@@ -39,13 +39,14 @@
 //
 // A holder's validity ends at the send time of its last successful renewal
 // plus TTL minus a safety margin, on its own monotonic clock (see
-// baton.Lease). When the lock is lost — renewals failed for
-// --renew-deadline, or the store says it is someone else's — baton sends CMD
-// SIGTERM at once and SIGKILL at the validity end minus max(safety margin,
-// 100ms), so that CMD is dead before any other contender can acquire the
-// lock. If that moment has already passed when the loss is noticed (the
-// process was paused, say by SIGSTOP, for longer than the TTL), CMD gets
-// SIGKILL at once. A write CMD made during such a pause can only be stopped
+// baton.Lease). When renewals have failed for --renew-deadline, baton steps
+// down: it sends CMD SIGTERM at once and SIGKILL at the validity end minus
+// max(safety margin, 100ms), so that CMD is dead before any other contender
+// can acquire the lock. If that moment has already passed when the loss is
+// noticed (the process was paused, say by SIGSTOP, for longer than the TTL),
+// CMD gets SIGKILL at once. When the store itself says the claim is someone
+// else's (an administrator force-released it, or it expired and was taken),
+// another holder may be running already, so CMD gets SIGKILL at once too. A write CMD made during such a pause can only be stopped
 // by the resource itself: have it reject tokens smaller than the largest it
 // has seen.
 //
@@ -72,7 +73,9 @@
 // # Timing
 //
 // --ttl 15s, --renew-deadline 10s and --retry-period 2s by default (as in
-// client-go's leader election). The holder renews every TTL/3. Impossible
+// client-go's leader election); with another --ttl, the renew deadline and
+// retry period not given scale with it (2/3 and 2/15 of it). The holder
+// renews every TTL/3. Impossible
 // combinations (RenewDeadline >= TTL, RetryPeriod >= RenewDeadline,
 // TTL < 1s) are usage errors whose message names the values.
 //

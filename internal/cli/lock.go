@@ -27,7 +27,8 @@ to CMD.
 
 If the lock is lost while CMD runs (renewals failed for --renew-deadline),
 CMD gets SIGTERM at once and SIGKILL shortly before the lease's validity
-ends (at once if that has passed), and baton exits with code 1.
+ends (at once if that has passed, or if the store says the lock is someone
+else's), and baton exits with code 1.
 
 ` + dirDoc + `
 

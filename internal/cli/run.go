@@ -20,12 +20,13 @@ in its environment. Standbys wait (on the file backend: for a change of the
 lock file) and take over when the leader releases the lock, or once its claim
 has expired (--ttl after its last renewal) if it crashed.
 
-Losing the lock: when renewals fail for --renew-deadline (or the store says
-the lock is someone else's), baton sends CMD SIGTERM at once and SIGKILL
-shortly before the lease's validity ends (validity end minus max(safety
-margin, 100ms)), so that CMD is dead before anyone else can acquire the lock.
-If the validity end has already passed when the loss is noticed (the process
-was paused, for example with SIGSTOP), CMD gets SIGKILL at once. baton then
+Losing the lock: when renewals fail for --renew-deadline, baton sends CMD
+SIGTERM at once and SIGKILL shortly before the lease's validity ends
+(validity end minus max(safety margin, 100ms)), so that CMD is dead before
+anyone else can acquire the lock. If the validity end has already passed
+when the loss is noticed (the process was paused, for example with SIGSTOP),
+or the store says the lock is someone else's (force-released, or taken after
+expiry), CMD gets SIGKILL at once. baton then
 campaigns again and restarts CMD, with a new token, when it leads again.
 A write CMD makes after a pause cannot be stopped by any lease: make the
 resource reject tokens smaller than the largest it has seen.
