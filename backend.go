@@ -63,6 +63,17 @@ type Lister interface {
 	List(ctx context.Context) ([]Record, error)
 }
 
+// ForceReleaser is implemented by backends that let an administrator free a
+// lock whoever holds it. The fencing counter is kept, so the next holder
+// gets a larger token. The former holder learns of it at its next renew
+// (its lease then ends with an error matching ErrLost but not ErrStepDown);
+// until then it may still act, which is what fencing tokens are for.
+// ForceRelease returns an error matching ErrNotFound if key has no record,
+// and nil if key is already free.
+type ForceReleaser interface {
+	ForceRelease(ctx context.Context, key string) error
+}
+
 // Request describes who asks for a key and for how long.
 type Request struct {
 	// Holder is the contender's identity, stable for a process (for

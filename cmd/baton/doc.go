@@ -35,6 +35,12 @@
 // records (one object for NAME, {"items": [...]} for all). --watch prints
 // again when a lock changes hands, is released or expires.
 //
+//	baton release NAME --force
+//
+// Frees a lock whoever holds it, keeping its fencing counter (an
+// administrator's action). The holder learns of it at its next renewal and
+// kills its CMD at once.
+//
 // # Losing the lock: the kill schedule
 //
 // A holder's validity ends at the send time of its last successful renewal
