@@ -1,0 +1,421 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// etcdStartTimeout bounds how long an etcd may take to report healthy (it
+// replays its WAL first after a restart, and tests run under -race on two
+// cores).
+const etcdStartTimeout = 30 * time.Second
+
+// etcdStopTimeout bounds a graceful stop; after it the process is killed.
+const etcdStopTimeout = 15 * time.Second
+
+// EtcdOption configures StartEtcd.
+type EtcdOption func(*etcdConfig)
+
+type etcdConfig struct {
+	tls        *EtcdTLS
+	autoTLS    bool // generate the files with WriteTLSFiles
+	args       []string
+	unsafeSync bool
+}
+
+// EtcdTLS names the PEM files of the client listener. With it, the server
+// accepts only TLS on its client port. The peer and metrics listeners stay
+// plain HTTP on loopback.
+type EtcdTLS struct {
+	CertFile, KeyFile, CAFile string
+	// ClientCertAuth requires clients to present a certificate signed by
+	// CAFile (etcd's --client-cert-auth).
+	ClientCertAuth bool
+}
+
+// WithEtcdTLS serves clients over TLS only, with the given files.
+// ClientTLS then returns a configuration that trusts CAFile and presents
+// CertFile/KeyFile as the client certificate.
+func WithEtcdTLS(files EtcdTLS) EtcdOption {
+	return func(c *etcdConfig) { c.tls = &files; c.autoTLS = false }
+}
+
+// WithEtcdClientCertAuth serves clients over TLS only, with a fresh CA and a
+// certificate for 127.0.0.1 and localhost (WriteTLSFiles), and requires each
+// client to present a certificate signed by that CA. ClientTLS returns a
+// configuration that does; TLSFiles names the files, e.g. for a CLI's
+// --cacert/--cert/--key flags.
+func WithEtcdClientCertAuth() EtcdOption {
+	return func(c *etcdConfig) { c.tls = nil; c.autoTLS = true }
+}
+
+// EtcdArgs adds command-line flags, e.g. "--auto-compaction-retention=1".
+func EtcdArgs(args ...string) EtcdOption {
+	return func(c *etcdConfig) { c.args = append(c.args, args...) }
+}
+
+// EtcdNoFsync runs etcd with --unsafe-no-fsync: faster writes that still
+// survive a Kill (the kernel keeps the page cache) but not a machine crash.
+// Leave it off where write latency is measured.
+func EtcdNoFsync() EtcdOption { return func(c *etcdConfig) { c.unsafeSync = true } }
+
+// Etcd is a single-member etcd process on free loopback ports, with its data
+// directory in t.TempDir(). Stop and Kill keep the data directory and the
+// ports, so Start brings the same member back with its data (every write it
+// acknowledged, even after Kill). It is killed in t.Cleanup. Methods are safe
+// for concurrent use.
+type Etcd struct {
+	t   testing.TB
+	bin string
+	cfg etcdConfig
+
+	// ClientPort is the client (gRPC and HTTP) port on 127.0.0.1.
+	ClientPort int
+	// PeerPort is the raft peer port on 127.0.0.1.
+	PeerPort int
+	// MetricsPort serves /health and /metrics over plain HTTP on 127.0.0.1,
+	// whatever the client port's TLS settings.
+	MetricsPort int
+	// Dir is the data directory (WAL and snapshots); it survives restarts.
+	Dir string
+
+	mu   sync.Mutex
+	proc *etcdProc // nil while stopped
+	last *etcdProc // the latest process, for Log
+}
+
+type etcdProc struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process has exited and its log is drained
+	log    *syncBuffer
+}
+
+// FindEtcd returns the path of the etcd binary: $BATON_ETCD_BIN if set, else
+// $KUBEBUILDER_ASSETS/etcd, else etcd in the tools/testbin cache
+// (TestbinDir), else the first etcd on PATH.
+func FindEtcd() (string, error) {
+	if p := os.Getenv("BATON_ETCD_BIN"); p != "" {
+		if !isExecutable(p) {
+			return "", fmt.Errorf("BATON_ETCD_BIN=%s is not an executable file; build etcd with: %s", p, TestbinHint)
+		}
+		return p, nil
+	}
+	var looked []string
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		p := filepath.Join(dir, "etcd")
+		if isExecutable(p) {
+			return p, nil
+		}
+		looked = append(looked, p)
+	}
+	if dir, err := TestbinDir(); err == nil {
+		p := filepath.Join(dir, "etcd")
+		if isExecutable(p) {
+			return p, nil
+		}
+		looked = append(looked, p)
+	} else {
+		looked = append(looked, "the test binary cache ("+err.Error()+")")
+	}
+	if p, err := exec.LookPath("etcd"); err == nil {
+		return p, nil
+	}
+	looked = append(looked, "PATH")
+	return "", fmt.Errorf("etcd not found (BATON_ETCD_BIN is not set; looked in %s); build it with: %s", strings.Join(looked, ", "), TestbinHint)
+}
+
+// StartEtcd starts a single-member etcd and returns once its /health endpoint
+// reports healthy (it has a leader and serves reads). If etcd is missing or
+// does not start, the test fails when CI=true and is skipped otherwise.
+func StartEtcd(t testing.TB, opts ...EtcdOption) *Etcd {
+	t.Helper()
+	bin, err := FindEtcd()
+	if err != nil {
+		unavailable(t, "%v", err)
+	}
+	e := &Etcd{t: t, bin: bin, Dir: filepath.Join(t.TempDir(), "data")}
+	for _, o := range opts {
+		o(&e.cfg)
+	}
+	if e.cfg.autoTLS {
+		files, _ := WriteTLSFiles(t)
+		e.cfg.tls = &EtcdTLS{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile, ClientCertAuth: true}
+	}
+	t.Cleanup(e.Kill)
+	// Ports picked free can be taken before etcd binds them; try a few.
+	for attempt := 0; ; attempt++ {
+		err = e.pickPorts()
+		if err == nil {
+			err = e.start()
+		}
+		if err == nil {
+			return e
+		}
+		if attempt == 4 || !strings.Contains(err.Error(), "address already in use") {
+			unavailable(t, "cannot start %s: %v (build it with: %s)", bin, err, TestbinHint)
+		}
+		// The failed first start may have created the data directory.
+		_ = os.RemoveAll(e.Dir)
+	}
+}
+
+func (e *Etcd) pickPorts() error {
+	ports := make([]int, 3)
+	// Hold all three listeners at once so that the three ports differ.
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		ls = append(ls, l)
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	e.ClientPort, e.PeerPort, e.MetricsPort = ports[0], ports[1], ports[2]
+	return nil
+}
+
+// Addr returns the client address "127.0.0.1:port", e.g. for a TCP proxy in
+// front of the server.
+func (e *Etcd) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ClientPort)) }
+
+// Endpoint returns the client URL: http://127.0.0.1:port, or https:// with
+// TLS.
+func (e *Etcd) Endpoint() string {
+	if e.cfg.tls != nil {
+		return "https://" + e.Addr()
+	}
+	return "http://" + e.Addr()
+}
+
+// Endpoints returns []string{Endpoint()}, for clientv3.Config.Endpoints.
+func (e *Etcd) Endpoints() []string { return []string{e.Endpoint()} }
+
+// TLSFiles returns the client listener's TLS files, and false without TLS.
+func (e *Etcd) TLSFiles() (EtcdTLS, bool) {
+	if e.cfg.tls == nil {
+		return EtcdTLS{}, false
+	}
+	return *e.cfg.tls, true
+}
+
+// ClientTLS returns a TLS configuration for a client of this server: RootCAs
+// holds CAFile and, when the server requires client certificates, the
+// configuration presents CertFile/KeyFile. It returns nil without TLS.
+func (e *Etcd) ClientTLS() *tls.Config {
+	e.t.Helper()
+	f := e.cfg.tls
+	if f == nil {
+		return nil
+	}
+	pem, err := os.ReadFile(f.CAFile)
+	if err != nil {
+		e.t.Fatalf("testenv: etcd client TLS: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		e.t.Fatalf("testenv: etcd client TLS: no certificate in %s", f.CAFile)
+	}
+	c := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if f.ClientCertAuth {
+		cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+		if err != nil {
+			e.t.Fatalf("testenv: etcd client TLS: %v", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c
+}
+
+// Running reports whether the process is running.
+func (e *Etcd) Running() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.proc != nil
+}
+
+// Start starts a stopped server again with the same data directory and
+// ports, and returns once it is healthy. It fails the test if it cannot.
+func (e *Etcd) Start() {
+	e.t.Helper()
+	if err := e.start(); err != nil {
+		e.t.Fatalf("testenv: restart etcd on %s: %v", e.Addr(), err)
+	}
+}
+
+// Stop shuts the server down with SIGTERM and waits for it to exit (it is
+// killed if it has not exited after 15s). Its data stays in Dir.
+func (e *Etcd) Stop() { e.stop(syscall.SIGTERM) }
+
+// Kill kills the server with SIGKILL (a crash) and waits for it to exit.
+// Every write it acknowledged is still in Dir.
+func (e *Etcd) Kill() { e.stop(syscall.SIGKILL) }
+
+// Restart stops the server with SIGTERM and starts it again.
+func (e *Etcd) Restart() {
+	e.t.Helper()
+	e.Stop()
+	e.Start()
+}
+
+// Log returns what the current (or last) process wrote to stderr.
+func (e *Etcd) Log() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.last == nil {
+		return ""
+	}
+	return e.last.log.String()
+}
+
+func (e *Etcd) args() []string {
+	const name = "baton-test"
+	scheme := "http"
+	if e.cfg.tls != nil {
+		scheme = "https"
+	}
+	client := scheme + "://" + e.Addr()
+	peer := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.PeerPort))
+	a := []string{
+		"--name=" + name,
+		"--data-dir=" + e.Dir,
+		"--listen-client-urls=" + client,
+		"--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer,
+		"--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=" + name + "=" + peer,
+		"--initial-cluster-state=new",
+		"--listen-metrics-urls=http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.MetricsPort)),
+		"--log-outputs=stderr",
+	}
+	if f := e.cfg.tls; f != nil {
+		a = append(a, "--cert-file="+f.CertFile, "--key-file="+f.KeyFile, "--trusted-ca-file="+f.CAFile)
+		if f.ClientCertAuth {
+			a = append(a, "--client-cert-auth")
+		}
+	}
+	if e.cfg.unsafeSync {
+		a = append(a, "--unsafe-no-fsync")
+	}
+	return append(a, e.cfg.args...)
+}
+
+func (e *Etcd) start() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.proc != nil {
+		return errors.New("already running")
+	}
+	cmd := exec.Command(e.bin, e.args()...)
+	cmd.Dir = filepath.Dir(e.Dir)
+	// ETCD_* variables of the caller would be read as flags.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ETCD_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stdout = nil
+	setPdeathsig(cmd)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	p := &etcdProc{cmd: cmd, exited: make(chan struct{}), log: &syncBuffer{}}
+	e.last = p
+	go func() {
+		defer close(p.exited)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.log.WriteString(sc.Text() + "\n")
+		}
+		_, _ = io.Copy(io.Discard, out)
+		_ = cmd.Wait()
+	}()
+	if err := e.waitHealthy(p); err != nil {
+		_ = cmd.Process.Kill()
+		<-p.exited
+		return err
+	}
+	e.proc = p
+	return nil
+}
+
+// waitHealthy polls the metrics listener's /health until etcd reports
+// {"health":"true"}: it has a leader and a linearizable read went through.
+func (e *Etcd) waitHealthy(p *etcdProc) error {
+	ctx, cancel := context.WithTimeout(context.Background(), etcdStartTimeout)
+	defer cancel()
+	url := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.MetricsPort)) + "/health"
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := "no answer"
+	for {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("etcd exited before it was healthy: %s", lastLines(p.log.String(), 8))
+		case <-ctx.Done():
+			return fmt.Errorf("etcd not healthy after %v (%s): %s", etcdStartTimeout, last, lastLines(p.log.String(), 8))
+		case <-tick.C:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		var h struct {
+			Health string `json:"health"`
+			Reason string `json:"reason"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode == http.StatusOK && h.Health == "true" {
+			return nil
+		}
+		last = fmt.Sprintf("/health: %s %s %s", resp.Status, h.Health, h.Reason)
+	}
+}
+
+func (e *Etcd) stop(sig syscall.Signal) {
+	e.mu.Lock()
+	p := e.proc
+	e.proc = nil
+	e.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+	case <-time.After(etcdStopTimeout):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package testenv
+
+import "os/exec"
+
+func setPdeathsig(*exec.Cmd) {}

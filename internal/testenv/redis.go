@@ -1,0 +1,298 @@
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RedisInstallHint is the command that installs redis-server on Debian and
+// Ubuntu, as CI does.
+const RedisInstallHint = "apt-get update && apt-get install -y redis-server"
+
+// redisStartTimeout bounds how long a redis-server may take to say it is
+// ready (it loads its append-only file first after a restart).
+const redisStartTimeout = 20 * time.Second
+
+// RedisOption configures StartRedis.
+type RedisOption func(*redisConfig)
+
+type redisConfig struct {
+	appendOnly bool
+	args       []string
+	tls        *RedisTLS
+}
+
+// RedisTLS names the PEM files of a TLS listener. With it, the server
+// accepts only TLS connections, on Port.
+type RedisTLS struct {
+	CertFile, KeyFile, CAFile string
+	// AuthClients requires clients to present a certificate signed by CA.
+	AuthClients bool
+}
+
+// AppendOnly makes the server durable: appendonly yes with appendfsync
+// always, so every write is on disk before the client sees the reply, and a
+// restart (even after SIGKILL) keeps every acknowledged write.
+func AppendOnly() RedisOption { return func(c *redisConfig) { c.appendOnly = true } }
+
+// RedisArgs adds command-line arguments, e.g. "--requirepass", "secret".
+func RedisArgs(args ...string) RedisOption {
+	return func(c *redisConfig) { c.args = append(c.args, args...) }
+}
+
+// WithRedisTLS serves TLS only, with the given files.
+func WithRedisTLS(t RedisTLS) RedisOption { return func(c *redisConfig) { c.tls = &t } }
+
+// RedisServer is a redis-server process on a free loopback port, with its
+// own data directory in t.TempDir(). Without AppendOnly it persists nothing
+// (save "" and appendonly no): a restart loses every key. It is stopped in
+// t.Cleanup. Methods are safe for concurrent use.
+type RedisServer struct {
+	t   testing.TB
+	bin string
+	cfg redisConfig
+	// Port is the TCP port on 127.0.0.1; it stays the same across restarts.
+	Port int
+	// Dir is the data directory (RDB/AOF files); it survives restarts.
+	Dir string
+
+	mu   sync.Mutex
+	proc *redisProc // nil while stopped
+}
+
+type redisProc struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process has exited and its log is drained
+	log    *syncBuffer
+}
+
+// FindRedisServer returns the path of redis-server: $BATON_REDIS_SERVER if
+// set, else the first found on PATH, in /usr/bin or in /usr/sbin.
+func FindRedisServer() (string, error) {
+	if p := os.Getenv("BATON_REDIS_SERVER"); p != "" {
+		return p, nil
+	}
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/bin/redis-server", "/usr/sbin/redis-server"} {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("redis-server not found on PATH, in /usr/bin or in /usr/sbin; install it with: %s", RedisInstallHint)
+}
+
+// StartRedis starts a redis-server and returns once it accepts connections.
+// If redis-server is missing or does not start, the test fails when CI=true
+// and is skipped otherwise.
+func StartRedis(t testing.TB, opts ...RedisOption) *RedisServer {
+	t.Helper()
+	bin, err := FindRedisServer()
+	if err != nil {
+		unavailable(t, "%v", err)
+	}
+	r := &RedisServer{t: t, bin: bin, Dir: t.TempDir()}
+	for _, o := range opts {
+		o(&r.cfg)
+	}
+	t.Cleanup(r.Kill)
+	// A port picked free can be taken before redis-server binds it; try a
+	// few.
+	for attempt := 0; ; attempt++ {
+		r.Port, err = freePort()
+		if err == nil {
+			err = r.start()
+		}
+		if err == nil {
+			return r
+		}
+		if attempt == 4 || !strings.Contains(err.Error(), "in use") {
+			unavailable(t, "cannot start %s: %v (install it with: %s)", bin, err, RedisInstallHint)
+		}
+	}
+}
+
+// Addr returns "127.0.0.1:port".
+func (r *RedisServer) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.Port)) }
+
+// URL returns a redis:// URL for the server (rediss:// with TLS).
+func (r *RedisServer) URL() string {
+	if r.cfg.tls != nil {
+		return "rediss://" + r.Addr()
+	}
+	return "redis://" + r.Addr()
+}
+
+// Running reports whether the process is running.
+func (r *RedisServer) Running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc != nil
+}
+
+// Start starts a stopped server again on the same port and directory. With
+// AppendOnly it loads its data before it accepts connections. It fails the
+// test if the server cannot start.
+func (r *RedisServer) Start() {
+	r.t.Helper()
+	if err := r.start(); err != nil {
+		r.t.Fatalf("testenv: restart redis-server on %s: %v", r.Addr(), err)
+	}
+}
+
+// Stop shuts the server down with SIGTERM and waits for it to exit. Without
+// AppendOnly it saves nothing, so its data is gone.
+func (r *RedisServer) Stop() { r.stop(syscall.SIGTERM) }
+
+// Kill kills the server with SIGKILL (a crash) and waits for it to exit.
+func (r *RedisServer) Kill() { r.stop(syscall.SIGKILL) }
+
+// Restart stops the server with SIGTERM and starts it again on the same port
+// and directory.
+func (r *RedisServer) Restart() {
+	r.t.Helper()
+	r.Stop()
+	r.Start()
+}
+
+// Log returns what the current (or last) process wrote to its log.
+func (r *RedisServer) Log() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc == nil {
+		return ""
+	}
+	return r.proc.log.String()
+}
+
+func (r *RedisServer) args() []string {
+	a := []string{
+		"--bind", "127.0.0.1",
+		"--dir", r.Dir,
+		"--logfile", "",
+		"--daemonize", "no",
+		"--save", "",
+	}
+	if r.cfg.tls != nil {
+		a = append(a, "--port", "0", "--tls-port", strconv.Itoa(r.Port),
+			"--tls-cert-file", r.cfg.tls.CertFile, "--tls-key-file", r.cfg.tls.KeyFile,
+			"--tls-ca-cert-file", r.cfg.tls.CAFile,
+			"--tls-auth-clients", map[bool]string{true: "yes", false: "no"}[r.cfg.tls.AuthClients])
+	} else {
+		a = append(a, "--port", strconv.Itoa(r.Port))
+	}
+	if r.cfg.appendOnly {
+		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		a = append(a, "--appendonly", "no")
+	}
+	return append(a, r.cfg.args...)
+}
+
+func (r *RedisServer) start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc != nil {
+		return errors.New("already running")
+	}
+	cmd := exec.Command(r.bin, r.args()...)
+	cmd.Dir = r.Dir
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = cmd.Stdout
+	setPdeathsig(cmd)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	p := &redisProc{cmd: cmd, exited: make(chan struct{}), log: &syncBuffer{}}
+	ready := make(chan struct{})
+	go func() {
+		defer close(p.exited)
+		sc := bufio.NewScanner(out)
+		signalled := false
+		for sc.Scan() {
+			line := sc.Text()
+			p.log.WriteString(line + "\n")
+			if !signalled && strings.Contains(line, "Ready to accept connections") {
+				signalled = true
+				close(ready)
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		_ = cmd.Wait()
+	}()
+	timer := time.NewTimer(redisStartTimeout)
+	defer timer.Stop()
+	select {
+	case <-ready:
+		r.proc = p
+		return nil
+	case <-p.exited:
+		return fmt.Errorf("redis-server exited before it was ready: %s", lastLines(p.log.String(), 8))
+	case <-timer.C:
+		_ = cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("redis-server not ready after %v: %s", redisStartTimeout, lastLines(p.log.String(), 8))
+	}
+}
+
+func (r *RedisServer) stop(sig syscall.Signal) {
+	r.mu.Lock()
+	p := r.proc
+	r.proc = nil
+	r.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	<-p.exited
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) WriteString(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.WriteString(s)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
