@@ -1,0 +1,113 @@
+package kube
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+)
+
+// Client-side rate limit of the dedicated client that NewLeaseForConfig
+// builds. A held lock costs one update per renew interval (TTL/3) and a
+// waiter one get per attempt plus a watch, so these leave room for dozens
+// of locks.
+const (
+	DefaultQPS   = 20
+	DefaultBurst = 40
+)
+
+// DefaultMaxConflicts is how many times an operation re-reads the object
+// and decides again after its conditional write lost a race (HTTP 409),
+// before it gives up: TryAcquire then reports the lock as held (by the
+// contenders that won), Renew and Release return a transient error.
+const DefaultMaxConflicts = 16
+
+// Option configures a store.
+type Option func(*options)
+
+type options struct {
+	app          string
+	qps          float32
+	burst        int
+	maxConflicts int
+	clock        clock.PassiveClock
+}
+
+// WithApplication names the application that owns the lock names used
+// through this store. It is written as the label baton.dev/app when the
+// store creates a lock object, and checked on every acquire: an object
+// created by another application (or by another tool, without baton's
+// annotations) is never taken over; TryAcquire fails with an error matching
+// ErrOtherApplication that names both applications. Without this option the
+// application is "" and the check still applies: a store without an
+// application does not take objects of a named one, and vice versa.
+//
+// The name must be a valid label value (at most 63 characters:
+// alphanumerics, '-', '_' and '.', starting and ending with an
+// alphanumeric).
+func WithApplication(name string) Option { return func(o *options) { o.app = name } }
+
+// WithRateLimit sets the QPS and burst of the client that NewLeaseForConfig
+// builds (default DefaultQPS, DefaultBurst). NewLease ignores it: the
+// caller's client carries its own limiter.
+func WithRateLimit(qps float32, burst int) Option {
+	return func(o *options) { o.qps, o.burst = qps, burst }
+}
+
+// WithMaxConflicts sets how many write conflicts an operation absorbs by
+// re-reading and deciding again (default DefaultMaxConflicts).
+func WithMaxConflicts(n int) Option { return func(o *options) { o.maxConflicts = n } }
+
+// WithClock sets the monotonic clock on which the store measures how long
+// it has seen an object unchanged (default: the real clock). For tests.
+func WithClock(c clock.PassiveClock) Option { return func(o *options) { o.clock = c } }
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{qps: DefaultQPS, burst: DefaultBurst, maxConflicts: DefaultMaxConflicts, clock: clock.RealClock{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := validLabelValue(o.app); err != nil {
+		return o, fmt.Errorf("WithApplication(%q): %w", o.app, err)
+	}
+	if o.qps <= 0 || o.burst < 1 {
+		return o, fmt.Errorf("WithRateLimit(%v, %d): QPS must be positive and burst at least 1", o.qps, o.burst)
+	}
+	if o.maxConflicts < 1 {
+		return o, fmt.Errorf("WithMaxConflicts(%d): must be at least 1", o.maxConflicts)
+	}
+	return o, nil
+}
+
+// clientForConfig builds a clientset from a copy of cfg with its own token
+// bucket rate limiter.
+func clientForConfig(cfg *rest.Config, opts []Option) (kubernetes.Interface, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("the *rest.Config is nil")
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = o.qps, o.burst
+	c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.qps, o.burst)
+	c.UserAgent = rest.DefaultKubernetesUserAgent() + " baton"
+	return kubernetes.NewForConfig(c)
+}
+
+func validLabelValue(v string) error {
+	if len(v) > 63 {
+		return fmt.Errorf("a label value is at most 63 characters, this one has %d", len(v))
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && ((c != '-' && c != '_' && c != '.') || i == 0 || i == len(v)-1) {
+			return fmt.Errorf("not a valid label value: use alphanumerics, '-', '_' and '.', starting and ending with an alphanumeric")
+		}
+	}
+	return nil
+}

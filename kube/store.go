@@ -1,0 +1,347 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/baton-go/baton"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// store is the kind-independent part of LeaseStore (and the other kinds):
+// the conditional-write protocol and the local observation of expiry.
+type store struct {
+	ns string
+	k  kind
+	o  options
+
+	mu   sync.Mutex
+	seen map[string]observation // by object name
+}
+
+// observation is when this process first saw one version of an object, on
+// its monotonic clock.
+type observation struct {
+	rv string
+	at time.Time
+	// obj is the object as this process last wrote it (rv is its
+	// version), or nil if the version was only seen.
+	obj *object
+}
+
+func newStore(namespace string, k kind, opts []Option) (*store, error) {
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("namespace %q: %s", namespace, errs[0])
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &store{ns: namespace, k: k, o: o, seen: map[string]observation{}}, nil
+}
+
+// Namespace returns the namespace the store keeps its objects in.
+func (s *store) Namespace() string { return s.ns }
+
+// Application returns the application set with WithApplication.
+func (s *store) Application() string { return s.o.app }
+
+func (s *store) now() time.Time { return s.o.clock.Now() }
+
+// remaining is how long o's claim still lasts as judged from this process:
+// the object's lease duration, counted from the moment this process first
+// saw the object at its current resourceVersion (or sent the write that
+// produced it). Any change to the object restarts the count. Zero for a
+// free object or an expired claim.
+func (s *store) remaining(o object) time.Duration {
+	if o.holder == "" {
+		return 0
+	}
+	now := s.now()
+	s.mu.Lock()
+	obs, ok := s.seen[o.name]
+	if !ok || obs.rv != o.rv {
+		obs = observation{rv: o.rv, at: now}
+		s.seen[o.name] = obs
+	}
+	s.mu.Unlock()
+	return max(0, obs.at.Add(o.ttl()).Sub(now))
+}
+
+// wrote records that this process produced version rv of name with a
+// write sent at sent. The write was applied no earlier than sent, so
+// counting the claim from sent never makes it last longer here than at any
+// other observer.
+func (s *store) wrote(o object, sent time.Time) {
+	s.mu.Lock()
+	s.seen[o.name] = observation{rv: o.rv, at: sent, obj: &o}
+	s.mu.Unlock()
+}
+
+// written returns the object at version rv if this process wrote it.
+func (s *store) written(name, rv string) (object, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	obs, ok := s.seen[name]
+	if !ok || obs.obj == nil || obs.rv != rv || rv == "" {
+		return object{}, false
+	}
+	return *obs.obj, true
+}
+
+// TryAcquire takes the lock object key for req if it is free (never
+// created, released) or its claim has expired as judged by this process,
+// with a conditional write: a create that fails if the object exists, or an
+// update on the resourceVersion read. A lost race (409 Conflict) re-reads
+// and decides again, up to WithMaxConflicts times; if every attempt loses,
+// the lock is contended and TryAcquire returns a *baton.HeldError without
+// a holder (other contenders won those races).
+//
+// req.TTL is rounded up to whole seconds for leaseDurationSeconds; a TTL
+// under one second is rejected with an error matching
+// baton.ErrInvalidOptions. An object created by another application or
+// tool returns an *ApplicationError.
+func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+	const op = "acquire"
+	if err := baton.ValidateName(key); err != nil {
+		return baton.Grant{}, fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
+	}
+	if err := s.ctxErr(ctx, op, key); err != nil {
+		return baton.Grant{}, err
+	}
+	if req.Holder == "" || req.Nonce == "" {
+		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: empty holder or nonce", op, s.ns, key, baton.ErrInvalidOptions)
+	}
+	dur, err := durationSeconds(req.TTL)
+	if err != nil {
+		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: %v", op, s.ns, key, baton.ErrInvalidOptions, err)
+	}
+	var lastErr error
+	for range s.o.maxConflicts {
+		cur, err := s.k.get(ctx, key)
+		if apierrors.IsNotFound(err) {
+			wall := time.Now()
+			next := object{
+				name: key, app: s.o.app, hasApp: true, baton: true,
+				holder: req.Holder, nonce: req.Nonce, token: 1, durationSec: dur,
+				acquire: wall, renew: wall,
+			}
+			sent := s.now()
+			created, err := s.k.create(ctx, next)
+			if apierrors.IsAlreadyExists(err) {
+				lastErr = err
+				continue
+			}
+			if err != nil {
+				return baton.Grant{}, s.fail(ctx, op, "create", key, err)
+			}
+			s.wrote(created, sent)
+			return grant(created, req), nil
+		}
+		if err != nil {
+			return baton.Grant{}, s.fail(ctx, op, "get", key, err)
+		}
+		if err := s.checkApplication(cur); err != nil {
+			return baton.Grant{}, err
+		}
+		if cur.holder != "" {
+			if rem := s.remaining(cur); rem > 0 {
+				return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w", op, s.ns, key, &baton.HeldError{
+					Key: key, Holder: cur.holder, Token: cur.token, RetryAfter: rem,
+				})
+			}
+		}
+		if cur.token == math.MaxUint64 {
+			return baton.Grant{}, s.fail(ctx, op, "update", key, errCorrupt(fmt.Errorf("the fencing token is at its maximum")))
+		}
+		wall := time.Now()
+		next := cur
+		next.holder, next.nonce = req.Holder, req.Nonce
+		next.token = cur.token + 1
+		next.durationSec = dur
+		next.acquire, next.renew = wall, wall
+		next.transitions = cur.transitions + 1
+		sent := s.now()
+		updated, err := s.k.update(ctx, next)
+		if apierrors.IsConflict(err) {
+			lastErr = err
+			continue
+		}
+		if err != nil {
+			return baton.Grant{}, s.fail(ctx, op, "update", key, err)
+		}
+		s.wrote(updated, sent)
+		return grant(updated, req), nil
+	}
+	// Every attempt lost its conditional write to another writer: the lock
+	// is contended, and others won it (each conflict is a write that
+	// landed first). Report it as held, by an owner unknown here, so that
+	// the engine waits for the watch or its retry period instead of
+	// treating contention as a failure.
+	return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: contended: lost %d conditional writes in a row to other writers (last: %v): %w",
+		op, s.ns, key, s.o.maxConflicts, lastErr, &baton.HeldError{Key: key})
+}
+
+func grant(o object, req baton.Request) baton.Grant {
+	return baton.Grant{Key: o.name, Holder: o.holder, Nonce: o.nonce, Token: o.token, TTL: req.TTL, Version: o.rv}
+}
+
+// checkApplication refuses objects of another application or tool.
+func (s *store) checkApplication(o object) error {
+	if o.baton && o.app == s.o.app {
+		return nil
+	}
+	return &ApplicationError{
+		Namespace: s.ns, Name: o.name, Resource: s.k.resource(),
+		Want: s.o.app, Have: o.app, Foreign: !o.baton, Holder: o.holder,
+	}
+}
+
+// Renew bumps renewTime (and sets leaseDurationSeconds from g.TTL) with an
+// update conditional on the resourceVersion read, if the object still
+// names g's holder and nonce and the claim has not expired as judged by
+// this process (counted from the send time of its own last write). It
+// returns an error matching baton.ErrLost otherwise.
+func (s *store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	const op = "renew"
+	next, err := s.change(ctx, op, g, func(o *object) error {
+		dur, err := durationSeconds(g.TTL)
+		if err != nil {
+			return fmt.Errorf("%w: %v", baton.ErrInvalidOptions, err)
+		}
+		o.durationSec = dur
+		o.renew = time.Now()
+		return nil
+	})
+	if err != nil {
+		return baton.Grant{}, err
+	}
+	return grant(next, baton.Request{TTL: g.TTL}), nil
+}
+
+// Release clears holderIdentity and the nonce with an update conditional
+// on the resourceVersion read, if the object still names g's holder and
+// nonce and the claim has not expired as judged by this process. The
+// object and its fencing token stay. It returns an error matching
+// baton.ErrLost otherwise.
+func (s *store) Release(ctx context.Context, g baton.Grant) error {
+	_, err := s.change(ctx, "release", g, func(o *object) error {
+		o.holder, o.nonce = "", ""
+		return nil
+	})
+	return err
+}
+
+// change applies f to g's object if it is still g's, with a conditional
+// update, retrying conflicts. If this process wrote the version named by
+// g.Version, the first attempt updates that version without reading it
+// first (one round trip instead of two): the precondition on the
+// resourceVersion makes the update fail if anything changed since.
+func (s *store) change(ctx context.Context, op string, g baton.Grant, f func(*object) error) (object, error) {
+	if err := baton.ValidateName(g.Key); err != nil {
+		return object{}, fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
+	}
+	if err := s.ctxErr(ctx, op, g.Key); err != nil {
+		return object{}, err
+	}
+	lost := func(why string, args ...any) error {
+		return fmt.Errorf("kube: %s %s/%s (holder %q, token %d): %w: %s",
+			op, s.ns, g.Key, g.Holder, g.Token, baton.ErrLost, fmt.Sprintf(why, args...))
+	}
+	var lastErr error
+	for attempt := range s.o.maxConflicts {
+		cur, cached := s.written(g.Key, g.Version)
+		if !cached || attempt > 0 {
+			var err error
+			cur, err = s.k.get(ctx, g.Key)
+			if apierrors.IsNotFound(err) {
+				return object{}, lost("the object does not exist")
+			}
+			if err != nil {
+				return object{}, s.fail(ctx, op, "get", g.Key, err)
+			}
+		}
+		switch {
+		case cur.holder == "":
+			return object{}, lost("the lock was released")
+		case cur.holder != g.Holder || cur.nonce != g.Nonce || !cur.baton:
+			return object{}, lost("it is held by %q (token %d)", cur.holder, cur.token)
+		case s.remaining(cur) <= 0:
+			return object{}, lost("the claim expired (not renewed for %v as seen from this process)", cur.ttl())
+		}
+		next := cur
+		if err := f(&next); err != nil {
+			return object{}, fmt.Errorf("kube: %s %s/%s: %w", op, s.ns, g.Key, err)
+		}
+		sent := s.now()
+		updated, err := s.k.update(ctx, next)
+		if apierrors.IsConflict(err) {
+			lastErr = err
+			continue
+		}
+		if apierrors.IsNotFound(err) && !isNamespaceNotFound(err) {
+			return object{}, lost("the object was deleted")
+		}
+		if err != nil {
+			return object{}, s.fail(ctx, op, "update", g.Key, err)
+		}
+		s.wrote(updated, sent)
+		return updated, nil
+	}
+	return object{}, fmt.Errorf("kube: %s %s/%s: the object kept changing under us; gave up after %d conflicts: %w",
+		op, s.ns, g.Key, s.o.maxConflicts, lastErr)
+}
+
+// Get returns the lock's record. Remaining is judged by local observation:
+// a claim this process has not seen before counts as lasting its full
+// lease duration from now.
+func (s *store) Get(ctx context.Context, key string) (baton.Record, error) {
+	const op = "get"
+	if err := baton.ValidateName(key); err != nil {
+		return baton.Record{}, fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
+	}
+	if err := s.ctxErr(ctx, op, key); err != nil {
+		return baton.Record{}, err
+	}
+	o, err := s.k.get(ctx, key)
+	if apierrors.IsNotFound(err) {
+		return baton.Record{}, fmt.Errorf("kube: %s %s %s/%s: %w", op, s.k.resource(), s.ns, key, baton.ErrNotFound)
+	}
+	if err != nil {
+		return baton.Record{}, s.fail(ctx, op, "get", key, err)
+	}
+	return s.record(o), nil
+}
+
+// List returns the records of every lock object in the namespace (objects
+// with the baton.dev/app label, of any application). It needs the "list"
+// verb, which the Role for running replicas does not: only status views
+// use it.
+func (s *store) List(ctx context.Context) ([]baton.Record, error) {
+	if err := s.ctxErr(ctx, "list", "*"); err != nil {
+		return nil, err
+	}
+	objs, err := s.k.list(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, "list", "list", "", err)
+	}
+	out := make([]baton.Record, 0, len(objs))
+	for _, o := range objs {
+		if o.baton {
+			out = append(out, s.record(o))
+		}
+	}
+	return out, nil
+}
+
+func (s *store) record(o object) baton.Record {
+	return baton.Record{
+		Key: o.name, Holder: o.holder, Nonce: o.nonce, Token: o.token, TTL: o.ttl(),
+		AcquireTime: o.acquire, RenewTime: o.renew, Transitions: uint64(max(0, o.transitions)),
+		Remaining: s.remaining(o), Version: o.rv,
+	}
+}
