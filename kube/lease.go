@@ -30,12 +30,14 @@ type LeaseStore struct {
 }
 
 var (
-	_ baton.Backend = (*LeaseStore)(nil)
-	_ baton.Watcher = (*LeaseStore)(nil)
-	_ baton.Lister  = (*LeaseStore)(nil)
-	_ baton.Backend = (*ConfigMapStore)(nil)
-	_ baton.Watcher = (*ConfigMapStore)(nil)
-	_ baton.Lister  = (*ConfigMapStore)(nil)
+	_ baton.Backend       = (*LeaseStore)(nil)
+	_ baton.Watcher       = (*LeaseStore)(nil)
+	_ baton.Lister        = (*LeaseStore)(nil)
+	_ baton.ForceReleaser = (*LeaseStore)(nil)
+	_ baton.Backend       = (*ConfigMapStore)(nil)
+	_ baton.Watcher       = (*ConfigMapStore)(nil)
+	_ baton.Lister        = (*ConfigMapStore)(nil)
+	_ baton.ForceReleaser = (*ConfigMapStore)(nil)
 )
 
 // NewLease returns a store for Lease objects in namespace.

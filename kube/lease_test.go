@@ -552,3 +552,40 @@ func TestConfigMapObjectFormat(t *testing.T) {
 		t.Errorf("after release annotations %v; want no holder and token 1", cm.Annotations)
 	}
 }
+
+// An administrator's forced release frees a live claim and keeps the token;
+// the holder's next renew fails with ErrLost, and the next holder gets a
+// larger token.
+func TestForceRelease(t *testing.T) {
+	t.Parallel()
+	cfg := controlPlane(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	holder, admin := newLease(t, cfg, ns), newLease(t, cfg, ns)
+	if err := admin.ForceRelease(ctx, "forced"); !errors.Is(err, baton.ErrNotFound) {
+		t.Fatalf("ForceRelease of a missing lock = %v, want ErrNotFound", err)
+	}
+	g, err := holder.TryAcquire(ctx, "forced", req("holder-a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ForceRelease(ctx, "forced"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+		t.Fatalf("Renew after a forced release = %v, want ErrLost", err)
+	}
+	g2, err := admin.TryAcquire(ctx, "forced", req("holder-b", time.Minute))
+	if err != nil {
+		t.Fatalf("TryAcquire after a forced release: %v", err)
+	}
+	if g2.Token <= g.Token {
+		t.Fatalf("token after a forced release %d, want more than %d", g2.Token, g.Token)
+	}
+	if err := admin.ForceRelease(ctx, "forced"); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ForceRelease(ctx, "forced"); err != nil {
+		t.Fatalf("ForceRelease of a free lock = %v, want nil", err)
+	}
+}

@@ -345,3 +345,50 @@ func (s *store) record(o object) baton.Record {
 		Remaining: s.remaining(o), Version: o.rv,
 	}
 }
+
+// ForceRelease implements baton.ForceReleaser: it clears the holder of key
+// whoever holds it, with an update conditional on the resourceVersion read
+// (conflicts re-read and retry). The object and its fencing token stay, so
+// the next holder gets a larger token. An object of another application is
+// refused, as for TryAcquire. It returns an error matching baton.ErrNotFound
+// if the object does not exist, and nil if it is already free.
+func (s *store) ForceRelease(ctx context.Context, key string) error {
+	const op = "force-release"
+	if err := baton.ValidateName(key); err != nil {
+		return fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
+	}
+	if err := s.ctxErr(ctx, op, key); err != nil {
+		return err
+	}
+	var lastErr error
+	for range s.o.maxConflicts {
+		cur, err := s.k.get(ctx, key)
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("kube: %s %s %s/%s: %w", op, s.k.resource(), s.ns, key, baton.ErrNotFound)
+		}
+		if err != nil {
+			return s.fail(ctx, op, "get", key, err)
+		}
+		if err := s.checkApplication(cur); err != nil {
+			return err
+		}
+		if cur.holder == "" {
+			return nil
+		}
+		next := cur
+		next.holder, next.nonce = "", ""
+		sent := s.now()
+		updated, err := s.k.update(ctx, next)
+		if apierrors.IsConflict(err) {
+			lastErr = err
+			continue
+		}
+		if err != nil {
+			return s.fail(ctx, op, "update", key, err)
+		}
+		s.wrote(updated, sent)
+		return nil
+	}
+	return fmt.Errorf("kube: %s %s/%s: the object kept changing under us; gave up after %d conflicts: %w",
+		op, s.ns, key, s.o.maxConflicts, lastErr)
+}

@@ -17,8 +17,8 @@ import (
 	"github.com/baton-go/baton/file"
 )
 
-// Backends the CLI can open. Others (kube, etcd, redis) join as they land.
-var backends = []string{"file"}
+// Backends the CLI can open. Others (etcd, redis) join as they land.
+var backends = []string{"file", "lease", "configmap"}
 
 // EnvDir names the environment variable that overrides the default --dir.
 const EnvDir = "BATON_DIR"
@@ -58,21 +58,25 @@ func DefaultDir() string {
 type storeFlags struct {
 	backend string
 	dir     string
+	kube    kubeFlags
 }
 
 func (f *storeFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.backend, "backend", "file", "coordination store: "+strings.Join(backends, ", "))
+	fs.StringVar(&f.backend, "backend", "file", "coordination store: file (one machine), lease or configmap (Kubernetes)")
 	fs.StringVar(&f.dir, "dir", "", dirHelp)
+	f.kube.register(fs)
 }
 
 func (f *storeFlags) validate() error {
 	switch f.backend {
 	case "file":
+		if f.dir == "" {
+			f.dir = DefaultDir()
+		}
+	case "lease", "configmap":
+		return f.kube.validate()
 	default:
 		return usageErrorf("unknown backend %q (available: %s)", f.backend, strings.Join(backends, ", "))
-	}
-	if f.dir == "" {
-		f.dir = DefaultDir()
 	}
 	return nil
 }
@@ -84,6 +88,10 @@ type store interface {
 
 // open opens the selected backend. Call validate first.
 func (f *storeFlags) open() (store, string, error) {
+	switch f.backend {
+	case "lease", "configmap":
+		return f.kube.open(f.backend)
+	}
 	s, err := file.New(f.dir)
 	if err != nil {
 		return nil, "", fmt.Errorf("opening the file store: %w", err)

@@ -57,7 +57,20 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(cli.Main(context.Background(), args, os.Stdin, os.Stdout, os.Stderr))
 	}
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	// The Kubernetes tests share one control plane; stop it before looking
+	// for leaked goroutines.
+	if err := stopControlPlane(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping the control plane: %v\n", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // exe is the test binary, run as the CLI.

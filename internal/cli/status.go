@@ -134,7 +134,7 @@ func (a *app) statusCommand() *cobra.Command {
 			if err := f.storeFlags.validate(); err != nil {
 				return err
 			}
-			if _, err := os.Stat(f.dir); errors.Is(err, fs.ErrNotExist) && !f.watch {
+			if _, err := os.Stat(f.dir); f.backend == "file" && errors.Is(err, fs.ErrNotExist) && !f.watch {
 				// Do not create the directory just to look at it.
 				if name != "" {
 					return fmt.Errorf("lock %q not found: %s does not exist", name, f.dir)

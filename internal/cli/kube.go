@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/baton-go/baton/kube"
+)
+
+// kubeFlags are kubectl's connection flags, for the Kubernetes backends.
+type kubeFlags struct {
+	kubeconfig string
+	context    string
+	namespace  string
+	app        string
+}
+
+func (f *kubeFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubernetes backends: path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account)")
+	fs.StringVar(&f.context, "context", "", "Kubernetes backends: the kubeconfig context to use")
+	fs.StringVarP(&f.namespace, "namespace", "n", "", "Kubernetes backends: namespace of the lock objects (default: the context's namespace, or the pod's in a cluster)")
+	fs.StringVar(&f.app, "app", "", "Kubernetes backends: the application that owns the lock names (label baton.dev/app); another application's lock of the same name is refused, not shared")
+}
+
+func (f *kubeFlags) validate() error {
+	if errs := validation.IsValidLabelValue(f.app); len(errs) > 0 {
+		return usageErrorf("--app %q is not a valid label value: %s", f.app, strings.Join(errs, "; "))
+	}
+	if f.namespace != "" {
+		if errs := validation.IsDNS1123Label(f.namespace); len(errs) > 0 {
+			return usageErrorf("--namespace %q is not a valid namespace name: %s", f.namespace, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+// open builds the client configuration the way kubectl does: --kubeconfig,
+// else $KUBECONFIG, else ~/.kube/config, else the in-cluster service
+// account; --context and --namespace override the kubeconfig's.
+func (f *kubeFlags) open(backend string) (store, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: f.context}
+	overrides.Context.Namespace = f.namespace
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("connecting to Kubernetes: %w", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, "", fmt.Errorf("connecting to Kubernetes: the namespace: %w", err)
+	}
+	opts := []kube.Option{kube.WithApplication(f.app)}
+	var st store
+	if backend == "configmap" {
+		st, err = kube.NewConfigMapForConfig(cfg, ns, opts...)
+	} else {
+		st, err = kube.NewLeaseForConfig(cfg, ns, opts...)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return st, fmt.Sprintf("%ss in namespace %s at %s", backend, ns, cfg.Host), nil
+}
