@@ -88,16 +88,15 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	w, canWatch := m.b.(Watcher)
+	watches := 0
 	startWatch := func() {
+		watches++
 		ch, err := w.Watch(watchCtx, m.name)
 		if err != nil {
 			m.cfg.logger.Debug("baton: watch failed; polling", "lock", m.name, "err", err)
 			return
 		}
 		changes = ch
-	}
-	if canWatch {
-		startWatch() // before the first attempt, so no release can slip between the two
 	}
 	var lastHeld *HeldError // the holder seen at the last attempt that reached the store
 	stopped := func() error {
@@ -131,7 +130,16 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 			m.cfg.logger.Warn("baton: acquire failed; retrying", "lock", m.name, "err", err, "retry_in", wait)
 		}
 		if canWatch && changes == nil && held != nil {
-			startWatch() // the previous watch broke; try again before waiting
+			// Watch only once the lock is found held, so that an
+			// uncontended Lock costs one acquire and nothing more. The
+			// first time, try again at once: a release between that
+			// attempt and the watch's start would otherwise be missed
+			// until the retry. (A watch that broke is restarted too, but
+			// then the wait below bounds the retries.)
+			startWatch()
+			if changes != nil && watches == 1 {
+				continue
+			}
 		}
 		t := m.cfg.clock.NewTimer(wait)
 		select {
