@@ -11,7 +11,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 TESTFLAGS ?=
 
-.PHONY: test deps vet demo bench fuzz testbin
+.PHONY: test deps vet demo bench fuzz testbin packages
 
 # TESTBIN builds (if needed) the kube-apiserver and etcd the tests start and
 # prints their directory as its last line of stdout.
@@ -28,8 +28,19 @@ test: deps vet
 # deps installs what the tests need on a fresh machine: the Go modules, and
 # the store servers the tests start (etcd and kube-apiserver built by
 # testbin; Debian packages are added here as their backends land).
-deps: testbin
+deps: testbin packages
 	$(GO) mod download
+
+# packages installs the Debian packages whose servers the tests start
+# (redis-server), as root, or through sudo for a developer.
+DEBIAN_PACKAGES = redis-server
+packages:
+	@missing=; for p in $(DEBIAN_PACKAGES); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		echo "installing$$missing" >&2; \
+		$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	fi
 
 # testbin builds kube-apiserver and etcd from the Go module proxy into
 # ${BATON_TESTBIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/baton/testbin}/k8s-<v>-etcd-<v>/

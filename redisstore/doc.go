@@ -1,0 +1,141 @@
+// Package redisstore provides baton backends on Redis: Store, on one Redis
+// server (or a Redis Cluster), and Redlock, on several independent servers.
+// Both use github.com/redis/go-redis/v9 clients. They need Redis 5 or later
+// (the scripts read the server's TIME before writing, which needs effect
+// replication); the tests run against Redis 7.
+//
+//	store := redisstore.New(redis.NewClient(&redis.Options{Addr: "redis:6379"}))
+//	defer store.Close()
+//	mu, err := baton.NewMutex(store, "nightly-report")
+//
+// # What the backend does, and what the engine does
+//
+// The backend performs atomic operations only: each of acquire, renew,
+// release, force-release and get is one Lua script, which Redis runs
+// without interleaving any other command. Timing is the engine's (package
+// baton): the holder counts its validity from the send time of its last
+// successful acquire or renew on its own monotonic clock, and steps down
+// before the claim can expire in Redis. Redis starts a claim's TTL when it
+// runs the script, which is after that send time, and expires it by its own
+// clock; no clock of one machine is ever compared with another's.
+//
+//   - Acquire: if the lock key is absent, increment the lock's fencing
+//     counter, write the claim (holder, nonce, token, TTL, times) and set its
+//     expiry (PEXPIRE, the TTL rounded up to whole milliseconds), all in one
+//     script, so a crash can never leave a claim without expiry (the
+//     SETNX-then-EXPIRE bug). If the key is present, report the holder and
+//     the claim's remaining PTTL (HeldError.RetryAfter).
+//   - Renew: if holder and nonce match, set the expiry to the TTL again;
+//     otherwise baton.ErrLost.
+//   - Release: if holder and nonce match, delete the claim, keep the
+//     counter, and PUBLISH a release notice (acquire publishes one too, for
+//     watchers that follow the holder); otherwise baton.ErrLost. The
+//     check and the delete are one script (never DEL without an owner
+//     check).
+//   - Fair handover: a waiter that has a watch open (baton.Mutex.Lock)
+//     takes a place in a FIFO kept next to the lock; a release reserves the
+//     lock for the longest-waiting waiter for a short window, so a holder
+//     that unlocks and locks again in a tight loop cannot starve the others.
+//     The reservation only refuses acquisitions; see WithHandoverWindow.
+//   - Watch: a waiter subscribes to the lock's notice channel and retries
+//     as soon as a release (or acquire) notice arrives, so a lock changes
+//     hands one round trip after its release. The engine still polls (RetryPeriod, with jitter,
+//     and no later than the PTTL the holder's claim had left) in case a
+//     notice is lost, and a claim that expires (its holder crashed)
+//     publishes nothing.
+//
+// Ownership is the holder's identity plus the engine's random nonce per
+// acquisition, so even two processes misconfigured with the same identity
+// cannot renew or release each other's claim.
+//
+// # Key layout
+//
+// For a lock named N and the prefix P (default "baton:", see WithPrefix):
+//
+//	P{N}:lock      hash: holder, nonce, token, ttl_ms, acquired_ms,
+//	               renewed_ms. Exists only while a claim is live; expires
+//	               with it (PX).
+//	P{N}:fence     hash: token (the last fencing token issued),
+//	               transitions, holder (the last holder; "" after a release).
+//	               Never expires; baton never deletes it.
+//	P{N}:notify    pub/sub channel: a message per acquire and per release.
+//	P{N}:queue     list: the FIFO of waiting holder identities.
+//	P{N}:queued    hash: waiting identity -> registration deadline (ms).
+//	P{N}:next      string: the waiter a released lock is reserved for.
+//	               The last three expire on their own (see
+//	               WithHandoverWindow).
+//
+// The lock name in braces is a Redis Cluster hash tag: all keys of a lock
+// live in one slot, as a script on a cluster requires (the tests use single
+// servers only; Cluster is untested). Lock names are validated with
+// baton.ValidateName and never contain braces.
+//
+// A key of another type, a hash without its fields or a counter that is not
+// a number is reported as baton.ErrCorruptRecord and never overwritten:
+// overwriting could reset the fencing counter. Inspect it and remove it by
+// hand (removing the fence key restarts the lock's tokens at 1).
+//
+// # Fencing tokens, persistence and restarts
+//
+// Tokens come from the fence key's counter, which only the acquire script
+// (and Redlock's raise step, which only raises it) changes and nothing
+// deletes. They strictly increase for as long as the server keeps its data. Whether it does depends on its configuration:
+//
+//   - appendonly yes, appendfsync always: every acknowledged write is on
+//     disk before the reply. After a restart, claims and counters are back
+//     (a claim keeps its absolute expiry time, so one that ran out during
+//     the downtime is gone). Tokens keep increasing. This is the
+//     configuration to use for locks.
+//   - appendonly yes, appendfsync everysec (Redis's default with AOF): a
+//     crash can lose the last second of writes, including acquisitions and
+//     counter increments. Tokens can repeat; a claim can vanish.
+//   - no persistence, or RDB snapshots only: a restart loses every claim and
+//     every counter. A lock held during the restart becomes free at once,
+//     so another process can acquire it while the old holder still runs;
+//     the old holder's next renew fails with baton.ErrLost and its lease's
+//     context ends, but only then. Tokens restart at 1, so a resource that
+//     checks tokens rejects the new holder's writes until the counter
+//     passes the largest token it has seen: fencing fails safe, the lock
+//     does not.
+//
+// Replication does not make locks safe: Redis replicates asynchronously,
+// so a failover (Sentinel, Cluster) can promote a replica that never
+// received an acquisition or a counter increment. The same lock can then be
+// acquired twice, and a token can repeat. WAIT on the replicas narrows but
+// does not close this window. Where a lock must survive a store failure
+// with its guarantees, use the etcd or Kubernetes backends, whose writes
+// are committed by consensus; Redlock (below) spreads the risk over
+// independent servers but has weaker tokens.
+//
+// Redis expires keys by its own wall clock. A server whose clock is stepped
+// forward (an administrator, NTP in step mode) expires claims early and can
+// hand a lock to a second holder while the first still counts itself
+// valid. Keep server clocks slewed, never stepped.
+//
+// # Connections
+//
+// AUTH (ACL user and password), TLS and the database number are go-redis
+// client options; ParseURL, Open and OpenURLs take them from a URL such as
+// rediss://user:password@host:6380/2, and WithClientOptions adjusts the
+// rest (a private CA, client certificates). Set ContextTimeoutEnabled on
+// clients you build yourself, so that the engine's context deadlines bound
+// every call; ParseURL does. go-redis retries a command after some network
+// errors; a retried acquire that had in fact run leaves a claim that
+// nobody renews, which expires after its TTL.
+//
+// With ACLs, a user needs ACLRules: the connection commands, EVALSHA/EVAL,
+// SUBSCRIBE, SCAN and the commands the scripts run, on baton's keys
+// (~baton:*) and channels (&baton:*) only.
+//
+// Every Store keeps one pub/sub connection for its watches, while any lock
+// was watched within the last minute (WithWatchLinger). Close stops it.
+//
+// # Cost
+//
+// An acquire and a release are one script each: two round trips a cycle,
+// like SET NX PX plus a compare-and-delete script, but the scripts do more
+// (the fence, the record fields, the FIFO, the notices): about 14 µs of
+// server time a cycle against about 2 µs. Over loopback that is visible;
+// over a network round trip of a few hundred microseconds or more it is
+// not. See bench/ in the repository for figures.
+package redisstore

@@ -1,0 +1,189 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/testenv"
+	"github.com/baton-go/baton/redisstore"
+)
+
+// watching opens a watch on key for the rest of the test, which makes the
+// Store's refused attempts join the FIFO of waiters.
+func watching(t *testing.T, s *redisstore.Store, key string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if _, err := s.Watch(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func heldBy(t *testing.T, err error) *baton.HeldError {
+	t.Helper()
+	var held *baton.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("got %v, want ErrHeld", err)
+	}
+	return held
+}
+
+// TestFIFOHandover: a release reserves the lock for the longest-waiting
+// waiter; a newcomer and the releaser are refused until it took it.
+func TestFIFOHandover(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "fifo"
+	a, b, c, d := newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix)
+	for _, s := range []*redisstore.Store{a, b, c} {
+		watching(t, s, key)
+	}
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b, then c, queue up.
+	_, err = b.TryAcquire(ctx, key, request("b", time.Minute))
+	heldBy(t, err)
+	_, err = c.TryAcquire(ctx, key, request("c", time.Minute))
+	heldBy(t, err)
+	if err := a.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []struct {
+		s    *redisstore.Store
+		name string
+	}{{d, "d"}, {c, "c"}, {a, "a"}} {
+		_, err := x.s.TryAcquire(ctx, key, request(x.name, time.Minute))
+		if h := heldBy(t, err); h.Holder != "b" || h.RetryAfter <= 0 || h.RetryAfter > redisstore.DefaultHandoverWindow {
+			t.Errorf("%s while reserved for b: %+v; want held by b for at most the window", x.name, h)
+		}
+	}
+	gb, err := b.TryAcquire(ctx, key, request("b", time.Minute))
+	if err != nil {
+		t.Fatalf("b, for which the lock is reserved: %v", err)
+	}
+	if gb.Token != ga.Token+1 {
+		t.Errorf("b's token %d, want %d", gb.Token, ga.Token+1)
+	}
+	if err := b.Release(ctx, gb); err != nil {
+		t.Fatal(err)
+	}
+	// c waited before a re-queued.
+	_, err = a.TryAcquire(ctx, key, request("a", time.Minute))
+	if h := heldBy(t, err); h.Holder != "c" {
+		t.Errorf("after b released the lock is reserved for %q, want c", h.Holder)
+	}
+	gc, err := c.TryAcquire(ctx, key, request("c", time.Minute))
+	if err != nil {
+		t.Fatalf("c: %v", err)
+	}
+	if err := c.Release(ctx, gc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.TryAcquire(ctx, key, request("a", time.Minute)); err != nil {
+		t.Errorf("a, the last waiter: %v", err)
+	}
+}
+
+// TestFIFOReservationExpires: a reservation for a waiter that never comes
+// back ends after the window; then anyone can acquire.
+func TestFIFOReservationExpires(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "fifo-expiry"
+	const window = 100 * time.Millisecond
+	a := newStore(t, srv.Addr(), prefix)
+	gone := redisstore.New(newClient(t, srv.Addr()), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
+	t.Cleanup(func() { _ = gone.Close() })
+	watching(t, gone, key)
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = gone.TryAcquire(ctx, key, request("gone", time.Minute))
+	heldBy(t, err)
+	// a's Store releases with its own (default) window; use the short one.
+	short := redisstore.New(newClient(t, srv.Addr()), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
+	t.Cleanup(func() { _ = short.Close() })
+	if err := short.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for {
+		_, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+		if err == nil {
+			break
+		}
+		h := heldBy(t, err)
+		if h.Holder != "gone" {
+			t.Fatalf("held by %q, want the reservation for gone", h.Holder)
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the reservation did not expire")
+		}
+		time.Sleep(h.RetryAfter) // the server's expiry of the reservation is the subject
+	}
+	if d := time.Since(start); d > window+time.Second {
+		t.Errorf("acquired %v after the release; the window is %v", d, window)
+	}
+}
+
+// TestFIFONoStarvation: contenders that unlock and lock again in tight
+// loops take turns.
+func TestFIFONoStarvation(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 60*time.Second)
+	prefix := uniquePrefix()
+	const (
+		key    = "fifo-loop"
+		n      = 4
+		rounds = 30
+	)
+	var (
+		mu      sync.Mutex
+		counts  [n]int
+		atFirst []int
+		wg      sync.WaitGroup
+	)
+	for i := range n {
+		m, err := baton.NewMutex(newStore(t, srv.Addr(), prefix), key, baton.WithIdentity(fmt.Sprintf("loop-%d", i)), quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for r := range rounds {
+				l, err := m.Lock(ctx)
+				if err != nil {
+					t.Errorf("Lock: %v", err)
+					return
+				}
+				mu.Lock()
+				counts[i]++
+				if r == rounds-1 && atFirst == nil {
+					atFirst = counts[:]
+					atFirst = append([]int(nil), atFirst...)
+				}
+				mu.Unlock()
+				if err := l.Unlock(ctx); err != nil {
+					t.Errorf("Unlock: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, c := range atFirst {
+		if c < rounds/2 {
+			t.Errorf("when the first contender had locked %d times, contender %d had locked only %d times: %v", rounds, i, c, atFirst)
+		}
+	}
+	t.Logf("acquisitions when the first contender was done: %v", atFirst)
+}

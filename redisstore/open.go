@@ -1,0 +1,112 @@
+package redisstore
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/baton-go/baton"
+	"github.com/redis/go-redis/v9"
+)
+
+// ParseURL parses a redis:// or rediss:// (TLS) URL with redis.ParseURL and
+// applies baton's defaults: ContextTimeoutEnabled, so that the deadlines of
+// the contexts baton passes bound every call.
+//
+// The URL carries what go-redis supports, among others:
+//
+//	redis://[user[:password]@]host[:port][/db]   ACL user and password, DB number
+//	rediss://host:port                            TLS with the system's root CAs
+//	?dial_timeout=1s&read_timeout=2s&protocol=2   query options (see redis.ParseURL)
+//
+// A password in a URL is visible to anyone who can see the command line;
+// prefer a credentials provider (WithClientOptions) for production.
+func ParseURL(url string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	opt.ContextTimeoutEnabled = true
+	return opt, nil
+}
+
+func openClient(url string, o options) (*redis.Client, error) {
+	opt, err := ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range o.clientOptions {
+		f(opt)
+	}
+	return redis.NewClient(opt), nil
+}
+
+// Open returns a Store on the Redis server at url (see ParseURL) that owns
+// its client: Close closes it. It does not contact the server; the first
+// operation does.
+func Open(url string, opts ...Option) (*Store, error) {
+	o := newOptions(opts)
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	c, err := openClient(url, o)
+	if err != nil {
+		return nil, err
+	}
+	s := newStore(c, o)
+	s.owned = []io.Closer{c}
+	return s, nil
+}
+
+// OpenRedlock returns a Redlock over the independent Redis servers at urls
+// (at least 3, an odd number) that owns its clients: Close closes them.
+func OpenRedlock(urls []string, opts ...Option) (*Redlock, error) {
+	o := newOptions(opts)
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	if err := checkInstances(len(urls)); err != nil {
+		return nil, err
+	}
+	clients := make([]redis.UniversalClient, 0, len(urls))
+	closeAll := func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}
+	for _, u := range urls {
+		c, err := openClient(u, o)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		clients = append(clients, c)
+	}
+	r, err := newRedlock(clients, o)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	r.ownsClients = true
+	return r, nil
+}
+
+// OpenURLs is what the CLI calls for --redis-url: one URL opens a Store
+// (--backend redis), three or more (an odd number) open a Redlock
+// (--backend redlock). Closing the returned Closer closes the clients.
+func OpenURLs(urls []string, opts ...Option) (baton.Backend, io.Closer, error) {
+	switch len(urls) {
+	case 0:
+		return nil, nil, fmt.Errorf("redisstore: %w: no Redis URL given", baton.ErrInvalidOptions)
+	case 1:
+		s, err := Open(urls[0], opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s, nil
+	}
+	r, err := OpenRedlock(urls, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, r, nil
+}

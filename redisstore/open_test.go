@@ -1,0 +1,154 @@
+package redisstore_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/testenv"
+	"github.com/baton-go/baton/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// openURLs opens urls and closes what it opened at the end of t.
+func openURLs(t *testing.T, urls []string, opts ...redisstore.Option) baton.Backend {
+	t.Helper()
+	b, closer, err := redisstore.OpenURLs(urls, opts...)
+	if err != nil {
+		t.Fatalf("OpenURLs(%q): %v", urls, err)
+	}
+	t.Cleanup(func() { _ = closer.Close() })
+	return b
+}
+
+func TestOpenURLsErrors(t *testing.T) {
+	for _, urls := range [][]string{nil, {"redis://a:1", "redis://b:1"}, {"a", "b", "c", "d"}} {
+		if _, _, err := redisstore.OpenURLs(urls); !errors.Is(err, baton.ErrInvalidOptions) {
+			t.Errorf("OpenURLs(%q): %v, want ErrInvalidOptions", urls, err)
+		}
+	}
+	if _, _, err := redisstore.OpenURLs([]string{"http://x"}); err == nil {
+		t.Error("OpenURLs with an http URL succeeded")
+	}
+	if _, err := redisstore.Open("redis://127.0.0.1:1", redisstore.WithPrefix("a{b}")); err == nil {
+		t.Error("Open with a prefix containing braces succeeded")
+	}
+}
+
+func TestOpenURLsKinds(t *testing.T) {
+	servers := startRedis(t, 3)
+	ctx := testCtx(t, 20*time.Second)
+	one := openURLs(t, []string{servers[0].URL()})
+	if _, ok := one.(*redisstore.Store); !ok {
+		t.Errorf("one URL opened a %T, want *redisstore.Store", one)
+	}
+	three := openURLs(t, []string{servers[0].URL(), servers[1].URL(), servers[2].URL()})
+	if _, ok := three.(*redisstore.Redlock); !ok {
+		t.Errorf("three URLs opened a %T, want *redisstore.Redlock", three)
+	}
+	for _, b := range []baton.Backend{one, three} {
+		cycle(t, ctx, b, "kinds", 2)
+	}
+}
+
+// TestPasswordAndDB: a password-protected server, the database from the
+// URL path; a wrong password is reported as ErrForbidden.
+func TestPasswordAndDB(t *testing.T) {
+	srv := testenv.StartRedis(t, testenv.RedisArgs("--requirepass", "s3cret"))
+	ctx := testCtx(t, 20*time.Second)
+	b := openURLs(t, []string{fmt.Sprintf("redis://:s3cret@%s/3", srv.Addr())}, redisstore.WithPrefix("p:"))
+	cycle(t, ctx, b, "db", 1)
+
+	raw := newClient(t, srv.Addr(), func(o *redis.Options) { o.Password = "s3cret"; o.DB = 3 })
+	if n, err := raw.Exists(ctx, "p:{db}:fence").Result(); err != nil || n != 1 {
+		t.Errorf("the fence key is not in DB 3: %d, %v", n, err)
+	}
+
+	bad := openURLs(t, []string{fmt.Sprintf("redis://:wrong@%s", srv.Addr())})
+	_, err := bad.TryAcquire(ctx, "db", request("x", time.Minute))
+	if !errors.Is(err, baton.ErrForbidden) {
+		t.Errorf("TryAcquire with a wrong password: %v, want ErrForbidden", err)
+	}
+}
+
+// TestACLUser: an ACL user with a password and only the rights the package
+// documentation lists can lock, watch and list; a user without the right to
+// run scripts gets ErrForbidden.
+func TestACLUser(t *testing.T) {
+	srv := testenv.StartRedis(t, testenv.RedisArgs(
+		"--user", "default", "off",
+	), testenv.RedisArgs(
+		append([]string{"--user", "locker", "on", ">pw"}, strings.Fields(redisstore.ACLRules)...)...,
+	), testenv.RedisArgs(
+		"--user", "reader", "on", ">pw", "~*", "+@read", "-@scripting",
+	))
+	ctx := testCtx(t, 20*time.Second)
+	b := openURLs(t, []string{fmt.Sprintf("redis://locker:pw@%s", srv.Addr())})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := b.(baton.Watcher).Watch(wctx, "acl")
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	cycle(t, ctx, b, "acl", 2)
+	expectWake(t, ch, 5*time.Second, "two acquire/release cycles")
+	// The FIFO path: a refused waiter (with the watch open) is queued, the
+	// release reserves the lock for it, and it takes it.
+	g, err := b.TryAcquire(ctx, "acl", request("first", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryAcquire(ctx, "acl", request("second", time.Minute)); !errors.Is(err, baton.ErrHeld) {
+		t.Fatalf("TryAcquire while held: %v", err)
+	}
+	if err := b.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryAcquire(ctx, "acl", request("third", time.Minute)); !errors.Is(err, baton.ErrHeld) {
+		t.Errorf("TryAcquire by a newcomer while the lock is reserved: %v, want ErrHeld", err)
+	}
+	if _, err := b.TryAcquire(ctx, "acl", request("second", time.Minute)); err != nil {
+		t.Errorf("TryAcquire by the waiter the lock is reserved for: %v", err)
+	}
+	if err := b.(*redisstore.Store).ForceRelease(ctx, "acl"); err != nil {
+		t.Errorf("ForceRelease: %v", err)
+	}
+	if recs, err := b.(baton.Lister).List(ctx); err != nil || len(recs) != 1 {
+		t.Errorf("List = %v, %v; want the one lock", recs, err)
+	}
+
+	r := openURLs(t, []string{fmt.Sprintf("redis://reader:pw@%s", srv.Addr())})
+	if _, err := r.TryAcquire(ctx, "acl", request("x", time.Minute)); !errors.Is(err, baton.ErrForbidden) {
+		t.Errorf("TryAcquire by a user without scripting: %v, want ErrForbidden", err)
+	}
+}
+
+// TestTLS: rediss:// with a private CA given through WithClientOptions.
+func TestTLS(t *testing.T) {
+	files, pool := testenv.WriteTLSFiles(t)
+	srv := testenv.StartRedis(t, testenv.WithRedisTLS(files))
+	ctx := testCtx(t, 20*time.Second)
+	url := srv.URL()
+	if !strings.HasPrefix(url, "rediss://") {
+		t.Fatalf("URL %q", url)
+	}
+	b := openURLs(t, []string{url}, redisstore.WithClientOptions(func(o *redis.Options) {
+		o.TLSConfig.RootCAs = pool
+		o.TLSConfig.MinVersion = tls.VersionTLS12
+	}))
+	cycle(t, ctx, b, "tls", 2)
+
+	// Without the CA the server's certificate is not trusted.
+	untrusted := openURLs(t, []string{url}, redisstore.WithClientOptions(func(o *redis.Options) {
+		o.MaxRetries = -1
+		o.DialerRetries = 1
+	}))
+	if _, err := untrusted.TryAcquire(ctx, "tls", request("x", time.Minute)); err == nil {
+		t.Error("TryAcquire over TLS with an untrusted certificate succeeded")
+	}
+}

@@ -1,0 +1,91 @@
+package redisstore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Option configures a Store, a Redlock, or what Open and OpenRedlock build.
+type Option func(*options)
+
+type options struct {
+	prefix         string
+	linger         time.Duration
+	healthInterval time.Duration
+	driftFactor    float64
+	handover       time.Duration
+	clientOptions  []func(*redis.Options)
+}
+
+func newOptions(opts []Option) options {
+	o := options{
+		prefix:         DefaultPrefix,
+		linger:         time.Minute,
+		healthInterval: 3 * time.Second,
+		driftFactor:    DefaultDriftFactor,
+		handover:       DefaultHandoverWindow,
+	}
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}
+
+func (o options) validate() error {
+	if strings.ContainsAny(o.prefix, "{}") {
+		return fmt.Errorf("key prefix %q must not contain '{' or '}' (the lock name is the hash tag)", o.prefix)
+	}
+	if o.driftFactor < 0 || o.driftFactor >= 0.5 {
+		return fmt.Errorf("drift factor %v is not in [0, 0.5)", o.driftFactor)
+	}
+	return nil
+}
+
+// WithPrefix sets the prefix of every key and channel (default "baton:").
+// Two applications that must not share locks use different prefixes (or
+// databases). The prefix must not contain '{' or '}'.
+func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
+
+// WithWatchLinger sets how long a lock's release channel stays subscribed
+// after its last watch ended (default 1 minute), so that a process locking
+// the same name repeatedly does not pay a SUBSCRIBE each time. When no
+// channel is left, the subscriber connection and its goroutine stop.
+func WithWatchLinger(d time.Duration) Option { return func(o *options) { o.linger = max(d, 0) } }
+
+// DefaultHandoverWindow is how long a released lock stays reserved for the
+// longest-waiting waiter.
+const DefaultHandoverWindow = 500 * time.Millisecond
+
+// WithHandoverWindow sets how long a released lock is reserved for the
+// waiter that has waited longest (default 500ms; 0 turns the FIFO off).
+//
+// A contender that finds the lock held while it has a watch open on the
+// Store (baton.Mutex.Lock does) takes a place in a FIFO of waiters kept in
+// Redis, refreshed by each of its attempts and dropped one TTL after its
+// last. Release reserves the lock for the first waiter in the FIFO other
+// than the releaser; everyone else, including a releaser that locks again
+// at once, is refused until that waiter took it or the window ran out. So
+// a holder that unlocks and locks in a tight loop cannot starve the
+// others, and waits are bounded by the number of waiters ahead. A waiter
+// that died or gave up costs at most one window, once. The reservation
+// only refuses acquisitions: it never grants one, so exclusion and tokens
+// do not depend on it. Redlock does not use it.
+func WithHandoverWindow(d time.Duration) Option { return func(o *options) { o.handover = max(d, 0) } }
+
+// WithDriftFactor (Redlock) sets the clock-drift allowance as a fraction of
+// the TTL (default 0.01; 2 ms are always added): a Redlock grant is returned
+// only if a quorum was reached within TTL - elapsed - drift.
+func WithDriftFactor(f float64) Option { return func(o *options) { o.driftFactor = f } }
+
+// WithClientOptions (Open, OpenRedlock, OpenURLs) adjusts the go-redis
+// options parsed from each URL before the client is created: a TLS
+// configuration with a private CA (tls.Config.RootCAs), a client
+// certificate, a credentials provider, timeouts.
+func WithClientOptions(f func(*redis.Options)) Option {
+	return func(o *options) { o.clientOptions = append(o.clientOptions, f) }
+}

@@ -1,0 +1,502 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultDriftFactor is Redlock's clock-drift allowance as a fraction of the
+// TTL; 2 ms are added to it.
+const DefaultDriftFactor = 0.01
+
+// Redlock is a baton.Backend over N independent Redis servers (N >= 3 and
+// odd; not replicas of each other), after the Redlock algorithm: a lock is
+// held by whoever holds it on a quorum of N/2+1 servers. It tolerates the
+// loss of fewer than a quorum of servers.
+//
+// # Clock model
+//
+// Acquire sends the acquire script to every server in parallel. A grant is
+// returned only if a quorum acquired it and the time elapsed since the
+// first request left, measured on this process's monotonic clock, is less
+// than TTL - drift (drift = TTL × drift factor + 2 ms); otherwise whatever
+// was acquired is released and the attempt fails. The engine then counts
+// the holder valid from its own send time (see baton.Lease), which is no
+// later than that first request, so every server of the quorum keeps the
+// claim at least that long. Renew succeeds only if a quorum renewed within
+// TTL - drift; if so many servers report the claim gone that no quorum is
+// left, it returns baton.ErrLost. Release releases on every server.
+//
+// Every server judges expiry by its own clock: a server whose clock jumps
+// forward expires claims early. Run NTP in slewing mode, never step clocks.
+//
+// # What the fencing token is worth
+//
+// The token is the largest of the per-server counters of the quorum; before
+// the grant is returned, every server of the quorum whose counter is lower
+// is raised to it. As long as no server loses data, any later quorum
+// overlaps this one in at least one server whose counter is at least this
+// token, so tokens strictly increase. It is NOT a consensus token: a server
+// restarted without its data (no appendonly, or fsync not "always") forgets
+// both the claim and its counter, and then a later holder can get a smaller
+// token, or, if that server was part of the quorum, a second holder can
+// acquire while the first still holds. Restart a server only after the
+// longest TTL has passed, or run it with appendonly yes and appendfsync
+// always. Where fencing must hold across failures, use the etcd or
+// Kubernetes backends: their tokens come from a consensus log.
+type Redlock struct {
+	stores      []*Store
+	quorum      int
+	driftFactor float64
+	ownsClients bool
+}
+
+var (
+	_ baton.Backend       = (*Redlock)(nil)
+	_ baton.Watcher       = (*Redlock)(nil)
+	_ baton.Lister        = (*Redlock)(nil)
+	_ baton.ForceReleaser = (*Redlock)(nil)
+)
+
+// NewRedlock returns a Redlock over clients, one per independent server
+// (at least 3, an odd number). It does not own the clients: Close stops the
+// subscribers but leaves the clients open.
+func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
+	o := newOptions(opts)
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	if err := checkInstances(len(clients)); err != nil {
+		return nil, err
+	}
+	return newRedlock(clients, o)
+}
+
+func checkInstances(n int) error {
+	if n < 3 || n%2 == 0 {
+		return fmt.Errorf("redisstore: %w: Redlock needs an odd number of at least 3 independent servers, got %d", baton.ErrInvalidOptions, n)
+	}
+	return nil
+}
+
+func newRedlock(clients []redis.UniversalClient, o options) (*Redlock, error) {
+	r := &Redlock{quorum: len(clients)/2 + 1, driftFactor: o.driftFactor}
+	o.handover = 0 // a FIFO per server could reserve the lock for different waiters
+	for i, c := range clients {
+		if c == nil {
+			return nil, fmt.Errorf("redisstore: %w: Redlock client %d is nil", baton.ErrInvalidOptions, i)
+		}
+		r.stores = append(r.stores, newStore(c, o))
+	}
+	return r, nil
+}
+
+// Quorum returns N/2+1.
+func (r *Redlock) Quorum() int { return r.quorum }
+
+// Close stops the subscribers that serve Watch and, for a Redlock made by
+// OpenRedlock, closes the clients.
+func (r *Redlock) Close() error {
+	var errs []error
+	for _, s := range r.stores {
+		s.hub.close()
+		if r.ownsClients {
+			errs = append(errs, s.client.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// drift returns the clock-drift allowance for ttl.
+func (r *Redlock) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*r.driftFactor) + 2*time.Millisecond
+}
+
+// each runs f for every server in parallel and returns when all returned.
+func each[T any](stores []*Store, f func(i int, s *Store) T) []T {
+	out := make([]T, len(stores))
+	var wg sync.WaitGroup
+	for i, s := range stores[1:] {
+		wg.Go(func() { out[i+1] = f(i+1, s) })
+	}
+	out[0] = f(0, stores[0])
+	wg.Wait()
+	return out
+}
+
+type instanceAcquire struct {
+	res acquireResult
+	err error
+}
+
+// TryAcquire implements baton.Backend; see Redlock for the algorithm.
+func (r *Redlock) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+	if err := checkRequest(key, req.Holder, req.Nonce, req.TTL); err != nil {
+		return baton.Grant{}, err
+	}
+	start := time.Now()
+	budget := req.TTL - r.drift(req.TTL)
+	res := each(r.stores, func(_ int, s *Store) instanceAcquire {
+		a, err := s.acquire(ctx, key, req)
+		return instanceAcquire{a, err}
+	})
+	var (
+		got          []int
+		token        uint64
+		held         []acquireResult
+		errs         []error
+		definiteErrs []error
+	)
+	for i, a := range res {
+		switch {
+		case a.err != nil:
+			errs = append(errs, fmt.Errorf("server %d: %w", i, a.err))
+			if errors.Is(a.err, baton.ErrCorruptRecord) || errors.Is(a.err, baton.ErrForbidden) {
+				definiteErrs = append(definiteErrs, a.err)
+			}
+		case a.res.acquired:
+			got = append(got, i)
+			token = max(token, a.res.token)
+		default:
+			held = append(held, a.res)
+		}
+	}
+	fail := func(err error) (baton.Grant, error) {
+		if len(got) > 0 || len(errs) > 0 {
+			// Undo what was (or, after an error, may have been) acquired.
+			r.releaseAll(ctx, key, req)
+		}
+		return baton.Grant{}, err
+	}
+	if len(got) >= r.quorum {
+		// Raise the counters of the quorum that are behind the token, so that
+		// any later quorum, which overlaps this one, issues a larger token.
+		raised := each(r.stores, func(i int, s *Store) bool {
+			if !slices.Contains(got, i) {
+				return false
+			}
+			if res[i].res.token == token {
+				return true
+			}
+			return s.raise(ctx, key, req, token) == nil
+		})
+		n := 0
+		for _, ok := range raised {
+			if ok {
+				n++
+			}
+		}
+		elapsed := time.Since(start)
+		switch {
+		case n < r.quorum:
+			return fail(fmt.Errorf("redisstore: redlock %q: acquired on %d of %d servers but raised the fencing counter on only %d, need %d", key, len(got), len(r.stores), n, r.quorum))
+		case elapsed >= budget:
+			return fail(fmt.Errorf("redisstore: redlock %q: a quorum took %v, not less than TTL %v minus drift %v; released", key, elapsed, req.TTL, r.drift(req.TTL)))
+		}
+		return baton.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: token, TTL: req.TTL}, nil
+	}
+	if len(definiteErrs) > 0 {
+		return fail(fmt.Errorf("redisstore: redlock %q: %w", key, errors.Join(definiteErrs...)))
+	}
+	if len(held) > 0 {
+		return fail(r.heldError(key, held))
+	}
+	return fail(fmt.Errorf("redisstore: redlock %q: acquired on %d of %d servers, need %d: %w", key, len(got), len(r.stores), r.quorum, errors.Join(errs...)))
+}
+
+// heldError names the holder seen on most servers and estimates when enough
+// claims will have expired for a quorum to be free.
+func (r *Redlock) heldError(key string, held []acquireResult) error {
+	count := map[string]int{}
+	var holder string
+	var token uint64
+	for _, h := range held {
+		count[h.holder]++
+		if count[h.holder] > count[holder] {
+			holder = h.holder
+		}
+		token = max(token, h.token)
+	}
+	pttls := make([]time.Duration, len(held))
+	for i, h := range held {
+		pttls[i] = h.pttl
+	}
+	slices.Sort(pttls)
+	// A quorum is free once all but N-quorum claims have expired.
+	need := len(held) - (len(r.stores) - r.quorum)
+	idx := min(max(need-1, 0), len(pttls)-1)
+	return &baton.HeldError{Key: key, Holder: holder, Token: token, RetryAfter: pttls[idx]}
+}
+
+// releaseAll releases req's claim on every server (where it has none, the
+// script does nothing), for an attempt that failed.
+func (r *Redlock) releaseAll(ctx context.Context, key string, req baton.Request) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(req.TTL, 5*time.Second))
+	defer cancel()
+	g := baton.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, TTL: req.TTL}
+	each(r.stores, func(_ int, s *Store) error { return s.Release(ctx, g) })
+}
+
+// Renew implements baton.Backend: it renews on every server and succeeds if
+// a quorum renewed within TTL - drift. It returns an error matching
+// baton.ErrLost when more than N - quorum servers report that g no longer
+// owns the lock there (no quorum can be left), and a transient error
+// otherwise.
+func (r *Redlock) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
+		return baton.Grant{}, err
+	}
+	start := time.Now()
+	errs := each(r.stores, func(_ int, s *Store) error {
+		_, err := s.Renew(ctx, g)
+		return err
+	})
+	if err := r.tally("renew", g.Key, errs); err != nil {
+		return baton.Grant{}, err
+	}
+	if elapsed := time.Since(start); elapsed >= g.TTL-r.drift(g.TTL) {
+		return baton.Grant{}, fmt.Errorf("redisstore: redlock renew %q: a quorum took %v, not less than TTL %v minus drift %v", g.Key, elapsed, g.TTL, r.drift(g.TTL))
+	}
+	g.Version = ""
+	return g, nil
+}
+
+// Release implements baton.Backend: it releases on every server. It
+// succeeds if a quorum released, returns an error matching baton.ErrLost if
+// more than N - quorum servers report g no longer owns the lock, and a
+// transient error otherwise (the remaining claims expire after the TTL).
+func (r *Redlock) Release(ctx context.Context, g baton.Grant) error {
+	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
+		return err
+	}
+	errs := each(r.stores, func(_ int, s *Store) error { return s.Release(ctx, g) })
+	return r.tally("release", g.Key, errs)
+}
+
+// ForceRelease implements baton.ForceReleaser: it frees the lock named key
+// on every server whoever holds it, keeping the fencing counters (an
+// administrator's action, as Store.ForceRelease). It returns an error matching baton.ErrNotFound if
+// every server answered and none has a record, and an error naming the
+// servers that failed otherwise; their claims expire after the TTL.
+func (r *Redlock) ForceRelease(ctx context.Context, key string) error {
+	if err := checkName(key); err != nil {
+		return err
+	}
+	errs := each(r.stores, func(_ int, s *Store) error { return s.ForceRelease(ctx, key) })
+	var failed []error
+	found := false
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			found = true
+		case !errors.Is(err, baton.ErrNotFound):
+			failed = append(failed, fmt.Errorf("server %d: %w", i, err))
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return fmt.Errorf("redisstore: redlock force-release %q: %w", key, errors.Join(failed...))
+	case !found:
+		return fmt.Errorf("redisstore: redlock force-release %q: %w on any server", key, baton.ErrNotFound)
+	}
+	return nil
+}
+
+// tally judges per-server results of renew or release.
+func (r *Redlock) tally(op, key string, errs []error) error {
+	var ok, lost int
+	var all []error
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, baton.ErrLost):
+			lost++
+			all = append(all, fmt.Errorf("server %d: %w", i, err))
+		default:
+			all = append(all, fmt.Errorf("server %d: %w", i, err))
+		}
+	}
+	switch {
+	case ok >= r.quorum:
+		return nil
+	case lost > len(r.stores)-r.quorum:
+		return fmt.Errorf("redisstore: redlock %s %q: %w on %d of %d servers (quorum %d): %w", op, key, baton.ErrLost, lost, len(r.stores), r.quorum, errors.Join(all...))
+	}
+	return fmt.Errorf("redisstore: redlock %s %q: succeeded on %d of %d servers, need %d: %w", op, key, ok, len(r.stores), r.quorum, errors.Join(all...))
+}
+
+// Get implements baton.Backend. It reads every server. If one owner holds
+// unexpired claims on a quorum, the record names it and Remaining is how
+// long a quorum of its claims still lasts; otherwise the record is not
+// held. Token and Transitions are the largest seen. It returns an error
+// matching baton.ErrNotFound if every server answered and none has a
+// record, and an error if fewer than a quorum answered.
+func (r *Redlock) Get(ctx context.Context, key string) (baton.Record, error) {
+	if err := checkName(key); err != nil {
+		return baton.Record{}, err
+	}
+	type result struct {
+		rec baton.Record
+		err error
+	}
+	res := each(r.stores, func(_ int, s *Store) result {
+		rec, err := s.Get(ctx, key)
+		return result{rec, err}
+	})
+	var (
+		recs     []baton.Record
+		answered int
+		errs     []error
+	)
+	for i, x := range res {
+		switch {
+		case x.err == nil:
+			answered++
+			recs = append(recs, x.rec)
+		case errors.Is(x.err, baton.ErrNotFound):
+			answered++
+		default:
+			errs = append(errs, fmt.Errorf("server %d: %w", i, x.err))
+		}
+	}
+	if answered < r.quorum {
+		return baton.Record{}, fmt.Errorf("redisstore: redlock get %q: %d of %d servers answered, need %d: %w", key, answered, len(r.stores), r.quorum, errors.Join(errs...))
+	}
+	if len(recs) == 0 {
+		return baton.Record{}, fmt.Errorf("redisstore: redlock get %q: %w on any server", key, baton.ErrNotFound)
+	}
+	return r.merge(key, recs), nil
+}
+
+// merge combines per-server records as described at Get.
+func (r *Redlock) merge(key string, recs []baton.Record) baton.Record {
+	type owner struct{ holder, nonce string }
+	claims := map[owner][]baton.Record{}
+	out := baton.Record{Key: key}
+	for _, rec := range recs {
+		out.Token = max(out.Token, rec.Token)
+		out.Transitions = max(out.Transitions, rec.Transitions)
+		if rec.Held() {
+			o := owner{rec.Holder, rec.Nonce}
+			claims[o] = append(claims[o], rec)
+		}
+	}
+	for _, c := range claims {
+		if len(c) < r.quorum {
+			continue
+		}
+		// The quorum-th longest claim is how long a quorum still holds.
+		slices.SortFunc(c, func(a, b baton.Record) int { return cmp.Compare(b.Remaining, a.Remaining) })
+		best := c[r.quorum-1]
+		best.Token, best.Transitions = out.Token, out.Transitions
+		return best
+	}
+	// Not held on a quorum: report the most recent holder, without claim.
+	slices.SortFunc(recs, func(a, b baton.Record) int { return cmp.Compare(b.Token, a.Token) })
+	out.Holder = recs[0].Holder
+	return out
+}
+
+// List implements baton.Lister: the merged records of every lock found on
+// any server, sorted by name.
+func (r *Redlock) List(ctx context.Context) ([]baton.Record, error) {
+	seen := map[string]bool{}
+	var errs []error
+	answered := 0
+	for i, s := range r.stores {
+		names, err := s.names(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("server %d: %w", i, err))
+			continue
+		}
+		answered++
+		for _, n := range names {
+			seen[n] = true
+		}
+	}
+	if answered < r.quorum {
+		return nil, fmt.Errorf("redisstore: redlock list: %d of %d servers answered: %w", answered, len(r.stores), errors.Join(errs...))
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var recs []baton.Record
+	for _, n := range names {
+		rec, err := r.Get(ctx, n)
+		switch {
+		case errors.Is(err, baton.ErrNotFound):
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			recs = append(recs, rec)
+		}
+	}
+	return recs, errors.Join(errs...)
+}
+
+// Watch implements baton.Watcher: one channel woken by a release notice
+// from any server. It fails only if no server's subscriber could be set up.
+func (r *Redlock) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+	if err := checkName(key); err != nil {
+		return nil, err
+	}
+	w := newWatcher()
+	var (
+		subscribed []*Store
+		confirmed  []<-chan struct{}
+		errs       []error
+	)
+	for i, s := range r.stores {
+		_, _, channel := s.Keys(key)
+		c, err := s.hub.add(ctx, channel, w)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("server %d: %w", i, err))
+			continue
+		}
+		subscribed = append(subscribed, s)
+		confirmed = append(confirmed, c)
+	}
+	if len(subscribed) == 0 {
+		return nil, fmt.Errorf("redisstore: redlock watch %q: %w", key, errors.Join(errs...))
+	}
+	wctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+	defer cancel()
+	for i, s := range subscribed {
+		if !awaitConfirmed(wctx, confirmed[i]) {
+			_, _, channel := s.Keys(key)
+			s.hub.returnedEarly(channel, w)
+		}
+	}
+	context.AfterFunc(ctx, func() {
+		for _, s := range subscribed {
+			_, _, channel := s.Keys(key)
+			s.hub.remove(channel, w)
+		}
+		w.close()
+	})
+	return w.c, nil
+}
+
+// raise runs raiseScript on s.
+func (s *Store) raise(ctx context.Context, key string, req baton.Request, token uint64) error {
+	lock, fence, _ := s.Keys(key)
+	n, err := raiseScript.Run(ctx, s.client, []string{lock, fence}, req.Holder, req.Nonce, token).Int64()
+	if err != nil {
+		return s.wrap(key, lock, "raise token", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("redisstore: raise token of lock %q (key %s): %w", key, lock, baton.ErrLost)
+	}
+	return nil
+}

@@ -1,0 +1,532 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPrefix is the key prefix used unless WithPrefix says otherwise.
+const DefaultPrefix = "baton:"
+
+// ACLRules are the Redis ACL rules a user needs for the default prefix
+// (for another prefix, change the key and channel patterns):
+//
+//	ACL SETUSER locker on >password ~baton:* &baton:* +@connection ...
+//
+// They allow the connection commands, the scripts, SCAN (List), pub/sub for
+// Watch, and the commands the scripts run, on baton's keys and channels only.
+const ACLRules = "~baton:* &baton:* +@connection +evalsha +eval +subscribe +unsubscribe +scan " +
+	"+type +exists +get +set +del +hset +hget +hmget +hdel +hexists +pexpire +pttl " +
+	"+rpush +llen +lrange +lrem +publish +time"
+
+// Store is a baton.Backend on one Redis server (or a Redis Cluster, through
+// a *redis.ClusterClient: the keys of one lock share a hash slot; untested).
+// It also implements baton.Watcher (acquire and release notices over
+// pub/sub) and baton.Lister.
+//
+// See the package documentation for the key layout, the guarantees and what
+// a restart or a failover does to locks and tokens.
+type Store struct {
+	client   redis.UniversalClient
+	prefix   string
+	handover time.Duration // 0: no FIFO of waiters
+	hub      *hub
+	owned    []io.Closer // clients that Open created; Close closes them
+}
+
+var (
+	_ baton.Backend       = (*Store)(nil)
+	_ baton.Watcher       = (*Store)(nil)
+	_ baton.Lister        = (*Store)(nil)
+	_ baton.ForceReleaser = (*Store)(nil)
+)
+
+// New returns a Store that uses client. The Store does not own client:
+// Close stops the Store's subscriber but leaves the client open.
+//
+// For go-redis to honour the deadlines of the contexts baton passes, set
+// ContextTimeoutEnabled in the client's options (ParseURL does). New panics
+// if WithPrefix was given a prefix containing '{' or '}'.
+func New(client redis.UniversalClient, opts ...Option) *Store {
+	o := newOptions(opts)
+	if err := o.validate(); err != nil {
+		panic("redisstore.New: " + err.Error())
+	}
+	return newStore(client, o)
+}
+
+func newStore(client redis.UniversalClient, o options) *Store {
+	return &Store{
+		client:   client,
+		prefix:   o.prefix,
+		handover: o.handover,
+		hub:      newHub(client, o.linger, o.healthInterval),
+	}
+}
+
+// Close stops the background subscriber that serves Watch (closing every
+// open watch channel) and, for a Store made by Open, closes its client. The
+// Store must not be used afterwards. A Store that is never closed keeps its
+// subscriber connection while any lock was watched in the last minute, then
+// stops it.
+func (s *Store) Close() error {
+	s.hub.close()
+	var errs []error
+	for _, c := range s.owned {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Prefix returns the key prefix.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Keys returns the Redis keys and the pub/sub channel used for lock name:
+//
+//	lock:    <prefix>{<name>}:lock     hash, expires with the claim (PX)
+//	fence:   <prefix>{<name>}:fence    hash, never expires, never deleted
+//	channel: <prefix>{<name>}:notify   pub/sub channel: acquire and release notices
+//
+// The FIFO of waiters uses three more keys, all expiring on their own:
+// <prefix>{<name>}:queue (list), :queued (hash) and :next (string); see
+// the package documentation.
+func (s *Store) Keys(name string) (lock, fence, channel string) {
+	base := s.prefix + "{" + name + "}:"
+	return base + "lock", base + "fence", base + "notify"
+}
+
+// queueKeys returns the keys of the FIFO of waiters for lock name.
+func (s *Store) queueKeys(name string) []string {
+	base := s.prefix + "{" + name + "}:"
+	return []string{base + "queue", base + "queued", base + "next"}
+}
+
+// TryAcquire implements baton.Backend with one script: if the lock key is
+// absent (and not reserved for another waiter, see WithHandoverWindow) it
+// increments the fence's counter, writes the claim and sets its expiry to
+// req.TTL (rounded up to whole milliseconds); otherwise it reports the
+// holder and the claim's remaining time as measured by the server
+// (HeldError.RetryAfter). While the lock is reserved, the HeldError names
+// the waiter it is reserved for and the reservation's remaining time.
+func (s *Store) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+	r, err := s.acquire(ctx, key, req)
+	if err != nil {
+		return baton.Grant{}, err
+	}
+	if !r.acquired {
+		return baton.Grant{}, &baton.HeldError{Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.pttl}
+	}
+	return baton.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: r.token, TTL: req.TTL}, nil
+}
+
+type acquireResult struct {
+	acquired bool
+	token    uint64
+	holder   string        // when held
+	pttl     time.Duration // when held
+}
+
+func (s *Store) acquire(ctx context.Context, key string, req baton.Request) (acquireResult, error) {
+	if err := checkRequest(key, req.Holder, req.Nonce, req.TTL); err != nil {
+		return acquireResult{}, err
+	}
+	lock, fence, channel := s.Keys(key)
+	// A contender with a watch open on this Store waits for a release
+	// notice: give it a place in the FIFO of waiters.
+	waits := "0"
+	if s.handover > 0 && s.hub.watching(channel) {
+		waits = "1"
+	}
+	keys := append([]string{lock, fence}, s.queueKeys(key)...)
+	v, err := acquireScript.Run(ctx, s.client, keys, req.Holder, req.Nonce, millis(req.TTL), channel, waits).Slice()
+	if err != nil {
+		return acquireResult{}, s.wrap(key, lock, "acquire", err)
+	}
+	rep := reply{v: v}
+	if rep.int(0) == 1 && len(v) == 2 {
+		r := acquireResult{acquired: true, token: rep.uint(1)}
+		return r, rep.check(s, key, lock, r.token > 0)
+	}
+	r := acquireResult{holder: rep.str(1), token: rep.uint(2), pttl: time.Duration(rep.int(3)) * time.Millisecond}
+	return r, rep.check(s, key, lock, len(v) == 4 && rep.int(0) == 0)
+}
+
+// Renew implements baton.Backend: if g's owner (holder and nonce) still
+// holds the lock, one script sets its expiry to g.TTL from now (server
+// time); otherwise it returns an error matching baton.ErrLost. A lock that
+// expired is lost even if nobody has taken it since.
+func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	if err := s.owned1(ctx, renewScript, "renew", g); err != nil {
+		return baton.Grant{}, err
+	}
+	g.Version = ""
+	return g, nil
+}
+
+// Release implements baton.Backend: if g's owner still holds the lock, one
+// script deletes the lock key, keeps the fence (the next holder gets a
+// larger token), reserves the lock for the longest-waiting waiter (see
+// WithHandoverWindow) and publishes a release notice that wakes every
+// watcher at once. Otherwise it returns an error matching baton.ErrLost.
+func (s *Store) Release(ctx context.Context, g baton.Grant) error {
+	return s.owned1(ctx, releaseScript, "release", g)
+}
+
+// owned1 runs the renew or release script for g and interprets the reply.
+func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g baton.Grant) error {
+	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
+		return err
+	}
+	lock, fence, channel := s.Keys(g.Key)
+	var cmd *redis.Cmd
+	if script == releaseScript {
+		keys := append([]string{lock, fence}, s.queueKeys(g.Key)...)
+		cmd = script.Run(ctx, s.client, keys, g.Holder, g.Nonce, channel, millis(s.handover))
+	} else {
+		cmd = script.Run(ctx, s.client, []string{lock}, g.Holder, g.Nonce, millis(g.TTL))
+	}
+	v, err := cmd.Slice()
+	if err != nil {
+		return s.wrap(g.Key, lock, op, err)
+	}
+	rep := reply{v: v}
+	if rep.int(0) == 1 {
+		return rep.check(s, g.Key, lock, len(v) == 2)
+	}
+	holder, token := rep.str(1), rep.uint(2)
+	if err := rep.check(s, g.Key, lock, len(v) == 3); err != nil {
+		return err
+	}
+	switch {
+	case holder == "":
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the claim expired or was released (or the server lost its data)", op, g.Key, lock, baton.ErrLost)
+	default:
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: it is now held by %q (token %d)", op, g.Key, lock, baton.ErrLost, holder, token)
+	}
+}
+
+// ForceRelease implements baton.ForceReleaser: it frees the lock named key
+// whoever holds it, keeping the fencing counter, and wakes its watchers.
+// It is an administrator's action
+// (the CLI's "release" command): a holder whose claim is force-released
+// learns it at its next renew, and until then may still act, which is what
+// fencing tokens are for. It returns an error matching baton.ErrNotFound if
+// the lock has no keys, and succeeds if the lock is already free.
+func (s *Store) ForceRelease(ctx context.Context, key string) error {
+	if err := checkName(key); err != nil {
+		return err
+	}
+	lock, fence, channel := s.Keys(key)
+	v, err := forceReleaseScript.Run(ctx, s.client, []string{lock, fence}, channel).Slice()
+	if err != nil {
+		return s.wrap(key, lock, "force-release", err)
+	}
+	rep := reply{v: v}
+	if err := rep.check(s, key, lock, len(v) == 2); err != nil {
+		return err
+	}
+	if rep.int(0) == 0 {
+		return fmt.Errorf("redisstore: lock %q: %w (no key %s or %s)", key, baton.ErrNotFound, lock, fence)
+	}
+	return nil
+}
+
+// Get implements baton.Backend. Remaining is the claim's PTTL as reported by
+// the server. After a release Holder is empty; after an expiry it names the
+// last holder with Remaining 0. AcquireTime and RenewTime are the server's
+// wall-clock times, for display only. It returns an error matching
+// baton.ErrNotFound if the lock has neither key.
+func (s *Store) Get(ctx context.Context, key string) (baton.Record, error) {
+	if err := checkName(key); err != nil {
+		return baton.Record{}, err
+	}
+	lock, fence, _ := s.Keys(key)
+	v, err := getScript.Run(ctx, s.client, []string{lock, fence}).Slice()
+	if err != nil {
+		return baton.Record{}, s.wrap(key, lock, "get", err)
+	}
+	return s.decodeRecord(key, v)
+}
+
+func (s *Store) decodeRecord(key string, v []any) (baton.Record, error) {
+	lock, fence, _ := s.Keys(key)
+	rep := reply{v: v}
+	if err := rep.check(s, key, lock, len(v) == 12); err != nil {
+		return baton.Record{}, err
+	}
+	corrupt := func(k, format string, args ...any) error {
+		return fmt.Errorf("redisstore: lock %q (key %s): %w: "+format, append([]any{key, k, baton.ErrCorruptRecord}, args...)...)
+	}
+	lt, ft := rep.str(0), rep.str(1)
+	rec := baton.Record{Key: key}
+	switch ft {
+	case "none":
+	case "hash":
+		var err1, err2 error
+		rec.Token, err1 = parseUintOr0(rep.str(9))
+		rec.Transitions, err2 = parseUintOr0(rep.str(10))
+		if err1 != nil || err2 != nil {
+			return rec, corrupt(fence, "token %q or transitions %q is not a number", rep.str(9), rep.str(10))
+		}
+		rec.Holder = rep.str(11)
+	default:
+		return rec, corrupt(fence, "it is a %s, not a hash", ft)
+	}
+	switch lt {
+	case "none":
+		if ft == "none" {
+			return rec, fmt.Errorf("redisstore: lock %q: %w (no key %s or %s)", key, baton.ErrNotFound, lock, fence)
+		}
+	case "hash":
+		token, err := strconv.ParseUint(rep.str(4), 10, 64)
+		if err != nil || rep.str(2) == "" || rep.str(3) == "" {
+			return rec, corrupt(lock, "it lacks a holder, a nonce or a numeric token")
+		}
+		if ft != "hash" || token != rec.Token {
+			return rec, corrupt(lock, "its token %d differs from the last token issued, %d, in %s", token, rec.Token, fence)
+		}
+		pttl := rep.int(8)
+		if pttl < 0 {
+			return rec, corrupt(lock, "it has no expiry")
+		}
+		rec.Holder, rec.Nonce = rep.str(2), rep.str(3)
+		// PTTL is rounded down; the key lives until the server's clock has
+		// passed its expiry, so 0 means "less than a millisecond", not gone.
+		rec.Remaining = time.Duration(max(pttl, 1)) * time.Millisecond
+		if ms, err := strconv.ParseInt(rep.str(5), 10, 64); err == nil {
+			rec.TTL = time.Duration(ms) * time.Millisecond
+		}
+		if ms, err := strconv.ParseInt(rep.str(6), 10, 64); err == nil {
+			rec.AcquireTime = time.UnixMilli(ms)
+		}
+		if ms, err := strconv.ParseInt(rep.str(7), 10, 64); err == nil {
+			rec.RenewTime = time.UnixMilli(ms)
+		}
+	default:
+		return rec, corrupt(lock, "it is a %s, not a hash", lt)
+	}
+	return rec, nil
+}
+
+// List implements baton.Lister: the records of every lock with a fence key
+// under the prefix, sorted by name, found with SCAN (on every master of a
+// cluster). Records that cannot be read are left out and reported in the
+// error (an errors.Join); the others are still returned.
+func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
+	names, err := s.names(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		recs []baton.Record
+		errs []error
+	)
+	for _, name := range names {
+		r, err := s.Get(ctx, name)
+		switch {
+		case errors.Is(err, baton.ErrNotFound):
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			errs = append(errs, err)
+		default:
+			recs = append(recs, r)
+		}
+	}
+	return recs, errors.Join(errs...)
+}
+
+// names returns the sorted lock names that have a fence key.
+func (s *Store) names(ctx context.Context) ([]string, error) {
+	pattern := globEscape(s.prefix) + "{*}:fence"
+	seen := map[string]bool{}
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			k := it.Val()
+			name, ok := strings.CutPrefix(k, s.prefix+"{")
+			if name, ok = strings.CutSuffix(name, "}:fence"); ok && baton.ValidateName(name) == nil {
+				seen[name] = true
+			}
+		}
+		return it.Err()
+	}
+	var err error
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, s.client)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: listing locks (SCAN %s): %w", pattern, err)
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Watch implements baton.Watcher. The returned channel receives a value when
+// an acquire or release notice for key arrives, when the subscription is
+// (re)confirmed by the server (a notice may have been missed before), and
+// when the subscriber connection failed. A claim that expires publishes
+// nothing: the engine's retry, no later than the claim's PTTL, covers it.
+// The channel is closed when ctx ends or the Store is closed.
+//
+// Watch returns once the server has confirmed the subscription (or after at
+// most a second, in which case the confirmation wakes the channel), so no
+// notice published after Watch returned is missed while the connection
+// holds. All watches of a Store share one subscriber connection. A lock's channel
+// stays subscribed for a while after its last watch ended, so a process
+// that locks the same name again and again does not subscribe each time.
+func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+	if err := checkName(key); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	_, _, channel := s.Keys(key)
+	w := newWatcher()
+	confirmed, err := s.hub.add(ctx, channel, w)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: watch lock %q (channel %s): %w", key, channel, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+	defer cancel()
+	if !awaitConfirmed(wctx, confirmed) {
+		s.hub.returnedEarly(channel, w)
+	}
+	context.AfterFunc(ctx, func() {
+		s.hub.remove(channel, w)
+		w.close()
+	})
+	return w.c, nil
+}
+
+// wrap names the lock and key in a store error and maps Redis errors to
+// baton's sentinels.
+func (s *Store) wrap(name, key, op string, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, corruptCode):
+		return fmt.Errorf("redisstore: %s lock %q: %w: %s", op, name, baton.ErrCorruptRecord, strings.TrimSpace(strings.TrimPrefix(msg, corruptCode)))
+	case strings.Contains(msg, "WRONGTYPE"):
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %v", op, name, key, baton.ErrCorruptRecord, err)
+	case strings.HasPrefix(msg, "NOPERM"), strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"),
+		strings.Contains(msg, "user executing the script can't run this command"):
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w", op, name, key, baton.ErrForbidden, err)
+	}
+	return fmt.Errorf("redisstore: %s lock %q (key %s): %w", op, name, key, err)
+}
+
+// reply reads the array a script returned.
+type reply struct {
+	v   []any
+	bad bool
+}
+
+func (r *reply) int(i int) int64 {
+	if i < 0 || i >= len(r.v) {
+		r.bad = true
+		return 0
+	}
+	n, ok := r.v[i].(int64)
+	if !ok {
+		r.bad = true
+	}
+	return n
+}
+
+func (r *reply) uint(i int) uint64 {
+	n := r.int(i)
+	if n < 0 {
+		r.bad = true
+		return 0
+	}
+	return uint64(n)
+}
+
+func (r *reply) str(i int) string {
+	if i < 0 || i >= len(r.v) {
+		r.bad = true
+		return ""
+	}
+	s, ok := r.v[i].(string)
+	if !ok {
+		r.bad = true
+	}
+	return s
+}
+
+// check reports a reply of an unexpected shape: a script/server mismatch,
+// not a corrupt record.
+func (r *reply) check(s *Store, name, key string, shapeOK bool) error {
+	if r.bad || !shapeOK {
+		return fmt.Errorf("redisstore: lock %q (key %s): unexpected script reply %v", name, key, r.v)
+	}
+	return nil
+}
+
+func parseUintOr0(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+// millis returns d in whole milliseconds, rounded up: the server may keep a
+// claim a little longer than asked, never shorter.
+func millis(d time.Duration) int64 {
+	ms := d / time.Millisecond
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return int64(ms)
+}
+
+// maxTTL keeps TTLs within what PEXPIRE and the scripts' arithmetic accept.
+const maxTTL = 365 * 24 * time.Hour
+
+func checkName(key string) error {
+	if err := baton.ValidateName(key); err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	return nil
+}
+
+func checkRequest(key, holder, nonce string, ttl time.Duration) error {
+	if err := checkName(key); err != nil {
+		return err
+	}
+	switch {
+	case holder == "" || nonce == "":
+		return fmt.Errorf("redisstore: lock %q: %w: holder %q and nonce %q must not be empty", key, baton.ErrInvalidOptions, holder, nonce)
+	case ttl <= 0 || ttl > maxTTL:
+		return fmt.Errorf("redisstore: lock %q: %w: TTL %v is not in (0, %v]", key, baton.ErrInvalidOptions, ttl, maxTTL)
+	}
+	return nil
+}
+
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

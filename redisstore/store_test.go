@@ -1,0 +1,234 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/testenv"
+	"github.com/baton-go/baton/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestKeyLayout(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	s := redisstore.New(c)
+	defer s.Close()
+	lock, fence, channel := s.Keys("nightly.report")
+	if lock != "baton:{nightly.report}:lock" || fence != "baton:{nightly.report}:fence" || channel != "baton:{nightly.report}:notify" {
+		t.Errorf("Keys = %q, %q, %q", lock, fence, channel)
+	}
+}
+
+func TestNewPanicsOnBracePrefix(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "must not contain") {
+			t.Errorf("recover() = %v", r)
+		}
+	}()
+	redisstore.New(c, redisstore.WithPrefix("x{"))
+}
+
+// TestCorruptRecords: keys of another type or with bad fields are reported
+// as ErrCorruptRecord and left alone.
+func TestCorruptRecords(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	s := newStore(t, srv.Addr(), prefix)
+	raw := newClient(t, srv.Addr())
+
+	cases := []struct {
+		name  string
+		setup func(lock, fence string) error
+	}{
+		{"lock-string", func(lock, _ string) error { return raw.Set(ctx, lock, "x", time.Minute).Err() }},
+		{"lock-no-fields", func(lock, _ string) error { return raw.HSet(ctx, lock, "holder", "h").Err() }},
+		{"lock-no-expiry", func(lock, fence string) error {
+			if err := raw.HSet(ctx, fence, "token", 1, "transitions", 0, "holder", "h").Err(); err != nil {
+				return err
+			}
+			return raw.HSet(ctx, lock, "holder", "h", "nonce", "n", "token", 1).Err()
+		}},
+		{"fence-list", func(_, fence string) error { return raw.LPush(ctx, fence, "x").Err() }},
+		{"fence-token-text", func(_, fence string) error { return raw.HSet(ctx, fence, "token", "seven").Err() }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lock, fence, _ := s.Keys(c.name)
+			if err := c.setup(lock, fence); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := raw.Dump(ctx, fence).Result()
+			_, err := s.TryAcquire(ctx, c.name, request("a", time.Minute))
+			if !errors.Is(err, baton.ErrCorruptRecord) {
+				t.Errorf("TryAcquire: %v, want ErrCorruptRecord", err)
+			}
+			if _, err := s.Get(ctx, c.name); !errors.Is(err, baton.ErrCorruptRecord) {
+				t.Errorf("Get: %v, want ErrCorruptRecord", err)
+			}
+			if after, _ := raw.Dump(ctx, fence).Result(); after != before {
+				t.Errorf("the fence key changed")
+			}
+		})
+	}
+
+	// A lock whose token differs from the fence's last token.
+	lock, fence, _ := s.Keys("mismatch")
+	raw.HSet(ctx, fence, "token", 5, "transitions", 0, "holder", "h")
+	raw.HSet(ctx, lock, "holder", "h", "nonce", "n", "token", 9)
+	raw.PExpire(ctx, lock, time.Minute)
+	if _, err := s.Get(ctx, "mismatch"); !errors.Is(err, baton.ErrCorruptRecord) || !strings.Contains(err.Error(), "differs") {
+		t.Errorf("Get with mismatched tokens: %v, want ErrCorruptRecord", err)
+	}
+	// List reports corrupt records and returns the others.
+	g, err := s.TryAcquire(ctx, "fine", request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.List(ctx)
+	if !errors.Is(err, baton.ErrCorruptRecord) {
+		t.Errorf("List: %v, want an error matching ErrCorruptRecord", err)
+	}
+	if len(recs) != 1 || recs[0].Key != "fine" || recs[0].Token != g.Token {
+		t.Errorf("List returned %+v, want the one good record", recs)
+	}
+}
+
+// TestForceRelease frees a held lock, keeps its counter, and wakes
+// watchers; the old holder's renew then fails.
+func TestForceRelease(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	a, admin := newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix)
+	if err := admin.ForceRelease(ctx, "none"); !errors.Is(err, baton.ErrNotFound) {
+		t.Errorf("ForceRelease of an unknown lock: %v, want ErrNotFound", err)
+	}
+	g, err := a.TryAcquire(ctx, "forced", request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := a.Watch(wctx, "forced")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ForceRelease(ctx, "forced"); err != nil {
+		t.Fatal(err)
+	}
+	expectWake(t, ch, 5*time.Second, "a forced release")
+	if _, err := a.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+		t.Errorf("Renew after a forced release: %v, want ErrLost", err)
+	}
+	rec, err := admin.Get(ctx, "forced")
+	if err != nil || rec.Held() || rec.Token != g.Token {
+		t.Errorf("Get after a forced release = %+v, %v; want free with token %d", rec, err, g.Token)
+	}
+	if err := admin.ForceRelease(ctx, "forced"); err != nil {
+		t.Errorf("ForceRelease of a free lock: %v", err)
+	}
+	g2, err := a.TryAcquire(ctx, "forced", request("b", time.Minute))
+	if err != nil || g2.Token != g.Token+1 {
+		t.Errorf("TryAcquire after a forced release = token %d, %v; want %d", g2.Token, err, g.Token+1)
+	}
+}
+
+// TestGetAfterExpiry: after a claim expired (not released), Get names the
+// last holder with no time remaining.
+func TestGetAfterExpiry(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	s := newStore(t, srv.Addr(), uniquePrefix())
+	raw := newClient(t, srv.Addr())
+	g, err := s.TryAcquire(ctx, "expiring", request("gone", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, _, _ := s.Keys("expiring")
+	raw.Del(ctx, lock) // what the server's expiry does
+	rec, err := s.Get(ctx, "expiring")
+	if err != nil || rec.Holder != "gone" || rec.Held() || rec.Token != g.Token {
+		t.Errorf("Get after expiry = %+v, %v; want last holder %q, not held, token %d", rec, err, "gone", g.Token)
+	}
+}
+
+// TestTTLRoundsUp: a sub-millisecond TTL is rounded up, never down.
+func TestTTLRoundsUp(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	s := newStore(t, srv.Addr(), uniquePrefix())
+	if _, err := s.TryAcquire(ctx, "round", request("a", 10*time.Second+time.Microsecond)); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Get(ctx, "round")
+	if err != nil || rec.TTL != 10*time.Second+time.Millisecond {
+		t.Errorf("TTL stored = %v, %v; want 10.001s", rec.TTL, err)
+	}
+	if _, err := s.TryAcquire(ctx, "round", baton.Request{Holder: "a", Nonce: "n", TTL: 0}); !errors.Is(err, baton.ErrInvalidOptions) {
+		t.Errorf("TryAcquire with TTL 0: %v, want ErrInvalidOptions", err)
+	}
+}
+
+// TestWatchLingerStops: with no linger, the subscriber stops once no lock
+// is watched; a later Watch starts it again. (goleak in TestMain checks
+// that no goroutine is left behind.)
+func TestWatchLingerStops(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	c := newClient(t, srv.Addr())
+	s := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithWatchLinger(0))
+	defer s.Close()
+	other := newStore(t, srv.Addr(), prefix)
+	for range 3 {
+		wctx, cancel := context.WithCancel(ctx)
+		ch, err := s.Watch(wctx, "linger")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := other.TryAcquire(ctx, "linger", request("o", time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectWake(t, ch, 5*time.Second, "an acquire")
+		if err := other.Release(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+}
+
+// TestClientClosedUnderStore: closing the client without closing the Store
+// breaks its watches (their channels close) and stops its subscriber.
+func TestClientClosedUnderStore(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	s := redisstore.New(c, redisstore.WithPrefix(uniquePrefix()))
+	defer s.Close()
+	ctx := testCtx(t, 20*time.Second)
+	ch, err := s.Watch(ctx, "closed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-timer.C:
+			t.Fatal("the watch channel is still open 10s after the client was closed")
+		}
+	}
+}

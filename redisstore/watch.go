@@ -1,0 +1,367 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var errClosed = errors.New("store is closed")
+
+// watcher is one Watch call's channel. Values are sent without blocking
+// (the buffer of one folds several notices into one wake-up). One watcher
+// may be registered with several hubs (Redlock), so wake and close are
+// serialized by the watcher's own mutex.
+type watcher struct {
+	mu     sync.Mutex
+	c      chan struct{}
+	closed bool
+}
+
+func newWatcher() *watcher { return &watcher{c: make(chan struct{}, 1)} }
+
+func (w *watcher) wake() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	select {
+	case w.c <- struct{}{}:
+	default:
+	}
+}
+
+func (w *watcher) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.closed = true
+		close(w.c)
+	}
+}
+
+// hub multiplexes every watch of one server onto one pub/sub connection.
+//
+// A channel is subscribed when its first watcher arrives; add returns a
+// channel that is closed when the server confirms the subscription, which
+// Watch waits for (up to confirmTimeout), so that no notice published after
+// Watch returned is missed. A watcher that returned before the
+// confirmation is woken by it instead (a notice may have been missed). Every
+// later confirmation of an already confirmed channel (go-redis reconnected
+// and resubscribed) wakes all its watchers too. A channel stays subscribed
+// for linger after its last watcher left. The hub's goroutine runs while
+// any channel is subscribed, and pings the server when nothing arrived for
+// healthInterval; a ping unanswered for another interval replaces the
+// connection.
+type hub struct {
+	client redis.UniversalClient
+	linger time.Duration
+	health time.Duration
+
+	mu     sync.Mutex
+	ps     *redis.PubSub // nil while the loop is not running
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the last started loop has returned
+	chans  map[string]*hubChan
+	closed bool
+}
+
+type hubChan struct {
+	watchers    map[*watcher]bool // value: returned before the confirmation
+	confirmed   chan struct{}     // closed at the first confirmation
+	isConfirmed bool
+	idle        time.Time // when the last watcher left; zero while watched
+}
+
+// confirmTimeout bounds how long Watch waits for a subscription to be
+// confirmed before it returns anyway (and the confirmation wakes it).
+const confirmTimeout = time.Second
+
+func newHub(client redis.UniversalClient, linger, health time.Duration) *hub {
+	return &hub{client: client, linger: linger, health: health, chans: map[string]*hubChan{}}
+}
+
+// add registers w for channel, subscribing if needed, and returns a
+// channel that is closed when the subscription is confirmed.
+func (h *hub) add(ctx context.Context, channel string, w *watcher) (<-chan struct{}, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, errClosed
+	}
+	if h.ps == nil {
+		loopCtx, cancel := context.WithCancel(context.Background())
+		h.ps = h.client.Subscribe(loopCtx)
+		h.cancel = cancel
+		done := make(chan struct{})
+		h.done = done
+		go h.loop(loopCtx, h.ps, done)
+	}
+	c := h.chans[channel]
+	if c == nil {
+		if err := h.ps.Subscribe(ctx, channel); err != nil {
+			// go-redis remembers the channel for resubscription; forget it.
+			_ = h.ps.Unsubscribe(ctx, channel)
+			return nil, err
+		}
+		c = &hubChan{watchers: map[*watcher]bool{}, confirmed: make(chan struct{})}
+		h.chans[channel] = c
+	}
+	c.watchers[w] = false
+	c.idle = time.Time{}
+	return c.confirmed, nil
+}
+
+// returnedEarly marks w as returned to its caller before channel's
+// subscription was confirmed, so that the confirmation wakes it.
+func (h *hub) returnedEarly(channel string, w *watcher) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.chans[channel]; c != nil && !c.isConfirmed {
+		if _, ok := c.watchers[w]; ok {
+			c.watchers[w] = true
+		}
+	}
+}
+
+// awaitConfirmed waits for confirmed until ctx ends. It reports whether the
+// subscription was confirmed.
+func awaitConfirmed(ctx context.Context, confirmed <-chan struct{}) bool {
+	select {
+	case <-confirmed:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// watching reports whether channel has a watcher now.
+func (h *hub) watching(channel string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.chans[channel]
+	return c != nil && len(c.watchers) > 0
+}
+
+// remove unregisters w; the channel lingers.
+func (h *hub) remove(channel string, w *watcher) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.chans[channel]
+	if c == nil {
+		return
+	}
+	delete(c.watchers, w)
+	if len(c.watchers) == 0 {
+		c.idle = time.Now()
+	}
+}
+
+// close stops the loop and closes every watcher's channel.
+func (h *hub) close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	ps, cancel, done := h.ps, h.cancel, h.done
+	h.ps = nil
+	for _, c := range h.chans {
+		for w := range c.watchers {
+			w.close()
+		}
+		if !c.isConfirmed {
+			close(c.confirmed)
+		}
+	}
+	clear(h.chans)
+	h.mu.Unlock()
+	if ps != nil {
+		cancel()
+		_ = ps.Close()
+	}
+	if done != nil {
+		<-done
+	}
+}
+
+func (h *hub) wake(channel string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.chans[channel]; c != nil {
+		for w := range c.watchers {
+			w.wake()
+		}
+	}
+}
+
+// confirm handles a subscription confirmation: the first one completes the
+// waiting Watch calls and wakes the watchers that returned before it; later
+// ones (after a reconnect) wake every watcher.
+func (h *hub) confirm(channel string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.chans[channel]
+	if c == nil {
+		return
+	}
+	first := !c.isConfirmed
+	if first {
+		c.isConfirmed = true
+		close(c.confirmed)
+	}
+	for w, early := range c.watchers {
+		if !first || early {
+			w.wake()
+		}
+	}
+}
+
+func (h *hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.chans {
+		for w := range c.watchers {
+			w.wake()
+		}
+	}
+}
+
+// loop receives from ps until the hub is closed or no channel is left.
+func (h *hub) loop(ctx context.Context, ps *redis.PubSub, done chan struct{}) {
+	defer close(done)
+	var (
+		pingSent  bool
+		backoff   time.Duration
+		lastSweep = time.Now()
+	)
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, h.health)
+		if ctx.Err() != nil {
+			return
+		}
+		var ne net.Error
+		switch {
+		case err != nil && errors.As(err, &ne) && ne.Timeout():
+			if pingSent {
+				// No answer for a whole interval: the connection is dead or
+				// stuck (a partition does not always break it). Replace it.
+				if ps = h.replace(ctx, ps); ps == nil {
+					return
+				}
+				h.wakeAll()
+				pingSent = false
+			} else {
+				pingSent = ps.Ping(ctx) == nil
+			}
+		case errors.Is(err, redis.ErrClosed):
+			// The client was closed under the Store: the watches are broken.
+			h.abandon(ps)
+			return
+		case err != nil:
+			// go-redis reconnects and resubscribes on the next receive;
+			// notices may have been lost meanwhile.
+			h.wakeAll()
+			backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		default:
+			backoff, pingSent = 0, false
+			switch m := msg.(type) {
+			case *redis.Message:
+				h.wake(m.Channel)
+			case *redis.Subscription:
+				if m.Kind == "subscribe" {
+					h.confirm(m.Channel)
+				}
+			}
+		}
+		if time.Since(lastSweep) >= min(h.health, h.linger) {
+			lastSweep = time.Now()
+			if !h.sweep(ctx, ps) {
+				return
+			}
+		}
+	}
+}
+
+// abandon drops every channel and closes every watcher (the engine then
+// polls), after the client was closed under the hub. A later add starts
+// over (and fails while the client stays closed).
+func (h *hub) abandon(ps *redis.PubSub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ps != ps {
+		return
+	}
+	h.ps = nil
+	h.cancel()
+	_ = ps.Close()
+	for _, c := range h.chans {
+		for w := range c.watchers {
+			w.close()
+		}
+		if !c.isConfirmed {
+			close(c.confirmed)
+		}
+	}
+	clear(h.chans)
+}
+
+// replace closes ps and subscribes a new connection to every channel. It
+// returns nil if the hub was closed meanwhile.
+func (h *hub) replace(ctx context.Context, ps *redis.PubSub) *redis.PubSub {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ps != ps {
+		return nil
+	}
+	_ = ps.Close()
+	channels := make([]string, 0, len(h.chans))
+	for ch := range h.chans {
+		channels = append(channels, ch)
+	}
+	// Subscribe remembers the channels even if the server cannot be reached
+	// now; the next receive dials again.
+	h.ps = h.client.Subscribe(ctx, channels...)
+	return h.ps
+}
+
+// sweep unsubscribes channels idle for longer than linger. When none is
+// left it stops the loop (returns false); the next add starts a new one.
+func (h *hub) sweep(ctx context.Context, ps *redis.PubSub) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ps != ps {
+		return false
+	}
+	var idle []string
+	for ch, c := range h.chans {
+		if len(c.watchers) == 0 && time.Since(c.idle) >= h.linger {
+			idle = append(idle, ch)
+			delete(h.chans, ch)
+		}
+	}
+	if len(h.chans) == 0 {
+		h.ps = nil
+		h.cancel()
+		_ = ps.Close()
+		return false
+	}
+	if len(idle) > 0 {
+		_ = ps.Unsubscribe(ctx, idle...)
+	}
+	return true
+}
