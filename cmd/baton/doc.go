@@ -67,12 +67,26 @@
 // by SIGKILL (PR_SET_PDEATHSIG). baton signals CMD's own process only: a CMD
 // that starts other processes must stop them on SIGTERM, or exec them.
 //
-// # Backends and the default directory
+// # Backends
 //
-// --backend accepts "file" (processes on one machine). Its records live in
-// --dir, default $BATON_DIR; else /var/lib/baton for root, and
-// $XDG_STATE_HOME/baton (~/.local/state/baton) for other users, so that
-// fencing tokens keep increasing across reboots; else
+// --backend selects the store:
+//
+//	file       processes on one machine (the default); records in --dir
+//	lease      Kubernetes Lease objects (coordination.k8s.io/v1)
+//	configmap  Kubernetes ConfigMaps, for clusters that allow only those
+//	redis      one Redis server: --redis-url redis[s]://[user:pass@]host:port[/db]
+//	redlock    Redlock over an odd number (at least 3) of independent Redis
+//	           servers: --redis-url once per server
+//
+// The Kubernetes backends load their connection like kubectl: --kubeconfig,
+// else $KUBECONFIG, else ~/.kube/config, else the pod's service account;
+// --context and -n/--namespace override the kubeconfig's. --app names the
+// application that owns the lock names (label baton.dev/app): another
+// application's lock of the same name is refused with an error, not shared.
+//
+// The file backend's --dir defaults to $BATON_DIR; else /var/lib/baton for
+// root, and $XDG_STATE_HOME/baton (~/.local/state/baton) for other users, so
+// that fencing tokens keep increasing across reboots; else
 // <temp dir>/baton-<uid> when there is no home directory. Processes share a
 // lock only if they use the same directory.
 //

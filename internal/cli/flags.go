@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/url"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,10 +17,11 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/file"
+	"github.com/baton-go/baton/redisstore"
 )
 
 // Backends the CLI can open. Others (etcd, redis) join as they land.
-var backends = []string{"file", "lease", "configmap"}
+var backends = []string{"file", "lease", "configmap", "redis", "redlock"}
 
 // EnvDir names the environment variable that overrides the default --dir.
 const EnvDir = "BATON_DIR"
@@ -56,15 +59,17 @@ func DefaultDir() string {
 
 // storeFlags select a backend.
 type storeFlags struct {
-	backend string
-	dir     string
-	kube    kubeFlags
+	backend   string
+	dir       string
+	kube      kubeFlags
+	redisURLs []string
 }
 
 func (f *storeFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.backend, "backend", "file", "coordination store: file (one machine), lease or configmap (Kubernetes)")
+	fs.StringVar(&f.backend, "backend", "file", "coordination store: file (one machine), lease or configmap (Kubernetes), redis or redlock")
 	fs.StringVar(&f.dir, "dir", "", dirHelp)
 	f.kube.register(fs)
+	fs.StringArrayVar(&f.redisURLs, "redis-url", nil, "redis and redlock backends: redis[s]://[user:password@]host:port[/db]; give it once for redis, three or more times (an odd number of independent servers) for redlock")
 }
 
 func (f *storeFlags) validate() error {
@@ -75,6 +80,14 @@ func (f *storeFlags) validate() error {
 		}
 	case "lease", "configmap":
 		return f.kube.validate()
+	case "redis":
+		if len(f.redisURLs) != 1 {
+			return usageErrorf("--backend redis needs exactly one --redis-url, got %d", len(f.redisURLs))
+		}
+	case "redlock":
+		if n := len(f.redisURLs); n < 3 || n%2 == 0 {
+			return usageErrorf("--backend redlock needs an odd number of --redis-url, at least 3 (independent servers), got %d", n)
+		}
 	default:
 		return usageErrorf("unknown backend %q (available: %s)", f.backend, strings.Join(backends, ", "))
 	}
@@ -86,11 +99,43 @@ type store interface {
 	baton.Backend
 }
 
+// closeStore closes a store that holds connections (Redis clients).
+func closeStore(st store) {
+	if c, ok := st.(io.Closer); ok {
+		_ = c.Close()
+	}
+}
+
+// redactURL hides the password of a store URL for logs and messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
 // open opens the selected backend. Call validate first.
 func (f *storeFlags) open() (store, string, error) {
 	switch f.backend {
 	case "lease", "configmap":
 		return f.kube.open(f.backend)
+	case "redis":
+		s, err := redisstore.Open(f.redisURLs[0])
+		if err != nil {
+			return nil, "", fmt.Errorf("opening the redis store: %w", err)
+		}
+		return s, "redis " + redactURL(f.redisURLs[0]), nil
+	case "redlock":
+		r, err := redisstore.OpenRedlock(f.redisURLs)
+		if err != nil {
+			return nil, "", fmt.Errorf("opening the redlock store: %w", err)
+		}
+		where := make([]string, len(f.redisURLs))
+		for i, u := range f.redisURLs {
+			where[i] = redactURL(u)
+		}
+		return r, "redlock over " + strings.Join(where, ", "), nil
 	}
 	s, err := file.New(f.dir)
 	if err != nil {

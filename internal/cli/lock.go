@@ -69,6 +69,7 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 	if err != nil {
 		return err
 	}
+	defer closeStore(st)
 	mu, err := baton.NewMutex(st, f.name, f.options(a.log)...)
 	if err != nil {
 		return &exitError{code: ExitUsage, err: err}

@@ -52,6 +52,7 @@ func (a *app) releaseCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer closeStore(st)
 			fr, ok := st.(baton.ForceReleaser)
 			if !ok {
 				return fmt.Errorf("the %s backend cannot force-release locks", f.backend)

@@ -87,6 +87,7 @@ func (a *app) run(ctx context.Context, f *lockFlags, argv []string) error {
 	if err != nil {
 		return err
 	}
+	defer closeStore(st)
 	el, err := baton.NewElector(st, f.name, append(f.options(a.log),
 		// Run waits for work (and so for CMD, which is killed before the
 		// validity end) at least that long after a term ends: never

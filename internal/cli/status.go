@@ -146,6 +146,7 @@ func (a *app) statusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer closeStore(st)
 			v := &statusView{out: a.stdout, st: st, where: where, name: name, output: f.output}
 			if !f.watch {
 				recs, err := v.read(cmd.Context())

@@ -1,0 +1,56 @@
+package cli_test
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton/internal/testenv"
+)
+
+// baton lock and status on a real redis-server, and on a Redlock of three.
+func TestRedisBackends(t *testing.T) {
+	t.Parallel()
+	one := testenv.StartRedis(t)
+	three := []*testenv.RedisServer{testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)}
+	for _, tc := range []struct {
+		backend string
+		urls    []string
+	}{
+		{"redis", []string{one.URL()}},
+		{"redlock", []string{three[0].URL(), three[1].URL(), three[2].URL()}},
+	} {
+		t.Run(tc.backend, func(t *testing.T) {
+			args := func(cmd string, rest ...string) []string {
+				a := []string{cmd, "--backend", tc.backend}
+				for _, u := range tc.urls {
+					a = append(a, "--redis-url", u)
+				}
+				return append(a, rest...)
+			}
+			f := newFence(t)
+			holder := startCLI(t, "holder", f.env(), append(args("lock", "--name", "nightly", "--identity", "host-a"),
+				append(timing, "--", exe(), cmdFenceWorker)...)...)
+			first := f.waitWrite(t, "write by the holder", 15*time.Second, false, func(fenceWrite) bool { return true })
+			if first.Holder != "host-a" || first.Token == 0 {
+				t.Fatalf("first write %+v, want a token by host-a", first)
+			}
+			code, _, stderr := runCLI(t, args("lock", "--name", "nightly", "--identity", "host-b", "--wait", "0", "--", "true")...)
+			if code != 75 || !strings.Contains(stderr, `"host-a"`) {
+				t.Fatalf("second lock: exit %d, stderr %q; want 75 naming host-a", code, stderr)
+			}
+			code, out, stderr := runCLI(t, args("status", "nightly")...)
+			if code != 0 || !strings.Contains(out, "host-a") {
+				t.Fatalf("status: exit %d, stdout %q, stderr %q", code, out, stderr)
+			}
+			holder.signal(syscall.SIGTERM) // forwarded; the worker exits, baton releases
+			holder.wait(15 * time.Second)
+			code, _, stderr = runCLI(t, args("lock", "--name", "nightly", "--wait", "0", "--", "true")...)
+			if code != 0 {
+				t.Fatalf("lock after the holder released: exit %d, stderr %q", code, stderr)
+			}
+			f.checkFencing(t)
+		})
+	}
+}
