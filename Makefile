@@ -3,6 +3,7 @@
 #   make test    the whole suite, as CI runs it (installs what the tests need)
 #   make demo    the three-replica demo on the file backend
 #   make bench   the acquire/release benchmarks (figures in docs/benchmarks.md)
+#   make bench-redis  Redis beside bsm/redislock, redsync and the raw floor
 #   make fuzz    run the record and name fuzzers for FUZZTIME each
 #   make testbin build kube-apiserver and etcd for the tests (once; cached
 #                outside the repo, see tools/testbin/build.sh)
@@ -11,7 +12,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 TESTFLAGS ?=
 
-.PHONY: test deps vet demo bench fuzz testbin packages
+.PHONY: test deps vet demo bench bench-redis fuzz testbin packages
 
 # TESTBIN builds (if needed) the kube-apiserver and etcd the tests start and
 # prints their directory as its last line of stdout.
@@ -56,6 +57,11 @@ demo:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./memory ./file .
+
+# bench-redis runs baton's Redis backend beside bsm/redislock, redsync and
+# the raw floor on one redis-server (bench/ is its own module).
+bench-redis: packages
+	cd bench && CI=true $(GO) test -run TestRedisReport -count=1 -v .
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime $(FUZZTIME) ./file

@@ -1,0 +1,589 @@
+// Package bench compares baton's Redis backend with peer libraries on the
+// same redis-server in the same run. It is its own module so that the peer
+// libraries never enter baton's dependency graph.
+//
+//	cd bench && go test -run TestRedisReport -v -count=1 .
+//
+// The report is a Markdown table on stdout (and in $BENCH_OUT if set).
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/faultproxy"
+	"github.com/baton-go/baton/internal/testenv"
+	"github.com/baton-go/baton/redisstore"
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+)
+
+// Parameters of the report.
+const (
+	lockTTL = 10 * time.Second
+
+	uncontendedCycles = 3000
+	uncontendedRounds = 5
+	lanLatency        = 100 * time.Microsecond
+	lanCycles         = 500
+
+	contenders     = 8
+	sharedTotal    = 400 // acquisitions in all, whoever makes them (the issue's setup)
+	perContender   = 100 // acquisitions each contender makes
+	contendedLimit = 60 * time.Second
+
+	handovers = 100
+)
+
+// contender is one process's handle on a lock: its own client (connection
+// pool) and library objects.
+type contender interface {
+	// lock blocks until the lock is held and returns its unlock function.
+	lock(ctx context.Context) (unlock func(context.Context) error, err error)
+	close()
+}
+
+type library struct {
+	name, config string
+	open         func(addr, key, id string) contender
+}
+
+func newClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+}
+
+var libraries = []library{
+	{
+		name:   "baton redisstore",
+		config: "Mutex.Lock/Unlock (a Lease with renewals, a watch, FIFO handover); waiters woken by pub/sub, RetryPeriod 2s as fallback",
+		open: func(addr, key, id string) contender {
+			c := newClient(addr)
+			s := redisstore.New(c)
+			m, err := baton.NewMutex(s, key, baton.WithIdentity(id), baton.WithTTL(lockTTL),
+				baton.WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				panic(err)
+			}
+			return &batonContender{c: c, s: s, m: m}
+		},
+	},
+	{
+		name:   "bsm/redislock",
+		config: "Obtain with LinearBackoff(50ms)",
+		open: func(addr, key, id string) contender {
+			c := newClient(addr)
+			return &redislockContender{c: c, l: redislock.New(c), key: key}
+		},
+	},
+	{
+		name:   "go-redsync/redsync",
+		config: "LockContext, default retry delay 50-250ms, unlimited tries",
+		open: func(addr, key, id string) contender {
+			c := newClient(addr)
+			rs := redsync.New(goredis.NewPool(c))
+			return &redsyncContender{c: c, m: rs.NewMutex(key, redsync.WithExpiry(lockTTL), redsync.WithTries(1<<30))}
+		},
+	},
+	{
+		name:   "raw SET NX PX + Lua DEL",
+		config: "retry every 1ms",
+		open: func(addr, key, id string) contender {
+			return &rawContender{c: newClient(addr), key: key}
+		},
+	},
+}
+
+// batonParts are extra rows of the uncontended table that split baton's
+// cost: the backend's two scripts alone, and the engine without a watch.
+var batonParts = []library{
+	{
+		name:   "baton Store.TryAcquire+Release (backend only)",
+		config: "the two scripts, no engine",
+		open: func(addr, key, id string) contender {
+			c := newClient(addr)
+			return &storeContender{c: c, s: redisstore.New(c), key: key, id: id}
+		},
+	},
+	{
+		name:   "baton Mutex.TryLock+Unlock (engine, no watch)",
+		config: "a Lease with its keeper goroutine, no watch",
+		open: func(addr, key, id string) contender {
+			b := libraries[0].open(addr, key, id).(*batonContender)
+			b.try = true
+			return b
+		},
+	},
+}
+
+type storeContender struct {
+	c       *redis.Client
+	s       *redisstore.Store
+	key, id string
+}
+
+func (s *storeContender) lock(ctx context.Context) (func(context.Context) error, error) {
+	g, err := s.s.TryAcquire(ctx, s.key, baton.Request{Holder: s.id, Nonce: baton.NewNonce(), TTL: lockTTL})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return s.s.Release(ctx, g) }, nil
+}
+
+func (s *storeContender) close() { _ = s.s.Close(); _ = s.c.Close() }
+
+type batonContender struct {
+	c   *redis.Client
+	s   *redisstore.Store
+	m   *baton.Mutex
+	try bool // TryLock instead of Lock
+}
+
+func (b *batonContender) lock(ctx context.Context) (func(context.Context) error, error) {
+	lock := b.m.Lock
+	if b.try {
+		lock = b.m.TryLock
+	}
+	l, err := lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l.Unlock, nil
+}
+
+func (b *batonContender) close() { _ = b.s.Close(); _ = b.c.Close() }
+
+type redislockContender struct {
+	c   *redis.Client
+	l   *redislock.Client
+	key string
+}
+
+func (r *redislockContender) lock(ctx context.Context) (func(context.Context) error, error) {
+	l, err := r.l.Obtain(ctx, r.key, lockTTL, &redislock.Options{RetryStrategy: redislock.LinearBackoff(50 * time.Millisecond)})
+	if err != nil {
+		return nil, err
+	}
+	return l.Release, nil
+}
+
+func (r *redislockContender) close() { _ = r.c.Close() }
+
+type redsyncContender struct {
+	c *redis.Client
+	m *redsync.Mutex
+}
+
+func (r *redsyncContender) lock(ctx context.Context) (func(context.Context) error, error) {
+	if err := r.m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { _, err := r.m.UnlockContext(ctx); return err }, nil
+}
+
+func (r *redsyncContender) close() { _ = r.c.Close() }
+
+// rawContender is the floor: SET NX PX to acquire, a compare-and-delete
+// script to release: two round trips a cycle, no token, no renewal.
+type rawContender struct {
+	c   *redis.Client
+	key string
+}
+
+var rawRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+func (r *rawContender) lock(ctx context.Context) (func(context.Context) error, error) {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	val := hex.EncodeToString(b)
+	for {
+		ok, err := r.c.SetNX(ctx, r.key, val, lockTTL).Result()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return func(ctx context.Context) error {
+				n, err := rawRelease.Run(ctx, r.c, []string{r.key}, val).Int()
+				if err == nil && n != 1 {
+					err = errors.New("raw: lock lost")
+				}
+				return err
+			}, nil
+		}
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (r *rawContender) close() { _ = r.c.Close() }
+
+// notifyFloor is the handover floor on this machine: a raw waiter blocked
+// on its own pub/sub connection retries SET NX as soon as the release
+// script's PUBLISH arrives: one notice plus one round trip, no engine.
+var notifyFloor = library{
+	name:   "floor: raw SET NX + PUBLISH/SUBSCRIBE",
+	config: "the waiter blocks in Receive on its own SUBSCRIBE connection; release is compare-DEL plus PUBLISH",
+	open: func(addr, key, id string) contender {
+		c := newClient(addr)
+		ps := c.Subscribe(context.Background(), key+":n")
+		if _, err := ps.Receive(context.Background()); err != nil { // the confirmation
+			panic(err)
+		}
+		return &notifyContender{rawContender: rawContender{c: c, key: key}, ps: ps}
+	},
+}
+
+type notifyContender struct {
+	rawContender
+	ps *redis.PubSub
+}
+
+var notifyRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) redis.call('PUBLISH', KEYS[1] .. ':n', '1') return 1 end return 0`)
+
+func (r *notifyContender) lock(ctx context.Context) (func(context.Context) error, error) {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	val := hex.EncodeToString(b)
+	for {
+		ok, err := r.c.SetNX(ctx, r.key, val, lockTTL).Result()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return func(ctx context.Context) error {
+				_, err := notifyRelease.Run(ctx, r.c, []string{r.key}, val).Int()
+				return err
+			}, nil
+		}
+		if _, err := r.ps.ReceiveTimeout(ctx, time.Second); err != nil && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (r *notifyContender) close() { _ = r.ps.Close(); _ = r.c.Close() }
+
+var runID atomic.Int64
+
+func uniqueKey(what string) string {
+	return fmt.Sprintf("bench-%s-%d-%d", what, os.Getpid(), runID.Add(1))
+}
+
+// uncontended returns acquire+release cycles per second of one contender.
+func uncontended(t *testing.T, lib library, addr string) float64 {
+	return uncontendedN(t, lib, addr, uncontendedCycles)
+}
+
+func uncontendedN(t *testing.T, lib library, addr string, cycles int) float64 {
+	c := lib.open(addr, uniqueKey("u"), "solo")
+	defer c.close()
+	ctx := t.Context()
+	run := func(n int) time.Duration {
+		start := time.Now()
+		for range n {
+			unlock, err := c.lock(ctx)
+			if err != nil {
+				t.Fatalf("%s: lock: %v", lib.name, err)
+			}
+			if err := unlock(ctx); err != nil {
+				t.Fatalf("%s: unlock: %v", lib.name, err)
+			}
+		}
+		return time.Since(start)
+	}
+	run(50) // warm up connections and scripts
+	return float64(cycles) / run(cycles).Seconds()
+}
+
+type contendedResult struct {
+	perSecond      float64
+	p50, p99, maxW time.Duration
+	censored       int   // lock calls still waiting at the end, counted with their wait so far
+	counts         []int // acquisitions per contender
+}
+
+// contended runs contenders in tight lock/unlock loops. With each > 0, every
+// contender stops after each acquisitions, and counts are taken when the
+// first contender is done; otherwise the run stops after total
+// acquisitions, whoever made them, and the lock calls still waiting then
+// count as waits of their length so far (a starved contender's wait is not
+// dropped). Waits are measured from the lock call to its return.
+func contended(t *testing.T, lib library, addr string, total, each int) contendedResult {
+	key := uniqueKey("c")
+	cs := make([]contender, contenders)
+	for i := range cs {
+		cs[i] = lib.open(addr, key, fmt.Sprintf("contender-%d", i))
+		defer cs[i].close()
+	}
+	// Warm up each contender's connection.
+	for _, c := range cs {
+		unlock, err := c.lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = unlock(t.Context())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), contendedLimit)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		waits    []time.Duration
+		censored int
+		n        atomic.Int64
+		counts   = make([]atomic.Int64, contenders)
+		snapshot []int
+		wg       sync.WaitGroup
+		start    = time.Now()
+		end      time.Time
+	)
+	snap := func() {
+		if snapshot == nil {
+			end = time.Now()
+			for j := range counts {
+				snapshot = append(snapshot, int(counts[j].Load()))
+			}
+		}
+	}
+	for i, c := range cs {
+		wg.Go(func() {
+			var mine []time.Duration
+			defer func() {
+				mu.Lock()
+				waits = append(waits, mine...)
+				mu.Unlock()
+			}()
+			for each == 0 || len(mine) < each {
+				t0 := time.Now()
+				unlock, err := c.lock(ctx)
+				if err != nil {
+					if ctx.Err() != nil && each == 0 {
+						mu.Lock()
+						censored++
+						mu.Unlock()
+						mine = append(mine, time.Since(t0))
+						return
+					}
+					t.Errorf("%s: contender %d after %d acquisitions: %v", lib.name, i, len(mine), err)
+					return
+				}
+				mine = append(mine, time.Since(t0))
+				counts[i].Add(1)
+				if k := n.Add(1); each == 0 && k == int64(total) || each > 0 && len(mine) == each {
+					mu.Lock()
+					snap()
+					mu.Unlock()
+					if each == 0 {
+						cancel()
+					}
+				}
+				if err := unlock(context.WithoutCancel(ctx)); err != nil {
+					t.Errorf("%s: unlock: %v", lib.name, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if each > 0 {
+		end = time.Now()
+	}
+	slices.Sort(waits)
+	r := contendedResult{counts: snapshot, censored: censored}
+	r.perSecond = float64(n.Load()) / end.Sub(start).Seconds()
+	if len(waits) > 0 {
+		r.p50 = waits[len(waits)*50/100]
+		r.p99 = waits[len(waits)*99/100]
+		r.maxW = waits[len(waits)-1]
+	}
+	return r
+}
+
+// handover measures, for a waiter blocked in lock, the time from the
+// moment the holder starts its unlock to the moment the waiter holds the
+// lock. The holder unlocks after a random 10-60ms, so that pollers are
+// caught at a random point of their poll interval.
+func handover(t *testing.T, lib library, addr string) []time.Duration {
+	key := uniqueKey("h")
+	a := lib.open(addr, key, "holder")
+	defer a.close()
+	b := lib.open(addr, key, "waiter")
+	defer b.close()
+	ctx := t.Context()
+	var out []time.Duration
+	for range handovers {
+		unlockA, err := a.lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type res struct {
+			unlock func(context.Context) error
+			err    error
+			at     time.Time
+		}
+		got := make(chan res, 1)
+		go func() {
+			u, err := b.lock(ctx)
+			got <- res{u, err, time.Now()}
+		}()
+		time.Sleep(time.Duration(10+mrand.IntN(50)) * time.Millisecond) // let the waiter wait
+		t0 := time.Now()
+		if err := unlockA(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		out = append(out, r.at.Sub(t0))
+		if err := r.unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestRedisReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the report takes a minute or two")
+	}
+	srv := testenv.StartRedis(t)
+	addr := srv.Addr()
+	ver := redisVersion(t, addr)
+
+	// Uncontended: rounds interleave the libraries, so that a slow phase of
+	// the machine does not favour one; the median round counts.
+	rates := map[string][]float64{}
+	all := append(slices.Clone(libraries), batonParts...)
+	for range uncontendedRounds {
+		for _, lib := range all {
+			rates[lib.name] = append(rates[lib.name], uncontended(t, lib, addr))
+		}
+	}
+	median := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
+	raw := median(rates[libraries[len(libraries)-1].name])
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "redis-server %s on 127.0.0.1 (PING round trip %v), %s/%s, %d CPUs, %s; TTL %v\n\n",
+		ver, round(pingRTT(t, addr)), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), lockTTL)
+	fmt.Fprintf(&b, "Uncontended acquire+release cycles/s (one contender, median of %d rounds of %d cycles):\n\n", uncontendedRounds, uncontendedCycles)
+	fmt.Fprintf(&b, "| library | cycles/s | × raw floor |\n|---|---:|---:|\n")
+	for _, lib := range all {
+		m := median(rates[lib.name])
+		fmt.Fprintf(&b, "| %s | %.0f | %.2f |\n", lib.name, m, m/raw)
+	}
+
+	// The same through a proxy that adds lanLatency each way: a LAN-like
+	// round trip, where the scripts' server time matters less.
+	proxy, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	proxy.SetLatency(lanLatency)
+	lan := map[string][]float64{}
+	for range uncontendedRounds {
+		for _, lib := range all {
+			lan[lib.name] = append(lan[lib.name], uncontendedN(t, lib, proxy.Addr(), lanCycles))
+		}
+	}
+	rawLAN := median(lan[libraries[len(libraries)-1].name])
+	fmt.Fprintf(&b, "\nThe same through internal/faultproxy asked to add %v each way; measured PING round trip %v (this VM's timers "+
+		"round each delay up to about a millisecond), median of %d rounds of %d cycles:\n\n",
+		lanLatency, round(pingRTT(t, proxy.Addr())), uncontendedRounds, lanCycles)
+	fmt.Fprintf(&b, "| library | cycles/s | × raw floor |\n|---|---:|---:|\n")
+	for _, lib := range all {
+		m := median(lan[lib.name])
+		fmt.Fprintf(&b, "| %s | %.0f | %.2f |\n", lib.name, m, m/rawLAN)
+	}
+
+	fmt.Fprintf(&b, "\n%d contenders (each its own client) in tight lock/unlock loops until %d acquisitions in all; "+
+		"lock calls still waiting at the end count with their wait so far:\n\n", contenders, sharedTotal)
+	fmt.Fprintf(&b, "| library | acquisitions/s | wait p50 | wait p99 | wait max | acquisitions per contender |\n|---|---:|---:|---:|---:|---|\n")
+	for _, lib := range libraries {
+		r := contended(t, lib, addr, sharedTotal, 0)
+		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v | %v |\n", lib.name, r.perSecond, round(r.p50), round(r.p99), round(r.maxW), r.counts)
+	}
+	fmt.Fprintf(&b, "\nThe same, but every contender makes %d acquisitions; counts are taken when the first is done:\n\n", perContender)
+	fmt.Fprintf(&b, "| library | acquisitions/s | wait p50 | wait p99 | wait max | acquisitions per contender when the first was done |\n|---|---:|---:|---:|---:|---|\n")
+	for _, lib := range libraries {
+		r := contended(t, lib, addr, 0, perContender)
+		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v | %v |\n", lib.name, r.perSecond, round(r.p50), round(r.p99), round(r.maxW), r.counts)
+	}
+	fmt.Fprintf(&b, "\nHandover: holder's unlock call to the waiter holding the lock (%d handovers, unlock 10-60ms after the waiter started):\n\n", handovers)
+	fmt.Fprintf(&b, "| library | p50 | p99 | max |\n|---|---:|---:|---:|\n")
+	for _, lib := range append(slices.Clone(libraries), notifyFloor) {
+		h := handover(t, lib, addr)
+		fmt.Fprintf(&b, "| %s | %v | %v | %v |\n", lib.name, round(h[len(h)/2]), round(h[len(h)*99/100]), round(h[len(h)-1]))
+	}
+	fmt.Fprintf(&b, "\nConfigurations:\n\n")
+	for _, lib := range append(all, notifyFloor) {
+		fmt.Fprintf(&b, "- %s: %s\n", lib.name, lib.config)
+	}
+	fmt.Print(b.String())
+	if out := os.Getenv("BENCH_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// pingRTT returns the median PING round trip to addr.
+func pingRTT(t *testing.T, addr string) time.Duration {
+	c := newClient(addr)
+	defer c.Close()
+	var d []time.Duration
+	for range 201 {
+		start := time.Now()
+		if err := c.Ping(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		d = append(d, time.Since(start))
+	}
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+func redisVersion(t *testing.T, addr string) string {
+	c := newClient(addr)
+	defer c.Close()
+	info, err := c.Info(t.Context(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "?"
+}
