@@ -55,6 +55,8 @@ func TestUsageErrors(t *testing.T) {
 			`--backend redis needs exactly one --redis-url, got 0`},
 		{[]string{"run", "--name", "x", "--backend", "redlock", "--redis-url", "redis://a:1", "--redis-url", "redis://b:1", "--", "true"},
 			`--backend redlock needs an odd number of --redis-url, at least 3 (independent servers), got 2`},
+		{[]string{"run", "--name", "x", "--http", "8080", "--", "true"},
+			`--http "8080": want HOST:PORT or :PORT`},
 		{[]string{"status", "-o", "xml"},
 			`invalid --output "xml" (want wide, json or yaml; default: a table)`},
 		{[]string{"status", "a", "b"},

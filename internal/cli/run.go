@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"syscall"
 	"time"
 
@@ -50,7 +51,10 @@ them on SIGTERM (or exec them, as "sh -c 'exec prog'" does).
 ` + exitCodesHelp
 
 func (a *app) runCommand() *cobra.Command {
-	var f lockFlags
+	var (
+		f        lockFlags
+		httpAddr string
+	)
 	cmd := &cobra.Command{
 		Use:   "run --name NAME [flags] -- CMD [ARGS...]",
 		Short: "Run CMD only while this process is the leader",
@@ -65,11 +69,17 @@ func (a *app) runCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.run(cmd.Context(), &f, argv)
+			if httpAddr != "" {
+				if _, _, err := net.SplitHostPort(httpAddr); err != nil {
+					return usageErrorf("--http %q: want HOST:PORT or :PORT: %w", httpAddr, err)
+				}
+			}
+			return a.run(cmd.Context(), &f, httpAddr, argv)
 		}),
 	}
 	cmd.Flags().SetInterspersed(false)
 	f.register(cmd.Flags())
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /healthz, /readyz and /leader (200 only while leading, for a readiness probe) on this address, such as :8080")
 	return cmd
 }
 
@@ -82,20 +92,35 @@ func commandArgs(cmd *cobra.Command, args []string) ([]string, error) {
 	return args, nil
 }
 
-func (a *app) run(ctx context.Context, f *lockFlags, argv []string) error {
+func (a *app) run(ctx context.Context, f *lockFlags, httpAddr string, argv []string) error {
 	st, where, err := f.open()
 	if err != nil {
 		return err
 	}
 	defer closeStore(st)
-	el, err := baton.NewElector(st, f.name, append(f.options(a.log),
+	opts := append(f.options(a.log),
 		// Run waits for work (and so for CMD, which is killed before the
 		// validity end) at least that long after a term ends: never
 		// abandon a term whose CMD may still run.
 		baton.WithGrace(f.ttl+5*time.Second),
-	)...)
+	)
+	var status *statusServer
+	if httpAddr != "" {
+		if status, err = listenStatus(httpAddr, a.log); err != nil {
+			return err
+		}
+		opts = append(opts, baton.OnStartedLeading(status.started))
+	}
+	el, err := baton.NewElector(st, f.name, opts...)
 	if err != nil {
+		if status != nil {
+			_ = status.ln.Close()
+		}
 		return &exitError{code: ExitUsage, err: err}
+	}
+	if status != nil {
+		status.serve(el)
+		defer status.shutdown()
 	}
 	// Run's context does not end with ctx: ctx ending is handled like
 	// SIGINT (forwarded to CMD while it runs), so in-process callers see the
