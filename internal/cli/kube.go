@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/baton-go/baton/kube"
@@ -42,6 +43,25 @@ func (f *kubeFlags) validate() error {
 // else $KUBECONFIG, else ~/.kube/config, else the in-cluster service
 // account; --context and --namespace override the kubeconfig's.
 func (f *kubeFlags) open(backend string) (store, string, error) {
+	cfg, ns, err := f.restConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	opts := []kube.Option{kube.WithApplication(f.app)}
+	var st store
+	if backend == "configmap" {
+		st, err = kube.NewConfigMapForConfig(cfg, ns, opts...)
+	} else {
+		st, err = kube.NewLeaseForConfig(cfg, ns, opts...)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return st, fmt.Sprintf("%ss in namespace %s at %s", backend, ns, cfg.Host), nil
+}
+
+// restConfig returns the client configuration and the namespace.
+func (f *kubeFlags) restConfig() (*rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = f.kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: f.context}
@@ -55,15 +75,5 @@ func (f *kubeFlags) open(backend string) (store, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("connecting to Kubernetes: the namespace: %w", err)
 	}
-	opts := []kube.Option{kube.WithApplication(f.app)}
-	var st store
-	if backend == "configmap" {
-		st, err = kube.NewConfigMapForConfig(cfg, ns, opts...)
-	} else {
-		st, err = kube.NewLeaseForConfig(cfg, ns, opts...)
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	return st, fmt.Sprintf("%ss in namespace %s at %s", backend, ns, cfg.Host), nil
+	return cfg, ns, nil
 }
