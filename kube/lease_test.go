@@ -408,15 +408,20 @@ func bind(t *testing.T, ns, user string, role *rbacv1.Role) {
 func TestForbiddenWithoutCreate(t *testing.T) {
 	ns := newNamespace(t)
 	role := shippedRole(t)
-	for i := range role.Rules {
+	var rules []rbacv1.PolicyRule
+	for _, r := range role.Rules {
 		var verbs []string
-		for _, v := range role.Rules[i].Verbs {
+		for _, v := range r.Verbs {
 			if v != "create" {
 				verbs = append(verbs, v)
 			}
 		}
-		role.Rules[i].Verbs = verbs
+		if len(verbs) > 0 { // a rule that only granted create goes
+			r.Verbs = verbs
+			rules = append(rules, r)
+		}
 	}
+	role.Rules = rules
 	bind(t, ns, "restricted", role)
 	ucfg := addUser(t, "restricted")
 	lease := newLease(t, ucfg, ns)

@@ -189,6 +189,15 @@ func (a *app) kubeChecks(ctx context.Context, f *lockFlags) []check {
 			}
 		}
 	}
+	events := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "events"},
+	}}
+	if res, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, events, metav1.CreateOptions{}); err == nil && !res.Status.Allowed {
+		checks = append(checks, check{"rbac create events", "WARN", "denied in namespace " + ns + ": leadership changes are logged but not recorded as Events",
+			fmt.Sprintf("a Role in namespace %s with\n- apiGroups: [\"\"]\n  resources: [\"events\"]\n  verbs: [\"create\"]", ns)})
+	} else if err == nil {
+		checks = append(checks, check{"rbac create events", "PASS", "allowed in namespace " + ns, ""})
+	}
 	if f.name != "" {
 		checks = append(checks, nameCheck(ctx, cs, f.backend, ns, f.name, f.kube.app))
 	}

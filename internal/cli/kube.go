@@ -2,10 +2,12 @@ package cli
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -76,4 +78,22 @@ func (f *kubeFlags) restConfig() (*rest.Config, string, error) {
 		return nil, "", fmt.Errorf("connecting to Kubernetes: the namespace: %w", err)
 	}
 	return cfg, ns, nil
+}
+
+// eventObserver records leadership changes as Kubernetes Events on the lock
+// object, for the Kubernetes backends; nil for the others.
+func (f *kubeFlags) eventObserver(backend string, log *slog.Logger) (*kube.EventObserver, error) {
+	kind := map[string]string{"lease": "Lease", "configmap": "ConfigMap"}[backend]
+	if kind == "" {
+		return nil, nil
+	}
+	cfg, ns, err := f.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return kube.NewEventObserver(cs, ns, kind, "baton", log)
 }

@@ -104,6 +104,12 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr string, argv []str
 		// abandon a term whose CMD may still run.
 		baton.WithGrace(f.ttl+5*time.Second),
 	)
+	if obs, err := f.kube.eventObserver(f.backend, a.log); err != nil {
+		a.log.Warn("not recording Kubernetes Events", "err", err)
+	} else if obs != nil {
+		defer obs.Close()
+		opts = append(opts, baton.WithObserver(obs))
+	}
 	var status *statusServer
 	if httpAddr != "" {
 		if status, err = listenStatus(httpAddr, a.log); err != nil {

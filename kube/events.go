@@ -1,0 +1,151 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/baton-go/baton"
+)
+
+// Event reasons recorded by EventObserver.
+const (
+	ReasonStartedLeading = "StartedLeading" // this holder's term started
+	ReasonStoppedLeading = "StoppedLeading" // this holder's term ended and its work returned
+	ReasonLockLost       = "LockLost"       // the lock was lost (Warning)
+	ReasonReleased       = "Released"       // the holder released the lock
+)
+
+// EventObserver is a baton.Observer that records Kubernetes Events on the
+// lock object (kind Lease or ConfigMap) when a holder acquires, loses or
+// releases a lock and when an elector's term starts or stops, so that
+// `kubectl describe lease NAME` and `kubectl get events` show leadership
+// changes. It needs the "create" verb on events in the namespace.
+//
+// Observe never blocks the lock engine: events go through a bounded queue
+// to one goroutine; when the queue is full, events are dropped and counted
+// in a log line. Close stops the goroutine after sending what is queued.
+type EventObserver struct {
+	client    kubernetes.Interface
+	namespace string
+	kind      string // "Lease" or "ConfigMap"
+	apiVer    string
+	component string
+	log       *slog.Logger
+
+	queue chan baton.Event
+	done  chan struct{}
+	once  sync.Once
+
+	mu      sync.Mutex
+	dropped int
+	denied  bool
+}
+
+// NewEventObserver returns an observer that records events in namespace on
+// lock objects of kind "Lease" or "ConfigMap", with component as the
+// event's source (for example "baton"). Call Close when done.
+func NewEventObserver(client kubernetes.Interface, namespace, kind, component string, log *slog.Logger) (*EventObserver, error) {
+	o := &EventObserver{client: client, namespace: namespace, kind: kind, component: component, log: log,
+		queue: make(chan baton.Event, 64), done: make(chan struct{})}
+	switch kind {
+	case "Lease":
+		o.apiVer = "coordination.k8s.io/v1"
+	case "ConfigMap":
+		o.apiVer = "v1"
+	default:
+		return nil, fmt.Errorf("kube: events: unknown lock object kind %q (want Lease or ConfigMap)", kind)
+	}
+	if client == nil {
+		return nil, fmt.Errorf("kube: events: the client is nil")
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	go o.run()
+	return o, nil
+}
+
+// Observe implements baton.Observer.
+func (o *EventObserver) Observe(e baton.Event) {
+	switch e.Kind {
+	case baton.EventStartedLeading, baton.EventStoppedLeading, baton.EventLost, baton.EventReleased:
+	default:
+		return
+	}
+	select {
+	case <-o.done:
+		return
+	default:
+	}
+	select {
+	case o.queue <- e:
+	default:
+		o.mu.Lock()
+		o.dropped++
+		o.mu.Unlock()
+	}
+}
+
+// Close sends the queued events (each bounded by a short timeout) and stops.
+func (o *EventObserver) Close() error {
+	o.once.Do(func() { close(o.queue) })
+	<-o.done
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dropped > 0 {
+		o.log.Warn("kube: events dropped: the queue was full", "dropped", o.dropped)
+	}
+	return nil
+}
+
+func (o *EventObserver) run() {
+	defer close(o.done)
+	for e := range o.queue {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := o.record(ctx, e)
+		cancel()
+		if err != nil {
+			o.mu.Lock()
+			first := !o.denied
+			o.denied = true
+			o.mu.Unlock()
+			if first {
+				o.log.Warn("kube: recording a Kubernetes Event failed; leadership changes are still logged here", "err", err)
+			}
+		}
+	}
+}
+
+func (o *EventObserver) record(ctx context.Context, e baton.Event) error {
+	reason, typ, msg := "", corev1.EventTypeNormal, ""
+	switch e.Kind {
+	case baton.EventStartedLeading:
+		reason, msg = ReasonStartedLeading, fmt.Sprintf("%s started leading with fencing token %d", e.Holder, e.Token)
+	case baton.EventStoppedLeading:
+		reason, msg = ReasonStoppedLeading, fmt.Sprintf("%s stopped leading (token %d): %v", e.Holder, e.Token, e.Err)
+	case baton.EventLost:
+		reason, typ, msg = ReasonLockLost, corev1.EventTypeWarning, fmt.Sprintf("%s lost the lock (token %d): %v", e.Holder, e.Token, e.Err)
+	case baton.EventReleased:
+		reason, msg = ReasonReleased, fmt.Sprintf("%s released the lock (token %d)", e.Holder, e.Token)
+	}
+	now := metav1.NewTime(time.Now())
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: e.Name + "-", Namespace: o.namespace},
+		InvolvedObject: corev1.ObjectReference{
+			Kind: o.kind, APIVersion: o.apiVer, Namespace: o.namespace, Name: e.Name,
+		},
+		Reason: reason, Message: msg, Type: typ,
+		Source:         corev1.EventSource{Component: o.component},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		ReportingController: "baton.dev/" + o.component, ReportingInstance: e.Holder,
+	}
+	_, err := o.client.CoreV1().Events(o.namespace).Create(ctx, ev, metav1.CreateOptions{})
+	return err
+}
