@@ -5,7 +5,15 @@
 //	store, err := kube.NewLeaseForConfig(cfg, "my-namespace", kube.WithApplication("billing"))
 //	m, err := baton.NewMutex(store, "nightly-report")
 //
-// LeaseStore implements baton.Backend, baton.Watcher and baton.Lister.
+// LeaseStore implements baton.Backend, baton.Watcher, baton.Lister and
+// baton.ForceReleaser. ConfigMapStore keeps the same record in a ConfigMap's
+// annotations, for clusters whose policies allow only ConfigMaps.
+// DistributedLockStore uses baton's own resource (baton.dev/v1alpha1
+// DistributedLock, installed from deploy/crd) for what a Lease cannot hold:
+// a counting semaphore of up to spec.capacity holders, each with its own
+// fencing token and expiry (see package kube/api/v1alpha1 for the type and
+// the plan for FIFO waiting and read/write locks). EventObserver records
+// leadership changes as Kubernetes Events.
 //
 // # Guarantees
 //

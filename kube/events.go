@@ -23,7 +23,7 @@ const (
 )
 
 // EventObserver is a baton.Observer that records Kubernetes Events on the
-// lock object (kind Lease or ConfigMap) when a holder acquires, loses or
+// lock object (kind Lease, ConfigMap or DistributedLock) when a holder acquires, loses or
 // releases a lock and when an elector's term starts or stops, so that
 // `kubectl describe lease NAME` and `kubectl get events` show leadership
 // changes. It needs the "create" verb on events in the namespace.
@@ -49,7 +49,7 @@ type EventObserver struct {
 }
 
 // NewEventObserver returns an observer that records events in namespace on
-// lock objects of kind "Lease" or "ConfigMap", with component as the
+// lock objects of kind "Lease", "ConfigMap" or "DistributedLock", with component as the
 // event's source (for example "baton"). Call Close when done.
 func NewEventObserver(client kubernetes.Interface, namespace, kind, component string, log *slog.Logger) (*EventObserver, error) {
 	o := &EventObserver{client: client, namespace: namespace, kind: kind, component: component, log: log,
@@ -59,8 +59,10 @@ func NewEventObserver(client kubernetes.Interface, namespace, kind, component st
 		o.apiVer = "coordination.k8s.io/v1"
 	case "ConfigMap":
 		o.apiVer = "v1"
+	case "DistributedLock":
+		o.apiVer = "baton.dev/v1alpha1"
 	default:
-		return nil, fmt.Errorf("kube: events: unknown lock object kind %q (want Lease or ConfigMap)", kind)
+		return nil, fmt.Errorf("kube: events: unknown lock object kind %q (want Lease, ConfigMap or DistributedLock)", kind)
 	}
 	if client == nil {
 		return nil, fmt.Errorf("kube: events: the client is nil")

@@ -108,7 +108,7 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 	defer closeStore(st)
 	checks = append(checks, a.storeCheck(ctx, st, where, f.name))
 	switch f.backend {
-	case "lease", "configmap":
+	case "lease", "configmap", "crd":
 		checks = append(checks, a.kubeChecks(ctx, f)...)
 	case "redis", "redlock":
 		checks = append(checks, check{"persistence", "WARN", "baton cannot read the server's persistence settings with the lock ACL",
@@ -151,8 +151,11 @@ func (a *app) kubeChecks(ctx context.Context, f *lockFlags) []check {
 		return []check{{"kubernetes", "FAIL", err.Error(), ""}}
 	}
 	group, resource := "coordination.k8s.io", "leases"
-	if f.backend == "configmap" {
+	switch f.backend {
+	case "configmap":
 		group, resource = "", "configmaps"
+	case "crd":
+		group, resource = "baton.dev", "distributedlocks"
 	}
 	qualified := resource
 	if group != "" {
@@ -198,7 +201,7 @@ func (a *app) kubeChecks(ctx context.Context, f *lockFlags) []check {
 	} else if err == nil {
 		checks = append(checks, check{"rbac create events", "PASS", "allowed in namespace " + ns, ""})
 	}
-	if f.name != "" {
+	if f.name != "" && f.backend != "crd" {
 		checks = append(checks, nameCheck(ctx, cs, f.backend, ns, f.name, f.kube.app))
 	}
 	return checks

@@ -21,7 +21,7 @@ import (
 )
 
 // Backends the CLI can open. Others (etcd, redis) join as they land.
-var backends = []string{"file", "lease", "configmap", "redis", "redlock"}
+var backends = []string{"file", "lease", "configmap", "crd", "redis", "redlock"}
 
 // EnvDir names the environment variable that overrides the default --dir.
 const EnvDir = "BATON_DIR"
@@ -66,7 +66,7 @@ type storeFlags struct {
 }
 
 func (f *storeFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.backend, "backend", "file", "coordination store: file (one machine), lease or configmap (Kubernetes), redis or redlock")
+	fs.StringVar(&f.backend, "backend", "file", "coordination store: file (one machine); lease, configmap or crd (Kubernetes; crd is the DistributedLock resource); redis or redlock")
 	fs.StringVar(&f.dir, "dir", "", dirHelp)
 	f.kube.register(fs)
 	fs.StringArrayVar(&f.redisURLs, "redis-url", nil, "redis and redlock backends: redis[s]://[user:password@]host:port[/db]; give it once for redis, three or more times (an odd number of independent servers) for redlock")
@@ -78,7 +78,7 @@ func (f *storeFlags) validate() error {
 		if f.dir == "" {
 			f.dir = DefaultDir()
 		}
-	case "lease", "configmap":
+	case "lease", "configmap", "crd":
 		return f.kube.validate()
 	case "redis":
 		if len(f.redisURLs) != 1 {
@@ -118,7 +118,7 @@ func redactURL(raw string) string {
 // open opens the selected backend. Call validate first.
 func (f *storeFlags) open() (store, string, error) {
 	switch f.backend {
-	case "lease", "configmap":
+	case "lease", "configmap", "crd":
 		return f.kube.open(f.backend)
 	case "redis":
 		s, err := redisstore.Open(f.redisURLs[0])

@@ -51,15 +51,19 @@ func (f *kubeFlags) open(backend string) (store, string, error) {
 	}
 	opts := []kube.Option{kube.WithApplication(f.app)}
 	var st store
-	if backend == "configmap" {
+	switch backend {
+	case "configmap":
 		st, err = kube.NewConfigMapForConfig(cfg, ns, opts...)
-	} else {
+	case "crd":
+		st, err = kube.NewDistributedLockForConfig(cfg, ns, kube.WithApplication(f.app))
+	default:
 		st, err = kube.NewLeaseForConfig(cfg, ns, opts...)
 	}
 	if err != nil {
 		return nil, "", err
 	}
-	return st, fmt.Sprintf("%ss in namespace %s at %s", backend, ns, cfg.Host), nil
+	what := map[string]string{"lease": "leases", "configmap": "configmaps", "crd": "distributedlocks"}[backend]
+	return st, fmt.Sprintf("%s in namespace %s at %s", what, ns, cfg.Host), nil
 }
 
 // restConfig returns the client configuration and the namespace.
@@ -83,7 +87,7 @@ func (f *kubeFlags) restConfig() (*rest.Config, string, error) {
 // eventObserver records leadership changes as Kubernetes Events on the lock
 // object, for the Kubernetes backends; nil for the others.
 func (f *kubeFlags) eventObserver(backend string, log *slog.Logger) (*kube.EventObserver, error) {
-	kind := map[string]string{"lease": "Lease", "configmap": "ConfigMap"}[backend]
+	kind := map[string]string{"lease": "Lease", "configmap": "ConfigMap", "crd": "DistributedLock"}[backend]
 	if kind == "" {
 		return nil, nil
 	}

@@ -37,7 +37,10 @@ func controlPlane(t *testing.T) *rest.Config {
 	defer planeMu.Unlock()
 	if plane == nil {
 		ctrllog.SetLogger(logr.Discard())
-		env := &envtest.Environment{BinaryAssetsDirectory: assets}
+		env := &envtest.Environment{
+			BinaryAssetsDirectory: assets,
+			CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{filepath.Join("..", "..", "deploy", "crd")}, ErrorIfPathMissing: true},
+		}
 		cfg, err := env.Start()
 		if err != nil {
 			t.Fatalf("starting kube-apiserver and etcd: %v", err)
@@ -144,5 +147,32 @@ func TestKubeLeaseBackend(t *testing.T) {
 	}
 	if got := intruder.stderr.String(); !strings.Contains(got, "billing") || !strings.Contains(got, "reports") {
 		t.Errorf("another application's error does not name both applications:\n%s", got)
+	}
+}
+
+// The DistributedLock backend through the CLI: lock, then status of the
+// released lock with its token kept.
+func TestKubeCRDBackend(t *testing.T) {
+	t.Parallel()
+	kc, _ := kubeconfig(t)
+	for i := 1; i <= 2; i++ {
+		code, _, stderr := runCLI(t, "lock", "--backend", "crd", "--kubeconfig", kc, "--name", "migrate", "--", "true")
+		if code != 0 {
+			t.Fatalf("lock %d: exit %d: %s", i, code, stderr)
+		}
+	}
+	code, out, stderr := runCLI(t, "status", "--backend", "crd", "--kubeconfig", kc, "migrate", "-o", "json")
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, stderr)
+	}
+	var st struct {
+		Held  bool   `json:"held"`
+		Token uint64 `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	if st.Held || st.Token != 2 {
+		t.Errorf("status after two locks = %+v, want free with token 2", st)
 	}
 }

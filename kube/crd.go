@@ -1,0 +1,831 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/kube/api/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// DistributedLockStore is a baton backend that keeps each lock in a
+// DistributedLock custom resource (baton.dev/v1alpha1, see package
+// kube/api/v1alpha1 and deploy/crd) of one namespace, named after the lock.
+// It implements baton.Backend, baton.Watcher, baton.Lister and
+// baton.ForceReleaser, and is safe for concurrent use.
+//
+// A DistributedLock holds what a Lease cannot: up to spec.capacity holders
+// at once, each with its own fencing token and its own expiry. With
+// capacity 1 (the default) it is a mutex with exactly the guarantees of
+// LeaseStore; with capacity N a counting semaphore: N contenders hold it at
+// once, each TryAcquire of a free slot issues the next token of the lock's
+// single counter (so the N holders have distinct tokens, each larger than
+// every token issued before), and the N+1st gets baton.ErrHeld.
+//
+// # Guarantees
+//
+// As for LeaseStore (see the package documentation): every state change is
+// one write conditional on the object's resourceVersion (a Create that
+// fails if the object exists, or an Update of the whole object, spec and
+// status; the CRD has no status subresource so that no change ever needs
+// two writes); conflicts re-read and decide again (WithMaxConflicts); only
+// the owner (identity and nonce, compared on the object in the same
+// conditional write) renews or releases its entry; release removes the
+// entry and never the object, so status.token survives releases, expiries
+// and client restarts. An object whose status.protocolVersion is newer
+// than this package knows (a future format with waiters or read/write
+// modes) is never written: every operation on it fails with
+// baton.ErrCorruptRecord.
+//
+// # Clock model: expiry per holder entry, by local observation
+//
+// With several holders, the object changes whenever any of them renews,
+// so "the object is unchanged for the TTL" would let one live holder keep
+// a dead one's slot forever. The store therefore observes each holder
+// entry on its own: an entry is identified by (identity, nonce, renewTime
+// as written, leaseDurationSeconds), and the store remembers, per lock and
+// per entry, when it first saw that entry on this process's monotonic
+// clock. An entry counts as expired once this process has seen it
+// unchanged for its leaseDurationSeconds; renewing rewrites renewTime
+// (strictly increasing per entry, even if the holder's wall clock steps
+// back), which makes it a new entry to every observer and restarts their
+// count. renewTime is never compared with any clock. The holder's own
+// store counts its entry from the send time of its last successful write,
+// as LeaseStore does, so it judges its claim expired no later than any
+// other process. A process that sees an entry for the first time counts
+// its full duration from that moment.
+//
+// Expired entries stay on the object until a writer that judged them
+// expired removes them in its own conditional write (an acquire removes
+// every entry it judges expired). Readers (Get, List, kubectl) may see
+// them; Record.Remaining is 0 for them.
+//
+// # Records
+//
+// Get and List return one baton.Record per lock: Token is status.token
+// (the last token issued), and Holder, Nonce, TTL, AcquireTime, RenewTime
+// and Remaining describe the first holder entry that is still live as
+// judged here (or the first entry, expired, if none is). Holders returns
+// one record per holder entry.
+//
+// # RBAC
+//
+//	rules:
+//	- apiGroups: ["baton.dev"]
+//	  resources: ["distributedlocks"]
+//	  verbs: ["get", "watch", "create", "update"]
+//
+// (deploy/rbac/distributedlock-role.yaml). List (baton status) also needs
+// "list". The CRD itself (deploy/crd) is installed once per cluster by an
+// administrator.
+type DistributedLockStore struct {
+	base *store // namespace, options, error reporting, Watch
+	c    client.WithWatch
+	cap  int32
+
+	mu sync.Mutex
+	// seen is, per lock name, when this process first saw each holder
+	// entry (or sent the write that produced it).
+	seen map[string]map[entryKey]time.Time
+	// last is, per lock name, the object as this process last wrote it,
+	// so that a Renew or Release of that version needs no read first.
+	last map[string]*v1alpha1.DistributedLock
+}
+
+var (
+	_ baton.Backend       = (*DistributedLockStore)(nil)
+	_ baton.Watcher       = (*DistributedLockStore)(nil)
+	_ baton.Lister        = (*DistributedLockStore)(nil)
+	_ baton.ForceReleaser = (*DistributedLockStore)(nil)
+)
+
+// DistributedLockOption configures NewDistributedLock. Every Option
+// (WithApplication, WithRateLimit, WithMaxConflicts, WithClock) is one, and
+// so is WithCapacity.
+type DistributedLockOption interface {
+	applyDistributedLock(*dlConfig)
+}
+
+type dlConfig struct {
+	opts     []Option
+	capacity int
+}
+
+func (o Option) applyDistributedLock(c *dlConfig) { c.opts = append(c.opts, o) }
+
+type capacityOption int
+
+func (n capacityOption) applyDistributedLock(c *dlConfig) { c.capacity = int(n) }
+
+// WithCapacity sets spec.capacity of the DistributedLock objects the store
+// creates (default 1): how many holders may hold one lock at once. It does
+// not change existing objects: an object's spec.capacity (which an
+// administrator may set with kubectl) always decides.
+func WithCapacity(n int) DistributedLockOption { return capacityOption(n) }
+
+// Scheme returns a runtime.Scheme that knows the baton.dev/v1alpha1 types,
+// for building a client for NewDistributedLock.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err) // static registration; cannot fail
+	}
+	return s
+}
+
+// NewDistributedLock returns a store for DistributedLock objects in
+// namespace, using c, whose scheme must know baton.dev/v1alpha1 (see
+// Scheme). c should read from the API server directly, not from a cache:
+// a cached read could be older than the store's own last write. See
+// NewLease about giving lock traffic its own client and rate limiter;
+// NewDistributedLockForConfig does that.
+func NewDistributedLock(c client.WithWatch, namespace string, opts ...DistributedLockOption) (*DistributedLockStore, error) {
+	if c == nil {
+		return nil, fmt.Errorf("kube: NewDistributedLock: the client is nil")
+	}
+	gvk := v1alpha1.GroupVersion.WithKind("DistributedLock")
+	if !c.Scheme().Recognizes(gvk) {
+		return nil, fmt.Errorf("kube: NewDistributedLock: the client's scheme does not know %s; build the client with kube.Scheme()", gvk)
+	}
+	var cfg dlConfig
+	cfg.capacity = 1
+	for _, o := range opts {
+		if o != nil {
+			o.applyDistributedLock(&cfg)
+		}
+	}
+	if cfg.capacity < 1 || cfg.capacity > math.MaxInt32 {
+		return nil, fmt.Errorf("kube: NewDistributedLock: WithCapacity(%d): the capacity must be at least 1", cfg.capacity)
+	}
+	s, err := newStore(namespace, &dlKind{c: c, ns: namespace}, cfg.opts)
+	if err != nil {
+		return nil, fmt.Errorf("kube: NewDistributedLock: %w", err)
+	}
+	return &DistributedLockStore{
+		base: s, c: c, cap: int32(cfg.capacity),
+		seen: map[string]map[entryKey]time.Time{},
+		last: map[string]*v1alpha1.DistributedLock{},
+	}, nil
+}
+
+// NewDistributedLockForConfig returns a store for DistributedLock objects
+// in namespace that talks to the API server described by cfg through its
+// own direct (uncached) client with its own client-side rate limiter
+// (WithRateLimit; default DefaultQPS and DefaultBurst). cfg is copied, not
+// changed.
+func NewDistributedLockForConfig(cfg *rest.Config, namespace string, opts ...DistributedLockOption) (*DistributedLockStore, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("kube: NewDistributedLockForConfig: the *rest.Config is nil")
+	}
+	var dc dlConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applyDistributedLock(&dc)
+		}
+	}
+	o, err := buildOptions(dc.opts)
+	if err != nil {
+		return nil, fmt.Errorf("kube: NewDistributedLockForConfig: %w", err)
+	}
+	rc := rest.CopyConfig(cfg)
+	rc.QPS, rc.Burst = o.qps, o.burst
+	rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.qps, o.burst)
+	rc.UserAgent = rest.DefaultKubernetesUserAgent() + " baton"
+	// A static mapper for the one type: no discovery requests per client.
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion})
+	mapper.Add(v1alpha1.GroupVersion.WithKind("DistributedLock"), meta.RESTScopeNamespace)
+	c, err := client.NewWithWatch(rc, client.Options{Scheme: Scheme(), Mapper: mapper})
+	if err != nil {
+		return nil, fmt.Errorf("kube: NewDistributedLockForConfig: %w", err)
+	}
+	return NewDistributedLock(c, namespace, opts...)
+}
+
+// Namespace returns the namespace the store keeps its objects in.
+func (s *DistributedLockStore) Namespace() string { return s.base.ns }
+
+// Application returns the application set with WithApplication.
+func (s *DistributedLockStore) Application() string { return s.base.o.app }
+
+// entryKey identifies one version of one holder entry.
+type entryKey struct {
+	identity, nonce, renew string
+	dur                    int32
+}
+
+func keyOf(h *v1alpha1.Holder) entryKey {
+	k := entryKey{identity: h.Identity, nonce: h.Nonce, dur: h.LeaseDurationSeconds}
+	if h.RenewTime != nil {
+		k.renew = h.RenewTime.UTC().Format(time.RFC3339Nano)
+	}
+	return k
+}
+
+func entryTTL(h *v1alpha1.Holder) time.Duration {
+	return time.Duration(h.LeaseDurationSeconds) * time.Second
+}
+
+// observe returns how long each holder entry of l still lasts as judged
+// from this process, recording the entries it sees for the first time.
+// Entries no longer on the object are forgotten once their duration has
+// passed since they were first seen (an older read that arrives late must
+// not restart the count of an entry this process has just written).
+func (s *DistributedLockStore) observe(l *v1alpha1.DistributedLock) []time.Duration {
+	now := s.base.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := s.seen[l.Name]
+	if seen == nil {
+		seen = map[entryKey]time.Time{}
+		s.seen[l.Name] = seen
+	}
+	rem := make([]time.Duration, len(l.Status.Holders))
+	present := make(map[entryKey]bool, len(rem))
+	for i := range l.Status.Holders {
+		h := &l.Status.Holders[i]
+		k := keyOf(h)
+		present[k] = true
+		at, ok := seen[k]
+		if !ok {
+			at = now
+			seen[k] = at
+		}
+		rem[i] = max(0, at.Add(entryTTL(h)).Sub(now))
+	}
+	for k, at := range seen {
+		if !present[k] && now.Sub(at) > time.Duration(k.dur)*time.Second {
+			delete(seen, k)
+		}
+	}
+	return rem
+}
+
+// wrote records that this process produced l with a write sent at sent.
+// mine, if set, is the entry that write created or renewed: its count
+// starts at sent, which is no later than any other process can see it.
+func (s *DistributedLockStore) wrote(l *v1alpha1.DistributedLock, sent time.Time, mine *entryKey) {
+	s.mu.Lock()
+	if mine != nil {
+		seen := s.seen[l.Name]
+		if seen == nil {
+			seen = map[entryKey]time.Time{}
+			s.seen[l.Name] = seen
+		}
+		seen[*mine] = sent
+	}
+	s.last[l.Name] = l.DeepCopy()
+	s.mu.Unlock()
+}
+
+// written returns the object at version rv if this process wrote it.
+func (s *DistributedLockStore) written(name, rv string) (*v1alpha1.DistributedLock, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.last[name]
+	if !ok || rv == "" || l.ResourceVersion != rv {
+		return nil, false
+	}
+	return l.DeepCopy(), true
+}
+
+// check refuses objects this version must not write or cannot decide on.
+func check(l *v1alpha1.DistributedLock) error {
+	st := &l.Status
+	if st.ProtocolVersion > v1alpha1.ProtocolVersion {
+		return errCorrupt(fmt.Errorf("status.protocolVersion %d is newer than this baton knows (%d): "+
+			"the lock uses features (such as waiters or read/write modes) of a newer baton; upgrade this client",
+			st.ProtocolVersion, v1alpha1.ProtocolVersion))
+	}
+	if st.Token < 0 {
+		return errCorrupt(fmt.Errorf("status.token %d is negative", st.Token))
+	}
+	for i := range st.Holders {
+		h := &st.Holders[i]
+		switch {
+		case h.Identity == "" || h.Nonce == "":
+			return errCorrupt(fmt.Errorf("status.holders[%d] has no identity or nonce", i))
+		case h.LeaseDurationSeconds <= 0:
+			return errCorrupt(fmt.Errorf("status.holders[%d] (%q) has no leaseDurationSeconds", i, h.Identity))
+		case h.Token <= 0 || h.Token > st.Token:
+			return errCorrupt(fmt.Errorf("status.holders[%d] (%q) has token %d, outside 1..status.token (%d)", i, h.Identity, h.Token, st.Token))
+		}
+	}
+	return nil
+}
+
+func capacityOf(l *v1alpha1.DistributedLock) int {
+	return max(1, int(l.Spec.Capacity))
+}
+
+// checkApplication refuses objects of another application.
+func (s *DistributedLockStore) checkApplication(l *v1alpha1.DistributedLock) error {
+	if l.Spec.Application == s.base.o.app {
+		return nil
+	}
+	holder := ""
+	if len(l.Status.Holders) > 0 {
+		holder = l.Status.Holders[0].Identity
+	}
+	return &ApplicationError{
+		Namespace: s.base.ns, Name: l.Name, Resource: dlResource,
+		Want: s.base.o.app, Have: l.Spec.Application, Holder: holder,
+	}
+}
+
+// fail reports an error of the API server; see store.fail. A missing CRD
+// gets its own message.
+func (s *DistributedLockStore) fail(ctx context.Context, op, verb, name string, err error) error {
+	if meta.IsNoMatchError(err) {
+		return fmt.Errorf("kube: %s %s %s/%s: the DistributedLock CRD is not installed in the cluster "+
+			"(kubectl apply -f deploy/crd/baton.dev_distributedlocks.yaml): %w", op, dlResource, s.base.ns, name, err)
+	}
+	return s.base.fail(ctx, op, verb, name, err)
+}
+
+func (s *DistributedLockStore) get(ctx context.Context, name string) (*v1alpha1.DistributedLock, error) {
+	l := &v1alpha1.DistributedLock{}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.base.ns, Name: name}, l); err != nil {
+		if isCRDMissing(err) {
+			return nil, &meta.NoKindMatchError{GroupKind: v1alpha1.GroupVersion.WithKind("DistributedLock").GroupKind(),
+				SearchedVersions: []string{v1alpha1.Version}}
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// isCRDMissing tells the 404 of a resource the API server does not serve
+// (the CRD is not installed) from the 404 of a missing object, which
+// names the resource in its details.
+func isCRDMissing(err error) bool {
+	var st apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d == nil || d.Kind == ""
+}
+
+func (s *DistributedLockStore) update(ctx context.Context, l *v1alpha1.DistributedLock) error {
+	if l.ResourceVersion == "" {
+		// Never write without a precondition.
+		return fmt.Errorf("kube: internal error: update of %q without a resourceVersion", l.Name)
+	}
+	return s.c.Update(ctx, l)
+}
+
+// leaseSeconds converts a requested TTL to leaseDurationSeconds, within
+// the CRD's limits.
+func leaseSeconds(ttl time.Duration) (int32, error) {
+	d, err := durationSeconds(ttl)
+	if err != nil {
+		return 0, err
+	}
+	if d > v1alpha1.MaxLeaseDurationSeconds {
+		return 0, fmt.Errorf("TTL %v is longer than the DistributedLock maximum of %ds", ttl, v1alpha1.MaxLeaseDurationSeconds)
+	}
+	return d, nil
+}
+
+// microNow returns the wall clock, as written into the object, strictly
+// after prev (if set) so that every write of an entry changes it.
+func microNow(prev *metav1.MicroTime) *metav1.MicroTime {
+	t := time.Now().Truncate(time.Microsecond)
+	if prev != nil && !t.After(prev.Time) {
+		t = prev.Add(time.Microsecond)
+	}
+	m := metav1.NewMicroTime(t)
+	return &m
+}
+
+func dlGrant(l *v1alpha1.DistributedLock, h *v1alpha1.Holder, ttl time.Duration) baton.Grant {
+	return baton.Grant{Key: l.Name, Holder: h.Identity, Nonce: h.Nonce, Token: uint64(h.Token), TTL: ttl, Version: l.ResourceVersion}
+}
+
+// TryAcquire takes a slot of the lock key for req if fewer than
+// spec.capacity entries are live as judged by this process, with one
+// conditional write that also removes the entries judged expired: a
+// create (spec.capacity from WithCapacity) that fails if the object
+// exists, or an update on the resourceVersion read. The new entry gets
+// token status.token+1. If the lock is full it returns a
+// *baton.HeldError naming the live holder whose entry ends soonest, with
+// RetryAfter its remaining time as judged here; if req's owner already
+// holds a slot, a *baton.HeldError naming it.
+func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+	const op = "acquire"
+	ns := s.base.ns
+	if err := baton.ValidateName(key); err != nil {
+		return baton.Grant{}, fmt.Errorf("kube: %s in namespace %s: %w", op, ns, err)
+	}
+	if err := s.base.ctxErr(ctx, op, key); err != nil {
+		return baton.Grant{}, err
+	}
+	if req.Holder == "" || req.Nonce == "" {
+		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: empty holder or nonce", op, ns, key, baton.ErrInvalidOptions)
+	}
+	dur, err := leaseSeconds(req.TTL)
+	if err != nil {
+		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: %v", op, ns, key, baton.ErrInvalidOptions, err)
+	}
+	var lastErr error
+	for range s.base.o.maxConflicts {
+		cur, err := s.get(ctx, key)
+		if apierrors.IsNotFound(err) {
+			now := microNow(nil)
+			h := v1alpha1.Holder{
+				Identity: req.Holder, Nonce: req.Nonce, Token: 1, LeaseDurationSeconds: dur,
+				AcquireTime: now, RenewTime: now,
+			}
+			l := &v1alpha1.DistributedLock{
+				ObjectMeta: metav1.ObjectMeta{Name: key, Namespace: ns, Labels: map[string]string{LabelApplication: s.base.o.app}},
+				Spec:       v1alpha1.DistributedLockSpec{LeaseDurationSeconds: dur, Capacity: s.cap, Application: s.base.o.app},
+				Status: v1alpha1.DistributedLockStatus{
+					Token: 1, Holders: []v1alpha1.Holder{h}, ProtocolVersion: v1alpha1.ProtocolVersion,
+				},
+			}
+			mine := keyOf(&h)
+			sent := s.base.now()
+			err := s.c.Create(ctx, l)
+			if apierrors.IsAlreadyExists(err) {
+				lastErr = err
+				continue
+			}
+			if err != nil {
+				return baton.Grant{}, s.fail(ctx, op, "create", key, err)
+			}
+			s.wrote(l, sent, &mine)
+			return dlGrant(l, &l.Status.Holders[0], req.TTL), nil
+		}
+		if err != nil {
+			return baton.Grant{}, s.fail(ctx, op, "get", key, err)
+		}
+		if err := check(cur); err != nil {
+			return baton.Grant{}, s.fail(ctx, op, "get", key, err)
+		}
+		if err := s.checkApplication(cur); err != nil {
+			return baton.Grant{}, err
+		}
+		rem := s.observe(cur)
+		var live []v1alpha1.Holder
+		soonest := -1
+		for i := range cur.Status.Holders {
+			h := &cur.Status.Holders[i]
+			if rem[i] <= 0 {
+				continue
+			}
+			if h.Identity == req.Holder && h.Nonce == req.Nonce {
+				return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: already held by this owner: %w", op, ns, key,
+					&baton.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[i]})
+			}
+			live = append(live, *h)
+			if soonest < 0 || rem[i] < rem[soonest] {
+				soonest = i
+			}
+		}
+		if len(live) >= capacityOf(cur) {
+			h := &cur.Status.Holders[soonest]
+			return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %d of %d slots held: %w", op, ns, key, len(live), capacityOf(cur),
+				&baton.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[soonest]})
+		}
+		if cur.Status.Token == math.MaxInt64 {
+			return baton.Grant{}, s.fail(ctx, op, "update", key, errCorrupt(fmt.Errorf("the fencing token is at its maximum")))
+		}
+		next := cur.DeepCopy()
+		now := microNow(nil)
+		h := v1alpha1.Holder{
+			Identity: req.Holder, Nonce: req.Nonce, Token: cur.Status.Token + 1, LeaseDurationSeconds: dur,
+			AcquireTime: now, RenewTime: now,
+		}
+		next.Spec.LeaseDurationSeconds = dur
+		next.Status.Holders = append(live, h)
+		next.Status.Token = h.Token
+		if cur.Status.Token > 0 {
+			next.Status.Transitions = cur.Status.Transitions + 1
+		}
+		next.Status.ProtocolVersion = v1alpha1.ProtocolVersion
+		mine := keyOf(&h)
+		sent := s.base.now()
+		err = s.update(ctx, next)
+		if apierrors.IsConflict(err) {
+			lastErr = err
+			continue
+		}
+		if err != nil {
+			return baton.Grant{}, s.fail(ctx, op, "update", key, err)
+		}
+		s.wrote(next, sent, &mine)
+		return dlGrant(next, &h, req.TTL), nil
+	}
+	// Every attempt lost its conditional write: others won the lock.
+	return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: contended: lost %d conditional writes in a row to other writers (last: %v): %w",
+		op, ns, key, s.base.o.maxConflicts, lastErr, &baton.HeldError{Key: key})
+}
+
+// Renew rewrites g's entry (renewTime, leaseDurationSeconds from g.TTL)
+// with an update conditional on the resourceVersion read, if the object
+// still has an entry of g's identity and nonce that has not expired as
+// judged by this process (counted from the send time of its own last
+// write of it). It returns an error matching baton.ErrLost otherwise.
+func (s *DistributedLockStore) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	var out baton.Grant
+	err := s.change(ctx, "renew", g, func(l *v1alpha1.DistributedLock, i int) (*entryKey, error) {
+		dur, err := leaseSeconds(g.TTL)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", baton.ErrInvalidOptions, err)
+		}
+		h := &l.Status.Holders[i]
+		h.LeaseDurationSeconds = dur
+		h.RenewTime = microNow(h.RenewTime)
+		l.Spec.LeaseDurationSeconds = dur
+		out = dlGrant(l, h, g.TTL)
+		k := keyOf(h)
+		return &k, nil
+	}, func(l *v1alpha1.DistributedLock) { out.Version = l.ResourceVersion })
+	if err != nil {
+		return baton.Grant{}, err
+	}
+	return out, nil
+}
+
+// Release removes g's entry with an update conditional on the
+// resourceVersion read, if it is still there and has not expired as judged
+// by this process. The object and status.token stay. It returns an error
+// matching baton.ErrLost otherwise.
+func (s *DistributedLockStore) Release(ctx context.Context, g baton.Grant) error {
+	return s.change(ctx, "release", g, func(l *v1alpha1.DistributedLock, i int) (*entryKey, error) {
+		l.Status.Holders = append(l.Status.Holders[:i:i], l.Status.Holders[i+1:]...)
+		return nil, nil
+	}, nil)
+}
+
+// change applies f to g's entry (at index i of the object) if it is still
+// g's and live, with a conditional update, retrying conflicts. If this
+// process wrote the version named by g.Version, the first attempt updates
+// it without reading it first. done, if set, sees the written object.
+func (s *DistributedLockStore) change(ctx context.Context, op string, g baton.Grant,
+	f func(l *v1alpha1.DistributedLock, i int) (*entryKey, error), done func(*v1alpha1.DistributedLock)) error {
+	ns := s.base.ns
+	if err := baton.ValidateName(g.Key); err != nil {
+		return fmt.Errorf("kube: %s in namespace %s: %w", op, ns, err)
+	}
+	if err := s.base.ctxErr(ctx, op, g.Key); err != nil {
+		return err
+	}
+	lost := func(why string, args ...any) error {
+		return fmt.Errorf("kube: %s %s/%s (holder %q, token %d): %w: %s",
+			op, ns, g.Key, g.Holder, g.Token, baton.ErrLost, fmt.Sprintf(why, args...))
+	}
+	var lastErr error
+	for attempt := range s.base.o.maxConflicts {
+		cur, cached := s.written(g.Key, g.Version)
+		if !cached || attempt > 0 {
+			var err error
+			cur, err = s.get(ctx, g.Key)
+			if apierrors.IsNotFound(err) {
+				return lost("the object does not exist")
+			}
+			if err != nil {
+				return s.fail(ctx, op, "get", g.Key, err)
+			}
+		}
+		if err := check(cur); err != nil {
+			return s.fail(ctx, op, "get", g.Key, err)
+		}
+		rem := s.observe(cur)
+		i := -1
+		for j := range cur.Status.Holders {
+			if h := &cur.Status.Holders[j]; h.Identity == g.Holder && h.Nonce == g.Nonce {
+				i = j
+				break
+			}
+		}
+		switch {
+		case i < 0:
+			return lost("its entry is gone (released, force-released, or expired and removed by another holder)")
+		case rem[i] <= 0:
+			return lost("the claim expired (not renewed for %v as seen from this process)", entryTTL(&cur.Status.Holders[i]))
+		}
+		next := cur.DeepCopy()
+		mine, err := f(next, i)
+		if err != nil {
+			return fmt.Errorf("kube: %s %s/%s: %w", op, ns, g.Key, err)
+		}
+		sent := s.base.now()
+		err = s.update(ctx, next)
+		if apierrors.IsConflict(err) {
+			lastErr = err
+			continue
+		}
+		if apierrors.IsNotFound(err) && !isNamespaceNotFound(err) {
+			return lost("the object was deleted")
+		}
+		if err != nil {
+			return s.fail(ctx, op, "update", g.Key, err)
+		}
+		s.wrote(next, sent, mine)
+		if done != nil {
+			done(next)
+		}
+		return nil
+	}
+	return fmt.Errorf("kube: %s %s/%s: the object kept changing under us; gave up after %d conflicts: %w",
+		op, ns, g.Key, s.base.o.maxConflicts, lastErr)
+}
+
+// Get returns the lock's record (see Records in the type's documentation).
+func (s *DistributedLockStore) Get(ctx context.Context, key string) (baton.Record, error) {
+	l, err := s.read(ctx, "get", key)
+	if err != nil {
+		return baton.Record{}, err
+	}
+	return s.record(l), nil
+}
+
+// Holders returns one record per holder entry of the lock, oldest first,
+// with that entry's token and its remaining time as judged here (0 for
+// entries this process judges expired). A free lock has none.
+func (s *DistributedLockStore) Holders(ctx context.Context, key string) ([]baton.Record, error) {
+	l, err := s.read(ctx, "get", key)
+	if err != nil {
+		return nil, err
+	}
+	rem := s.observe(l)
+	out := make([]baton.Record, len(l.Status.Holders))
+	for i := range l.Status.Holders {
+		out[i] = s.entryRecord(l, i, rem[i])
+		out[i].Token = uint64(l.Status.Holders[i].Token)
+	}
+	return out, nil
+}
+
+func (s *DistributedLockStore) read(ctx context.Context, op, key string) (*v1alpha1.DistributedLock, error) {
+	if err := baton.ValidateName(key); err != nil {
+		return nil, fmt.Errorf("kube: %s in namespace %s: %w", op, s.base.ns, err)
+	}
+	if err := s.base.ctxErr(ctx, op, key); err != nil {
+		return nil, err
+	}
+	l, err := s.get(ctx, key)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("kube: %s %s %s/%s: %w", op, dlResource, s.base.ns, key, baton.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.fail(ctx, op, "get", key, err)
+	}
+	if err := check(l); err != nil {
+		return nil, s.fail(ctx, op, "get", key, err)
+	}
+	return l, nil
+}
+
+func (s *DistributedLockStore) entryRecord(l *v1alpha1.DistributedLock, i int, rem time.Duration) baton.Record {
+	h := &l.Status.Holders[i]
+	r := baton.Record{
+		Key: l.Name, Holder: h.Identity, Nonce: h.Nonce, Token: uint64(l.Status.Token), TTL: entryTTL(h),
+		Transitions: uint64(max(0, l.Status.Transitions)), Remaining: rem, Version: l.ResourceVersion,
+	}
+	if h.AcquireTime != nil {
+		r.AcquireTime = h.AcquireTime.Time
+	}
+	if h.RenewTime != nil {
+		r.RenewTime = h.RenewTime.Time
+	}
+	return r
+}
+
+func (s *DistributedLockStore) record(l *v1alpha1.DistributedLock) baton.Record {
+	rem := s.observe(l)
+	for i := range rem {
+		if rem[i] > 0 {
+			return s.entryRecord(l, i, rem[i])
+		}
+	}
+	if len(rem) > 0 {
+		return s.entryRecord(l, 0, 0)
+	}
+	return baton.Record{
+		Key: l.Name, Token: uint64(l.Status.Token), TTL: time.Duration(l.Spec.LeaseDurationSeconds) * time.Second,
+		Transitions: uint64(max(0, l.Status.Transitions)), Version: l.ResourceVersion,
+	}
+}
+
+// List returns the records of every DistributedLock in the namespace. It
+// needs the "list" verb, which the Role for running replicas does not.
+// Objects that cannot be decoded are skipped.
+func (s *DistributedLockStore) List(ctx context.Context) ([]baton.Record, error) {
+	if err := s.base.ctxErr(ctx, "list", "*"); err != nil {
+		return nil, err
+	}
+	var ls v1alpha1.DistributedLockList
+	if err := s.c.List(ctx, &ls, client.InNamespace(s.base.ns)); err != nil {
+		return nil, s.fail(ctx, "list", "list", "", err)
+	}
+	out := make([]baton.Record, 0, len(ls.Items))
+	for i := range ls.Items {
+		if check(&ls.Items[i]) == nil {
+			out = append(out, s.record(&ls.Items[i]))
+		}
+	}
+	return out, nil
+}
+
+// ForceRelease implements baton.ForceReleaser: it removes every holder
+// entry of key, whoever holds it, with an update conditional on the
+// resourceVersion read (conflicts re-read and retry). The object and
+// status.token stay, so the next holders get larger tokens. An object of
+// another application is refused. It returns an error matching
+// baton.ErrNotFound if the object does not exist, and nil if it has no
+// holders.
+func (s *DistributedLockStore) ForceRelease(ctx context.Context, key string) error {
+	const op = "force-release"
+	var lastErr error
+	for range s.base.o.maxConflicts {
+		cur, err := s.read(ctx, op, key)
+		if err != nil {
+			return err
+		}
+		if err := s.checkApplication(cur); err != nil {
+			return err
+		}
+		if len(cur.Status.Holders) == 0 {
+			return nil
+		}
+		next := cur.DeepCopy()
+		next.Status.Holders = nil
+		sent := s.base.now()
+		err = s.update(ctx, next)
+		if apierrors.IsConflict(err) {
+			lastErr = err
+			continue
+		}
+		if err != nil {
+			return s.fail(ctx, op, "update", key, err)
+		}
+		s.wrote(next, sent, nil)
+		return nil
+	}
+	return fmt.Errorf("kube: %s %s/%s: the object kept changing under us; gave up after %d conflicts: %w",
+		op, s.base.ns, key, s.base.o.maxConflicts, lastErr)
+}
+
+// Watch watches the single DistributedLock key and sends on the returned
+// channel soon after it changes, exactly as LeaseStore.Watch does (same
+// coalescing, re-establishment and fallback to polling).
+func (s *DistributedLockStore) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+	return s.base.Watch(ctx, key)
+}
+
+const dlResource = "distributedlocks.baton.dev"
+
+// dlKind gives the shared store what its error reporting and Watch need.
+// The record logic of DistributedLocks (several holders) lives in
+// DistributedLockStore; the single-holder methods are not used.
+type dlKind struct {
+	c  client.WithWatch
+	ns string
+}
+
+var errNotSingleHolder = errors.New("kube: internal error: DistributedLocks are not single-holder objects")
+
+func (*dlKind) resource() string { return dlResource }
+
+func (*dlKind) rbacRule(verbs string) string {
+	return `- apiGroups: ["baton.dev"]
+  resources: ["distributedlocks"]
+  verbs: ` + verbs
+}
+
+// get returns only the name and resourceVersion, for Watch.
+func (k *dlKind) get(ctx context.Context, name string) (object, error) {
+	l := &v1alpha1.DistributedLock{}
+	if err := k.c.Get(ctx, client.ObjectKey{Namespace: k.ns, Name: name}, l); err != nil {
+		return object{}, err
+	}
+	return object{name: l.Name, rv: l.ResourceVersion}, nil
+}
+
+func (*dlKind) create(context.Context, object) (object, error) { return object{}, errNotSingleHolder }
+func (*dlKind) update(context.Context, object) (object, error) { return object{}, errNotSingleHolder }
+func (*dlKind) list(context.Context) ([]object, error)         { return nil, errNotSingleHolder }
+
+func (k *dlKind) watch(ctx context.Context, name, rv string) (watch.Interface, error) {
+	return k.c.Watch(ctx, &v1alpha1.DistributedLockList{}, &client.ListOptions{
+		Namespace:     k.ns,
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name),
+		Raw:           &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true},
+	})
+}
