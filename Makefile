@@ -33,21 +33,17 @@ deps: testbin packages
 	$(GO) mod download
 
 # packages installs the Debian packages whose servers the tests start
-# (redis-server), as root, or through sudo for a developer.
-DEBIAN_PACKAGES = redis-server
+# (redis-server; PostgreSQL for the fence helpers), as root, or through sudo
+# for a developer. A package is installed only if its server is missing.
 packages:
-	@missing=; for p in $(DEBIAN_PACKAGES); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 		echo "installing$$missing" >&2; \
 		$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
-
-# testbin builds kube-apiserver and etcd from the Go module proxy into
-# ${BATON_TESTBIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/baton/testbin}/k8s-<v>-etcd-<v>/
-# (about 6 minutes the first time on 2 cores; reused afterwards).
-testbin:
-	@GO='$(GO)' $(TESTBIN) >/dev/null
 
 vet:
 	$(GO) vet ./...

@@ -1,0 +1,221 @@
+package fence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+)
+
+// DefaultTable is the fence table's default name.
+const DefaultTable = "baton_fence"
+
+// SQLGuard fences writes to a SQL database (PostgreSQL; see the package
+// doc for others) with a fence table that holds, per name, the largest
+// token accepted:
+//
+//	CREATE TABLE IF NOT EXISTS baton_fence (name text PRIMARY KEY, token bigint NOT NULL)
+//
+// Create it with NewSQLGuard. Its methods are safe for concurrent use.
+//
+// # Why one statement in the caller's transaction is enough
+//
+// Check runs, in the caller's transaction,
+//
+//	INSERT INTO baton_fence (name, token) VALUES ($1, $2)
+//	ON CONFLICT (name) DO UPDATE SET token = EXCLUDED.token
+//	WHERE baton_fence.token <= EXCLUDED.token
+//
+// and treats zero affected rows as a stale token. The statement locks the
+// fence row (inserting it, or locking it for the update; PostgreSQL locks
+// a conflicting row even when the WHERE clause then skips the update), and
+// the lock is held until the transaction ends. So:
+//
+//   - Writers of one name are serialized on the fence row from their Check
+//     to their commit or rollback.
+//   - A writer whose Check waits for a newer holder's transaction sees,
+//     under READ COMMITTED (PostgreSQL's default), the newest committed
+//     token once that transaction ends: if the newer holder committed, the
+//     stale writer gets zero rows and ErrStaleToken; if it rolled back, the
+//     older token still stands and the waiting writer may go ahead. Under
+//     REPEATABLE READ or SERIALIZABLE, PostgreSQL instead fails the waiting
+//     statement with a serialization error (SQLSTATE 40001); that write is
+//     rejected too, and the caller sees the driver's error, not
+//     ErrStaleToken.
+//   - The protected writes of the transaction commit if and only if its
+//     fence update commits: they commit or roll back together. A caller
+//     must roll back when Check fails (Exec does).
+//
+// Hence committed writes of one name carry non-decreasing tokens in commit
+// order: once a transaction with token t has committed, no transaction
+// with a token smaller than t commits a protected write. The guarantee
+// holds only for writes made in the same transaction as a successful
+// Check, on the same database as the fence table. Run Check first in the
+// transaction, so that the row lock is taken before the protected writes
+// (writers then queue on the fence row instead of deadlocking on the
+// data).
+//
+// An equal token is accepted: it is the same holder writing again. Tokens
+// of different locks must not share a name (use the lock's name), and the
+// tokens must come from a backend that keeps them durable (a memory or a
+// restarted non-persistent Redis backend starts again from 1, and every
+// write would then be rejected).
+type SQLGuard struct {
+	db    *sql.DB
+	table string
+	txOpt *sql.TxOptions
+
+	create, upsert, load string
+}
+
+// Option configures NewSQLGuard.
+type Option func(*SQLGuard)
+
+// WithTable sets the fence table's name (default DefaultTable). It must be
+// an SQL identifier, optionally schema-qualified: letters, digits and
+// underscores, not starting with a digit, at most 63 bytes per part. It is
+// used unquoted, so PostgreSQL folds it to lower case.
+func WithTable(name string) Option { return func(g *SQLGuard) { g.table = name } }
+
+// WithTxOptions sets the options Exec begins its transactions with
+// (default nil: the database's default isolation, READ COMMITTED in
+// PostgreSQL).
+func WithTxOptions(o *sql.TxOptions) Option { return func(g *SQLGuard) { g.txOpt = o } }
+
+// NewSQLGuard returns a guard on db's fence table. It does not touch the
+// database; call Ensure to create the table. It fails if the table name is
+// not a valid identifier or db is nil.
+func NewSQLGuard(db *sql.DB, opts ...Option) (*SQLGuard, error) {
+	if db == nil {
+		return nil, errors.New("fence: NewSQLGuard: nil *sql.DB")
+	}
+	g := &SQLGuard{db: db, table: DefaultTable}
+	for _, o := range opts {
+		o(g)
+	}
+	if err := ValidateIdentifier(g.table); err != nil {
+		return nil, fmt.Errorf("fence: NewSQLGuard: table: %w", err)
+	}
+	g.create = "CREATE TABLE IF NOT EXISTS " + g.table + " (name text PRIMARY KEY, token bigint NOT NULL)"
+	g.upsert = "INSERT INTO " + g.table + " AS f (name, token) VALUES ($1, $2) " +
+		"ON CONFLICT (name) DO UPDATE SET token = EXCLUDED.token WHERE f.token <= EXCLUDED.token"
+	g.load = "SELECT token FROM " + g.table + " WHERE name = $1"
+	return g, nil
+}
+
+// Table returns the fence table's name.
+func (g *SQLGuard) Table() string { return g.table }
+
+// Ensure creates the fence table if it does not exist.
+func (g *SQLGuard) Ensure(ctx context.Context) error {
+	if _, err := g.db.ExecContext(ctx, g.create); err != nil {
+		return fmt.Errorf("fence: create table %s: %w", g.table, err)
+	}
+	return nil
+}
+
+// Check fences tx for name with token: in one conditional statement, it
+// records token as name's fence token if the stored one is not larger
+// (inserting the row for a new name), and locks the fence row until tx
+// ends. If a larger token is stored it returns an error matching
+// ErrStaleToken (a *StaleTokenError naming the rejected and, when it can
+// read it, the stored token); the caller must then roll tx back. See
+// SQLGuard for why the protected writes in tx then commit only in token
+// order.
+//
+// Tokens above math.MaxInt64 do not fit the bigint column and are refused
+// with an error that does not match ErrStaleToken.
+func (g *SQLGuard) Check(ctx context.Context, tx *sql.Tx, name string, token uint64) error {
+	if tx == nil {
+		return errors.New("fence: Check: nil *sql.Tx")
+	}
+	if token > math.MaxInt64 {
+		return fmt.Errorf("fence: token %d for %q does not fit a bigint", token, name)
+	}
+	res, err := tx.ExecContext(ctx, g.upsert, name, int64(token))
+	if err != nil {
+		return fmt.Errorf("fence: check %q token %d: %w", name, token, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("fence: check %q token %d: rows affected: %w", name, token, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	// Rejected. The row is locked by this transaction now, so the stored
+	// token cannot change under us; reading it is only for the message.
+	stale := &StaleTokenError{Name: name, Token: token}
+	var stored int64
+	if err := tx.QueryRowContext(ctx, g.load, name).Scan(&stored); err == nil && stored >= 0 {
+		stale.Stored, stale.Known = uint64(stored), true
+	}
+	return stale
+}
+
+// Exec runs write in a new transaction fenced by Check: it begins a
+// transaction (with WithTxOptions' options), checks name and token, runs
+// write, and commits. If the check fails, write is not called. If any step
+// fails, the transaction is rolled back and the error returned; an error
+// matching ErrStaleToken means a newer holder has written and nothing of
+// write took effect.
+//
+// write must do its work through tx only; writes through other
+// connections are not fenced.
+func (g *SQLGuard) Exec(ctx context.Context, name string, token uint64, write func(tx *sql.Tx) error) (err error) {
+	tx, err := g.db.BeginTx(ctx, g.txOpt)
+	if err != nil {
+		return fmt.Errorf("fence: begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := g.Check(ctx, tx, name, token); err != nil {
+		return err
+	}
+	if err := write(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("fence: commit %q token %d: %w", name, token, err)
+	}
+	return nil
+}
+
+// Token returns the token stored for name, and false if name has none.
+func (g *SQLGuard) Token(ctx context.Context, name string) (uint64, bool, error) {
+	var t int64
+	err := g.db.QueryRowContext(ctx, g.load, name).Scan(&t)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("fence: read token of %q: %w", name, err)
+	}
+	return uint64(t), true, nil
+}
+
+var identPart = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// ValidateIdentifier reports whether s can be used, unquoted, as a table
+// name: one identifier or schema.identifier, each part letters, digits and
+// underscores, not starting with a digit, at most 63 bytes.
+func ValidateIdentifier(s string) error {
+	parts := []string{s}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			parts = []string{s[:i], s[i+1:]}
+			break
+		}
+	}
+	for _, p := range parts {
+		if !identPart.MatchString(p) {
+			return fmt.Errorf("invalid SQL identifier %q: want letters, digits and underscores, not starting with a digit, at most 63 bytes, optionally schema-qualified", s)
+		}
+	}
+	return nil
+}
