@@ -43,7 +43,7 @@
 // garbage collection) from writing after its lease ended. Only the protected
 // resource can reject such a late write, by checking the fencing token:
 // pass Lease.Token with every write and reject tokens smaller than the
-// largest seen.
+// largest seen (package fence has helpers, for SQL databases among others).
 //
 // # Timing
 //
