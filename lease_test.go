@@ -359,3 +359,44 @@ func (f *flaky) TryAcquire(ctx context.Context, key string, req baton.Request) (
 	f.mu.Unlock()
 	return f.script.TryAcquire(ctx, key, req)
 }
+
+// A waiter whose watch works makes no requests of its own while the holder's
+// claim lasts: it retries when the watch reports a change, or when the
+// backend says the claim can first expire, not every RetryPeriod.
+func TestLockWatchingDoesNotPoll(t *testing.T) {
+	b := newScript()
+	b.set("other")
+	b.retryAfter = 10 * time.Second
+	m, clk := newMutex(t, watching{b})
+	got := make(chan *baton.Lease, 1)
+	go func() {
+		l, err := m.Lock(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	acquires := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.acquires
+	}
+	awaitTimer(t, clk)
+	before := acquires()      // the first attempt, and the retry right after the watch started
+	clk.Step(3 * time.Second) // past any jittered RetryPeriod (2s)
+	clk.Step(3 * time.Second)
+	awaitTimer(t, clk)
+	if n := acquires(); n != before {
+		t.Fatalf("%d acquire attempts while watching within the claim's 10s; want none after the first %d", n-before, before)
+	}
+	b.mu.Lock()
+	b.holder = "" // the claim expires: no watch event
+	b.mu.Unlock()
+	clk.Step(4 * time.Second) // t+10s: RetryAfter
+	select {
+	case l := <-got:
+		_ = l.Unlock(context.Background())
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lock did not retry at RetryAfter")
+	}
+}

@@ -61,8 +61,9 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 // Lock blocks until it holds the lock, ctx ends, or the backend returns an
 // error that retrying cannot fix (invalid name, corrupt record, permission).
 // While the lock is held by another owner it waits for the backend's watch
-// (if the backend is a Watcher) or retries every RetryPeriod with jitter,
-// and no later than the moment the backend expects the current claim to end.
+// (if the backend is a Watcher), retrying on its own only when the backend
+// expects the current claim can first end (HeldError.RetryAfter); without a
+// watch it retries every RetryPeriod with jitter, and no later than that.
 //
 // If ctx ends first, the error matches ctx.Err() and, if the lock was held
 // at the last attempt, ErrHeld (unwrapping to *HeldError with the holder).
@@ -119,7 +120,15 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 			if observe != nil {
 				observe(held.Holder)
 			}
-			if held.RetryAfter > 0 && held.RetryAfter < wait {
+			switch {
+			case changes != nil && held.RetryAfter > 0:
+				// The watch reports releases and takeovers; retry on our
+				// own only when the claim can first expire, so an idle
+				// standby makes no requests of its own.
+				wait = held.RetryAfter
+			case changes != nil:
+				wait = jitter(m.cfg.ttl) // a safety net for a silent watch
+			case held.RetryAfter > 0 && held.RetryAfter < wait:
 				wait = held.RetryAfter
 			}
 		case ctx.Err() != nil:
