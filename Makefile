@@ -4,6 +4,7 @@
 #   make demo    the three-replica demo on the file backend
 #   make bench   the acquire/release benchmarks (figures in docs/benchmarks.md)
 #   make bench-redis  Redis beside bsm/redislock, redsync and the raw floor
+#   make bench-kube   the Lease backend beside client-go leader election
 #   make fuzz    run the record and name fuzzers for FUZZTIME each
 #   make testbin build kube-apiserver and etcd for the tests (once; cached
 #                outside the repo, see tools/testbin/build.sh)
@@ -12,7 +13,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 TESTFLAGS ?=
 
-.PHONY: test deps vet demo bench bench-redis fuzz testbin packages
+.PHONY: test deps vet demo bench bench-redis bench-kube fuzz testbin packages
 
 # TESTBIN builds (if needed) the kube-apiserver and etcd the tests start and
 # prints their directory as its last line of stdout.
@@ -58,6 +59,12 @@ bench:
 # the raw floor on one redis-server (bench/ is its own module).
 bench-redis: packages
 	cd bench && CI=true $(GO) test -run TestRedisReport -count=1 -v .
+
+# bench-kube runs baton's Lease backend beside client-go's leader election
+# on one envtest API server (about five minutes).
+bench-kube: testbin
+	cd bench && KUBEBUILDER_ASSETS="$$(GO='$(GO)' bash ../tools/testbin/build.sh)" CI=true \
+		$(GO) test -run TestKubeReport -count=1 -timeout 15m -v .
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime $(FUZZTIME) ./file

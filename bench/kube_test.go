@@ -206,7 +206,7 @@ func countedConfig(cfg *rest.Config, c *kubeCounter) *rest.Config {
 
 var kubeBaton = kubeLibrary{
 	name:   "baton kube.LeaseStore",
-	config: "baton.Elector on kube.NewLeaseForConfig (its own client, QPS 20/burst 40), WithTTL/WithRenewDeadline/WithRetryPeriod as given, renew interval TTL/3 (default), release on cancel (default); standbys watch the Lease (field selector) and retry at the retry period",
+	config: "baton.Elector on kube.NewLeaseForConfig (its own client, QPS 20/burst 40), WithTTL/WithRenewDeadline/WithRetryPeriod as given, renew interval TTL/3 (default), release on cancel (default); standbys watch the Lease (field selector) and retry when it changes or when the claim can first expire",
 	newCand: func(t *testing.T, cfg *rest.Config, lock, id string, tm kubeTiming) *kubeCand {
 		c := newKubeCandShell(id)
 		store, err := kube.NewLeaseForConfig(countedConfig(cfg, c.count), kubeNamespace, kube.WithApplication("bench"))
