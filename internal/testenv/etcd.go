@@ -342,7 +342,7 @@ func (e *Etcd) start() error {
 	}
 	cmd.Stdout = nil
 	setPdeathsig(cmd)
-	if err := cmd.Start(); err != nil {
+	if err := startProcess(cmd); err != nil {
 		return err
 	}
 	p := &etcdProc{cmd: cmd, exited: make(chan struct{}), log: &syncBuffer{}}

@@ -338,7 +338,7 @@ func (p *Postgres) start() error {
 		return err
 	}
 	cmd.Stdout = nil // postgres logs to stderr
-	if err := cmd.Start(); err != nil {
+	if err := startProcess(cmd); err != nil {
 		return err
 	}
 	pr := &pgProc{cmd: cmd, exited: make(chan struct{}), log: &syncBuffer{}}

@@ -216,7 +216,7 @@ func (r *RedisServer) start() error {
 	}
 	cmd.Stderr = cmd.Stdout
 	setPdeathsig(cmd)
-	if err := cmd.Start(); err != nil {
+	if err := startProcess(cmd); err != nil {
 		return err
 	}
 	p := &redisProc{cmd: cmd, exited: make(chan struct{}), log: &syncBuffer{}}
