@@ -21,7 +21,7 @@ import (
 )
 
 // Backends the CLI can open. Others (etcd, redis) join as they land.
-var backends = []string{"file", "lease", "configmap", "crd", "redis", "redlock"}
+var backends = []string{"file", "lease", "configmap", "crd", "etcd", "redis", "redlock"}
 
 // EnvDir names the environment variable that overrides the default --dir.
 const EnvDir = "BATON_DIR"
@@ -62,13 +62,15 @@ type storeFlags struct {
 	backend   string
 	dir       string
 	kube      kubeFlags
+	etcd      etcdFlags
 	redisURLs []string
 }
 
 func (f *storeFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.backend, "backend", "file", "coordination store: file (one machine); lease, configmap or crd (Kubernetes; crd is the DistributedLock resource); redis or redlock")
+	fs.StringVar(&f.backend, "backend", "file", "coordination store: file (one machine); lease, configmap or crd (Kubernetes; crd is the DistributedLock resource); etcd; redis or redlock")
 	fs.StringVar(&f.dir, "dir", "", dirHelp)
 	f.kube.register(fs)
+	f.etcd.register(fs)
 	fs.StringArrayVar(&f.redisURLs, "redis-url", nil, "redis and redlock backends: redis[s]://[user:password@]host:port[/db]; give it once for redis, three or more times (an odd number of independent servers) for redlock")
 }
 
@@ -80,6 +82,8 @@ func (f *storeFlags) validate() error {
 		}
 	case "lease", "configmap", "crd":
 		return f.kube.validate()
+	case "etcd":
+		return f.etcd.validate()
 	case "redis":
 		if len(f.redisURLs) != 1 {
 			return usageErrorf("--backend redis needs exactly one --redis-url, got %d", len(f.redisURLs))
@@ -120,6 +124,8 @@ func (f *storeFlags) open() (store, string, error) {
 	switch f.backend {
 	case "lease", "configmap", "crd":
 		return f.kube.open(f.backend)
+	case "etcd":
+		return f.etcd.open()
 	case "redis":
 		s, err := redisstore.Open(f.redisURLs[0])
 		if err != nil {

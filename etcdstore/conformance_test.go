@@ -1,0 +1,28 @@
+package etcdstore_test
+
+import (
+	"testing"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/batontest"
+	"github.com/baton-go/baton/etcdstore"
+)
+
+// conformance runs the batontest suite against one real etcd, each subtest
+// under its own key prefix, each client a Store on its own etcd client (as
+// another process would be).
+func conformance(t *testing.T, opts ...etcdstore.Option) {
+	srv := startEtcd(t)
+	batontest.Run(t, batontest.Harness{
+		Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+			prefix := freshPrefix(t)
+			return func(t *testing.T) baton.Backend {
+				return newStore(t, connect(t, srv.Endpoint()), append([]etcdstore.Option{etcdstore.WithPrefix(prefix)}, opts...)...)
+			}
+		},
+	})
+}
+
+func TestConformance(t *testing.T) { conformance(t) }
+
+func TestConformanceFair(t *testing.T) { conformance(t, etcdstore.WithFair(true)) }

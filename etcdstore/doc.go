@@ -1,0 +1,216 @@
+// Package etcdstore provides a baton.Backend on etcd (v3 API, through
+// go.etcd.io/etcd/client/v3): distributed locks and leader election whose
+// fencing tokens are etcd revisions.
+//
+//	client, err := etcdstore.Open(ctx, etcdstore.Config{Endpoints: []string{"https://etcd-0:2379"}, CAFile: "ca.pem"})
+//	...
+//	defer client.Close()
+//	store, err := etcdstore.New(client) // or etcdstore.New(client, etcdstore.WithFair(true))
+//	...
+//	defer store.Close()
+//	mu, err := baton.NewMutex(store, "nightly-report")
+//
+// OpenStore does both for a command-line tool; the Store then owns the
+// client.
+//
+// The Store performs atomic operations on etcd; timing, retries and loss
+// detection are the engine's (package baton), as on every backend.
+//
+// # Guarantees
+//
+//   - Exclusion: acquiring is one transaction that creates the lock's claim
+//     key only if it does not exist (its CreateRevision is 0). etcd
+//     serializes transactions, so at most one claim per lock exists.
+//   - Fencing tokens are the claim key's create revision: the revision of
+//     the transaction that acquired. etcd revisions only grow, so tokens
+//     strictly increase across holders, releases, expiries, client restarts
+//     and member restarts, as long as etcd keeps its data. Restoring etcd
+//     from an older snapshot takes revisions back, and tokens with them.
+//   - Ownership: only the Store that acquired a claim renews or releases it,
+//     and only for the grant's holder, nonce and token. Release is one
+//     transaction that deletes the claim key only if its create revision is
+//     still the grant's token, so a late release never frees a successor's
+//     claim.
+//   - Expiry is judged by etcd (lease expiry, on the leader's monotonic
+//     clock) and by the holder's own monotonic clock. No wall-clock time is
+//     compared across machines; the times in the records are for people.
+//   - The holder stops before anyone else can start (see "Leases and
+//     renewal"): a successful acquire or Renew whose request left at S
+//     means etcd keeps the claim at least until S + TTL.
+//   - Losing a claim is reported: Renew fails with baton.ErrLost once the
+//     Store knows its lease is gone (etcd says so, or no keepalive was
+//     acknowledged in time), the claim's key was deleted or replaced (a
+//     forced release), or the claim expired; the engine then ends the
+//     lease's context. If renewals just stop succeeding, the engine steps
+//     down at its renew deadline, before the claim can expire in etcd.
+//
+// # Key layout
+//
+// For a lock named N and the prefix P (default "/baton/locks/", see
+// WithPrefix):
+//
+//	P N              the claim: exists while N is held; attached to the holder's
+//	                 lease. Value: see below. Token = its create revision.
+//	P N /last        the last acquisition: written in the acquiring transaction, so
+//	                 its mod revision is the last token issued; its version minus
+//	                 one counts acquisitions after the first (Record.Transitions).
+//	                 Never expires; release keeps it. Get and List report a
+//	                 released lock from it.
+//	P N /queue/ID    fair mode only: a waiter's place (and, once it acquires, the
+//	                 holder's until its claim ends), attached to its Store's
+//	                 lease; ordered by create revision.
+//
+// Lock names never contain '/', so the keys of two locks never collide.
+// Values are one line of text:
+//
+//	baton/v1 holder=<identity> nonce=<nonce> ttl=<TTL> at=<RFC 3339 time>
+//
+// (see `etcdctl get --prefix /baton/locks/`). A claim value that does not
+// parse is reported as baton.ErrCorruptRecord and never overwritten.
+//
+// # Leases and renewal
+//
+// A Store keeps one etcd lease for each distinct TTL its claims ask for (an
+// application that uses one TTL has one lease), and one LeaseKeepAlive
+// stream for all of them. So the cost of holding locks does not grow with
+// their number: holding 10,000 locks with one TTL costs one keepalive
+// message per keepalive period and one verification request per
+// verification period, where per-lock leases would cost 10,000 of each.
+//
+// A lease for claims of TTL T has the TTL L = T + max(T/10, 500ms), rounded
+// up to whole seconds (17s for the default 15s). The Store records, on this
+// process's monotonic clock, the send time s of every grant or keepalive
+// request, and when etcd answers with a TTL L' it knows that etcd keeps the
+// lease at least until s + L' (etcd refreshes a lease when it handles the
+// request, which is after s). While the lease carries claims, the Store
+// sends a keepalive every K = (L - T)/2 (1s for the default TTL).
+//
+// The engine calls Renew every T/3 for each lock. Renew is answered
+// locally: if the last acknowledged keepalive keeps the lease until at
+// least now + T, the claim is extended to now + T; as the keepalive period
+// K leaves a margin of L - T - K ≥ K for a round trip, this is the normal
+// case, and Renew sends nothing to etcd. Otherwise Renew asks for a
+// keepalive at once and waits for its answer. Either way a successful
+// Renew whose call began at S (the engine reads S before calling) means
+// etcd keeps the claim until at least S + T, which is what the engine's
+// clock model (baton.Lease) assumes. An acquire likewise makes sure, before
+// its transaction leaves, that the lease lasts T from then.
+//
+// Since claims share a lease, a claim would live as long as any claim of
+// its Store is renewed. So each claim also has a deadline, S + T of its
+// last acquire or renew: once it passes, Renew and Release fail with
+// ErrLost and the Store deletes the key (conditionally on its token). And
+// since a lease alive does not prove that a key still exists (an
+// administrator may have force-released it), the Store asks etcd every
+// max(T/3, K) which keys are attached to each lease (LeaseTimeToLive with
+// keys; one request per lease, confirmed per missing key with a read) and
+// marks claims whose keys are gone as lost; their next Renew fails.
+//
+// What this means for the timeline of a holder:
+//
+//   - Cut off from etcd, its Renew calls keep succeeding while the last
+//     acknowledged keepalive covers them (at most L - T after it), then
+//     fail; the engine steps down at its renew deadline after the last
+//     success. etcd expires the lease L after the last keepalive it
+//     handled, and only then can another process acquire. Measured in this
+//     package's tests (TTL 2s, lease 3s): step-down 2.0s after the cut,
+//     takeover 3.0s after it.
+//   - If the holder's process dies, etcd frees its claims when the lease
+//     expires: at most L (not T) after its last keepalive. This headroom
+//     (max(T/10, 500ms), plus rounding up to whole seconds) is the price of
+//     renewing without a request per lock.
+//   - If the engine stops renewing one lock (an Elector whose work did not
+//     stop in time abandons its lease), its claim ends at its deadline.
+//   - An etcd member restart, graceful or not, keeps leases (etcd even
+//     extends them on recovery). A holder whose renew deadline did not pass
+//     meanwhile keeps its locks; one that stepped down finds its claims
+//     expired and deletes them when etcd is back, so a standby can start.
+//
+// Claims with different TTLs use different leases; each TTL's claims are
+// governed by their own lease TTL and periods as above.
+//
+// Remaining (Get, List, HeldError.RetryAfter): for this Store's claims,
+// the time to their deadline; for another Store's claim, from the holder's
+// lease (LeaseTimeToLive, whole seconds rounded up) capped at the claim's
+// TTL in Get and List, and 0 in HeldError.RetryAfter (no extra request on
+// the contended path; the watch wakes waiters on release or expiry).
+//
+// # Watch
+//
+// Waiters are woken by an etcd watch on the key they wait for (see
+// Store.Watch): the claim, or in fair mode the queue entry just ahead.
+// Watches always start at the present revision (a watch started at a past
+// revision is served by etcd only at its next periodic resync, 100ms
+// later), so a lock changes hands one round trip after its release. While
+// the watch is established and nothing changed, an attempt answers "held"
+// locally, so the engine's periodic retries cost nothing.
+//
+// # Fair mode
+//
+// With WithFair(true), contenders that wait in baton.Mutex.Lock (or an
+// Elector) get the lock in the order in which they started waiting, and
+// each is woken only when the key just ahead of it in the queue is
+// deleted: no thundering herd, one waiter woken per handover. This fits
+// the existing Backend seam, without new engine API:
+//
+//   - baton.Mutex.Lock opens a Watch once its first attempt finds the lock
+//     held, and tries again at once. An attempt made while a Watch of the
+//     lock is open in the Store is a waiter's: if the lock is free and the
+//     queue empty it acquires; otherwise the same transaction puts the
+//     waiter's queue key (attached to the Store's lease) and reads the key
+//     just ahead of it, which the waiter then watches. One place per lock
+//     and holder identity in a Store; later attempts reuse it.
+//   - A waiter's attempt acquires only if the claim is free, its queue key
+//     still exists with its create revision, and no queue key is older, in
+//     one transaction. Its queue key stays, as the holder's, until the claim
+//     ends (release, expiry, loss), so the waiter behind it keeps waiting
+//     for that one key. A place whose key is gone (the waiter's lease
+//     expired while it was cut off, or an administrator removed it)
+//     therefore never acquires: the attempt fails with an error matching
+//     baton.ErrLost (etcd's concurrency.Mutex returned the lock in that
+//     case). The engine treats that error as transient: it logs it and
+//     tries again, at the end of the queue.
+//   - An attempt without an open Watch (TryLock, and Lock's first attempt)
+//     never queues and never overtakes: it acquires only if the claim is
+//     free and the queue is empty. When the Store's last look found the
+//     lock busy, such an attempt reads before it writes (a read costs etcd
+//     no disk sync), and the key it saw at the end of the queue becomes the
+//     first guess of the waiter's watch.
+//   - A place is removed when the contexts of the attempts that used it
+//     have ended, when the last Watch of the lock in the Store ends (Lock
+//     returned), or with the Store's lease.
+//   - ForceRelease deletes the claim only; the holder's Store deletes the
+//     holder's queue key when it notices (within its verification period),
+//     or the key expires with the holder's lease, and the next waiter goes
+//     on.
+//
+// The trade-offs: a place is per holder identity, so two goroutines of one
+// baton.Mutex share one place (they are not ordered between themselves;
+// different Mutexes have different identities by default). Queueing
+// depends on the engine opening a Watch before it waits, which
+// baton.Mutex does; a caller driving the Backend directly must do the
+// same to queue. Lock's first attempt cannot queue, so a contended Lock
+// costs one more request than it would if the Backend knew that the
+// attempt belongs to a Lock (see the report of issue 4 for the root API
+// this would need). A waiter that is not first learns of a new holder only
+// at its engine's next periodic retry (Store.Observe follows the holder at
+// once). All clients of a lock should use the same mode: exclusion and
+// tokens hold across modes, but a Store without fair mode does not queue
+// and can overtake the queue.
+//
+// # Permissions
+//
+// With etcd authentication on, the user needs read and write permission on
+// the prefix's key range (etcdctl role grant-permission --prefix ROLE
+// readwrite /baton/locks/). Leases need no further permission. Refused
+// operations fail with an error matching baton.ErrForbidden, which stops
+// the engine from retrying.
+//
+// # Goroutines
+//
+// A Store runs a session goroutine (keepalives, verification, clean-up),
+// one goroutine per open keepalive stream, one per lock with an open Watch
+// and one per Observe, plus short-lived ones for background requests.
+// Close ends them all and waits for them. The etcd client's own goroutines
+// end when the client is closed.
+package etcdstore

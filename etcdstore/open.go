@@ -1,0 +1,259 @@
+package etcdstore
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/baton-go/baton"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// DefaultDialTimeout is Config.DialTimeout's default.
+const DefaultDialTimeout = 5 * time.Second
+
+// Config says how to reach etcd, in fields that map one to one onto
+// command-line flags (etcdctl's names in parentheses):
+//
+//	--endpoints  Endpoints (comma-separated; see ParseEndpoints)
+//	--cacert     CAFile
+//	--cert       CertFile
+//	--key        KeyFile
+//	--user       Username and Password ("user:password", see ParseUser)
+//	--dial-timeout DialTimeout
+//
+// TLS is on when any of CAFile, CertFile, KeyFile or ServerName is set, or an
+// endpoint is an https:// URL. Without CAFile the system's roots verify the
+// server. With CertFile and KeyFile the client presents that certificate
+// (mutual TLS, for etcd's --client-cert-auth). etcd can also take the user
+// name from the client certificate's common name; then leave Username
+// empty.
+type Config struct {
+	// Endpoints are the members' client URLs ("https://10.0.0.1:2379") or
+	// host:port pairs. At least one.
+	Endpoints []string
+	// DialTimeout bounds connecting, authenticating and Open's first
+	// request. Default DefaultDialTimeout.
+	DialTimeout time.Duration
+	// Username and Password for etcd's authentication: both or neither.
+	Username, Password string
+	// CAFile is a PEM file of the certificate authorities that sign the
+	// members' certificates.
+	CAFile string
+	// CertFile and KeyFile are the PEM client certificate and key for
+	// mutual TLS: both or neither.
+	CertFile, KeyFile string
+	// ServerName, if set, is the name checked against the members'
+	// certificates instead of the endpoint's host.
+	ServerName string
+}
+
+// ParseEndpoints splits a comma-separated list of endpoints, as given to a
+// --endpoints flag, dropping white space and empty items.
+func ParseEndpoints(s string) []string {
+	var eps []string
+	for _, ep := range strings.Split(s, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	return eps
+}
+
+// ParseUser splits "user:password", as given to etcdctl's --user flag. A
+// value without a colon is a user name with an empty password.
+func ParseUser(s string) (username, password string) {
+	username, password, _ = strings.Cut(s, ":")
+	return username, password
+}
+
+// tlsOn reports whether c asks for TLS.
+func (c Config) tlsOn() bool {
+	if c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" || c.ServerName != "" {
+		return true
+	}
+	for _, ep := range c.Endpoints {
+		if strings.HasPrefix(ep, "https://") || strings.HasPrefix(ep, "unixs://") {
+			return true
+		}
+	}
+	return false
+}
+
+func (c Config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("etcdstore: %w: "+format, append([]any{baton.ErrInvalidOptions}, args...)...)
+	}
+	if len(c.Endpoints) == 0 {
+		return bad("no etcd endpoint given")
+	}
+	tlsOn := c.tlsOn()
+	for _, ep := range c.Endpoints {
+		if strings.Contains(ep, "://") {
+			u, err := url.Parse(ep)
+			if err != nil || u.Host == "" && u.Scheme != "unix" && u.Scheme != "unixs" {
+				return bad("endpoint %q is not a URL with a host, nor host:port", ep)
+			}
+			if tlsOn && u.Scheme == "http" {
+				return bad("endpoint %q is plain http:// but TLS is configured; use https://", ep)
+			}
+		}
+	}
+	switch {
+	case c.DialTimeout < 0:
+		return bad("dial timeout %v is negative", c.DialTimeout)
+	case c.Username != "" && c.Password == "":
+		return bad("user %q has no password", c.Username)
+	case c.Username == "" && c.Password != "":
+		return bad("a password is given without a user name")
+	case (c.CertFile == "") != (c.KeyFile == ""):
+		return bad("a client certificate needs both a certificate file (%q) and a key file (%q)", c.CertFile, c.KeyFile)
+	}
+	return nil
+}
+
+// TLSConfig returns the client TLS configuration c describes, or nil if c
+// does not ask for TLS.
+func (c Config) TLSConfig() (*tls.Config, error) {
+	if !c.tlsOn() {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcdstore: CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("etcdstore: CA file %s holds no PEM certificate", c.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcdstore: client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// ClientConfig returns the clientv3.Config that Open uses: cfg's endpoints,
+// TLS and credentials, gRPC keepalive pings every 10s (5s timeout) so that
+// a dead connection is noticed, and a client logger that discards (the
+// Store logs what matters through slog).
+func (c Config) ClientConfig() (clientv3.Config, error) {
+	if err := c.validate(); err != nil {
+		return clientv3.Config{}, err
+	}
+	tc, err := c.TLSConfig()
+	if err != nil {
+		return clientv3.Config{}, err
+	}
+	dial := c.DialTimeout
+	if dial == 0 {
+		dial = DefaultDialTimeout
+	}
+	return clientv3.Config{
+		Endpoints:            c.Endpoints,
+		DialTimeout:          dial,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		TLS:                  tc,
+		Username:             c.Username,
+		Password:             c.Password,
+		Logger:               zap.NewNop(),
+	}, nil
+}
+
+// Open connects to etcd as cfg says and checks the connection with one
+// request (MemberList, which needs no permission on any key), bounded by
+// ctx and DialTimeout, so that a wrong endpoint, certificate or password
+// fails here with a clear error rather than at the first lock. A refused
+// user name or password matches baton.ErrForbidden. The caller owns the
+// client: pass it to New and Close it after the Store.
+func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
+	cc, err := cfg.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	where := strings.Join(cfg.Endpoints, ",")
+	client, err := clientv3.New(cc)
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))
+	}
+	pctx, cancel := context.WithTimeout(ctx, cc.DialTimeout)
+	defer cancel()
+	if _, err := client.MemberList(pctx); err != nil {
+		client.Close()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// gRPC keeps retrying a connection that fails and reports only
+			// the deadline; find out why with one plain dial.
+			err = fmt.Errorf("no answer within %v%s: %w", cc.DialTimeout, diagnose(ctx, cfg.Endpoints[0], cc.TLS), err)
+		}
+		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))
+	}
+	return client, nil
+}
+
+// diagnose dials endpoint once (with TLS if tc is not nil) and describes
+// what failed, or returns "".
+func diagnose(ctx context.Context, endpoint string, tc *tls.Config) string {
+	host := endpoint
+	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return fmt.Sprintf(" (%v)", err)
+	}
+	defer conn.Close()
+	if tc == nil {
+		return ""
+	}
+	tc = tc.Clone()
+	if tc.ServerName == "" {
+		tc.ServerName, _, _ = net.SplitHostPort(host)
+	}
+	tc.NextProtos = []string{"h2"}
+	tconn := tls.Client(conn, tc)
+	if err := tconn.HandshakeContext(ctx); err != nil {
+		return fmt.Sprintf(" (TLS handshake with %s: %v)", host, err)
+	}
+	// TLS 1.3 servers report a missing client certificate only on the
+	// first read.
+	_ = tconn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := tconn.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Sprintf(" (TLS with %s: %v)", host, err)
+	}
+	return ""
+}
+
+// OpenStore is Open followed by New: what a command-line tool calls for
+// --backend etcd. The Store owns the client: its Close closes it.
+func OpenStore(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
+	client, err := Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(client, opts...)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	s.ownClient = true
+	return s, nil
+}

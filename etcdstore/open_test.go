@@ -1,0 +1,153 @@
+package etcdstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/etcdstore"
+	"github.com/baton-go/baton/internal/testenv"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// useLock checks that a Store on c can take, keep past its TTL, and free a
+// lock, and that a second Store can then take it.
+func useLock(t *testing.T, open func() *clientv3.Client, opts ...etcdstore.Option) {
+	t.Helper()
+	a := newStore(t, open(), opts...)
+	b := newStore(t, open(), opts...)
+	const ttl = time.Second
+	sent := time.Now()
+	l := lock(t, newMutex(t, a, "job", "a", ttl))
+	if _, err := b.TryAcquire(t.Context(), "job", baton.Request{Holder: "b", Nonce: "n", TTL: ttl}); !errors.Is(err, baton.ErrHeld) {
+		t.Fatalf("TryAcquire while held: %v", err)
+	}
+	// Past the TTL: renewals (keepalives and verification) work too.
+	select {
+	case <-l.Done():
+		t.Fatalf("the lease ended: %v", l.Err())
+	case <-time.After(time.Until(sent.Add(ttl + ttl/2))):
+	}
+	w, err := b.Watch(t.Context(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, "a watch signal after the release", w)
+	g, err := b.TryAcquire(t.Context(), "job", baton.Request{Holder: "b", Nonce: "n", TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := b.List(t.Context()); err != nil || len(recs) != 1 {
+		t.Fatalf("List: %v, %v", recs, err)
+	}
+}
+
+func openOK(t *testing.T, cfg etcdstore.Config) func() *clientv3.Client {
+	return func() *clientv3.Client {
+		t.Helper()
+		c, err := etcdstore.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+}
+
+func openFails(t *testing.T, what string, cfg etcdstore.Config) error {
+	t.Helper()
+	cfg.DialTimeout = 2 * time.Second
+	c, err := etcdstore.Open(context.Background(), cfg)
+	if err == nil {
+		c.Close()
+		t.Fatalf("Open %s succeeded", what)
+	}
+	t.Logf("Open %s: %v", what, err)
+	return err
+}
+
+func TestTLS(t *testing.T) {
+	files, _ := testenv.WriteTLSFiles(t)
+	// etcd requires client certificates whenever it has a trusted CA file
+	// (testenv passes one); empty it for TLS without client certificates.
+	srv := startEtcd(t, testenv.WithEtcdTLS(testenv.EtcdTLS{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile}),
+		testenv.EtcdArgs("--trusted-ca-file="))
+	cfg := etcdstore.Config{Endpoints: srv.Endpoints(), CAFile: files.CAFile}
+	useLock(t, openOK(t, cfg), etcdstore.WithPrefix(freshPrefix(t)))
+	openFails(t, "without the CA (system roots)", etcdstore.Config{Endpoints: srv.Endpoints()})
+	openFails(t, "over plain TCP", etcdstore.Config{Endpoints: []string{srv.Addr()}})
+}
+
+func TestMutualTLS(t *testing.T) {
+	srv := startEtcd(t, testenv.WithEtcdClientCertAuth())
+	files, _ := srv.TLSFiles()
+	cfg := etcdstore.Config{Endpoints: srv.Endpoints(), CAFile: files.CAFile, CertFile: files.CertFile, KeyFile: files.KeyFile}
+	useLock(t, openOK(t, cfg), etcdstore.WithPrefix(freshPrefix(t)))
+	// OpenStore: the Store owns (and closes) its client.
+	s, err := etcdstore.OpenStore(t.Context(), cfg, etcdstore.WithLogger(quietLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.List(t.Context()); err != nil {
+		t.Error(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Error(err)
+	}
+	openFails(t, "without a client certificate", etcdstore.Config{Endpoints: srv.Endpoints(), CAFile: files.CAFile})
+}
+
+// TestUserPassword: with etcd's authentication on, a user whose role may
+// read and write the Store's prefix uses every feature; a wrong password
+// fails Open with ErrForbidden; a user without permission on the prefix
+// gets ErrForbidden, which stops Lock at once.
+func TestUserPassword(t *testing.T) {
+	srv := startEtcd(t)
+	prefix := freshPrefix(t)
+	ctx := t.Context()
+	root := connect(t, srv.Endpoint())
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(root.RoleAdd(ctx, "root"))
+	must(root.UserAdd(ctx, "root", "root-pw"))
+	must(root.UserGrantRole(ctx, "root", "root"))
+	must(root.RoleAdd(ctx, "locker"))
+	must(root.RoleGrantPermission(ctx, "locker", prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite)))
+	must(root.UserAdd(ctx, "locker", "locker-pw"))
+	must(root.UserGrantRole(ctx, "locker", "locker"))
+	must(root.UserAdd(ctx, "stranger", "stranger-pw"))
+	must(root.AuthEnable(ctx))
+
+	for _, fair := range []bool{false, true} {
+		useLock(t, openOK(t, etcdstore.Config{Endpoints: srv.Endpoints(), Username: "locker", Password: "locker-pw"}),
+			etcdstore.WithPrefix(prefix+map[bool]string{false: "plain/", true: "fair/"}[fair]), etcdstore.WithFair(fair))
+	}
+
+	err := openFails(t, "with a wrong password", etcdstore.Config{Endpoints: srv.Endpoints(), Username: "locker", Password: "wrong"})
+	if !errors.Is(err, baton.ErrForbidden) {
+		t.Errorf("wrong password: %v, want ErrForbidden", err)
+	}
+
+	stranger := newStore(t, openOK(t, etcdstore.Config{Endpoints: srv.Endpoints(), Username: "stranger", Password: "stranger-pw"})(),
+		etcdstore.WithPrefix(prefix))
+	if _, err := stranger.TryAcquire(ctx, "job", baton.Request{Holder: "s", Nonce: "n", TTL: time.Second}); !errors.Is(err, baton.ErrForbidden) {
+		t.Errorf("TryAcquire without permission: %v, want ErrForbidden", err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := newMutex(t, stranger, "job", "s", time.Second).Lock(lctx); !errors.Is(err, baton.ErrForbidden) || lctx.Err() != nil {
+		t.Errorf("Lock without permission: %v, want ErrForbidden at once", err)
+	}
+}

@@ -1,0 +1,608 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The session: one etcd lease per distinct TTL, kept alive on demand by one
+// keepalive stream per Store. See the package documentation, "Leases and
+// renewal", for the rules; the code follows them here.
+
+const (
+	// minHeadroom is the least time by which a lease's TTL exceeds the TTL
+	// of the claims it carries.
+	minHeadroom = 500 * time.Millisecond
+	// taskTimeout bounds every background request (verify, reap, clean-up).
+	taskTimeout = 10 * time.Second
+	// maxBackoff bounds the wait before reopening a failed stream or
+	// retrying a failed clean-up.
+	maxBackoff = 2 * time.Second
+)
+
+// leaseTiming returns, for claims with TTL ttl, the TTL of their etcd lease
+// in whole seconds (ttl plus a headroom of max(ttl/10, 500ms), rounded up),
+// how often the lease is kept alive while wanted (half the headroom), and
+// how often its attached keys are verified (ttl/3, at least as long as the
+// keepalive period).
+func leaseTiming(ttl time.Duration) (seconds int64, every, verify time.Duration) {
+	head := max(ttl/10, minHeadroom)
+	seconds = int64((ttl + head + time.Second - 1) / time.Second)
+	every = (time.Duration(seconds)*time.Second - ttl) / 2
+	return seconds, every, max(ttl/3, every)
+}
+
+// lease is one etcd lease, shared by every claim and queue entry with the
+// same TTL. Its fields are guarded by Store.mu.
+type lease struct {
+	ttl         time.Duration // the TTL of the claims it carries
+	seconds     int64         // the lease TTL asked of etcd
+	every       time.Duration // keepalive period while wanted
+	verifyEvery time.Duration
+
+	id       clientv3.LeaseID // 0 until granted
+	granting bool
+	// aliveUntil: etcd keeps the lease at least until then, on this
+	// process's monotonic clock. It is the send time of the latest
+	// acknowledged grant or keepalive plus the TTL etcd answered: etcd
+	// refreshes a lease when it handles the request, which is after it
+	// was sent.
+	aliveUntil time.Time
+	dead       error // why the lease is gone (or may be), once known
+	lastSent   time.Time
+	inflight   bool // a keepalive is on the stream, unanswered
+	urgent     bool // a Renew or an acquire waits for a fresher keepalive
+	pins       int  // acquisitions in progress
+	lastUsed   time.Time
+	claims     map[*claim]struct{}
+	entries    map[*entry]struct{}
+	verifying  bool
+	nextVerify time.Time
+	changed    chan struct{} // closed and replaced on every change
+}
+
+func newLease(ttl time.Duration) *lease {
+	sec, every, verify := leaseTiming(ttl)
+	return &lease{
+		ttl: ttl, seconds: sec, every: every, verifyEvery: verify,
+		claims:  make(map[*claim]struct{}),
+		entries: make(map[*entry]struct{}),
+		changed: make(chan struct{}),
+	}
+}
+
+func (l *lease) broadcast() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// busy reports whether keys or acquisitions depend on the lease.
+func (l *lease) busy() bool { return l.pins > 0 || len(l.claims) > 0 || len(l.entries) > 0 }
+
+// wanted reports whether the lease is to be kept alive: it carries keys,
+// someone waits for a keepalive, or it was used within its TTL (so that a
+// burst of short tenures does not pay a keepalive round trip each).
+func (l *lease) wanted(now time.Time) bool {
+	return l.busy() || l.urgent || now.Before(l.lastUsed.Add(time.Duration(l.seconds)*time.Second))
+}
+
+// stallAfter is how long a keepalive may go unanswered before the stream is
+// reopened.
+func (l *lease) stallAfter() time.Duration { return max(4*l.every, 2*time.Second) }
+
+// leaseFor returns the live lease for claims of ttl, pinned (see unpin),
+// and a time sent such that etcd keeps the lease at least until
+// sent + ttl. sent is taken before the caller's request leaves, so it is
+// the request's send time in the sense of the engine's clock model.
+func (s *Store) leaseFor(ctx context.Context, ttl time.Duration) (*lease, time.Time, error) {
+	s.mu.Lock()
+	for {
+		if s.closed {
+			s.mu.Unlock()
+			return nil, time.Time{}, ErrClosed
+		}
+		l := s.leases[ttl]
+		if l == nil || l.dead != nil {
+			l = newLease(ttl)
+			s.leases[ttl] = l
+		}
+		now := time.Now()
+		if l.id != 0 && !l.aliveUntil.Before(now.Add(ttl)) {
+			l.pins++
+			l.lastUsed = now
+			s.mu.Unlock()
+			return l, now, nil
+		}
+		if l.id == 0 && !l.granting {
+			l.granting = true
+			s.mu.Unlock()
+			sent := time.Now()
+			resp, err := s.client.Grant(ctx, l.seconds)
+			s.mu.Lock()
+			l.granting = false
+			if err == nil && resp.TTL <= 0 {
+				err = fmt.Errorf("etcd granted lease %x with TTL %ds", int64(resp.ID), resp.TTL)
+			}
+			if err != nil {
+				l.broadcast()
+				s.mu.Unlock()
+				return nil, time.Time{}, fmt.Errorf("lease grant (TTL %ds): %w", l.seconds, err)
+			}
+			if l.dead != nil { // the Store was closed meanwhile; the new lease expires unused
+				s.mu.Unlock()
+				return nil, time.Time{}, ErrClosed
+			}
+			l.id = resp.ID
+			l.aliveUntil = sent.Add(time.Duration(resp.TTL) * time.Second)
+			l.lastSent, l.lastUsed = sent, sent
+			l.nextVerify = sent.Add(l.verifyEvery)
+			l.broadcast()
+			s.pokeLocked()
+			continue
+		}
+		if l.id != 0 {
+			l.urgent = true
+			s.pokeLocked()
+		}
+		changed := l.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, time.Time{}, fmt.Errorf("waiting for a lease keepalive: %w", ctx.Err())
+		}
+		s.mu.Lock()
+	}
+}
+
+// unpin ends an acquisition's use of l.
+func (s *Store) unpin(l *lease) {
+	s.mu.Lock()
+	l.pins--
+	l.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
+// leaseGone marks l as gone (or possibly gone): every claim and queue entry
+// on it is lost.
+func (s *Store) leaseGone(l *lease, why error) {
+	s.mu.Lock()
+	s.leaseGoneLocked(l, why, false)
+	s.mu.Unlock()
+}
+
+// leaseGoneLocked implements leaseGone. revoke asks etcd to revoke the lease
+// (when the Store only suspects it gone): its keys must not outlive the
+// claims, which have all expired by then. s.mu must be held.
+func (s *Store) leaseGoneLocked(l *lease, why error, revoke bool) {
+	if l.dead != nil {
+		return
+	}
+	l.dead = why
+	if s.leases[l.ttl] == l {
+		delete(s.leases, l.ttl)
+	}
+	for c := range l.claims {
+		if c.lost == nil {
+			c.lost = why
+		}
+		c.reap = false // the lease takes the key with it
+	}
+	clear(l.claims)
+	for e := range l.entries {
+		if e.lost == nil && !e.doomed {
+			e.lost = fmt.Errorf("the waiter's lease ended: %w", why)
+		}
+		s.entryChangedLocked(e)
+	}
+	clear(l.entries)
+	l.broadcast()
+	if l.id != 0 {
+		s.log.Warn("etcdstore: lease lost; the locks it carried are lost", "lease", fmt.Sprintf("%x", int64(l.id)), "ttl", l.ttl, "err", why)
+		if revoke {
+			id := l.id
+			s.goTask(func(ctx context.Context) { _, _ = s.client.Revoke(ctx, id) })
+		}
+	}
+}
+
+// keptAliveLocked applies a keepalive answer: ttl seconds, for a request
+// sent at sent. s.mu must be held.
+func (s *Store) keptAliveLocked(l *lease, sent time.Time, ttl int64) {
+	l.inflight = false
+	if l.dead != nil {
+		return
+	}
+	if ttl <= 0 {
+		s.leaseGoneLocked(l, fmt.Errorf("etcd reports lease %x expired or revoked", int64(l.id)), false)
+		return
+	}
+	if until := sent.Add(time.Duration(ttl) * time.Second); until.After(l.aliveUntil) {
+		l.aliveUntil = until
+	}
+	l.broadcast()
+}
+
+func (s *Store) pokeLocked() {
+	select {
+	case s.poke <- struct{}{}:
+	default:
+	}
+}
+
+// goTask runs f in a goroutine that Close waits for, with a context that
+// ends on Close or after taskTimeout, and wakes the session loop after it.
+// It must be called from a goroutine the WaitGroup counts (the session
+// loop, a task, a follower) or under s.mu before Close.
+func (s *Store) goTask(f func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, taskTimeout)
+		defer cancel()
+		f(ctx)
+		s.mu.Lock()
+		s.pokeLocked()
+		s.mu.Unlock()
+	}()
+}
+
+// kaStream is one LeaseKeepAlive stream.
+type kaStream struct {
+	stream pb.Lease_LeaseKeepAliveClient
+	cancel context.CancelFunc
+}
+
+// kaEvent is what the opener and receiver goroutines tell the session loop.
+type kaEvent struct {
+	opened *kaStream // an open attempt ended: the stream, or nil with err
+	from   *kaStream // a receive on this stream: resp or err
+	resp   *pb.LeaseKeepAliveResponse
+	err    error
+}
+
+type kaSent struct {
+	l  *lease
+	id clientv3.LeaseID
+	at time.Time
+}
+
+// run is the session loop: it keeps wanted leases alive on one stream,
+// declares leases gone, verifies that claims' keys are still attached,
+// deletes expired claims' keys and abandoned queue entries.
+func (s *Store) run() {
+	defer s.wg.Done()
+	lc := clientv3.RetryLeaseClient(s.client)
+	events := make(chan kaEvent)
+	var (
+		st       *kaStream
+		opening  bool
+		pending  []kaSent // keepalives sent on st, in order; etcd answers them in order
+		reopenAt time.Time
+		backoff  time.Duration
+	)
+	reset := func(why error) {
+		if st == nil {
+			return
+		}
+		st.cancel()
+		st, pending = nil, nil
+		s.mu.Lock()
+		for _, l := range s.leases {
+			l.inflight = false
+		}
+		s.mu.Unlock()
+		backoff = min(max(2*backoff, 50*time.Millisecond), maxBackoff)
+		reopenAt = time.Now().Add(backoff)
+		if s.ctx.Err() == nil {
+			s.log.Warn("etcdstore: lease keepalive stream failed; reopening", "err", why, "retry_in", backoff)
+		}
+	}
+	defer func() {
+		if st != nil {
+			st.cancel()
+		}
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		s.mu.Lock()
+		sw := s.sweepLocked(now, st != nil)
+		s.mu.Unlock()
+		if sw.stalled {
+			reset(errors.New("no keepalive answer within the stall timeout"))
+		}
+		if st != nil {
+			for _, p := range sw.sends {
+				p.at = time.Now()
+				if err := st.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(p.id)}); err != nil {
+					reset(err)
+					break
+				}
+				pending = append(pending, p)
+			}
+		}
+		wake := sw.wake
+		if st == nil && sw.needStream && !opening {
+			if d := time.Until(reopenAt); d > 0 {
+				wake = min(wake, d)
+			} else {
+				opening = true
+				s.wg.Add(1)
+				go s.openStream(lc, events)
+			}
+		}
+		timer.Reset(max(wake, time.Millisecond))
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.poke:
+		case <-timer.C:
+		case ev := <-events:
+			switch {
+			case ev.from == nil: // an open attempt ended
+				opening = false
+				if ev.err != nil {
+					backoff = min(max(2*backoff, 50*time.Millisecond), maxBackoff)
+					reopenAt = time.Now().Add(backoff)
+					if s.ctx.Err() == nil {
+						s.log.Warn("etcdstore: cannot open the lease keepalive stream", "err", ev.err, "retry_in", backoff)
+					}
+					continue
+				}
+				st = ev.opened
+				s.wg.Add(1)
+				go s.receive(st, events)
+			case ev.from != st: // from a stream already reset
+			case ev.err != nil:
+				reset(ev.err)
+			case len(pending) == 0 || int64(pending[0].id) != ev.resp.ID:
+				reset(fmt.Errorf("keepalive answer for lease %x out of order", ev.resp.ID))
+			default:
+				p := pending[0]
+				pending = pending[1:]
+				backoff = 0
+				s.mu.Lock()
+				s.keptAliveLocked(p.l, p.at, ev.resp.TTL)
+				s.mu.Unlock()
+			}
+		}
+	}
+}
+
+// openStream opens a keepalive stream and reports it on events. The stream
+// requires a leader: a member cut off from the quorum ends it, so that the
+// Store notices instead of waiting on a member that cannot renew.
+func (s *Store) openStream(lc pb.LeaseClient, events chan<- kaEvent) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
+	stream, err := lc.LeaseKeepAlive(ctx)
+	ev := kaEvent{err: err}
+	if err == nil {
+		ev.opened = &kaStream{stream: stream, cancel: cancel}
+	} else {
+		cancel()
+	}
+	select {
+	case events <- ev:
+	case <-s.ctx.Done():
+		cancel()
+	}
+}
+
+// receive passes every answer on st to the session loop until st fails or
+// is reset.
+func (s *Store) receive(st *kaStream, events chan<- kaEvent) {
+	defer s.wg.Done()
+	for {
+		resp, err := st.stream.Recv()
+		select {
+		case events <- kaEvent{from: st, resp: resp, err: err}:
+		case <-s.ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// sweep is what one pass of the session loop decided.
+type sweep struct {
+	sends      []kaSent
+	wake       time.Duration
+	needStream bool
+	stalled    bool
+}
+
+// sweepLocked decides which leases get a keepalive now, declares leases
+// gone whose acknowledged life ended, starts verifications, reaps and
+// clean-ups, and returns when the loop must look again. s.mu must be held.
+func (s *Store) sweepLocked(now time.Time, haveStream bool) sweep {
+	sw := sweep{wake: time.Minute}
+	due := func(t time.Time) { sw.wake = min(sw.wake, t.Sub(now)) }
+	for _, l := range s.leases {
+		if l.id == 0 {
+			continue // being granted
+		}
+		if !now.Before(l.aliveUntil) {
+			if !l.busy() {
+				l.dead = errors.New("idle lease left to expire")
+				delete(s.leases, l.ttl)
+				l.broadcast()
+				continue
+			}
+			s.leaseGoneLocked(l, fmt.Errorf("no keepalive of lease %x was acknowledged in time (TTL %ds): etcd may have expired it",
+				int64(l.id), l.seconds), true)
+			continue
+		}
+		due(l.aliveUntil)
+		if !l.wanted(now) {
+			continue
+		}
+		sw.needStream = true
+		switch {
+		case l.inflight:
+			if stall := l.lastSent.Add(l.stallAfter()); now.After(stall) {
+				sw.stalled = true
+			} else {
+				due(stall)
+			}
+		case l.urgent || !now.Before(l.lastSent.Add(l.every)):
+			if haveStream {
+				l.inflight, l.urgent, l.lastSent = true, false, now
+				sw.sends = append(sw.sends, kaSent{l: l, id: l.id})
+				due(now.Add(l.stallAfter()))
+			}
+		default:
+			due(l.lastSent.Add(l.every))
+		}
+		if len(l.claims)+len(l.entries) > 0 && !l.verifying {
+			if now.Before(l.nextVerify) {
+				due(l.nextVerify)
+			} else {
+				l.verifying = true
+				l, id := l, l.id
+				s.goTask(func(ctx context.Context) { s.verify(ctx, l, id) })
+			}
+		}
+		for e := range l.entries {
+			if e.doomed && !e.deleting {
+				if now.Before(e.retryAt) {
+					due(e.retryAt)
+				} else {
+					e.deleting = true
+					s.goTask(func(ctx context.Context) { s.dropEntry(ctx, e) })
+				}
+			}
+		}
+	}
+	for _, c := range s.claims {
+		if c.lost == nil {
+			if now.Before(c.deadline) {
+				due(c.deadline)
+				continue
+			}
+			c.lost, c.reap = fmt.Errorf("the claim expired: not renewed within its TTL %v", c.ttl), true
+		}
+		if c.reap && !c.reaping {
+			if now.Before(c.reapAt) {
+				due(c.reapAt)
+			} else {
+				c.reaping = true
+				s.goTask(func(ctx context.Context) { s.reap(ctx, c) })
+			}
+		}
+	}
+	return sw
+}
+
+// reap deletes the key of an expired claim if it is still that claim's
+// (one conditional delete), so that the claim ends at its deadline even
+// when other claims keep the shared lease alive.
+func (s *Store) reap(ctx context.Context, c *claim) {
+	_, err := s.deleteClaim(ctx, c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.reaping = false
+	if err != nil {
+		c.reapAt = time.Now().Add(maxBackoff)
+		if s.ctx.Err() == nil {
+			s.log.Warn("etcdstore: cannot delete an expired claim; retrying", "lock", c.name, "token", c.token, "err", err)
+		}
+		return
+	}
+	c.reap = false
+	delete(c.lease.claims, c)
+}
+
+// verify asks etcd which keys are attached to lease l (id) and marks the
+// claims and queue entries whose keys are no longer there as lost, after
+// confirming each with a read. One request per lease and verification
+// period, however many locks the lease carries.
+func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
+	sent := time.Now()
+	resp, err := s.client.TimeToLive(ctx, id, clientv3.WithAttachedKeys())
+	s.mu.Lock()
+	l.verifying = false
+	l.nextVerify = time.Now().Add(l.verifyEvery)
+	if err != nil || l.dead != nil {
+		s.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			s.log.Debug("etcdstore: lease verification failed", "lease", fmt.Sprintf("%x", int64(id)), "err", err)
+		}
+		return
+	}
+	if resp.TTL < 0 {
+		s.leaseGoneLocked(l, fmt.Errorf("etcd reports lease %x expired or revoked", int64(id)), false)
+		s.mu.Unlock()
+		return
+	}
+	if until := sent.Add(time.Duration(resp.TTL) * time.Second); until.After(l.aliveUntil) {
+		l.aliveUntil = until // TTL is rounded down: a safe bound
+	}
+	attached := make(map[string]bool, len(resp.Keys))
+	for _, k := range resp.Keys {
+		attached[string(k)] = true
+	}
+	var (
+		claims  []*claim
+		entries []*entry
+	)
+	for c := range l.claims {
+		if ck, _, _ := s.Keys(c.name); c.lost == nil && c.since.Before(sent) && !attached[ck] {
+			claims = append(claims, c)
+		}
+	}
+	for e := range l.entries {
+		if e.lost == nil && !e.doomed && e.since.Before(sent) && !attached[e.key] {
+			entries = append(entries, e)
+		}
+	}
+	s.mu.Unlock()
+
+	// A key missing from the list is confirmed with a linearizable read
+	// before its claim is declared lost.
+	gone := func(key string, rev int64) bool {
+		r, err := s.client.Get(ctx, key)
+		if err != nil {
+			return false
+		}
+		kv := kvOrNil(r.Kvs)
+		return kv == nil || kv.CreateRevision != rev || kv.Lease != int64(id)
+	}
+	for _, c := range claims {
+		ck, _, _ := s.Keys(c.name)
+		if !gone(ck, c.token) {
+			continue
+		}
+		s.mu.Lock()
+		if c.lost == nil {
+			c.lost = fmt.Errorf("the claim key %q (token %d) was deleted or replaced in etcd (a forced release?)", ck, c.token)
+			c.reap = c.entry != "" // its queue key still blocks the waiters behind it
+			if !c.reap {
+				delete(c.lease.claims, c)
+			}
+			s.log.Warn("etcdstore: claim key gone; the lock is lost", "lock", c.name, "token", c.token)
+		}
+		s.mu.Unlock()
+	}
+	for _, e := range entries {
+		if !gone(e.key, e.rev) {
+			continue
+		}
+		s.mu.Lock()
+		if e.lost == nil && !e.doomed {
+			e.lost = fmt.Errorf("the waiter's queue key %q was deleted", e.key)
+			delete(e.lease.entries, e)
+			s.entryChangedLocked(e)
+		}
+		s.mu.Unlock()
+	}
+}

@@ -1,0 +1,698 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/baton-go/baton"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+)
+
+// ErrClosed is returned (wrapped) by every method of a Store after Close.
+// Renew and Release of a claim made through a closed Store also match
+// baton.ErrLost: the Store no longer keeps its lease alive.
+var ErrClosed = errors.New("etcdstore: store closed")
+
+// Store is a baton.Backend on etcd. It also implements baton.Watcher,
+// baton.Lister and baton.ForceReleaser.
+//
+// A Store keeps one etcd lease per distinct TTL for every claim and queue
+// entry it makes, renews all of them with one keepalive stream, and runs a
+// few goroutines for that (see the package documentation); Close ends them.
+// Its methods are safe for concurrent use. A Store does not own its
+// client: close the client after the Store.
+type Store struct {
+	client *clientv3.Client
+	prefix string
+	fair   bool
+	log    *slog.Logger
+
+	ctx    context.Context // ends on Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	poke   chan struct{} // wakes the session loop (capacity 1)
+
+	mu        sync.Mutex
+	closed    bool
+	leases    map[time.Duration]*lease // the live lease for each TTL
+	claims    map[string]*claim        // by lock name: claims made through this Store
+	entries   map[entryKey]*entry      // fair mode: places in queues, by lock name and holder
+	followers map[string]*follower     // by lock name: the watches behind Watch
+	seq       uint64                   // numbers queue entry keys
+	anchored  bool                     // the anchor watch runs (see anchor)
+	ownClient bool                     // made by OpenStore: Close closes the client
+	// busy (fair mode): the last look at a lock found it held or its
+	// queue not empty; an attempt without a place then reads before it
+	// writes (see tryAcquireFair).
+	busy map[string]bool
+	// tail (fair mode): the last queue key (or the claim, if nobody
+	// queued) that such a read found, and when: the key a waiter that
+	// queues next is likely to wait for, so its watch can start early.
+	tail map[string]tailGuess
+}
+
+type tailGuess struct {
+	obs observation
+	at  time.Time
+}
+
+var (
+	_ baton.Backend       = (*Store)(nil)
+	_ baton.Watcher       = (*Store)(nil)
+	_ baton.Lister        = (*Store)(nil)
+	_ baton.ForceReleaser = (*Store)(nil)
+)
+
+// claim is a lock this Store acquired and has not released.
+type claim struct {
+	name          string
+	holder, nonce string
+	token         int64 // the claim key's create revision
+	ttl           time.Duration
+	lease         *lease
+	entry         string // fair mode: the holder's queue key, deleted with the claim
+	// deadline is the send time of the last successful acquire or renew
+	// plus ttl, on this process's monotonic clock. The lease is known to
+	// live at least until then; after it the claim is expired: Renew and
+	// Release fail and the reaper deletes the key.
+	deadline time.Time
+	since    time.Time // when the acquire returned: verification judges only older claims
+	acquired time.Time // wall clock, for Record.AcquireTime
+	renewed  time.Time // wall clock of the last acquire or renew, for Record.RenewTime
+	lost     error     // why the claim ended, once it did
+	reap     bool      // its key must be deleted (expired, or its release failed)
+	reaping  bool      // that delete is in flight
+	reapAt   time.Time // no retry of the delete before
+}
+
+// New returns a Store on client. It validates the options and starts the
+// Store's session goroutine; it does not contact etcd (the first acquire
+// does).
+func New(client *clientv3.Client, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("etcdstore: %w: the etcd client is nil", baton.ErrInvalidOptions)
+	}
+	o := newOptions(opts)
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("etcdstore: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Store{
+		client:    client,
+		prefix:    o.prefix,
+		fair:      o.fair,
+		log:       o.logger,
+		ctx:       ctx,
+		cancel:    cancel,
+		poke:      make(chan struct{}, 1),
+		leases:    make(map[time.Duration]*lease),
+		claims:    make(map[string]*claim),
+		entries:   make(map[entryKey]*entry),
+		followers: make(map[string]*follower),
+		busy:      make(map[string]bool),
+		tail:      make(map[string]tailGuess),
+	}
+	s.wg.Add(1)
+	go s.run()
+	return s, nil
+}
+
+// Prefix returns the key prefix.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Fair reports whether the Store queues waiters (WithFair).
+func (s *Store) Fair() bool { return s.fair }
+
+// Keys returns the etcd keys of lock name:
+//
+//	claim:  <prefix><name>           exists while the lock is held; attached to the holder's lease
+//	last:   <prefix><name>/last      the last acquisition; never expires
+//	queue:  <prefix><name>/queue/    prefix of the fair-mode waiters' keys
+func (s *Store) Keys(name string) (claim, last, queue string) {
+	return s.prefix + name, s.prefix + name + "/last", s.prefix + name + "/queue/"
+}
+
+// Close ends the Store: it stops keeping its leases alive, closes every
+// Watch channel, removes its waiters from fair queues, revokes its leases
+// that hold no claim, and waits for its goroutines. It waits at most about
+// three seconds for etcd. Claims still held are not deleted: their leases
+// expire after their TTL (plus the headroom described in the package
+// documentation), and their Renew and Release now fail with ErrLost, so a
+// baton.Lease still running on this Store ends at its next renew, before
+// anyone else can acquire. Close closes the etcd client only if the Store
+// was made by OpenStore.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	var (
+		revoke []clientv3.LeaseID
+		drop   []*entry
+	)
+	for _, c := range s.claims {
+		if c.lost == nil {
+			c.lost = ErrClosed
+		}
+	}
+	for _, l := range s.leases {
+		for e := range l.entries {
+			drop = append(drop, e)
+		}
+		if l.id != 0 && len(l.claims) == 0 {
+			revoke = append(revoke, l.id)
+		}
+		l.dead = ErrClosed
+		l.broadcast()
+	}
+	for _, e := range s.entries {
+		if e.lost == nil {
+			e.lost = ErrClosed
+		}
+	}
+	for name, f := range s.followers {
+		f.closeAllLocked()
+		delete(s.followers, name)
+	}
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, e := range drop {
+		wg.Go(func() {
+			_, _ = s.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev)).
+				Then(clientv3.OpDelete(e.key)).Commit()
+		})
+	}
+	for _, id := range revoke {
+		wg.Go(func() { _, _ = s.client.Revoke(ctx, id) })
+	}
+	wg.Wait()
+	s.cancel()
+	s.wg.Wait()
+	if s.ownClient {
+		return s.client.Close()
+	}
+	return nil
+}
+
+// TryAcquire implements baton.Backend with one transaction: if the claim
+// key does not exist (CreateRevision == 0), put it with the Store's lease
+// for req.TTL attached, and put the /last record; otherwise read the claim
+// and report its holder. The fencing token is the claim key's create
+// revision. Before the transaction, TryAcquire makes sure etcd keeps the
+// lease for at least req.TTL from the moment the request leaves (see the
+// package documentation); on the first acquisition with a TTL that costs
+// a LeaseGrant.
+//
+// HeldError.RetryAfter is the remaining time of the claim if this Store
+// holds it, and 0 otherwise (the watch wakes waiters on release or
+// expiry). In fair mode see the package documentation.
+func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) (baton.Grant, error) {
+	if err := s.check(ctx, name); err != nil {
+		return baton.Grant{}, err
+	}
+	if err := checkRequest(name, req); err != nil {
+		return baton.Grant{}, err
+	}
+	f := s.beginAttempt(name)
+	defer s.endAttempt(f)
+	if s.fair {
+		return s.tryAcquireFair(ctx, name, req, f)
+	}
+	if err := s.cachedHeld(f, name); err != nil {
+		return baton.Grant{}, err
+	}
+	ck, lk, _ := s.Keys(name)
+	for attempt := 0; ; attempt++ {
+		l, sent, err := s.leaseFor(ctx, req.TTL)
+		if err != nil {
+			return baton.Grant{}, s.wrap(name, "acquire", err)
+		}
+		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)).
+			Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck)).
+			Else(clientv3.OpGet(ck)).
+			Commit()
+		s.unpin(l)
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+				s.leaseGone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
+				continue // once more, with a new lease
+			}
+			return baton.Grant{}, s.wrap(name, "acquire", err)
+		}
+		if resp.Succeeded {
+			kv, err := firstKV(resp, 2)
+			if err != nil {
+				return baton.Grant{}, s.wrap(name, "acquire", err)
+			}
+			return s.granted(name, req, l, sent, kv.CreateRevision, "")
+		}
+		kv, err := firstKV(resp, 0)
+		if err != nil {
+			return baton.Grant{}, s.wrap(name, "acquire", err)
+		}
+		return baton.Grant{}, s.held(f, name, kv, observation{target: ck, create: kv.CreateRevision, rev: resp.Header.Revision})
+	}
+}
+
+// granted records a successful acquisition of name at token with lease l,
+// sent at sent, and returns its grant. entry is the holder's queue key in
+// fair mode.
+func (s *Store) granted(name string, req baton.Request, l *lease, sent time.Time, token int64, entry string) (baton.Grant, error) {
+	now := time.Now()
+	c := &claim{
+		name: name, holder: req.Holder, nonce: req.Nonce, token: token, ttl: req.TTL, lease: l, entry: entry,
+		deadline: sent.Add(req.TTL), since: now, acquired: time.Now().Round(0),
+	}
+	c.renewed = c.acquired
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.claims[name]; old != nil && old.lease != nil {
+		delete(old.lease.claims, old)
+	}
+	s.claims[name] = c
+	l.claims[c] = struct{}{}
+	var why error
+	switch {
+	case s.closed:
+		why = ErrClosed
+	case l.dead != nil:
+		why = fmt.Errorf("the Store's lease ended while acquiring: %w", l.dead)
+	case !now.Before(c.deadline):
+		why = fmt.Errorf("the acquire took %v, longer than the TTL %v", now.Sub(sent), req.TTL)
+	}
+	if why != nil {
+		// The key may exist; the reaper deletes it (conditionally).
+		c.lost, c.reap = why, true
+		s.pokeLocked()
+		return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: acquired with token %d but %w", name, token, why)
+	}
+	return baton.Grant{
+		Key: name, Holder: req.Holder, Nonce: req.Nonce, Token: uint64(token), TTL: req.TTL,
+		Version: strconv.FormatInt(token, 10),
+	}, nil
+}
+
+// held builds the error for a claim found held: kv is the claim key.
+func (s *Store) held(f *follower, name string, kv *mvccpb.KeyValue, obs observation) error {
+	v, err := decodeValue(kv.Value)
+	if err != nil {
+		return s.corrupt(name, string(kv.Key), err)
+	}
+	he := &baton.HeldError{Key: name, Holder: v.holder, Token: uint64(kv.CreateRevision)}
+	s.mu.Lock()
+	if c := s.claims[name]; c != nil && c.token == kv.CreateRevision && c.lost == nil {
+		he.RetryAfter = max(time.Until(c.deadline), 0)
+	}
+	obs.holder, obs.token = he.Holder, he.Token
+	s.observeLocked(f, obs)
+	s.mu.Unlock()
+	return fmt.Errorf("etcdstore: %w", he)
+}
+
+// Renew implements baton.Backend without a request to etcd in the common
+// case. A claim lives as long as the Store's lease for its TTL, which the
+// session loop keeps alive with one keepalive stream for all claims (see
+// the package documentation). Renew checks, on this process's monotonic
+// clock, that the claim has not expired and that etcd has acknowledged a
+// keepalive recent enough to keep the lease for g.TTL from now; then it
+// extends the claim's deadline. If the last acknowledgement is not recent
+// enough, Renew asks for a keepalive at once and waits for it (or for ctx).
+//
+// Renew returns an error matching baton.ErrLost if g was not acquired
+// through this Store, was released, expired (not renewed within its TTL),
+// if etcd reported the lease gone or the key deleted or replaced (checked
+// periodically, see the package documentation), or after Close.
+func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	if err := s.check(ctx, g.Key); err != nil {
+		return baton.Grant{}, err
+	}
+	s.mu.Lock()
+	for {
+		c, err := s.ownedLocked(g)
+		if err != nil {
+			s.mu.Unlock()
+			return baton.Grant{}, err
+		}
+		now := time.Now()
+		l := c.lease
+		if !l.aliveUntil.Before(now.Add(c.ttl)) {
+			c.deadline = now.Add(c.ttl)
+			c.renewed = time.Now().Round(0)
+			l.lastUsed = now
+			s.mu.Unlock()
+			return g, nil
+		}
+		l.urgent = true
+		s.pokeLocked()
+		changed := l.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: renew: waiting for a lease keepalive: %w", g.Key, ctx.Err())
+		}
+		s.mu.Lock()
+	}
+}
+
+// ownedLocked returns the live claim g names, or an error matching
+// baton.ErrLost. s.mu must be held.
+func (s *Store) ownedLocked(g baton.Grant) (*claim, error) {
+	lost := func(format string, args ...any) error {
+		return fmt.Errorf("etcdstore: lock %q: %w: "+format, append([]any{g.Key, baton.ErrLost}, args...)...)
+	}
+	c := s.claims[g.Key]
+	switch {
+	case c == nil && s.closed:
+		return nil, lost("%w", ErrClosed)
+	case c == nil:
+		return nil, lost("not held through this Store (never acquired here, or released)")
+	case c.holder != g.Holder || c.nonce != g.Nonce || uint64(c.token) != g.Token:
+		return nil, lost("this Store holds it for %q (token %d), not for %q (token %d)", c.holder, c.token, g.Holder, g.Token)
+	case c.lost != nil:
+		return nil, lost("token %d: %w", c.token, c.lost)
+	}
+	if now := time.Now(); !now.Before(c.deadline) {
+		c.lost, c.reap = fmt.Errorf("the claim expired %v ago: not renewed within its TTL %v", now.Sub(c.deadline), c.ttl), true
+		s.pokeLocked()
+		return nil, lost("token %d: %w", c.token, c.lost)
+	}
+	if c.lease.dead != nil {
+		c.lost = c.lease.dead
+		return nil, lost("token %d: %w", c.token, c.lost)
+	}
+	return c, nil
+}
+
+// Release implements baton.Backend with one transaction: delete the claim
+// key if its create revision is still g's token. The /last record keeps
+// the token, so the next acquisition gets a larger one (etcd revisions
+// only grow). It returns an error matching baton.ErrLost if g is not a live
+// claim of this Store or etcd no longer has it. If etcd cannot be reached
+// the claim stays until its deadline, when the reaper deletes the key.
+func (s *Store) Release(ctx context.Context, g baton.Grant) error {
+	if err := s.check(ctx, g.Key); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	c, err := s.ownedLocked(g)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	resp, err := s.deleteClaim(ctx, c)
+	if err != nil {
+		return s.wrap(g.Key, "release", err)
+	}
+	s.mu.Lock()
+	s.forgetLocked(c)
+	if c.entry != "" && resp.Succeeded {
+		s.busy[c.name] = resp.Responses[2].GetResponseRange().GetCount() > 0
+	}
+	s.mu.Unlock()
+	if !resp.Succeeded {
+		return fmt.Errorf("etcdstore: lock %q: %w: token %d: the claim key was deleted or replaced", g.Key, baton.ErrLost, c.token)
+	}
+	return nil
+}
+
+// deleteClaim deletes c's claim key if it is still c's, and c's queue key
+// (fair mode) in any case: one transaction. In fair mode its third result
+// counts the waiters left.
+func (s *Store) deleteClaim(ctx context.Context, c *claim) (*clientv3.TxnResponse, error) {
+	ck, _, qp := s.Keys(c.name)
+	then := []clientv3.Op{clientv3.OpDelete(ck)}
+	var els []clientv3.Op
+	if c.entry != "" {
+		// The queue key is unique to this claim: deleting it needs no condition.
+		then = append(then, clientv3.OpDelete(c.entry), clientv3.OpGet(qp, clientv3.WithPrefix(), clientv3.WithCountOnly()))
+		els = append(els, clientv3.OpDelete(c.entry))
+	}
+	return s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(ck), "=", c.token)).
+		Then(then...).Else(els...).
+		Commit()
+}
+
+// forgetLocked drops c from the Store's books. s.mu must be held.
+func (s *Store) forgetLocked(c *claim) {
+	if s.claims[c.name] == c {
+		delete(s.claims, c.name)
+	}
+	delete(c.lease.claims, c)
+}
+
+// ForceRelease implements baton.ForceReleaser: it deletes the claim key
+// whoever holds it, keeping the /last record (and with it the fencing
+// token's history). The former holder's Store notices within its
+// verification period (a third of the TTL; see the package documentation)
+// and its Renew then fails with ErrLost. Fair-mode waiters keep their
+// places: the first of them takes the lock.
+func (s *Store) ForceRelease(ctx context.Context, name string) error {
+	if err := s.check(ctx, name); err != nil {
+		return err
+	}
+	ck, lk, _ := s.Keys(name)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(ck), ">", 0)).
+		Then(clientv3.OpDelete(ck)).
+		Else(clientv3.OpGet(lk, clientv3.WithCountOnly())).
+		Commit()
+	if err != nil {
+		return s.wrap(name, "force release", err)
+	}
+	if !resp.Succeeded && resp.Responses[0].GetResponseRange().Count == 0 {
+		return fmt.Errorf("etcdstore: lock %q: %w", name, baton.ErrNotFound)
+	}
+	return nil
+}
+
+// Get implements baton.Backend with one read (a transaction of two gets,
+// so the claim and the /last record are from one revision). Remaining is
+// the claim's own deadline if this Store holds it; otherwise it comes from
+// the holder's lease (LeaseTimeToLive, whole seconds rounded up), capped
+// at the claim's TTL. Transitions counts acquisitions after the first
+// (the /last record's version minus one). AcquireTime is the holder's wall
+// clock at the acquisition; RenewTime is the last renew as this Store saw
+// it, or AcquireTime for another Store's claim.
+func (s *Store) Get(ctx context.Context, name string) (baton.Record, error) {
+	if err := s.check(ctx, name); err != nil {
+		return baton.Record{}, err
+	}
+	ck, lk, _ := s.Keys(name)
+	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(ck), clientv3.OpGet(lk)).Commit()
+	if err != nil {
+		return baton.Record{}, s.wrap(name, "get", err)
+	}
+	claimKV := kvOrNil(resp.Responses[0].GetResponseRange().Kvs)
+	lastKV := kvOrNil(resp.Responses[1].GetResponseRange().Kvs)
+	if claimKV == nil && lastKV == nil {
+		return baton.Record{}, fmt.Errorf("etcdstore: lock %q: %w", name, baton.ErrNotFound)
+	}
+	return s.record(ctx, name, claimKV, lastKV, map[int64]time.Duration{})
+}
+
+// record builds the Record of name from its claim and /last keys (either
+// may be nil). ttls caches the remaining time of foreign leases.
+func (s *Store) record(ctx context.Context, name string, claimKV, lastKV *mvccpb.KeyValue, ttls map[int64]time.Duration) (baton.Record, error) {
+	rec := baton.Record{Key: name}
+	if lastKV != nil {
+		v, err := decodeValue(lastKV.Value)
+		if err != nil {
+			return baton.Record{}, s.corrupt(name, string(lastKV.Key), err)
+		}
+		rec.Token = uint64(lastKV.ModRevision)
+		rec.TTL = v.ttl
+		rec.AcquireTime, rec.RenewTime = v.at, v.at
+		rec.Transitions = uint64(max(lastKV.Version-1, 0))
+		rec.Version = strconv.FormatInt(lastKV.ModRevision, 10)
+	}
+	if claimKV == nil {
+		return rec, nil
+	}
+	v, err := decodeValue(claimKV.Value)
+	if err != nil {
+		return baton.Record{}, s.corrupt(name, string(claimKV.Key), err)
+	}
+	rec.Holder, rec.Nonce, rec.TTL = v.holder, v.nonce, v.ttl
+	rec.Token = uint64(claimKV.CreateRevision)
+	rec.AcquireTime, rec.RenewTime = v.at, v.at
+	rec.Version = strconv.FormatInt(claimKV.ModRevision, 10)
+	s.mu.Lock()
+	c := s.claims[name]
+	if c != nil && c.token == claimKV.CreateRevision && c.lost == nil {
+		rec.Remaining = max(time.Until(c.deadline), 0)
+		rec.RenewTime = c.renewed
+		s.mu.Unlock()
+		return rec, nil
+	}
+	s.mu.Unlock()
+	id := claimKV.Lease
+	if id == 0 {
+		rec.Remaining = v.ttl // not attached to a lease: it never expires
+		return rec, nil
+	}
+	left, ok := ttls[id]
+	if !ok {
+		left = v.ttl // if etcd cannot tell, assume the claim is fresh
+		if r, err := s.client.TimeToLive(ctx, clientv3.LeaseID(id)); err == nil {
+			switch {
+			case r.TTL < 0:
+				left = 0 // the lease is gone; the key goes with it
+			default:
+				left = time.Duration(r.TTL+1) * time.Second // r.TTL is rounded down
+			}
+		}
+		ttls[id] = left
+	}
+	rec.Remaining = min(left, v.ttl)
+	return rec, nil
+}
+
+// List implements baton.Lister with one range read of the prefix (plus a
+// LeaseTimeToLive per distinct foreign lease, for Remaining): every lock
+// with a claim or a /last record, sorted by name. Fair-mode queue entries
+// are not records; keys under the prefix that baton did not write are
+// skipped.
+func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
+	if err := s.checkOpen(ctx); err != nil {
+		return nil, fmt.Errorf("etcdstore: list: %w", err)
+	}
+	resp, err := s.client.Get(ctx, s.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: list %q: %w", s.prefix, mapErr(err))
+	}
+	type pair struct{ claim, last *mvccpb.KeyValue }
+	byName := map[string]*pair{}
+	for _, kv := range resp.Kvs {
+		rest := strings.TrimPrefix(string(kv.Key), s.prefix)
+		name, suffix, _ := strings.Cut(rest, "/")
+		if baton.ValidateName(name) != nil {
+			continue
+		}
+		p := byName[name]
+		if p == nil {
+			p = &pair{}
+		}
+		switch {
+		case !strings.Contains(rest, "/"):
+			p.claim = kv
+		case suffix == "last":
+			p.last = kv
+		default:
+			continue
+		}
+		byName[name] = p
+	}
+	ttls := map[int64]time.Duration{}
+	recs := make([]baton.Record, 0, len(byName))
+	for name, p := range byName {
+		r, err := s.record(ctx, name, p.claim, p.last, ttls)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	slices.SortFunc(recs, func(a, b baton.Record) int { return strings.Compare(a.Key, b.Key) })
+	return recs, nil
+}
+
+// check validates name and reports an ended context or a closed Store.
+func (s *Store) check(ctx context.Context, name string) error {
+	if err := baton.ValidateName(name); err != nil {
+		return fmt.Errorf("etcdstore: %w", err)
+	}
+	if err := s.checkOpen(ctx); err != nil {
+		return fmt.Errorf("etcdstore: lock %q: %w", name, err)
+	}
+	return nil
+}
+
+func (s *Store) checkOpen(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// checkRequest validates the owner and TTL of a request.
+func checkRequest(name string, req baton.Request) error {
+	bad := func(err error) error {
+		return fmt.Errorf("etcdstore: lock %q: %w: %w", name, baton.ErrInvalidOptions, err)
+	}
+	if err := checkToken("holder", req.Holder); err != nil {
+		return bad(err)
+	}
+	if err := checkToken("nonce", req.Nonce); err != nil {
+		return bad(err)
+	}
+	if req.TTL <= 0 {
+		return bad(fmt.Errorf("TTL %v must be positive", req.TTL))
+	}
+	return nil
+}
+
+// wrap names the lock and the operation, and adds baton.ErrForbidden to
+// etcd's permission errors.
+func (s *Store) wrap(name, op string, err error) error {
+	return fmt.Errorf("etcdstore: lock %q: %s: %w", name, op, mapErr(err))
+}
+
+// mapErr adds baton.ErrForbidden to etcd's authorization errors, so that
+// the engine stops retrying.
+func mapErr(err error) error {
+	var ee rpctypes.EtcdError
+	if errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrAuthFailed) ||
+		errors.Is(err, rpctypes.ErrUserEmpty) || errors.As(err, &ee) && ee.Code() == codes.PermissionDenied {
+		return fmt.Errorf("%w: %w", baton.ErrForbidden, err)
+	}
+	return err
+}
+
+func (s *Store) corrupt(name, key string, err error) error {
+	return fmt.Errorf("etcdstore: lock %q: %w: key %q: %w (baton never overwrites it; inspect it with `etcdctl get %s` and delete it)",
+		name, baton.ErrCorruptRecord, key, err, key)
+}
+
+// firstKV returns the first key of the i-th response of a transaction,
+// which must be a range that found one.
+func firstKV(resp *clientv3.TxnResponse, i int) (*mvccpb.KeyValue, error) {
+	if i >= len(resp.Responses) {
+		return nil, fmt.Errorf("unexpected transaction response: %d results, want more than %d", len(resp.Responses), i)
+	}
+	kvs := resp.Responses[i].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return nil, errors.New("unexpected transaction response: the key read after the compare is missing")
+	}
+	return kvs[0], nil
+}
+
+func kvOrNil(kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
+	if len(kvs) == 0 {
+		return nil
+	}
+	return kvs[0]
+}

@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/baton-go/baton/etcdstore"
+)
+
+// etcdFlags are etcdctl's connection flags, for the etcd backend.
+type etcdFlags struct {
+	endpoints string
+	cacert    string
+	cert      string
+	key       string
+	user      string
+	password  string
+	fair      bool
+}
+
+func (f *etcdFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.endpoints, "endpoints", "", "etcd backend: comma-separated member URLs, such as https://10.0.0.1:2379")
+	fs.StringVar(&f.cacert, "cacert", "", "etcd backend: PEM file of the CAs that sign the members' certificates")
+	fs.StringVar(&f.cert, "cert", "", "etcd backend: PEM client certificate, for mutual TLS (with --key)")
+	fs.StringVar(&f.key, "key", "", "etcd backend: PEM client key, for mutual TLS (with --cert)")
+	fs.StringVar(&f.user, "user", "", "etcd backend: USER or USER:PASSWORD for etcd authentication")
+	fs.StringVar(&f.password, "password", "", "etcd backend: the password, if --user has none")
+	fs.BoolVar(&f.fair, "fair", false, "etcd backend: waiters acquire in the order they started waiting")
+}
+
+func (f *etcdFlags) config() etcdstore.Config {
+	user, password := f.user, f.password
+	if u, p, ok := strings.Cut(user, ":"); ok && password == "" {
+		user, password = u, p
+	}
+	return etcdstore.Config{
+		Endpoints: etcdstore.ParseEndpoints(f.endpoints),
+		CAFile:    f.cacert, CertFile: f.cert, KeyFile: f.key,
+		Username: user, Password: password,
+	}
+}
+
+func (f *etcdFlags) validate() error {
+	if len(etcdstore.ParseEndpoints(f.endpoints)) == 0 {
+		return usageErrorf("--backend etcd needs --endpoints, such as --endpoints https://10.0.0.1:2379")
+	}
+	if (f.cert == "") != (f.key == "") {
+		return usageErrorf("--cert and --key go together (mutual TLS), got cert %q and key %q", f.cert, f.key)
+	}
+	return nil
+}
+
+func (f *etcdFlags) open() (store, string, error) {
+	s, err := etcdstore.OpenStore(context.Background(), f.config(), etcdstore.WithFair(f.fair))
+	if err != nil {
+		return nil, "", err
+	}
+	return s, fmt.Sprintf("etcd at %s", f.endpoints), nil
+}
