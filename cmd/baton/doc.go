@@ -78,6 +78,8 @@
 //	file       processes on one machine (the default); records in --dir
 //	lease      Kubernetes Lease objects (coordination.k8s.io/v1)
 //	configmap  Kubernetes ConfigMaps, for clusters that allow only those
+//	crd        baton's DistributedLock resource (install deploy/crd first)
+//	etcd       etcd: --endpoints URL[,URL...] [--cacert --cert --key --user] [--fair]
 //	redis      one Redis server: --redis-url redis[s]://[user:pass@]host:port[/db]
 //	redlock    Redlock over an odd number (at least 3) of independent Redis
 //	           servers: --redis-url once per server
