@@ -107,6 +107,13 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 	}
 	defer closeStore(st)
 	checks = append(checks, a.storeCheck(ctx, st, where, f.name))
+	if f.identity != "" && f.name != "" {
+		if r, err := st.Get(ctx, f.name); err == nil && r.Held() && r.Holder == f.identity {
+			checks = append(checks, check{"identity in use", "FAIL",
+				fmt.Sprintf("lock %q is held right now by identity %q, the one given here: if that is another process, two replicas share an identity", f.name, f.identity),
+				"give every replica its own identity, such as the pod name, or leave --identity out (the default adds a random suffix)"})
+		}
+	}
 	switch f.backend {
 	case "lease", "configmap", "crd":
 		checks = append(checks, a.kubeChecks(ctx, f)...)

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/baton-go/baton"
 )
 
 // userKubeconfig adds a user to the control plane, binds it to rules in
@@ -167,6 +169,25 @@ func TestDoctorKube(t *testing.T) {
 
 func TestDoctorFile(t *testing.T) {
 	t.Parallel()
+	// A lock held under the identity given to doctor: two replicas may
+	// share an identity.
+	shared := t.TempDir()
+	m, err := baton.NewMutex(openStore(t, shared), "busy", baton.WithIdentity("pod-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runCLI(t, "doctor", "--dir", shared, "--name", "busy", "--identity", "pod-1")
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 || !strings.Contains(out, `lock "busy" is held right now by identity "pod-1"`) {
+		t.Errorf("doctor with an identity in use: exit %d, output:\n%s", code, out)
+	}
+
 	code, out, stderr := runCLI(t, "doctor", "--dir", t.TempDir(), "--name", "x", "--ttl", "30s")
 	if code != 0 || !strings.Contains(out, "TTL 30s, renew deadline 20s") || !strings.Contains(out, "store     PASS") {
 		t.Errorf("doctor on the file backend: exit %d, stderr %s, output:\n%s", code, stderr, out)
