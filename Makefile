@@ -5,6 +5,7 @@
 #   make bench   the acquire/release benchmarks (figures in docs/benchmarks.md)
 #   make bench-redis  Redis beside bsm/redislock, redsync and the raw floor
 #   make bench-kube   the Lease backend beside client-go leader election
+#   make bench-etcd   the etcd backend beside etcd's concurrency package
 #   make fuzz    run the record and name fuzzers for FUZZTIME each
 #   make testbin build kube-apiserver and etcd for the tests (once; cached
 #                outside the repo, see tools/testbin/build.sh)
@@ -13,7 +14,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 TESTFLAGS ?=
 
-.PHONY: test deps vet demo bench bench-redis bench-kube fuzz testbin packages
+.PHONY: test deps vet demo bench bench-redis bench-kube bench-etcd fuzz testbin packages
 
 # TESTBIN builds (if needed) the kube-apiserver and etcd the tests start and
 # prints their directory as its last line of stdout.
@@ -65,6 +66,12 @@ bench-redis: packages
 bench-kube: testbin
 	cd bench && KUBEBUILDER_ASSETS="$$(GO='$(GO)' bash ../tools/testbin/build.sh)" CI=true \
 		$(GO) test -run TestKubeReport -count=1 -timeout 15m -v .
+
+# bench-etcd runs baton's etcd backend beside etcd's concurrency.Mutex and
+# Election on one etcd member (a few minutes).
+bench-etcd: testbin
+	cd bench && BATON_ETCD_BIN="$$(GO='$(GO)' bash ../tools/testbin/build.sh)/etcd" CI=true \
+		$(GO) test ./etcd -run TestEtcdReport -count=1 -timeout 20m -v
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime $(FUZZTIME) ./file

@@ -1,0 +1,597 @@
+// Package etcdbench compares baton's etcd backend with etcd's own
+// concurrency package (Mutex and Election) on the same etcd server in the
+// same run. It lives in the bench module so that nothing here enters
+// baton's dependency graph.
+//
+//	cd bench && go test ./etcd -run TestEtcdReport -v -count=1     # a few minutes, prints Markdown
+//	BENCH_OUT=/tmp/etcd.md go test ./etcd -run TestEtcdReport -count=1
+//
+// The etcd server is the binary internal/testenv finds (tools/testbin
+// builds it), one member on loopback, with fsync on (as in production).
+package etcdbench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/etcdstore"
+	"github.com/baton-go/baton/internal/testenv"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Parameters of the report.
+const (
+	lockTTL = 10 * time.Second
+
+	uncontendedCycles = 1000
+	uncontendedRounds = 5
+
+	contenders     = 8
+	sharedTotal    = 400 // acquisitions in all, whoever makes them
+	perContender   = 50  // acquisitions each contender makes
+	contendedLimit = 90 * time.Second
+
+	handovers = 100
+
+	heldLocks    = 10000
+	renewTTL     = 15 * time.Second // baton's default TTL
+	renewWindow  = 30 * time.Second // two renewal cycles of the engine
+	acquireConns = 32
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// contender is one process's handle on a lock: its own etcd client and
+// library objects.
+type contender interface {
+	lock(ctx context.Context) (unlock func(context.Context) error, err error)
+	close()
+}
+
+type library struct {
+	name, config string
+	open         func(t testing.TB, endpoints []string, key, id string) contender
+}
+
+func openClient(t testing.TB, endpoints []string) *clientv3.Client {
+	c, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type batonContender struct {
+	c *clientv3.Client
+	s *etcdstore.Store
+	m *baton.Mutex
+}
+
+func (b *batonContender) lock(ctx context.Context) (func(context.Context) error, error) {
+	l, err := b.m.Lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l.Unlock, nil
+}
+
+func (b *batonContender) close() { _ = b.s.Close(); _ = b.c.Close() }
+
+func openBaton(fair bool) func(t testing.TB, endpoints []string, key, id string) contender {
+	return func(t testing.TB, endpoints []string, key, id string) contender {
+		c := openClient(t, endpoints)
+		s, err := etcdstore.New(c, etcdstore.WithFair(fair), etcdstore.WithPrefix("/bench/baton/"), etcdstore.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := baton.NewMutex(s, key, baton.WithIdentity(id), baton.WithTTL(lockTTL), baton.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &batonContender{c, s, m}
+	}
+}
+
+type mutexContender struct {
+	c *clientv3.Client
+	s *concurrency.Session
+	m *concurrency.Mutex
+}
+
+func (m *mutexContender) lock(ctx context.Context) (func(context.Context) error, error) {
+	if err := m.m.Lock(ctx); err != nil {
+		return nil, err
+	}
+	return m.m.Unlock, nil
+}
+
+func (m *mutexContender) close() { _ = m.s.Close(); _ = m.c.Close() }
+
+type electionContender struct {
+	c  *clientv3.Client
+	s  *concurrency.Session
+	e  *concurrency.Election
+	id string
+}
+
+func (e *electionContender) lock(ctx context.Context) (func(context.Context) error, error) {
+	if err := e.e.Campaign(ctx, e.id); err != nil {
+		return nil, err
+	}
+	return e.e.Resign, nil
+}
+
+func (e *electionContender) close() { _ = e.s.Close(); _ = e.c.Close() }
+
+func session(t testing.TB, c *clientv3.Client) *concurrency.Session {
+	s, err := concurrency.NewSession(c, concurrency.WithTTL(int(lockTTL/time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var libraries = []library{
+	{
+		name:   "baton etcdstore",
+		config: "baton.Mutex Lock/Unlock on etcdstore.Store (a Lease with renewals; waiters woken by an etcd watch on the claim)",
+		open:   openBaton(false),
+	},
+	{
+		name:   "baton etcdstore, fair",
+		config: "the same with etcdstore.WithFair(true): waiters queue by create revision, each woken by its predecessor",
+		open:   openBaton(true),
+	},
+	{
+		name:   "etcd concurrency.Mutex",
+		config: "concurrency.NewMutex(session, prefix) Lock/Unlock, one Session (TTL 10s) per contender",
+		open: func(t testing.TB, endpoints []string, key, id string) contender {
+			c := openClient(t, endpoints)
+			s := session(t, c)
+			return &mutexContender{c, s, concurrency.NewMutex(s, "/bench/mutex/"+key)}
+		},
+	},
+	{
+		name:   "etcd concurrency.Election",
+		config: "concurrency.NewElection(session, prefix) Campaign/Resign, one Session (TTL 10s) per contender",
+		open: func(t testing.TB, endpoints []string, key, id string) contender {
+			c := openClient(t, endpoints)
+			s := session(t, c)
+			return &electionContender{c, s, concurrency.NewElection(s, "/bench/election/"+key), id}
+		},
+	},
+}
+
+// Floors for the uncontended table: what the cycle costs without an engine.
+var floors = []library{
+	{
+		name:   "baton Store.TryAcquire+Release (backend only)",
+		config: "the two transactions of a cycle, without the engine (no Lease, no watch)",
+		open: func(t testing.TB, endpoints []string, key, id string) contender {
+			c := openClient(t, endpoints)
+			s, err := etcdstore.New(c, etcdstore.WithPrefix("/bench/store/"), etcdstore.WithLogger(quiet))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &storeContender{c, s, key, id}
+		},
+	},
+	{
+		name:   "raw put-if-absent txn + delete",
+		config: "Txn(If CreateRevision == 0, Then Put) and Delete: two consensus writes, the floor of any etcd lock",
+		open: func(t testing.TB, endpoints []string, key, id string) contender {
+			return &rawContender{openClient(t, endpoints), "/bench/raw/" + key}
+		},
+	},
+}
+
+type storeContender struct {
+	c       *clientv3.Client
+	s       *etcdstore.Store
+	key, id string
+}
+
+func (s *storeContender) lock(ctx context.Context) (func(context.Context) error, error) {
+	g, err := s.s.TryAcquire(ctx, s.key, baton.Request{Holder: s.id, Nonce: baton.NewNonce(), TTL: lockTTL})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return s.s.Release(ctx, g) }, nil
+}
+
+func (s *storeContender) close() { _ = s.s.Close(); _ = s.c.Close() }
+
+type rawContender struct {
+	c   *clientv3.Client
+	key string
+}
+
+func (r *rawContender) lock(ctx context.Context) (func(context.Context) error, error) {
+	resp, err := r.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(r.key), "=", 0)).
+		Then(clientv3.OpPut(r.key, "x")).Commit()
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Succeeded {
+		return nil, fmt.Errorf("raw: %s is held", r.key)
+	}
+	return func(ctx context.Context) error { _, err := r.c.Delete(ctx, r.key); return err }, nil
+}
+
+func (r *rawContender) close() { _ = r.c.Close() }
+
+var runID atomic.Int64
+
+func uniqueKey(what string) string {
+	return fmt.Sprintf("%s-%d-%d", what, os.Getpid(), runID.Add(1))
+}
+
+// etcdCPU returns the CPU time used so far by the etcd process whose
+// command line names dir (its data directory), or -1 if it cannot tell
+// (not Linux).
+func etcdCPU(dir string) time.Duration {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return -1
+	}
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if !strings.Contains(string(cmd), dir) {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			return -1
+		}
+		f := strings.Fields(string(st)[strings.LastIndex(string(st), ")")+2:])
+		if len(f) < 13 {
+			return -1
+		}
+		user, _ := strconv.Atoi(f[11])
+		sys, _ := strconv.Atoi(f[12])
+		return time.Duration(user+sys) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	}
+	return -1
+}
+
+// cpuPer formats etcd's CPU time between c0 and c1 per operation.
+func cpuPer(c0, c1 time.Duration, ops int) string {
+	if c0 < 0 || c1 < 0 || ops == 0 {
+		return "?"
+	}
+	return round((c1 - c0) / time.Duration(ops)).String()
+}
+
+// uncontended returns acquire+release cycles per second of one contender.
+func uncontended(t *testing.T, lib library, endpoints []string) float64 {
+	c := lib.open(t, endpoints, uniqueKey("u"), "solo")
+	defer c.close()
+	ctx := t.Context()
+	run := func(n int) time.Duration {
+		start := time.Now()
+		for range n {
+			unlock, err := c.lock(ctx)
+			if err != nil {
+				t.Fatalf("%s: lock: %v", lib.name, err)
+			}
+			if err := unlock(ctx); err != nil {
+				t.Fatalf("%s: unlock: %v", lib.name, err)
+			}
+		}
+		return time.Since(start)
+	}
+	run(50) // warm up the connection (and the lease)
+	return float64(uncontendedCycles) / run(uncontendedCycles).Seconds()
+}
+
+// putRate returns plain Puts per second of one client: one consensus write.
+func putRate(t *testing.T, endpoints []string) float64 {
+	c := openClient(t, endpoints)
+	defer c.Close()
+	key := "/bench/put/" + uniqueKey("p")
+	for range 50 {
+		if _, err := c.Put(t.Context(), key, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for range uncontendedCycles {
+		if _, err := c.Put(t.Context(), key, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return float64(uncontendedCycles) / time.Since(start).Seconds()
+}
+
+type contendedResult struct {
+	perSecond      float64
+	p50, p99, maxW time.Duration
+	censored       int
+	counts         []int
+	order          []int // contender of each acquisition, in order
+}
+
+// contended runs contenders in tight lock/unlock loops (no work while
+// holding). With each > 0 every contender stops after each acquisitions
+// and counts are taken when the first is done; otherwise the run stops
+// after total acquisitions and the lock calls still waiting count with
+// their wait so far. Waits run from the lock call to its return.
+func contended(t *testing.T, lib library, endpoints []string, total, each int) contendedResult {
+	key := uniqueKey("c")
+	cs := make([]contender, contenders)
+	for i := range cs {
+		cs[i] = lib.open(t, endpoints, key, fmt.Sprintf("contender-%d", i))
+		defer cs[i].close()
+	}
+	for _, c := range cs { // warm up each contender's connection
+		unlock, err := c.lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = unlock(t.Context())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), contendedLimit)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		waits    []time.Duration
+		order    []int
+		censored int
+		n        atomic.Int64
+		counts   = make([]atomic.Int64, contenders)
+		snapshot []int
+		wg       sync.WaitGroup
+		start    = time.Now()
+		end      time.Time
+	)
+	snap := func() {
+		if snapshot == nil {
+			end = time.Now()
+			for j := range counts {
+				snapshot = append(snapshot, int(counts[j].Load()))
+			}
+		}
+	}
+	for i, c := range cs {
+		wg.Go(func() {
+			var mine []time.Duration
+			defer func() {
+				mu.Lock()
+				waits = append(waits, mine...)
+				mu.Unlock()
+			}()
+			for each == 0 || len(mine) < each {
+				t0 := time.Now()
+				unlock, err := c.lock(ctx)
+				if err != nil {
+					if ctx.Err() != nil && each == 0 {
+						mu.Lock()
+						censored++
+						mu.Unlock()
+						mine = append(mine, time.Since(t0))
+						return
+					}
+					t.Errorf("%s: contender %d after %d acquisitions: %v", lib.name, i, len(mine), err)
+					return
+				}
+				mine = append(mine, time.Since(t0))
+				counts[i].Add(1)
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				if k := n.Add(1); each == 0 && k == int64(total) || each > 0 && len(mine) == each {
+					mu.Lock()
+					snap()
+					mu.Unlock()
+					if each == 0 {
+						cancel()
+					}
+				}
+				if err := unlock(context.WithoutCancel(ctx)); err != nil {
+					t.Errorf("%s: unlock: %v", lib.name, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if each > 0 {
+		end = time.Now()
+	}
+	slices.Sort(waits)
+	r := contendedResult{counts: snapshot, censored: censored, order: order}
+	r.perSecond = float64(n.Load()) / end.Sub(start).Seconds()
+	if len(waits) > 0 {
+		r.p50 = waits[len(waits)*50/100]
+		r.p99 = waits[len(waits)*99/100]
+		r.maxW = waits[len(waits)-1]
+	}
+	return r
+}
+
+// rotation reports whether, after the first round, every window of
+// contenders consecutive acquisitions has each contender exactly once: the
+// lock passed round-robin, in arrival order.
+func rotation(order []int) string {
+	bad := 0
+	for i := contenders; i+contenders <= len(order); i++ {
+		seen := map[int]bool{}
+		for _, c := range order[i : i+contenders] {
+			seen[c] = true
+		}
+		if len(seen) != contenders {
+			bad++
+		}
+	}
+	windows := max(len(order)-2*contenders+1, 1)
+	if bad == 0 {
+		return "round-robin"
+	}
+	return fmt.Sprintf("%d%% of windows not round-robin", 100*bad/windows)
+}
+
+// handover measures, for a waiter blocked in lock, the time from the start
+// of the holder's unlock to the waiter holding the lock. The holder
+// unlocks 10-60ms after the waiter started.
+func handover(t *testing.T, lib library, endpoints []string) []time.Duration {
+	key := uniqueKey("h")
+	a := lib.open(t, endpoints, key, "holder")
+	defer a.close()
+	b := lib.open(t, endpoints, key, "waiter")
+	defer b.close()
+	ctx := t.Context()
+	var out []time.Duration
+	for range handovers {
+		unlockA, err := a.lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type res struct {
+			unlock func(context.Context) error
+			err    error
+			at     time.Time
+		}
+		got := make(chan res, 1)
+		go func() {
+			u, err := b.lock(ctx)
+			got <- res{u, err, time.Now()}
+		}()
+		time.Sleep(time.Duration(10+mrand.IntN(50)) * time.Millisecond) // let the waiter wait
+		t0 := time.Now()
+		if err := unlockA(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		out = append(out, r.at.Sub(t0))
+		if err := r.unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+func TestEtcdReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the report takes a few minutes")
+	}
+	srv := testenv.StartEtcd(t)
+	eps := srv.Endpoints()
+	cpu := func() time.Duration { return etcdCPU(srv.Dir) }
+	var b strings.Builder
+	fmt.Fprintf(&b, "etcd %s, one member on 127.0.0.1 with fsync, %s/%s, %d CPUs, %s; lock TTL %v\n\n",
+		etcdVersion(t, eps), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), lockTTL)
+
+	// Uncontended: rounds interleave the libraries; the median counts.
+	all := append(slices.Clone(libraries), floors...)
+	rates := map[string][]float64{}
+	cpus := map[string]time.Duration{}
+	var puts []float64
+	for range uncontendedRounds {
+		puts = append(puts, putRate(t, eps))
+		for _, lib := range all {
+			c0 := cpu()
+			rates[lib.name] = append(rates[lib.name], uncontended(t, lib, eps))
+			if c1 := cpu(); c0 >= 0 && c1 >= 0 {
+				cpus[lib.name] += c1 - c0
+			}
+		}
+	}
+	mutex := median(rates["etcd concurrency.Mutex"])
+	fmt.Fprintf(&b, "Uncontended acquire+release cycles/s (one contender, median of %d rounds of %d cycles); plain Puts: %.0f/s:\n\n",
+		uncontendedRounds, uncontendedCycles, median(puts))
+	fmt.Fprintf(&b, "| library | cycles/s | × concurrency.Mutex | cycles per plain Put | etcd CPU per cycle |\n|---|---:|---:|---:|---:|\n")
+	for _, lib := range all {
+		m := median(rates[lib.name])
+		fmt.Fprintf(&b, "| %s | %.0f | %.2f | %.2f | %s |\n", lib.name, m, m/mutex, m/median(puts),
+			cpuPer(0, cpus[lib.name], uncontendedRounds*(uncontendedCycles+50)))
+	}
+
+	fmt.Fprintf(&b, "\n%d contenders (each its own client) in tight lock/unlock loops until %d acquisitions in all; "+
+		"lock calls still waiting at the end count with their wait so far:\n\n", contenders, sharedTotal)
+	fmt.Fprintf(&b, "| library | acquisitions/s | wait p50 | wait p99 | wait max | etcd CPU per acquisition | acquisitions per contender | order |\n|---|---:|---:|---:|---:|---:|---|---|\n")
+	for _, lib := range libraries {
+		c0 := cpu()
+		r := contended(t, lib, eps, sharedTotal, 0)
+		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v | %s | %v | %s |\n", lib.name, r.perSecond, round(r.p50), round(r.p99), round(r.maxW),
+			cpuPer(c0, cpu(), len(r.order)+contenders), r.counts, rotation(r.order))
+	}
+	fmt.Fprintf(&b, "\nThe same, but every contender makes %d acquisitions; counts are taken when the first is done:\n\n", perContender)
+	fmt.Fprintf(&b, "| library | acquisitions/s | wait p50 | wait p99 | wait max | etcd CPU per acquisition | acquisitions per contender when the first was done |\n|---|---:|---:|---:|---:|---:|---|\n")
+	for _, lib := range libraries {
+		c0 := cpu()
+		r := contended(t, lib, eps, 0, perContender)
+		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v | %s | %v |\n", lib.name, r.perSecond, round(r.p50), round(r.p99), round(r.maxW),
+			cpuPer(c0, cpu(), len(r.order)+contenders), r.counts)
+	}
+
+	fmt.Fprintf(&b, "\nHandover: the holder's unlock call (Resign for Election) to the waiter holding the lock (%d handovers, unlock 10-60ms after the waiter started):\n\n", handovers)
+	fmt.Fprintf(&b, "| library | p50 | p99 | max |\n|---|---:|---:|---:|\n")
+	for _, lib := range libraries {
+		h := handover(t, lib, eps)
+		fmt.Fprintf(&b, "| %s | %v | %v | %v |\n", lib.name, round(h[len(h)/2]), round(h[len(h)*99/100]), round(h[len(h)-1]))
+	}
+
+	fmt.Fprintf(&b, "\nHolding %d locks in one process for %v (TTL %v; baton's engine renews each lock every TTL/3): requests to etcd per second\n\n",
+		heldLocks, renewWindow, renewTTL)
+	fmt.Fprintf(&b, "| library | engine renewals/s | requests/s to etcd | of which | bytes/s from etcd | etcd CPU per second |\n|---|---:|---:|---|---:|---:|\n")
+	for _, row := range holdMany(t, eps, cpu) {
+		fmt.Fprintf(&b, "| %s | %s | %.1f | %s | %.0f | %s |\n", row.name, row.renewals, row.perSecond, row.detail, row.bytesPerSecond, row.cpu)
+	}
+
+	fmt.Fprintf(&b, "\nConfigurations:\n\n")
+	for _, lib := range all {
+		fmt.Fprintf(&b, "- %s: %s\n", lib.name, lib.config)
+	}
+	fmt.Print(b.String())
+	if out := os.Getenv("BENCH_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func etcdVersion(t *testing.T, eps []string) string {
+	c := openClient(t, eps)
+	defer c.Close()
+	st, err := c.Status(t.Context(), eps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Version
+}
