@@ -9,7 +9,6 @@ import (
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/faultproxy"
-	"github.com/baton-go/baton/internal/testenv"
 )
 
 // acquisition is a Lock that ran in its own goroutine.
@@ -303,5 +302,3 @@ func TestFairLostWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-var _ = testenv.InCI
