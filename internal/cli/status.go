@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -260,17 +261,19 @@ func (v *statusView) printYAML(recs []baton.Record) error {
 	return err
 }
 
+// printTable writes one table in a single Write, so that a reader of
+// --watch output never sees half a table.
 func (v *statusView) printTable(recs []baton.Record, now time.Time) error {
+	var b bytes.Buffer
 	if v.prints > 0 {
-		if _, err := io.WriteString(v.out, "\n"); err != nil {
-			return err
-		}
+		b.WriteString("\n")
 	}
 	if len(recs) == 0 {
-		_, err := fmt.Fprintf(v.out, "No locks in %s.\n", v.where)
+		fmt.Fprintf(&b, "No locks in %s.\n", v.where)
+		_, err := v.out.Write(b.Bytes())
 		return err
 	}
-	tw := tabwriter.NewWriter(v.out, 0, 8, 3, ' ', 0)
+	tw := tabwriter.NewWriter(&b, 0, 8, 3, ' ', 0)
 	wide := v.output == "wide"
 	if wide {
 		fmt.Fprintln(tw, "NAME\tHOLDER\tTOKEN\tRENEWED\tEXPIRES-IN\tTRANSITIONS\tTTL\tACQUIRED\tVERSION")
@@ -292,7 +295,11 @@ func (v *statusView) printTable(recs []baton.Record, now time.Time) error {
 		}
 		fmt.Fprintln(tw, row)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := v.out.Write(b.Bytes())
+	return err
 }
 
 // ago formats the time since t, or "-" for a zero time.
