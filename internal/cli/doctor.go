@@ -106,9 +106,10 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 		return append(checks, check{"store", "FAIL", err.Error(), "check the backend flags and that the store is reachable"})
 	}
 	defer closeStore(st)
-	checks = append(checks, a.storeCheck(ctx, st, where, f.name))
+	c, rec := a.storeCheck(ctx, st, where, f.name)
+	checks = append(checks, c)
 	if f.identity != "" && f.name != "" {
-		if r, err := st.Get(ctx, f.name); err == nil && r.Held() && r.Holder == f.identity {
+		if rec.Held() && rec.Holder == f.identity {
 			checks = append(checks, check{"identity in use", "FAIL",
 				fmt.Sprintf("lock %q is held right now by identity %q, the one given here: if that is another process, two replicas share an identity", f.name, f.identity),
 				"give every replica its own identity, such as the pod name, or leave --identity out (the default adds a random suffix)"})
@@ -125,7 +126,9 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 }
 
 // storeCheck reads the lock (or any lock) to show that the store answers.
-func (a *app) storeCheck(ctx context.Context, st store, where, name string) check {
+// It also returns the record of the lock name when it exists (else the zero
+// Record), for the checks that depend on it.
+func (a *app) storeCheck(ctx context.Context, st store, where, name string) (check, baton.Record) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	probe := name
@@ -135,13 +138,15 @@ func (a *app) storeCheck(ctx context.Context, st store, where, name string) chec
 	r, err := st.Get(ctx, probe)
 	switch {
 	case errors.Is(err, baton.ErrNotFound):
-		return check{"store", "PASS", "reached " + where, ""}
+		return check{"store", "PASS", "reached " + where, ""}, baton.Record{}
 	case err != nil:
-		return check{"store", "FAIL", err.Error(), "check the backend flags, the network path and the permissions to read lock records"}
-	case name != "" && r.Held():
-		return check{"store", "PASS", fmt.Sprintf("reached %s; lock %q is held by %q (token %d)", where, name, r.Holder, r.Token), ""}
+		return check{"store", "FAIL", err.Error(), "check the backend flags, the network path and the permissions to read lock records"}, baton.Record{}
+	case name == "":
+		return check{"store", "PASS", "reached " + where, ""}, baton.Record{}
+	case r.Held():
+		return check{"store", "PASS", fmt.Sprintf("reached %s; lock %q is held by %q (token %d)", where, name, r.Holder, r.Token), ""}, r
 	default:
-		return check{"store", "PASS", "reached " + where, ""}
+		return check{"store", "PASS", "reached " + where, ""}, r
 	}
 }
 

@@ -20,6 +20,11 @@ type kubeFlags struct {
 	context    string
 	namespace  string
 	app        string
+
+	// loaded caches restConfig's result: the store and the Events client
+	// share one configuration.
+	loaded *rest.Config
+	ns     string
 }
 
 func (f *kubeFlags) register(fs *pflag.FlagSet) {
@@ -66,8 +71,12 @@ func (f *kubeFlags) open(backend string) (store, string, error) {
 	return st, fmt.Sprintf("%s in namespace %s at %s", what, ns, cfg.Host), nil
 }
 
-// restConfig returns the client configuration and the namespace.
+// restConfig returns the client configuration and the namespace, loaded
+// once.
 func (f *kubeFlags) restConfig() (*rest.Config, string, error) {
+	if f.loaded != nil {
+		return f.loaded, f.ns, nil
+	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = f.kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: f.context}
@@ -81,6 +90,7 @@ func (f *kubeFlags) restConfig() (*rest.Config, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("connecting to Kubernetes: the namespace: %w", err)
 	}
+	f.loaded, f.ns = cfg, ns
 	return cfg, ns, nil
 }
 
