@@ -85,6 +85,13 @@ type Request struct {
 	// TTL is how long the claim lasts after the store applies an acquire
 	// or renew, unless renewed again.
 	TTL time.Duration
+	// Waiting is true when the attempt comes from a caller that keeps
+	// trying until it holds the lock (Mutex.Lock, an Elector's campaign)
+	// and false for a one-shot TryLock. A store that serves waiters in
+	// order may give a waiting contender its place in line at its first
+	// refused attempt, before its watch is open; it must not do so for a
+	// one-shot attempt, which may never come back.
+	Waiting bool
 }
 
 // Grant is a successful acquisition, as returned by Backend.TryAcquire and

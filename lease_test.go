@@ -3,6 +3,7 @@ package baton_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,6 +226,30 @@ func TestTryLockHeld(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), `"jobs.nightly"`) || !strings.Contains(err.Error(), `"other"`) {
 		t.Fatalf("message %q should name the lock and the holder", err)
+	}
+}
+
+// TestLockSaysItWaits: Lock's attempts carry Request.Waiting (a store may
+// queue them); TryLock's does not.
+func TestLockSaysItWaits(t *testing.T) {
+	b := newScript()
+	m, _ := newMutex(t, b)
+	l, err := m.Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l, err = m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Unlock(context.Background())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if want := []bool{true, false}; !slices.Equal(b.waiting, want) {
+		t.Errorf("Request.Waiting of Lock's then TryLock's attempt: %v, want %v", b.waiting, want)
 	}
 }
 

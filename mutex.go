@@ -51,7 +51,7 @@ func (m *Mutex) Identity() string { return m.cfg.identity }
 // The Lease's context is derived from ctx's values but not its cancellation:
 // ctx bounds the attempt, not the tenure. End the tenure with Lease.Unlock.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
-	l, err := m.try(ctx, context.WithoutCancel(ctx))
+	l, err := m.try(ctx, context.WithoutCancel(ctx), false)
 	if err != nil {
 		return nil, fmt.Errorf("baton: lock %q: %w", m.name, err)
 	}
@@ -107,7 +107,7 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 		return ctx.Err()
 	}
 	for {
-		l, err := m.try(ctx, parent)
+		l, err := m.try(ctx, parent, true)
 		if err == nil {
 			m.observe(Event{Kind: EventAcquired, Name: m.name, Holder: m.cfg.identity, Token: l.Token(), Duration: m.cfg.clock.Since(start)})
 			return l, nil
@@ -170,8 +170,9 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 	}
 }
 
-func (m *Mutex) try(ctx, parent context.Context) (*Lease, error) {
-	req := Request{Holder: m.cfg.identity, Nonce: NewNonce(), TTL: m.cfg.ttl}
+// try makes one attempt; waiting says whether the caller will keep trying.
+func (m *Mutex) try(ctx, parent context.Context, waiting bool) (*Lease, error) {
+	req := Request{Holder: m.cfg.identity, Nonce: NewNonce(), TTL: m.cfg.ttl, Waiting: waiting}
 	sent := m.cfg.clock.Now()
 	g, err := m.b.TryAcquire(ctx, m.name, req)
 	if err != nil {

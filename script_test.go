@@ -22,6 +22,7 @@ type script struct {
 	token    uint64
 	acquires int
 	releases int
+	waiting  []bool // Request.Waiting of every attempt
 
 	renewErr   error         // returned by Renew when set
 	renewBlock chan struct{} // Renew waits for it (or ctx) when set
@@ -40,6 +41,7 @@ func (s *script) TryAcquire(ctx context.Context, key string, req baton.Request) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.acquires++
+	s.waiting = append(s.waiting, req.Waiting)
 	if s.holder != "" {
 		return baton.Grant{}, &baton.HeldError{Key: key, Holder: s.holder, Token: s.token, RetryAfter: s.retryAfter}
 	}

@@ -187,3 +187,39 @@ func TestFIFONoStarvation(t *testing.T) {
 	}
 	t.Logf("acquisitions when the first contender was done: %v", atFirst)
 }
+
+// TestFIFOQueuesWaitingAttempt: an attempt marked Waiting (a blocking Lock)
+// takes its place at once, before any watch is open, while a one-shot
+// attempt without a watch is never waited for.
+func TestFIFOQueuesWaitingAttempt(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "fifo-waiting"
+	a, b, c := newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix)
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.TryAcquire(ctx, key, request("c", time.Minute)) // one-shot: not queued
+	heldBy(t, err)
+	wait := request("b", time.Minute)
+	wait.Waiting = true
+	_, err = b.TryAcquire(ctx, key, wait)
+	heldBy(t, err)
+	if err := a.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []struct {
+		s    *redisstore.Store
+		name string
+	}{{c, "c"}, {a, "a"}} {
+		_, err := x.s.TryAcquire(ctx, key, request(x.name, time.Minute))
+		if h := heldBy(t, err); h.Holder != "b" {
+			t.Errorf("%s after the release: held by %q, want reserved for b, the waiting contender", x.name, h.Holder)
+		}
+	}
+	if _, err := b.TryAcquire(ctx, key, wait); err != nil {
+		t.Fatalf("b, for which the lock is reserved: %v", err)
+	}
+}

@@ -64,8 +64,9 @@ const DefaultHandoverWindow = 500 * time.Millisecond
 // WithHandoverWindow sets how long a released lock is reserved for the
 // waiter that has waited longest (default 500ms; 0 turns the FIFO off).
 //
-// A contender that finds the lock held while it has a watch open on the
-// Store (baton.Mutex.Lock does) takes a place in a FIFO of waiters kept in
+// A contender that finds the lock held from a blocking baton.Mutex.Lock
+// (baton.Request.Waiting), or while it has a watch open on the Store,
+// takes a place in a FIFO of waiters kept in
 // Redis, refreshed by each of its attempts and dropped one TTL after its
 // last. Release reserves the lock for the first waiter in the FIFO other
 // than the releaser; everyone else, including a releaser that locks again

@@ -45,7 +45,7 @@ end
 
 // acquireScript takes the lock if it is free and not reserved for another
 // waiter, and publishes a notice. A contender that is refused and says it
-// waits (it has a watch open) joins the FIFO of waiters, or refreshes its
+// waits (a blocking Lock, or a watch open) joins the FIFO of waiters, or refreshes its
 // place there; see releaseScript for how the FIFO is served.
 //
 // KEYS: lock, fence, queue (list of waiting holders), queued (hash: holder

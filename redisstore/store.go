@@ -140,10 +140,13 @@ func (s *Store) acquire(ctx context.Context, key string, req baton.Request) (acq
 		return acquireResult{}, err
 	}
 	lock, fence, channel := s.Keys(key)
-	// A contender with a watch open on this Store waits for a release
-	// notice: give it a place in the FIFO of waiters.
+	// A contender that says it keeps trying (a blocking Lock), or that has
+	// a watch open on this Store, waits for a release notice: give it a
+	// place in the FIFO of waiters. Queueing a blocking Lock at its first
+	// refused attempt matters: until its watch is confirmed, a holder that
+	// unlocks and locks again would otherwise win every time.
 	waits := "0"
-	if s.handover > 0 && s.hub.watching(channel) {
+	if s.handover > 0 && (req.Waiting || s.hub.watching(channel)) {
 		waits = "1"
 	}
 	keys := append([]string{lock, fence}, s.queueKeys(key)...)
