@@ -50,9 +50,10 @@ type Backend interface {
 // Watcher is implemented by backends that can tell a waiter that a key's
 // record changed, so it can retry at once instead of polling.
 type Watcher interface {
-	// Watch returns a channel that receives a value soon after key's record
-	// may have changed (spurious wake-ups are allowed; several changes may
-	// be folded into one value). The channel is closed when ctx ends or the
+	// Watch returns a channel that receives a value soon after key's holder
+	// may have changed: an acquisition, a release, a takeover, a deletion
+	// (spurious wake-ups are allowed; several changes may be folded into
+	// one value; a renewal by the same holder need not wake it). The channel is closed when ctx ends or the
 	// watch breaks; the engine then falls back to polling.
 	Watch(ctx context.Context, key string) (<-chan struct{}, error)
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -136,6 +137,15 @@ func (k *configMapKind) watch(ctx context.Context, name, rv string) (watch.Inter
 		ResourceVersion:     rv,
 		AllowWatchBookmarks: true,
 	})
+}
+
+func (*configMapKind) decode(obj runtime.Object) (object, bool, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return object{}, false, nil
+	}
+	o, err := decodeConfigMap(cm)
+	return o, true, err
 }
 
 func decodeConfigMap(cm *corev1.ConfigMap) (object, error) {

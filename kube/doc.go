@@ -100,9 +100,16 @@
 //
 // Watch opens a watch on the single object (field selector
 // metadata.name=NAME), so a standby wakes within one round trip of a
-// release instead of polling. Notifications are coalesced, the watch is
-// re-established when the server ends it, and its goroutine ends with the
-// context.
+// release instead of polling. The Lease and ConfigMap stores wake a
+// waiter only when the holder changes; a renewal only updates the
+// store's view of the object (and restarts the local expiry count), and a
+// refused attempt is answered from that view without a request. So an
+// idle standby sends nothing but its watch while the leader renews.
+// Every write that follows a view is conditional on its resourceVersion:
+// a stale view costs a conflict, never exclusion. Notifications are
+// coalesced, all watches of one name in a process share one API watch, it
+// is re-established when the server ends it, and its goroutine ends with
+// the last watcher's context.
 //
 // # Rate limiting
 //

@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -134,6 +135,15 @@ func (k *leaseKind) watch(ctx context.Context, name, rv string) (watch.Interface
 		ResourceVersion:     rv,
 		AllowWatchBookmarks: true,
 	})
+}
+
+func (*leaseKind) decode(obj runtime.Object) (object, bool, error) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return object{}, false, nil
+	}
+	o, err := decodeLease(l)
+	return o, true, err
 }
 
 // decodeLease reads the lock record from l. A Lease that baton did not

@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-go/baton"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -19,8 +20,9 @@ type store struct {
 	k  kind
 	o  options
 
-	mu   sync.Mutex
-	seen map[string]observation // by object name
+	mu      sync.Mutex
+	seen    map[string]observation  // by object name
+	watches map[string]*sharedWatch // by object name; see Watch
 }
 
 // observation is when this process first saw one version of an object, on
@@ -41,7 +43,7 @@ func newStore(namespace string, k kind, opts []Option) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &store{ns: namespace, k: k, o: o, seen: map[string]observation{}}, nil
+	return &store{ns: namespace, k: k, o: o, seen: map[string]observation{}, watches: map[string]*sharedWatch{}}, nil
 }
 
 // Namespace returns the namespace the store keeps its objects in.
@@ -121,8 +123,8 @@ func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: %v", op, s.ns, key, baton.ErrInvalidOptions, err)
 	}
 	var lastErr error
-	for range s.o.maxConflicts {
-		cur, err := s.k.get(ctx, key)
+	for attempt := range s.o.maxConflicts {
+		cur, err := s.current(ctx, key, attempt == 0)
 		if apierrors.IsNotFound(err) {
 			wall := time.Now()
 			next := object{
@@ -184,6 +186,22 @@ func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 	// treating contention as a failure.
 	return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: contended: lost %d conditional writes in a row to other writers (last: %v): %w",
 		op, s.ns, key, s.o.maxConflicts, lastErr, &baton.HeldError{Key: key})
+}
+
+// current returns the object key: from the live watch's view if useView
+// and a watch of key is established (no request; every write that follows
+// is conditional, so a stale view costs a conflict, never exclusion),
+// otherwise read from the API server.
+func (s *store) current(ctx context.Context, key string, useView bool) (object, error) {
+	if useView {
+		if o, exists, ok := s.view(key); ok {
+			if !exists {
+				return object{}, apierrors.NewNotFound(schema.GroupResource{Resource: s.k.resource()}, key)
+			}
+			return o, nil
+		}
+	}
+	return s.k.get(ctx, key)
 }
 
 func grant(o object, req baton.Request) baton.Grant {
@@ -361,8 +379,8 @@ func (s *store) ForceRelease(ctx context.Context, key string) error {
 		return err
 	}
 	var lastErr error
-	for range s.o.maxConflicts {
-		cur, err := s.k.get(ctx, key)
+	for attempt := range s.o.maxConflicts {
+		cur, err := s.current(ctx, key, attempt == 0)
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("kube: %s %s %s/%s: %w", op, s.k.resource(), s.ns, key, baton.ErrNotFound)
 		}
