@@ -369,11 +369,12 @@ func TestElectorsOnMemoryStore(t *testing.T) {
 		reg     *prometheus.Registry
 		el      *baton.Elector
 		leading chan struct{}
+		done    chan struct{} // closed when Run returned
 	}
 	start := func(ctx context.Context, wg *sync.WaitGroup, id string) *replica {
 		c, reg := newCollector(t)
 		c.Init("leader-lock")
-		r := &replica{reg: reg, leading: make(chan struct{}, 1)}
+		r := &replica{reg: reg, leading: make(chan struct{}, 1), done: make(chan struct{})}
 		var err error
 		r.el, err = baton.NewElector(store, "leader-lock", baton.WithIdentity(id), baton.WithObserver(c), quiet)
 		if err != nil {
@@ -382,6 +383,7 @@ func TestElectorsOnMemoryStore(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer close(r.done)
 			_ = r.el.Run(ctx, func(ctx context.Context, _ *baton.Lease) error {
 				r.leading <- struct{}{}
 				<-ctx.Done()
@@ -413,6 +415,9 @@ func TestElectorsOnMemoryStore(t *testing.T) {
 
 	stopA() // releases; b takes over through the watch
 	<-b.leading
+	// The old leader reports its release once the store has freed the
+	// lock, so the new one can lead a moment before: wait for Run.
+	<-a.done
 	if la, lb := value(t, a.reg, "baton_leader", "lock", "leader-lock"), value(t, b.reg, "baton_leader", "lock", "leader-lock"); la != 0 || lb != 1 {
 		t.Errorf("after the handover, baton_leader: old leader %v, new leader %v; want 0 and 1", la, lb)
 	}
