@@ -61,3 +61,36 @@ type ObserverFunc func(Event)
 
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// Observers returns an Observer that passes every event to each of obs in
+// turn, skipping nil entries, so that one lock can feed metrics and, say,
+// Kubernetes Events (WithObserver takes one Observer). With no non-nil
+// entry it returns nil, which WithObserver treats as no observer; with one,
+// it returns that one. Each observer is called synchronously, so none of
+// them may block.
+//
+// A nil pointer of a concrete type is not a nil Observer: pass only
+// observers that were created.
+func Observers(obs ...Observer) Observer {
+	var list multiObserver
+	for _, o := range obs {
+		if o != nil {
+			list = append(list, o)
+		}
+	}
+	switch len(list) {
+	case 0:
+		return nil
+	case 1:
+		return list[0]
+	}
+	return list
+}
+
+type multiObserver []Observer
+
+func (m multiObserver) Observe(e Event) {
+	for _, o := range m {
+		o.Observe(e)
+	}
+}

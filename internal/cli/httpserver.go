@@ -10,7 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/batonprom"
 )
 
 // statusServer serves baton run's health endpoints:
@@ -18,31 +23,50 @@ import (
 //	/healthz  200 while the supervisor runs
 //	/readyz   200 while the supervisor runs (it is campaigning or leading)
 //	/leader   200 only while this replica leads (its term is valid), 503 otherwise
+//	/metrics  Prometheus metrics: baton's for the lock (package batonprom),
+//	          the Go runtime's and the process's
 //
 // /leader lets a readiness probe route a Service to the leader only.
 type statusServer struct {
-	el   *baton.Elector
-	srv  *http.Server
-	ln   net.Listener
-	done chan struct{}
+	el      *baton.Elector
+	srv     *http.Server
+	ln      net.Listener
+	done    chan struct{}
+	metrics *batonprom.Collector // the Elector's observer
 
 	mu   sync.Mutex
 	term *baton.Lease // the current term while leading, else nil
 }
 
-func listenStatus(addr string, log *slog.Logger) (*statusServer, error) {
+// listenStatus listens on addr for the status endpoints of lock name.
+func listenStatus(addr, name string, log *slog.Logger) (*statusServer, error) {
+	// A registry of our own, not the global one: what /metrics shows is
+	// exactly what is registered here.
+	reg := prometheus.NewRegistry()
+	metrics, err := batonprom.New(reg)
+	if err != nil {
+		return nil, err
+	}
+	metrics.Init(name) // baton_leader 0, not absent, until the first attempt
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http %s: %w", addr, err)
 	}
-	s := &statusServer{ln: ln, done: make(chan struct{})}
+	s := &statusServer{ln: ln, done: make(chan struct{}), metrics: metrics}
 	mux := http.NewServeMux()
 	ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }
 	mux.HandleFunc("GET /healthz", ok)
 	mux.HandleFunc("GET /readyz", ok)
 	mux.HandleFunc("GET /leader", s.leader)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	log.Info("serving /healthz, /readyz and /leader", "addr", ln.Addr().String())
+	log.Info("serving /healthz, /readyz, /leader and /metrics", "addr", ln.Addr().String())
 	return s, nil
 }
 

@@ -79,7 +79,7 @@ func (a *app) runCommand() *cobra.Command {
 	}
 	cmd.Flags().SetInterspersed(false)
 	f.register(cmd.Flags())
-	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /healthz, /readyz and /leader (200 only while leading, for a readiness probe) on this address, such as :8080")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /healthz, /readyz, /leader (200 only while leading, for a readiness probe) and /metrics (Prometheus) on this address, such as :8080")
 	return cmd
 }
 
@@ -104,19 +104,22 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr string, argv []str
 		// abandon a term whose CMD may still run.
 		baton.WithGrace(f.ttl+5*time.Second),
 	)
+	var observers []baton.Observer
 	if obs, err := f.kube.eventObserver(f.backend, a.log); err != nil {
 		a.log.Warn("not recording Kubernetes Events", "err", err)
 	} else if obs != nil {
 		defer obs.Close()
-		opts = append(opts, baton.WithObserver(obs))
+		observers = append(observers, obs)
 	}
 	var status *statusServer
 	if httpAddr != "" {
-		if status, err = listenStatus(httpAddr, a.log); err != nil {
+		if status, err = listenStatus(httpAddr, f.name, a.log); err != nil {
 			return err
 		}
 		opts = append(opts, baton.OnStartedLeading(status.started))
+		observers = append(observers, status.metrics)
 	}
+	opts = append(opts, baton.WithObserver(baton.Observers(observers...)))
 	el, err := baton.NewElector(st, f.name, opts...)
 	if err != nil {
 		if status != nil {
