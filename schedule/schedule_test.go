@@ -117,7 +117,7 @@ func TestLockAtLeastForStopsLateReplicaWithoutRecord(t *testing.T) {
 				holds = 1
 			}
 			awaitWaiters(t, env.wall, 2+holds)
-			env.wall.Step(5 * time.Second)    // late's wall clock reaches the slot
+			env.wall.Step(5 * time.Second) // late's wall clock reaches the slot
 			le := late.expect(t, slot, tc.late)
 			if tc.late == schedule.Held && le.Holder != "on-time" {
 				t.Errorf("late replica saw holder %q, want on-time", le.Holder)
