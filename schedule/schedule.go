@@ -16,7 +16,8 @@ import (
 // baton.ErrLost), when the run reaches LockAtMostFor (ErrLockAtMostFor), or
 // when Run's context ends (ErrStopped); the job should return soon after.
 // Returning nil marks the slot as done in the ledger; an error leaves it
-// not done.
+// not done. A panic is not recovered: it ends the process, like any
+// panic in a goroutine.
 type Func func(ctx context.Context, run Run) error
 
 // Run describes the slot a job runs for.
@@ -100,7 +101,10 @@ func New(b baton.Backend, ledger Ledger, opts ...Option) (*Scheduler, error) {
 //
 // name is the job's name: a valid lock name (baton.ValidateName) of at most
 // MaxJobNameLength characters, unique in the scheduler, and the same on
-// every replica. Errors match ErrInvalidSpec, baton.ErrInvalidName or
+// every replica. It names the job's slot locks and ledger records, so two
+// different jobs must not share a name on one backend or ledger, and no
+// other lock of the backend should be named like a slot lock (see
+// LockName). Errors match ErrInvalidSpec, baton.ErrInvalidName or
 // baton.ErrInvalidOptions, and Add after Run started returns ErrRunning.
 func (s *Scheduler) Add(name, cronSpec string, fn Func, opts ...JobOption) error {
 	if err := validateJobName(name); err != nil {
@@ -296,6 +300,8 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	key := lockName(j.name, slot)
 	log := s.cfg.logger.With("job", j.name, "slot", slot, "lock", key)
 	ev := Event{Job: j.name, Slot: slot}
+	setBusy(true)
+	defer setBusy(false)
 	fail := func(msg string, err error) {
 		log.Error(msg, "err", err)
 		ev.Outcome, ev.Err = Error, err
@@ -344,9 +350,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 		return
 	}
 
-	setBusy(true)
 	jobErr := s.runJob(ctx, j, Run{Job: j.name, Slot: slot, Lock: key, Token: lease.Token()}, lease)
-	setBusy(false)
 	switch {
 	case jobErr != nil:
 		log.Error("schedule: job failed; the slot is not recorded", "err", jobErr)
