@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -22,9 +23,9 @@ import (
 // fsyncs the directory: a crash leaves the record whole or absent, never
 // torn. Done only checks that the file exists.
 //
-// Records are never removed by the ledger; delete old JOB/*.done files to
-// prune it (a slot whose record is deleted may run again, see
-// LockAtLeastFor). Do not put the directory on a network file system.
+// Records stay until Prune removes them (a slot whose record is removed
+// may run again on a replica that reaches it later, see LockAtLeastFor and
+// CatchUp). Do not put the directory on a network file system.
 type FileLedger struct {
 	dir string
 }
@@ -137,6 +138,48 @@ func (l *FileLedger) record(p, job string, slot time.Time, token uint64) error {
 		return err
 	}
 	return syncDir(jobDir)
+}
+
+// Prune removes job's records of slots before before, and reports how
+// many it removed. Keep the records of every slot a replica could still
+// attempt: at least the CatchUp window, plus the clock skew between
+// replicas.
+func (l *FileLedger) Prune(ctx context.Context, job string, before time.Time) (int, error) {
+	if err := validateJobName(job); err != nil {
+		return 0, err
+	}
+	jobDir := filepath.Join(l.dir, job)
+	entries, err := os.ReadDir(jobDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("schedule: ledger: prune: %w", err)
+	}
+	n := 0
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("schedule: ledger: prune: %w", err)
+		}
+		name, ok := strings.CutSuffix(e.Name(), ".done")
+		if !ok {
+			continue
+		}
+		slot, err := time.Parse("20060102t150405z", name)
+		if err != nil || !slot.Before(before) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(jobDir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, fmt.Errorf("schedule: ledger: prune: %w", err)
+		}
+		n++
+	}
+	if n > 0 {
+		if err := syncDir(jobDir); err != nil {
+			return n, fmt.Errorf("schedule: ledger: prune: %w", err)
+		}
+	}
+	return n, nil
 }
 
 func syncDir(dir string) error {

@@ -87,7 +87,24 @@ func TestFileLedger(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(dir, "race")); len(entries) != 1 {
 		t.Fatalf("after concurrent records the job directory holds %d files", len(entries))
 	}
-	if _, err := schedule.NewFileLedger(filepath.Join(dir, "report", "20261130t030000z.done")); err == nil {
+	// Prune removes the records before a time, and only those.
+	for i := 1; i <= 3; i++ {
+		if err := l.Record(ctx, "report", t0.Add(time.Duration(i)*time.Hour), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := l.Prune(ctx, "report", t0.Add(2*time.Hour)); n != 2 || err != nil {
+		t.Fatalf("Prune = %d, %v; want 2 records removed", n, err)
+	}
+	for i, want := range []bool{false, false, true, true} {
+		if done, _ := l.Done(ctx, "report", t0.Add(time.Duration(i)*time.Hour)); done != want {
+			t.Errorf("after Prune, slot +%dh done = %v, want %v", i, done, want)
+		}
+	}
+	if n, err := l.Prune(ctx, "never-ran", t0); n != 0 || err != nil {
+		t.Fatalf("Prune of a job without records = %d, %v", n, err)
+	}
+	if _, err := schedule.NewFileLedger(filepath.Join(dir, "report", "20261130t050000z.done")); err == nil {
 		t.Fatal("NewFileLedger on a file succeeded")
 	}
 }
