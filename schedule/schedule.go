@@ -336,13 +336,18 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 		}
 	}
 
-	done, err := s.ledger.Done(lease.Context(), j.name, slot)
+	runCtx, end := s.runContext(ctx, j, lease)
+	done, err := s.ledger.Done(runCtx, j.name, slot)
 	if err != nil {
+		end()
 		release()
-		fail("schedule: cannot read the ledger; not running the slot", err)
+		if ctx.Err() == nil {
+			fail("schedule: cannot read the ledger; not running the slot", err)
+		}
 		return
 	}
 	if done {
+		end()
 		release()
 		log.Debug("schedule: slot already done")
 		ev.Outcome = AlreadyDone
@@ -350,7 +355,8 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 		return
 	}
 
-	jobErr := s.runJob(ctx, j, Run{Job: j.name, Slot: slot, Lock: key, Token: lease.Token()}, lease)
+	jobErr := j.fn(runCtx, Run{Job: j.name, Slot: slot, Lock: key, Token: lease.Token()})
+	end()
 	switch {
 	case jobErr != nil:
 		log.Error("schedule: job failed; the slot is not recorded", "err", jobErr)
@@ -371,13 +377,12 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	s.hold(ctx, slot.Add(j.atLeast), lease, release, wg)
 }
 
-// runJob runs fn under the lease's context, bounded by LockAtMostFor and
-// ended by ctx.
-func (s *Scheduler) runJob(ctx context.Context, j *job, run Run, lease *baton.Lease) error {
-	jobCtx, cancel := context.WithCancelCause(lease.Context())
-	defer cancel(nil)
+// runContext returns the context of a slot's run (the ledger check and
+// the job): the lease's context, ended also LockAtMostFor from now and when
+// ctx ends. end stops its timer and goroutine.
+func (s *Scheduler) runContext(ctx context.Context, j *job, lease *baton.Lease) (runCtx context.Context, end func()) {
+	runCtx, cancel := context.WithCancelCause(lease.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(fmt.Errorf("%w: %w", ErrStopped, context.Cause(ctx))) })
-	defer stop()
 	timer := s.cfg.clock.NewTimer(j.atMost)
 	returned, exited := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -388,12 +393,13 @@ func (s *Scheduler) runJob(ctx context.Context, j *job, run Run, lease *baton.Le
 		case <-returned:
 		}
 	}()
-	defer func() {
+	return runCtx, func() {
+		stop()
 		timer.Stop()
 		close(returned)
 		<-exited
-	}()
-	return j.fn(jobCtx, run)
+		cancel(nil)
+	}
 }
 
 // record calls Ledger.Record, retrying a few times. It does not stop when

@@ -468,3 +468,41 @@ func TestRunTwiceAndAddWhileRunning(t *testing.T) {
 		t.Errorf("Add while running = %v, want ErrRunning", err)
 	}
 }
+
+// blockingLedger's Done blocks until its context ends, like a database
+// that does not answer.
+type blockingLedger struct {
+	*schedule.MemoryLedger
+	called chan struct{}
+}
+
+func (l blockingLedger) Done(ctx context.Context, job string, slot time.Time) (bool, error) {
+	l.called <- struct{}{}
+	<-ctx.Done()
+	return false, context.Cause(ctx)
+}
+
+// A ledger that hangs does not keep Run from returning at shutdown.
+func TestShutdownWhileLedgerHangs(t *testing.T) {
+	env := newFakeEnv(t0)
+	ledger := blockingLedger{MemoryLedger: env.ledger, called: make(chan struct{}, 1)}
+	rec := newRecorder()
+	cnt := newCounter()
+	s, err := schedule.New(env.store, ledger, schedule.WithClock(env.wall), schedule.WithLogger(quiet),
+		schedule.WithObserver(rec.observe), schedule.WithLockOptions(baton.WithClock(env.lockClk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add("report", "* * * * *", cnt.job); err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, s)
+	awaitWaiters(t, env.wall, 1)
+	env.wall.Step(time.Minute)
+	<-ledger.called
+	stop() // fails the test unless Run returns context.Canceled at once
+	rec.none(t)
+	if cnt.get(t0.Add(time.Minute)) != 0 {
+		t.Fatal("the job ran although the ledger did not answer")
+	}
+}
