@@ -20,7 +20,9 @@
 //     the ledger cannot answer);
 //  3. runs the job under the lock's context, bounded by LockAtMostFor;
 //  4. if the job returned nil, records the slot in the ledger (retrying a
-//     few times), still holding the lock;
+//     few times), still holding the lock (if the lock was lost while the
+//     job ran and the job still returned nil, the work is done: the slot
+//     is recorded anyway and a warning logged);
 //  5. keeps the lock until LockAtLeastFor after the slot time, then
 //     releases it.
 //

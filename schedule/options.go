@@ -89,7 +89,8 @@ func WithShutdownGrace(d time.Duration) Option { return func(cfg *config) { cfg.
 
 // WithObserver sets a function that receives an Event for every slot this
 // replica attempted, for metrics and tests. It is called synchronously
-// and must not block.
+// and must not block. Slots skipped by the misfire policy are logged, not
+// observed.
 func WithObserver(f func(Event)) Option { return func(cfg *config) { cfg.observer = f } }
 
 // JobOption configures a job added with Scheduler.Add.
