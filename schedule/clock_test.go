@@ -1,0 +1,128 @@
+package schedule_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/schedule"
+)
+
+// steppableClock is a wall clock that an "administrator" can set: its
+// offset from base changes while timers keep running on base, as when NTP
+// steps the wall clock of a real machine.
+type steppableClock struct {
+	clock.Clock
+	off atomic.Int64
+}
+
+func (c *steppableClock) Now() time.Time                  { return c.Clock.Now().Add(time.Duration(c.off.Load())) }
+func (c *steppableClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *steppableClock) set(d time.Duration)             { c.off.Add(int64(d)) }
+
+// A forward step of the wall clock is noticed within a minute even while
+// the replica waits for a slot hours away; the slots it jumped over are
+// missed (skipped by default).
+func TestWallClockStepForward(t *testing.T) {
+	env := newFakeEnv(t0) // 03:00
+	wall := &steppableClock{Clock: env.wall}
+	rec := newRecorder()
+	s, err := schedule.New(env.store, env.ledger, schedule.WithClock(wall), schedule.WithLogger(quiet),
+		schedule.WithObserver(rec.observe), schedule.WithLockOptions(baton.WithClock(env.lockClk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add("quarter", "*/15 * * * *", newCounter().job); err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	awaitWaiters(t, env.wall, 1)
+	wall.set(50*time.Minute + 10*time.Second) // the wall clock now reads 03:50:10
+	rec.none(t)
+	env.wall.Step(time.Minute) // the replica re-reads the wall clock: 03:51:10
+	rec.expect(t, t0.Add(45*time.Minute), schedule.Ran)
+	awaitWaiters(t, env.wall, 1)
+	rec.none(t) // 03:15 and 03:30 were skipped
+}
+
+// After a backward step, slots this replica already handled are not
+// attempted again, and the next slot comes when the wall clock reaches it.
+func TestWallClockStepBackward(t *testing.T) {
+	env := newFakeEnv(t0)
+	wall := &steppableClock{Clock: env.wall}
+	rec := newRecorder()
+	cnt := newCounter()
+	s, err := schedule.New(env.store, env.ledger, schedule.WithClock(wall), schedule.WithLogger(quiet),
+		schedule.WithObserver(rec.observe), schedule.WithLockOptions(baton.WithClock(env.lockClk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With CatchUp, a replica that forgot what it handled would attempt
+	// 03:00 again after the step (the ledger would refuse to run it, but
+	// the attempt shows as an event).
+	if err := s.Add("minute", "* * * * *", cnt.job, schedule.CatchUp(1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	rec.expect(t, t0, schedule.Ran) // caught up at start
+	awaitWaiters(t, env.wall, 1)
+	env.wall.Step(time.Minute)
+	rec.expect(t, t0.Add(time.Minute), schedule.Ran)
+	awaitWaiters(t, env.wall, 1)
+	wall.set(-90 * time.Second) // 03:01:00 -> 02:59:30
+	env.wall.Step(time.Minute)  // 03:00:30: slot 03:00 is behind the replica
+	awaitWaiters(t, env.wall, 1)
+	rec.none(t)
+	env.wall.Step(time.Minute) // 03:01:30
+	awaitWaiters(t, env.wall, 1)
+	rec.none(t)
+	env.wall.Step(30 * time.Second) // 03:02:00
+	rec.expect(t, t0.Add(2*time.Minute), schedule.Ran)
+}
+
+// failingStore refuses every acquisition, as an unreachable store would.
+type failingStore struct{ *memory.Store }
+
+func (failingStore) TryAcquire(context.Context, string, baton.Request) (baton.Grant, error) {
+	return baton.Grant{}, errors.New("dial tcp: connection refused")
+}
+
+func TestLockStoreUnreachable(t *testing.T) {
+	env := newFakeEnv(t0)
+	rec := newRecorder()
+	cnt := newCounter()
+	s, err := schedule.New(failingStore{env.store}, env.ledger, schedule.WithClock(env.wall), schedule.WithLogger(quiet),
+		schedule.WithObserver(rec.observe), schedule.WithLockOptions(baton.WithClock(env.lockClk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add("report", "* * * * *", cnt.job); err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	awaitWaiters(t, env.wall, 1)
+	env.wall.Step(time.Minute)
+	e := rec.expect(t, t0.Add(time.Minute), schedule.Error)
+	if !strings.Contains(e.Err.Error(), "connection refused") || cnt.get(t0.Add(time.Minute)) != 0 {
+		t.Fatalf("err = %v, runs = %d; want the store's error and no run", e.Err, cnt.get(t0.Add(time.Minute)))
+	}
+}
+
+func TestRunWithoutJobs(t *testing.T) {
+	s, err := schedule.New(memory.New(), schedule.NewMemoryLedger(), schedule.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+}

@@ -1,0 +1,449 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/baton-go/baton"
+	"k8s.io/utils/clock"
+)
+
+// Func is a job. ctx ends when the slot's lock is lost (cause matching
+// baton.ErrLost), when the run reaches LockAtMostFor (ErrLockAtMostFor), or
+// when Run's context ends (ErrStopped); the job should return soon after.
+// Returning nil marks the slot as done in the ledger; an error leaves it
+// not done. A panic is not recovered: it ends the process, like any
+// panic in a goroutine.
+type Func func(ctx context.Context, run Run) error
+
+// Run describes the slot a job runs for.
+type Run struct {
+	// Job is the job's name.
+	Job string
+	// Slot is the scheduled time this run is for, in the scheduler's
+	// location (WithLocation) or the spec's CRON_TZ.
+	Slot time.Time
+	// Lock is the name of the slot's lock (see LockName).
+	Lock string
+	// Token is the fencing token of the slot's lock. Tokens are per lock,
+	// hence per slot: compare a token only with tokens of the same Lock
+	// (for example fence.SQLGuard with Lock as the name).
+	Token uint64
+}
+
+// Scheduler runs cron jobs so that each slot of each job runs at most once
+// across every replica that shares the backend and the ledger. Create it
+// with New, add jobs with Add, then call Run.
+type Scheduler struct {
+	b      baton.Backend
+	ledger Ledger
+	cfg    config
+
+	mu      sync.Mutex
+	jobs    []*job
+	names   map[string]bool
+	running bool
+}
+
+type job struct {
+	name string
+	spec spec
+	fn   Func
+	jobConfig
+}
+
+// New returns a Scheduler that locks slots on b and records them in ledger.
+// Every replica must use the same backend store and the same ledger. Errors
+// match baton.ErrInvalidOptions and name the values involved.
+func New(b baton.Backend, ledger Ledger, opts ...Option) (*Scheduler, error) {
+	cfg := config{loc: time.UTC, grace: DefaultShutdownGrace}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	switch {
+	case b == nil:
+		return nil, fmt.Errorf("schedule: %w: backend is nil", baton.ErrInvalidOptions)
+	case ledger == nil:
+		return nil, fmt.Errorf("schedule: %w: ledger is nil", baton.ErrInvalidOptions)
+	case cfg.loc == nil:
+		return nil, fmt.Errorf("schedule: %w: location is nil", baton.ErrInvalidOptions)
+	case cfg.grace < 0:
+		return nil, fmt.Errorf("schedule: %w: shutdown grace %v must not be negative", baton.ErrInvalidOptions, cfg.grace)
+	}
+	if cfg.clock == nil {
+		cfg.clock = clock.RealClock{}
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	// One identity for every slot lock of this scheduler, unless the lock
+	// options set one; the logger likewise.
+	cfg.lockOpts = append([]baton.Option{baton.WithIdentity(baton.DefaultIdentity()), baton.WithLogger(cfg.logger)}, cfg.lockOpts...)
+	if _, err := baton.NewMutex(b, "schedule-probe", cfg.lockOpts...); err != nil {
+		return nil, fmt.Errorf("schedule: lock options: %w", err)
+	}
+	return &Scheduler{b: b, ledger: ledger, cfg: cfg, names: make(map[string]bool)}, nil
+}
+
+// Add registers a job: fn runs for every slot of spec, on one replica.
+//
+// spec is a cron spec as parsed by github.com/robfig/cron/v3: five fields
+// (minute hour day-of-month month day-of-week), or six with a leading
+// seconds field; descriptors such as @daily or @every 15m; and an optional
+// CRON_TZ=Zone prefix. Slots of "@every d" are the multiples of d since
+// the Unix epoch, so that all replicas agree on them.
+//
+// name is the job's name: a valid lock name (baton.ValidateName) of at most
+// MaxJobNameLength characters, unique in the scheduler, and the same on
+// every replica. It names the job's slot locks and ledger records, so two
+// different jobs must not share a name on one backend or ledger, and no
+// other lock of the backend should be named like a slot lock (see
+// LockName). Errors match ErrInvalidSpec, baton.ErrInvalidName or
+// baton.ErrInvalidOptions, and Add after Run started returns ErrRunning.
+func (s *Scheduler) Add(name, cronSpec string, fn Func, opts ...JobOption) error {
+	if err := validateJobName(name); err != nil {
+		return err
+	}
+	if fn == nil {
+		return fmt.Errorf("schedule: job %q: %w: func is nil", name, baton.ErrInvalidOptions)
+	}
+	jc := jobConfig{atMost: DefaultLockAtMostFor}
+	for _, o := range opts {
+		if o != nil {
+			o(&jc)
+		}
+	}
+	if err := jc.validate(); err != nil {
+		return fmt.Errorf("schedule: job %q: %w", name, err)
+	}
+	sp, err := parseSpec(cronSpec, s.cfg.loc)
+	if err != nil {
+		return fmt.Errorf("schedule: job %q: %w", name, err)
+	}
+	if now := s.cfg.clock.Now(); sp.next(now).IsZero() {
+		return fmt.Errorf("schedule: job %q: %w %q: no slot within five years after %v", name, ErrInvalidSpec, cronSpec, now.In(s.cfg.loc))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.running:
+		return fmt.Errorf("schedule: job %q: %w", name, ErrRunning)
+	case s.names[name]:
+		return fmt.Errorf("schedule: job %q: %w: a job of that name was already added", name, baton.ErrInvalidOptions)
+	}
+	s.names[name] = true
+	s.jobs = append(s.jobs, &job{name: name, spec: sp, fn: fn, jobConfig: jc})
+	return nil
+}
+
+// Run runs the jobs until ctx ends. Each job has its own loop: it waits
+// for the job's next slot on this replica's wall clock and attempts it
+// (see the package documentation); a replica runs one slot of a job at a
+// time.
+//
+// When ctx ends, the contexts of running jobs end with cause ErrStopped,
+// and Run waits up to the shutdown grace (WithShutdownGrace) for them to
+// return. It then returns ctx.Err(), or, if a job is still running, an
+// error matching baton.ErrGraceExceeded that names it; that job keeps its
+// slot's lock until it returns, and the process should exit.
+func (s *Scheduler) Run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.running {
+		s.mu.Unlock()
+		return fmt.Errorf("schedule: %w", ErrRunning)
+	}
+	s.running = true
+	jobs := s.jobs
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.running = false
+		s.mu.Unlock()
+	}()
+
+	var (
+		wg     sync.WaitGroup
+		busyMu sync.Mutex
+		busy   = make(map[string]bool)
+	)
+	for _, j := range jobs {
+		wg.Go(func() {
+			s.loop(ctx, j, &wg, func(b bool) {
+				busyMu.Lock()
+				busy[j.name] = b
+				busyMu.Unlock()
+			})
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	<-ctx.Done()
+	t := s.cfg.clock.NewTimer(s.cfg.grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return ctx.Err()
+	case <-t.C():
+	}
+	select {
+	case <-done: // returned just at the deadline
+		return ctx.Err()
+	default:
+	}
+	busyMu.Lock()
+	var names []string
+	for _, j := range jobs {
+		if busy[j.name] {
+			names = append(names, j.name)
+		}
+	}
+	busyMu.Unlock()
+	return fmt.Errorf("schedule: %w (%v): jobs still running: %q", baton.ErrGraceExceeded, s.cfg.grace, names)
+}
+
+// loop runs one job's slots until ctx ends.
+func (s *Scheduler) loop(ctx context.Context, j *job, wg *sync.WaitGroup, setBusy func(bool)) {
+	log := s.cfg.logger.With("job", j.name)
+	clk := s.cfg.clock
+	now := clk.Now()
+	cursor := now
+	if j.catchUp > 0 {
+		// Slots that passed before this replica started count as missed.
+		cursor = now.Add(-j.within)
+		slots, left := j.spec.newest(cursor, now, j.catchUp)
+		if left {
+			log.Info("schedule: missed slots skipped", "before", slots[0], "catch_up", j.catchUp)
+		}
+		for _, slot := range slots {
+			if ctx.Err() != nil {
+				return
+			}
+			s.attempt(ctx, j, slot, wg, setBusy)
+		}
+		cursor = now
+	}
+	for {
+		next := j.spec.next(cursor)
+		if next.IsZero() {
+			log.Warn("schedule: no slot within five years; the job's loop ends", "after", cursor)
+			return
+		}
+		if !s.sleepUntil(ctx, next) {
+			return
+		}
+		now := clk.Now()
+		slots, left := j.spec.newest(cursor, now, j.catchUp+1)
+		cursor = now
+		if len(slots) == 0 {
+			continue // the wall clock went back while waiting
+		}
+		// The newest due slot is the current one; older ones were missed
+		// and are attempted only if CatchUp allows and they are recent
+		// enough.
+		if j.catchUp > 0 {
+			oldest := now.Add(-j.within)
+			for len(slots) > 1 && slots[0].Before(oldest) {
+				slots, left = slots[1:], true
+			}
+		}
+		if left {
+			log.Info("schedule: missed slots skipped", "before", slots[0], "catch_up", j.catchUp)
+		}
+		for _, slot := range slots {
+			if ctx.Err() != nil {
+				return
+			}
+			s.attempt(ctx, j, slot, wg, setBusy)
+		}
+	}
+}
+
+// sleepUntil waits until the wall clock reads at least t, re-reading it at
+// least every maxWait. It reports false if ctx ended first.
+func (s *Scheduler) sleepUntil(ctx context.Context, t time.Time) bool {
+	for {
+		if ctx.Err() != nil {
+			return false
+		}
+		d := t.Sub(s.cfg.clock.Now())
+		if d <= 0 {
+			return true
+		}
+		timer := s.cfg.clock.NewTimer(min(d, maxWait))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-timer.C():
+		}
+	}
+}
+
+func (s *Scheduler) observe(e Event) {
+	if s.cfg.observer != nil {
+		s.cfg.observer(e)
+	}
+}
+
+// attempt runs one slot if this replica gets its lock and the ledger does
+// not record it as done.
+func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *sync.WaitGroup, setBusy func(bool)) {
+	key := lockName(j.name, slot)
+	log := s.cfg.logger.With("job", j.name, "slot", slot, "lock", key)
+	ev := Event{Job: j.name, Slot: slot}
+	setBusy(true)
+	defer setBusy(false)
+	fail := func(msg string, err error) {
+		log.Error(msg, "err", err)
+		ev.Outcome, ev.Err = Error, err
+		s.observe(ev)
+	}
+	m, err := baton.NewMutex(s.b, key, s.cfg.lockOpts...)
+	if err != nil {
+		fail("schedule: cannot make the slot's lock", err)
+		return
+	}
+	lease, err := m.TryLock(ctx)
+	if err != nil {
+		var held *baton.HeldError
+		switch {
+		case errors.As(err, &held):
+			log.Debug("schedule: slot lock held by another replica; skipping", "holder", held.Holder)
+			ev.Outcome, ev.Holder = Held, held.Holder
+			s.observe(ev)
+		case ctx.Err() != nil:
+		default:
+			fail("schedule: cannot lock the slot; skipping it", err)
+		}
+		return
+	}
+	ev.Token = lease.Token()
+	log = log.With("token", lease.Token())
+	release := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if err := lease.Unlock(rctx); err != nil && !errors.Is(err, baton.ErrLost) {
+			log.Warn("schedule: releasing the slot lock failed; it will expire", "err", err)
+		}
+	}
+
+	runCtx, end := s.runContext(ctx, j, lease)
+	done, err := s.ledger.Done(runCtx, j.name, slot)
+	if err != nil {
+		end()
+		release()
+		if ctx.Err() == nil {
+			fail("schedule: cannot read the ledger; not running the slot", err)
+		}
+		return
+	}
+	if done {
+		end()
+		release()
+		log.Debug("schedule: slot already done")
+		ev.Outcome = AlreadyDone
+		s.observe(ev)
+		return
+	}
+
+	jobErr := j.fn(runCtx, Run{Job: j.name, Slot: slot, Lock: key, Token: lease.Token()})
+	end()
+	switch {
+	case jobErr != nil:
+		log.Error("schedule: job failed; the slot is not recorded", "err", jobErr)
+		ev.Outcome, ev.Err = Failed, jobErr
+	default:
+		if lerr := lease.Err(); lerr != nil {
+			log.Warn("schedule: job returned after its slot lock ended; recording the slot anyway", "lease_err", lerr)
+		}
+		if err := s.record(ctx, j.name, slot, lease.Token(), log); err != nil {
+			log.Error("schedule: job ran but its slot could not be recorded; it may run again", "err", err)
+			ev.Outcome, ev.Err = Unrecorded, err
+		} else {
+			log.Info("schedule: job ran")
+			ev.Outcome = Ran
+		}
+	}
+	s.observe(ev)
+	s.hold(ctx, slot.Add(j.atLeast), lease, release, wg)
+}
+
+// runContext returns the context of a slot's run (the ledger check and
+// the job): the lease's context, ended also LockAtMostFor from now and when
+// ctx ends. end stops its timer and goroutine.
+func (s *Scheduler) runContext(ctx context.Context, j *job, lease *baton.Lease) (runCtx context.Context, end func()) {
+	runCtx, cancel := context.WithCancelCause(lease.Context())
+	stop := context.AfterFunc(ctx, func() { cancel(fmt.Errorf("%w: %w", ErrStopped, context.Cause(ctx))) })
+	timer := s.cfg.clock.NewTimer(j.atMost)
+	returned, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-timer.C():
+			cancel(fmt.Errorf("%w (%v)", ErrLockAtMostFor, j.atMost))
+		case <-returned:
+		}
+	}()
+	return runCtx, func() {
+		stop()
+		timer.Stop()
+		close(returned)
+		<-exited
+		cancel(nil)
+	}
+}
+
+// record calls Ledger.Record, retrying a few times. It does not stop when
+// ctx ends: the job has run, and the record is what keeps it from running
+// again.
+func (s *Scheduler) record(ctx context.Context, job string, slot time.Time, token uint64, log *slog.Logger) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	var err error
+	for i := range recordAttempts {
+		if i > 0 {
+			t := s.cfg.clock.NewTimer(recordRetry)
+			select {
+			case <-t.C():
+			case <-rctx.Done():
+				t.Stop()
+				return err
+			}
+		}
+		if err = s.ledger.Record(rctx, job, slot, token); err == nil {
+			return nil
+		}
+		log.Warn("schedule: recording the slot failed", "attempt", i+1, "err", err)
+	}
+	return err
+}
+
+// hold keeps the lease until the wall clock reads until, then releases
+// it. It does not block: the wait runs in a goroutine counted in wg. The
+// hold ends early when ctx ends or the lease is lost.
+func (s *Scheduler) hold(ctx context.Context, until time.Time, lease *baton.Lease, release func(), wg *sync.WaitGroup) {
+	d := until.Sub(s.cfg.clock.Now())
+	if d <= 0 || ctx.Err() != nil || lease.Err() != nil {
+		release()
+		return
+	}
+	t := s.cfg.clock.NewTimer(d)
+	wg.Go(func() {
+		defer release()
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+		case <-lease.Done():
+		}
+	})
+}

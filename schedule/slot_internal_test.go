@@ -1,0 +1,71 @@
+package schedule
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestNewest(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	mustParse := func(s string) spec {
+		sp, err := parseSpec(s, time.UTC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sp
+	}
+	for _, tc := range []struct {
+		spec       string
+		after, now time.Time
+		n          int
+		want       []time.Time
+		left       bool
+	}{
+		{"* * * * * *", t0, at(3 * time.Second), 1, []time.Time{at(3 * time.Second)}, true},
+		{"* * * * * *", t0, at(3 * time.Second), 5, []time.Time{at(time.Second), at(2 * time.Second), at(3 * time.Second)}, false},
+		{"* * * * * *", t0, at(3*time.Second + 500*time.Millisecond), 2, []time.Time{at(2 * time.Second), at(3 * time.Second)}, true},
+		{"* * * * * *", t0, t0, 3, nil, false},                         // empty interval
+		{"* * * * * *", t0, at(999 * time.Millisecond), 3, nil, false}, // no slot yet
+		{"0 3 * * *", t0.Add(-24 * time.Hour), at(time.Hour), 1, []time.Time{t0}, false},
+		// A year of every-second slots: only the newest are enumerated.
+		{"* * * * * *", t0.Add(-366 * 24 * time.Hour), t0, 2, []time.Time{at(-time.Second), t0}, true},
+		// Slots clustered in one hour, far before now.
+		{"* * 1 * * *", t0.Add(-48 * time.Hour), t0, 2, []time.Time{at(-time.Hour - 2*time.Second), at(-time.Hour - time.Second)}, true},
+		{"@every 90s", t0, at(5 * time.Minute), 2, []time.Time{at(3 * time.Minute), at(270 * time.Second)}, true},
+	} {
+		sp := mustParse(tc.spec)
+		got, left := sp.newest(tc.after, tc.now, tc.n)
+		if !slices.EqualFunc(got, tc.want, time.Time.Equal) || left != tc.left {
+			t.Errorf("%q newest(%v, %v, %d) = %v, %v; want %v, %v", tc.spec, tc.after, tc.now, tc.n, got, left, tc.want, tc.left)
+		}
+	}
+}
+
+func TestNextEveryIsEpochAligned(t *testing.T) {
+	sp, err := parseSpec("@every 1h", time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	for _, from := range []time.Time{base, base.Add(time.Nanosecond), base.Add(59 * time.Minute), time.Unix(-1, 0)} {
+		n := sp.next(from)
+		if n.Unix()%3600 != 0 || !n.After(from) || n.Sub(from) > time.Hour {
+			t.Errorf("next(%v) = %v: not the first hour boundary after it", from, n)
+		}
+	}
+	// CRON_TZ wins over the scheduler's location; slots without one are in it.
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skip(err)
+	}
+	sp, _ = parseSpec("0 3 * * *", ny)
+	if n := sp.next(base); n.Hour() != 3 || n.Location() != ny {
+		t.Errorf("next in New York = %v", n)
+	}
+	sp, _ = parseSpec("CRON_TZ=UTC 0 3 * * *", ny)
+	if n := sp.next(base); !n.Equal(base.Add(24 * time.Hour)) {
+		t.Errorf("next with CRON_TZ=UTC = %v, want %v", n, base.Add(24*time.Hour))
+	}
+}
