@@ -133,6 +133,9 @@ func (l *Lease) unlock(ctx context.Context) error {
 		return fmt.Errorf("baton: unlock %q: %w", l.m.name, lost)
 	}
 	if err != nil {
+		// This process no longer holds the lock (its context has ended);
+		// the claim stays in the store until it expires.
+		l.m.observe(Event{Kind: EventReleased, Name: l.m.name, Holder: g.Holder, Token: g.Token, Err: err})
 		return fmt.Errorf("baton: unlock %q: %w", l.m.name, err)
 	}
 	l.m.observe(Event{Kind: EventReleased, Name: l.m.name, Holder: g.Holder, Token: g.Token})

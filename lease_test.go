@@ -425,3 +425,26 @@ func TestLockWatchingDoesNotPoll(t *testing.T) {
 		t.Fatal("Lock did not retry at RetryAfter")
 	}
 }
+
+// TestEventsOfTryLockAndFailedRelease: TryLock reports its acquisition, and
+// an Unlock whose store release failed still reports the release (with the
+// error), since this process no longer holds the lock.
+func TestEventsOfTryLockAndFailedRelease(t *testing.T) {
+	b := newScript()
+	obs, ev := events()
+	m, _ := newMutex(t, b, obs)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := next(t, ev, baton.EventAcquired); e.Token != l.Token() || e.Holder != m.Identity() {
+		t.Errorf("acquired event %+v, want token %d of %s", e, l.Token(), m.Identity())
+	}
+	b.set("other") // taken over behind the holder's back
+	if err := l.Unlock(context.Background()); !errors.Is(err, baton.ErrLost) {
+		t.Fatalf("Unlock = %v, want the store's ErrLost", err)
+	}
+	if e := next(t, ev, baton.EventReleased); !errors.Is(e.Err, baton.ErrLost) || e.Token != l.Token() {
+		t.Errorf("released event %+v, want token %d with the store's error", e, l.Token())
+	}
+}

@@ -51,10 +51,12 @@ func (m *Mutex) Identity() string { return m.cfg.identity }
 // The Lease's context is derived from ctx's values but not its cancellation:
 // ctx bounds the attempt, not the tenure. End the tenure with Lease.Unlock.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
+	start := m.cfg.clock.Now()
 	l, err := m.try(ctx, context.WithoutCancel(ctx), false)
 	if err != nil {
 		return nil, fmt.Errorf("baton: lock %q: %w", m.name, err)
 	}
+	m.observe(Event{Kind: EventAcquired, Name: m.name, Holder: m.cfg.identity, Token: l.Token(), Duration: m.cfg.clock.Since(start)})
 	return l, nil
 }
 

@@ -6,7 +6,8 @@ import "time"
 type EventKind int
 
 const (
-	// EventAcquired: this process acquired the lock; Duration is how long it waited.
+	// EventAcquired: this process acquired the lock (Lock, TryLock or an
+	// Elector's campaign); Duration is how long it waited.
 	EventAcquired EventKind = iota + 1
 	// EventHeld: an attempt found the lock held by Holder (a conflict).
 	EventHeld
@@ -16,7 +17,9 @@ const (
 	EventRenewFailed
 	// EventLost: the lock was lost (Err says why): the lease's context has ended.
 	EventLost
-	// EventReleased: the holder released the lock.
+	// EventReleased: the holder released the lock. Err is set if the
+	// store's release failed: this process stopped holding it all the
+	// same, and the claim expires in the store after the TTL.
 	EventReleased
 	// EventStartedLeading: an Elector's term started.
 	EventStartedLeading

@@ -40,8 +40,9 @@
 //
 // baton_leader follows the lease, not the Elector's work: it drops to 0 when
 // the lease is lost or released, even if work is still returning within the
-// grace period, because from then on another replica may lead. A lease from
-// TryLock is not counted: baton reports no acquisition event for it.
+// grace period, because from then on another replica may lead. An Unlock
+// whose store release failed counts as a release: this process stopped
+// holding the lock, and the claim expires in the store.
 package batonprom
 
 import (
@@ -102,8 +103,7 @@ type lockState struct {
 	// lease: the lease's renewer can give up at once when the acquire
 	// itself took longer than the renew deadline, and it reports from its
 	// own goroutine. An acquisition found here is not counted as held.
-	// Losses of leases never reported acquired (TryLock) also land here;
-	// the list is short and the oldest entry goes first.
+	// The list is short and the oldest entry goes first.
 	early []lease
 }
 

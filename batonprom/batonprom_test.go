@@ -230,7 +230,8 @@ func TestLeaderGaugeFollowsLeases(t *testing.T) {
 		{"released and stopped", []baton.Event{ev(baton.EventAcquired, 1), ev(baton.EventReleased, 1), ev(baton.EventStoppedLeading, 1), ev(baton.EventAcquired, 2)}, 1},
 		{"two leases, one released", []baton.Event{ev(baton.EventAcquired, 1), ev(baton.EventAcquired, 2), ev(baton.EventReleased, 1)}, 1},
 		{"two leases, both ended", []baton.Event{ev(baton.EventAcquired, 1), ev(baton.EventAcquired, 2), ev(baton.EventReleased, 2), ev(baton.EventLost, 1)}, 0},
-		// TryLock reports no acquisition; its end must not count as one.
+		// A lease acquired before the Collector was attached: its end must
+		// not count as one.
 		{"release of an unseen lease", []baton.Event{ev(baton.EventReleased, 4), ev(baton.EventLost, 5), ev(baton.EventAcquired, 6)}, 1},
 		{"conflicts only", []baton.Event{ev(baton.EventHeld, 3), ev(baton.EventNewLeader, 0)}, 0},
 	} {
@@ -296,8 +297,18 @@ func TestMutexOnMemoryStore(t *testing.T) {
 	if got := value(t, reg, "baton_leader", "lock", "reports"); got != 0 {
 		t.Errorf("after Unlock: baton_leader = %v, want 0", got)
 	}
+	l2, err := other.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "baton_leader", "lock", "reports"); got != 1 {
+		t.Errorf("after TryLock: baton_leader = %v, want 1", got)
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for name, want := range map[string]float64{
-		"baton_acquisitions_total": 1, "baton_conflicts_total": 1, "baton_releases_total": 1,
+		"baton_acquisitions_total": 2, "baton_conflicts_total": 1, "baton_releases_total": 2,
 	} {
 		if got := value(t, reg, name, "lock", "reports"); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
