@@ -237,3 +237,41 @@ func TestContended(t *testing.T) {
 		t.Errorf("%d attempts, want %d", n, DefaultMaxConflicts)
 	}
 }
+
+// TestObservationsOfManyNamesAreSwept: a process that locks many names
+// (a scheduler's per-slot locks) keeps observations only of claims that
+// could still be live, and its own live claim keeps its own.
+func TestObservationsOfManyNamesAreSwept(t *testing.T) {
+	a, _, clk, _ := newMemStores(t)
+	ctx := context.Background()
+	const ttl = 2 * time.Second
+	mine, err := a.TryAcquire(ctx, "mine", baton.Request{Holder: "a", Nonce: "n", TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		name := "slot-" + strconv.Itoa(i)
+		g, err := a.TryAcquire(ctx, name, baton.Request{Holder: "a", Nonce: "n", TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Release(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 49 {
+			clk.Step(ttl / 2)
+			if mine, err = a.Renew(ctx, mine); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a.mu.Lock()
+	n := len(a.seen)
+	a.mu.Unlock()
+	if n > 4*minSweep {
+		t.Errorf("after 500 names locked and released over %v, %d observations are kept; want them swept", 10*ttl/2, n)
+	}
+	if _, ok := a.written("mine", mine.Version); !ok {
+		t.Error("the sweep dropped the observation of the store's own live claim")
+	}
+}

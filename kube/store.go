@@ -21,15 +21,38 @@ type store struct {
 	o  options
 
 	mu      sync.Mutex
-	seen    map[string]observation  // by object name
+	seen    map[string]observation  // by object name; see sweepLocked
+	sweepAt int                     // sweep seen when it grows past this
 	watches map[string]*sharedWatch // by object name; see Watch
+}
+
+// minSweep is the size below which seen is never swept.
+const minSweep = 64
+
+// sweepLocked drops observations of claims that expired, as judged here,
+// at least one lease duration ago, so that a process that touches many
+// lock names (a scheduler's per-slot locks) does not keep one entry per
+// name forever. Dropping one is safe: should the same version be seen
+// again, its claim is counted from then, which only delays a takeover.
+// It runs when seen has doubled since the last sweep. s.mu must be held.
+func (s *store) sweepLocked(now time.Time) {
+	if len(s.seen) <= max(s.sweepAt, minSweep) {
+		return
+	}
+	for name, obs := range s.seen {
+		if now.Sub(obs.at) > 2*obs.ttl {
+			delete(s.seen, name)
+		}
+	}
+	s.sweepAt = 2 * len(s.seen)
 }
 
 // observation is when this process first saw one version of an object, on
 // its monotonic clock.
 type observation struct {
-	rv string
-	at time.Time
+	rv  string
+	at  time.Time
+	ttl time.Duration // the object's lease duration
 	// obj is the object as this process last wrote it (rv is its
 	// version), or nil if the version was only seen.
 	obj *object
@@ -67,8 +90,9 @@ func (s *store) remaining(o object) time.Duration {
 	s.mu.Lock()
 	obs, ok := s.seen[o.name]
 	if !ok || obs.rv != o.rv {
-		obs = observation{rv: o.rv, at: now}
+		obs = observation{rv: o.rv, at: now, ttl: o.ttl()}
 		s.seen[o.name] = obs
+		s.sweepLocked(now)
 	}
 	s.mu.Unlock()
 	return max(0, obs.at.Add(o.ttl()).Sub(now))
@@ -80,7 +104,8 @@ func (s *store) remaining(o object) time.Duration {
 // other observer.
 func (s *store) wrote(o object, sent time.Time) {
 	s.mu.Lock()
-	s.seen[o.name] = observation{rv: o.rv, at: sent, obj: &o}
+	s.seen[o.name] = observation{rv: o.rv, at: sent, ttl: o.ttl(), obj: &o}
+	s.sweepLocked(sent)
 	s.mu.Unlock()
 }
 
