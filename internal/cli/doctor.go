@@ -13,10 +13,14 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/kube"
+	"github.com/baton-go/baton/kube/api/v1alpha1"
 )
 
 const doctorLong = `Check that baton can work here, without taking any lock: the timing
@@ -162,13 +166,14 @@ func (a *app) kubeChecks(ctx context.Context, f *lockFlags) []check {
 	if err != nil {
 		return []check{{"kubernetes", "FAIL", err.Error(), ""}}
 	}
-	group, resource := "coordination.k8s.io", "leases"
+	gvr := schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
 	switch f.backend {
 	case "configmap":
-		group, resource = "", "configmaps"
+		gvr = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	case "crd":
-		group, resource = "baton.dev", "distributedlocks"
+		gvr = v1alpha1.Resource
 	}
+	group, resource := gvr.Group, gvr.Resource
 	qualified := resource
 	if group != "" {
 		qualified += "." + group
@@ -213,8 +218,8 @@ func (a *app) kubeChecks(ctx context.Context, f *lockFlags) []check {
 	} else if err == nil {
 		checks = append(checks, check{"rbac create events", "PASS", "allowed in namespace " + ns, ""})
 	}
-	if f.name != "" && f.backend != "crd" {
-		checks = append(checks, nameCheck(ctx, cs, f.backend, ns, f.name, f.kube.app))
+	if f.name != "" {
+		checks = append(checks, nameCheck(ctx, cfg, gvr, f.backend, ns, f.name, f.kube.app))
 	}
 	return checks
 }
@@ -226,31 +231,24 @@ func reason(s authzv1.SubjectAccessReviewStatus) string {
 	return ""
 }
 
-// nameCheck tells whether the lock object exists and whose it is.
-func nameCheck(ctx context.Context, cs kubernetes.Interface, backend, ns, name, app string) check {
-	var (
-		meta metav1.ObjectMeta
-		err  error
-	)
-	if backend == "configmap" {
-		o, e := cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		if err = e; e == nil {
-			meta = o.ObjectMeta
-		}
-	} else {
-		o, e := cs.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
-		if err = e; e == nil {
-			meta = o.ObjectMeta
-		}
-	}
+// nameCheck tells whether the lock object exists and whose it is. It reads
+// only the object's metadata, with the "get" verb the lock needs anyway.
+func nameCheck(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionResource, backend, ns, name, app string) check {
 	label := "name " + name
+	mc, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return check{label, "FAIL", err.Error(), ""}
+	}
+	meta, err := mc.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return check{label, "PASS", fmt.Sprintf("no %s %s/%s yet: the first acquire creates it", backend, ns, name), ""}
 	case err != nil:
 		return check{label, "FAIL", err.Error(), ""}
 	}
-	if _, ok := meta.Annotations[kube.AnnotationToken]; !ok {
+	// A DistributedLock is baton's kind; a Lease or ConfigMap is baton's
+	// if it carries the token annotation.
+	if _, ok := meta.Annotations[kube.AnnotationToken]; !ok && gvr.Group != "baton.dev" {
 		return check{label, "FAIL", fmt.Sprintf("%s %s/%s exists but was not made by baton (another tool uses this name)", backend, ns, name),
 			"pick another lock name; baton never takes over another tool's object"}
 	}

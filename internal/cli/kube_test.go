@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -174,5 +175,15 @@ func TestKubeCRDBackend(t *testing.T) {
 	}
 	if st.Held || st.Token != 2 {
 		t.Errorf("status after two locks = %+v, want free with token 2", st)
+	}
+	// doctor's name check reads the DistributedLock too: the lock above
+	// was taken without --app, so another application collides with it.
+	code, out, _ = runCLI(t, "doctor", "--backend", "crd", "--kubeconfig", kc, "--name", "migrate", "--app", "billing")
+	if code != 1 || !strings.Contains(out, `belongs to application "", not "billing"`) {
+		t.Errorf("doctor --backend crd with a colliding name: exit %d, output:\n%s", code, out)
+	}
+	code, out, _ = runCLI(t, "doctor", "--backend", "crd", "--kubeconfig", kc, "--name", "migrate")
+	if !regexp.MustCompile(`name migrate\s+PASS\s+crd \S+/migrate belongs to application ""`).MatchString(out) {
+		t.Errorf("doctor --backend crd, same application: exit %d, output:\n%s", code, out)
 	}
 }
