@@ -76,10 +76,7 @@ func openFails(t *testing.T, what string, cfg etcdstore.Config) error {
 
 func TestTLS(t *testing.T) {
 	files, _ := testenv.WriteTLSFiles(t)
-	// etcd requires client certificates whenever it has a trusted CA file
-	// (testenv passes one); empty it for TLS without client certificates.
-	srv := startEtcd(t, testenv.WithEtcdTLS(testenv.EtcdTLS{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile}),
-		testenv.EtcdArgs("--trusted-ca-file="))
+	srv := startEtcd(t, testenv.WithEtcdTLS(testenv.EtcdTLS{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile}))
 	cfg := etcdstore.Config{Endpoints: srv.Endpoints(), CAFile: files.CAFile}
 	useLock(t, openOK(t, cfg), etcdstore.WithPrefix(freshPrefix(t)))
 	openFails(t, "without the CA (system roots)", etcdstore.Config{Endpoints: srv.Endpoints()})

@@ -46,7 +46,8 @@ type etcdConfig struct {
 type EtcdTLS struct {
 	CertFile, KeyFile, CAFile string
 	// ClientCertAuth requires clients to present a certificate signed by
-	// CAFile (etcd's --client-cert-auth).
+	// CAFile (etcd's --client-cert-auth and --trusted-ca-file). Without
+	// it, CAFile is only what ClientTLS trusts.
 	ClientCertAuth bool
 }
 
@@ -311,9 +312,11 @@ func (e *Etcd) args() []string {
 		"--log-outputs=stderr",
 	}
 	if f := e.cfg.tls; f != nil {
-		a = append(a, "--cert-file="+f.CertFile, "--key-file="+f.KeyFile, "--trusted-ca-file="+f.CAFile)
+		a = append(a, "--cert-file="+f.CertFile, "--key-file="+f.KeyFile)
 		if f.ClientCertAuth {
-			a = append(a, "--client-cert-auth")
+			// etcd requires client certificates whenever it has a trusted
+			// CA file, so pass one only when that is asked for.
+			a = append(a, "--trusted-ca-file="+f.CAFile, "--client-cert-auth")
 		}
 	}
 	if e.cfg.unsafeSync {
