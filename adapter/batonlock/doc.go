@@ -65,17 +65,33 @@
 // engine (Mutex, Elector, Lease) is not involved, so its guarantees about
 // when a holder stops do not apply; client-go's do. The backend's TTL is
 // the LeaseDuration client-go passes in the record, in whole seconds (at
-// least one). For the leader to stop before its claim can expire in the
-// backend, keep
+// least one). A leader whose last successful renew was sent at S stops by
+// about S + RetryPeriod + RenewDeadline (each renew attempt is bounded by
+// the renew deadline), and the backend keeps its claim until at least
+// S + LeaseDuration. So keep
 //
-//	RetryPeriod + RenewDeadline + the longest request < LeaseDuration
+//	RetryPeriod + RenewDeadline + a safety margin < LeaseDuration
 //
-// (client-go's defaults 2s + 10s < 15s leave 3s). A claim lost to the
-// backend (expired, force-released) is noticed at the next renew; the
-// leader then keeps running its runnables until RenewDeadline, as with
-// client-go's own lock. If at that point the lock is free, client-go's next
-// Update acquires it again, with a new fencing token, and client-go never
-// notices that the term was interrupted.
+// (client-go's defaults 2s + 10s < 15s leave 3s; the tests use 0.2s + 1.5s
+// < 2s). A claim lost to the backend (expired, force-released) is noticed
+// at the next renew; the leader then keeps running its runnables until
+// RenewDeadline, as with client-go's own lock. If at that point the lock
+// is free, client-go's next Update acquires it again, with a new fencing
+// token, and client-go never notices that the term was interrupted.
+//
+// With ReleaseOnCancel, client-go tries to release after its renewals
+// gave up and before it tells its callbacks (controller-runtime stops its
+// runnables only then). That release starts with a Get, which against an
+// unreachable store would block for up to another RenewDeadline, long
+// past the claim's end. So while the last renew of the claim held failed,
+// Get fails at once without asking the backend: such a leader only needs
+// to renew, which client-go does without a Get. The release is then
+// skipped and the claim expires after its TTL.
+//
+// An acquire whose reply is lost (a timeout after the store applied it)
+// leaves a claim this Lock does not know it holds; it is held by the same
+// identity but another nonce, so the Lock cannot renew it and acquires
+// again only after it expired.
 //
 // # Fencing tokens
 //

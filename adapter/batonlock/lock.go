@@ -32,6 +32,9 @@ type Lock struct {
 
 	mu    sync.Mutex
 	grant *baton.Grant // the claim this participant holds, as far as it knows
+	// renewErr is the error of the last renew of grant if it failed (but
+	// did not report the claim lost); nil after a success.
+	renewErr error
 }
 
 // Option configures a Lock.
@@ -123,6 +126,16 @@ type rawRecord struct {
 func (k *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.grant != nil && k.renewErr != nil {
+		// A leader whose renewals fail only needs to renew again, which
+		// client-go does without a Get. But client-go's release on
+		// cancel starts with a Get, and runs before it reports the loss:
+		// against an unreachable store that Get would hold the leader's
+		// runnables for up to another RenewDeadline, past the moment its
+		// claim can expire. Fail it at once. (%v, not %w: the renew
+		// error must not look like a NotFound to client-go.)
+		return nil, nil, fmt.Errorf("batonlock: get %q: not read while this replica's renewals fail (last error: %v)", k.name, k.renewErr)
+	}
 	rec, err := k.b.Get(ctx, k.name)
 	if errors.Is(err, baton.ErrNotFound) {
 		// A Kubernetes-style NotFound too, so that client-go's
@@ -220,7 +233,7 @@ func (k *Lock) acquire(ctx context.Context, op string, ler resourcelock.LeaderEl
 		return fmt.Errorf("batonlock: %s %q: the backend returned a grant for %q/%q on %q, asked for %q/%q",
 			op, k.name, g.Holder, g.Nonce, g.Key, req.Holder, req.Nonce)
 	}
-	k.grant = &g
+	k.grant, k.renewErr = &g, nil
 	return nil
 }
 
@@ -229,12 +242,15 @@ func (k *Lock) renew(ctx context.Context, op string) error {
 	g, err := k.b.Renew(ctx, *k.grant)
 	if errors.Is(err, baton.ErrLost) {
 		lost := *k.grant
-		k.grant = nil
+		k.grant, k.renewErr = nil, nil
 		k.log.Warn("batonlock: claim lost", "lock", k.name, "identity", k.identity, "token", lost.Token, "err", err)
+	} else if err != nil {
+		k.renewErr = err
 	}
 	if err != nil {
 		return fmt.Errorf("batonlock: %s %q: renew: %w", op, k.name, err)
 	}
+	k.renewErr = nil
 	// Keep the nonce and token of the grant held; take the backend's
 	// version for its next conditional write.
 	k.grant.Version = g.Version
@@ -250,7 +266,7 @@ func (k *Lock) release(ctx context.Context) error {
 	if err == nil || errors.Is(err, baton.ErrLost) {
 		// Released, or no longer ours: either way this participant holds
 		// nothing now.
-		k.grant = nil
+		k.grant, k.renewErr = nil, nil
 		return nil
 	}
 	return fmt.Errorf("batonlock: release %q: %w", k.name, err)

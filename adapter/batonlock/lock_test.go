@@ -140,3 +140,33 @@ func TestNewValidates(t *testing.T) {
 		t.Errorf("Identity, Describe = %q, %q", l.Identity(), l.Describe())
 	}
 }
+
+// TestGetFailsFastWhileRenewalsFail: after a failed renew, Get does not
+// reach the backend (client-go's release would otherwise block on an
+// unreachable store before it stops its runnables), and does not look
+// like NotFound; a successful renew restores it.
+func TestGetFailsFastWhileRenewalsFail(t *testing.T) {
+	ctx := context.Background()
+	a := newLock(t, memory.New(), "controller", "a", nil)
+	if err := a.Create(ctx, record("a")); err != nil {
+		t.Fatal(err)
+	}
+	failed, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.Update(failed, record("a")); err == nil || errors.Is(err, baton.ErrLost) {
+		t.Fatalf("renew with a cancelled context: %v, want a transient error", err)
+	}
+	if _, held := a.Token(); !held {
+		t.Fatal("a transient renew failure dropped the claim")
+	}
+	_, _, err := a.Get(ctx)
+	if err == nil || apierrors.IsNotFound(err) {
+		t.Errorf("Get after a failed renew: %v, want an error that is not NotFound", err)
+	}
+	if err := a.Update(ctx, record("a")); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	if ler, _, err := a.Get(ctx); err != nil || ler.HolderIdentity != "a" {
+		t.Errorf("Get after a successful renew: %+v, %v", ler, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/adapter/batonlock"
 	"github.com/baton-go/baton/etcdstore"
+	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/kube"
 	"github.com/baton-go/baton/redisstore"
@@ -90,6 +91,19 @@ func newLock(t *testing.T, b baton.Backend, name, id string, log *slog.Logger) *
 	return l
 }
 
+// tracker records the leader-election runnables of the managers of one
+// test.
+type tracker struct {
+	running atomic.Int32 // leader-election runnables running now
+	overlap atomic.Bool  // two ran at once
+	started chan string  // identity of each runnable that starts
+	stopped chan string  // identity of each runnable that returns
+}
+
+func newTracker() *tracker {
+	return &tracker{started: make(chan string, 4), stopped: make(chan string, 4)}
+}
+
 // replica is one manager under test.
 type replica struct {
 	id     string
@@ -97,6 +111,51 @@ type replica struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Start has returned
 	err    error         // Start's result, once done is closed
+}
+
+// startReplica starts a manager that elects through lock and runs one
+// leader-election runnable reporting to tr. It is stopped at the end of t.
+func startReplica(t *testing.T, cfg *rest.Config, tr *tracker, id string, lock *batonlock.Lock) *replica {
+	t.Helper()
+	r := &replica{id: id, lock: lock, done: make(chan struct{})}
+	ld, rd, rp := leaseDuration, renewDeadline, retryPeriod
+	mgr, err := manager.New(cfg, manager.Options{
+		Logger:                              logr.Discard(),
+		Metrics:                             metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:              "0",
+		LeaderElection:                      true,
+		LeaderElectionResourceLockInterface: lock,
+		LeaderElectionReleaseOnCancel:       true,
+		LeaseDuration:                       &ld,
+		RenewDeadline:                       &rd,
+		RetryPeriod:                         &rp,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A plain Runnable needs leader election: it starts only on the
+	// leader.
+	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if tr.running.Add(1) > 1 {
+			tr.overlap.Store(true)
+		}
+		tr.started <- id
+		<-ctx.Done()
+		tr.running.Add(-1)
+		tr.stopped <- id
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		r.err = mgr.Start(ctx)
+	}()
+	t.Cleanup(func() { _ = r.stop(t) })
+	return r
 }
 
 // stop cancels the manager and returns Start's result.
@@ -114,55 +173,14 @@ func (r *replica) stop(t *testing.T) error {
 
 // failover runs the scenario with two managers whose locks newLock builds.
 func failover(t *testing.T, cfg *rest.Config, newLock func(t *testing.T, id string) *batonlock.Lock) {
-	var (
-		running atomic.Int32 // leader-election runnables running now
-		overlap atomic.Bool  // two ran at once
-		started = make(chan string, 4)
-	)
+	tr := newTracker()
 	replicas := make([]*replica, 2)
 	for i := range replicas {
 		id := fmt.Sprintf("replica-%c", 'a'+i)
-		r := &replica{id: id, lock: newLock(t, id), done: make(chan struct{})}
-		ld, rd, rp := leaseDuration, renewDeadline, retryPeriod
-		mgr, err := manager.New(cfg, manager.Options{
-			Logger:                              logr.Discard(),
-			Metrics:                             metricsserver.Options{BindAddress: "0"},
-			HealthProbeBindAddress:              "0",
-			LeaderElection:                      true,
-			LeaderElectionResourceLockInterface: r.lock,
-			LeaderElectionReleaseOnCancel:       true,
-			LeaseDuration:                       &ld,
-			RenewDeadline:                       &rd,
-			RetryPeriod:                         &rp,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// A plain Runnable needs leader election: it starts only on the
-		// leader.
-		err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			if running.Add(1) > 1 {
-				overlap.Store(true)
-			}
-			started <- id
-			<-ctx.Done()
-			running.Add(-1)
-			return nil
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		r.cancel = cancel
-		go func() {
-			defer close(r.done)
-			r.err = mgr.Start(ctx)
-		}()
-		t.Cleanup(func() { _ = r.stop(t) })
-		replicas[i] = r
+		replicas[i] = startReplica(t, cfg, tr, id, newLock(t, id))
 	}
 
-	first := waitFor(t, started, 20*time.Second, "a leader")
+	first := waitFor(t, tr.started, 20*time.Second, "a leader")
 	leader, standby := replicas[0], replicas[1]
 	if first == standby.id {
 		leader, standby = standby, leader
@@ -174,7 +192,7 @@ func failover(t *testing.T, cfg *rest.Config, newLock func(t *testing.T, id stri
 	// renews. Two lease durations cover several renewals and one full
 	// expiry window as the standby judges it.
 	select {
-	case id := <-started:
+	case id := <-tr.started:
 		t.Fatalf("%s started leading while %s leads", id, first)
 	case <-time.After(2 * leaseDuration):
 	}
@@ -186,7 +204,7 @@ func failover(t *testing.T, cfg *rest.Config, newLock func(t *testing.T, id stri
 		t.Errorf("%s still holds a claim after its manager stopped with LeaderElectionReleaseOnCancel", leader.id)
 	}
 	stopped := time.Now()
-	if id := waitFor(t, started, 20*time.Second, "the standby to take over"); id != standby.id {
+	if id := waitFor(t, tr.started, 20*time.Second, "the standby to take over"); id != standby.id {
 		t.Fatalf("%s started leading, want %s", id, standby.id)
 	}
 	// The leader released on cancel, so the standby needs a retry period
@@ -196,7 +214,7 @@ func failover(t *testing.T, cfg *rest.Config, newLock func(t *testing.T, id stri
 	} else {
 		t.Logf("the standby took over %v after the leader stopped", took)
 	}
-	if overlap.Load() {
+	if tr.overlap.Load() {
 		t.Error("two managers ran their leader-election runnables at the same time")
 	}
 	if err := standby.stop(t); err != nil {
@@ -249,4 +267,52 @@ func newNamespace(t *testing.T, cfg *rest.Config) string {
 		t.Fatalf("creating a namespace: %v", err)
 	}
 	return ns.Name
+}
+
+// TestManagerPartition cuts the leader off from Redis: its manager must
+// stop its runnables (client-go gives up at RenewDeadline) before Redis
+// expires the claim and the standby can start, so the two never run at
+// once.
+func TestManagerPartition(t *testing.T) {
+	cfg := startControlPlane(t)
+	srv := testenv.StartRedis(t)
+	proxy, err := faultproxy.New(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	lockVia := func(addr, id string) *batonlock.Lock {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		store := redisstore.New(c)
+		t.Cleanup(func() { _ = store.Close(); _ = c.Close() })
+		return newLock(t, store, "controller-partition", id, slog.New(slog.DiscardHandler))
+	}
+	tr := newTracker()
+	leader := startReplica(t, cfg, tr, "replica-a", lockVia(proxy.Addr(), "replica-a"))
+	if id := waitFor(t, tr.started, 20*time.Second, "replica-a to lead"); id != leader.id {
+		t.Fatalf("%s leads, want %s", id, leader.id)
+	}
+	startReplica(t, cfg, tr, "replica-b", lockVia(srv.Addr(), "replica-b"))
+
+	proxy.Cut()
+	cut := time.Now()
+	if id := waitFor(t, tr.stopped, 20*time.Second, "the cut-off leader to stop"); id != leader.id {
+		t.Fatalf("%s stopped, want %s", id, leader.id)
+	}
+	stoppedAfter := time.Since(cut)
+	if id := waitFor(t, tr.started, 20*time.Second, "the standby to take over"); id != "replica-b" {
+		t.Fatalf("%s started leading, want replica-b", id)
+	}
+	t.Logf("after the cut the leader stopped in %v, the standby started in %v", stoppedAfter, time.Since(cut))
+	if tr.overlap.Load() {
+		t.Error("the cut-off leader still ran when the standby started")
+	}
+	select {
+	case <-leader.done:
+		if leader.err == nil {
+			t.Error("the cut-off leader's manager returned nil, want an error (leader election lost)")
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("the cut-off leader's manager did not return")
+	}
 }
