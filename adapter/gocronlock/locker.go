@@ -55,7 +55,7 @@ func WithLogger(log *slog.Logger) LockerOption { return func(l *Locker) { l.log 
 // WithMutexOptions sets the options of every job's baton.Mutex: the TTL
 // (the lease is renewed while the job runs, so the TTL bounds how long a
 // crashed scheduler blocks the job, not how long the job may run), the
-// identity, an Observer.
+// identity (default: one baton.DefaultIdentity() per Locker), an Observer.
 func WithMutexOptions(opts ...baton.Option) LockerOption {
 	return func(l *Locker) { l.mopts = append(l.mopts, opts...) }
 }
@@ -72,7 +72,10 @@ func NewLocker(b baton.Backend, opts ...LockerOption) (*Locker, error) {
 	if l.log == nil {
 		l.log = slog.Default()
 	}
-	l.mopts = append([]baton.Option{baton.WithLogger(l.log)}, l.mopts...)
+	// One identity for every job lock of this Locker (unless the mutex
+	// options set one): baton's default identity is new for every Mutex,
+	// which would show a different holder for each run.
+	l.mopts = append([]baton.Option{baton.WithLogger(l.log), baton.WithIdentity(baton.DefaultIdentity())}, l.mopts...)
 	if l.prefix != "" {
 		if err := baton.ValidateName(l.prefix + "x"); err != nil {
 			return nil, fmt.Errorf("gocronlock: prefix %q cannot begin a lock name: %w", l.prefix, err)
