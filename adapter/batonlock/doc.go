@@ -54,7 +54,11 @@
 // Get shows the holder only while the backend judges the claim valid; an
 // expired claim shows an empty HolderIdentity, so that client-go does not
 // add its own expiry wait (LeaseDuration of an unchanged record, on its
-// local clock) to the backend's. The raw record client-go compares to
+// local clock) to the backend's. A valid claim under this Lock's identity
+// that it does not hold (a lost reply to an acquire, or a second process
+// misconfigured with the same identity) is shown with its nonce appended,
+// so that client-go does not believe it leads. The raw record client-go
+// compares to
 // notice changes carries the backend's version, token and renew time, so
 // every renewal changes it.
 //

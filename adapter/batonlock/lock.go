@@ -120,7 +120,9 @@ type rawRecord struct {
 // the claim valid (baton.Record.Held); an expired or released claim shows
 // an empty holder, so client-go does not add its own expiry wait to the
 // backend's and goes straight to Update, where the backend decides
-// atomically. If the backend has no record for the lock, the error matches
+// atomically. A valid claim under this Lock's identity that this Lock does
+// not hold (another nonce) is shown with the nonce appended, so that
+// client-go does not take it for its own. If the backend has no record for the lock, the error matches
 // both baton.ErrNotFound and apierrors.IsNotFound (client-go then calls
 // Create).
 func (k *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -154,6 +156,14 @@ func (k *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 	}
 	if rec.Held() {
 		ler.HolderIdentity = rec.Holder
+		if rec.Holder == k.identity && (k.grant == nil || k.grant.Nonce != rec.Nonce) {
+			// This identity's name on a claim this Lock does not hold: an
+			// acquisition whose reply was lost, or another process
+			// misconfigured with the same identity. Shown as someone
+			// else's, so that client-go waits as a standby instead of
+			// believing it leads (IsLeader, OnNewLeader).
+			ler.HolderIdentity = fmt.Sprintf("%s (another acquisition, nonce %s)", rec.Holder, rec.Nonce)
+		}
 	}
 	raw, err := json.Marshal(rawRecord{LeaderElectionRecord: ler, Token: rec.Token, Nonce: rec.Nonce, Version: rec.Version, Held: rec.Held()})
 	if err != nil {

@@ -170,3 +170,32 @@ func TestGetFailsFastWhileRenewalsFail(t *testing.T) {
 		t.Errorf("Get after a successful renew: %+v, %v", ler, err)
 	}
 }
+
+// TestSameIdentityElsewhere: a claim under this Lock's identity that it
+// does not hold (another process with the same identity) is shown as
+// someone else's, and cannot be renewed or released through this Lock.
+func TestSameIdentityElsewhere(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	a1 := newLock(t, store, "controller", "a", nil)
+	a2 := newLock(t, store, "controller", "a", nil)
+	if err := a1.Create(ctx, record("a")); err != nil {
+		t.Fatal(err)
+	}
+	ler, _, err := a2.Get(ctx)
+	if err != nil || ler.HolderIdentity == "a" || ler.HolderIdentity == "" {
+		t.Errorf("a2.Get: %+v, %v; want a holder other than %q", ler, err, "a")
+	}
+	if ler, _, _ := a1.Get(ctx); ler.HolderIdentity != "a" {
+		t.Errorf("a1.Get: holder %q, want a", ler.HolderIdentity)
+	}
+	if err := a2.Update(ctx, record("a")); !errors.Is(err, baton.ErrHeld) {
+		t.Errorf("a2.Update: %v, want ErrHeld", err)
+	}
+	if err := a2.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil {
+		t.Errorf("a2's release without a claim: %v", err)
+	}
+	if ler, _, _ := a1.Get(ctx); ler.HolderIdentity != "a" {
+		t.Errorf("after a2's release, a1.Get: holder %q, want a", ler.HolderIdentity)
+	}
+}
