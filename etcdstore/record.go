@@ -79,6 +79,27 @@ func decodeValue(b []byte) (value, error) {
 	return v, nil
 }
 
+// handoffMark ends the value of a queue entry whose Store collects a claim
+// handed to it by the releasing transaction (see "Fair mode" in the package
+// documentation). The claim it is handed holds the entry's value without
+// the mark, verbatim, so that the waiter's Store recognizes it (and can
+// delete it, conditionally on that value, if the waiter gave up).
+const handoffMark = " handoff=1"
+
+// handedValue returns the claim value that the queue entry value q takes
+// when the lock is handed to it, or false if the entry does not take
+// handoffs (not written by a Store that collects them).
+func handedValue(q []byte) (string, bool) {
+	v, ok := strings.CutSuffix(string(q), handoffMark)
+	if !ok {
+		return "", false
+	}
+	if _, err := decodeValue([]byte(v)); err != nil {
+		return "", false
+	}
+	return v, true
+}
+
 // checkToken reports whether s can be a holder or nonce in a value: not
 // empty, printable, no white space.
 func checkToken(what, s string) error {

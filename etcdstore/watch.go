@@ -16,7 +16,7 @@ import (
 // queue entry just ahead), at which revision, and who held the claim.
 type observation struct {
 	target string // etcd key waited on
-	create int64  // its create revision as read (0: absent)
+	mod    int64  // its mod revision as read (0: absent); a claim handed over in place changes it
 	rev    int64  // header revision of the read
 	holder string // the claim's holder ("" if the claim was absent)
 	token  uint64 // the claim's token (0 if absent)
@@ -130,7 +130,9 @@ func (s *Store) Watch(ctx context.Context, name string) (<-chan struct{}, error)
 	f := s.followers[name]
 	if f == nil {
 		fctx, cancel := context.WithCancel(s.ctx)
-		f = &follower{name: name, regs: make(map[*reg]struct{}), wake: make(chan struct{}, 1), cancel: cancel}
+		// gen starts at 1: fresh == 0 means "not known to be fresh", and a
+		// place queued before the Watch began is already in the spec.
+		f = &follower{name: name, regs: make(map[*reg]struct{}), wake: make(chan struct{}, 1), cancel: cancel, gen: 1}
 		s.followers[name] = f
 		s.wg.Add(1)
 		go s.follow(fctx, f)
@@ -305,7 +307,7 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 							return
 						}
 						signal() // let the waiter ask etcd itself
-					case createOf(r.Kvs) != spec.obs.create:
+					case modOf(r.Kvs) != spec.obs.mod:
 						signal()
 					default:
 						fresh = true
@@ -358,13 +360,17 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 			}
 			s.mu.Lock()
 			spec := s.specLocked(f)
+			ck, _, _ := s.Keys(f.name)
 			if spec.obs.target == watching && !spec.guess {
 				for _, ev := range wr.Events {
 					if spec.waiting && ev.Kv.ModRevision <= spec.obs.rev {
 						continue // the waiter's read already reflects it
 					}
 					f.fresh = 0
-					if !spec.waiting || ev.Type == mvccpb.DELETE {
+					// A waiter cares for the deletion of the key it waits
+					// for, or (fair mode) a claim put over the one it
+					// waits for: a holder without a place handed it over.
+					if !spec.waiting || ev.Type == mvccpb.DELETE || s.fair && watching == ck {
 						f.signalLocked()
 					}
 				}
@@ -398,11 +404,11 @@ func (s *Store) anchor() {
 	}
 }
 
-func createOf(kvs []*mvccpb.KeyValue) int64 {
+func modOf(kvs []*mvccpb.KeyValue) int64 {
 	if len(kvs) == 0 {
 		return 0
 	}
-	return kvs[0].CreateRevision
+	return kvs[0].ModRevision
 }
 
 // Observe reports the record of lock name now and after every change of its
