@@ -80,7 +80,7 @@ type claim struct {
 	token         int64 // the claim key's mod revision: the transaction that gave it to its holder
 	ttl           time.Duration
 	lease         *lease
-	entry         string // fair mode: the holder's queue key, deleted with the claim
+	entry         string     // fair mode: the holder's queue key, deleted with the claim
 	next          *successor // fair mode: the waiter Release hands the claim to, if still there
 	// deadline is the send time of the last successful acquire or renew
 	// plus ttl, on this process's monotonic clock. The lease is known to
