@@ -208,12 +208,42 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 	ck, lk, qp := s.Keys(name)
 	if e != nil && readFirst {
 		// A read costs etcd no disk sync; most attempts with a place find
-		// the lock handed to them or still held.
-		resp, err := s.client.Txn(ctx).Then(
-			clientv3.OpGet(ck),
-			clientv3.OpGet(qp, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))...),
-			clientv3.OpGet(e.key),
-			clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1))...)).Commit()
+		// the lock handed to them or still held. With the watch up, the
+		// read is serializable (served by the member without a round of
+		// consensus) if that member has caught up with the change the watch
+		// reported: a claim handed to this place stays this place's until
+		// its Store deletes it or its lease ends, so finding it in a
+		// member's state is enough to collect it (see collect), and the
+		// other answers are checked by a conditional write or by the watch.
+		read := func(serializable bool) (*clientv3.TxnResponse, error) {
+			var o []clientv3.OpOption
+			if serializable {
+				o = append(o, clientv3.WithSerializable())
+			}
+			return s.client.Txn(ctx).Then(
+				clientv3.OpGet(ck, o...),
+				clientv3.OpGet(qp, append(clientv3.WithLastCreate(), append(o, clientv3.WithMaxCreateRev(e.rev-1))...)...),
+				clientv3.OpGet(e.key, o...),
+				clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), append(o, clientv3.WithMinCreateRev(e.rev+1))...)...)).Commit()
+		}
+		// The member must also have this place's key and the last
+		// observation, or it would report the place lost.
+		s.mu.Lock()
+		min, serializable := e.obs.rev, f != nil
+		if f != nil {
+			min, serializable = max(min, f.seen), !f.broken
+		}
+		s.mu.Unlock()
+		var (
+			resp *clientv3.TxnResponse
+			err  error
+		)
+		if serializable {
+			resp, err = read(true)
+		}
+		if !serializable || err == nil && resp.Header.Revision < min {
+			resp, err = read(false)
+		}
 		if err != nil {
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}

@@ -264,3 +264,55 @@ func kvOrNil(kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
 	}
 	return kvs[0]
 }
+
+// TestFairTightLoop: 8 contenders, each its own Store, in tight Lock and
+// Unlock loops (the benchmark's shape), round after round. No round may
+// stall: a waiter whose attempt was in flight when the lock was handed to
+// it must not take its older read as fresh and sleep through the change.
+// Every acquisition gets a larger token.
+func TestFairTightLoop(t *testing.T) {
+	srv := startEtcd(t)
+	const (
+		contenders = 8
+		each       = 30
+		rounds     = 4
+		ttl        = 30 * time.Second // a stall would last until a retry at about the TTL
+	)
+	for round := range rounds {
+		opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			last uint64
+		)
+		start := time.Now()
+		for i := range contenders {
+			m := newMutex(t, newStore(t, connect(t, srv.Endpoint()), opts...), "job", fmt.Sprintf("c%d", i), ttl)
+			wg.Go(func() {
+				for k := range each {
+					l, err := m.Lock(ctx)
+					if err != nil {
+						t.Errorf("round %d: c%d after %d acquisitions: %v", round, i, k, err)
+						return
+					}
+					mu.Lock()
+					if l.Token() <= last {
+						t.Errorf("round %d: token %d after %d", round, l.Token(), last)
+					}
+					last = l.Token()
+					mu.Unlock()
+					if err := l.Unlock(context.WithoutCancel(ctx)); err != nil {
+						t.Errorf("round %d: unlock: %v", round, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+		if t.Failed() {
+			t.FailNow()
+		}
+		t.Logf("round %d: %d acquisitions in %v", round, contenders*each, time.Since(start))
+	}
+}

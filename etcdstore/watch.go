@@ -49,7 +49,16 @@ type follower struct {
 	// fresh == gen while the watch is known to cover the spec's
 	// observation and no later change of the target arrived: an attempt
 	// can then answer "held" without asking etcd.
-	fresh  uint64
+	fresh uint64
+	// seen is the latest revision of a change of the target that the
+	// watch delivered after a waiter's observation, and broken is set while
+	// the watch is down. An observation older than seen is never taken as
+	// fresh: an attempt in flight when the change arrived reads the state
+	// before it, and the waiter would sleep through the change. For the
+	// same reason a read that may be served by a lagging member (see
+	// tryAcquireFair) must be at least that recent.
+	seen   int64
+	broken bool
 	wake   chan struct{} // capacity 1: the spec or the attempts changed
 	cancel context.CancelFunc
 }
@@ -308,6 +317,9 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 						}
 						signal() // let the waiter ask etcd itself
 					case modOf(r.Kvs) != spec.obs.mod:
+						s.mu.Lock()
+						f.seen = max(f.seen, r.Header.Revision)
+						s.mu.Unlock()
 						signal()
 					default:
 						fresh = true
@@ -315,7 +327,7 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 				}
 				if fresh {
 					s.mu.Lock()
-					if f.gen == spec.gen {
+					if f.gen == spec.gen && spec.obs.rev >= f.seen {
 						f.fresh = spec.gen
 					}
 					s.mu.Unlock()
@@ -338,6 +350,9 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 				if ctx.Err() != nil {
 					return
 				}
+				s.mu.Lock()
+				f.broken = true
+				s.mu.Unlock()
 				signal()
 				backoff = min(max(2*backoff, 50*time.Millisecond), maxBackoff)
 				if retry == nil {
@@ -354,6 +369,9 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 				continue
 			}
 			if wr.Created {
+				s.mu.Lock()
+				f.broken = false
+				s.mu.Unlock()
 				created = max(wr.Header.Revision, 1)
 				backoff = 0
 				continue
@@ -367,6 +385,7 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 						continue // the waiter's read already reflects it
 					}
 					f.fresh = 0
+					f.seen = max(f.seen, ev.Kv.ModRevision)
 					// A waiter cares for the deletion of the key it waits
 					// for, or (fair mode) a claim put over the one it
 					// waits for: a holder without a place handed it over.
