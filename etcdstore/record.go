@@ -19,10 +19,11 @@ const valueVersion = "baton/v1"
 // identity and the nonce of the acquisition (neither may contain white
 // space or be empty), the TTL the holder asked for in Go's duration syntax
 // ("15s", "1.5s"), and the wall-clock time of the acquisition (or of the
-// enqueue, for a queue entry) in RFC 3339 with nanoseconds, UTC. The time is
-// for people reading `etcdctl get` or `baton status`; baton never compares
-// it with a clock. The fencing token is not in the value: it is the claim's
-// create revision, kept by etcd.
+// enqueue, for a queue entry and a claim handed over from it) in RFC 3339
+// with nanoseconds, UTC. The time is for people reading `etcdctl get` or
+// `baton status`; baton never compares it with a clock. The fencing token
+// is not in the value: it is the claim's mod revision, kept by etcd. A
+// queue entry's value is followed by handoffMark.
 type value struct {
 	holder, nonce string
 	ttl           time.Duration

@@ -212,8 +212,8 @@ func (s *Store) Close() error {
 // TryAcquire implements baton.Backend with one transaction: if the claim
 // key does not exist (CreateRevision == 0), put it with the Store's lease
 // for req.TTL attached, and put the /last record; otherwise read the claim
-// and report its holder. The fencing token is the claim key's create
-// revision. Before the transaction, TryAcquire makes sure etcd keeps the
+// and report its holder. The fencing token is the claim key's mod revision
+// (here equal to its create revision). Before the transaction, TryAcquire makes sure etcd keeps the
 // lease for at least req.TTL from the moment the request leaves (see the
 // package documentation); on the first acquisition with a TTL that costs
 // a LeaseGrant.
@@ -402,7 +402,8 @@ func (s *Store) ownedLocked(g baton.Grant) (*claim, error) {
 }
 
 // Release implements baton.Backend with one transaction: delete the claim
-// key if its create revision is still g's token. The /last record keeps
+// key if its mod revision is still g's token (in fair mode, or hand it to
+// the next waiter: see the package documentation). The /last record keeps
 // the token, so the next acquisition gets a larger one (etcd revisions
 // only grow). It returns an error matching baton.ErrLost if g is not a live
 // claim of this Store or etcd no longer has it. If etcd cannot be reached

@@ -118,8 +118,8 @@ func (f *follower) closeAllLocked() {
 // this Store answers ErrHeld from what it knows, without a request to etcd,
 // so the engine's periodic retries cost nothing.
 //
-// In fair mode a Watch is also what makes an acquire attempt queue: see the
-// package documentation. The channel is closed when ctx ends or the Store
+// In fair mode an open Watch also makes an acquire attempt queue, as
+// baton.Request.Waiting does: see the package documentation. The channel is closed when ctx ends or the Store
 // is closed; a watch that breaks is re-established after a short backoff,
 // with a value sent, since a change may have been missed.
 func (s *Store) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
