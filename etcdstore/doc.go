@@ -193,7 +193,7 @@
 //     rewrites the claim for the attempt first). If the claim is free and
 //     no queue key is older, one transaction acquires on those conditions.
 //     (A waiter waiting for the claim itself, whose holder did not queue,
-//     skips the read.) Its queue key stays, as the holder's, until the
+//     skips the read when the watch reports a change of the claim.) Its queue key stays, as the holder's, until the
 //     claim ends, so the waiter behind it keeps waiting for that one key.
 //   - The engine's clock model still holds for a handed claim (DESIGN
 //     invariant 3: etcd keeps the claim at least until the send time S of

@@ -177,7 +177,7 @@ func (s *Store) dropOps(e *entry) []clientv3.Op {
 // lock to this place, the claim is collected without a write (collect);
 // if the claim is free and no queue key is older, one transaction
 // acquires on the same conditions. (A waiter whose place is first, woken
-// by the claim's deletion, skips the read.) The place's key stays as the
+// by a change of the claim, skips the read.) The place's key stays as the
 // holder's. A place whose key is gone never acquires: the attempt fails
 // with an error matching baton.ErrLost.
 func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Request, f *follower) (baton.Grant, error) {
@@ -195,9 +195,10 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 	if e != nil {
 		s.addOwnerLocked(e, ctx)
 		ck, _, _ := s.Keys(name)
-		// Waiting for the claim itself, the holder had no place and
-		// released without a handoff: the claim is likely free.
-		readFirst = e.obs.target != ck
+		// Woken by a change of the claim itself (the waiter is first and
+		// its holder had no place, so it released without a handoff), the
+		// claim is likely free: write at once.
+		readFirst = e.obs.target != ck || f == nil || f.seen <= e.obs.rev
 	}
 	s.mu.Unlock()
 	if e != nil {
