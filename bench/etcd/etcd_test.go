@@ -153,7 +153,7 @@ var libraries = []library{
 	},
 	{
 		name:   "baton etcdstore, fair",
-		config: "the same with etcdstore.WithFair(true): waiters queue by create revision, each woken by its predecessor",
+		config: "the same with etcdstore.WithFair(true): waiters queue by create revision, each woken by its predecessor; a release hands the lock to the next waiter",
 		open:   openBaton(true),
 	},
 	{
