@@ -80,8 +80,13 @@ type Request struct {
 	// Holder is the contender's identity, stable for a process (for
 	// example the pod name plus a random suffix). Shown in status views.
 	Holder string
-	// Nonce is random per acquisition. Holder and Nonce together name the
-	// owner of a grant: only that owner can renew or release it.
+	// Nonce is random per acquisition call: every attempt of one
+	// Mutex.Lock call (or one campaign of an Elector) carries the same
+	// nonce, since only one of them can acquire; TryLock and every other
+	// call draw a new one. Holder and Nonce together name the owner of a
+	// grant: only that owner can renew or release it. A store may write a
+	// waiter's claim ahead of the attempt that collects it (see
+	// etcdstore's fair mode), knowing the nonce that attempt will present.
 	Nonce string
 	// TTL is how long the claim lasts after the store applies an acquire
 	// or renew, unless renewed again.

@@ -253,6 +253,60 @@ func TestLockSaysItWaits(t *testing.T) {
 	}
 }
 
+// TestLockKeepsItsNonce: every attempt of one Lock call carries the same
+// nonce (a store may write a waiter's claim before the attempt that
+// collects it); each Lock or TryLock call draws a new one.
+func TestLockKeepsItsNonce(t *testing.T) {
+	b := newScript()
+	b.set("other")
+	b.retryAfter = 100 * time.Millisecond
+	m, clk := newMutex(t, b)
+	got := make(chan *baton.Lease, 1)
+	go func() {
+		l, err := m.Lock(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	for range 3 { // three refused attempts
+		awaitTimer(t, clk)
+		clk.Step(100 * time.Millisecond)
+	}
+	awaitTimer(t, clk)
+	b.set("")
+	clk.Step(100 * time.Millisecond)
+	var l *baton.Lease
+	select {
+	case l = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lock did not acquire")
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t2, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = t2.Unlock(context.Background())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.nonces
+	if len(n) < 5 {
+		t.Fatalf("%d attempts, want at least 5: %v", len(n), n)
+	}
+	lockCall, try := n[:len(n)-1], n[len(n)-1]
+	for i, v := range lockCall {
+		if v != lockCall[0] {
+			t.Errorf("attempt %d of one Lock call has nonce %q, the first had %q", i, v, lockCall[0])
+		}
+	}
+	if try == lockCall[0] {
+		t.Errorf("TryLock reused the Lock call's nonce %q", try)
+	}
+}
+
 func TestLockRetriesNoLaterThanRetryAfter(t *testing.T) {
 	b := newScript()
 	b.set("other")

@@ -52,7 +52,7 @@ func (m *Mutex) Identity() string { return m.cfg.identity }
 // ctx bounds the attempt, not the tenure. End the tenure with Lease.Unlock.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 	start := m.cfg.clock.Now()
-	l, err := m.try(ctx, context.WithoutCancel(ctx), false)
+	l, err := m.try(ctx, context.WithoutCancel(ctx), NewNonce(), false)
 	if err != nil {
 		return nil, fmt.Errorf("baton: lock %q: %w", m.name, err)
 	}
@@ -102,6 +102,11 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 		changes = ch
 	}
 	var lastHeld *HeldError // the holder seen at the last attempt that reached the store
+	// One nonce for every attempt of this call: only one of them can
+	// acquire, and a store that hands the lock to a waiter (etcdstore's
+	// fair mode) can then write the claim with the nonce the waiter will
+	// present.
+	nonce := NewNonce()
 	stopped := func() error {
 		if lastHeld != nil {
 			return fmt.Errorf("%w; stopped waiting: %w", lastHeld, ctx.Err())
@@ -109,7 +114,7 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 		return ctx.Err()
 	}
 	for {
-		l, err := m.try(ctx, parent, true)
+		l, err := m.try(ctx, parent, nonce, true)
 		if err == nil {
 			m.observe(Event{Kind: EventAcquired, Name: m.name, Holder: m.cfg.identity, Token: l.Token(), Duration: m.cfg.clock.Since(start)})
 			return l, nil
@@ -172,9 +177,10 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 	}
 }
 
-// try makes one attempt; waiting says whether the caller will keep trying.
-func (m *Mutex) try(ctx, parent context.Context, waiting bool) (*Lease, error) {
-	req := Request{Holder: m.cfg.identity, Nonce: NewNonce(), TTL: m.cfg.ttl, Waiting: waiting}
+// try makes one attempt with nonce; waiting says whether the caller will
+// keep trying.
+func (m *Mutex) try(ctx, parent context.Context, nonce string, waiting bool) (*Lease, error) {
+	req := Request{Holder: m.cfg.identity, Nonce: nonce, TTL: m.cfg.ttl, Waiting: waiting}
 	sent := m.cfg.clock.Now()
 	g, err := m.b.TryAcquire(ctx, m.name, req)
 	if err != nil {

@@ -22,7 +22,8 @@ type script struct {
 	token    uint64
 	acquires int
 	releases int
-	waiting  []bool // Request.Waiting of every attempt
+	waiting  []bool   // Request.Waiting of every attempt
+	nonces   []string // Request.Nonce of every attempt
 
 	renewErr   error         // returned by Renew when set
 	renewBlock chan struct{} // Renew waits for it (or ctx) when set
@@ -42,6 +43,7 @@ func (s *script) TryAcquire(ctx context.Context, key string, req baton.Request) 
 	defer s.mu.Unlock()
 	s.acquires++
 	s.waiting = append(s.waiting, req.Waiting)
+	s.nonces = append(s.nonces, req.Nonce)
 	if s.holder != "" {
 		return baton.Grant{}, &baton.HeldError{Key: key, Holder: s.holder, Token: s.token, RetryAfter: s.retryAfter}
 	}

@@ -19,18 +19,23 @@
 // # Guarantees
 //
 //   - Exclusion: acquiring is one transaction that creates the lock's claim
-//     key only if it does not exist (its CreateRevision is 0). etcd
+//     key only if it does not exist (its CreateRevision is 0); in fair mode
+//     a release may instead put the claim for the next waiter, in the
+//     transaction that ends its own claim (see "Fair mode"). etcd
 //     serializes transactions, so at most one claim per lock exists.
-//   - Fencing tokens are the claim key's create revision: the revision of
-//     the transaction that acquired. etcd revisions only grow, so tokens
-//     strictly increase across holders, releases, expiries, client restarts
-//     and member restarts, as long as etcd keeps its data. Restoring etcd
-//     from an older snapshot takes revisions back, and tokens with them.
+//   - Fencing tokens are the claim key's mod revision: the revision of the
+//     transaction that gave the claim to its holder (the acquiring one, or
+//     the releasing one that handed it over; for a claim that was not
+//     handed over it equals the create revision). The claim key is written
+//     by nothing else, and etcd revisions only grow, so tokens strictly
+//     increase across holders, releases, expiries, client restarts and
+//     member restarts, as long as etcd keeps its data. Restoring etcd from
+//     an older snapshot takes revisions back, and tokens with them.
 //   - Ownership: only the Store that acquired a claim renews or releases it,
 //     and only for the grant's holder, nonce and token. Release is one
-//     transaction that deletes the claim key only if its create revision is
-//     still the grant's token, so a late release never frees a successor's
-//     claim.
+//     transaction conditioned on the claim key's mod revision still being
+//     the grant's token, so a late release never frees (or hands over) a
+//     successor's claim.
 //   - Expiry is judged by etcd (lease expiry, on the leader's monotonic
 //     clock) and by the holder's own monotonic clock. No wall-clock time is
 //     compared across machines; the times in the records are for people.
@@ -50,7 +55,7 @@
 // WithPrefix):
 //
 //	P N              the claim: exists while N is held; attached to the holder's
-//	                 lease. Value: see below. Token = its create revision.
+//	                 lease. Value: see below. Token = its mod revision.
 //	P N /last        the last acquisition: written in the acquiring transaction, so
 //	                 its mod revision is the last token issued; its version minus
 //	                 one counts acquisitions after the first (Record.Transitions).
@@ -58,14 +63,16 @@
 //	                 released lock from it.
 //	P N /queue/ID    fair mode only: a waiter's place (and, once it acquires, the
 //	                 holder's until its claim ends), attached to its Store's
-//	                 lease; ordered by create revision.
+//	                 lease; ordered by create revision. Value: the claim value
+//	                 the waiter is handed, plus " handoff=1".
 //
 // Lock names never contain '/', so the keys of two locks never collide.
 // Values are one line of text:
 //
 //	baton/v1 holder=<identity> nonce=<nonce> ttl=<TTL> at=<RFC 3339 time>
 //
-// (see `etcdctl get --prefix /baton/locks/`). A claim value that does not
+// (see `etcdctl get --prefix /baton/locks/`); for a claim handed over in
+// fair mode, at= is when its holder queued. A claim value that does not
 // parse is reported as baton.ErrCorruptRecord and never overwritten.
 //
 // # Leases and renewal
@@ -149,54 +156,102 @@
 //
 // With WithFair(true), contenders that wait in baton.Mutex.Lock (or an
 // Elector) get the lock in the order in which they started waiting, and
-// each is woken only when the key just ahead of it in the queue is
-// deleted: no thundering herd, one waiter woken per handover. This fits
-// the existing Backend seam, without new engine API:
+// each is woken only when the key just ahead of it in the queue changes:
+// no thundering herd, one waiter woken per handover. A handover costs one
+// transaction (the release, which hands the lock over) and one read.
 //
-//   - baton.Mutex.Lock opens a Watch once its first attempt finds the lock
-//     held, and tries again at once. An attempt made while a Watch of the
-//     lock is open in the Store is a waiter's: if the lock is free and the
-//     queue empty it acquires; otherwise the same transaction puts the
-//     waiter's queue key (attached to the Store's lease) and reads the key
-//     just ahead of it, which the waiter then watches. One place per lock
-//     and holder identity in a Store; later attempts reuse it.
-//   - A waiter's attempt acquires only if the claim is free, its queue key
-//     still exists with its create revision, and no queue key is older, in
-//     one transaction. Its queue key stays, as the holder's, until the claim
-//     ends (release, expiry, loss), so the waiter behind it keeps waiting
-//     for that one key. A place whose key is gone (the waiter's lease
-//     expired while it was cut off, or an administrator removed it)
-//     therefore never acquires: the attempt fails with an error matching
-//     baton.ErrLost (etcd's concurrency.Mutex returned the lock in that
-//     case). The engine treats that error as transient: it logs it and
-//     tries again, at the end of the queue.
-//   - An attempt without an open Watch (TryLock, and Lock's first attempt)
-//     never queues and never overtakes: it acquires only if the claim is
-//     free and the queue is empty. When the Store's last look found the
-//     lock busy, such an attempt reads before it writes (a read costs etcd
-//     no disk sync), and the key it saw at the end of the queue becomes the
-//     first guess of the waiter's watch.
+//   - An attempt that waits (baton.Request.Waiting: every attempt of Lock
+//     and of a campaign; or any attempt while a Watch of the lock is open
+//     in the Store, for callers that drive the Backend themselves)
+//     acquires if the lock is free and the queue empty; otherwise the same
+//     transaction puts the waiter's queue key (attached to the Store's
+//     lease) and reads the key just ahead of it, which the waiter then
+//     watches. One place per lock and holder identity in a Store; later
+//     attempts reuse it. An attempt that does not wait (TryLock) never
+//     queues and never overtakes: it acquires only if the claim is free and
+//     the queue is empty, and when the Store's last look found the lock
+//     busy it reads before it writes (a read costs etcd no disk sync).
+//   - Handoff: a holder that acquired with a place reads, in the same
+//     transaction or read, the oldest place behind its own. Its release is
+//     one transaction: if its claim is still its own and that place's key
+//     is unchanged (same create and mod revision), the claim is put with
+//     that waiter's claim value (its queue value without the mark: holder,
+//     the nonce of its Lock call, TTL), on that waiter's lease, and the
+//     /last record with it, and the holder's queue key is deleted;
+//     otherwise the claim and the queue key are deleted. (etcd refuses a
+//     delete and a put of one key on one path of a transaction, so the
+//     claim is overwritten in place: hence tokens are mod revisions.) A
+//     holder that did not queue (the lock was free) knows no waiter and
+//     releases plainly; so does an expired claim's clean-up.
+//   - A waiter's attempt with a place first reads the claim, the key ahead,
+//     its own key and the place behind it (serializably while its watch is
+//     up and the member has caught up with the last change the watch
+//     delivered; linearizably otherwise). If the claim holds its claim
+//     value on its lease, the lock was handed to it: the attempt collects
+//     it without a write (if another goroutine of the same holder queued
+//     the place with another nonce or TTL, one conditional transaction
+//     rewrites the claim for the attempt first). If the claim is free and
+//     no queue key is older, one transaction acquires on those conditions.
+//     (A waiter waiting for the claim itself, whose holder did not queue,
+//     skips the read when the watch reports a change of the claim.) Its queue key stays, as the holder's, until the
+//     claim ends, so the waiter behind it keeps waiting for that one key.
+//   - The engine's clock model still holds for a handed claim (DESIGN
+//     invariant 3: etcd keeps the claim at least until the send time S of
+//     the acquiring request plus the TTL). The claim was written before S,
+//     by another client, but it is attached to the waiter's own lease, the
+//     one its Store keeps alive for its queue key. Before collecting, the
+//     attempt makes sure, on this process's monotonic clock, that the last
+//     acknowledged keepalive keeps that lease until at least now + TTL
+//     (asking for a keepalive and waiting for it if not), where now is read
+//     after the engine read S; the claim's deadline in the Store is
+//     now + TTL. Nothing else deletes the claim before then: releases,
+//     clean-ups and a later handoff are all conditioned on its mod
+//     revision or its exact value, and only the waiter's Store issues them
+//     (ForceRelease aside, which is the documented admin action). So etcd
+//     keeps the claim until S + TTL at least, as for a claim the waiter
+//     wrote itself.
+//   - A place whose key is gone (the waiter's lease expired while it was cut
+//     off, or an administrator removed it) never acquires: the attempt
+//     fails with an error matching baton.ErrLost (etcd's concurrency.Mutex
+//     returned the lock in that case). The engine treats that error as
+//     transient: it logs it and tries again, at the end of the queue.
 //   - A place is removed when the contexts of the attempts that used it
-//     have ended, when the last Watch of the lock in the Store ends (Lock
-//     returned), or with the Store's lease.
+//     have ended (the Lock gave up), when the last Watch of the lock in the
+//     Store ends (Lock returned), or with the Store's lease; Close removes
+//     all of them. The removal is one transaction that deletes the place's
+//     key and, if the lock was handed to the place meanwhile, the claim
+//     (conditioned on its exact value and lease): a waiter that gave up
+//     never keeps the lock. A handed claim whose waiter's lease ends goes
+//     with the lease.
 //   - ForceRelease deletes the claim only; the holder's Store deletes the
 //     holder's queue key when it notices (within its verification period),
 //     or the key expires with the holder's lease, and the next waiter goes
 //     on.
 //
+// The lock is handed to the oldest waiter whether or not that waiter is
+// still there to collect it: the release cannot tell a waiter that is about
+// to give up from one that is about to come back. This adds no
+// unavailability to a fair queue: the oldest waiter's place already blocks
+// everyone behind it, and a handed claim ends exactly when that place does
+// (the waiter's Store removes both at once when the Lock gives up, or both
+// go with its lease within the lease TTL when its process dies or is cut
+// off). A waiter that is alive but slow to retry (a broken watch, noticed
+// at its engine's next periodic retry) delays the queue as before, whether
+// the lock is handed to it or merely free.
+//
 // The trade-offs: a place is per holder identity, so two goroutines of one
 // baton.Mutex share one place (they are not ordered between themselves;
-// different Mutexes have different identities by default). Queueing
-// depends on the engine opening a Watch before it waits, which
-// baton.Mutex does; a caller driving the Backend directly must do the
-// same to queue. Lock's first attempt cannot queue, so a contended Lock
-// costs one more request than it would if the Backend knew that the
-// attempt belongs to a Lock (see the report of issue 4 for the root API
-// this would need). A waiter that is not first learns of a new holder only
-// at its engine's next periodic retry (Store.Observe follows the holder at
-// once). All clients of a lock should use the same mode: exclusion and
-// tokens hold across modes, but a Store without fair mode does not queue
-// and can overtake the queue.
+// different Mutexes have different identities by default). A waiter that
+// is not first learns of a new holder only at its engine's next periodic
+// retry (Store.Observe follows the holder at once). All clients of a lock
+// should use the same mode: exclusion and tokens hold across modes, but a
+// Store without fair mode does not queue and can overtake the queue.
+// Queue values of Stores that collect handed claims carry the handoff=1
+// mark, and a release hands the lock only to such a place, so a Store
+// without handoff (an earlier version) waiting in the same queue is never
+// handed a claim it would not collect; but it reads tokens as create
+// revisions, which a handed claim does not change, so its status views may
+// show an older token for such a claim.
 //
 // # Permissions
 //

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -22,11 +23,13 @@ type entry struct {
 	name, holder string
 	key          string // etcd key
 	rev          int64  // its create revision: the place in the queue
+	claimVal     string // the claim's value if a releasing holder hands the lock to it
 	lease        *lease
 	since        time.Time   // when it was created (verification judges older entries only)
 	obs          observation // what its last attempt saw: the key just ahead of it, or the claim
 	lost         error       // the key is gone (lease ended, deleted); reported once, then dropped
 	consumed     bool        // an attempt acquired the lock with it
+	collecting   bool        // an attempt is collecting a claim handed to it (see collect)
 	doomed       bool        // abandoned: the session loop deletes the key
 	deleting     bool
 	retryAt      time.Time
@@ -84,8 +87,10 @@ func (s *Store) ownerGone(e *entry, done <-chan struct{}) {
 	}
 }
 
-// removeEntryLocked takes e out of the Store's books; a live key of an entry
-// that did not acquire is deleted by the session loop. s.mu must be held.
+// removeEntryLocked takes e out of the Store's books. Unless it acquired or
+// its lease is gone, the session loop deletes its key and a claim handed to
+// it (see dropOps); a lost place's key is gone already, but a claim may
+// have been handed to it before. s.mu must be held.
 func (s *Store) removeEntryLocked(e *entry) {
 	if k := (entryKey{e.name, e.holder}); s.entries[k] == e {
 		delete(s.entries, k)
@@ -94,11 +99,14 @@ func (s *Store) removeEntryLocked(e *entry) {
 		o.stop()
 	}
 	e.owners = nil
-	if e.lost == nil && !e.consumed && !e.doomed {
+	switch {
+	case e.doomed:
+	case e.consumed || e.lease.dead != nil:
+		delete(e.lease.entries, e) // the lease takes the key and any claim with it
+	default:
 		e.doomed = true // stays on its lease until deleted
+		e.lease.entries[e] = struct{}{}
 		s.pokeLocked()
-	} else if !e.doomed {
-		delete(e.lease.entries, e)
 	}
 	s.specChangedLocked(e.name)
 }
@@ -126,10 +134,7 @@ func (s *Store) entryChangedLocked(e *entry) {
 
 // dropEntry deletes an abandoned entry's key if it is still that entry's.
 func (s *Store) dropEntry(ctx context.Context, e *entry) {
-	_, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev)).
-		Then(clientv3.OpDelete(e.key)).
-		Commit()
+	_, err := s.client.Txn(ctx).Then(s.dropOps(e)...).Commit()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.deleting = false
@@ -143,18 +148,38 @@ func (s *Store) dropEntry(ctx context.Context, e *entry) {
 	delete(e.lease.entries, e)
 }
 
+// dropOps deletes, in one transaction, e's queue key if it is still e's,
+// and the claim if a releasing holder handed it to e (it holds e's claim
+// value on e's lease): a waiter that gave up must not keep the lock.
+func (s *Store) dropOps(e *entry) []clientv3.Op {
+	ops := []clientv3.Op{clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev)},
+		[]clientv3.Op{clientv3.OpDelete(e.key)}, nil)}
+	if e.claimVal != "" {
+		ck, _, _ := s.Keys(e.name)
+		ops = append(ops, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(ck), "=", e.claimVal),
+				clientv3.Compare(clientv3.LeaseValue(ck), "=", int64(e.lease.id))},
+			[]clientv3.Op{clientv3.OpDelete(ck)}, nil))
+	}
+	return ops
+}
+
 // tryAcquireFair is TryAcquire in fair mode; f is the name's follower if a
-// Watch is open for it in this Store (a Lock is waiting), else nil. See the
-// package documentation, "Fair mode".
+// Watch is open for it in this Store, else nil. See the package
+// documentation, "Fair mode".
 //
 // Without a place in the queue, one transaction acquires if the claim is
-// free and the queue is empty; otherwise, if a Lock waits (f != nil), the
-// same transaction enqueues: it puts a queue key with the Store's lease
-// and reads the key just ahead of it. With a place, one transaction
-// acquires if the claim is free, the place's key still exists, and no
-// queue key is older; the place's key stays as the holder's. A place whose
-// key is gone never acquires: the attempt fails with an error matching
-// baton.ErrLost.
+// free and the queue is empty; otherwise, if the attempt waits
+// (req.Waiting, or a Watch is open), the same transaction enqueues: it puts
+// a queue key with the Store's lease and reads the key just ahead of it.
+// With a place, the attempt first reads: if the releasing holder handed the
+// lock to this place, the claim is collected without a write (collect);
+// if the claim is free and no queue key is older, one transaction
+// acquires on the same conditions. (A waiter whose place is first, woken
+// by a change of the claim, skips the read.) The place's key stays as the
+// holder's. A place whose key is gone never acquires: the attempt fails
+// with an error matching baton.ErrLost.
 func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Request, f *follower) (baton.Grant, error) {
 	ek := entryKey{name, req.Holder}
 	s.mu.Lock()
@@ -165,9 +190,15 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 		s.mu.Unlock()
 		return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: %w: the waiter's place in the queue is gone: %w", name, baton.ErrLost, why)
 	}
-	queue := f != nil
+	queue := f != nil || req.Waiting
+	readFirst := false
 	if e != nil {
 		s.addOwnerLocked(e, ctx)
+		ck, _, _ := s.Keys(name)
+		// Woken by a change of the claim itself (the waiter is first and
+		// its holder had no place, so it released without a handoff), the
+		// claim is likely free: write at once.
+		readFirst = e.obs.target != ck || f == nil || f.seen <= e.obs.rev
 	}
 	s.mu.Unlock()
 	if e != nil {
@@ -176,11 +207,67 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 		}
 	}
 	ck, lk, qp := s.Keys(name)
+	if e != nil && readFirst {
+		// A read costs etcd no disk sync; most attempts with a place find
+		// the lock handed to them or still held. With the watch up, the
+		// read is serializable (served by the member without a round of
+		// consensus) if that member has caught up with the change the watch
+		// reported: a claim handed to this place stays this place's until
+		// its Store deletes it or its lease ends, so finding it in a
+		// member's state is enough to collect it (see collect), and the
+		// other answers are checked by a conditional write or by the watch.
+		read := func(serializable bool) (*clientv3.TxnResponse, error) {
+			var o []clientv3.OpOption
+			if serializable {
+				o = append(o, clientv3.WithSerializable())
+			}
+			return s.client.Txn(ctx).Then(
+				clientv3.OpGet(ck, o...),
+				clientv3.OpGet(qp, append(clientv3.WithLastCreate(), append(o, clientv3.WithMaxCreateRev(e.rev-1))...)...),
+				clientv3.OpGet(e.key, o...),
+				clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), append(o, clientv3.WithMinCreateRev(e.rev+1))...)...)).Commit()
+		}
+		// The member must also have this place's key and the last
+		// observation, or it would report the place lost.
+		s.mu.Lock()
+		min, serializable := e.obs.rev, f != nil
+		if f != nil {
+			min, serializable = max(min, f.seen), !f.broken
+		}
+		s.mu.Unlock()
+		var (
+			resp *clientv3.TxnResponse
+			err  error
+		)
+		if serializable {
+			resp, err = read(true)
+		}
+		if !serializable || err == nil && resp.Header.Revision < min {
+			resp, err = read(false)
+		}
+		if err != nil {
+			return baton.Grant{}, s.wrap(name, "acquire", err)
+		}
+		claimKV := kvOrNil(resp.Responses[0].GetResponseRange().GetKvs())
+		aheadKV := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs())
+		ownKV := kvOrNil(resp.Responses[2].GetResponseRange().GetKvs())
+		switch {
+		case handedTo(e, claimKV):
+			return s.collect(ctx, name, req, ek, e, claimKV, kvOrNil(resp.Responses[3].GetResponseRange().GetKvs()))
+		case claimKV != nil || aheadKV != nil || ownKV == nil:
+			s.mu.Lock()
+			s.busy[name] = true
+			delete(s.tail, name)
+			s.mu.Unlock()
+			return baton.Grant{}, s.heldFair(ctx, name, req, ek, e, nil, "", resp)
+		}
+		// Free, and this place is first: acquire.
+	}
 	if e == nil && !queue {
-		// An attempt that may not queue (TryLock, or Lock's first
-		// attempt) acquires only if the lock is free and nobody waits. If
-		// the last look found waiters, find out with a read first: under
-		// contention it saves a write, which costs etcd a disk sync.
+		// An attempt that may not queue (TryLock) acquires only if the
+		// lock is free and nobody waits. If the last look found waiters,
+		// find out with a read first: under contention it saves a write,
+		// which costs etcd a disk sync.
 		s.mu.Lock()
 		busy := s.busy[name]
 		s.mu.Unlock()
@@ -198,12 +285,12 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 					if err != nil {
 						return baton.Grant{}, s.corrupt(name, ck, err)
 					}
-					he.Holder, he.Token = v.holder, uint64(claimKV.CreateRevision)
+					he.Holder, he.Token = v.holder, uint64(claimKV.ModRevision)
 				}
-				guess := observation{target: ck, create: createOf(resp.Responses[0].GetResponseRange().GetKvs()),
+				guess := observation{target: ck, mod: modOf(resp.Responses[0].GetResponseRange().GetKvs()),
 					rev: resp.Header.Revision, holder: he.Holder, token: he.Token}
 				if tailKV != nil {
-					guess.target, guess.create = string(tailKV.Key), tailKV.CreateRevision
+					guess.target, guess.mod = string(tailKV.Key), tailKV.ModRevision
 				}
 				s.mu.Lock()
 				s.tail[name] = tailGuess{obs: guess, at: time.Now()}
@@ -225,16 +312,16 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 			qk   string // the queue key this attempt may put
 		)
 		if e == nil {
-			// Acquire if the lock is free and nobody waits; otherwise, if a
-			// Lock waits through this Store, take a place at the end of the
-			// queue and read the key just ahead of it.
+			// Acquire if the lock is free and nobody waits; otherwise, if the
+			// attempt waits, take a place at the end of the queue and read
+			// the key just ahead of it.
 			els := []clientv3.Op{clientv3.OpGet(ck), clientv3.OpGet(qp, clientv3.WithLastCreate()...)}
 			if queue {
 				s.mu.Lock()
 				s.seq++
 				qk = fmt.Sprintf("%s%016x-%d", qp, int64(l.id), s.seq)
 				s.mu.Unlock()
-				els = append(els, clientv3.OpPut(qk, val, clientv3.WithLease(l.id)), clientv3.OpGet(qk))
+				els = append(els, clientv3.OpPut(qk, val+handoffMark, clientv3.WithLease(l.id)), clientv3.OpGet(qk))
 			}
 			resp, err = s.client.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(ck), "=", 0),
@@ -243,14 +330,16 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 				Else(els...).
 				Commit()
 		} else {
+			// The waiter behind this place, for the release to hand over to.
+			next := clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1))...)
 			resp, err = s.client.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(ck), "=", 0),
 					clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev),
 					clientv3.Compare(clientv3.CreateRevision(qp), ">", e.rev-1).WithPrefix()).
-				Then(acquire...).
+				Then(append(acquire, next)...).
 				Else(clientv3.OpGet(ck),
 					clientv3.OpGet(qp, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))...),
-					clientv3.OpGet(e.key)).
+					clientv3.OpGet(e.key), next).
 				Commit()
 		}
 		s.unpin(l)
@@ -278,6 +367,7 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 				return baton.Grant{}, s.wrap(name, "acquire", err)
 			}
 			held := "" // the holder's queue key: none if it did not queue
+			var next *successor
 			if e != nil {
 				// The place stays in the queue, as the holder's, until the
 				// claim ends: the waiter behind it waits for that key alone.
@@ -286,11 +376,170 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 				s.removeEntryLocked(e)
 				s.mu.Unlock()
 				held = e.key
+				next = successorOf(kvOrNil(resp.Responses[getIdx+1].GetResponseRange().GetKvs()))
 			}
-			return s.granted(name, req, l, sent, kv.CreateRevision, held)
+			return s.granted(name, req, l, sent, kv.ModRevision, held, next)
+		}
+		if e != nil {
+			// The lock may have been handed to this place meanwhile.
+			if claimKV := kvOrNil(resp.Responses[0].GetResponseRange().GetKvs()); handedTo(e, claimKV) {
+				return s.collect(ctx, name, req, ek, e, claimKV, kvOrNil(resp.Responses[3].GetResponseRange().GetKvs()))
+			}
 		}
 		return baton.Grant{}, s.heldFair(ctx, name, req, ek, e, l, qk, resp)
 	}
+}
+
+// handedTo reports whether claim (the claim key, or nil) was handed to the
+// place e by a releasing holder: it holds e's claim value on e's lease.
+func handedTo(e *entry, claim *mvccpb.KeyValue) bool {
+	return claim != nil && e.claimVal != "" && string(claim.Value) == e.claimVal &&
+		claim.Lease == int64(e.lease.id) && claim.ModRevision > e.rev
+}
+
+// collect returns the grant of a claim that a releasing holder handed to
+// the place e (claim is the claim key as read; next, if not nil, the queue
+// key behind e). The claim is on e's lease, which this Store keeps alive:
+// collect makes sure, before it returns, that etcd keeps the lease for the
+// request's TTL from a moment after the engine sent the request, as an
+// acquire does; see "Fair mode" in the package documentation for why that
+// keeps the engine's clock model. If the attempt's nonce or TTL is not the
+// one the place queued with (another goroutine of the same holder queued
+// it), one transaction rewrites the claim for the attempt first.
+func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek entryKey, e *entry, claim, nextKV *mvccpb.KeyValue) (baton.Grant, error) {
+	v, err := decodeValue(claim.Value)
+	if err != nil {
+		ck, _, _ := s.Keys(name)
+		return baton.Grant{}, s.corrupt(name, ck, err)
+	}
+	token := claim.ModRevision
+	live := func() bool { return s.entries[ek] == e && e.lost == nil && !e.doomed && !e.consumed }
+	heldErr := fmt.Errorf("etcdstore: %w", &baton.HeldError{Key: name, Holder: v.holder, Token: uint64(token)})
+	s.mu.Lock()
+	if !live() || e.collecting {
+		// A sibling attempt collects it, or the place was abandoned (and
+		// the clean-up deletes the claim with it).
+		s.mu.Unlock()
+		return baton.Grant{}, heldErr
+	}
+	e.collecting = true
+	s.mu.Unlock()
+	done := false
+	defer func() {
+		if !done {
+			s.mu.Lock()
+			e.collecting = false
+			s.mu.Unlock()
+		}
+	}()
+	next := successorOf(nextKV)
+	l := e.lease
+	var sent time.Time
+	rewritten := false
+	if v.holder == req.Holder && v.nonce == req.Nonce && v.ttl == req.TTL {
+		if sent, err = s.leaseAlive(ctx, l); err != nil {
+			return baton.Grant{}, s.wrap(name, "acquire", err)
+		}
+	} else {
+		ck, lk, qp := s.Keys(name)
+		if l, sent, err = s.leaseFor(ctx, req.TTL); err != nil {
+			return baton.Grant{}, s.wrap(name, "acquire", err)
+		}
+		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(ck), "=", token), clientv3.Compare(clientv3.Value(ck), "=", e.claimVal)).
+			Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck),
+				clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1))...)).
+			Commit()
+		if err == nil && !resp.Succeeded {
+			err = errors.New("the claim handed to this waiter changed before it was collected")
+		}
+		if err != nil {
+			s.unpin(l)
+			return baton.Grant{}, s.wrap(name, "acquire", err)
+		}
+		kv, err := firstKV(resp, 2)
+		if err != nil {
+			s.unpin(l)
+			return baton.Grant{}, s.wrap(name, "acquire", err)
+		}
+		token, next, rewritten = kv.ModRevision, successorOf(kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())), true
+	}
+	defer s.unpin(l)
+	s.mu.Lock()
+	e.collecting = false
+	done = true
+	if !live() && !rewritten {
+		// Abandoned meanwhile: the clean-up deletes the claim, which still
+		// holds the place's value. (A rewritten claim no longer does, and
+		// is this attempt's: it is granted.)
+		s.mu.Unlock()
+		return baton.Grant{}, heldErr
+	}
+	e.consumed = true
+	if s.entries[ek] == e {
+		s.removeEntryLocked(e)
+	}
+	s.busy[name] = true
+	delete(s.tail, name)
+	s.mu.Unlock()
+	return s.granted(name, req, l, sent, token, e.key, next)
+}
+
+// leaseAlive returns, with l pinned (see unpin), a time sent, read now,
+// such that etcd keeps l at least until sent + l.ttl; it waits for a
+// keepalive if the last one acknowledged is too old. It fails if l is gone.
+func (s *Store) leaseAlive(ctx context.Context, l *lease) (time.Time, error) {
+	s.mu.Lock()
+	for {
+		switch {
+		case s.closed:
+			s.mu.Unlock()
+			return time.Time{}, ErrClosed
+		case l.dead != nil:
+			s.mu.Unlock()
+			return time.Time{}, fmt.Errorf("%w: the waiter's lease ended: %w", baton.ErrLost, l.dead)
+		}
+		now := time.Now()
+		if !l.aliveUntil.Before(now.Add(l.ttl)) {
+			l.pins++
+			l.lastUsed = now
+			s.mu.Unlock()
+			return now, nil
+		}
+		l.urgent = true
+		s.pokeLocked()
+		changed := l.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("waiting for a lease keepalive: %w", ctx.Err())
+		}
+		s.mu.Lock()
+	}
+}
+
+// successor is the oldest waiter behind a claim's holder, as last read:
+// the release hands the claim to it if its queue key is unchanged.
+type successor struct {
+	key      string
+	rev, mod int64 // its queue key's create and mod revisions
+	lease    int64 // its queue key's lease: the claim goes on it
+	val      string
+}
+
+// successorOf returns the successor that queue key kv names, or nil if kv
+// is nil or does not take handoffs.
+func successorOf(kv *mvccpb.KeyValue) *successor {
+	if kv == nil || kv.Lease == 0 {
+		return nil
+	}
+	v, ok := handedValue(kv.Value)
+	if !ok {
+		return nil
+	}
+	return &successor{key: string(kv.Key), rev: kv.CreateRevision, mod: kv.ModRevision, lease: kv.Lease, val: v}
 }
 
 // heldFair handles a fair attempt that did not acquire.
@@ -304,12 +553,12 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 		if err != nil {
 			return s.corrupt(name, ck, err)
 		}
-		he.Holder, he.Token = v.holder, uint64(claimKV.CreateRevision)
+		he.Holder, he.Token = v.holder, uint64(claimKV.ModRevision)
 	}
-	obs := observation{target: ck, create: createOf(resp.Responses[0].GetResponseRange().GetKvs()),
+	obs := observation{target: ck, mod: modOf(resp.Responses[0].GetResponseRange().GetKvs()),
 		rev: resp.Header.Revision, holder: he.Holder, token: he.Token}
 	if aheadKV != nil {
-		obs.target, obs.create = string(aheadKV.Key), aheadKV.CreateRevision
+		obs.target, obs.mod = string(aheadKV.Key), aheadKV.ModRevision
 	}
 	heldErr := fmt.Errorf("etcdstore: %w", he)
 	s.mu.Lock()
@@ -320,12 +569,13 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 		if own == nil {
 			return fmt.Errorf("etcdstore: lock %q: unexpected transaction response: the queue key %q read after its put is missing", name, qk)
 		}
-		ne := &entry{name: name, holder: req.Holder, key: qk, rev: own.CreateRevision, lease: l, since: time.Now(), obs: obs}
+		claimVal, _ := handedValue(own.Value)
+		ne := &entry{name: name, holder: req.Holder, key: qk, rev: own.CreateRevision, claimVal: claimVal, lease: l, since: time.Now(), obs: obs}
 		l.entries[ne] = struct{}{}
 		switch {
 		case s.closed || l.dead != nil:
 			delete(l.entries, ne) // the key expires with the lease
-		case s.entries[ek] != nil || s.followers[name] == nil:
+		case s.entries[ek] != nil || s.followers[name] == nil && !req.Waiting:
 			// A sibling attempt of the same holder enqueued first, or the
 			// last Watch ended meanwhile: this place is not needed.
 			ne.doomed = true

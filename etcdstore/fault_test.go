@@ -3,6 +3,7 @@ package etcdstore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -299,6 +300,89 @@ func TestFairLostWaiter(t *testing.T) {
 		t.Logf("the waiter whose lease expired: %v", err)
 	}
 	if err := next.Release(ctx, ng); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFairHandoffToLostWaiter: a holder hands the lock to the waiter
+// behind it just as that waiter is cut off from etcd. The handed claim is
+// on the waiter's lease, so it ends with that lease (within the lease TTL,
+// as a dead holder's would), and the next waiter acquires with a larger
+// token; the cut-off waiter's next attempt fails with ErrLost.
+func TestFairHandoffToLostWaiter(t *testing.T) {
+	srv := startEtcd(t)
+	proxy, err := faultproxy.New(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)}
+	ctx := t.Context()
+	const ttl = time.Second
+	client := connect(t, srv.Endpoint())
+	first := newStore(t, client, opts...)
+	ck, _, _ := first.Keys("job")
+	g0, err := first.TryAcquire(ctx, "job", baton.Request{Holder: "first", Nonce: "n0", TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type waiter struct {
+		s    *etcdstore.Store
+		req  baton.Request
+		wake <-chan struct{}
+	}
+	queue := func(s *etcdstore.Store, id string) *waiter {
+		w := &waiter{s: s, req: baton.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}}
+		if w.wake, err = s.Watch(ctx, "job"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TryAcquire(ctx, "job", w.req); !errors.Is(err, baton.ErrHeld) {
+			t.Fatalf("%s: %v, want ErrHeld", id, err)
+		}
+		return w
+	}
+	h := queue(newStore(t, connect(t, srv.Endpoint()), opts...), "holder")
+	cut := queue(newStore(t, connect(t, "http://"+proxy.Addr()), opts...), "cut-off")
+	next := queue(newStore(t, connect(t, srv.Endpoint()), opts...), "next")
+	acquire := func(w *waiter) baton.Grant {
+		t.Helper()
+		for {
+			within(t, 10*time.Second, w.req.Holder+"'s wake-up", w.wake)
+			g, err := w.s.TryAcquire(ctx, "job", w.req)
+			if err == nil {
+				return g
+			}
+			if !errors.Is(err, baton.ErrHeld) {
+				t.Fatalf("%s: %v", w.req.Holder, err)
+			}
+		}
+	}
+	if err := first.Release(ctx, g0); err != nil {
+		t.Fatal(err)
+	}
+	gh := acquire(h) // with its place: it reads the cut-off waiter's place behind it
+	proxy.Cut()
+	if err := h.s.Release(ctx, gh); err != nil {
+		t.Fatal(err)
+	}
+	r, err := client.Get(ctx, ck)
+	if err != nil || len(r.Kvs) != 1 || !strings.Contains(string(r.Kvs[0].Value), " holder=cut-off ") {
+		t.Fatalf("after the release the claim is %v (%v); want it handed to the cut-off waiter", r.Kvs, err)
+	}
+	handed := r.Kvs[0].ModRevision
+	cutAt := time.Now()
+	gn := acquire(next)
+	t.Logf("the next waiter acquired %v after the handoff to a cut-off waiter (claim TTL %v)", time.Since(cutAt), ttl)
+	if gn.Token <= uint64(handed) {
+		t.Errorf("next waiter's token %d after the handed claim's %d", gn.Token, handed)
+	}
+	proxy.Restore()
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if g, err := cut.s.TryAcquire(tctx, "job", cut.req); !errors.Is(err, baton.ErrLost) {
+		t.Fatalf("the cut-off waiter: grant %+v, %v; want an error matching ErrLost", g, err)
+	}
+	if err := next.s.Release(ctx, gn); err != nil {
 		t.Fatal(err)
 	}
 }

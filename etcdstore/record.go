@@ -19,10 +19,11 @@ const valueVersion = "baton/v1"
 // identity and the nonce of the acquisition (neither may contain white
 // space or be empty), the TTL the holder asked for in Go's duration syntax
 // ("15s", "1.5s"), and the wall-clock time of the acquisition (or of the
-// enqueue, for a queue entry) in RFC 3339 with nanoseconds, UTC. The time is
-// for people reading `etcdctl get` or `baton status`; baton never compares
-// it with a clock. The fencing token is not in the value: it is the claim's
-// create revision, kept by etcd.
+// enqueue, for a queue entry and a claim handed over from it) in RFC 3339
+// with nanoseconds, UTC. The time is for people reading `etcdctl get` or
+// `baton status`; baton never compares it with a clock. The fencing token
+// is not in the value: it is the claim's mod revision, kept by etcd. A
+// queue entry's value is followed by handoffMark.
 type value struct {
 	holder, nonce string
 	ttl           time.Duration
@@ -77,6 +78,27 @@ func decodeValue(b []byte) (value, error) {
 		return value{}, fmt.Errorf("%w: at %q is not an RFC 3339 time", errBadValue, truncate(s))
 	}
 	return v, nil
+}
+
+// handoffMark ends the value of a queue entry whose Store collects a claim
+// handed to it by the releasing transaction (see "Fair mode" in the package
+// documentation). The claim it is handed holds the entry's value without
+// the mark, verbatim, so that the waiter's Store recognizes it (and can
+// delete it, conditionally on that value, if the waiter gave up).
+const handoffMark = " handoff=1"
+
+// handedValue returns the claim value that the queue entry value q takes
+// when the lock is handed to it, or false if the entry does not take
+// handoffs (not written by a Store that collects them).
+func handedValue(q []byte) (string, bool) {
+	v, ok := strings.CutSuffix(string(q), handoffMark)
+	if !ok {
+		return "", false
+	}
+	if _, err := decodeValue([]byte(v)); err != nil {
+		return "", false
+	}
+	return v, true
 }
 
 // checkToken reports whether s can be a holder or nonce in a value: not

@@ -507,7 +507,7 @@ func (s *Store) sweepLocked(now time.Time, haveStream bool) sweep {
 // (one conditional delete), so that the claim ends at its deadline even
 // when other claims keep the shared lease alive.
 func (s *Store) reap(ctx context.Context, c *claim) {
-	_, err := s.deleteClaim(ctx, c)
+	_, _, err := s.deleteClaim(ctx, c, false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.reaping = false
@@ -569,17 +569,19 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 
 	// A key missing from the list is confirmed with a linearizable read
 	// before its claim is declared lost.
-	gone := func(key string, rev int64) bool {
+	// A claim is named by its mod revision (its token), a queue key by its
+	// create revision.
+	gone := func(key string, rev int64, claim bool) bool {
 		r, err := s.client.Get(ctx, key)
 		if err != nil {
 			return false
 		}
 		kv := kvOrNil(r.Kvs)
-		return kv == nil || kv.CreateRevision != rev || kv.Lease != int64(id)
+		return kv == nil || kv.Lease != int64(id) || claim && kv.ModRevision != rev || !claim && kv.CreateRevision != rev
 	}
 	for _, c := range claims {
 		ck, _, _ := s.Keys(c.name)
-		if !gone(ck, c.token) {
+		if !gone(ck, c.token, true) {
 			continue
 		}
 		s.mu.Lock()
@@ -594,7 +596,7 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 		s.mu.Unlock()
 	}
 	for _, e := range entries {
-		if !gone(e.key, e.rev) {
+		if !gone(e.key, e.rev, false) {
 			continue
 		}
 		s.mu.Lock()

@@ -77,10 +77,11 @@ var (
 type claim struct {
 	name          string
 	holder, nonce string
-	token         int64 // the claim key's create revision
+	token         int64 // the claim key's mod revision: the transaction that gave it to its holder
 	ttl           time.Duration
 	lease         *lease
-	entry         string // fair mode: the holder's queue key, deleted with the claim
+	entry         string     // fair mode: the holder's queue key, deleted with the claim
+	next          *successor // fair mode: the waiter Release hands the claim to, if still there
 	// deadline is the send time of the last successful acquire or renew
 	// plus ttl, on this process's monotonic clock. The lease is known to
 	// live at least until then; after it the claim is expired: Renew and
@@ -193,9 +194,7 @@ func (s *Store) Close() error {
 	var wg sync.WaitGroup
 	for _, e := range drop {
 		wg.Go(func() {
-			_, _ = s.client.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev)).
-				Then(clientv3.OpDelete(e.key)).Commit()
+			_, _ = s.client.Txn(ctx).Then(s.dropOps(e)...).Commit()
 		})
 	}
 	for _, id := range revoke {
@@ -213,8 +212,8 @@ func (s *Store) Close() error {
 // TryAcquire implements baton.Backend with one transaction: if the claim
 // key does not exist (CreateRevision == 0), put it with the Store's lease
 // for req.TTL attached, and put the /last record; otherwise read the claim
-// and report its holder. The fencing token is the claim key's create
-// revision. Before the transaction, TryAcquire makes sure etcd keeps the
+// and report its holder. The fencing token is the claim key's mod revision
+// (here equal to its create revision). Before the transaction, TryAcquire makes sure etcd keeps the
 // lease for at least req.TTL from the moment the request leaves (see the
 // package documentation); on the first acquisition with a TTL that costs
 // a LeaseGrant.
@@ -262,23 +261,23 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 			if err != nil {
 				return baton.Grant{}, s.wrap(name, "acquire", err)
 			}
-			return s.granted(name, req, l, sent, kv.CreateRevision, "")
+			return s.granted(name, req, l, sent, kv.ModRevision, "", nil)
 		}
 		kv, err := firstKV(resp, 0)
 		if err != nil {
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
-		return baton.Grant{}, s.held(f, name, kv, observation{target: ck, create: kv.CreateRevision, rev: resp.Header.Revision})
+		return baton.Grant{}, s.held(f, name, kv, observation{target: ck, mod: kv.ModRevision, rev: resp.Header.Revision})
 	}
 }
 
 // granted records a successful acquisition of name at token with lease l,
-// sent at sent, and returns its grant. entry is the holder's queue key in
-// fair mode.
-func (s *Store) granted(name string, req baton.Request, l *lease, sent time.Time, token int64, entry string) (baton.Grant, error) {
+// sent at sent, and returns its grant. In fair mode entry is the holder's
+// queue key and next the waiter behind it, as read when it acquired.
+func (s *Store) granted(name string, req baton.Request, l *lease, sent time.Time, token int64, entry string, next *successor) (baton.Grant, error) {
 	now := time.Now()
 	c := &claim{
-		name: name, holder: req.Holder, nonce: req.Nonce, token: token, ttl: req.TTL, lease: l, entry: entry,
+		name: name, holder: req.Holder, nonce: req.Nonce, token: token, ttl: req.TTL, lease: l, entry: entry, next: next,
 		deadline: sent.Add(req.TTL), since: now, acquired: time.Now().Round(0),
 	}
 	c.renewed = c.acquired
@@ -316,9 +315,9 @@ func (s *Store) held(f *follower, name string, kv *mvccpb.KeyValue, obs observat
 	if err != nil {
 		return s.corrupt(name, string(kv.Key), err)
 	}
-	he := &baton.HeldError{Key: name, Holder: v.holder, Token: uint64(kv.CreateRevision)}
+	he := &baton.HeldError{Key: name, Holder: v.holder, Token: uint64(kv.ModRevision)}
 	s.mu.Lock()
-	if c := s.claims[name]; c != nil && c.token == kv.CreateRevision && c.lost == nil {
+	if c := s.claims[name]; c != nil && c.token == kv.ModRevision && c.lost == nil {
 		he.RetryAfter = max(time.Until(c.deadline), 0)
 	}
 	obs.holder, obs.token = he.Holder, he.Token
@@ -403,7 +402,8 @@ func (s *Store) ownedLocked(g baton.Grant) (*claim, error) {
 }
 
 // Release implements baton.Backend with one transaction: delete the claim
-// key if its create revision is still g's token. The /last record keeps
+// key if its mod revision is still g's token (in fair mode, or hand it to
+// the next waiter: see the package documentation). The /last record keeps
 // the token, so the next acquisition gets a larger one (etcd revisions
 // only grow). It returns an error matching baton.ErrLost if g is not a live
 // claim of this Store or etcd no longer has it. If etcd cannot be reached
@@ -418,38 +418,72 @@ func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.deleteClaim(ctx, c)
+	ours, waiters, err := s.deleteClaim(ctx, c, true)
 	if err != nil {
 		return s.wrap(g.Key, "release", err)
 	}
 	s.mu.Lock()
 	s.forgetLocked(c)
-	if c.entry != "" && resp.Succeeded {
-		s.busy[c.name] = resp.Responses[2].GetResponseRange().GetCount() > 0
+	if c.entry != "" && ours {
+		s.busy[c.name] = waiters
 	}
 	s.mu.Unlock()
-	if !resp.Succeeded {
+	if !ours {
 		return fmt.Errorf("etcdstore: lock %q: %w: token %d: the claim key was deleted or replaced", g.Key, baton.ErrLost, c.token)
 	}
 	return nil
 }
 
-// deleteClaim deletes c's claim key if it is still c's, and c's queue key
-// (fair mode) in any case: one transaction. In fair mode its third result
-// counts the waiters left.
-func (s *Store) deleteClaim(ctx context.Context, c *claim) (*clientv3.TxnResponse, error) {
-	ck, _, qp := s.Keys(c.name)
-	then := []clientv3.Op{clientv3.OpDelete(ck)}
+// deleteClaim ends c's claim if it is still c's (its mod revision is c's
+// token), and deletes c's queue key (fair mode) in any case: one
+// transaction. With handoff, if c knows the waiter behind it (c.next) and
+// that waiter's queue key is unchanged, the same transaction hands the
+// lock over instead of deleting the claim: it puts the claim with the
+// waiter's value, on the waiter's lease, and the /last record (see "Fair
+// mode" in the package documentation). ours reports whether the claim was
+// still c's; waiters (fair mode, if ours) whether anyone still queues.
+func (s *Store) deleteClaim(ctx context.Context, c *claim, handoff bool) (ours, waiters bool, err error) {
+	ck, lk, qp := s.Keys(c.name)
+	release := []clientv3.Op{clientv3.OpDelete(ck)}
 	var els []clientv3.Op
 	if c.entry != "" {
 		// The queue key is unique to this claim: deleting it needs no condition.
-		then = append(then, clientv3.OpDelete(c.entry), clientv3.OpGet(qp, clientv3.WithPrefix(), clientv3.WithCountOnly()))
+		release = append(release, clientv3.OpDelete(c.entry), clientv3.OpGet(qp, clientv3.WithPrefix(), clientv3.WithCountOnly()))
 		els = append(els, clientv3.OpDelete(c.entry))
 	}
-	return s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(ck), "=", c.token)).
+	then := release
+	n := c.next
+	if handoff && n != nil {
+		hand := []clientv3.Op{clientv3.OpPut(ck, n.val, clientv3.WithLease(clientv3.LeaseID(n.lease))), clientv3.OpPut(lk, n.val)}
+		if c.entry != "" {
+			hand = append(hand, clientv3.OpDelete(c.entry))
+		}
+		// etcd refuses a put and a delete of one key on one path of a
+		// transaction; the two branches of a nested one are two paths.
+		then = []clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(n.key), "=", n.rev),
+				clientv3.Compare(clientv3.ModRevision(n.key), "=", n.mod)},
+			hand, release)}
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(ck), "=", c.token)).
 		Then(then...).Else(els...).
 		Commit()
+	if err != nil || !resp.Succeeded {
+		return false, false, err
+	}
+	rs := resp.Responses
+	if handoff && n != nil {
+		inner := rs[0].GetResponseTxn()
+		if inner.GetSucceeded() {
+			return true, true, nil
+		}
+		rs = inner.GetResponses()
+	}
+	if c.entry != "" && len(rs) > 2 {
+		waiters = rs[2].GetResponseRange().GetCount() > 0
+	}
+	return true, waiters, nil
 }
 
 // forgetLocked drops c from the Store's books. s.mu must be held.
@@ -533,12 +567,12 @@ func (s *Store) record(ctx context.Context, name string, claimKV, lastKV *mvccpb
 		return baton.Record{}, s.corrupt(name, string(claimKV.Key), err)
 	}
 	rec.Holder, rec.Nonce, rec.TTL = v.holder, v.nonce, v.ttl
-	rec.Token = uint64(claimKV.CreateRevision)
+	rec.Token = uint64(claimKV.ModRevision)
 	rec.AcquireTime, rec.RenewTime = v.at, v.at
 	rec.Version = strconv.FormatInt(claimKV.ModRevision, 10)
 	s.mu.Lock()
 	c := s.claims[name]
-	if c != nil && c.token == claimKV.CreateRevision && c.lost == nil {
+	if c != nil && c.token == claimKV.ModRevision && c.lost == nil {
 		rec.Remaining = max(time.Until(c.deadline), 0)
 		rec.RenewTime = c.renewed
 		s.mu.Unlock()

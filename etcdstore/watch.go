@@ -16,7 +16,7 @@ import (
 // queue entry just ahead), at which revision, and who held the claim.
 type observation struct {
 	target string // etcd key waited on
-	create int64  // its create revision as read (0: absent)
+	mod    int64  // its mod revision as read (0: absent); a claim handed over in place changes it
 	rev    int64  // header revision of the read
 	holder string // the claim's holder ("" if the claim was absent)
 	token  uint64 // the claim's token (0 if absent)
@@ -49,7 +49,16 @@ type follower struct {
 	// fresh == gen while the watch is known to cover the spec's
 	// observation and no later change of the target arrived: an attempt
 	// can then answer "held" without asking etcd.
-	fresh  uint64
+	fresh uint64
+	// seen is the latest revision of a change of the target that the
+	// watch delivered after a waiter's observation, and broken is set while
+	// the watch is down. An observation older than seen is never taken as
+	// fresh: an attempt in flight when the change arrived reads the state
+	// before it, and the waiter would sleep through the change. For the
+	// same reason a read that may be served by a lagging member (see
+	// tryAcquireFair) must be at least that recent.
+	seen   int64
+	broken bool
 	wake   chan struct{} // capacity 1: the spec or the attempts changed
 	cancel context.CancelFunc
 }
@@ -109,8 +118,8 @@ func (f *follower) closeAllLocked() {
 // this Store answers ErrHeld from what it knows, without a request to etcd,
 // so the engine's periodic retries cost nothing.
 //
-// In fair mode a Watch is also what makes an acquire attempt queue: see the
-// package documentation. The channel is closed when ctx ends or the Store
+// In fair mode an open Watch also makes an acquire attempt queue, as
+// baton.Request.Waiting does: see the package documentation. The channel is closed when ctx ends or the Store
 // is closed; a watch that breaks is re-established after a short backoff,
 // with a value sent, since a change may have been missed.
 func (s *Store) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
@@ -130,7 +139,9 @@ func (s *Store) Watch(ctx context.Context, name string) (<-chan struct{}, error)
 	f := s.followers[name]
 	if f == nil {
 		fctx, cancel := context.WithCancel(s.ctx)
-		f = &follower{name: name, regs: make(map[*reg]struct{}), wake: make(chan struct{}, 1), cancel: cancel}
+		// gen starts at 1: fresh == 0 means "not known to be fresh", and a
+		// place queued before the Watch began is already in the spec.
+		f = &follower{name: name, regs: make(map[*reg]struct{}), wake: make(chan struct{}, 1), cancel: cancel, gen: 1}
 		s.followers[name] = f
 		s.wg.Add(1)
 		go s.follow(fctx, f)
@@ -305,7 +316,10 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 							return
 						}
 						signal() // let the waiter ask etcd itself
-					case createOf(r.Kvs) != spec.obs.create:
+					case modOf(r.Kvs) != spec.obs.mod:
+						s.mu.Lock()
+						f.seen = max(f.seen, r.Header.Revision)
+						s.mu.Unlock()
 						signal()
 					default:
 						fresh = true
@@ -313,7 +327,7 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 				}
 				if fresh {
 					s.mu.Lock()
-					if f.gen == spec.gen {
+					if f.gen == spec.gen && spec.obs.rev >= f.seen {
 						f.fresh = spec.gen
 					}
 					s.mu.Unlock()
@@ -336,6 +350,9 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 				if ctx.Err() != nil {
 					return
 				}
+				s.mu.Lock()
+				f.broken = true
+				s.mu.Unlock()
 				signal()
 				backoff = min(max(2*backoff, 50*time.Millisecond), maxBackoff)
 				if retry == nil {
@@ -352,19 +369,27 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 				continue
 			}
 			if wr.Created {
+				s.mu.Lock()
+				f.broken = false
+				s.mu.Unlock()
 				created = max(wr.Header.Revision, 1)
 				backoff = 0
 				continue
 			}
 			s.mu.Lock()
 			spec := s.specLocked(f)
+			ck, _, _ := s.Keys(f.name)
 			if spec.obs.target == watching && !spec.guess {
 				for _, ev := range wr.Events {
 					if spec.waiting && ev.Kv.ModRevision <= spec.obs.rev {
 						continue // the waiter's read already reflects it
 					}
 					f.fresh = 0
-					if !spec.waiting || ev.Type == mvccpb.DELETE {
+					f.seen = max(f.seen, ev.Kv.ModRevision)
+					// A waiter cares for the deletion of the key it waits
+					// for, or (fair mode) a claim put over the one it
+					// waits for: a holder without a place handed it over.
+					if !spec.waiting || ev.Type == mvccpb.DELETE || s.fair && watching == ck {
 						f.signalLocked()
 					}
 				}
@@ -398,11 +423,11 @@ func (s *Store) anchor() {
 	}
 }
 
-func createOf(kvs []*mvccpb.KeyValue) int64 {
+func modOf(kvs []*mvccpb.KeyValue) int64 {
 	if len(kvs) == 0 {
 		return 0
 	}
-	return kvs[0].CreateRevision
+	return kvs[0].ModRevision
 }
 
 // Observe reports the record of lock name now and after every change of its

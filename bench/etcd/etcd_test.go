@@ -153,7 +153,7 @@ var libraries = []library{
 	},
 	{
 		name:   "baton etcdstore, fair",
-		config: "the same with etcdstore.WithFair(true): waiters queue by create revision, each woken by its predecessor",
+		config: "the same with etcdstore.WithFair(true): waiters queue by create revision, each woken by its predecessor; a release hands the lock to the next waiter",
 		open:   openBaton(true),
 	},
 	{
@@ -594,4 +594,31 @@ func etcdVersion(t *testing.T, eps []string) string {
 		t.Fatal(err)
 	}
 	return st.Version
+}
+
+// TestEtcdContended runs only the two contended tables of the report, for
+// quick comparisons while working on the contended path (about a minute):
+//
+//	cd bench && go test ./etcd -run TestEtcdContended -v -count=1
+func TestEtcdContended(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a contended run takes a minute")
+	}
+	srv := testenv.StartEtcd(t)
+	eps := srv.Endpoints()
+	cpu := func() time.Duration { return etcdCPU(srv.Dir) }
+	var b strings.Builder
+	fmt.Fprintf(&b, "| library | run | acquisitions/s | wait p50 | wait p99 | wait max | etcd CPU per acquisition | acquisitions per contender | order |\n|---|---|---:|---:|---:|---:|---:|---|---|\n")
+	for _, lib := range libraries {
+		for _, run := range []struct {
+			name        string
+			total, each int
+		}{{"400 in all", sharedTotal, 0}, {"50 each", 0, perContender}} {
+			c0 := cpu()
+			r := contended(t, lib, eps, run.total, run.each)
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %v | %v | %v | %s | %v | %s |\n", lib.name, run.name, r.perSecond, round(r.p50), round(r.p99), round(r.maxW),
+				cpuPer(c0, cpu(), len(r.order)+contenders), r.counts, rotation(r.order))
+		}
+	}
+	fmt.Print(b.String())
 }
