@@ -62,6 +62,9 @@ type ScaleHold struct {
 	EngineRenewsPerSec float64 // Backend.Renew calls per second
 	StoreReqsPerSec    float64 // requests that reached the store, per second (-1: not counted)
 	CPUSecPerMin       float64 // this process's CPU seconds per minute of holding
+	CPUSlices          int     // the window cut into TTL/3 slices:
+	CPUSliceMedian     float64 // median CPU s/min of a slice
+	CPUSliceMax        float64 // largest
 	StoreCPUSecPerMin  float64 // the store server's, where measured (-1: not measured)
 	HeapBytesPerLock   float64 // live heap after GC, delta over the empty process, per lock
 	StackBytesPerLock  float64 // goroutine stacks, the same way

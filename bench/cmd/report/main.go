@@ -8,9 +8,14 @@
 // Each -frag name=path replaces the text between the lines
 // "<!-- bench:name:begin -->" and "<!-- bench:name:end -->" in the document,
 // so that the prose around the generated blocks stays as written. A
-// missing fragment file or missing markers is reported and that block is
-// left as it was; the command then exits with status 1 after doing the
-// rest.
+// document without a name's markers is left alone for that name, with a
+// warning (a section maintained by hand). A missing fragment file or any
+// other error is reported, that block is left as it was, and the command
+// exits with status 1 after doing the rest.
+//
+// -micro path reads the output of go test -bench (several -count runs) and
+// writes, to -micro-out, a Markdown table of the median and range of each
+// benchmark, for splicing like any other fragment.
 package main
 
 import (
@@ -42,6 +47,8 @@ func main() {
 		img       = flag.String("img", "", "directory for the PNG plots")
 		kubeJSON  = flag.String("kube", "", "TestKubeReport results (JSON)")
 		scaleJSON = flag.String("scale", "", "TestScaleReport results (JSON)")
+		micro     = flag.String("micro", "", "go test -bench output to summarize")
+		microOut  = flag.String("micro-out", "", "where to write the summary of -micro (Markdown)")
 		fragments frags
 	)
 	flag.Var(&fragments, "frag", "name=path: splice path between the name's markers (repeatable)")
@@ -50,6 +57,15 @@ func main() {
 	warn := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "report: "+format+"\n", args...)
 		failed = true
+	}
+
+	if *micro != "" {
+		data, err := os.ReadFile(*micro)
+		if err != nil {
+			warn("%v", err)
+		} else if err := os.WriteFile(*microOut, []byte(microTable(string(data))), 0o644); err != nil {
+			warn("%v", err)
+		}
 	}
 
 	if *img != "" {
@@ -100,7 +116,7 @@ func main() {
 				}
 				next, err := splice(text, name, body)
 				if err != nil {
-					warn("%v (block left as it was)", err)
+					fmt.Fprintf(os.Stderr, "report: %v: %s not spliced (section kept as written)\n", err, path)
 					continue
 				}
 				text = next
@@ -131,6 +147,91 @@ func splice(doc []byte, name string, body []byte) ([]byte, error) {
 	out.WriteString("\n\n")
 	out.Write(doc[j:])
 	return out.Bytes(), nil
+}
+
+// microTable summarizes go test -bench output: per package and benchmark,
+// the median and range of ns/op over the runs, and the median B/op and
+// allocs/op.
+func microTable(out string) string {
+	type key struct{ pkg, name string }
+	var (
+		order []key
+		ns    = map[key][]float64{}
+		bytes = map[key][]float64{}
+		alloc = map[key][]float64{}
+		pkg   string
+		head  []string
+	)
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && (f[0] == "goos:" || f[0] == "goarch:" || f[0] == "cpu:"):
+			if !slices.Contains(head, line) {
+				head = append(head, line)
+			}
+		case len(f) >= 2 && f[0] == "cpu:":
+			if !slices.Contains(head, line) {
+				head = append(head, line)
+			}
+		case len(f) == 2 && f[0] == "pkg:":
+			pkg = f[1]
+		case len(f) >= 4 && strings.HasPrefix(f[0], "Benchmark"):
+			name := f[0]
+			if i := strings.LastIndex(name, "-"); i > 0 {
+				name = name[:i] // the GOMAXPROCS suffix
+			}
+			k := key{pkg, name}
+			if _, ok := ns[k]; !ok {
+				order = append(order, k)
+			}
+			for i := 2; i+1 < len(f); i += 2 {
+				var v float64
+				if _, err := fmt.Sscan(f[i], &v); err != nil {
+					continue
+				}
+				switch f[i+1] {
+				case "ns/op":
+					ns[k] = append(ns[k], v)
+				case "B/op":
+					bytes[k] = append(bytes[k], v)
+				case "allocs/op":
+					alloc[k] = append(alloc[k], v)
+				}
+			}
+		}
+	}
+	med := func(v []float64) float64 {
+		if len(v) == 0 {
+			return math.NaN()
+		}
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\n", strings.Join(head, "; "))
+	fmt.Fprintf(&b, "| package | benchmark | n | median | range | B/op | allocs/op |\n|---|---|---:|---:|---|---:|---:|\n")
+	for _, k := range order {
+		v := slices.Clone(ns[k])
+		slices.Sort(v)
+		rng := ""
+		if len(v) > 0 {
+			rng = fmtNS(v[0]) + "–" + fmtNS(v[len(v)-1])
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %d | %s | %s | %.0f | %.0f |\n", k.pkg, k.name, len(v), fmtNS(med(v)), rng, med(bytes[k]), med(alloc[k]))
+	}
+	return b.String()
+}
+
+func fmtNS(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2f ms", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.2f µs", v/1e3)
+	default:
+		return fmt.Sprintf("%.0f ns", v)
+	}
 }
 
 func save[T any](warn func(string, ...any), f func(T) (*plot.Plot, error), v T, path string) {
@@ -241,8 +342,9 @@ func dotPlot(title, y string, tms, libs []string, value func(tm, lib string) (p5
 		}
 	}
 	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.6, float64(len(names))-0.4
 	if lo <= hi {
-		p.Y.Min, p.Y.Max = lo/2, hi*4
+		p.Y.Min, p.Y.Max = lo/2, hi*40 // room for the legend
 	}
 	return p, nil
 }
@@ -306,6 +408,7 @@ func kubeRequestsPlot(k bench.KubeResults) (*plot.Plot, error) {
 		return nil, err
 	}
 	p.Y.Min = 0
+	p.Y.Max *= 1.6 // room for the legend
 	return p, nil
 }
 
@@ -327,15 +430,16 @@ func kubeLeaderWritesPlot(k bench.KubeResults) (*plot.Plot, error) {
 		return nil, err
 	}
 	p.Y.Min = 0
+	p.Y.Max *= 1.6 // room for the legend
 	return p, nil
 }
 
-func scaleSeries(s bench.ScaleResults, y func(bench.ScaleHold) float64) []any {
+func scaleSeries(s bench.ScaleResults, minLocks int, y func(bench.ScaleHold) float64) []any {
 	var args []any
 	for _, b := range libraries(s.Hold, func(r bench.ScaleHold) string { return r.Backend }) {
 		var xys plotter.XYs
 		for _, r := range s.Hold {
-			if r.Backend == b {
+			if r.Backend == b && r.Locks >= minLocks {
 				xys = append(xys, plotter.XY{X: float64(r.Locks), Y: y(r)})
 			}
 		}
@@ -345,15 +449,17 @@ func scaleSeries(s bench.ScaleResults, y func(bench.ScaleHold) float64) []any {
 }
 
 func scaleMemoryPlot(s bench.ScaleResults) (*plot.Plot, error) {
-	p := newPlot("Memory per held lock (live heap + goroutine stacks)", "locks held by one process (log scale)", "KiB per lock")
+	// With one lock the heap delta is within the GC's noise (tens of KiB).
+	p := newPlot("Memory per held lock (live heap + goroutine stacks), 100 locks and more", "locks held by one process (log scale)", "KiB per lock")
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = logTicks{}
-	if err := plotutil.AddLinePoints(p, scaleSeries(s, func(r bench.ScaleHold) float64 {
+	if err := plotutil.AddLinePoints(p, scaleSeries(s, 100, func(r bench.ScaleHold) float64 {
 		return max(r.HeapBytesPerLock+r.StackBytesPerLock, 0) / 1024
 	})...); err != nil {
 		return nil, err
 	}
 	p.Y.Min = 0
+	p.Y.Max *= 1.4 // room for the legend
 	return p, nil
 }
 
@@ -363,7 +469,7 @@ func scaleCPUPlot(s bench.ScaleResults) (*plot.Plot, error) {
 	p.X.Tick.Marker = logTicks{}
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = logTicks{}
-	if err := plotutil.AddLinePoints(p, scaleSeries(s, func(r bench.ScaleHold) float64 {
+	if err := plotutil.AddLinePoints(p, scaleSeries(s, 1, func(r bench.ScaleHold) float64 {
 		return max(r.CPUSecPerMin*1000/float64(r.Locks), 0.001)
 	})...); err != nil {
 		return nil, err
