@@ -564,8 +564,8 @@ func TestScaleReport(t *testing.T) {
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, h := range res.Hold {
 		exp := float64(h.Locks) * 3 / scaleTTL.Seconds()
-		p("| %s | %d | %.2fs | %.1f | %.2f | %s | %.3f | %.3f | %.3f | %.3f | %s | %s | %s | %.2f | %d |\n",
-			h.Backend, h.Locks, h.AcquireSeconds, h.EngineRenewsPerSec, h.EngineRenewsPerSec/exp, optF(h.StoreReqsPerSec, "%.1f", "in-process"),
+		p("| %s | %d | %.2fs | %.4g | %.2f | %s | %.3f | %.3f | %.3f | %.3f | %s | %s | %s | %.2f | %d |\n",
+			h.Backend, h.Locks, h.AcquireSeconds, h.EngineRenewsPerSec, h.EngineRenewsPerSec/exp, optF(h.StoreReqsPerSec, "%.4g", "in-process"),
 			h.CPUSecPerMin, h.CPUSecPerMin*1000/float64(h.Locks), h.CPUSliceMedian, h.CPUSliceMax, optF(h.StoreCPUSecPerMin, "%.3f", "in this process"),
 			bytesStr(h.HeapBytesPerLock), bytesStr(h.StackBytesPerLock), h.GoroutinesPerLock, h.Lost)
 	}
