@@ -51,7 +51,12 @@ if [[ -n ${BENCH_QUICK:-} ]]; then
 fi
 
 if want micro; then
-	step micro bash -c "set -o pipefail; cd '$root' && '$GO' test -run '^\$' -bench . -benchmem -count $micro_count -benchtime $micro_time ./memory ./file . | tee '$out/micro.txt'"
+	{
+		echo "date $(date -u '+%Y-%m-%d %H:%M UTC')"
+		"$GO" version
+		echo "load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) at the start (the machine may be shared: times are noisy)"
+	} >"$out/micro.txt"
+	step micro bash -c "set -o pipefail; cd '$root' && '$GO' test -run '^\$' -bench . -benchmem -count $micro_count -benchtime $micro_time ./memory ./file . | tee -a '$out/micro.txt'"
 fi
 cd "$here"
 if want redis; then

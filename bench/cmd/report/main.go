@@ -173,6 +173,8 @@ func microTable(out string) string {
 			if !slices.Contains(head, line) {
 				head = append(head, line)
 			}
+		case strings.HasPrefix(line, "load average") || strings.HasPrefix(line, "go version") || strings.HasPrefix(line, "date "):
+			head = append(head, strings.TrimSpace(line))
 		case len(f) == 2 && f[0] == "pkg:":
 			pkg = f[1]
 		case len(f) >= 4 && strings.HasPrefix(f[0], "Benchmark"):
