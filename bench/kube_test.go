@@ -4,7 +4,7 @@ package bench
 // beside client-go's tools/leaderelection (LeaseLock, ReleaseOnCancel) on one
 // envtest control plane (kube-apiserver + etcd from tools/testbin) in one run.
 //
-//	cd bench && go test -run TestKubeReport -v -count=1 .        # ~5 min, prints Markdown
+//	cd bench && go test -run TestKubeReport -v -count=1 .        # ~6 min, prints Markdown
 //	BENCH_OUT=/tmp/kube.md go test -run TestKubeReport -count=1 .
 //
 // Measured:

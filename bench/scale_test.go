@@ -3,7 +3,7 @@ package bench
 // Scale: one process holding 1, 100 and 10,000 locks on each backend, and
 // many idle electors (standbys) in one process.
 //
-//	cd bench && go test -run TestScaleReport -v -count=1 .        # ~8 min
+//	cd bench && go test -run TestScaleReport -v -count=1 .        # ~5 min
 //	BENCH_QUICK=1 BENCH_OUT=/tmp/scale.md go test -run TestScaleReport -count=1 .
 //
 // Measured while holding, over a window after every lock is held:
