@@ -38,17 +38,20 @@ import (
 const (
 	lockTTL = 10 * time.Second
 
-	uncontendedCycles = 3000
-	uncontendedRounds = 5
-	lanLatency        = 100 * time.Microsecond
-	lanCycles         = 500
+	lanLatency = 100 * time.Microsecond
 
 	contenders     = 8
-	sharedTotal    = 400 // acquisitions in all, whoever makes them (the issue's setup)
-	perContender   = 100 // acquisitions each contender makes
 	contendedLimit = 60 * time.Second
+)
 
-	handovers = 100
+// Sizes of the report (smaller with BENCH_QUICK).
+var (
+	uncontendedCycles = 3000
+	uncontendedRounds = 5
+	lanCycles         = 500
+	sharedTotal       = 400 // acquisitions in all, whoever makes them (the issue's setup)
+	perContender      = 100 // acquisitions each contender makes
+	handovers         = 100
 )
 
 // contender is one process's handle on a lock: its own client (connection
@@ -466,6 +469,11 @@ func TestRedisReport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the report takes a minute or two")
 	}
+	quick := os.Getenv("BENCH_QUICK") != ""
+	if quick { // a smoke run of the harness, not figures
+		uncontendedCycles, uncontendedRounds, lanCycles = 300, 1, 50
+		sharedTotal, perContender, handovers = 80, 20, 20
+	}
 	srv := testenv.StartRedis(t)
 	addr := srv.Addr()
 	ver := redisVersion(t, addr)
@@ -483,8 +491,11 @@ func TestRedisReport(t *testing.T) {
 	raw := median(rates[libraries[len(libraries)-1].name])
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "redis-server %s on 127.0.0.1 (PING round trip %v), %s/%s, %d CPUs, %s; TTL %v\n\n",
-		ver, round(pingRTT(t, addr)), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), lockTTL)
+	fmt.Fprintf(&b, "redis-server %s on 127.0.0.1 (PING round trip %v), %s/%s, %d CPUs, %s; TTL %v; %s\n\n",
+		ver, round(pingRTT(t, addr)), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), lockTTL, loadNote())
+	if quick {
+		fmt.Fprintf(&b, "**BENCH_QUICK smoke run: small rounds; not figures to quote.**\n\n")
+	}
 	fmt.Fprintf(&b, "Uncontended acquire+release cycles/s (one contender, median of %d rounds of %d cycles):\n\n", uncontendedRounds, uncontendedCycles)
 	fmt.Fprintf(&b, "| library | cycles/s | × raw floor |\n|---|---:|---:|\n")
 	for _, lib := range all {
@@ -518,33 +529,73 @@ func TestRedisReport(t *testing.T) {
 
 	fmt.Fprintf(&b, "\n%d contenders (each its own client) in tight lock/unlock loops until %d acquisitions in all; "+
 		"lock calls still waiting at the end count with their wait so far:\n\n", contenders, sharedTotal)
-	fmt.Fprintf(&b, "| library | acquisitions/s | wait p50 | wait p99 | wait max | acquisitions per contender |\n|---|---:|---:|---:|---:|---|\n")
-	for _, lib := range libraries {
-		r := contended(t, lib, addr, sharedTotal, 0)
-		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v | %v |\n", lib.name, r.perSecond, round(r.p50), round(r.p99), round(r.maxW), r.counts)
-	}
+	fmt.Fprintf(&b, "| library | acquisitions/s | × raw floor | wait p50 | wait p99 | wait max | acquisitions per contender |\n|---|---:|---:|---:|---:|---:|---|\n")
+	shared := printContended(&b, t, addr, sharedTotal, 0)
 	fmt.Fprintf(&b, "\nThe same, but every contender makes %d acquisitions; counts are taken when the first is done:\n\n", perContender)
-	fmt.Fprintf(&b, "| library | acquisitions/s | wait p50 | wait p99 | wait max | acquisitions per contender when the first was done |\n|---|---:|---:|---:|---:|---|\n")
-	for _, lib := range libraries {
-		r := contended(t, lib, addr, 0, perContender)
-		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v | %v |\n", lib.name, r.perSecond, round(r.p50), round(r.p99), round(r.maxW), r.counts)
-	}
+	fmt.Fprintf(&b, "| library | acquisitions/s | × raw floor | wait p50 | wait p99 | wait max | acquisitions per contender when the first was done |\n|---|---:|---:|---:|---:|---:|---|\n")
+	each := printContended(&b, t, addr, 0, perContender)
 	fmt.Fprintf(&b, "\nHandover: holder's unlock call to the waiter holding the lock (%d handovers, unlock 10-60ms after the waiter started):\n\n", handovers)
-	fmt.Fprintf(&b, "| library | p50 | p99 | max |\n|---|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| library | p50 | p99 | max | p50 × floor |\n|---|---:|---:|---:|---:|\n")
+	hs := map[string][]time.Duration{}
 	for _, lib := range append(slices.Clone(libraries), notifyFloor) {
-		h := handover(t, lib, addr)
-		fmt.Fprintf(&b, "| %s | %v | %v | %v |\n", lib.name, round(h[len(h)/2]), round(h[len(h)*99/100]), round(h[len(h)-1]))
+		hs[lib.name] = handover(t, lib, addr)
+	}
+	hf := hs[notifyFloor.name]
+	for _, lib := range append(slices.Clone(libraries), notifyFloor) {
+		h := hs[lib.name]
+		fmt.Fprintf(&b, "| %s | %v | %v | %v | %.2f |\n", lib.name, round(h[len(h)/2]), round(h[len(h)*99/100]), round(h[len(h)-1]),
+			float64(h[len(h)/2])/float64(hf[len(hf)/2]))
 	}
 	fmt.Fprintf(&b, "\nConfigurations:\n\n")
 	for _, lib := range append(all, notifyFloor) {
 		fmt.Fprintf(&b, "- %s: %s\n", lib.name, lib.config)
 	}
+
+	// Targets (issue 5), computed from this run's figures.
+	bn, rl, rs, rw := libraries[0].name, libraries[1].name, libraries[2].name, libraries[3].name
+	ub := median(rates[bn])
+	fmt.Fprintf(&b, "\nTargets (issue 5), computed from the tables above:\n\n")
+	fmt.Fprintf(&b, "- uncontended at least 0.9x the raw floor: %s (%.2fx; through the 2 ms round trip %.2fx)\n",
+		metStr(ub >= 0.9*raw), ub/raw, median(lan[bn])/rawLAN)
+	fmt.Fprintf(&b, "- uncontended no slower than either peer: %s (%.2fx redislock, %.2fx redsync)\n",
+		metStr(ub >= median(rates[rl]) && ub >= median(rates[rs])), ub/median(rates[rl]), ub/median(rates[rs]))
+	for _, c := range []struct {
+		what string
+		r    map[string]contendedResult
+	}{{fmt.Sprintf("%d in all", sharedTotal), shared}, {fmt.Sprintf("%d each", perContender), each}} {
+		b0, r0 := c.r[bn], c.r[rs]
+		starved := slices.Contains(b0.counts, 0)
+		fmt.Fprintf(&b, "- contended (%s): p99 wait at least 10x lower than redsync's: %s (%v against %v, %.1fx); no contender starved: %s (%v)\n",
+			c.what, metStr(b0.p99 > 0 && r0.p99 >= 10*b0.p99), round(b0.p99), round(r0.p99), float64(r0.p99)/float64(max(b0.p99, 1)),
+			metStr(!starved), b0.counts)
+	}
+	hb := hs[bn]
+	fmt.Fprintf(&b, "- handover p50 %v: %.2fx the notify floor, %.2fx the raw polling floor (%v)\n",
+		round(hb[len(hb)/2]), float64(hb[len(hb)/2])/float64(hf[len(hf)/2]), float64(hb[len(hb)/2])/float64(hs[rw][len(hs[rw])/2]), round(hs[rw][len(hs[rw])/2]))
 	fmt.Print(b.String())
 	if out := os.Getenv("BENCH_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
 			t.Error(err)
 		}
 	}
+}
+
+// printContended runs the contended test for every library, the raw floor
+// first, and prints each row with its throughput as a multiple of the
+// floor's (rows in the libraries' order).
+func printContended(b *strings.Builder, t *testing.T, addr string, total, each int) map[string]contendedResult {
+	rs := map[string]contendedResult{}
+	raw := libraries[len(libraries)-1]
+	rs[raw.name] = contended(t, raw, addr, total, each)
+	for _, lib := range libraries[:len(libraries)-1] {
+		rs[lib.name] = contended(t, lib, addr, total, each)
+	}
+	for _, lib := range libraries {
+		r := rs[lib.name]
+		fmt.Fprintf(b, "| %s | %.0f | %.2f | %v | %v | %v | %v |\n", lib.name, r.perSecond, r.perSecond/rs[raw.name].perSecond,
+			round(r.p50), round(r.p99), round(r.maxW), r.counts)
+	}
+	return rs
 }
 
 // pingRTT returns the median PING round trip to addr.
