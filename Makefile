@@ -2,10 +2,16 @@
 #
 #   make test    the whole suite, as CI runs it (installs what the tests need)
 #   make demo    the three-replica demo on the file backend
-#   make bench   the acquire/release benchmarks (figures in docs/benchmarks.md)
+#   make bench   every benchmark report (micro, Redis, Lease, scale, etcd),
+#                the plots in docs/img and the generated blocks of
+#                docs/benchmarks.md (about 17 minutes; run it on an idle
+#                machine); BENCH_QUICK=1 for a smoke run that leaves docs/
+#                alone (see bench/README.md)
+#   make bench-micro  the acquire/release microbenchmarks of memory, file, root
 #   make bench-redis  Redis beside bsm/redislock, redsync and the raw floor
 #   make bench-kube   the Lease backend beside client-go leader election
 #   make bench-etcd   the etcd backend beside etcd's concurrency package
+#   make bench-scale  1, 100 and 10,000 held locks per backend, idle electors
 #   make fuzz    run the record and name fuzzers for FUZZTIME each
 #   make testbin build kube-apiserver and etcd for the tests (once; cached
 #                outside the repo, see tools/testbin/build.sh)
@@ -14,7 +20,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 TESTFLAGS ?=
 
-.PHONY: test deps vet demo bench bench-redis bench-kube bench-etcd fuzz testbin packages
+.PHONY: test deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale fuzz testbin packages
 
 # TESTBIN builds (if needed) the kube-apiserver and etcd the tests start and
 # prints their directory as its last line of stdout.
@@ -53,8 +59,20 @@ vet:
 demo:
 	$(GO) run ./cmd/baton demo
 
-bench:
+bench: testbin packages
+	KUBEBUILDER_ASSETS="$$(GO='$(GO)' $(TESTBIN))" && \
+	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
+	export KUBEBUILDER_ASSETS BATON_ETCD_BIN && \
+	GO='$(GO)' bash bench/run.sh
+
+bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./memory ./file .
+
+bench-scale: testbin packages
+	cd bench && KUBEBUILDER_ASSETS="$$(GO='$(GO)' bash ../tools/testbin/build.sh)" && \
+	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
+	export KUBEBUILDER_ASSETS BATON_ETCD_BIN CI=true && \
+		$(GO) test -run TestScaleReport -count=1 -timeout 25m -v .
 
 # bench-redis runs baton's Redis backend beside bsm/redislock, redsync and
 # the raw floor on one redis-server (bench/ is its own module).
