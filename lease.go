@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // A Lease is a held lock: the result of Mutex.Lock or Mutex.TryLock, and
@@ -45,6 +47,9 @@ type Lease struct {
 	stop       chan struct{}
 	stopOnce   sync.Once
 	keeperDone chan struct{}
+	// start, if not nil, is the timer that starts the keeper at the first
+	// renew: a lease unlocked before then never starts a goroutine.
+	start clock.Timer
 
 	unlockOnce sync.Once
 	unlockErr  error
@@ -62,7 +67,18 @@ func newLease(m *Mutex, parent context.Context, g Grant, sent time.Time) *Lease 
 		stop:       make(chan struct{}),
 		keeperDone: make(chan struct{}),
 	}
-	go l.keep()
+	// The keeper has nothing to do before the first renew, so where the
+	// clock can run a function later, start it then: a short tenure (an
+	// uncontended Lock and Unlock) costs no goroutine and no thread
+	// wake-up. The keeper checks the renew deadline first thing, so a
+	// late start never skips a step-down.
+	if dc, ok := m.cfg.clock.(clock.WithDelayedExecution); ok {
+		// (A fake clock may call the function while holding its lock,
+		// so the keeper runs in a goroutine of its own.)
+		l.start = dc.AfterFunc(sent.Add(m.cfg.renewInterval).Sub(m.cfg.clock.Now()), func() { go l.keep() })
+	} else {
+		go l.keep()
+	}
 	return l
 }
 
@@ -152,7 +168,12 @@ func (l *Lease) abandon(cause error) {
 }
 
 func (l *Lease) stopKeeper() {
-	l.stopOnce.Do(func() { close(l.stop) })
+	l.stopOnce.Do(func() {
+		close(l.stop)
+		if l.start != nil && l.start.Stop() {
+			close(l.keeperDone) // the keeper never started
+		}
+	})
 	<-l.keeperDone
 }
 
