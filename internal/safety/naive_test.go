@@ -1,0 +1,149 @@
+//go:build linux
+
+package safety
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+)
+
+// naiveLock is a ConfigMap "lock" written the way older guides suggest, for
+// the counter-example: it writes its name without a resourceVersion
+// condition, sleeps, reads the object back and believes it holds the lock
+// if its name is still there; it judges expiry by comparing the holder's
+// written renew time with its own wall clock; it renews by writing again,
+// unconditionally, after checking that its name is still there. It issues
+// no fencing token (every tenure has token 0).
+type naiveLock struct {
+	cms      typedcorev1.ConfigMapInterface
+	name, id string
+	ttl      time.Duration
+	skew     time.Duration // added to this process's wall clock
+	settle   time.Duration // the sleep before the read-back
+}
+
+const (
+	naiveHolder = "holder"
+	naiveRenew  = "renewTime"
+)
+
+func newNaiveLock(cfg *rest.Config, ns, name, id string, ttl, skew, settle time.Duration) (*naiveLock, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &naiveLock{cms: cs.CoreV1().ConfigMaps(ns), name: name, id: id, ttl: ttl, skew: skew, settle: settle}, nil
+}
+
+func (n *naiveLock) now() time.Time { return time.Now().Add(n.skew) }
+
+// write writes this process as the holder, with no precondition: an update
+// without a resourceVersion, or a create if there is no object.
+func (n *naiveLock) write(ctx context.Context) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n.name},
+		Data: map[string]string{naiveHolder: n.id, naiveRenew: n.now().UTC().Format(time.RFC3339Nano)}}
+	_, err := n.cms.Update(ctx, cm, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = n.cms.Create(ctx, cm, metav1.CreateOptions{})
+	}
+	return err
+}
+
+// read returns the holder and renew time, "" if there is none.
+func (n *naiveLock) read(ctx context.Context) (string, time.Time, error) {
+	cm, err := n.cms.Get(ctx, n.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", time.Time{}, nil
+	}
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	renew, _ := time.Parse(time.RFC3339Nano, cm.Data[naiveRenew])
+	return cm.Data[naiveHolder], renew, nil
+}
+
+func (n *naiveLock) lock(ctx context.Context) (held, error) {
+	for {
+		holder, renew, err := n.read(ctx)
+		// "Free or expired": the remote renew time against the local clock.
+		if err == nil && (holder == "" || holder == n.id || n.now().Sub(renew) > n.ttl) {
+			if err = n.write(ctx); err == nil {
+				if err = sleepCtx(ctx, n.settle); err != nil {
+					return nil, err
+				}
+				var again string
+				if again, _, err = n.read(ctx); err == nil && again == n.id {
+					hctx, cancel := context.WithCancel(context.Background())
+					h := &naiveHeld{n: n, ctx: hctx, cancel: cancel, done: make(chan struct{})}
+					go h.renew()
+					return h, nil
+				}
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			fmt.Printf("naive %s: %v\n", n.id, err)
+		}
+		if err := sleepCtx(ctx, n.ttl/4); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+type naiveHeld struct {
+	n      *naiveLock
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (h *naiveHeld) token() uint64            { return 0 }
+func (h *naiveHeld) context() context.Context { return h.ctx }
+
+// renew checks every TTL/3 that its name is still there and writes it
+// again; it ends the tenure when the name is gone.
+func (h *naiveHeld) renew() {
+	defer close(h.done)
+	for sleepCtx(h.ctx, h.n.ttl/3) == nil {
+		holder, _, err := h.n.read(h.ctx)
+		if err != nil {
+			continue
+		}
+		if holder != h.n.id {
+			h.cancel()
+			return
+		}
+		_ = h.n.write(h.ctx)
+	}
+}
+
+func (h *naiveHeld) unlock(ctx context.Context) error {
+	h.cancel()
+	<-h.done
+	holder, _, err := h.n.read(ctx)
+	if err != nil || holder != h.n.id {
+		return err
+	}
+	// Clear the holder, again without a precondition.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: h.n.name}, Data: map[string]string{naiveHolder: ""}}
+	_, err = h.n.cms.Update(ctx, cm, metav1.UpdateOptions{})
+	return err
+}

@@ -1,0 +1,63 @@
+//go:build linux
+
+package safety
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+var (
+	resultsMu sync.Mutex
+	results   []*result
+)
+
+func recordResult(r *result) {
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	results = append(results, r)
+}
+
+// writeReport writes the Markdown table of every scenario that ran to the
+// path given by -safety.report or BATON_SAFETY_REPORT, if any.
+func writeReport() error {
+	path := *reportFlag
+	if path == "" {
+		path = os.Getenv("BATON_SAFETY_REPORT")
+	}
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	if path == "" || len(results) == 0 {
+		return nil
+	}
+	return os.WriteFile(path, []byte(reportTable(results)), 0o644)
+}
+
+func reportTable(rs []*result) string {
+	var b strings.Builder
+	mode := "short"
+	if long() {
+		mode = "long"
+	}
+	fmt.Fprintf(&b, "Mode %s, seed %d, K=%d contender processes.\n\n", mode, seed, K)
+	b.WriteString("| backend | fault | ops | acquisitions | faults | stale writes attempted | stale writes accepted | unfenced: lost updates | unfenced: stale writes | takeover p50 | takeover p99 | porcupine | time |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
+	for _, r := range rs {
+		p50, p99 := "–", "–"
+		if len(r.takeovers) > 0 {
+			p50 = percentile(r.takeovers, 50).Round(10 * time.Millisecond).String()
+			p99 = percentile(r.takeovers, 99).Round(10 * time.Millisecond).String()
+		}
+		lin := "ok"
+		if !strings.HasPrefix(r.linearizable, "linearizable") {
+			lin = r.linearizable
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %v |\n",
+			r.backend, r.fault, r.ops, r.acquisitions, r.faults, r.staleWrites, r.staleAccepted,
+			r.plainLost, r.plainStale, p50, p99, lin, r.elapsed.Round(100*time.Millisecond))
+	}
+	return b.String()
+}
