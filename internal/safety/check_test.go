@@ -24,6 +24,7 @@ type result struct {
 	staleAccepted  int // must be 0
 	plainLost      int // lost updates on the unfenced counter
 	plainStale     int // writes with an older holder's token the unfenced counter took
+	twoHolders     int // pairs of tenures interleaved on the unfenced counter
 	takeovers      []time.Duration
 	linearizable   string
 	elapsed        time.Duration

@@ -43,6 +43,7 @@ const (
 	envSeed     = "BATON_SAFETY_CSEED"    // this contender's seed
 	envSkew     = "BATON_SAFETY_SKEW"     // naive lock: offset of its wall clock
 	envSettle   = "BATON_SAFETY_SETTLE"   // naive lock: the sleep before the read-back
+	envIdle     = "BATON_SAFETY_IDLE"     // pause after a tenure before locking again
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -137,6 +138,7 @@ func contenderMain() int {
 		return 2
 	}
 	defer closeFn()
+	idle, _ := time.ParseDuration(os.Getenv(envIdle))
 
 	for n := 1; ctx.Err() == nil; n++ {
 		c.event("locking", 0, nil)
@@ -184,6 +186,12 @@ func contenderMain() int {
 		err = h.unlock(uctx)
 		cancel()
 		c.event("released", tok, err)
+		if idle > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(idle):
+			}
+		}
 	}
 	return 0
 }

@@ -75,6 +75,12 @@ type scenario struct {
 	rounds int
 	rates  []float64 // per-contender clock rates (drift); nil: real time
 	lock   string
+	// The naive lock's per-contender wall-clock offsets and settle time.
+	skews  []time.Duration
+	settle time.Duration
+	// idle is how long a contender waits after its tenure before it
+	// locks again (0: at once).
+	idle time.Duration
 }
 
 // contender is one contender process.
@@ -159,7 +165,12 @@ func (h *harness) spawn() *contender {
 		envTTL+"="+h.be.ttl.String(),
 		envRate+"="+strconv.FormatFloat(rate, 'f', -1, 64),
 		envSeed+"="+strconv.FormatUint(h.rng.Uint64(), 10),
+		envSettle+"="+h.sc.settle.String(),
+		envIdle+"="+h.sc.idle.String(),
 	)
+	if len(h.sc.skews) > 0 {
+		c.cmd.Env = append(c.cmd.Env, envSkew+"="+h.sc.skews[(n-1)%len(h.sc.skews)].String())
+	}
 	c.cmd.Stdout, c.cmd.Stderr = lockedWriter{c}, lockedWriter{c}
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := startLocked(c.cmd, c.done); err != nil {

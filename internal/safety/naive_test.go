@@ -5,6 +5,7 @@ package safety
 import (
 	"context"
 	"fmt"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -118,11 +119,11 @@ type naiveHeld struct {
 func (h *naiveHeld) token() uint64            { return 0 }
 func (h *naiveHeld) context() context.Context { return h.ctx }
 
-// renew checks every TTL/3 that its name is still there and writes it
+// renew checks every TTL/2 that its name is still there and writes it
 // again; it ends the tenure when the name is gone.
 func (h *naiveHeld) renew() {
 	defer close(h.done)
-	for sleepCtx(h.ctx, h.n.ttl/3) == nil {
+	for sleepCtx(h.ctx, h.n.ttl/2) == nil {
 		holder, _, err := h.n.read(h.ctx)
 		if err != nil {
 			continue
@@ -146,4 +147,120 @@ func (h *naiveHeld) unlock(ctx context.Context) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: h.n.name}, Data: map[string]string{naiveHolder: ""}}
 	_, err = h.n.cms.Update(ctx, cm, metav1.UpdateOptions{})
 	return err
+}
+
+// naiveSettle is the naive lock's sleep before the read-back: the guides
+// say 2s; 300ms keeps the test short and changes only how often the
+// window is hit (the sleep against the renew period of TTL/2), not whether
+// it exists.
+const naiveSettle = 300 * time.Millisecond
+
+// naiveSkew is how far one contender's wall clock is ahead and another's
+// behind: more than the TTL, as on nodes whose NTP broke.
+const naiveSkew = 3 * time.Second
+
+// TestNaiveConfigMapLock is the counter-example: the same harness, on a
+// real API server, with the naive ConfigMap lock instead of baton, one
+// contender whose wall clock is 3s ahead and one whose clock is 3s behind.
+// The naive lock must fail: two contenders act as holder at once (their
+// tenures interleave on the unfenced counter). Lost updates are counted
+// for the report. Its tenures carry no token, so the fenced register
+// cannot tell them apart either.
+func TestNaiveConfigMapLock(t *testing.T) {
+	cfg := controlPlane(t)
+	be := &backendEnv{name: "naive", ttl: ttl, claimLife: ttl, ns: newNamespace(t, cfg),
+		newLink: func(t *testing.T) link {
+			return link{target: apiProxy.url(), cut: func() {}, restore: func() {}}
+		}}
+	// After a tenure a contender idles for a while (as a job that ran
+	// does), so that the others get the lock and can lose it to a skewed
+	// one.
+	sc := scenario{fault: "clocks 3s ahead / behind", lock: "naive", settle: naiveSettle,
+		skews: []time.Duration{0, naiveSkew, -naiveSkew}, idle: time.Second}
+	h := newHarness(t, be, sc)
+	start := time.Now()
+	for range K {
+		h.spawn()
+	}
+	var overlap string
+	t.Cleanup(func() {
+		if t.Failed() {
+			ops, evs := h.reg.history()
+			t.Logf("%d ops; events: %+v", len(ops), evs)
+		}
+	})
+	h.reg.await("two holders at once on the unfenced counter", 60*time.Second, func(s *snapshot) bool {
+		overlap = interleaved(s.ops)
+		return overlap != ""
+	})
+	t.Logf("the naive lock let two contenders hold at once: %s", overlap)
+	// Let it run on for a while to count lost updates.
+	time.Sleep(5 * time.Second)
+	h.stopAll()
+	ops, evs := h.reg.history()
+	res := h.res
+	res.backend = "naive ConfigMap lock (counter-example)"
+	res.elapsed = time.Since(start)
+	res.ops = len(ops)
+	for _, e := range evs {
+		if e.Kind == "acquired" {
+			res.acquisitions++
+		}
+	}
+	for _, o := range ops {
+		if o.Write && o.PLost {
+			res.plainLost++
+		}
+	}
+	res.twoHolders = countInterleavings(ops)
+	res.linearizable = "n/a (no tokens)"
+	if res.twoHolders == 0 {
+		t.Errorf("no two tenures interleaved on the counter")
+	}
+	recordResult(res)
+	t.Logf("naive lock: %d ops, %d acquisitions, %d interleaved tenure pairs, %d lost updates on the unfenced counter",
+		res.ops, res.acquisitions, res.twoHolders, res.plainLost)
+}
+
+// interleaved describes the first pair of tenures whose operations
+// interleave (A, then B, then A again), or returns "".
+func interleaved(ops []op) string {
+	last := map[string]int{} // term -> seq of its latest op
+	for _, o := range ops {
+		if i, ok := last[o.Term]; ok {
+			for term, j := range last {
+				if term != o.Term && j > i {
+					return fmt.Sprintf("tenure %s worked (op %d) after tenure %s had started (op %d) and before its own op %d", o.Term, o.Seq, term, j, o.Seq)
+				}
+			}
+		}
+		last[o.Term] = o.Seq
+	}
+	return ""
+}
+
+// countInterleavings counts the pairs of tenures whose operations
+// interleave.
+func countInterleavings(ops []op) int {
+	type span struct{ first, last int }
+	spans := map[string]*span{}
+	var terms []string
+	for _, o := range ops {
+		if s, ok := spans[o.Term]; ok {
+			s.last = o.Seq
+		} else {
+			spans[o.Term] = &span{o.Seq, o.Seq}
+			terms = append(terms, o.Term)
+		}
+	}
+	n := 0
+	for i, a := range terms {
+		for _, b := range terms[i+1:] {
+			sa, sb := spans[a], spans[b]
+			if sa.first < sb.last && sb.first < sa.last {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -73,10 +73,8 @@ func TestSafety(t *testing.T) {
 		be := redlockEnv(t)
 		runScenario(t, be, scenario{fault: faultStop})
 		runScenario(t, be, scenario{fault: faultKill})
-		if long() {
-			runScenario(t, be, scenario{fault: faultPartition})
-			runScenario(t, be, scenario{fault: faultRestart})
-		}
+		runScenario(t, be, scenario{fault: faultPartition})
+		runScenario(t, be, scenario{fault: faultRestart})
 	})
 }
 
