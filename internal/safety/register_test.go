@@ -108,6 +108,9 @@ type register struct {
 	events   []event
 	trap     *trap
 	changed  chan struct{} // closed and replaced at every change
+	// noFence makes the "fenced" register accept every token (for the
+	// test that shows what the checker catches without fencing).
+	noFence bool
 }
 
 func newRegister(t testing.TB) *register {
@@ -166,8 +169,8 @@ func (r *register) serveRead(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	o := op{Seq: len(r.ops), C: in.C, Term: in.Term, Tok: in.Tok, Call: call, FBefore: r.fVal}
 	var out readResp
-	if in.Tok >= r.fMax {
-		r.fMax = in.Tok
+	if in.Tok >= r.fMax || r.noFence {
+		r.fMax = max(r.fMax, in.Tok)
 		o.OK, o.FOut = true, r.fVal
 		out.OK, out.F = true, r.fVal
 	}
@@ -192,8 +195,8 @@ func (r *register) serveWrite(w http.ResponseWriter, req *http.Request) {
 	call := r.now()
 	r.mu.Lock()
 	o := op{Seq: len(r.ops), C: in.C, Term: in.Term, Tok: in.Tok, Write: true, Call: call, FIn: in.F, FBefore: r.fVal}
-	if in.Tok >= r.fMax {
-		r.fMax, r.fVal = in.Tok, in.F
+	if in.Tok >= r.fMax || r.noFence {
+		r.fMax, r.fVal = max(r.fMax, in.Tok), in.F
 		o.OK = true
 		r.writesAt[in.Tok]++
 	}
