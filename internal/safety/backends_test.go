@@ -60,15 +60,28 @@ func proxied(t *testing.T, targets []string, scheme string) link {
 		restore: func() {
 			for _, p := range ps {
 				p.Restore()
+				p.SetLatency(0)
+			}
+		},
+		cutOne: func() { ps[0].Cut() },
+		delay: func(d time.Duration) {
+			for _, p := range ps {
+				p.SetLatency(d)
 			}
 		},
 	}
 }
 
+// local is the link of a store on this machine's file system: nothing to
+// cut.
+func local(target string) link {
+	return link{target: target, cut: func() {}, restore: func() {}, cutOne: func() {}, delay: func(time.Duration) {}}
+}
+
 func fileEnv(t *testing.T) *backendEnv {
 	dir := t.TempDir()
 	return &backendEnv{name: "file", ttl: ttl, claimLife: ttl,
-		newLink: func(*testing.T) link { return link{target: dir, cut: func() {}, restore: func() {}} }}
+		newLink: func(*testing.T) link { return local(dir) }}
 }
 
 // redisEnv runs one redis-server with appendonly yes and appendfsync

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -33,7 +34,9 @@ const (
 	faultRestart   = "store restart"
 	faultDrift     = "clock drift + SIGKILL"
 	faultThrottle  = "HTTP 429 + SIGKILL"
-	faultNone      = "none"
+	faultLatency   = "latency"
+	faultStopAny   = "SIGSTOP at a random instant"
+	faultMinority  = "partition from 1 of 3"
 )
 
 // link is how one contender reaches the store: the target it is given and,
@@ -41,7 +44,11 @@ const (
 type link struct {
 	target  string
 	cut     func()
-	restore func()
+	restore func() // ends a cut and any latency
+	// cutOne cuts the path to the first of several stores only (Redlock).
+	cutOne func()
+	// delay adds one-way latency to every byte.
+	delay func(d time.Duration)
 }
 
 // backendEnv is a store under test, shared by its scenarios.
@@ -335,9 +342,12 @@ func (h *harness) inject(round int) {
 		h.partition(minWrites)
 	case faultRestart:
 		h.restartStore()
-	case faultNone:
-		tok := h.working(1, 30*time.Second)
-		h.writesAbove(tok, 3, 30*time.Second)
+	case faultLatency:
+		h.latency(minWrites)
+	case faultStopAny:
+		h.stopAny()
+	case faultMinority:
+		h.minority(minWrites)
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}
@@ -487,4 +497,89 @@ func (h *harness) stopAll() {
 			h.t.Errorf("contender %s exited with %v:\n%s", c.id, c.cmd.ProcessState, c.output())
 		}
 	}
+}
+
+// latency slows the holder's path to the store (one way, every byte) for
+// twice the TTL: its renewals take longer but must still keep it, or it
+// steps down before anyone else starts; the lock keeps being used.
+func (h *harness) latency(minWrites int) {
+	h.t.Helper()
+	d := h.be.ttl / 20
+	f := h.waitFired(h.arm(false, minWrites, func(c string) {
+		if k := h.contender(c); k != nil {
+			k.link.delay(d)
+		}
+	}), "latency")
+	until := f.at + 2*h.be.ttl
+	h.reg.await(fmt.Sprintf("writes to go on for %v with %v of latency on %s's link", 2*h.be.ttl, d, f.c), 2*h.be.ttl+30*time.Second,
+		func(s *snapshot) bool {
+			if len(s.ops) == 0 || s.ops[len(s.ops)-1].Call < until {
+				return false
+			}
+			// At least one accepted write in the last TTL of the window.
+			for i := len(s.ops) - 1; i >= 0 && s.ops[i].Call >= until-h.be.ttl; i-- {
+				if s.ops[i].Write && s.ops[i].OK {
+					return true
+				}
+			}
+			return false
+		})
+	h.contender(f.c).link.restore()
+}
+
+// stopAny pauses whichever contender holds the largest token at a random
+// instant (not at a chosen point of its loop) for between the TTL and
+// twice the TTL. Whether its late write comes depends on where it was
+// stopped; none may be accepted.
+func (h *harness) stopAny() {
+	h.t.Helper()
+	tok := h.working(3, 30*time.Second)
+	time.Sleep(time.Duration(h.rng.Int64N(int64(h.be.ttl / 4)))) // the random instant
+	ops, evs := h.reg.history()
+	var c string
+	for i := len(ops) - 1; i >= 0; i-- {
+		if ops[i].OK && ops[i].Tok >= tok {
+			c, tok = ops[i].C, ops[i].Tok
+			break
+		}
+	}
+	holding := !slices.ContainsFunc(evs, func(e event) bool { return e.C == c && e.Tok == tok && e.Kind == "releasing" })
+	at := h.reg.now()
+	h.signal(c, syscall.SIGSTOP)
+	if holding {
+		ev, _ := h.acquiredAfter(tok, h.be.bound()+30*time.Second)
+		h.takeover(fmt.Sprintf("%s stopped at a random instant with token %d", c, tok), ev.At-at)
+	}
+	pause := h.be.ttl + time.Duration(h.rng.Int64N(int64(h.be.ttl)))
+	if rest := pause - (h.reg.now() - at); rest > 0 {
+		time.Sleep(rest)
+	}
+	h.signal(c, syscall.SIGCONT)
+	h.writesAbove(tok, 3, 30*time.Second)
+}
+
+// minority cuts the holder off from one of three Redlock instances: it
+// keeps a quorum, so it must keep the lock (same token) and keep working.
+func (h *harness) minority(minWrites int) {
+	h.t.Helper()
+	f := h.waitFired(h.arm(false, minWrites, func(c string) {
+		if k := h.contender(c); k != nil {
+			k.link.cutOne()
+		}
+	}), "minority partition")
+	// Two renew intervals (TTL/3 each) and then some.
+	until := f.at + h.be.ttl
+	h.reg.await(fmt.Sprintf("%s to keep writing with token %d for %v while cut from one instance", f.c, f.tok, h.be.ttl), h.be.ttl+30*time.Second,
+		func(s *snapshot) bool {
+			for i := len(s.ops) - 1; i >= 0 && s.ops[i].Call >= until; i-- {
+				if o := s.ops[i]; o.C == f.c && o.Tok == f.tok && o.Write && o.OK {
+					return true
+				}
+			}
+			// It may have ended its tenure on its own meanwhile.
+			return slices.ContainsFunc(s.events, func(e event) bool {
+				return e.C == f.c && e.Tok == f.tok && e.Kind == "releasing" && e.Err == ""
+			})
+		})
+	h.contender(f.c).link.restore()
 }

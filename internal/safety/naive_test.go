@@ -170,7 +170,7 @@ func TestNaiveConfigMapLock(t *testing.T) {
 	cfg := controlPlane(t)
 	be := &backendEnv{name: "naive", ttl: ttl, claimLife: ttl, ns: newNamespace(t, cfg),
 		newLink: func(t *testing.T) link {
-			return link{target: apiProxy.url(), cut: func() {}, restore: func() {}}
+			return local(apiProxy.url())
 		}}
 	// After a tenure a contender idles for a while (as a job that ran
 	// does), so that the others get the lock and can lose it to a skewed

@@ -3,7 +3,6 @@
 package safety
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 )
@@ -11,9 +10,9 @@ import (
 // rounds is how many times each scenario injects its fault.
 func rounds() int {
 	if long() {
-		return 4
+		return 8
 	}
-	return 1
+	return 2
 }
 
 // runScenario runs one fault scenario on be as a subtest.
@@ -23,58 +22,60 @@ func runScenario(t *testing.T, be *backendEnv, sc scenario) {
 		sc.rounds = rounds()
 	}
 	name := strings.NewReplacer(" + ", "_and_", " ", "_").Replace(sc.fault)
-	sc.lock = fmt.Sprintf("safety-%s", strings.ToLower(strings.NewReplacer("_", "-").Replace(name)))
+	sc.lock = "safety-" + strings.ToLower(strings.ReplaceAll(name, "_", "-"))
 	t.Run(name, func(t *testing.T) {
 		newHarness(t, be, sc).run()
 	})
 }
 
+// common runs the scenarios every backend supports, and the long mode's
+// extras; partition-like faults need a network store.
+func common(t *testing.T, be *backendEnv, network bool) {
+	runScenario(t, be, scenario{fault: faultStop})
+	runScenario(t, be, scenario{fault: faultKill})
+	if network {
+		runScenario(t, be, scenario{fault: faultPartition})
+	}
+	runScenario(t, be, scenario{fault: faultDrift, rates: driftRates})
+	if long() {
+		runScenario(t, be, scenario{fault: faultStopAny})
+		if network {
+			runScenario(t, be, scenario{fault: faultLatency})
+		}
+	}
+}
+
 // TestSafety runs every backend under every fault it supports: a paused
 // holder (SIGSTOP past the TTL) whose late write must be refused, a killed
 // holder, a holder partitioned from the store, a store restart, clock rate
-// drift and API throttling.
+// drift, latency and API throttling. See the package documentation.
 func TestSafety(t *testing.T) {
 	t.Run("file", func(t *testing.T) {
-		be := fileEnv(t)
-		runScenario(t, be, scenario{fault: faultStop})
-		runScenario(t, be, scenario{fault: faultKill})
+		common(t, fileEnv(t), false)
 	})
 	t.Run("redis", func(t *testing.T) {
 		be := redisEnv(t)
-		runScenario(t, be, scenario{fault: faultStop})
-		runScenario(t, be, scenario{fault: faultKill})
-		runScenario(t, be, scenario{fault: faultPartition})
+		common(t, be, true)
 		runScenario(t, be, scenario{fault: faultRestart})
-		if long() {
-			runScenario(t, be, scenario{fault: faultDrift, rates: driftRates})
-		}
+		runScenario(t, be, scenario{fault: faultLatency, rounds: 1})
 	})
 	t.Run("etcd", func(t *testing.T) {
 		be := etcdEnv(t)
-		runScenario(t, be, scenario{fault: faultStop})
-		runScenario(t, be, scenario{fault: faultKill})
-		runScenario(t, be, scenario{fault: faultPartition})
+		common(t, be, true)
 		runScenario(t, be, scenario{fault: faultRestart})
-		if long() {
-			runScenario(t, be, scenario{fault: faultDrift, rates: driftRates})
-		}
 	})
 	t.Run("lease", func(t *testing.T) {
 		be := leaseEnv(t, "lease")
-		runScenario(t, be, scenario{fault: faultStop})
-		runScenario(t, be, scenario{fault: faultKill})
-		runScenario(t, be, scenario{fault: faultPartition})
-		runScenario(t, be, scenario{fault: faultDrift, rates: driftRates})
+		common(t, be, true)
 		be.throttle(throttleFraction)
 		defer be.throttle(0)
 		runScenario(t, be, scenario{fault: faultThrottle})
 	})
 	t.Run("redlock", func(t *testing.T) {
 		be := redlockEnv(t)
-		runScenario(t, be, scenario{fault: faultStop})
-		runScenario(t, be, scenario{fault: faultKill})
-		runScenario(t, be, scenario{fault: faultPartition})
+		common(t, be, true)
 		runScenario(t, be, scenario{fault: faultRestart})
+		runScenario(t, be, scenario{fault: faultMinority, rounds: 1})
 	})
 }
 
