@@ -25,6 +25,7 @@ type result struct {
 	plainStale     int // writes with an older holder's token the unfenced counter took
 	twoHolders     int // pairs of tenures interleaved on the unfenced counter
 	takeovers      []time.Duration
+	margins        []time.Duration // partition: from the holder's step-down to the successor's acquisition
 	linearizable   string
 	elapsed        time.Duration
 }
@@ -166,9 +167,9 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 	if res.staleAccepted > 0 {
 		t.Errorf("%d stale writes accepted", res.staleAccepted)
 	}
-	t.Logf("%s / %s: %d ops, %d acquisitions, %d faults, %d stale writes refused (%d reads), %d accepted; unfenced: %d lost updates, %d stale writes; takeovers %v; %s",
+	t.Logf("%s / %s: %d ops, %d acquisitions, %d faults, %d stale writes refused (%d reads), %d accepted; unfenced: %d lost updates, %d stale writes; takeovers %v; step-down to takeover %v; %s",
 		be.name, sc.fault, res.ops, res.acquisitions, res.faults, res.staleWrites, res.staleReads, res.staleAccepted,
-		res.plainLost, res.plainStale, roundAll(res.takeovers), res.linearizable)
+		res.plainLost, res.plainStale, roundAll(res.takeovers), roundAll(res.margins), res.linearizable)
 }
 
 func roundAll(ds []time.Duration) []time.Duration {

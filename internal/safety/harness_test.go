@@ -427,9 +427,11 @@ func (h *harness) partition(minWrites int) {
 			k.link.cut()
 		}
 	}), "partition")
+	var stepped event
 	h.reg.await(fmt.Sprintf("the partitioned %s to end its tenure with token %d", f.c, f.tok), h.be.ttl+30*time.Second, func(s *snapshot) bool {
 		for _, e := range s.events {
 			if e.C == f.c && e.Kind == "releasing" && e.Tok == f.tok {
+				stepped = e
 				return true
 			}
 		}
@@ -437,6 +439,15 @@ func (h *harness) partition(minWrites int) {
 	})
 	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
 	h.takeover(fmt.Sprintf("%s partitioned with token %d", f.c, f.tok), ev.At-f.at)
+	// The holder stops before anyone else can start: its report that its
+	// tenure ended reached the register before the successor's report
+	// that it acquired (both are sent at once; the engine leaves a third
+	// of the TTL between the two).
+	if ev.At <= stepped.At {
+		h.t.Errorf("%s acquired token %d at %v, before the partitioned %s reported the end of its tenure at %v",
+			ev.C, ev.Tok, ev.At, f.c, stepped.At)
+	}
+	h.res.margins = append(h.res.margins, ev.At-stepped.At)
 	h.writesAbove(f.tok, 3, 30*time.Second)
 	h.contender(f.c).link.restore()
 }

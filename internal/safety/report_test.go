@@ -5,6 +5,7 @@ package safety
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,16 @@ func reportTable(rs []*result) string {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %v |\n",
 			r.backend, r.fault, r.ops, r.acquisitions, r.faults, r.staleWrites, r.staleAccepted,
 			r.plainLost, r.plainStale, p50, p99, lin, r.elapsed.Round(100*time.Millisecond))
+	}
+	var margins []string
+	for _, r := range rs {
+		if len(r.margins) > 0 {
+			margins = append(margins, fmt.Sprintf("%s %v", r.backend, slices.Min(r.margins).Round(10*time.Millisecond)))
+		}
+	}
+	if len(margins) > 0 {
+		fmt.Fprintf(&b, "\nPartition: the cut-off holder reported the end of its tenure before the successor reported its acquisition, by at least: %s.\n",
+			strings.Join(margins, ", "))
 	}
 	return b.String()
 }
