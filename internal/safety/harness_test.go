@@ -398,7 +398,7 @@ func (h *harness) stop(minWrites int) {
 	resumed := h.reg.now()
 	h.signal(f.c, syscall.SIGCONT)
 	h.reg.await(fmt.Sprintf("the resumed %s's write with token %d", f.c, f.tok), 30*time.Second, func(s *snapshot) bool {
-		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Call >= resumed; i-- {
+		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= resumed; i-- {
 			if o := s.ops[i]; o.C == f.c && o.Tok == f.tok && o.Write {
 				return true
 			}
@@ -469,7 +469,7 @@ func (h *harness) restartStore() {
 	back := h.reg.now()
 	var at time.Duration
 	h.reg.await("an accepted write after the restart", h.be.bound()+30*time.Second, func(s *snapshot) bool {
-		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Call >= back; i-- {
+		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= back; i-- {
 			if o := s.ops[i]; o.Write && o.OK {
 				at = o.Ret
 			}
@@ -524,11 +524,11 @@ func (h *harness) latency(minWrites int) {
 	until := f.at + 2*h.be.ttl
 	h.reg.await(fmt.Sprintf("writes to go on for %v with %v of latency on %s's link", 2*h.be.ttl, d, f.c), 2*h.be.ttl+30*time.Second,
 		func(s *snapshot) bool {
-			if len(s.ops) == 0 || s.ops[len(s.ops)-1].Call < until {
+			if len(s.ops) == 0 || s.ops[len(s.ops)-1].Ret < until {
 				return false
 			}
 			// At least one accepted write in the last TTL of the window.
-			for i := len(s.ops) - 1; i >= 0 && s.ops[i].Call >= until-h.be.ttl; i-- {
+			for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= until-h.be.ttl; i-- {
 				if s.ops[i].Write && s.ops[i].OK {
 					return true
 				}
@@ -582,7 +582,7 @@ func (h *harness) minority(minWrites int) {
 	until := f.at + h.be.ttl
 	h.reg.await(fmt.Sprintf("%s to keep writing with token %d for %v while cut from one instance", f.c, f.tok, h.be.ttl), h.be.ttl+30*time.Second,
 		func(s *snapshot) bool {
-			for i := len(s.ops) - 1; i >= 0 && s.ops[i].Call >= until; i-- {
+			for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= until; i-- {
 				if o := s.ops[i]; o.C == f.c && o.Tok == f.tok && o.Write && o.OK {
 					return true
 				}

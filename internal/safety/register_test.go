@@ -62,17 +62,21 @@ type eventReq struct {
 
 // op is one recorded operation on the registers.
 type op struct {
-	Seq       int
-	C, Term   string
-	Write     bool
-	Tok       uint64
-	Call, Ret time.Duration // on the test's clock, since the scenario started
-	OK        bool          // fenced op accepted
-	FIn       int64         // write: the value written
-	FOut      int64         // read: the value returned (if OK)
-	FBefore   int64         // the fenced value before the op
-	PStale    bool          // unfenced write with a token below the largest the counter saw
-	PLost     bool          // unfenced write that overwrote an increment it had not read
+	Seq     int
+	C, Term string
+	Write   bool
+	Tok     uint64
+	// Call and Ret are on the test's clock, since the scenario started:
+	// handler entry, and the moment the op was applied. Ret is taken
+	// under the register's lock, so it never decreases along Seq (Call
+	// may): scan the history backwards by Ret, never by Call.
+	Call, Ret time.Duration
+	OK        bool  // fenced op accepted
+	FIn       int64 // write: the value written
+	FOut      int64 // read: the value returned (if OK)
+	FBefore   int64 // the fenced value before the op
+	PStale    bool  // unfenced write with a token below the largest the counter saw
+	PLost     bool  // unfenced write that overwrote an increment it had not read
 }
 
 // event is one recorded lock event.
