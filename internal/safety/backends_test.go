@@ -139,6 +139,8 @@ func etcdEnv(t *testing.T) *backendEnv {
 // The Kubernetes control plane (kube-apiserver + etcd from envtest) is
 // shared by every Kubernetes scenario and stopped by TestMain.
 var (
+	crdOnce   sync.Once
+	crdErr    error
 	planeOnce sync.Once
 	plane     *envtest.Environment
 	planeCfg  *rest.Config
@@ -266,7 +268,7 @@ func newNamespace(t *testing.T, cfg *rest.Config) string {
 	return ns.Name
 }
 
-// leaseEnv is the Lease backend. A waiter judges a claim expired after
+// leaseEnv is a Kubernetes backend (name: lease, configmap or crd). A waiter judges a claim expired after
 // seeing it unchanged for the TTL on its own clock, from the first time it
 // saw that version: at most the TTL after the holder's last renew, plus
 // the watch's delivery.
@@ -279,4 +281,22 @@ func leaseEnv(t *testing.T, name string) *backendEnv {
 			return proxied(t, []string{host}, "http://")
 		},
 		throttle: apiProxy.set}
+}
+
+// crdPath is the DistributedLock CRD that deploy/ ships.
+const crdPath = "../../deploy/crd/baton.dev_distributedlocks.yaml"
+
+// crdEnv is the DistributedLock backend: the CRD from deploy/crd is
+// installed on the shared control plane on first use.
+func crdEnv(t *testing.T) *backendEnv {
+	cfg := controlPlane(t)
+	crdOnce.Do(func() {
+		_, crdErr = envtest.InstallCRDs(rest.CopyConfig(cfg), envtest.CRDInstallOptions{
+			Paths: []string{crdPath}, ErrorIfPathMissing: true,
+		})
+	})
+	if crdErr != nil {
+		t.Fatalf("installing %s: %v", crdPath, crdErr)
+	}
+	return leaseEnv(t, "crd")
 }

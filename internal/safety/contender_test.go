@@ -34,7 +34,7 @@ import (
 const (
 	envID       = "BATON_SAFETY_ID"       // contender id, "c1"
 	envRegister = "BATON_SAFETY_REGISTER" // register server URL
-	envBackend  = "BATON_SAFETY_BACKEND"  // file, redis, redlock, etcd, lease, naive
+	envBackend  = "BATON_SAFETY_BACKEND"  // file, redis, redlock, etcd, lease, configmap, crd, naive
 	envTarget   = "BATON_SAFETY_TARGET"   // directory, comma-separated addresses, endpoint or API URL
 	envNS       = "BATON_SAFETY_NS"       // Kubernetes namespace
 	envLock     = "BATON_SAFETY_LOCK"     // lock name
@@ -87,9 +87,17 @@ func (h batonHeld) unlock(ctx context.Context) error { return h.l.Unlock(ctx) }
 type client struct {
 	id, base string
 	hc       *http.Client
+	trace    bool // BATON_SAFETY_TRACE: log every request to stderr
 }
 
-func (c *client) post(path string, in, out any) error {
+func (c *client) post(path string, in, out any) (err error) {
+	if c.trace {
+		start := time.Now()
+		fmt.Fprintf(os.Stderr, "%s trace: %s %+v\n", start.Format("15:04:05.000000"), path, in)
+		defer func() {
+			fmt.Fprintf(os.Stderr, "%s trace: %s done in %v: %+v %v\n", time.Now().Format("15:04:05.000000"), path, time.Since(start), out, err)
+		}()
+	}
 	body, err := json.Marshal(in)
 	if err != nil {
 		return err
@@ -127,7 +135,8 @@ func contenderMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("contender", id)
-	c := &client{id: id, base: os.Getenv(envRegister), hc: &http.Client{Timeout: 30 * time.Second}}
+	c := &client{id: id, base: os.Getenv(envRegister), hc: &http.Client{Timeout: 30 * time.Second},
+		trace: os.Getenv("BATON_SAFETY_TRACE") != ""}
 	cseed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
 	rng := rand.New(rand.NewPCG(cseed, 0x5afe))
 
@@ -248,13 +257,21 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger) (locker, fu
 			return nil, nil, err
 		}
 		b, closeFn = st, func() { _ = st.Close() }
-	case "lease":
+	case "lease", "configmap", "crd":
 		cfg := &rest.Config{Host: target, Timeout: 10 * time.Second}
-		st, err := kube.NewLeaseForConfig(cfg, os.Getenv(envNS), kube.WithClock(clk))
+		ns := os.Getenv(envNS)
+		var err error
+		switch backend {
+		case "lease":
+			b, err = kube.NewLeaseForConfig(cfg, ns, kube.WithClock(clk))
+		case "configmap":
+			b, err = kube.NewConfigMapForConfig(cfg, ns, kube.WithClock(clk))
+		default:
+			b, err = kube.NewDistributedLockForConfig(cfg, ns, kube.WithClock(clk))
+		}
 		if err != nil {
 			return nil, nil, err
 		}
-		b = st
 	case "naive":
 		skew, _ := time.ParseDuration(os.Getenv(envSkew))
 		settle, _ := time.ParseDuration(os.Getenv(envSettle))

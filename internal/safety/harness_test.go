@@ -387,7 +387,18 @@ func (h *harness) waitFired(ch <-chan fired, what string) fired {
 // refused.
 func (h *harness) stop(minWrites int) {
 	h.t.Helper()
-	f := h.waitFired(h.arm(true, minWrites, func(c string) { h.signal(c, syscall.SIGSTOP) }), "SIGSTOP")
+	var stopErr error
+	f := h.waitFired(h.arm(true, minWrites, func(c string) {
+		h.signal(c, syscall.SIGSTOP)
+		// The read's reply must not leave before every thread of the
+		// process has stopped: a group stop reaches the threads one by
+		// one, and on a loaded machine a running thread can otherwise
+		// take the reply and write before it stops.
+		stopErr = h.waitStopped(c, 10*time.Second)
+	}), "SIGSTOP")
+	if stopErr != nil {
+		h.t.Fatal(stopErr)
+	}
 	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
 	h.takeover(fmt.Sprintf("%s stopped with token %d", f.c, f.tok), ev.At-f.at)
 	h.writesAbove(f.tok, 3, 30*time.Second)
@@ -396,6 +407,22 @@ func (h *harness) stop(minWrites int) {
 		time.Sleep(rest)
 	}
 	resumed := h.reg.now()
+	h.t.Cleanup(func() {
+		if h.t.Failed() {
+			ops, evs := h.reg.history()
+			h.t.Logf("%s stopped at %v with token %d, resumed at %v; its operations and events since:", f.c, f.at, f.tok, resumed)
+			for _, o := range ops {
+				if o.C == f.c && o.Ret >= f.at-time.Second {
+					h.t.Logf("  op %+v", o)
+				}
+			}
+			for _, e := range evs {
+				if e.C == f.c && e.At >= f.at-time.Second {
+					h.t.Logf("  event %+v", e)
+				}
+			}
+		}
+	})
 	h.signal(f.c, syscall.SIGCONT)
 	h.reg.await(fmt.Sprintf("the resumed %s's write with token %d", f.c, f.tok), 30*time.Second, func(s *snapshot) bool {
 		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= resumed; i-- {
@@ -593,4 +620,55 @@ func (h *harness) minority(minWrites int) {
 			})
 		})
 	h.contender(f.c).link.restore()
+}
+
+// waitStopped waits until every thread of contender id is stopped (state T
+// in /proc/PID/task/TID/stat).
+func (h *harness) waitStopped(id string, timeout time.Duration) error {
+	c := h.contender(id)
+	if c == nil {
+		return fmt.Errorf("no contender %s", id)
+	}
+	pid := c.cmd.Process.Pid
+	deadline := time.Now().Add(timeout)
+	for {
+		stopped, err := allStopped(pid)
+		if err != nil {
+			return fmt.Errorf("contender %s (pid %d): %v", id, pid, err)
+		}
+		if stopped {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("contender %s (pid %d) not stopped %v after SIGSTOP", id, pid, timeout)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// allStopped reports whether every thread of pid is in state T (stopped).
+func allStopped(pid int) (bool, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // the thread exited
+			}
+			return false, err
+		}
+		// "tid (comm) S ...": the state follows the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false, fmt.Errorf("cannot parse %s/stat: %q", t.Name(), b)
+		}
+		if st := b[i+2]; st != 'T' && st != 't' {
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -60,6 +60,29 @@ func reportTable(rs []*result) string {
 			r.backend, r.fault, r.ops, r.acquisitions, r.faults, r.staleWrites, r.staleAccepted,
 			r.plainLost, r.plainStale, p50, p99, lin, r.elapsed.Round(100*time.Millisecond))
 	}
+	// Every takeover after a holder failed (pause, crash, partition), per
+	// backend: more samples than one row has.
+	byBackend := map[string][]time.Duration{}
+	var backends []string
+	for _, r := range rs {
+		if r.fault == faultRestart || len(r.takeovers) == 0 {
+			continue
+		}
+		if _, ok := byBackend[r.backend]; !ok {
+			backends = append(backends, r.backend)
+		}
+		byBackend[r.backend] = append(byBackend[r.backend], r.takeovers...)
+	}
+	if len(backends) > 0 {
+		b.WriteString("\nEvery takeover after the holder was paused, killed or cut off, per backend (from the fault to the successor's report that it acquired):\n\n")
+		b.WriteString("| backend | takeovers | p50 | p99 | max |\n|---|---:|---:|---:|---:|\n")
+		for _, be := range backends {
+			ds := byBackend[be]
+			fmt.Fprintf(&b, "| %s | %d | %v | %v | %v |\n", be, len(ds),
+				percentile(ds, 50).Round(10*time.Millisecond), percentile(ds, 99).Round(10*time.Millisecond),
+				slices.Max(ds).Round(10*time.Millisecond))
+		}
+	}
 	var margins []string
 	for _, r := range rs {
 		if len(r.margins) > 0 {
