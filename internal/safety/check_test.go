@@ -145,6 +145,11 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 		}
 	}
 
+	// What the unfenced counter saw: pairs of tenures whose operations
+	// interleave (two holders at once, as a resource that does not check
+	// tokens sees them).
+	res.twoHolders = countInterleavings(ops)
+
 	// 4. The fenced register's history is linearizable for a register
 	//    that accepts an operation only if its token is at least the
 	//    largest accepted.

@@ -5,6 +5,7 @@ package safety
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -194,8 +195,17 @@ func TestNaiveConfigMapLock(t *testing.T) {
 		return overlap != ""
 	})
 	t.Logf("the naive lock let two contenders hold at once: %s", overlap)
-	// Let it run on for a while to count lost updates.
-	time.Sleep(5 * time.Second)
+	// Let it run on until it loses an increment too (for the report; not
+	// asserted: two holders at once is the failure, a lost update only
+	// needs their read-modify-writes to interleave as well).
+	lost := make(chan struct{})
+	go func() {
+		defer close(lost)
+		h.reg.awaitQuiet(20*time.Second, func(s *snapshot) bool {
+			return slices.ContainsFunc(s.ops, func(o op) bool { return o.PLost })
+		})
+	}()
+	<-lost
 	h.stopAll()
 	ops, evs := h.reg.history()
 	res := h.res

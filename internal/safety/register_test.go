@@ -270,6 +270,26 @@ func (r *register) await(what string, timeout time.Duration, cond func(s *snapsh
 	}
 }
 
+// awaitQuiet waits until cond holds or timeout passes, and reports which.
+func (r *register) awaitQuiet(timeout time.Duration, cond func(s *snapshot) bool) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		s := &snapshot{fMax: r.fMax, writesAt: r.writesAt, ops: r.ops, events: r.events}
+		ok, changed := cond(s), r.changed
+		r.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return false
+		}
+	}
+}
+
 // history returns a copy of the recorded operations and events.
 func (r *register) history() ([]op, []event) {
 	r.mu.Lock()

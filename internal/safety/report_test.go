@@ -44,8 +44,8 @@ func reportTable(rs []*result) string {
 		mode = "long"
 	}
 	fmt.Fprintf(&b, "Mode %s, seed %d, K=%d contender processes.\n\n", mode, seed, K)
-	b.WriteString("| backend | fault | ops | acquisitions | faults | stale writes attempted | stale writes accepted | unfenced: lost updates | unfenced: stale writes | takeover p50 | takeover p99 | porcupine | time |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
+	b.WriteString("| backend | fault | ops | acquisitions | faults | stale writes attempted | stale writes accepted | unfenced: lost updates | unfenced: stale writes | unfenced: two holders | takeover p50 | takeover p99 | porcupine | time |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, r := range rs {
 		p50, p99 := "–", "–"
 		if len(r.takeovers) > 0 {
@@ -56,9 +56,9 @@ func reportTable(rs []*result) string {
 		if !strings.HasPrefix(r.linearizable, "linearizable") {
 			lin = r.linearizable
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %v |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %v |\n",
 			r.backend, r.fault, r.ops, r.acquisitions, r.faults, r.staleWrites, r.staleAccepted,
-			r.plainLost, r.plainStale, p50, p99, lin, r.elapsed.Round(100*time.Millisecond))
+			r.plainLost, r.plainStale, r.twoHolders, p50, p99, lin, r.elapsed.Round(100*time.Millisecond))
 	}
 	// Every takeover after a holder failed (pause, crash, partition), per
 	// backend: more samples than one row has.
