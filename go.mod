@@ -3,6 +3,7 @@ module github.com/baton-go/baton
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/go-co-op/gocron/v2 v2.21.2
 	github.com/go-logr/logr v1.4.3
 	github.com/google/uuid v1.6.0

@@ -1,0 +1,302 @@
+//go:build linux
+
+package safety
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton/internal/faultproxy"
+	"github.com/baton-go/baton/internal/testenv"
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// ttl is the contenders' lease duration: short, so that the short mode is
+// quick, long enough for -race on two shared cores.
+const ttl = 2 * time.Second
+
+// proxied returns a link to target through a fresh faultproxy, closed with
+// the test.
+func proxied(t *testing.T, targets []string, scheme string) link {
+	t.Helper()
+	var ps []*faultproxy.Proxy
+	var addrs []string
+	for _, tg := range targets {
+		p, err := faultproxy.New(tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		ps = append(ps, p)
+		addrs = append(addrs, scheme+p.Addr())
+	}
+	return link{
+		target: strings.Join(addrs, ","),
+		cut: func() {
+			for _, p := range ps {
+				p.Cut()
+			}
+		},
+		restore: func() {
+			for _, p := range ps {
+				p.Restore()
+				p.SetLatency(0)
+			}
+		},
+		cutOne: func() { ps[0].Cut() },
+		delay: func(d time.Duration) {
+			for _, p := range ps {
+				p.SetLatency(d)
+			}
+		},
+	}
+}
+
+// local is the link of a store on this machine's file system: nothing to
+// cut.
+func local(target string) link {
+	return link{target: target, cut: func() {}, restore: func() {}, cutOne: func() {}, delay: func(time.Duration) {}}
+}
+
+func fileEnv(t *testing.T) *backendEnv {
+	dir := t.TempDir()
+	return &backendEnv{name: "file", ttl: ttl, claimLife: ttl,
+		newLink: func(*testing.T) link { return local(dir) }}
+}
+
+// redisEnv runs one redis-server with appendonly yes and appendfsync
+// always, so that a restart keeps every acknowledged write (tokens with
+// them).
+func redisEnv(t *testing.T) *backendEnv {
+	srv := testenv.StartRedis(t, testenv.AppendOnly())
+	return &backendEnv{name: "redis", ttl: ttl, claimLife: ttl,
+		newLink: func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "") },
+		restart: func(t *testing.T, down time.Duration) {
+			srv.Kill()
+			time.Sleep(down)
+			srv.Start()
+		}}
+}
+
+// redlockEnv runs three independent redis-servers.
+func redlockEnv(t *testing.T) *backendEnv {
+	var addrs []string
+	var srvs []*testenv.RedisServer
+	for range 3 {
+		s := testenv.StartRedis(t, testenv.AppendOnly())
+		srvs = append(srvs, s)
+		addrs = append(addrs, s.Addr())
+	}
+	return &backendEnv{name: "redlock", ttl: ttl, claimLife: ttl,
+		newLink: func(t *testing.T) link { return proxied(t, addrs, "") },
+		restart: func(t *testing.T, down time.Duration) {
+			// All three: the lock is lost with them, not a quorum of them.
+			for _, s := range srvs {
+				s.Kill()
+			}
+			time.Sleep(down)
+			for _, s := range srvs {
+				s.Start()
+			}
+		}}
+}
+
+// etcdEnv runs one etcd member. etcd keeps a claim for its lease: the TTL
+// plus a headroom of max(TTL/10, 500ms), rounded up to whole seconds.
+func etcdEnv(t *testing.T) *backendEnv {
+	srv := testenv.StartEtcd(t, testenv.EtcdNoFsync())
+	head := max(ttl/10, 500*time.Millisecond)
+	life := (ttl + head + time.Second - 1).Truncate(time.Second)
+	return &backendEnv{name: "etcd", ttl: ttl, claimLife: life,
+		newLink: func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "http://") },
+		restart: func(t *testing.T, down time.Duration) {
+			srv.Kill()
+			time.Sleep(down)
+			srv.Start()
+		}}
+}
+
+// The Kubernetes control plane (kube-apiserver + etcd from envtest) is
+// shared by every Kubernetes scenario and stopped by TestMain.
+var (
+	crdOnce   sync.Once
+	crdErr    error
+	planeOnce sync.Once
+	plane     *envtest.Environment
+	planeCfg  *rest.Config
+	planeErr  error
+	apiProxy  *throttler
+)
+
+func stopShared() error {
+	var err error
+	if apiProxy != nil {
+		apiProxy.close()
+	}
+	if plane != nil {
+		err = plane.Stop()
+	}
+	return err
+}
+
+// throttler is a plain-HTTP reverse proxy in front of the API server that
+// authenticates as the admin and answers 429 Too Many Requests (with
+// Retry-After: 1, as API Priority and Fairness does) to a fraction of the
+// requests. Contenders reach it through their own faultproxy.
+type throttler struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+	rt   http.RoundTripper
+	frac atomic.Uint64 // math.Float64bits is overkill: parts per million
+	rng  *rand.Rand
+	mu   sync.Mutex
+}
+
+func newThrottler(cfg *rest.Config) (*throttler, error) {
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	th := &throttler{ln: ln, done: make(chan struct{}), rt: rt, rng: rand.New(rand.NewPCG(uint64(seed), 429))}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) },
+		Transport:     rt,
+		FlushInterval: -1,
+		// A contender's watch ends when its context does; that is not news.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	th.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if th.throttled() {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too many requests (injected)","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}`)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(th.done)
+		_ = th.srv.Serve(ln)
+	}()
+	return th, nil
+}
+
+func (th *throttler) url() string { return "http://" + th.ln.Addr().String() }
+
+func (th *throttler) set(frac float64) { th.frac.Store(uint64(frac * 1e6)) }
+
+func (th *throttler) throttled() bool {
+	f := th.frac.Load()
+	if f == 0 {
+		return false
+	}
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	return th.rng.Uint64N(1e6) < f
+}
+
+func (th *throttler) close() {
+	_ = th.srv.Close()
+	<-th.done
+	utilnet.CloseIdleConnectionsFor(th.rt)
+}
+
+// controlPlane starts the shared API server on first use.
+func controlPlane(t *testing.T) *rest.Config {
+	t.Helper()
+	assets := testenv.KubeAssets(t)
+	planeOnce.Do(func() {
+		ctrllog.SetLogger(logr.Discard())
+		env := &envtest.Environment{BinaryAssetsDirectory: assets}
+		start := time.Now()
+		planeCfg, planeErr = env.Start()
+		if planeErr != nil {
+			return
+		}
+		plane = env
+		fmt.Fprintf(os.Stderr, "safety: control plane started in %v\n", time.Since(start).Round(time.Millisecond))
+		apiProxy, planeErr = newThrottler(planeCfg)
+	})
+	if planeErr != nil {
+		t.Fatalf("starting kube-apiserver and etcd from %s: %v", assets, planeErr)
+	}
+	return rest.CopyConfig(planeCfg)
+}
+
+// newNamespace creates a fresh namespace.
+func newNamespace(t *testing.T, cfg *rest.Config) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "safety-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating a namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// leaseEnv is a Kubernetes backend (name: lease, configmap or crd). A waiter judges a claim expired after
+// seeing it unchanged for the TTL on its own clock, from the first time it
+// saw that version: at most the TTL after the holder's last renew, plus
+// the watch's delivery.
+func leaseEnv(t *testing.T, name string) *backendEnv {
+	cfg := controlPlane(t)
+	ns := newNamespace(t, cfg)
+	return &backendEnv{name: name, ttl: ttl, claimLife: ttl, ns: ns,
+		newLink: func(t *testing.T) link {
+			host := strings.TrimPrefix(apiProxy.url(), "http://")
+			return proxied(t, []string{host}, "http://")
+		},
+		throttle: apiProxy.set}
+}
+
+// crdPath is the DistributedLock CRD that deploy/ ships.
+const crdPath = "../../deploy/crd/baton.dev_distributedlocks.yaml"
+
+// crdEnv is the DistributedLock backend: the CRD from deploy/crd is
+// installed on the shared control plane on first use.
+func crdEnv(t *testing.T) *backendEnv {
+	cfg := controlPlane(t)
+	crdOnce.Do(func() {
+		_, crdErr = envtest.InstallCRDs(rest.CopyConfig(cfg), envtest.CRDInstallOptions{
+			Paths: []string{crdPath}, ErrorIfPathMissing: true,
+		})
+	})
+	if crdErr != nil {
+		t.Fatalf("installing %s: %v", crdPath, crdErr)
+	}
+	return leaseEnv(t, "crd")
+}

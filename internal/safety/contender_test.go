@@ -1,0 +1,325 @@
+//go:build linux
+
+package safety
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/etcdstore"
+	"github.com/baton-go/baton/file"
+	"github.com/baton-go/baton/kube"
+	"github.com/baton-go/baton/redisstore"
+	"github.com/redis/go-redis/v9"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+)
+
+// The contender process: the test binary started with roleEnv=contender
+// and its configuration in these variables.
+const (
+	envID       = "BATON_SAFETY_ID"       // contender id, "c1"
+	envRegister = "BATON_SAFETY_REGISTER" // register server URL
+	envBackend  = "BATON_SAFETY_BACKEND"  // file, redis, redlock, etcd, lease, configmap, crd, naive
+	envTarget   = "BATON_SAFETY_TARGET"   // directory, comma-separated addresses, endpoint or API URL
+	envNS       = "BATON_SAFETY_NS"       // Kubernetes namespace
+	envLock     = "BATON_SAFETY_LOCK"     // lock name
+	envTTL      = "BATON_SAFETY_TTL"      // lease duration
+	envRate     = "BATON_SAFETY_RATE"     // clock rate (1 = real time)
+	envSeed     = "BATON_SAFETY_CSEED"    // this contender's seed
+	envSkew     = "BATON_SAFETY_SKEW"     // naive lock: offset of its wall clock
+	envSettle   = "BATON_SAFETY_SETTLE"   // naive lock: the sleep before the read-back
+	envIdle     = "BATON_SAFETY_IDLE"     // pause after a tenure before locking again
+)
+
+// pace is the pause between two read-modify-write rounds of a holder; it
+// bounds the history's size, it synchronises nothing.
+const pace = 15 * time.Millisecond
+
+// tenure bounds how many rounds a holder does before it unlocks on its
+// own, so that the lock changes hands without faults too.
+const tenureMin, tenureMax = 30, 80
+
+// locker is what a contender locks with: a baton.Mutex, or the naive lock.
+type locker interface {
+	lock(ctx context.Context) (held, error)
+}
+
+// held is one tenure: its context ends when the holder believes it lost
+// the lock.
+type held interface {
+	token() uint64
+	context() context.Context
+	unlock(ctx context.Context) error
+}
+
+type batonLocker struct{ m *baton.Mutex }
+
+func (b batonLocker) lock(ctx context.Context) (held, error) {
+	l, err := b.m.Lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return batonHeld{l}, nil
+}
+
+type batonHeld struct{ l *baton.Lease }
+
+func (h batonHeld) token() uint64                    { return h.l.Token() }
+func (h batonHeld) context() context.Context         { return h.l.Context() }
+func (h batonHeld) unlock(ctx context.Context) error { return h.l.Unlock(ctx) }
+
+// client talks to the register server.
+type client struct {
+	id, base string
+	hc       *http.Client
+	trace    bool // BATON_SAFETY_TRACE: log every request to stderr
+}
+
+func (c *client) post(path string, in, out any) (err error) {
+	if c.trace {
+		start := time.Now()
+		fmt.Fprintf(os.Stderr, "%s trace: %s %+v\n", start.Format("15:04:05.000000"), path, in)
+		defer func() {
+			fmt.Fprintf(os.Stderr, "%s trace: %s done in %v: %+v %v\n", time.Now().Format("15:04:05.000000"), path, time.Since(start), out, err)
+		}()
+	}
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	// No lease context here on purpose: a holder that was paused must
+	// still reach the resource with its old token, the case fencing is for.
+	resp, err := c.hc.Post(c.base+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s: %s: %s", path, resp.Status, b)
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func (c *client) event(kind string, tok uint64, err error) {
+	ev := eventReq{C: c.id, Kind: kind, Tok: tok}
+	if err != nil {
+		ev.Err = err.Error()
+	}
+	if perr := c.post("/event", ev, nil); perr != nil {
+		fmt.Fprintf(os.Stderr, "contender %s: reporting %s: %v\n", c.id, kind, perr)
+	}
+}
+
+func contenderMain() int {
+	id := os.Getenv(envID)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("contender", id)
+	c := &client{id: id, base: os.Getenv(envRegister), hc: &http.Client{Timeout: 30 * time.Second},
+		trace: os.Getenv("BATON_SAFETY_TRACE") != ""}
+	cseed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
+	rng := rand.New(rand.NewPCG(cseed, 0x5afe))
+
+	lk, closeFn, err := openLocker(ctx, id, logger)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "contender %s: %v\n", id, err)
+		c.event("error", 0, err)
+		return 2
+	}
+	defer closeFn()
+	idle, _ := time.ParseDuration(os.Getenv(envIdle))
+
+	for n := 1; ctx.Err() == nil; n++ {
+		c.event("locking", 0, nil)
+		h, err := lk.lock(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			c.event("error", 0, err)
+			return 3
+		}
+		tok := h.token()
+		term := fmt.Sprintf("%s/%d", id, n)
+		c.event("acquired", tok, nil)
+		rounds := tenureMin + rng.IntN(tenureMax-tenureMin+1)
+		for i := 0; i < rounds && h.context().Err() == nil && ctx.Err() == nil; i++ {
+			// Read both, then write both: a pause between the two
+			// halves is where a stale write comes from.
+			var rd readResp
+			if err := c.post("/read", readReq{C: id, Term: term, Tok: tok}, &rd); err != nil {
+				fmt.Fprintf(os.Stderr, "contender %s: read: %v\n", id, err)
+				break
+			}
+			if !rd.OK {
+				c.event("stale", tok, errors.New("read refused"))
+				break
+			}
+			var wr writeResp
+			if err := c.post("/write", writeReq{C: id, Term: term, Tok: tok, F: rd.F + 1, P: rd.P + 1, PExp: rd.P}, &wr); err != nil {
+				fmt.Fprintf(os.Stderr, "contender %s: write: %v\n", id, err)
+				break
+			}
+			if !wr.OK {
+				c.event("stale", tok, errors.New("write refused"))
+				break
+			}
+			select {
+			case <-h.context().Done():
+			case <-ctx.Done():
+			case <-time.After(pace):
+			}
+		}
+		c.event("releasing", tok, context.Cause(h.context()))
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = h.unlock(uctx)
+		cancel()
+		c.event("released", tok, err)
+		if idle > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(idle):
+			}
+		}
+	}
+	return 0
+}
+
+// openLocker opens the backend named by the environment.
+func openLocker(ctx context.Context, id string, logger *slog.Logger) (locker, func(), error) {
+	ttl, err := time.ParseDuration(os.Getenv(envTTL))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", envTTL, err)
+	}
+	rate := 1.0
+	if s := os.Getenv(envRate); s != "" {
+		if rate, err = strconv.ParseFloat(s, 64); err != nil {
+			return nil, nil, fmt.Errorf("%s: %v", envRate, err)
+		}
+	}
+	var clk clock.Clock = clock.RealClock{}
+	if rate != 1 {
+		clk = newDriftClock(rate)
+	}
+	target, name := os.Getenv(envTarget), os.Getenv(envLock)
+	opts := []baton.Option{baton.WithTTL(ttl), baton.WithIdentity(id), baton.WithClock(clk), baton.WithLogger(logger)}
+	noClose := func() {}
+	var b baton.Backend
+	closeFn := noClose
+	switch backend := os.Getenv(envBackend); backend {
+	case "file":
+		st, err := file.New(target)
+		if err != nil {
+			return nil, nil, err
+		}
+		b = st
+	case "redis", "redlock":
+		var urls []string
+		for _, a := range strings.Split(target, ",") {
+			urls = append(urls, "redis://"+a)
+		}
+		// Short timeouts, so that a partition shows as failed calls
+		// rather than calls that wait for the engine's deadline.
+		timeouts := redisstore.WithClientOptions(func(o *redis.Options) {
+			o.DialTimeout = 300 * time.Millisecond
+			o.ReadTimeout = 300 * time.Millisecond
+			o.WriteTimeout = 300 * time.Millisecond
+		})
+		st, closer, err := redisstore.OpenURLs(urls, timeouts)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, closeFn = st, func() { _ = closer.Close() }
+	case "etcd":
+		st, err := etcdstore.OpenStore(ctx, etcdstore.Config{Endpoints: []string{target}, DialTimeout: 5 * time.Second},
+			etcdstore.WithLogger(logger))
+		if err != nil {
+			return nil, nil, err
+		}
+		b, closeFn = st, func() { _ = st.Close() }
+	case "lease", "configmap", "crd":
+		cfg := &rest.Config{Host: target, Timeout: 10 * time.Second}
+		ns := os.Getenv(envNS)
+		var err error
+		switch backend {
+		case "lease":
+			b, err = kube.NewLeaseForConfig(cfg, ns, kube.WithClock(clk))
+		case "configmap":
+			b, err = kube.NewConfigMapForConfig(cfg, ns, kube.WithClock(clk))
+		default:
+			b, err = kube.NewDistributedLockForConfig(cfg, ns, kube.WithClock(clk))
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	case "naive":
+		skew, _ := time.ParseDuration(os.Getenv(envSkew))
+		settle, _ := time.ParseDuration(os.Getenv(envSettle))
+		nl, err := newNaiveLock(&rest.Config{Host: target, Timeout: 10 * time.Second}, os.Getenv(envNS), name, id, ttl, skew, settle)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nl, noClose, nil
+	default:
+		return nil, nil, fmt.Errorf("unknown backend %q", backend)
+	}
+	m, err := baton.NewMutex(b, name, opts...)
+	if err != nil {
+		closeFn()
+		return nil, nil, err
+	}
+	return batonLocker{m}, closeFn, nil
+}
+
+// driftClock is a monotonic clock that runs at rate times real time: its
+// Now keeps Go's monotonic reading (base.Add), so durations between its
+// readings are scaled by rate, and its timers fire after d/rate.
+type driftClock struct {
+	base time.Time
+	rate float64
+}
+
+func newDriftClock(rate float64) *driftClock { return &driftClock{base: time.Now(), rate: rate} }
+
+func (c *driftClock) Now() time.Time {
+	return c.base.Add(time.Duration(float64(time.Since(c.base)) * c.rate))
+}
+func (c *driftClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *driftClock) real(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / c.rate)
+}
+func (c *driftClock) After(d time.Duration) <-chan time.Time { return time.After(c.real(d)) }
+func (c *driftClock) NewTimer(d time.Duration) clock.Timer {
+	return &driftTimer{t: time.NewTimer(c.real(d)), c: c}
+}
+func (c *driftClock) Sleep(d time.Duration)                 { time.Sleep(c.real(d)) }
+func (c *driftClock) Tick(d time.Duration) <-chan time.Time { return time.Tick(c.real(d)) }
+
+type driftTimer struct {
+	t *time.Timer
+	c *driftClock
+}
+
+func (t *driftTimer) C() <-chan time.Time        { return t.t.C }
+func (t *driftTimer) Stop() bool                 { return t.t.Stop() }
+func (t *driftTimer) Reset(d time.Duration) bool { return t.t.Reset(t.c.real(d)) }

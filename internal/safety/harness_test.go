@@ -1,0 +1,674 @@
+//go:build linux
+
+package safety
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// K is the number of contenders.
+const K = 3
+
+// livenessSlack is added to the takeover bound (the store's claim lifetime
+// plus the retry period) for the round trips, process scheduling and the
+// race detector on a loaded two-core machine. Measured takeovers are
+// reported; the slack only keeps a slow machine from failing the bound.
+const livenessSlack = 2 * time.Second
+
+// fault names.
+const (
+	faultStop      = "SIGSTOP"
+	faultKill      = "SIGKILL"
+	faultPartition = "partition"
+	faultRestart   = "store restart"
+	faultDrift     = "clock drift + SIGKILL"
+	faultThrottle  = "HTTP 429 + SIGKILL"
+	faultLatency   = "latency"
+	faultStopAny   = "SIGSTOP at a random instant"
+	faultMinority  = "partition from 1 of 3"
+)
+
+// link is how one contender reaches the store: the target it is given and,
+// for network stores, the proxies in between that a partition cuts.
+type link struct {
+	target  string
+	cut     func()
+	restore func() // ends a cut and any latency
+	// cutOne cuts the path to the first of several stores only (Redlock).
+	cutOne func()
+	// delay adds one-way latency to every byte.
+	delay func(d time.Duration)
+}
+
+// backendEnv is a store under test, shared by its scenarios.
+type backendEnv struct {
+	name string
+	// ttl, retry: the contenders' timings (retry is the engine's default
+	// for ttl, 2/15 of it).
+	ttl time.Duration
+	// claimLife is the longest a store keeps a dead holder's claim after
+	// its last renew: the TTL, or etcd's lease rounded up to whole seconds
+	// with headroom.
+	claimLife time.Duration
+	// newLink gives a contender its own path to the store.
+	newLink func(t *testing.T) link
+	// restart kills the store (SIGKILL), keeps it down for down, and
+	// starts it again with its data.
+	restart func(t *testing.T, down time.Duration)
+	ns      string
+	// throttle sets the fraction of API requests answered 429 (kube).
+	throttle func(frac float64)
+}
+
+func (b *backendEnv) retry() time.Duration { return b.ttl * 2 / 15 }
+
+// bound is the liveness bound for a takeover after the holder failed.
+func (b *backendEnv) bound() time.Duration { return b.claimLife + b.retry() + livenessSlack }
+
+// scenario is one row of the report: a backend under one fault.
+type scenario struct {
+	fault  string
+	rounds int
+	rates  []float64 // per-contender clock rates (drift); nil: real time
+	lock   string
+	// The naive lock's per-contender wall-clock offsets and settle time.
+	skews  []time.Duration
+	settle time.Duration
+	// idle is how long a contender waits after its tenure before it
+	// locks again (0: at once).
+	idle time.Duration
+}
+
+// contender is one contender process.
+type contender struct {
+	id     string
+	cmd    *exec.Cmd
+	link   link
+	out    *bytes.Buffer
+	outMu  sync.Mutex
+	done   chan struct{}
+	killed bool // by the harness: its exit status is not checked
+}
+
+func (c *contender) output() string {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	return c.out.String()
+}
+
+type lockedWriter struct{ c *contender }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.c.outMu.Lock()
+	defer w.c.outMu.Unlock()
+	return w.c.out.Write(p)
+}
+
+// harness runs one scenario.
+type harness struct {
+	t   *testing.T
+	be  *backendEnv
+	sc  scenario
+	reg *register
+	rng *rand.Rand
+	res *result
+	rep reporter // where the checker reports: the test, unless replaced
+
+	mu         sync.Mutex
+	contenders map[string]*contender
+	next       int
+}
+
+func newHarness(t *testing.T, be *backendEnv, sc scenario) *harness {
+	s := scenarioSeed(be.name, sc.fault)
+	t.Logf("scenario %s / %s: seed %d", be.name, sc.fault, s)
+	h := &harness{t: t, be: be, sc: sc, reg: newRegister(t), rng: rand.New(rand.NewPCG(uint64(s), 1)),
+		contenders: map[string]*contender{},
+		res:        &result{backend: be.name, fault: sc.fault}}
+	h.rep = t
+	return h
+}
+
+// scenarioSeed derives a scenario's seed from the run's seed and its name.
+func scenarioSeed(backend, fault string) int64 {
+	var h uint64 = 1469598103934665603
+	for _, b := range []byte(backend + "/" + fault) {
+		h = (h ^ uint64(b)) * 1099511628211
+	}
+	return int64((uint64(seed) ^ h) % 1_000_000_007)
+}
+
+// spawn starts one more contender.
+func (h *harness) spawn() *contender {
+	h.t.Helper()
+	h.mu.Lock()
+	h.next++
+	n := h.next
+	h.mu.Unlock()
+	c := &contender{id: fmt.Sprintf("c%d", n), link: h.be.newLink(h.t), out: &bytes.Buffer{}, done: make(chan struct{})}
+	rate := 1.0
+	if len(h.sc.rates) > 0 {
+		rate = h.sc.rates[(n-1)%len(h.sc.rates)]
+	}
+	c.cmd = exec.Command(os.Args[0])
+	c.cmd.Env = append(os.Environ(),
+		roleEnv+"=contender",
+		"GORACE=atexit_sleep_ms=0",
+		envID+"="+c.id,
+		envRegister+"="+h.reg.url(),
+		envBackend+"="+h.be.name,
+		envTarget+"="+c.link.target,
+		envNS+"="+h.be.ns,
+		envLock+"="+h.sc.lock,
+		envTTL+"="+h.be.ttl.String(),
+		envRate+"="+strconv.FormatFloat(rate, 'f', -1, 64),
+		envSeed+"="+strconv.FormatUint(h.rng.Uint64(), 10),
+		envSettle+"="+h.sc.settle.String(),
+		envIdle+"="+h.sc.idle.String(),
+	)
+	if len(h.sc.skews) > 0 {
+		c.cmd.Env = append(c.cmd.Env, envSkew+"="+h.sc.skews[(n-1)%len(h.sc.skews)].String())
+	}
+	c.cmd.Stdout, c.cmd.Stderr = lockedWriter{c}, lockedWriter{c}
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := startLocked(c.cmd, c.done); err != nil {
+		h.t.Fatalf("starting contender %s: %v", c.id, err)
+	}
+	h.mu.Lock()
+	h.contenders[c.id] = c
+	h.mu.Unlock()
+	// Wait until it runs (its SIGTERM handler is installed) and competes.
+	h.reg.await(fmt.Sprintf("contender %s to start locking", c.id), 60*time.Second, func(s *snapshot) bool {
+		for _, e := range s.events {
+			if e.C == c.id && (e.Kind == "locking" || e.Kind == "error") {
+				return true
+			}
+		}
+		return false
+	})
+	h.t.Cleanup(func() {
+		_ = c.cmd.Process.Kill()
+		<-c.done
+		if h.t.Failed() {
+			h.t.Logf("contender %s output:\n%s", c.id, c.output())
+		}
+	})
+	return c
+}
+
+// startLocked starts cmd from a goroutine locked to its OS thread until the
+// child exits: the kernel sends the parent-death signal when the forking
+// thread ends (golang/go#27505). done is closed once cmd.Wait returned.
+func startLocked(cmd *exec.Cmd, done chan struct{}) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the child
+		err := cmd.Start()
+		errc <- err
+		if err != nil {
+			close(done)
+			return
+		}
+		_ = cmd.Wait()
+		close(done)
+	}()
+	return <-errc
+}
+
+func (h *harness) contender(id string) *contender {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.contenders[id]
+}
+
+func (h *harness) signal(id string, sig syscall.Signal) {
+	if c := h.contender(id); c != nil {
+		if sig == syscall.SIGKILL {
+			h.mu.Lock()
+			c.killed = true
+			h.mu.Unlock()
+		}
+		_ = c.cmd.Process.Signal(sig)
+	}
+}
+
+// working waits until the holder of the largest token has n accepted writes.
+func (h *harness) working(n int, timeout time.Duration) uint64 {
+	h.t.Helper()
+	var tok uint64
+	h.reg.await(fmt.Sprintf("a holder with %d accepted writes", n), timeout, func(s *snapshot) bool {
+		tok = s.fMax
+		return s.fMax > 0 && s.writesAt[s.fMax] >= n
+	})
+	return tok
+}
+
+// acquiredAfter waits for an acquisition with a token larger than tok and
+// returns when the register heard of it.
+func (h *harness) acquiredAfter(tok uint64, timeout time.Duration) (event, bool) {
+	h.t.Helper()
+	var got event
+	found := false
+	h.reg.await(fmt.Sprintf("an acquisition with a token above %d", tok), timeout, func(s *snapshot) bool {
+		for _, e := range s.events {
+			if e.Kind == "acquired" && e.Tok > tok {
+				got, found = e, true
+				return true
+			}
+		}
+		return false
+	})
+	return got, found
+}
+
+// writesAbove waits until tokens above tok have n accepted writes in all.
+func (h *harness) writesAbove(tok uint64, n int, timeout time.Duration) {
+	h.t.Helper()
+	h.reg.await(fmt.Sprintf("%d accepted writes with tokens above %d", n, tok), timeout, func(s *snapshot) bool {
+		c := 0
+		for t, k := range s.writesAt {
+			if t > tok {
+				c += k
+			}
+		}
+		return c >= n
+	})
+}
+
+// takeover records a takeover time and checks it against the bound.
+func (h *harness) takeover(what string, d time.Duration) {
+	h.t.Helper()
+	h.res.takeovers = append(h.res.takeovers, d)
+	if b := h.be.bound(); d > b {
+		h.t.Errorf("%s: a new holder after %v, beyond the liveness bound %v (claim %v + retry %v + slack %v)",
+			what, d.Round(time.Millisecond), b, h.be.claimLife, h.be.retry(), livenessSlack)
+	}
+}
+
+// run starts the contenders, injects the scenario's faults, stops the
+// contenders and checks the history.
+func (h *harness) run() *result {
+	h.t.Helper()
+	start := time.Now()
+	for range K {
+		h.spawn()
+	}
+	// Warm up: the lock changes hands at least once on its own (a tenure
+	// ends after a few dozen rounds) before the first fault.
+	h.reg.await("two acquisitions", 60*time.Second, func(s *snapshot) bool {
+		n := 0
+		for _, e := range s.events {
+			if e.Kind == "acquired" {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	h.working(3, 60*time.Second)
+	for round := range h.sc.rounds {
+		h.inject(round)
+	}
+	h.stopAll()
+	ops, evs := h.reg.history()
+	h.res.elapsed = time.Since(start)
+	checkHistory(h.rep, h.be, h.sc, ops, evs, h.res)
+	if h.rep == reporter(h.t) {
+		recordResult(h.res)
+	}
+	return h.res
+}
+
+// inject runs one round of the scenario's fault.
+func (h *harness) inject(round int) {
+	h.t.Helper()
+	minWrites := 3 + h.rng.IntN(5)
+	switch h.sc.fault {
+	case faultStop:
+		h.stop(minWrites)
+	case faultKill, faultDrift, faultThrottle:
+		h.kill(minWrites)
+	case faultPartition:
+		h.partition(minWrites)
+	case faultRestart:
+		h.restartStore()
+	case faultLatency:
+		h.latency(minWrites)
+	case faultStopAny:
+		h.stopAny()
+	case faultMinority:
+		h.minority(minWrites)
+	default:
+		h.t.Fatalf("unknown fault %q", h.sc.fault)
+	}
+	h.res.faults++
+}
+
+type fired struct {
+	c   string
+	tok uint64
+	at  time.Duration
+}
+
+// arm sets a trap that runs f on the holder and reports what it hit.
+func (h *harness) arm(onRead bool, minWrites int, f func(c string)) <-chan fired {
+	ch := make(chan fired, 1)
+	h.reg.setTrap(&trap{onRead: onRead, minWrites: minWrites, fire: func(c string, tok uint64, at time.Duration) {
+		f(c)
+		ch <- fired{c, tok, at}
+	}})
+	return ch
+}
+
+func (h *harness) waitFired(ch <-chan fired, what string) fired {
+	h.t.Helper()
+	select {
+	case f := <-ch:
+		return f
+	case <-time.After(60 * time.Second):
+		h.t.Fatalf("the %s trap did not fire within 60s", what)
+		return fired{}
+	}
+}
+
+// stop pauses the holder right after one of its reads (before the write
+// that goes with it) for longer than the TTL; a standby takes over; the
+// paused holder is resumed and its write, with the old token, must be
+// refused.
+func (h *harness) stop(minWrites int) {
+	h.t.Helper()
+	var stopErr error
+	f := h.waitFired(h.arm(true, minWrites, func(c string) {
+		h.signal(c, syscall.SIGSTOP)
+		// The read's reply must not leave before every thread of the
+		// process has stopped: a group stop reaches the threads one by
+		// one, and on a loaded machine a running thread can otherwise
+		// take the reply and write before it stops.
+		stopErr = h.waitStopped(c, 10*time.Second)
+	}), "SIGSTOP")
+	if stopErr != nil {
+		h.t.Fatal(stopErr)
+	}
+	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
+	h.takeover(fmt.Sprintf("%s stopped with token %d", f.c, f.tok), ev.At-f.at)
+	h.writesAbove(f.tok, 3, 30*time.Second)
+	// The pause lasts at least the TTL plus half a second.
+	if rest := h.be.ttl + 500*time.Millisecond - (h.reg.now() - f.at); rest > 0 {
+		time.Sleep(rest)
+	}
+	resumed := h.reg.now()
+	h.t.Cleanup(func() {
+		if h.t.Failed() {
+			ops, evs := h.reg.history()
+			h.t.Logf("%s stopped at %v with token %d, resumed at %v; its operations and events since:", f.c, f.at, f.tok, resumed)
+			for _, o := range ops {
+				if o.C == f.c && o.Ret >= f.at-time.Second {
+					h.t.Logf("  op %+v", o)
+				}
+			}
+			for _, e := range evs {
+				if e.C == f.c && e.At >= f.at-time.Second {
+					h.t.Logf("  event %+v", e)
+				}
+			}
+		}
+	})
+	h.signal(f.c, syscall.SIGCONT)
+	h.reg.await(fmt.Sprintf("the resumed %s's write with token %d", f.c, f.tok), 30*time.Second, func(s *snapshot) bool {
+		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= resumed; i-- {
+			if o := s.ops[i]; o.C == f.c && o.Tok == f.tok && o.Write {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// kill kills the holder after one of its accepted writes; a standby takes
+// over, and a fresh contender replaces the dead one.
+func (h *harness) kill(minWrites int) {
+	h.t.Helper()
+	f := h.waitFired(h.arm(false, minWrites, func(c string) { h.signal(c, syscall.SIGKILL) }), "SIGKILL")
+	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
+	h.takeover(fmt.Sprintf("%s killed with token %d", f.c, f.tok), ev.At-f.at)
+	h.writesAbove(f.tok, 3, 30*time.Second)
+	h.spawn()
+}
+
+// partition cuts the holder off from the store after one of its accepted
+// writes; it must step down, a standby takes over, and the partition heals.
+func (h *harness) partition(minWrites int) {
+	h.t.Helper()
+	f := h.waitFired(h.arm(false, minWrites, func(c string) {
+		if k := h.contender(c); k != nil {
+			k.link.cut()
+		}
+	}), "partition")
+	var stepped event
+	h.reg.await(fmt.Sprintf("the partitioned %s to end its tenure with token %d", f.c, f.tok), h.be.ttl+30*time.Second, func(s *snapshot) bool {
+		for _, e := range s.events {
+			if e.C == f.c && e.Kind == "releasing" && e.Tok == f.tok {
+				stepped = e
+				return true
+			}
+		}
+		return false
+	})
+	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
+	h.takeover(fmt.Sprintf("%s partitioned with token %d", f.c, f.tok), ev.At-f.at)
+	// The holder stops before anyone else can start: its report that its
+	// tenure ended reached the register before the successor's report
+	// that it acquired (both are sent at once; the engine leaves a third
+	// of the TTL between the two).
+	if ev.At <= stepped.At {
+		h.t.Errorf("%s acquired token %d at %v, before the partitioned %s reported the end of its tenure at %v",
+			ev.C, ev.Tok, ev.At, f.c, stepped.At)
+	}
+	h.res.margins = append(h.res.margins, ev.At-stepped.At)
+	h.writesAbove(f.tok, 3, 30*time.Second)
+	h.contender(f.c).link.restore()
+}
+
+// restartStore kills the store while a holder works and starts it again;
+// work resumes (the old holder kept its lease, or a new one took over).
+func (h *harness) restartStore() {
+	h.t.Helper()
+	tok := h.working(3, 30*time.Second)
+	// Down for longer than the renew deadline (2/3 of the TTL) in the
+	// short mode, so that the holder steps down and the next acquisition
+	// must get a larger token from the restarted store; random around it
+	// in the long mode.
+	down := h.be.ttl * 3 / 4
+	if long() {
+		down = time.Duration(h.rng.Int64N(int64(h.be.ttl)))
+	}
+	h.be.restart(h.t, down)
+	back := h.reg.now()
+	var at time.Duration
+	h.reg.await("an accepted write after the restart", h.be.bound()+30*time.Second, func(s *snapshot) bool {
+		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= back; i-- {
+			if o := s.ops[i]; o.Write && o.OK {
+				at = o.Ret
+			}
+		}
+		return at > 0
+	})
+	h.takeover(fmt.Sprintf("store restarted under token %d", tok), at-back)
+}
+
+// stopAll resumes and reconnects every contender, asks them to stop with
+// SIGTERM and waits for them to exit.
+func (h *harness) stopAll() {
+	h.t.Helper()
+	h.mu.Lock()
+	var cs []*contender
+	for _, c := range h.contenders {
+		cs = append(cs, c)
+	}
+	h.mu.Unlock()
+	for _, c := range cs {
+		c.link.restore()
+		_ = c.cmd.Process.Signal(syscall.SIGCONT)
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range cs {
+		select {
+		case <-c.done:
+		case <-time.After(30 * time.Second):
+			h.t.Errorf("contender %s did not exit within 30s of SIGTERM", c.id)
+			continue
+		}
+		h.mu.Lock()
+		killed := c.killed
+		h.mu.Unlock()
+		if !killed && c.cmd.ProcessState.ExitCode() != 0 {
+			h.t.Errorf("contender %s exited with %v:\n%s", c.id, c.cmd.ProcessState, c.output())
+		}
+	}
+}
+
+// latency slows the holder's path to the store (one way, every byte) for
+// twice the TTL: its renewals take longer but must still keep it, or it
+// steps down before anyone else starts; the lock keeps being used.
+func (h *harness) latency(minWrites int) {
+	h.t.Helper()
+	d := h.be.ttl / 20
+	f := h.waitFired(h.arm(false, minWrites, func(c string) {
+		if k := h.contender(c); k != nil {
+			k.link.delay(d)
+		}
+	}), "latency")
+	until := f.at + 2*h.be.ttl
+	h.reg.await(fmt.Sprintf("writes to go on for %v with %v of latency on %s's link", 2*h.be.ttl, d, f.c), 2*h.be.ttl+30*time.Second,
+		func(s *snapshot) bool {
+			if len(s.ops) == 0 || s.ops[len(s.ops)-1].Ret < until {
+				return false
+			}
+			// At least one accepted write in the last TTL of the window.
+			for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= until-h.be.ttl; i-- {
+				if s.ops[i].Write && s.ops[i].OK {
+					return true
+				}
+			}
+			return false
+		})
+	h.contender(f.c).link.restore()
+}
+
+// stopAny pauses whichever contender holds the largest token at a random
+// instant (not at a chosen point of its loop) for between the TTL and
+// twice the TTL. Whether its late write comes depends on where it was
+// stopped; none may be accepted.
+func (h *harness) stopAny() {
+	h.t.Helper()
+	tok := h.working(3, 30*time.Second)
+	time.Sleep(time.Duration(h.rng.Int64N(int64(h.be.ttl / 4)))) // the random instant
+	ops, evs := h.reg.history()
+	var c string
+	for i := len(ops) - 1; i >= 0; i-- {
+		if ops[i].OK && ops[i].Tok >= tok {
+			c, tok = ops[i].C, ops[i].Tok
+			break
+		}
+	}
+	holding := !slices.ContainsFunc(evs, func(e event) bool { return e.C == c && e.Tok == tok && e.Kind == "releasing" })
+	at := h.reg.now()
+	h.signal(c, syscall.SIGSTOP)
+	if holding {
+		ev, _ := h.acquiredAfter(tok, h.be.bound()+30*time.Second)
+		h.takeover(fmt.Sprintf("%s stopped at a random instant with token %d", c, tok), ev.At-at)
+	}
+	pause := h.be.ttl + time.Duration(h.rng.Int64N(int64(h.be.ttl)))
+	if rest := pause - (h.reg.now() - at); rest > 0 {
+		time.Sleep(rest)
+	}
+	h.signal(c, syscall.SIGCONT)
+	h.writesAbove(tok, 3, 30*time.Second)
+}
+
+// minority cuts the holder off from one of three Redlock instances: it
+// keeps a quorum, so it must keep the lock (same token) and keep working.
+func (h *harness) minority(minWrites int) {
+	h.t.Helper()
+	f := h.waitFired(h.arm(false, minWrites, func(c string) {
+		if k := h.contender(c); k != nil {
+			k.link.cutOne()
+		}
+	}), "minority partition")
+	// Two renew intervals (TTL/3 each) and then some.
+	until := f.at + h.be.ttl
+	h.reg.await(fmt.Sprintf("%s to keep writing with token %d for %v while cut from one instance", f.c, f.tok, h.be.ttl), h.be.ttl+30*time.Second,
+		func(s *snapshot) bool {
+			for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= until; i-- {
+				if o := s.ops[i]; o.C == f.c && o.Tok == f.tok && o.Write && o.OK {
+					return true
+				}
+			}
+			// It may have ended its tenure on its own meanwhile.
+			return slices.ContainsFunc(s.events, func(e event) bool {
+				return e.C == f.c && e.Tok == f.tok && e.Kind == "releasing" && e.Err == ""
+			})
+		})
+	h.contender(f.c).link.restore()
+}
+
+// waitStopped waits until every thread of contender id is stopped (state T
+// in /proc/PID/task/TID/stat).
+func (h *harness) waitStopped(id string, timeout time.Duration) error {
+	c := h.contender(id)
+	if c == nil {
+		return fmt.Errorf("no contender %s", id)
+	}
+	pid := c.cmd.Process.Pid
+	deadline := time.Now().Add(timeout)
+	for {
+		stopped, err := allStopped(pid)
+		if err != nil {
+			return fmt.Errorf("contender %s (pid %d): %v", id, pid, err)
+		}
+		if stopped {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("contender %s (pid %d) not stopped %v after SIGSTOP", id, pid, timeout)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// allStopped reports whether every thread of pid is in state T (stopped).
+func allStopped(pid int) (bool, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // the thread exited
+			}
+			return false, err
+		}
+		// "tid (comm) S ...": the state follows the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false, fmt.Errorf("cannot parse %s/stat: %q", t.Name(), b)
+		}
+		if st := b[i+2]; st != 'T' && st != 't' {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,305 @@
+//go:build linux
+
+package safety
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The register server: the protected resources and the history.
+//
+// It serves two resources to the contenders: a fenced register (every read
+// and write carries the holder's token and is refused if the token is
+// smaller than the largest seen, as fence.Register does; reads count too,
+// so a newer holder's read fences an older holder's write) and an unfenced
+// counter (it accepts everything and only records, for comparison, what a
+// resource that does not check tokens would have suffered). A read serves
+// both; so does a write. Contenders also report their lock events here.
+//
+// Every operation is recorded with its call and return times on the test's
+// monotonic clock (handler entry, and after the register's state changed),
+// and the register's state is guarded by one mutex, so the recorded order
+// (Seq) is the order in which the register applied the operations.
+
+// readReq and writeReq are the contenders' requests.
+type readReq struct {
+	C    string `json:"c"`    // contender id
+	Term string `json:"term"` // the contender's tenure: "c1/3"
+	Tok  uint64 `json:"tok"`
+}
+
+type readResp struct {
+	OK bool  `json:"ok"` // the fenced read was accepted
+	F  int64 `json:"f"`  // fenced value (if OK)
+	P  int64 `json:"p"`  // unfenced value
+}
+
+type writeReq struct {
+	C    string `json:"c"`
+	Term string `json:"term"`
+	Tok  uint64 `json:"tok"`
+	F    int64  `json:"f"`  // new fenced value
+	P    int64  `json:"p"`  // new unfenced value
+	PExp int64  `json:"pe"` // the unfenced value read before
+}
+
+type writeResp struct {
+	OK bool `json:"ok"`
+}
+
+// eventReq is a lock event reported by a contender.
+type eventReq struct {
+	C    string `json:"c"`
+	Kind string `json:"kind"` // locking, acquired, releasing, released, stale, error
+	Tok  uint64 `json:"tok"`
+	Err  string `json:"err,omitempty"`
+}
+
+// op is one recorded operation on the registers.
+type op struct {
+	Seq     int
+	C, Term string
+	Write   bool
+	Tok     uint64
+	// Call and Ret are on the test's clock, since the scenario started:
+	// handler entry, and the moment the op was applied. Ret is taken
+	// under the register's lock, so it never decreases along Seq (Call
+	// may): scan the history backwards by Ret, never by Call.
+	Call, Ret time.Duration
+	OK        bool  // fenced op accepted
+	FIn       int64 // write: the value written
+	FOut      int64 // read: the value returned (if OK)
+	FBefore   int64 // the fenced value before the op
+	PStale    bool  // unfenced write with a token below the largest the counter saw
+	PLost     bool  // unfenced write that overwrote an increment it had not read
+}
+
+// event is one recorded lock event.
+type event struct {
+	eventReq
+	At time.Duration
+}
+
+// trap fires inside the register's handler, under its lock, when an
+// operation matches: it is how faults hit the holder at a chosen point of
+// its read-modify-write (after its read, before its write) reproducibly.
+type trap struct {
+	onRead    bool // fire on a read (else on an accepted write)
+	minWrites int  // ... by the holder of the largest token, once it has this many accepted writes
+	fire      func(c string, tok uint64, at time.Duration)
+}
+
+// register is the server and the history.
+type register struct {
+	t     testing.TB
+	start time.Time
+	srv   *http.Server
+	ln    net.Listener
+	done  chan struct{}
+
+	mu       sync.Mutex
+	fMax     uint64 // largest token the fenced register accepted
+	fVal     int64
+	pVal     int64
+	pMaxTok  uint64         // largest token the unfenced counter was shown
+	writesAt map[uint64]int // accepted fenced writes per token
+	ops      []op
+	events   []event
+	trap     *trap
+	changed  chan struct{} // closed and replaced at every change
+	// noFence makes the "fenced" register accept every token (for the
+	// test that shows what the checker catches without fencing).
+	noFence bool
+}
+
+func newRegister(t testing.TB) *register {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &register{t: t, start: time.Now(), ln: ln, done: make(chan struct{}),
+		writesAt: map[uint64]int{}, changed: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /read", r.serveRead)
+	mux.HandleFunc("POST /write", r.serveWrite)
+	mux.HandleFunc("POST /event", r.serveEvent)
+	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(r.done)
+		_ = r.srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		_ = r.srv.Close()
+		<-r.done
+	})
+	return r
+}
+
+func (r *register) url() string { return "http://" + r.ln.Addr().String() }
+
+func (r *register) now() time.Duration { return time.Since(r.start) }
+
+// notify wakes every waiter; r.mu is held.
+func (r *register) notify() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func decode(w http.ResponseWriter, req *http.Request, v any) bool {
+	if err := json.NewDecoder(req.Body).Decode(v); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+func reply(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (r *register) serveRead(w http.ResponseWriter, req *http.Request) {
+	var in readReq
+	if !decode(w, req, &in) {
+		return
+	}
+	call := r.now()
+	r.mu.Lock()
+	o := op{Seq: len(r.ops), C: in.C, Term: in.Term, Tok: in.Tok, Call: call, FBefore: r.fVal}
+	var out readResp
+	if in.Tok >= r.fMax || r.noFence {
+		r.fMax = max(r.fMax, in.Tok)
+		o.OK, o.FOut = true, r.fVal
+		out.OK, out.F = true, r.fVal
+	}
+	out.P = r.pVal
+	r.pMaxTok = max(r.pMaxTok, in.Tok)
+	o.Ret = r.now()
+	r.ops = append(r.ops, o)
+	if tr := r.trap; tr != nil && tr.onRead && o.OK && in.Tok == r.fMax && r.writesAt[in.Tok] >= tr.minWrites {
+		r.trap = nil
+		tr.fire(in.C, in.Tok, r.now())
+	}
+	r.notify()
+	r.mu.Unlock()
+	reply(w, out)
+}
+
+func (r *register) serveWrite(w http.ResponseWriter, req *http.Request) {
+	var in writeReq
+	if !decode(w, req, &in) {
+		return
+	}
+	call := r.now()
+	r.mu.Lock()
+	o := op{Seq: len(r.ops), C: in.C, Term: in.Term, Tok: in.Tok, Write: true, Call: call, FIn: in.F, FBefore: r.fVal}
+	if in.Tok >= r.fMax || r.noFence {
+		r.fMax, r.fVal = max(r.fMax, in.Tok), in.F
+		o.OK = true
+		r.writesAt[in.Tok]++
+	}
+	// The unfenced counter takes every write; it only records what went
+	// wrong.
+	o.PStale = in.Tok < r.pMaxTok
+	o.PLost = in.PExp != r.pVal
+	r.pVal = in.P
+	r.pMaxTok = max(r.pMaxTok, in.Tok)
+	o.Ret = r.now()
+	r.ops = append(r.ops, o)
+	if tr := r.trap; tr != nil && !tr.onRead && o.OK && r.writesAt[in.Tok] >= tr.minWrites {
+		r.trap = nil
+		tr.fire(in.C, in.Tok, r.now())
+	}
+	r.notify()
+	r.mu.Unlock()
+	reply(w, writeResp{OK: o.OK})
+}
+
+func (r *register) serveEvent(w http.ResponseWriter, req *http.Request) {
+	var in eventReq
+	if !decode(w, req, &in) {
+		return
+	}
+	r.mu.Lock()
+	r.events = append(r.events, event{eventReq: in, At: r.now()})
+	r.notify()
+	r.mu.Unlock()
+	reply(w, struct{}{})
+}
+
+// setTrap arms tr (replacing any armed trap).
+func (r *register) setTrap(tr *trap) {
+	r.mu.Lock()
+	r.trap = tr
+	r.mu.Unlock()
+}
+
+// snapshot is a read-only view of the register's state for await.
+type snapshot struct {
+	fMax     uint64
+	writesAt map[uint64]int
+	ops      []op
+	events   []event
+}
+
+// await waits until cond holds on the register's state, or fails the test
+// after timeout naming what it waited for.
+func (r *register) await(what string, timeout time.Duration, cond func(s *snapshot) bool) {
+	r.t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		s := &snapshot{fMax: r.fMax, writesAt: r.writesAt, ops: r.ops, events: r.events}
+		ok, changed := cond(s), r.changed
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			r.t.Fatalf("waited %v for %s", timeout, what)
+		}
+	}
+}
+
+// awaitQuiet waits until cond holds or timeout passes, and reports which.
+func (r *register) awaitQuiet(timeout time.Duration, cond func(s *snapshot) bool) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		s := &snapshot{fMax: r.fMax, writesAt: r.writesAt, ops: r.ops, events: r.events}
+		ok, changed := cond(s), r.changed
+		r.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return false
+		}
+	}
+}
+
+// history returns a copy of the recorded operations and events.
+func (r *register) history() ([]op, []event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]op(nil), r.ops...), append([]event(nil), r.events...)
+}
+
+// holderTok returns the largest token the fenced register accepted.
+func (r *register) holderTok() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fMax
+}

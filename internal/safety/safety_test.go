@@ -1,0 +1,108 @@
+//go:build linux
+
+package safety
+
+import (
+	"strings"
+	"testing"
+)
+
+// rounds is how many times each scenario injects its fault.
+func rounds() int {
+	if long() {
+		return 8
+	}
+	return 2
+}
+
+// runScenario runs one fault scenario on be as a subtest.
+func runScenario(t *testing.T, be *backendEnv, sc scenario) {
+	t.Helper()
+	if sc.rounds == 0 {
+		sc.rounds = rounds()
+	}
+	name := strings.NewReplacer(" + ", "_and_", " ", "_").Replace(sc.fault)
+	sc.lock = "safety-" + strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+	t.Run(name, func(t *testing.T) {
+		newHarness(t, be, sc).run()
+	})
+}
+
+// common runs the scenarios every backend supports, and the long mode's
+// extras; partition-like faults need a network store.
+func common(t *testing.T, be *backendEnv, network bool) {
+	runScenario(t, be, scenario{fault: faultStop})
+	runScenario(t, be, scenario{fault: faultKill})
+	if network {
+		runScenario(t, be, scenario{fault: faultPartition})
+	}
+	runScenario(t, be, scenario{fault: faultDrift, rates: driftRates})
+	if long() {
+		runScenario(t, be, scenario{fault: faultStopAny})
+		if network {
+			runScenario(t, be, scenario{fault: faultLatency})
+		}
+	}
+}
+
+// TestSafety runs every backend under every fault it supports: a paused
+// holder (SIGSTOP past the TTL) whose late write must be refused, a killed
+// holder, a holder partitioned from the store, a store restart, clock rate
+// drift, latency and API throttling. See the package documentation.
+func TestSafety(t *testing.T) {
+	t.Run("file", func(t *testing.T) {
+		common(t, fileEnv(t), false)
+	})
+	t.Run("redis", func(t *testing.T) {
+		be := redisEnv(t)
+		common(t, be, true)
+		runScenario(t, be, scenario{fault: faultRestart})
+		if !long() { // common runs it in the long mode
+			runScenario(t, be, scenario{fault: faultLatency, rounds: 1})
+		}
+	})
+	t.Run("etcd", func(t *testing.T) {
+		be := etcdEnv(t)
+		common(t, be, true)
+		runScenario(t, be, scenario{fault: faultRestart})
+	})
+	t.Run("lease", func(t *testing.T) {
+		be := leaseEnv(t, "lease")
+		common(t, be, true)
+		be.throttle(throttleFraction)
+		defer be.throttle(0)
+		runScenario(t, be, scenario{fault: faultThrottle})
+	})
+	// ConfigMap and DistributedLock share the Lease backend's store code
+	// (expiry by observation, conditional writes); the pause and the
+	// crash, here, and everything in the long mode.
+	t.Run("configmap", func(t *testing.T) {
+		kubeObject(t, leaseEnv(t, "configmap"))
+	})
+	t.Run("crd", func(t *testing.T) {
+		kubeObject(t, crdEnv(t))
+	})
+	t.Run("redlock", func(t *testing.T) {
+		be := redlockEnv(t)
+		common(t, be, true)
+		runScenario(t, be, scenario{fault: faultRestart})
+		runScenario(t, be, scenario{fault: faultMinority, rounds: 1})
+	})
+}
+
+func kubeObject(t *testing.T, be *backendEnv) {
+	if long() {
+		common(t, be, true)
+		return
+	}
+	runScenario(t, be, scenario{fault: faultStop})
+	runScenario(t, be, scenario{fault: faultKill})
+}
+
+// driftRates are the contenders' clock rates in the drift scenarios: one
+// slow and one fast by 1%, inside the default safety margin (2% of the
+// TTL, at least 50ms: 2.5% of a 2s TTL).
+var driftRates = []float64{0.99, 1.0, 1.01}
+
+// throttleFraction of the API requests are answered 429.
+const throttleFraction = 0.1
