@@ -12,6 +12,11 @@
 #   make bench-kube   the Lease backend beside client-go leader election
 #   make bench-etcd   the etcd backend beside etcd's concurrency package
 #   make bench-scale  1, 100 and 10,000 held locks per backend, idle electors
+#   make safety-report  the fault-injection suite (internal/safety), short
+#                mode (~3 minutes; it also runs in make test), its tables
+#                written into docs/safety.md
+#   make safety-long  the same, long mode: eight rounds of every fault on
+#                every backend (~17 minutes)
 #   make fuzz    run the record and name fuzzers for FUZZTIME each
 #   make testbin build kube-apiserver and etcd for the tests (once; cached
 #                outside the repo, see tools/testbin/build.sh)
@@ -20,7 +25,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 TESTFLAGS ?=
 
-.PHONY: test deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale fuzz testbin packages
+.PHONY: test deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale safety-report safety-long fuzz testbin packages
 
 # TESTBIN builds (if needed) the kube-apiserver and etcd the tests start and
 # prints their directory as its last line of stdout.
@@ -90,6 +95,30 @@ bench-kube: testbin
 bench-etcd: testbin
 	cd bench && BATON_ETCD_BIN="$$(GO='$(GO)' bash ../tools/testbin/build.sh)/etcd" CI=true \
 		$(GO) test ./etcd -run TestEtcdReport -count=1 -timeout 20m -v
+
+# safety-report runs the fault-injection suite's short mode and
+# safety-long its long mode; both write their tables into docs/safety.md
+# between the <!-- safety:begin --> and <!-- safety:end --> markers.
+SAFETY_REPORT ?= /tmp/baton-safety.md
+SAFETY_SPLICE = awk -v f=$(SAFETY_REPORT) \
+	'BEGIN { while ((getline l < f) > 0) r = r l "\n" } \
+	 /<!-- safety:begin -->/ { print; printf "%s", r; skip = 1; next } \
+	 /<!-- safety:end -->/ { skip = 0 } !skip' docs/safety.md > docs/safety.md.new && \
+	mv docs/safety.md.new docs/safety.md
+safety-report: deps
+	KUBEBUILDER_ASSETS="$$(GO='$(GO)' $(TESTBIN))" && \
+	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
+	export KUBEBUILDER_ASSETS BATON_ETCD_BIN && \
+	CI=true BATON_SAFETY_REPORT=$(SAFETY_REPORT) \
+		$(GO) test -race -count=1 -timeout 30m -v ./internal/safety
+	$(SAFETY_SPLICE)
+safety-long: deps
+	KUBEBUILDER_ASSETS="$$(GO='$(GO)' $(TESTBIN))" && \
+	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
+	export KUBEBUILDER_ASSETS BATON_ETCD_BIN && \
+	CI=true BATON_SAFETY_LONG=1 BATON_SAFETY_REPORT=$(SAFETY_REPORT) \
+		$(GO) test -race -count=1 -timeout 60m -v ./internal/safety
+	$(SAFETY_SPLICE)
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime $(FUZZTIME) ./file
