@@ -316,3 +316,65 @@ func TestFairTightLoop(t *testing.T) {
 		t.Logf("round %d: %d acquisitions in %v", round, contenders*each, time.Since(start))
 	}
 }
+
+// TestFairRetryAfterQueueing: the engine's attempt right after the one
+// that took a place in the queue (it retries at once when its Watch opens)
+// asks etcd nothing; the follower compares the place's read with the
+// watch's start instead. A release between the place's read and the
+// watch's start still wakes the waiter, which then acquires.
+func TestFairRetryAfterQueueing(t *testing.T) {
+	srv := startEtcd(t)
+	opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)}
+	const ttl = 10 * time.Second
+	ctx := t.Context()
+	for _, releaseFirst := range []bool{false, true} {
+		holder := lock(t, newMutex(t, newStore(t, connect(t, srv.Endpoint()), opts...), "job", "holder", ttl))
+		client, n := connectCounting(t, srv.Endpoint())
+		s := newStore(t, client, opts...)
+		req := baton.Request{Holder: "waiter", Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}
+		if _, err := s.TryAcquire(ctx, "job", req); !errors.Is(err, baton.ErrHeld) {
+			t.Fatalf("first attempt: %v, want ErrHeld", err)
+		}
+		if releaseFirst {
+			// Released (plainly: the holder had no place) before the
+			// waiter's watch starts.
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wctx, stop := context.WithCancel(ctx)
+		wake, err := s.Watch(wctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := n.snapshot()["Txn"]
+		if _, err := s.TryAcquire(ctx, "job", req); !errors.Is(err, baton.ErrHeld) {
+			t.Fatalf("releaseFirst=%v: the attempt after the Watch opened: %v, want ErrHeld", releaseFirst, err)
+		}
+		if got := n.snapshot()["Txn"] - before; got != 0 {
+			t.Errorf("releaseFirst=%v: the attempt after the Watch opened sent %d transactions; want none", releaseFirst, got)
+		}
+		if !releaseFirst {
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var g baton.Grant
+		for {
+			within(t, 5*time.Second, "the waiter's wake-up", wake)
+			if g, err = s.TryAcquire(ctx, "job", req); err == nil {
+				break
+			}
+			if !errors.Is(err, baton.ErrHeld) {
+				t.Fatal(err)
+			}
+		}
+		if g.Token <= holder.Token() {
+			t.Errorf("token %d after %d", g.Token, holder.Token())
+		}
+		if err := s.Release(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		stop()
+	}
+}

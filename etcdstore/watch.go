@@ -59,8 +59,15 @@ type follower struct {
 	// tryAcquireFair) must be at least that recent.
 	seen   int64
 	broken bool
-	wake   chan struct{} // capacity 1: the spec or the attempts changed
-	cancel context.CancelFunc
+	// checked is the spec generation that the running watch was last
+	// compared with (0: none since it started). A generation not yet
+	// compared will be: the follower then either marks it fresh or
+	// signals (a change after its observation, a read that failed, a
+	// watch that broke), so until then an attempt may answer "held" from
+	// that observation too (fair mode; see cachedHeld).
+	checked uint64
+	wake    chan struct{} // capacity 1: the spec or the attempts changed
+	cancel  context.CancelFunc
 }
 
 // reg is one Watch registration.
@@ -241,7 +248,13 @@ func (s *Store) cachedHeld(f *follower, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	spec := s.specLocked(f)
-	if !spec.waiting || f.fresh != f.gen {
+	// In fair mode an observation the follower has yet to compare with its
+	// watch counts as fresh: if anything changed since, the follower will
+	// signal (see checked). So the attempt that follows the one that took
+	// a place (the engine retries once the Watch is open) asks etcd
+	// nothing.
+	pending := s.fair && f.checked != f.gen && !f.broken && spec.obs.rev >= f.seen
+	if !spec.waiting || f.fresh != f.gen && !pending {
 		return nil
 	}
 	he := &baton.HeldError{Key: name, Holder: spec.obs.holder, Token: spec.obs.token}
@@ -258,9 +271,8 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 		wch      clientv3.WatchChan
 		wcancel  context.CancelFunc = func() {}
 		watching string
-		created  int64  // revision at which the current watch started; 0 until etcd confirms it
-		checked  uint64 // the spec generation compared with the watch's start
-		pureDone bool   // plain watchers were told that the watch is established
+		created  int64 // revision at which the current watch started; 0 until etcd confirms it
+		pureDone bool  // plain watchers were told that the watch is established
 		retry    *time.Timer
 		retryC   <-chan time.Time
 		backoff  time.Duration
@@ -276,7 +288,10 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wcancel = cancel
 		wch = s.client.Watch(wctx, target, clientv3.WithCreatedNotify())
-		watching, created, checked, pureDone = target, 0, 0, false
+		watching, created, pureDone = target, 0, false
+		s.mu.Lock()
+		f.checked = 0
+		s.mu.Unlock()
 	}
 	signal := func() {
 		s.mu.Lock()
@@ -288,6 +303,7 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 		s.mu.Lock()
 		spec := s.specLocked(f)
 		inflight := f.inflight
+		checked := f.checked
 		s.mu.Unlock()
 		switch {
 		case retryC != nil: // backing off after a broken watch
@@ -304,7 +320,9 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 		if wch != nil && created != 0 {
 			switch {
 			case spec.waiting && checked != spec.gen:
-				checked = spec.gen
+				s.mu.Lock()
+				f.checked = spec.gen
+				s.mu.Unlock()
 				fresh := spec.obs.rev >= created
 				if !fresh {
 					// The watch started after the read: a change in between
