@@ -378,3 +378,95 @@ func TestFairRetryAfterQueueing(t *testing.T) {
 		stop()
 	}
 }
+
+// TestFairCollectFromEvent: a waiter whose predecessor holds the lock
+// learns it from its claim watch and reads the waiter behind it ahead of
+// time; when the predecessor's release hands the lock over, the waiter
+// collects it from the watch event, without a request to etcd, and its
+// own release hands the lock on to the waiter behind it.
+func TestFairCollectFromEvent(t *testing.T) {
+	srv := startEtcd(t)
+	opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)}
+	const ttl = 10 * time.Second
+	ctx := t.Context()
+	client := connect(t, srv.Endpoint())
+	ck, _, qp := newStore(t, client, opts...).Keys("job")
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	queue := client.Watch(wctx, qp, clientv3.WithPrefix())
+	first := lock(t, newMutex(t, newStore(t, connect(t, srv.Endpoint()), opts...), "job", "first", ttl))
+
+	type waiter struct {
+		s    *etcdstore.Store
+		n    *counts
+		req  baton.Request
+		wake <-chan struct{}
+	}
+	var ws []*waiter
+	for _, id := range []string{"h", "w1", "w2"} {
+		c, n := connectCounting(t, srv.Endpoint())
+		w := &waiter{s: newStore(t, c, opts...), n: n, req: baton.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}}
+		var err error
+		if w.wake, err = w.s.Watch(wctx, "job"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.s.TryAcquire(ctx, "job", w.req); !errors.Is(err, baton.ErrHeld) {
+			t.Fatalf("%s: %v, want ErrHeld", id, err)
+		}
+		awaitQueued(t, queue, id)
+		ws = append(ws, w)
+	}
+	acquire := func(w *waiter) baton.Grant {
+		t.Helper()
+		for {
+			within(t, 5*time.Second, w.req.Holder+"'s wake-up", w.wake)
+			g, err := w.s.TryAcquire(ctx, "job", w.req)
+			if err == nil {
+				return g
+			}
+			if !errors.Is(err, baton.ErrHeld) {
+				t.Fatalf("%s: %v", w.req.Holder, err)
+			}
+		}
+	}
+	// first had no place: h acquires with a transaction. w1's claim watch
+	// shows h, the owner just ahead of w1, holding: w1 reads w2's place.
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gh := acquire(ws[0])
+	time.Sleep(300 * time.Millisecond) // let w1's Store read the place behind it
+	if err := ws[0].s.Release(ctx, gh); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, "w1's wake-up", ws[1].wake)
+	time.Sleep(100 * time.Millisecond) // the claim's event, if the key ahead's came first
+	before := ws[1].n.snapshot()
+	g1, err := ws[1].s.TryAcquire(ctx, "job", ws[1].req)
+	if err != nil {
+		t.Fatalf("w1 collecting the handed lock: %v", err)
+	}
+	after := ws[1].n.snapshot()
+	for _, m := range []string{"Txn", "Range"} {
+		if d := after[m] - before[m]; d != 0 {
+			t.Errorf("w1 collected with %d %s requests; want none", d, m)
+		}
+	}
+	if g1.Token <= gh.Token {
+		t.Errorf("w1's token %d after h's %d", g1.Token, gh.Token)
+	}
+	// w1 knew w2: its release hands the lock to w2.
+	if err := ws[1].s.Release(ctx, g1); err != nil {
+		t.Fatal(err)
+	}
+	r, err := client.Get(ctx, ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv := kvOrNil(r.Kvs); kv == nil || !strings.Contains(string(kv.Value), " holder=w2 nonce="+ws[2].req.Nonce+" ") || uint64(kv.ModRevision) <= g1.Token {
+		t.Fatalf("after w1's release the claim is %v; want it handed to w2", kv)
+	}
+	if g2 := acquire(ws[2]); g2.Holder != "w2" {
+		t.Fatalf("w2's grant %+v", g2)
+	}
+}
