@@ -612,6 +612,9 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 		ne := &entry{name: name, holder: req.Holder, key: qk, rev: own.CreateRevision, claimVal: claimVal, lease: l, since: time.Now(), obs: obs}
 		ne.aheadHolder, ne.aheadNonce = ownerOf(aheadKV)
 		l.entries[ne] = struct{}{}
+		if claimKV != nil && ne.aheadHolder != "" && he.Holder == ne.aheadHolder && claimNonce(claimKV) == ne.aheadNonce {
+			ne.first = true // the key ahead is the holder's
+		}
 		switch {
 		case s.closed || l.dead != nil:
 			delete(l.entries, ne) // the key expires with the lease
@@ -685,8 +688,8 @@ func (s *Store) claimChangedLocked(f *follower, ev *clientv3.Event) {
 		if k.name != f.name || e.lost != nil || e.consumed || e.doomed {
 			continue
 		}
-		e.first = false
 		if ev.Type != mvccpb.PUT {
+			e.first = false
 			continue
 		}
 		if handedTo(e, kv) {
@@ -696,6 +699,7 @@ func (s *Store) claimChangedLocked(f *follower, ev *clientv3.Event) {
 			f.signalLocked()
 			continue
 		}
+		e.first = false
 		if e.aheadHolder == "" {
 			continue
 		}
@@ -709,22 +713,45 @@ func (s *Store) claimChangedLocked(f *follower, ev *clientv3.Event) {
 		if owner.holder != e.aheadHolder || owner.nonce != e.aheadNonce {
 			continue
 		}
-		e.first = true
-		if e.next != nil || e.nextReading || s.closed {
-			continue
-		}
-		e.nextReading = true
-		_, _, qp := s.Keys(f.name)
-		s.goTask(func(ctx context.Context) {
-			// Serializable: a stale answer names a waiter that may have
-			// left since, and the release's conditions check that.
-			r, err := s.client.Get(ctx, qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1), clientv3.WithSerializable())...)
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			e.nextReading = false
-			if err == nil && e.next == nil {
-				e.next = successorOf(kvOrNil(r.Kvs))
-			}
-		})
+		s.nextInLineLocked(f.name, e)
 	}
+}
+
+// nextInLineLocked marks e as next in line: its predecessor holds the
+// lock (the claim showed its owner, or the releasing transaction that
+// handed the lock to it touched its queue key). The follower then watches
+// the claim too, and the Store reads the waiter behind e, for e's release
+// to hand over to. s.mu must be held.
+func (s *Store) nextInLineLocked(name string, e *entry) {
+	if !e.first {
+		e.first = true
+		if f := s.followers[name]; f != nil {
+			f.poke()
+		}
+	}
+	if e.next != nil || e.nextReading || s.closed {
+		return
+	}
+	e.nextReading = true
+	_, _, qp := s.Keys(name)
+	s.goTask(func(ctx context.Context) {
+		// Serializable: a stale answer names a waiter that may have left
+		// since, and the release's conditions check that.
+		r, err := s.client.Get(ctx, qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1), clientv3.WithSerializable())...)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		e.nextReading = false
+		if err == nil && e.next == nil {
+			e.next = successorOf(kvOrNil(r.Kvs))
+		}
+	})
+}
+
+// claimNonce returns the nonce of the claim kv, or "" if it does not parse.
+func claimNonce(kv *mvccpb.KeyValue) string {
+	v, err := decodeValue(kv.Value)
+	if err != nil {
+		return ""
+	}
+	return v.nonce
 }

@@ -379,11 +379,12 @@ func TestFairRetryAfterQueueing(t *testing.T) {
 	}
 }
 
-// TestFairCollectFromEvent: a waiter whose predecessor holds the lock
-// learns it from its claim watch and reads the waiter behind it ahead of
-// time; when the predecessor's release hands the lock over, the waiter
-// collects it from the watch event, without a request to etcd, and its
-// own release hands the lock on to the waiter behind it.
+// TestFairCollectFromEvent: the release that hands the lock to a waiter
+// touches that waiter's queue key, so the waiter behind it learns that it
+// is next in line: its Store watches the claim and reads the waiter behind
+// it ahead of time. When the lock is handed to it in turn, it collects the
+// lock from the claim watch's event, without a request to etcd, and its own
+// release hands the lock on to the waiter behind it.
 func TestFairCollectFromEvent(t *testing.T) {
 	srv := startEtcd(t)
 	opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)}
@@ -403,7 +404,7 @@ func TestFairCollectFromEvent(t *testing.T) {
 		wake <-chan struct{}
 	}
 	var ws []*waiter
-	for _, id := range []string{"h", "w1", "w2"} {
+	for _, id := range []string{"w0", "w1", "w2", "w3"} {
 		c, n := connectCounting(t, srv.Endpoint())
 		w := &waiter{s: newStore(t, c, opts...), n: n, req: baton.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}}
 		var err error
@@ -429,44 +430,53 @@ func TestFairCollectFromEvent(t *testing.T) {
 			}
 		}
 	}
-	// first had no place: h acquires with a transaction. w1's claim watch
-	// shows h, the owner just ahead of w1, holding: w1 reads w2's place.
+	handedTo := func(id, nonce string, above uint64) {
+		t.Helper()
+		r, err := client.Get(ctx, ck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kv := kvOrNil(r.Kvs); kv == nil || !strings.Contains(string(kv.Value), " holder="+id+" nonce="+nonce+" ") || uint64(kv.ModRevision) <= above {
+			t.Fatalf("the claim is %v; want it handed to %s above token %d", kv, id, above)
+		}
+	}
+	// first had no place: w0 acquires with a transaction; its release
+	// hands the lock to w1 and touches w1's key: w2 is next in line.
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	gh := acquire(ws[0])
-	time.Sleep(300 * time.Millisecond) // let w1's Store read the place behind it
-	if err := ws[0].s.Release(ctx, gh); err != nil {
+	g0 := acquire(ws[0])
+	if err := ws[0].s.Release(ctx, g0); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "w1's wake-up", ws[1].wake)
-	time.Sleep(100 * time.Millisecond) // the claim's event, if the key ahead's came first
-	before := ws[1].n.snapshot()
-	g1, err := ws[1].s.TryAcquire(ctx, "job", ws[1].req)
-	if err != nil {
-		t.Fatalf("w1 collecting the handed lock: %v", err)
-	}
-	after := ws[1].n.snapshot()
-	for _, m := range []string{"Txn", "Range"} {
-		if d := after[m] - before[m]; d != 0 {
-			t.Errorf("w1 collected with %d %s requests; want none", d, m)
-		}
-	}
-	if g1.Token <= gh.Token {
-		t.Errorf("w1's token %d after h's %d", g1.Token, gh.Token)
-	}
-	// w1 knew w2: its release hands the lock to w2.
+	handedTo("w1", ws[1].req.Nonce, g0.Token)
+	g1 := acquire(ws[1])
+	time.Sleep(300 * time.Millisecond) // let w2's Store watch the claim and read w3's place
 	if err := ws[1].s.Release(ctx, g1); err != nil {
 		t.Fatal(err)
 	}
-	r, err := client.Get(ctx, ck)
+	within(t, 5*time.Second, "w2's wake-up", ws[2].wake)
+	time.Sleep(100 * time.Millisecond) // the claim's event, if the key ahead's came first
+	before := ws[2].n.snapshot()
+	g2, err := ws[2].s.TryAcquire(ctx, "job", ws[2].req)
 	if err != nil {
+		t.Fatalf("w2 collecting the handed lock: %v", err)
+	}
+	after := ws[2].n.snapshot()
+	for _, m := range []string{"Txn", "Range"} {
+		if d := after[m] - before[m]; d != 0 {
+			t.Errorf("w2 collected with %d %s requests; want none", d, m)
+		}
+	}
+	if g2.Token <= g1.Token {
+		t.Errorf("w2's token %d after w1's %d", g2.Token, g1.Token)
+	}
+	// w2 knew w3: its release hands the lock to w3.
+	if err := ws[2].s.Release(ctx, g2); err != nil {
 		t.Fatal(err)
 	}
-	if kv := kvOrNil(r.Kvs); kv == nil || !strings.Contains(string(kv.Value), " holder=w2 nonce="+ws[2].req.Nonce+" ") || uint64(kv.ModRevision) <= g1.Token {
-		t.Fatalf("after w1's release the claim is %v; want it handed to w2", kv)
-	}
-	if g2 := acquire(ws[2]); g2.Holder != "w2" {
-		t.Fatalf("w2's grant %+v", g2)
+	handedTo("w3", ws[3].req.Nonce, g2.Token)
+	if g3 := acquire(ws[3]); g3.Holder != "w3" || g3.Token <= g2.Token {
+		t.Fatalf("w3's grant %+v after token %d", g3, g2.Token)
 	}
 }

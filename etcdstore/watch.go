@@ -153,8 +153,10 @@ func (s *Store) Watch(ctx context.Context, name string) (<-chan struct{}, error)
 	}
 	f := s.followers[name]
 	if f != nil && !f.idle.IsZero() {
+		// The spec did not change: what the follower checked while idle
+		// holds (a change it saw then raised seen, so the next attempt
+		// reads).
 		f.idle, f.rejoined = time.Time{}, true
-		f.gen++
 		f.poke()
 	}
 	if f == nil {
@@ -310,9 +312,10 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 	// Store waits, so that a claim handed to one of its places is
 	// collected from the event (see claimChangedLocked).
 	var (
-		cwch    clientv3.WatchChan
-		ccancel context.CancelFunc = func() {}
-		cAfter  time.Time          // no new claim watch before (after one broke)
+		cwch     clientv3.WatchChan
+		ccancel  context.CancelFunc = func() {}
+		cAfter   time.Time          // no new claim watch before (after one broke)
+		cCreated int64              // the claim watch's start revision; 0 until etcd confirms it
 		// A deletion of the key ahead of a place that is next in line
 		// comes with a change of the claim in the same transaction; its
 		// signal waits (deferRev) for the claim watch to deliver that
@@ -415,10 +418,21 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 		case watching != spec.obs.target:
 			start(spec.obs.target)
 		}
-		if s.fair && cwch == nil && spec.waiting && spec.obs.target != ck && !time.Now().Before(cAfter) {
+		// The claim watch is open while the Store's first place is next
+		// in line (or was handed the lock and not yet collected it).
+		s.mu.Lock()
+		head := s.headEntryLocked(f.name)
+		wantClaim := s.fair && spec.waiting && spec.obs.target != ck && head != nil && (head.first || head.handed != nil)
+		s.mu.Unlock()
+		switch {
+		case wantClaim && cwch == nil && !time.Now().Before(cAfter):
 			cctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 			ccancel = cancel
-			cwch = s.client.Watch(cctx, ck)
+			cwch, cCreated = s.client.Watch(cctx, ck, clientv3.WithCreatedNotify()), 0
+		case !wantClaim && cwch != nil:
+			ccancel()
+			cwch, cCreated = nil, 0
+			undefer()
 		}
 		if wch != nil && created != 0 {
 			switch {
@@ -476,7 +490,7 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 		case wr, ok := <-cwch:
 			if !ok || wr.Err() != nil || wr.Canceled {
 				ccancel()
-				cwch, cAfter = nil, time.Now().Add(maxBackoff)
+				cwch, cCreated, cAfter = nil, 0, time.Now().Add(maxBackoff)
 				if ctx.Err() != nil {
 					return
 				}
@@ -488,6 +502,10 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 				}
 				s.mu.Unlock()
 				undefer()
+				continue
+			}
+			if wr.Created {
+				cCreated = max(wr.Header.Revision, 1)
 				continue
 			}
 			reached := false
@@ -540,14 +558,23 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 					if spec.waiting && ev.Kv.ModRevision <= spec.obs.rev {
 						continue // the waiter's read already reflects it
 					}
+					if s.fair && spec.waiting && watching != ck && ev.Type == mvccpb.PUT {
+						// The key ahead was touched: the lock was handed to
+						// its owner (see deleteClaim), and the Store's first
+						// place is next in line. Nothing to retry yet.
+						if e := s.headEntryLocked(f.name); e != nil && e.obs.target == watching {
+							s.nextInLineLocked(f.name, e)
+						}
+						continue
+					}
 					f.fresh = 0
 					f.seen = max(f.seen, ev.Kv.ModRevision)
 					// A waiter cares for the deletion of the key it waits
 					// for, or (fair mode) a claim put over the one it
 					// waits for: a holder without a place handed it over.
 					if !spec.waiting || ev.Type == mvccpb.DELETE || s.fair && watching == ck {
-						if e := s.headEntryLocked(f.name); ev.Type == mvccpb.DELETE && watching != ck && cwch != nil &&
-							e != nil && e.first && e.handed == nil && deferRev == 0 {
+						if e := s.headEntryLocked(f.name); ev.Type == mvccpb.DELETE && watching != ck && cCreated != 0 &&
+							cCreated < ev.Kv.ModRevision && e != nil && e.first && e.handed == nil && deferRev == 0 {
 							deferRev = ev.Kv.ModRevision
 							if dTimer == nil {
 								dTimer = time.NewTimer(deferFor)
