@@ -150,15 +150,24 @@
 // revision is served by etcd only at its next periodic resync, 100ms
 // later), so a lock changes hands one round trip after its release. While
 // the watch is established and nothing changed, an attempt answers "held"
-// locally, so the engine's periodic retries cost nothing.
+// locally, so the engine's periodic retries cost nothing. A watch that
+// starts after the waiter's read compares the key with that read once it
+// is established (a serializable read, if the member has caught up with
+// the watch's start: the watch covers what follows) and wakes the waiter
+// if it changed in between; in fair mode the engine's retry right after
+// the attempt that took a place (it retries at once when its Watch opens)
+// relies on that comparison and asks etcd nothing.
 //
 // # Fair mode
 //
 // With WithFair(true), contenders that wait in baton.Mutex.Lock (or an
 // Elector) get the lock in the order in which they started waiting, and
-// each is woken only when the key just ahead of it in the queue changes:
-// no thundering herd, one waiter woken per handover. A handover costs one
-// transaction (the release, which hands the lock over) and one read.
+// each is woken only when the key just ahead of it in the queue is
+// deleted or the lock is handed to it: no thundering herd, one waiter
+// woken per handover. A handover costs one transaction (the release, which
+// hands the lock over); the waiter normally collects the lock from a watch
+// event, without a request, having read the waiter behind it while it was
+// next in line.
 //
 //   - An attempt that waits (baton.Request.Waiting: every attempt of Lock
 //     and of a campaign; or any attempt while a Watch of the lock is open
@@ -172,13 +181,16 @@
 //     the queue is empty, and when the Store's last look found the lock
 //     busy it reads before it writes (a read costs etcd no disk sync).
 //   - Handoff: a holder that acquired with a place reads, in the same
-//     transaction or read, the oldest place behind its own. Its release is
+//     transaction or read, the oldest place behind its own (or read it
+//     ahead of time: see "Collecting from the watch"). Its release is
 //     one transaction: if its claim is still its own and that place's key
 //     is unchanged (same create and mod revision), the claim is put with
 //     that waiter's claim value (its queue value without the mark: holder,
 //     the nonce of its Lock call, TTL), on that waiter's lease, and the
-//     /last record with it, and the holder's queue key is deleted;
-//     otherwise the claim and the queue key are deleted. (etcd refuses a
+//     /last record with it; that waiter's queue key is touched (put with
+//     its value and lease kept: only its mod revision moves), and the
+//     holder's queue key is deleted; otherwise the claim and the queue key
+//     are deleted. (etcd refuses a
 //     delete and a put of one key on one path of a transaction, so the
 //     claim is overwritten in place: hence tokens are mod revisions.) A
 //     holder that did not queue (the lock was free) knows no waiter and
@@ -193,8 +205,36 @@
 //     rewrites the claim for the attempt first). If the claim is free and
 //     no queue key is older, one transaction acquires on those conditions.
 //     (A waiter waiting for the claim itself, whose holder did not queue,
-//     skips the read when the watch reports a change of the claim.) Its queue key stays, as the holder's, until the
-//     claim ends, so the waiter behind it keeps waiting for that one key.
+//     skips the read when the watch reports a change of the claim.) Its
+//     queue key stays, as the holder's, until the claim ends, so the
+//     waiter behind it keeps waiting for that one key.
+//   - Collecting from the watch: a place is next in line when its Store
+//     sees the key just ahead of it touched (the lock was handed to that
+//     key's owner), or reads the claim held by that key's owner. Its
+//     Store then also watches the claim key (a second etcd watch, until
+//     the place is consumed or abandoned; in fair mode a Store's watches
+//     of a lock stay open for a second after its last Watch of the lock
+//     ends, for its next Lock), and reads the oldest place behind its own
+//     (serializably, while the lock is still held), for its release to
+//     hand over to. When an event shows the claim holding the place's
+//     claim value on the place's lease, with a mod revision above the
+//     place's create revision, the lock was handed to it: the next attempt
+//     collects it from the event, as it would from the read above (same
+//     conditions; the token is the event's mod revision), without a
+//     request. The deletion of the key ahead is in the same transaction
+//     but arrives on the other watch; if the claim watch started before
+//     it, the waiter's wake-up waits up to 5ms for the claim's event. If
+//     the event is missed (the claim watch started late or broke) or the
+//     place behind is not known, the attempt reads as above. An event is a
+//     committed state of etcd at its revision, as a serializable read's
+//     answer is; and a claim handed to a place stays that place's until
+//     its Store deletes it or its lease ends (see the next point), so
+//     collecting it needs no fresher look. The place behind, read ahead
+//     of time, may be gone by the release: the release's condition (its
+//     key unchanged) then fails and it releases plainly; a place created
+//     after that read is younger, so arrival order is kept. Nothing else
+//     writes a queue key, so only a handoff moves a waiting key's mod
+//     revision, and only the release that hands over compares it.
 //   - The engine's clock model still holds for a handed claim (DESIGN
 //     invariant 3: etcd keeps the claim at least until the send time S of
 //     the acquiring request plus the TTL). The claim was written before S,
@@ -241,9 +281,9 @@
 //
 // The trade-offs: a place is per holder identity, so two goroutines of one
 // baton.Mutex share one place (they are not ordered between themselves;
-// different Mutexes have different identities by default). A waiter that
-// is not first learns of a new holder only at its engine's next periodic
-// retry (Store.Observe follows the holder at once). All clients of a lock
+// different Mutexes have different identities by default). A waiter
+// that is not first learns of a new holder only at its engine's
+// next periodic retry (Store.Observe follows the holder at once). All clients of a lock
 // should use the same mode: exclusion and tokens hold across modes, but a
 // Store without fair mode does not queue and can overtake the queue.
 // Queue values of Stores that collect handed claims carry the handoff=1
@@ -265,6 +305,7 @@
 //
 // A Store runs a session goroutine (keepalives, verification, clean-up),
 // one goroutine per open keepalive stream, one per lock with an open Watch
+// (in fair mode, until a second after the last one ended)
 // and one per Observe, plus short-lived ones for background requests.
 // Close ends them all and waits for them. The etcd client's own goroutines
 // end when the client is closed.

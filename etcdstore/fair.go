@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -35,6 +36,22 @@ type entry struct {
 	retryAt      time.Time
 	owners       []owner // contexts of the attempts that use it
 	pinned       bool    // an attempt used it with a context that never ends
+	// ahead names the owner (holder and nonce) of the queue key just ahead
+	// of this place as last read, if that key takes handoffs: once the
+	// claim shows that owner, this place is next in line.
+	aheadHolder, aheadNonce string
+	// handed is the claim as the follower's claim watch delivered it when
+	// a releasing holder handed the lock to this place (see handedTo);
+	// an attempt collects it without a read.
+	handed *mvccpb.KeyValue
+	// next is the oldest waiter behind this place as last read (nil if
+	// none was found yet), for the release to hand the claim to.
+	next        *successor
+	nextReading bool // a read of next is in flight
+	// first: the claim watch last delivered a claim of the owner just
+	// ahead; that owner's release will put or delete the claim in the
+	// transaction that deletes the key ahead.
+	first bool
 }
 
 // owner is the context of an attempt that uses an entry: when every
@@ -192,8 +209,17 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 	}
 	queue := f != nil || req.Waiting
 	readFirst := false
+	var (
+		handed *mvccpb.KeyValue
+		next   *successor
+	)
 	if e != nil {
 		s.addOwnerLocked(e, ctx)
+		if e.handed != nil && e.next != nil {
+			// The follower saw the lock handed to this place, and the
+			// waiter behind it is known: collect without a read.
+			handed, next = e.handed, e.next
+		}
 		ck, _, _ := s.Keys(name)
 		// Woken by a change of the claim itself (the waiter is first and
 		// its holder had no place, so it released without a handoff), the
@@ -201,6 +227,9 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 		readFirst = e.obs.target != ck || f == nil || f.seen <= e.obs.rev
 	}
 	s.mu.Unlock()
+	if handed != nil {
+		return s.collect(ctx, name, req, ek, e, handed, next)
+	}
 	if e != nil {
 		if err := s.cachedHeld(f, name); err != nil {
 			return baton.Grant{}, err
@@ -253,7 +282,7 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 		ownKV := kvOrNil(resp.Responses[2].GetResponseRange().GetKvs())
 		switch {
 		case handedTo(e, claimKV):
-			return s.collect(ctx, name, req, ek, e, claimKV, kvOrNil(resp.Responses[3].GetResponseRange().GetKvs()))
+			return s.collect(ctx, name, req, ek, e, claimKV, s.nextOf(e, resp.Responses[3]))
 		case claimKV != nil || aheadKV != nil || ownKV == nil:
 			s.mu.Lock()
 			s.busy[name] = true
@@ -383,7 +412,7 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 		if e != nil {
 			// The lock may have been handed to this place meanwhile.
 			if claimKV := kvOrNil(resp.Responses[0].GetResponseRange().GetKvs()); handedTo(e, claimKV) {
-				return s.collect(ctx, name, req, ek, e, claimKV, kvOrNil(resp.Responses[3].GetResponseRange().GetKvs()))
+				return s.collect(ctx, name, req, ek, e, claimKV, s.nextOf(e, resp.Responses[3]))
 			}
 		}
 		return baton.Grant{}, s.heldFair(ctx, name, req, ek, e, l, qk, resp)
@@ -397,16 +426,27 @@ func handedTo(e *entry, claim *mvccpb.KeyValue) bool {
 		claim.Lease == int64(e.lease.id) && claim.ModRevision > e.rev
 }
 
+// nextOf returns the waiter behind e that the read r (of the first queue
+// key after e's) found, or else the one e knows from an earlier read.
+func (s *Store) nextOf(e *entry, r *etcdserverpb.ResponseOp) *successor {
+	if n := successorOf(kvOrNil(r.GetResponseRange().GetKvs())); n != nil {
+		return n
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return e.next
+}
+
 // collect returns the grant of a claim that a releasing holder handed to
-// the place e (claim is the claim key as read; next, if not nil, the queue
-// key behind e). The claim is on e's lease, which this Store keeps alive:
+// the place e (claim is the claim key as read or as a watch event
+// delivered it; next, if not nil, the waiter behind e). The claim is on e's lease, which this Store keeps alive:
 // collect makes sure, before it returns, that etcd keeps the lease for the
 // request's TTL from a moment after the engine sent the request, as an
 // acquire does; see "Fair mode" in the package documentation for why that
 // keeps the engine's clock model. If the attempt's nonce or TTL is not the
 // one the place queued with (another goroutine of the same holder queued
 // it), one transaction rewrites the claim for the attempt first.
-func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek entryKey, e *entry, claim, nextKV *mvccpb.KeyValue) (baton.Grant, error) {
+func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek entryKey, e *entry, claim *mvccpb.KeyValue, next *successor) (baton.Grant, error) {
 	v, err := decodeValue(claim.Value)
 	if err != nil {
 		ck, _, _ := s.Keys(name)
@@ -432,7 +472,6 @@ func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek 
 			s.mu.Unlock()
 		}
 	}()
-	next := successorOf(nextKV)
 	l := e.lease
 	var sent time.Time
 	rewritten := false
@@ -571,11 +610,15 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 		}
 		claimVal, _ := handedValue(own.Value)
 		ne := &entry{name: name, holder: req.Holder, key: qk, rev: own.CreateRevision, claimVal: claimVal, lease: l, since: time.Now(), obs: obs}
+		ne.aheadHolder, ne.aheadNonce = ownerOf(aheadKV)
 		l.entries[ne] = struct{}{}
+		if claimKV != nil && ne.aheadHolder != "" && he.Holder == ne.aheadHolder && claimNonce(claimKV) == ne.aheadNonce {
+			ne.first = true // the key ahead is the holder's
+		}
 		switch {
 		case s.closed || l.dead != nil:
 			delete(l.entries, ne) // the key expires with the lease
-		case s.entries[ek] != nil || s.followers[name] == nil && !req.Waiting:
+		case s.entries[ek] != nil || !s.watchingLocked(name) && !req.Waiting:
 			// A sibling attempt of the same holder enqueued first, or the
 			// last Watch ended meanwhile: this place is not needed.
 			ne.doomed = true
@@ -602,8 +645,113 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 		}
 		if obs.rev > e.obs.rev {
 			e.obs = obs
+			e.aheadHolder, e.aheadNonce = ownerOf(aheadKV)
+			e.first = false
+			if n := successorOf(kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())); n != nil {
+				e.next = n
+			}
 			s.specChangedLocked(name)
 		}
 	}
 	return heldErr
+}
+
+// ownerOf returns the holder and nonce of the queue key kv if it takes
+// handoffs, and empty strings otherwise.
+func ownerOf(kv *mvccpb.KeyValue) (holder, nonce string) {
+	if kv == nil {
+		return "", ""
+	}
+	v, ok := handedValue(kv.Value)
+	if !ok {
+		return "", ""
+	}
+	d, err := decodeValue([]byte(v))
+	if err != nil {
+		return "", ""
+	}
+	return d.holder, d.nonce
+}
+
+// claimChangedLocked applies a change of the claim that the follower's
+// claim watch delivered (fair mode) to the Store's places in name's queue:
+// a claim handed to a place is kept for its next attempt to collect (and
+// its waiters are signalled); a claim that shows the owner of the key just
+// ahead of a place makes that place next in line, and the Store reads the
+// waiter behind it, for its release to hand the lock to, while the lock is
+// still held. s.mu must be held.
+func (s *Store) claimChangedLocked(f *follower, ev *clientv3.Event) {
+	var owner value
+	decoded := false
+	kv := ev.Kv
+	for k, e := range s.entries {
+		if k.name != f.name || e.lost != nil || e.consumed || e.doomed {
+			continue
+		}
+		if ev.Type != mvccpb.PUT {
+			e.first = false
+			continue
+		}
+		if handedTo(e, kv) {
+			e.handed = kv
+			f.fresh = 0
+			f.seen = max(f.seen, kv.ModRevision)
+			f.signalLocked()
+			continue
+		}
+		e.first = false
+		if e.aheadHolder == "" {
+			continue
+		}
+		if !decoded {
+			v, err := decodeValue(kv.Value)
+			if err != nil {
+				return
+			}
+			owner, decoded = v, true
+		}
+		if owner.holder != e.aheadHolder || owner.nonce != e.aheadNonce {
+			continue
+		}
+		s.nextInLineLocked(f.name, e)
+	}
+}
+
+// nextInLineLocked marks e as next in line: its predecessor holds the
+// lock (the claim showed its owner, or the releasing transaction that
+// handed the lock to it touched its queue key). The follower then watches
+// the claim too, and the Store reads the waiter behind e, for e's release
+// to hand over to. s.mu must be held.
+func (s *Store) nextInLineLocked(name string, e *entry) {
+	if !e.first {
+		e.first = true
+		if f := s.followers[name]; f != nil {
+			f.poke()
+		}
+	}
+	if e.next != nil || e.nextReading || s.closed {
+		return
+	}
+	e.nextReading = true
+	_, _, qp := s.Keys(name)
+	s.goTask(func(ctx context.Context) {
+		// Serializable: a stale answer names a waiter that may have left
+		// since, and the release's conditions check that.
+		r, err := s.client.Get(ctx, qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1), clientv3.WithSerializable())...)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		e.nextReading = false
+		if err == nil && e.next == nil {
+			e.next = successorOf(kvOrNil(r.Kvs))
+		}
+	})
+}
+
+// claimNonce returns the nonce of the claim kv, or "" if it does not parse.
+func claimNonce(kv *mvccpb.KeyValue) string {
+	v, err := decodeValue(kv.Value)
+	if err != nil {
+		return ""
+	}
+	return v.nonce
 }

@@ -316,3 +316,167 @@ func TestFairTightLoop(t *testing.T) {
 		t.Logf("round %d: %d acquisitions in %v", round, contenders*each, time.Since(start))
 	}
 }
+
+// TestFairRetryAfterQueueing: the engine's attempt right after the one
+// that took a place in the queue (it retries at once when its Watch opens)
+// asks etcd nothing; the follower compares the place's read with the
+// watch's start instead. A release between the place's read and the
+// watch's start still wakes the waiter, which then acquires.
+func TestFairRetryAfterQueueing(t *testing.T) {
+	srv := startEtcd(t)
+	opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)}
+	const ttl = 10 * time.Second
+	ctx := t.Context()
+	for _, releaseFirst := range []bool{false, true} {
+		holder := lock(t, newMutex(t, newStore(t, connect(t, srv.Endpoint()), opts...), "job", "holder", ttl))
+		client, n := connectCounting(t, srv.Endpoint())
+		s := newStore(t, client, opts...)
+		req := baton.Request{Holder: "waiter", Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}
+		if _, err := s.TryAcquire(ctx, "job", req); !errors.Is(err, baton.ErrHeld) {
+			t.Fatalf("first attempt: %v, want ErrHeld", err)
+		}
+		if releaseFirst {
+			// Released (plainly: the holder had no place) before the
+			// waiter's watch starts.
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wctx, stop := context.WithCancel(ctx)
+		wake, err := s.Watch(wctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := n.snapshot()["Txn"]
+		if _, err := s.TryAcquire(ctx, "job", req); !errors.Is(err, baton.ErrHeld) {
+			t.Fatalf("releaseFirst=%v: the attempt after the Watch opened: %v, want ErrHeld", releaseFirst, err)
+		}
+		if got := n.snapshot()["Txn"] - before; got != 0 {
+			t.Errorf("releaseFirst=%v: the attempt after the Watch opened sent %d transactions; want none", releaseFirst, got)
+		}
+		if !releaseFirst {
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var g baton.Grant
+		for {
+			within(t, 5*time.Second, "the waiter's wake-up", wake)
+			if g, err = s.TryAcquire(ctx, "job", req); err == nil {
+				break
+			}
+			if !errors.Is(err, baton.ErrHeld) {
+				t.Fatal(err)
+			}
+		}
+		if g.Token <= holder.Token() {
+			t.Errorf("token %d after %d", g.Token, holder.Token())
+		}
+		if err := s.Release(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		stop()
+	}
+}
+
+// TestFairCollectFromEvent: the release that hands the lock to a waiter
+// touches that waiter's queue key, so the waiter behind it learns that it
+// is next in line: its Store watches the claim and reads the waiter behind
+// it ahead of time. When the lock is handed to it in turn, it collects the
+// lock from the claim watch's event, without a request to etcd, and its own
+// release hands the lock on to the waiter behind it.
+func TestFairCollectFromEvent(t *testing.T) {
+	srv := startEtcd(t)
+	opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)}
+	const ttl = 10 * time.Second
+	ctx := t.Context()
+	client := connect(t, srv.Endpoint())
+	ck, _, qp := newStore(t, client, opts...).Keys("job")
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	queue := client.Watch(wctx, qp, clientv3.WithPrefix())
+	first := lock(t, newMutex(t, newStore(t, connect(t, srv.Endpoint()), opts...), "job", "first", ttl))
+
+	type waiter struct {
+		s    *etcdstore.Store
+		n    *counts
+		req  baton.Request
+		wake <-chan struct{}
+	}
+	var ws []*waiter
+	for _, id := range []string{"w0", "w1", "w2", "w3"} {
+		c, n := connectCounting(t, srv.Endpoint())
+		w := &waiter{s: newStore(t, c, opts...), n: n, req: baton.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}}
+		var err error
+		if w.wake, err = w.s.Watch(wctx, "job"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.s.TryAcquire(ctx, "job", w.req); !errors.Is(err, baton.ErrHeld) {
+			t.Fatalf("%s: %v, want ErrHeld", id, err)
+		}
+		awaitQueued(t, queue, id)
+		ws = append(ws, w)
+	}
+	acquire := func(w *waiter) baton.Grant {
+		t.Helper()
+		for {
+			within(t, 5*time.Second, w.req.Holder+"'s wake-up", w.wake)
+			g, err := w.s.TryAcquire(ctx, "job", w.req)
+			if err == nil {
+				return g
+			}
+			if !errors.Is(err, baton.ErrHeld) {
+				t.Fatalf("%s: %v", w.req.Holder, err)
+			}
+		}
+	}
+	handedTo := func(id, nonce string, above uint64) {
+		t.Helper()
+		r, err := client.Get(ctx, ck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kv := kvOrNil(r.Kvs); kv == nil || !strings.Contains(string(kv.Value), " holder="+id+" nonce="+nonce+" ") || uint64(kv.ModRevision) <= above {
+			t.Fatalf("the claim is %v; want it handed to %s above token %d", kv, id, above)
+		}
+	}
+	// first had no place: w0 acquires with a transaction; its release
+	// hands the lock to w1 and touches w1's key: w2 is next in line.
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g0 := acquire(ws[0])
+	if err := ws[0].s.Release(ctx, g0); err != nil {
+		t.Fatal(err)
+	}
+	handedTo("w1", ws[1].req.Nonce, g0.Token)
+	g1 := acquire(ws[1])
+	time.Sleep(300 * time.Millisecond) // let w2's Store watch the claim and read w3's place
+	if err := ws[1].s.Release(ctx, g1); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, "w2's wake-up", ws[2].wake)
+	time.Sleep(100 * time.Millisecond) // the claim's event, if the key ahead's came first
+	before := ws[2].n.snapshot()
+	g2, err := ws[2].s.TryAcquire(ctx, "job", ws[2].req)
+	if err != nil {
+		t.Fatalf("w2 collecting the handed lock: %v", err)
+	}
+	after := ws[2].n.snapshot()
+	for _, m := range []string{"Txn", "Range"} {
+		if d := after[m] - before[m]; d != 0 {
+			t.Errorf("w2 collected with %d %s requests; want none", d, m)
+		}
+	}
+	if g2.Token <= g1.Token {
+		t.Errorf("w2's token %d after w1's %d", g2.Token, g1.Token)
+	}
+	// w2 knew w3: its release hands the lock to w3.
+	if err := ws[2].s.Release(ctx, g2); err != nil {
+		t.Fatal(err)
+	}
+	handedTo("w3", ws[3].req.Nonce, g2.Token)
+	if g3 := acquire(ws[3]); g3.Holder != "w3" || g3.Token <= g2.Token {
+		t.Fatalf("w3's grant %+v after token %d", g3, g2.Token)
+	}
+}

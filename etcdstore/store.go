@@ -454,7 +454,11 @@ func (s *Store) deleteClaim(ctx context.Context, c *claim, handoff bool) (ours, 
 	then := release
 	n := c.next
 	if handoff && n != nil {
-		hand := []clientv3.Op{clientv3.OpPut(ck, n.val, clientv3.WithLease(clientv3.LeaseID(n.lease))), clientv3.OpPut(lk, n.val)}
+		// The waiter's queue key is touched (its mod revision moves; value
+		// and lease stay) so that the waiter behind it, which watches it,
+		// learns that it is next in line (see "Fair mode").
+		hand := []clientv3.Op{clientv3.OpPut(ck, n.val, clientv3.WithLease(clientv3.LeaseID(n.lease))), clientv3.OpPut(lk, n.val),
+			clientv3.OpPut(n.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}
 		if c.entry != "" {
 			hand = append(hand, clientv3.OpDelete(c.entry))
 		}

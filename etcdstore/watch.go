@@ -59,8 +59,23 @@ type follower struct {
 	// tryAcquireFair) must be at least that recent.
 	seen   int64
 	broken bool
-	wake   chan struct{} // capacity 1: the spec or the attempts changed
-	cancel context.CancelFunc
+	// checked is the spec generation that the running watch was last
+	// compared with (0: none since it started). A generation not yet
+	// compared will be: the follower then either marks it fresh or
+	// signals (a change after its observation, a read that failed, a
+	// watch that broke), so until then an attempt may answer "held" from
+	// that observation too (fair mode; see cachedHeld).
+	checked uint64
+	// idle (fair mode) is when the last registration ended, zero while
+	// there are registrations. An idle follower keeps its claim watch for
+	// lingerFor, so that the Store's next Lock of the name (a holder that
+	// locks again) does not start another; it serves no Watch meanwhile.
+	idle time.Time
+	// rejoined: a registration was added to an idle follower; plain
+	// watchers are told again once the watch is established.
+	rejoined bool
+	wake     chan struct{} // capacity 1: the spec or the attempts changed
+	cancel   context.CancelFunc
 }
 
 // reg is one Watch registration.
@@ -137,6 +152,13 @@ func (s *Store) Watch(ctx context.Context, name string) (<-chan struct{}, error)
 		go s.anchor()
 	}
 	f := s.followers[name]
+	if f != nil && !f.idle.IsZero() {
+		// The spec did not change: what the follower checked while idle
+		// holds (a change it saw then raised seen, so the next attempt
+		// reads).
+		f.idle, f.rejoined = time.Time{}, true
+		f.poke()
+	}
 	if f == nil {
 		fctx, cancel := context.WithCancel(s.ctx)
 		// gen starts at 1: fresh == 0 means "not known to be fresh", and a
@@ -169,10 +191,25 @@ func (s *Store) unwatch(f *follower, r *reg) {
 	close(r.ch)
 	delete(f.regs, r)
 	if len(f.regs) == 0 && s.followers[f.name] == f {
-		delete(s.followers, f.name)
-		f.cancel()
+		if s.fair {
+			f.idle = time.Now()
+			f.poke()
+		} else {
+			delete(s.followers, f.name)
+			f.cancel()
+		}
 		s.dropEntriesLocked(f.name)
 	}
+}
+
+// lingerFor is how long an idle follower (fair mode) keeps its watches.
+const lingerFor = time.Second
+
+// watchingLocked reports whether a Watch of name is open in the Store.
+// s.mu must be held.
+func (s *Store) watchingLocked(name string) bool {
+	f := s.followers[name]
+	return f != nil && len(f.regs) > 0
 }
 
 // beginAttempt counts an acquire attempt for name, for the follower.
@@ -180,9 +217,10 @@ func (s *Store) beginAttempt(name string) *follower {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.followers[name]
-	if f != nil {
-		f.inflight++
+	if f == nil || len(f.regs) == 0 {
+		return nil // none, or idle
 	}
+	f.inflight++
 	return f
 }
 
@@ -241,7 +279,13 @@ func (s *Store) cachedHeld(f *follower, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	spec := s.specLocked(f)
-	if !spec.waiting || f.fresh != f.gen {
+	// In fair mode an observation the follower has yet to compare with its
+	// watch counts as fresh: if anything changed since, the follower will
+	// signal (see checked). So the attempt that follows the one that took
+	// a place (the engine retries once the Watch is open) asks etcd
+	// nothing.
+	pending := s.fair && f.checked != f.gen && !f.broken && spec.obs.rev >= f.seen
+	if !spec.waiting || f.fresh != f.gen && !pending {
 		return nil
 	}
 	he := &baton.HeldError{Key: name, Holder: spec.obs.holder, Token: spec.obs.token}
@@ -258,17 +302,48 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 		wch      clientv3.WatchChan
 		wcancel  context.CancelFunc = func() {}
 		watching string
-		created  int64  // revision at which the current watch started; 0 until etcd confirms it
-		checked  uint64 // the spec generation compared with the watch's start
-		pureDone bool   // plain watchers were told that the watch is established
+		created  int64 // revision at which the current watch started; 0 until etcd confirms it
+		pureDone bool  // plain watchers were told that the watch is established
 		retry    *time.Timer
 		retryC   <-chan time.Time
 		backoff  time.Duration
 	)
+	// In fair mode a second watch follows the claim itself while this
+	// Store waits, so that a claim handed to one of its places is
+	// collected from the event (see claimChangedLocked).
+	var (
+		cwch     clientv3.WatchChan
+		ccancel  context.CancelFunc = func() {}
+		cAfter   time.Time          // no new claim watch before (after one broke)
+		cCreated int64              // the claim watch's start revision; 0 until etcd confirms it
+		// A deletion of the key ahead of a place that is next in line
+		// comes with a change of the claim in the same transaction; its
+		// signal waits (deferRev) for the claim watch to deliver that
+		// change, so that a handed claim is collected from the event, but
+		// no longer than deferFor.
+		deferRev int64
+		dTimer   *time.Timer
+		dC       <-chan time.Time
+	)
+	const deferFor = 5 * time.Millisecond
+	undefer := func() {
+		if deferRev != 0 {
+			deferRev, dC = 0, nil
+			dTimer.Stop()
+			s.mu.Lock()
+			f.signalLocked()
+			s.mu.Unlock()
+		}
+	}
+	ck, _, _ := s.Keys(f.name)
 	defer func() {
 		wcancel()
+		ccancel()
 		if retry != nil {
 			retry.Stop()
+		}
+		if dTimer != nil {
+			dTimer.Stop()
 		}
 	}()
 	start := func(target string) {
@@ -276,7 +351,10 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wcancel = cancel
 		wch = s.client.Watch(wctx, target, clientv3.WithCreatedNotify())
-		watching, created, checked, pureDone = target, 0, 0, false
+		watching, created, pureDone = target, 0, false
+		s.mu.Lock()
+		f.checked = 0
+		s.mu.Unlock()
 	}
 	signal := func() {
 		s.mu.Lock()
@@ -284,12 +362,51 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 		f.signalLocked()
 		s.mu.Unlock()
 	}
+	var (
+		lingerT *time.Timer
+		lingerC <-chan time.Time
+	)
+	defer func() {
+		if lingerT != nil {
+			lingerT.Stop()
+		}
+	}()
 	for {
 		s.mu.Lock()
 		spec := s.specLocked(f)
 		inflight := f.inflight
+		checked := f.checked
+		idle := f.idle
+		if f.rejoined {
+			f.rejoined, pureDone = false, false
+		}
+		if !idle.IsZero() {
+			if time.Since(idle) >= lingerFor {
+				if s.followers[f.name] == f {
+					delete(s.followers, f.name)
+				}
+				s.mu.Unlock()
+				f.cancel()
+				return
+			}
+			if lingerC == nil {
+				if lingerT == nil {
+					lingerT = time.NewTimer(lingerFor - time.Since(idle))
+				} else {
+					lingerT.Reset(lingerFor - time.Since(idle))
+				}
+				lingerC = lingerT.C
+			}
+		}
 		s.mu.Unlock()
+		// Idle and with nothing to wait for, the claim watch is enough.
+		parked := !idle.IsZero() && !spec.waiting && !spec.guess
+		if parked && wch != nil {
+			wcancel()
+			wch, created = nil, 0
+		}
 		switch {
+		case parked:
 		case retryC != nil: // backing off after a broken watch
 		case wch == nil:
 			// While an attempt is in flight and nothing is observed yet,
@@ -301,15 +418,38 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 		case watching != spec.obs.target:
 			start(spec.obs.target)
 		}
+		// The claim watch is open while the Store's first place is next
+		// in line (or was handed the lock and not yet collected it).
+		s.mu.Lock()
+		head := s.headEntryLocked(f.name)
+		wantClaim := s.fair && spec.waiting && spec.obs.target != ck && head != nil && (head.first || head.handed != nil)
+		s.mu.Unlock()
+		switch {
+		case wantClaim && cwch == nil && !time.Now().Before(cAfter):
+			cctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+			ccancel = cancel
+			cwch, cCreated = s.client.Watch(cctx, ck, clientv3.WithCreatedNotify()), 0
+		case !wantClaim && cwch != nil:
+			ccancel()
+			cwch, cCreated = nil, 0
+			undefer()
+		}
 		if wch != nil && created != 0 {
 			switch {
 			case spec.waiting && checked != spec.gen:
-				checked = spec.gen
+				s.mu.Lock()
+				f.checked = spec.gen
+				s.mu.Unlock()
 				fresh := spec.obs.rev >= created
 				if !fresh {
 					// The watch started after the read: a change in between
-					// is not in it. Read the target again.
-					r, err := s.client.Get(ctx, spec.obs.target)
+					// is not in it. Read the target again: serializably (no
+					// round of consensus) if the member has caught up with
+					// the watch's start, as the watch covers what follows.
+					r, err := s.client.Get(ctx, spec.obs.target, clientv3.WithSerializable())
+					if err == nil && r.Header.Revision < created {
+						r, err = s.client.Get(ctx, spec.obs.target)
+					}
 					switch {
 					case err != nil:
 						if ctx.Err() != nil {
@@ -343,6 +483,41 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 		case <-f.wake:
 		case <-retryC:
 			retryC = nil
+		case <-dC:
+			undefer()
+		case <-lingerC:
+			lingerC = nil
+		case wr, ok := <-cwch:
+			if !ok || wr.Err() != nil || wr.Canceled {
+				ccancel()
+				cwch, cCreated, cAfter = nil, 0, time.Now().Add(maxBackoff)
+				if ctx.Err() != nil {
+					return
+				}
+				s.mu.Lock()
+				for k, e := range s.entries {
+					if k.name == f.name {
+						e.first = false // a new claim watch may miss the next change
+					}
+				}
+				s.mu.Unlock()
+				undefer()
+				continue
+			}
+			if wr.Created {
+				cCreated = max(wr.Header.Revision, 1)
+				continue
+			}
+			reached := false
+			s.mu.Lock()
+			for _, ev := range wr.Events {
+				s.claimChangedLocked(f, ev)
+				reached = reached || deferRev != 0 && ev.Kv.ModRevision >= deferRev
+			}
+			s.mu.Unlock()
+			if reached {
+				undefer()
+			}
 		case wr, ok := <-wch:
 			if !ok || wr.Err() != nil || wr.Canceled {
 				wcancel()
@@ -378,11 +553,19 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 			}
 			s.mu.Lock()
 			spec := s.specLocked(f)
-			ck, _, _ := s.Keys(f.name)
 			if spec.obs.target == watching && !spec.guess {
 				for _, ev := range wr.Events {
 					if spec.waiting && ev.Kv.ModRevision <= spec.obs.rev {
 						continue // the waiter's read already reflects it
+					}
+					if s.fair && spec.waiting && watching != ck && ev.Type == mvccpb.PUT {
+						// The key ahead was touched: the lock was handed to
+						// its owner (see deleteClaim), and the Store's first
+						// place is next in line. Nothing to retry yet.
+						if e := s.headEntryLocked(f.name); e != nil && e.obs.target == watching {
+							s.nextInLineLocked(f.name, e)
+						}
+						continue
 					}
 					f.fresh = 0
 					f.seen = max(f.seen, ev.Kv.ModRevision)
@@ -390,6 +573,17 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 					// for, or (fair mode) a claim put over the one it
 					// waits for: a holder without a place handed it over.
 					if !spec.waiting || ev.Type == mvccpb.DELETE || s.fair && watching == ck {
+						if e := s.headEntryLocked(f.name); ev.Type == mvccpb.DELETE && watching != ck && cCreated != 0 &&
+							cCreated < ev.Kv.ModRevision && e != nil && e.first && e.handed == nil && deferRev == 0 {
+							deferRev = ev.Kv.ModRevision
+							if dTimer == nil {
+								dTimer = time.NewTimer(deferFor)
+							} else {
+								dTimer.Reset(deferFor)
+							}
+							dC = dTimer.C
+							continue
+						}
 						f.signalLocked()
 					}
 				}

@@ -153,7 +153,7 @@ var libraries = []library{
 	},
 	{
 		name:   "baton etcdstore, fair",
-		config: "the same with etcdstore.WithFair(true): waiters queue by create revision, each woken by its predecessor; a release hands the lock to the next waiter",
+		config: "the same with etcdstore.WithFair(true): waiters queue by create revision, each woken by its predecessor; a release hands the lock to the next waiter, which collects it from a watch event",
 		open:   openBaton(true),
 	},
 	{
