@@ -19,12 +19,12 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/bench/internal/contend"
 	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
@@ -318,106 +318,18 @@ func uncontendedN(t *testing.T, lib library, addr string, cycles int) float64 {
 	return float64(cycles) / run(cycles).Seconds()
 }
 
-type contendedResult struct {
-	perSecond      float64
-	p50, p99, maxW time.Duration
-	censored       int   // lock calls still waiting at the end, counted with their wait so far
-	counts         []int // acquisitions per contender
-}
+type contendedResult = contend.Result
 
-// contended runs contenders in tight lock/unlock loops. With each > 0, every
-// contender stops after each acquisitions, and counts are taken when the
-// first contender is done; otherwise the run stops after total
-// acquisitions, whoever made them, and the lock calls still waiting then
-// count as waits of their length so far (a starved contender's wait is not
-// dropped). Waits are measured from the lock call to its return.
+// contended runs contenders in tight lock/unlock loops (see contend.Run).
 func contended(t *testing.T, lib library, addr string, total, each int) contendedResult {
 	key := uniqueKey("c")
-	cs := make([]contender, contenders)
-	for i := range cs {
-		cs[i] = lib.open(addr, key, fmt.Sprintf("contender-%d", i))
-		defer cs[i].close()
+	locks := make([]contend.LockFunc, contenders)
+	for i := range locks {
+		c := lib.open(addr, key, fmt.Sprintf("contender-%d", i))
+		defer c.close()
+		locks[i] = c.lock
 	}
-	// Warm up each contender's connection.
-	for _, c := range cs {
-		unlock, err := c.lock(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = unlock(t.Context())
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), contendedLimit)
-	defer cancel()
-	var (
-		mu       sync.Mutex
-		waits    []time.Duration
-		censored int
-		n        atomic.Int64
-		counts   = make([]atomic.Int64, contenders)
-		snapshot []int
-		wg       sync.WaitGroup
-		start    = time.Now()
-		end      time.Time
-	)
-	snap := func() {
-		if snapshot == nil {
-			end = time.Now()
-			for j := range counts {
-				snapshot = append(snapshot, int(counts[j].Load()))
-			}
-		}
-	}
-	for i, c := range cs {
-		wg.Go(func() {
-			var mine []time.Duration
-			defer func() {
-				mu.Lock()
-				waits = append(waits, mine...)
-				mu.Unlock()
-			}()
-			for each == 0 || len(mine) < each {
-				t0 := time.Now()
-				unlock, err := c.lock(ctx)
-				if err != nil {
-					if ctx.Err() != nil && each == 0 {
-						mu.Lock()
-						censored++
-						mu.Unlock()
-						mine = append(mine, time.Since(t0))
-						return
-					}
-					t.Errorf("%s: contender %d after %d acquisitions: %v", lib.name, i, len(mine), err)
-					return
-				}
-				mine = append(mine, time.Since(t0))
-				counts[i].Add(1)
-				if k := n.Add(1); each == 0 && k == int64(total) || each > 0 && len(mine) == each {
-					mu.Lock()
-					snap()
-					mu.Unlock()
-					if each == 0 {
-						cancel()
-					}
-				}
-				if err := unlock(context.WithoutCancel(ctx)); err != nil {
-					t.Errorf("%s: unlock: %v", lib.name, err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if each > 0 {
-		end = time.Now()
-	}
-	slices.Sort(waits)
-	r := contendedResult{counts: snapshot, censored: censored}
-	r.perSecond = float64(n.Load()) / end.Sub(start).Seconds()
-	if len(waits) > 0 {
-		r.p50 = waits[len(waits)*50/100]
-		r.p99 = waits[len(waits)*99/100]
-		r.maxW = waits[len(waits)-1]
-	}
-	return r
+	return contend.Run(t, lib.name, contendedLimit, locks, total, each)
 }
 
 // handover measures, for a waiter blocked in lock, the time from the
@@ -564,10 +476,10 @@ func TestRedisReport(t *testing.T) {
 		r    map[string]contendedResult
 	}{{fmt.Sprintf("%d in all", sharedTotal), shared}, {fmt.Sprintf("%d each", perContender), each}} {
 		b0, r0 := c.r[bn], c.r[rs]
-		starved := slices.Contains(b0.counts, 0)
+		starved := slices.Contains(b0.Counts, 0)
 		fmt.Fprintf(&b, "- contended (%s): p99 wait at least 10x lower than redsync's: %s (%v against %v, %.1fx); no contender starved: %s (%v)\n",
-			c.what, metStr(b0.p99 > 0 && r0.p99 >= 10*b0.p99), round(b0.p99), round(r0.p99), float64(r0.p99)/float64(max(b0.p99, 1)),
-			metStr(!starved), b0.counts)
+			c.what, metStr(b0.P99 > 0 && r0.P99 >= 10*b0.P99), round(b0.P99), round(r0.P99), float64(r0.P99)/float64(max(b0.P99, 1)),
+			metStr(!starved), b0.Counts)
 	}
 	hb := hs[bn]
 	fmt.Fprintf(&b, "- handover p50 %v: %.2fx the notify floor, %.2fx the raw polling floor (%v)\n",
@@ -592,8 +504,8 @@ func printContended(b *strings.Builder, t *testing.T, addr string, total, each i
 	}
 	for _, lib := range libraries {
 		r := rs[lib.name]
-		fmt.Fprintf(b, "| %s | %.0f | %.2f | %v | %v | %v | %v |\n", lib.name, r.perSecond, r.perSecond/rs[raw.name].perSecond,
-			round(r.p50), round(r.p99), round(r.maxW), r.counts)
+		fmt.Fprintf(b, "| %s | %.0f | %.2f | %v | %v | %v | %v |\n", lib.name, r.PerSecond, r.PerSecond/rs[raw.name].PerSecond,
+			round(r.P50), round(r.P99), round(r.Max), r.Counts)
 	}
 	return rs
 }

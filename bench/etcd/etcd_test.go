@@ -21,12 +21,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/bench/internal/contend"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -320,109 +320,18 @@ func putRate(t *testing.T, endpoints []string) float64 {
 	return float64(uncontendedCycles) / time.Since(start).Seconds()
 }
 
-type contendedResult struct {
-	perSecond      float64
-	p50, p99, maxW time.Duration
-	censored       int
-	counts         []int
-	order          []int // contender of each acquisition, in order
-}
+type contendedResult = contend.Result
 
-// contended runs contenders in tight lock/unlock loops (no work while
-// holding). With each > 0 every contender stops after each acquisitions
-// and counts are taken when the first is done; otherwise the run stops
-// after total acquisitions and the lock calls still waiting count with
-// their wait so far. Waits run from the lock call to its return.
+// contended runs contenders in tight lock/unlock loops (see contend.Run).
 func contended(t *testing.T, lib library, endpoints []string, total, each int) contendedResult {
 	key := uniqueKey("c")
-	cs := make([]contender, contenders)
-	for i := range cs {
-		cs[i] = lib.open(t, endpoints, key, fmt.Sprintf("contender-%d", i))
-		defer cs[i].close()
+	locks := make([]contend.LockFunc, contenders)
+	for i := range locks {
+		c := lib.open(t, endpoints, key, fmt.Sprintf("contender-%d", i))
+		defer c.close()
+		locks[i] = c.lock
 	}
-	for _, c := range cs { // warm up each contender's connection
-		unlock, err := c.lock(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = unlock(t.Context())
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), contendedLimit)
-	defer cancel()
-	var (
-		mu       sync.Mutex
-		waits    []time.Duration
-		order    []int
-		censored int
-		n        atomic.Int64
-		counts   = make([]atomic.Int64, contenders)
-		snapshot []int
-		wg       sync.WaitGroup
-		start    = time.Now()
-		end      time.Time
-	)
-	snap := func() {
-		if snapshot == nil {
-			end = time.Now()
-			for j := range counts {
-				snapshot = append(snapshot, int(counts[j].Load()))
-			}
-		}
-	}
-	for i, c := range cs {
-		wg.Go(func() {
-			var mine []time.Duration
-			defer func() {
-				mu.Lock()
-				waits = append(waits, mine...)
-				mu.Unlock()
-			}()
-			for each == 0 || len(mine) < each {
-				t0 := time.Now()
-				unlock, err := c.lock(ctx)
-				if err != nil {
-					if ctx.Err() != nil && each == 0 {
-						mu.Lock()
-						censored++
-						mu.Unlock()
-						mine = append(mine, time.Since(t0))
-						return
-					}
-					t.Errorf("%s: contender %d after %d acquisitions: %v", lib.name, i, len(mine), err)
-					return
-				}
-				mine = append(mine, time.Since(t0))
-				counts[i].Add(1)
-				mu.Lock()
-				order = append(order, i)
-				mu.Unlock()
-				if k := n.Add(1); each == 0 && k == int64(total) || each > 0 && len(mine) == each {
-					mu.Lock()
-					snap()
-					mu.Unlock()
-					if each == 0 {
-						cancel()
-					}
-				}
-				if err := unlock(context.WithoutCancel(ctx)); err != nil {
-					t.Errorf("%s: unlock: %v", lib.name, err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if each > 0 {
-		end = time.Now()
-	}
-	slices.Sort(waits)
-	r := contendedResult{counts: snapshot, censored: censored, order: order}
-	r.perSecond = float64(n.Load()) / end.Sub(start).Seconds()
-	if len(waits) > 0 {
-		r.p50 = waits[len(waits)*50/100]
-		r.p99 = waits[len(waits)*99/100]
-		r.maxW = waits[len(waits)-1]
-	}
-	return r
+	return contend.Run(t, lib.name, contendedLimit, locks, total, each)
 }
 
 // rotation reports whether, after the first round, every window of
@@ -548,16 +457,16 @@ func TestEtcdReport(t *testing.T) {
 	for _, lib := range libraries {
 		c0 := cpu()
 		r := contended(t, lib, eps, sharedTotal, 0)
-		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v | %s | %v | %s |\n", lib.name, r.perSecond, round(r.p50), round(r.p99), round(r.maxW),
-			cpuPer(c0, cpu(), len(r.order)+contenders), r.counts, rotation(r.order))
+		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v | %s | %v | %s |\n", lib.name, r.PerSecond, round(r.P50), round(r.P99), round(r.Max),
+			cpuPer(c0, cpu(), len(r.Order)+contenders), r.Counts, rotation(r.Order))
 	}
 	fmt.Fprintf(&b, "\nThe same, but every contender makes %d acquisitions; counts are taken when the first is done:\n\n", perContender)
 	fmt.Fprintf(&b, "| library | acquisitions/s | wait p50 | wait p99 | wait max | etcd CPU per acquisition | acquisitions per contender when the first was done |\n|---|---:|---:|---:|---:|---:|---|\n")
 	for _, lib := range libraries {
 		c0 := cpu()
 		r := contended(t, lib, eps, 0, perContender)
-		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v | %s | %v |\n", lib.name, r.perSecond, round(r.p50), round(r.p99), round(r.maxW),
-			cpuPer(c0, cpu(), len(r.order)+contenders), r.counts)
+		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v | %s | %v |\n", lib.name, r.PerSecond, round(r.P50), round(r.P99), round(r.Max),
+			cpuPer(c0, cpu(), len(r.Order)+contenders), r.Counts)
 	}
 
 	fmt.Fprintf(&b, "\nHandover: the holder's unlock call (Resign for Election) to the waiter holding the lock (%d handovers, unlock 10-60ms after the waiter started):\n\n", handovers)
@@ -616,8 +525,8 @@ func TestEtcdContended(t *testing.T) {
 		}{{"400 in all", sharedTotal, 0}, {"50 each", 0, perContender}} {
 			c0 := cpu()
 			r := contended(t, lib, eps, run.total, run.each)
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %v | %v | %v | %s | %v | %s |\n", lib.name, run.name, r.perSecond, round(r.p50), round(r.p99), round(r.maxW),
-				cpuPer(c0, cpu(), len(r.order)+contenders), r.counts, rotation(r.order))
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %v | %v | %v | %s | %v | %s |\n", lib.name, run.name, r.PerSecond, round(r.P50), round(r.P99), round(r.Max),
+				cpuPer(c0, cpu(), len(r.Order)+contenders), r.Counts, rotation(r.Order))
 		}
 	}
 	fmt.Print(b.String())
