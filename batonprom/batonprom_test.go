@@ -71,8 +71,8 @@ func value(t *testing.T, reg prometheus.Gatherer, name string, labels ...string)
 }
 
 func TestNewRefusesNilAndDoubleRegistration(t *testing.T) {
-	if _, err := batonprom.New(nil); err == nil {
-		t.Error("New(nil) succeeded")
+	if _, err := batonprom.New(nil); err == nil || !strings.Contains(err.Error(), "the registerer is nil") {
+		t.Errorf("New(nil) = %v, want an error saying the registerer is nil", err)
 	}
 	reg := prometheus.NewRegistry()
 	if _, err := batonprom.New(reg); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,7 +71,7 @@ func TestMapping(t *testing.T) {
 	}
 
 	// A Lock writes for its own identity only.
-	if err := a.Update(ctx, record("b")); !errors.Is(err, baton.ErrInvalidOptions) {
+	if err := a.Update(ctx, record("b")); !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), `the record names "b", this lock acts for "a" only`) {
 		t.Errorf("a.Update naming b: %v, want ErrInvalidOptions", err)
 	}
 
@@ -120,8 +121,8 @@ func TestMapping(t *testing.T) {
 func TestLeaseDurationTooShort(t *testing.T) {
 	l := newLock(t, memory.New(), "controller", "a", nil)
 	err := l.Create(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "a"})
-	if !errors.Is(err, baton.ErrInvalidOptions) {
-		t.Errorf("Create with LeaseDurationSeconds 0: %v, want ErrInvalidOptions", err)
+	if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "lease duration 0s is shorter than 1s") {
+		t.Errorf("Create with LeaseDurationSeconds 0: %v, want ErrInvalidOptions naming the duration", err)
 	}
 }
 
