@@ -254,7 +254,10 @@ func (k *Lock) renew(ctx context.Context, op string) error {
 		lost := *k.grant
 		k.grant, k.renewErr = nil, nil
 		k.log.Warn("batonlock: claim lost", "lock", k.name, "identity", k.identity, "token", lost.Token, "err", err)
-	} else if err != nil {
+	} else if err != nil && !errors.Is(ctx.Err(), context.Canceled) {
+		// A renew cut short because client-go is stopping (its context
+		// was cancelled, not timed out) says nothing about the store:
+		// let the release that follows read and release.
 		k.renewErr = err
 	}
 	if err != nil {

@@ -152,10 +152,12 @@ func TestGetFailsFastWhileRenewalsFail(t *testing.T) {
 	if err := a.Create(ctx, record("a")); err != nil {
 		t.Fatal(err)
 	}
-	failed, cancel := context.WithCancel(ctx)
-	cancel()
+	// client-go bounds each renew by its RenewDeadline: against an
+	// unreachable store the renew ends with the deadline.
+	failed, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
 	if err := a.Update(failed, record("a")); err == nil || errors.Is(err, baton.ErrLost) {
-		t.Fatalf("renew with a cancelled context: %v, want a transient error", err)
+		t.Fatalf("renew past its deadline: %v, want a transient error", err)
 	}
 	if _, held := a.Token(); !held {
 		t.Fatal("a transient renew failure dropped the claim")
@@ -169,6 +171,32 @@ func TestGetFailsFastWhileRenewalsFail(t *testing.T) {
 	}
 	if ler, _, err := a.Get(ctx); err != nil || ler.HolderIdentity != "a" {
 		t.Errorf("Get after a successful renew: %+v, %v", ler, err)
+	}
+}
+
+// TestGetAfterRenewCancelled: a renew cut short because client-go is
+// stopping (its context cancelled) says nothing about the store, so the
+// Get of client-go's release on cancel still reads, and the release runs.
+func TestGetAfterRenewCancelled(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	a := newLock(t, store, "controller", "a", nil)
+	if err := a.Create(ctx, record("a")); err != nil {
+		t.Fatal(err)
+	}
+	stopping, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.Update(stopping, record("a")); err == nil {
+		t.Fatal("renew with a cancelled context succeeded")
+	}
+	if ler, _, err := a.Get(ctx); err != nil || ler.HolderIdentity != "a" {
+		t.Fatalf("Get after a cancelled renew: %+v, %v; want the store's record held by a", ler, err)
+	}
+	if err := a.Update(ctx, record("")); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if rec, err := store.Get(ctx, "controller"); err != nil || rec.Held() {
+		t.Errorf("after the release the store says %+v, %v; want free", rec, err)
 	}
 }
 
