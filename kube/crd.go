@@ -401,10 +401,11 @@ func leaseSeconds(ttl time.Duration) (int32, error) {
 	return d, nil
 }
 
-// microNow returns the wall clock, as written into the object, strictly
-// after prev (if set) so that every write of an entry changes it.
-func microNow(prev *metav1.MicroTime) *metav1.MicroTime {
-	t := time.Now().Truncate(time.Microsecond)
+// microNow returns the wall-clock reading now as written into the object,
+// strictly after prev (if set) so that every write of an entry changes it
+// (also after the wall clock was stepped back).
+func microNow(now time.Time, prev *metav1.MicroTime) *metav1.MicroTime {
+	t := now.Truncate(time.Microsecond)
 	if prev != nil && !t.After(prev.Time) {
 		t = prev.Add(time.Microsecond)
 	}
@@ -445,7 +446,7 @@ func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req b
 	for range s.base.o.maxConflicts {
 		cur, err := s.get(ctx, key)
 		if apierrors.IsNotFound(err) {
-			now := microNow(nil)
+			now := microNow(s.base.now(), nil)
 			h := v1alpha1.Holder{
 				Identity: req.Holder, Nonce: req.Nonce, Token: 1, LeaseDurationSeconds: dur,
 				AcquireTime: now, RenewTime: now,
@@ -505,7 +506,7 @@ func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req b
 			return baton.Grant{}, s.fail(ctx, op, "update", key, errCorrupt(fmt.Errorf("the fencing token is at its maximum")))
 		}
 		next := cur.DeepCopy()
-		now := microNow(nil)
+		now := microNow(s.base.now(), nil)
 		h := v1alpha1.Holder{
 			Identity: req.Holder, Nonce: req.Nonce, Token: cur.Status.Token + 1, LeaseDurationSeconds: dur,
 			AcquireTime: now, RenewTime: now,
@@ -549,7 +550,7 @@ func (s *DistributedLockStore) Renew(ctx context.Context, g baton.Grant) (baton.
 		}
 		h := &l.Status.Holders[i]
 		h.LeaseDurationSeconds = dur
-		h.RenewTime = microNow(h.RenewTime)
+		h.RenewTime = microNow(s.base.now(), h.RenewTime)
 		l.Spec.LeaseDurationSeconds = dur
 		out = dlGrant(l, h, g.TTL)
 		k := keyOf(h)

@@ -130,11 +130,11 @@ func TestDLHolderJudgesFromSendTime(t *testing.T) {
 // when the wall clock has not moved or stepped back.
 func TestDLRenewTimeStrictlyIncreases(t *testing.T) {
 	future := metav1.NewMicroTime(time.Now().Add(time.Hour))
-	next := microNow(&future)
+	next := microNow(time.Now(), &future)
 	if !next.After(future.Time) {
 		t.Fatalf("microNow(%v) = %v; want later", future, next)
 	}
-	if now := microNow(nil); now.Nanosecond()%1000 != 0 {
+	if now := microNow(time.Now(), nil); now.Nanosecond()%1000 != 0 {
 		t.Fatalf("microNow is not truncated to microseconds: %v", now)
 	}
 }

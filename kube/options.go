@@ -60,8 +60,11 @@ func WithRateLimit(qps float32, burst int) Option {
 // re-reading and deciding again (default DefaultMaxConflicts).
 func WithMaxConflicts(n int) Option { return func(o *options) { o.maxConflicts = n } }
 
-// WithClock sets the monotonic clock on which the store measures how long
-// it has seen an object unchanged (default: the real clock). For tests.
+// WithClock sets the clock the store reads (default: the real clock). For
+// tests. Its monotonic reading measures how long the store has seen an
+// object unchanged; its wall reading is only written into objects
+// (acquireTime, renewTime) for people to read, and never compared with
+// anything, so a stepped wall clock changes nothing but those fields.
 func WithClock(c clock.PassiveClock) Option { return func(o *options) { o.clock = c } }
 
 func buildOptions(opts []Option) (options, error) {

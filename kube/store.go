@@ -151,7 +151,7 @@ func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 	for attempt := range s.o.maxConflicts {
 		cur, err := s.current(ctx, key, attempt == 0)
 		if apierrors.IsNotFound(err) {
-			wall := time.Now()
+			wall := s.now()
 			next := object{
 				name: key, app: s.o.app, hasApp: true, baton: true,
 				holder: req.Holder, nonce: req.Nonce, token: 1, durationSec: dur,
@@ -185,7 +185,7 @@ func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 		if cur.token == math.MaxUint64 {
 			return baton.Grant{}, s.fail(ctx, op, "update", key, errCorrupt(fmt.Errorf("the fencing token is at its maximum")))
 		}
-		wall := time.Now()
+		wall := s.now()
 		next := cur
 		next.holder, next.nonce = req.Holder, req.Nonce
 		next.token = cur.token + 1
@@ -257,7 +257,7 @@ func (s *store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 			return fmt.Errorf("%w: %v", baton.ErrInvalidOptions, err)
 		}
 		o.durationSec = dur
-		o.renew = time.Now()
+		o.renew = s.now()
 		return nil
 	})
 	if err != nil {
