@@ -13,7 +13,7 @@
 #   make bench-etcd   the etcd backend beside etcd's concurrency package
 #   make bench-scale  1, 100 and 10,000 held locks per backend, idle electors
 #   make safety-report  the fault-injection suite (internal/safety), short
-#                mode (~3 minutes; it also runs in make test), its tables
+#                mode (~4 minutes; it also runs in make test), its tables
 #                written into docs/safety.md
 #   make safety-long  the same, long mode: eight rounds of every fault on
 #                every backend (~17 minutes)

@@ -3,7 +3,9 @@
 package safety
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -13,14 +15,19 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
+	"github.com/baton-go/baton/kube"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -146,6 +153,7 @@ var (
 	planeCfg  *rest.Config
 	planeErr  error
 	apiProxy  *throttler
+	certDir   string // the API server's certificates, kept across its restarts
 )
 
 func stopShared() error {
@@ -155,6 +163,9 @@ func stopShared() error {
 	}
 	if plane != nil {
 		err = plane.Stop()
+	}
+	if certDir != "" {
+		err = errors.Join(err, os.RemoveAll(certDir))
 	}
 	return err
 }
@@ -237,7 +248,14 @@ func controlPlane(t *testing.T) *rest.Config {
 	assets := testenv.KubeAssets(t)
 	planeOnce.Do(func() {
 		ctrllog.SetLogger(logr.Discard())
+		// A certificate directory of our own: envtest keeps it (and the
+		// serving certificate in it) when the API server restarts, so
+		// the throttler's client still trusts the server afterwards.
+		if certDir, planeErr = os.MkdirTemp("", "baton-safety-apiserver-"); planeErr != nil {
+			return
+		}
 		env := &envtest.Environment{BinaryAssetsDirectory: assets}
+		env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir}
 		start := time.Now()
 		planeCfg, planeErr = env.Start()
 		if planeErr != nil {
@@ -251,6 +269,90 @@ func controlPlane(t *testing.T) *rest.Config {
 		t.Fatalf("starting kube-apiserver and etcd from %s: %v", assets, planeErr)
 	}
 	return rest.CopyConfig(planeCfg)
+}
+
+// renewTimeReader reads a lock's renew time, as written by its holder,
+// through the store's own status view (baton.Lister), as the admin.
+func renewTimeReader(t *testing.T, cfg *rest.Config, name, ns string) func(context.Context, string) (time.Time, error) {
+	t.Helper()
+	var b baton.Backend
+	var err error
+	switch name {
+	case "lease":
+		b, err = kube.NewLeaseForConfig(cfg, ns)
+	case "configmap":
+		b, err = kube.NewConfigMapForConfig(cfg, ns)
+	default:
+		b, err = kube.NewDistributedLockForConfig(cfg, ns)
+	}
+	if err != nil {
+		t.Fatalf("opening the %s store as the admin: %v", name, err)
+	}
+	return func(ctx context.Context, lock string) (time.Time, error) {
+		recs, err := b.(baton.Lister).List(ctx)
+		if err != nil {
+			return time.Time{}, err
+		}
+		for _, r := range recs {
+			if r.Key == lock {
+				return r.RenewTime, nil
+			}
+		}
+		return time.Time{}, nil
+	}
+}
+
+// restartAPIServer kills the shared kube-apiserver (SIGKILL: a crash, no
+// graceful shutdown; a SIGTERM'd one keeps serving for about ten seconds),
+// keeps it down for down and starts it again on the same port with the
+// same certificates. etcd, and every object in it, stays up: this is the
+// API server's restart, not its store's.
+func restartAPIServer(t *testing.T, down time.Duration) {
+	t.Helper()
+	api := plane.ControlPlane.APIServer
+	pid, err := apiServerPID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing kube-apiserver (pid %d): %v", pid, err)
+	}
+	// Stop reaps the process (and finds it gone); Start runs a new one.
+	if err := api.Stop(); err != nil {
+		t.Fatalf("reaping kube-apiserver: %v", err)
+	}
+	time.Sleep(down)
+	begin := time.Now()
+	if err := api.Start(); err != nil {
+		t.Fatalf("restarting kube-apiserver: %v", err)
+	}
+	t.Logf("kube-apiserver killed, down %v, healthy again %v after its start", down, time.Since(begin).Round(time.Millisecond))
+}
+
+// apiServerPID finds the shared kube-apiserver: the process whose command
+// line names certDir (envtest does not expose its process).
+func apiServerPID() (int, error) {
+	want := []byte("--cert-dir=" + certDir)
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		for _, arg := range bytes.Split(cmd, []byte{0}) {
+			if bytes.Equal(arg, want) {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no kube-apiserver process with %s", want)
 }
 
 // newNamespace creates a fresh namespace.
@@ -280,7 +382,9 @@ func leaseEnv(t *testing.T, name string) *backendEnv {
 			host := strings.TrimPrefix(apiProxy.url(), "http://")
 			return proxied(t, []string{host}, "http://")
 		},
-		throttle: apiProxy.set}
+		restart:   restartAPIServer,
+		throttle:  apiProxy.set,
+		renewTime: renewTimeReader(t, cfg, name, ns)}
 }
 
 // crdPath is the DistributedLock CRD that deploy/ ships.

@@ -140,7 +140,20 @@ func contenderMain() int {
 	cseed, _ := strconv.ParseUint(os.Getenv(envSeed), 10, 64)
 	rng := rand.New(rand.NewPCG(cseed, 0x5afe))
 
-	lk, closeFn, err := openLocker(ctx, id, logger)
+	if err := checkWallShift(); err != nil {
+		fmt.Fprintf(os.Stderr, "contender %s: %v\n", id, err)
+		c.event("error", 0, err)
+		return 2
+	}
+	inner, err := contenderClock()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "contender %s: %v\n", id, err)
+		c.event("error", 0, err)
+		return 2
+	}
+	clk := &jumpClock{Clock: inner}
+	defer watchJumps(ctx, clk, c)()
+	lk, closeFn, err := openLocker(ctx, id, logger, clk)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "contender %s: %v\n", id, err)
 		c.event("error", 0, err)
@@ -206,20 +219,10 @@ func contenderMain() int {
 }
 
 // openLocker opens the backend named by the environment.
-func openLocker(ctx context.Context, id string, logger *slog.Logger) (locker, func(), error) {
+func openLocker(ctx context.Context, id string, logger *slog.Logger, clk clock.Clock) (locker, func(), error) {
 	ttl, err := time.ParseDuration(os.Getenv(envTTL))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", envTTL, err)
-	}
-	rate := 1.0
-	if s := os.Getenv(envRate); s != "" {
-		if rate, err = strconv.ParseFloat(s, 64); err != nil {
-			return nil, nil, fmt.Errorf("%s: %v", envRate, err)
-		}
-	}
-	var clk clock.Clock = clock.RealClock{}
-	if rate != 1 {
-		clk = newDriftClock(rate)
 	}
 	target, name := os.Getenv(envTarget), os.Getenv(envLock)
 	opts := []baton.Option{baton.WithTTL(ttl), baton.WithIdentity(id), baton.WithClock(clk), baton.WithLogger(logger)}
@@ -289,6 +292,23 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger) (locker, fu
 		return nil, nil, err
 	}
 	return batonLocker{m}, closeFn, nil
+}
+
+// contenderClock is real time, or a clock drifting at the rate the
+// environment gives.
+func contenderClock() (clock.Clock, error) {
+	s := os.Getenv(envRate)
+	if s == "" {
+		return clock.RealClock{}, nil
+	}
+	rate, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", envRate, err)
+	}
+	if rate == 1 {
+		return clock.RealClock{}, nil
+	}
+	return newDriftClock(rate), nil
 }
 
 // driftClock is a monotonic clock that runs at rate times real time: its

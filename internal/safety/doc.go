@@ -8,8 +8,9 @@
 // register and on an unfenced counter that the test serves over HTTP. The
 // test pauses (SIGSTOP past the TTL), kills (SIGKILL) or partitions
 // (internal/faultproxy) the holder at a point chosen by a trap in the
-// register, restarts the store, drifts the contenders' clocks, slows their
-// links or throttles the Kubernetes API with 429s. A checker then reads the
+// register, restarts the store (the API server for the Kubernetes
+// backends), drifts the contenders' clocks or steps their wall clocks by an
+// hour, slows their links or throttles the Kubernetes API with 429s. A checker then reads the
 // recorded history: no stale write accepted, tokens strictly increasing in
 // real-time order, never two holders as the register sees them, a
 // linearizable register history (porcupine), and a standby that takes over

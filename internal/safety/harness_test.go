@@ -4,6 +4,7 @@ package safety
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -37,6 +38,7 @@ const (
 	faultLatency   = "latency"
 	faultStopAny   = "SIGSTOP at a random instant"
 	faultMinority  = "partition from 1 of 3"
+	faultJump      = "clock step 1h + SIGKILL"
 )
 
 // link is how one contender reaches the store: the target it is given and,
@@ -63,12 +65,15 @@ type backendEnv struct {
 	claimLife time.Duration
 	// newLink gives a contender its own path to the store.
 	newLink func(t *testing.T) link
-	// restart kills the store (SIGKILL), keeps it down for down, and
-	// starts it again with its data.
+	// restart kills the store (SIGKILL; the API server: SIGTERM),
+	// keeps it down for down, and starts it again with its data.
 	restart func(t *testing.T, down time.Duration)
 	ns      string
 	// throttle sets the fraction of API requests answered 429 (kube).
 	throttle func(frac float64)
+	// renewTime reads the renew time a Kubernetes store wrote into the
+	// lock's object (the holder's wall clock); nil for other stores.
+	renewTime func(ctx context.Context, lock string) (time.Time, error)
 }
 
 func (b *backendEnv) retry() time.Duration { return b.ttl * 2 / 15 }
@@ -348,6 +353,9 @@ func (h *harness) inject(round int) {
 		h.stopAny()
 	case faultMinority:
 		h.minority(minWrites)
+	case faultJump:
+		h.jump(round, minWrites)
+		h.kill(3 + h.rng.IntN(5))
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}
@@ -432,6 +440,81 @@ func (h *harness) stop(minWrites int) {
 		}
 		return false
 	})
+}
+
+// jump steps every live contender's wall clock by an hour after one of the
+// holder's accepted writes: the holder's forward and the standbys' back in
+// even rounds, the other way in odd ones (see jumpClock). Nothing may
+// change: the checker sees no overlap and no older holder's write on the
+// unfenced counter, the lock goes on changing hands, and the kill that
+// follows (inject) shows a standby with a stepped clock taking over within
+// the bound.
+func (h *harness) jump(round, minWrites int) {
+	h.t.Helper()
+	holderStep, othersStep := jumpForward, jumpBack
+	if round%2 == 1 {
+		holderStep, othersStep = othersStep, holderStep
+	}
+	var stepped []string
+	f := h.waitFired(h.arm(false, minWrites, func(holder string) {
+		h.mu.Lock()
+		for id, c := range h.contenders {
+			if !c.killed {
+				stepped = append(stepped, id)
+			}
+		}
+		h.mu.Unlock()
+		for _, id := range stepped {
+			sig := othersStep
+			if id == holder {
+				sig = holderStep
+			}
+			h.signal(id, sig)
+		}
+	}), "clock step")
+	h.reg.await(fmt.Sprintf("%d contenders to report their clock step", len(stepped)), 30*time.Second, func(s *snapshot) bool {
+		n := 0
+		for _, e := range s.events {
+			if e.Kind == "jumped" && e.At >= f.at && slices.Contains(stepped, e.C) {
+				n++
+			}
+		}
+		return n >= len(stepped)
+	})
+	// The lock changes hands among stepped clocks (tenures end on their
+	// own after a few dozen rounds) and the new holder works.
+	h.writesAbove(f.tok, 3, h.be.bound()+30*time.Second)
+	if h.be.renewTime != nil {
+		h.steppedRenewTime()
+	}
+}
+
+// steppedRenewTime waits until the lock's object carries a renew time
+// written by a stepped clock (at least half the step away from the test's
+// wall clock): the step reached what the Kubernetes store writes, where a
+// store comparing clocks would be misled.
+func (h *harness) steppedRenewTime() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.t.Context(), 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last time.Time
+	var lastErr error
+	for {
+		last, lastErr = h.be.renewTime(ctx, h.sc.lock)
+		if lastErr == nil && !last.IsZero() {
+			if off := last.Sub(time.Now().Round(0)); off > jumpBy/2 || off < -jumpBy/2 {
+				h.t.Logf("the lock's object carries renewTime %s, %v from the test's clock", last.Format(time.RFC3339), off.Round(time.Second))
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			h.t.Fatalf("no renew time written by a stepped clock within 30s: last %v (%v)", last, lastErr)
+		case <-tick.C:
+		}
+	}
 }
 
 // kill kills the holder after one of its accepted writes; a standby takes

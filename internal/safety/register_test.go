@@ -55,7 +55,7 @@ type writeResp struct {
 // eventReq is a lock event reported by a contender.
 type eventReq struct {
 	C    string `json:"c"`
-	Kind string `json:"kind"` // locking, acquired, releasing, released, stale, error
+	Kind string `json:"kind"` // locking, acquired, releasing, released, stale, error, jumped
 	Tok  uint64 `json:"tok"`
 	Err  string `json:"err,omitempty"`
 }

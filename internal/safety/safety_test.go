@@ -37,6 +37,7 @@ func common(t *testing.T, be *backendEnv, network bool) {
 		runScenario(t, be, scenario{fault: faultPartition})
 	}
 	runScenario(t, be, scenario{fault: faultDrift, rates: driftRates})
+	runScenario(t, be, scenario{fault: faultJump})
 	if long() {
 		runScenario(t, be, scenario{fault: faultStopAny})
 		if network {
@@ -69,13 +70,14 @@ func TestSafety(t *testing.T) {
 	t.Run("lease", func(t *testing.T) {
 		be := leaseEnv(t, "lease")
 		common(t, be, true)
+		runScenario(t, be, scenario{fault: faultRestart})
 		be.throttle(throttleFraction)
 		defer be.throttle(0)
 		runScenario(t, be, scenario{fault: faultThrottle})
 	})
 	// ConfigMap and DistributedLock share the Lease backend's store code
-	// (expiry by observation, conditional writes); the pause and the
-	// crash, here, and everything in the long mode.
+	// (expiry by observation, conditional writes); the pause, the crash
+	// and the clock step here, and everything in the long mode.
 	t.Run("configmap", func(t *testing.T) {
 		kubeObject(t, leaseEnv(t, "configmap"))
 	})
@@ -97,6 +99,8 @@ func kubeObject(t *testing.T, be *backendEnv) {
 	}
 	runScenario(t, be, scenario{fault: faultStop})
 	runScenario(t, be, scenario{fault: faultKill})
+	// They write the holder's wall clock into the object, like the Lease.
+	runScenario(t, be, scenario{fault: faultJump})
 }
 
 // driftRates are the contenders' clock rates in the drift scenarios: one
