@@ -332,6 +332,9 @@ func (c *driftClock) After(d time.Duration) <-chan time.Time { return time.After
 func (c *driftClock) NewTimer(d time.Duration) clock.Timer {
 	return &driftTimer{t: time.NewTimer(c.real(d)), c: c}
 }
+func (c *driftClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return &driftTimer{t: time.AfterFunc(c.real(d), f), c: c}
+}
 func (c *driftClock) Sleep(d time.Duration)                 { time.Sleep(c.real(d)) }
 func (c *driftClock) Tick(d time.Duration) <-chan time.Time { return time.Tick(c.real(d)) }
 

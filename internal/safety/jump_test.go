@@ -48,12 +48,9 @@ func (c *jumpClock) Now() time.Time {
 func (c *jumpClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 // AfterFunc keeps the engine's timer path (baton's Lease starts its keeper
-// with it) when the inner clock has one.
+// with it). Both inner clocks, real and drifting, have one.
 func (c *jumpClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	if dc, ok := c.Clock.(clock.WithDelayedExecution); ok {
-		return dc.AfterFunc(d, f)
-	}
-	return clock.RealClock{}.AfterFunc(d, f)
+	return c.Clock.(clock.WithDelayedExecution).AfterFunc(d, f)
 }
 
 // step moves the wall reading by d and returns the new offset.
