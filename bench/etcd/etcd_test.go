@@ -11,9 +11,11 @@
 package etcdbench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
@@ -272,6 +274,38 @@ func etcdCPU(dir string) time.Duration {
 }
 
 // cpuPer formats etcd's CPU time between c0 and c1 per operation.
+func metStr(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
+}
+
+// walFsyncs reads etcd's count of WAL fsyncs from its metrics: one per
+// batch of consensus writes.
+func walFsyncs(t *testing.T, eps []string) float64 {
+	t.Helper()
+	resp, err := http.Get(eps[0] + "/metrics")
+	if err != nil {
+		t.Fatalf("reading etcd's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	const name = "etcd_disk_wal_fsync_duration_seconds_count "
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("etcd metric %s%s: %v", name, v, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("etcd's metrics have no %s(%v)", name, sc.Err())
+	return 0
+}
+
 func cpuPer(c0, c1 time.Duration, ops int) string {
 	if c0 < 0 || c1 < 0 || ops == 0 {
 		return "?"
@@ -453,12 +487,14 @@ func TestEtcdReport(t *testing.T) {
 
 	fmt.Fprintf(&b, "\n%d contenders (each its own client) in tight lock/unlock loops until %d acquisitions in all; "+
 		"lock calls still waiting at the end count with their wait so far:\n\n", contenders, sharedTotal)
-	fmt.Fprintf(&b, "| library | acquisitions/s | wait p50 | wait p99 | wait max | etcd CPU per acquisition | acquisitions per contender | order |\n|---|---:|---:|---:|---:|---:|---|---|\n")
+	fmt.Fprintf(&b, "| library | acquisitions/s | wait p50 | wait p99 | wait max | etcd CPU per acquisition | WAL fsyncs per acquisition | acquisitions per contender | order |\n|---|---:|---:|---:|---:|---:|---:|---|---|\n")
+	shared := map[string]contendedResult{}
 	for _, lib := range libraries {
-		c0 := cpu()
+		c0, f0 := cpu(), walFsyncs(t, eps)
 		r := contended(t, lib, eps, sharedTotal, 0)
-		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v | %s | %v | %s |\n", lib.name, r.PerSecond, round(r.P50), round(r.P99), round(r.Max),
-			cpuPer(c0, cpu(), len(r.Order)+contenders), r.Counts, rotation(r.Order))
+		shared[lib.name] = r
+		fmt.Fprintf(&b, "| %s | %.0f | %v | %v | %v | %s | %.2f | %v | %s |\n", lib.name, r.PerSecond, round(r.P50), round(r.P99), round(r.Max),
+			cpuPer(c0, cpu(), len(r.Order)+contenders), (walFsyncs(t, eps)-f0)/float64(len(r.Order)), r.Counts, rotation(r.Order))
 	}
 	fmt.Fprintf(&b, "\nThe same, but every contender makes %d acquisitions; counts are taken when the first is done:\n\n", perContender)
 	fmt.Fprintf(&b, "| library | acquisitions/s | wait p50 | wait p99 | wait max | etcd CPU per acquisition | acquisitions per contender when the first was done |\n|---|---:|---:|---:|---:|---:|---|\n")
@@ -487,6 +523,17 @@ func TestEtcdReport(t *testing.T) {
 	for _, lib := range all {
 		fmt.Fprintf(&b, "- %s: %s\n", lib.name, lib.config)
 	}
+
+	// The targets, judged on this run.
+	fair, mu := shared["baton etcdstore, fair"], shared["etcd concurrency.Mutex"]
+	fairU, rawU := median(rates["baton etcdstore, fair"]), median(rates["raw put-if-absent txn + delete"])
+	fmt.Fprintf(&b, "\nTargets, in this run:\n\n")
+	fmt.Fprintf(&b, "- uncontended at least 1.2x concurrency.Mutex: **%s** (baton %.2fx, fair %.2fx; the raw floor of two consensus writes, which no lock can beat, %.2fx)\n",
+		metStr(median(rates["baton etcdstore"]) >= 1.2*mutex), median(rates["baton etcdstore"])/mutex, fairU/mutex, rawU/mutex)
+	fmt.Fprintf(&b, "- contended (fair, 400 in all) at least 10x concurrency.Mutex's throughput: **%s** (%.1fx)\n",
+		metStr(fair.PerSecond >= 10*mu.PerSecond), fair.PerSecond/mu.PerSecond)
+	fmt.Fprintf(&b, "- p99 wait under 10 ms: **%s** (%v)\n", metStr(fair.P99 < 10*time.Millisecond), round(fair.P99))
+	fmt.Fprintf(&b, "- fair order: %s\n", rotation(fair.Order))
 	fmt.Print(b.String())
 	if out := os.Getenv("BENCH_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
