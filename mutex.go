@@ -16,9 +16,10 @@ import (
 // contender with its own nonce, so two goroutines of one process exclude
 // each other like two processes do.
 type Mutex struct {
-	b    Backend
-	name string
-	cfg  *config
+	b      Backend
+	name   string
+	cfg    *config
+	starts keeperStarts // starts its leases' keepers (real clock)
 }
 
 // NewMutex returns a Mutex for the lock name on b. It validates the name
