@@ -57,9 +57,9 @@ var (
 	// length. 2 s is eight times redsync's longest retry delay and five
 	// times the worst wait the author saw (about 375 ms), so a
 	// starved wait shows at its length.
-	sharedMin = 2 * time.Second
-	perContender      = 100 // acquisitions each contender makes
-	handovers         = 100
+	sharedMin    = 2 * time.Second
+	perContender = 100 // acquisitions each contender makes
+	handovers    = 100
 )
 
 // contender is one process's handle on a lock: its own client (connection

@@ -22,10 +22,10 @@ type Result struct {
 	// no longer than: each lock call weighted by its length. A contender
 	// that re-locks at once makes many short waits that hide the few long
 	// waits of the others from P99; P99Time does not.
-	P99Time time.Duration
-	Censored      int           // lock calls still waiting at the end, counted with their wait so far
-	Counts        []int         // acquisitions per contender
-	Order         []int         // contender of each acquisition, in order
+	P99Time  time.Duration
+	Censored int   // lock calls still waiting at the end, counted with their wait so far
+	Counts   []int // acquisitions per contender
+	Order    []int // contender of each acquisition, in order
 }
 
 // Run warms up every contender with one lock and unlock, then runs them in
