@@ -95,7 +95,16 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 	watches := 0
 	startWatch := func() {
 		watches++
-		ch, err := w.Watch(watchCtx, m.name)
+		var (
+			ch  <-chan struct{}
+			err error
+		)
+		if ww, ok := w.(WaiterWatcher); ok && observe == nil {
+			// Only this contender's chances matter, not who else holds.
+			ch, err = ww.WatchWaiter(watchCtx, m.name, m.cfg.identity)
+		} else {
+			ch, err = w.Watch(watchCtx, m.name)
+		}
 		if err != nil {
 			m.cfg.logger.Debug("baton: watch failed; polling", "lock", m.name, "err", err)
 			return

@@ -46,6 +46,7 @@ type Store struct {
 var (
 	_ baton.Backend       = (*Store)(nil)
 	_ baton.Watcher       = (*Store)(nil)
+	_ baton.WaiterWatcher = (*Store)(nil)
 	_ baton.Lister        = (*Store)(nil)
 	_ baton.ForceReleaser = (*Store)(nil)
 )
@@ -395,6 +396,20 @@ func (s *Store) names(ctx context.Context) ([]string, error) {
 // stays subscribed for a while after its last watch ended, so a process
 // that locks the same name again and again does not subscribe each time.
 func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+	return s.watch(ctx, key, "")
+}
+
+// WatchWaiter implements baton.WaiterWatcher: a watch as Watch, for a
+// contender waiting to acquire key as holder. It is not woken by
+// acquisitions, nor by a release that reserved the lock for another waiter
+// (see WithHandoverWindow) until that reservation ends; Mutex.Lock uses
+// it, so that a release wakes the waiter it is reserved for, not every
+// waiter.
+func (s *Store) WatchWaiter(ctx context.Context, key, holder string) (<-chan struct{}, error) {
+	return s.watch(ctx, key, holder)
+}
+
+func (s *Store) watch(ctx context.Context, key, holder string) (<-chan struct{}, error) {
 	if err := checkName(key); err != nil {
 		return nil, err
 	}
@@ -403,6 +418,7 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, error) 
 	}
 	_, _, channel := s.Keys(key)
 	w := newWatcher()
+	w.holder = holder
 	confirmed, err := s.hub.add(ctx, channel, w)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: watch lock %q (channel %s): %w", key, channel, err)
