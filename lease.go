@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -164,7 +165,9 @@ func (l *Lease) unlock(ctx context.Context) error {
 		return fmt.Errorf("baton: unlock %q: %w", l.m.name, err)
 	}
 	l.m.observe(Event{Kind: EventReleased, Name: l.m.name, Holder: g.Holder, Token: g.Token})
-	l.m.cfg.logger.Debug("baton: released", "lock", l.m.name, "holder", g.Holder, "token", g.Token)
+	if l.m.cfg.logger.Enabled(ctx, slog.LevelDebug) { // spare the arguments' allocation on every Unlock
+		l.m.cfg.logger.Debug("baton: released", "lock", l.m.name, "holder", g.Holder, "token", g.Token)
+	}
 	return nil
 }
 

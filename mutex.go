@@ -89,12 +89,19 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 	}
 	start := m.cfg.clock.Now()
 	var changes <-chan struct{}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
+	// The watches' context is made at the first watch: an uncontended
+	// Lock never watches, and a child of a cancellable ctx costs a
+	// registration with it.
+	var watchCtx context.Context
+	stopWatch := context.CancelFunc(func() {})
+	defer func() { stopWatch() }()
 	w, canWatch := m.b.(Watcher)
 	watches := 0
 	startWatch := func() {
 		watches++
+		if watchCtx == nil {
+			watchCtx, stopWatch = context.WithCancel(ctx)
+		}
 		var (
 			ch  <-chan struct{}
 			err error
