@@ -58,6 +58,23 @@ type Watcher interface {
 	Watch(ctx context.Context, key string) (<-chan struct{}, error)
 }
 
+// WaiterWatcher is implemented by Watchers that can watch on behalf of one
+// waiting contender, holder, and leave out wake-ups that cannot let it
+// acquire: another owner's acquisition, and a release the store reserved
+// for another waiter (a FIFO handover). Such a watch must still wake
+// holder no later than a reservation for another waiter can end, and on
+// everything else Watch wakes for.
+//
+// Mutex.Lock uses it; it is safe there because the engine never sleeps
+// past the moment the claim (or reservation) seen at its last attempt can
+// end (HeldError.RetryAfter): a claim taken after that attempt ends later,
+// and is found by the retry at that moment. An Elector's campaign uses
+// Watch, so that a standby hears of every new leader at once.
+type WaiterWatcher interface {
+	Watcher
+	WatchWaiter(ctx context.Context, key, holder string) (<-chan struct{}, error)
+}
+
 // Lister is implemented by backends that can enumerate their records, for
 // status views.
 type Lister interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -48,8 +49,14 @@ type Lease struct {
 	stopOnce   sync.Once
 	keeperDone chan struct{}
 	// start, if not nil, is the timer that starts the keeper at the first
-	// renew: a lease unlocked before then never starts a goroutine.
-	start clock.Timer
+	// renew: a lease unlocked before then never starts a goroutine. With
+	// the real clock, the Mutex's shared keeperStarts does it instead
+	// (deferred is true); startAt and startIdx are its bookkeeping, guarded
+	// by its mutex.
+	start    clock.Timer
+	deferred bool
+	startAt  time.Time
+	startIdx int
 
 	unlockOnce sync.Once
 	unlockErr  error
@@ -72,7 +79,10 @@ func newLease(m *Mutex, parent context.Context, g Grant, sent time.Time) *Lease 
 	// uncontended Lock and Unlock) costs no goroutine and no thread
 	// wake-up. The keeper checks the renew deadline first thing, so a
 	// late start never skips a step-down.
-	if dc, ok := m.cfg.clock.(clock.WithDelayedExecution); ok {
+	if _, ok := m.cfg.clock.(clock.RealClock); ok {
+		l.deferred, l.startAt = true, sent.Add(m.cfg.renewInterval)
+		m.starts.add(l)
+	} else if dc, ok := m.cfg.clock.(clock.WithDelayedExecution); ok {
 		// (A fake clock may call the function while holding its lock,
 		// so the keeper runs in a goroutine of its own.)
 		l.start = dc.AfterFunc(sent.Add(m.cfg.renewInterval).Sub(m.cfg.clock.Now()), func() { go l.keep() })
@@ -155,7 +165,9 @@ func (l *Lease) unlock(ctx context.Context) error {
 		return fmt.Errorf("baton: unlock %q: %w", l.m.name, err)
 	}
 	l.m.observe(Event{Kind: EventReleased, Name: l.m.name, Holder: g.Holder, Token: g.Token})
-	l.m.cfg.logger.Debug("baton: released", "lock", l.m.name, "holder", g.Holder, "token", g.Token)
+	if l.m.cfg.logger.Enabled(ctx, slog.LevelDebug) { // spare the arguments' allocation on every Unlock
+		l.m.cfg.logger.Debug("baton: released", "lock", l.m.name, "holder", g.Holder, "token", g.Token)
+	}
 	return nil
 }
 
@@ -170,7 +182,7 @@ func (l *Lease) abandon(cause error) {
 func (l *Lease) stopKeeper() {
 	l.stopOnce.Do(func() {
 		close(l.stop)
-		if l.start != nil && l.start.Stop() {
+		if l.deferred && l.m.starts.remove(l) || l.start != nil && l.start.Stop() {
 			close(l.keeperDone) // the keeper never started
 		}
 	})

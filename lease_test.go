@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/memory"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -500,5 +501,63 @@ func TestEventsOfTryLockAndFailedRelease(t *testing.T) {
 	}
 	if e := next(t, ev, baton.EventReleased); !errors.Is(e.Err, baton.ErrLost) || e.Token != l.Token() {
 		t.Errorf("released event %+v, want token %d with the store's error", e, l.Token())
+	}
+}
+
+// TestLeaseKeeperStartsOnRealClock: with the real clock the keepers of a
+// Mutex's leases are started by one shared timer. A lease taken just after
+// short tenures (the timer is still armed for the last one's start) renews,
+// and so does one taken after the timer fired with nothing left to start.
+func TestLeaseKeeperStartsOnRealClock(t *testing.T) {
+	b := memory.New()
+	obs, ev := events()
+	opts := []baton.Option{baton.WithTTL(time.Second), baton.WithRenewInterval(200 * time.Millisecond), baton.WithIdentity("me"), quiet, obs}
+	m, err := baton.NewMutex(b, "keeper.real", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 3 { // short tenures: nothing renews, no keeper starts
+		l, err := m.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed := func(what string) {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case e := <-ev:
+				if e.Kind == baton.EventRenewed {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("%s: no renew within 5s", what)
+			}
+		}
+	}
+	renewed("lease after short tenures")
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the timer fires for nothing and stays unarmed
+	if l, err = m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	renewed("lease after an idle timer")
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l.Err() == nil || !errors.Is(l.Err(), baton.ErrReleased) {
+		t.Fatalf("after Unlock: %v", l.Err())
 	}
 }

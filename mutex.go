@@ -16,9 +16,10 @@ import (
 // contender with its own nonce, so two goroutines of one process exclude
 // each other like two processes do.
 type Mutex struct {
-	b    Backend
-	name string
-	cfg  *config
+	b      Backend
+	name   string
+	cfg    *config
+	starts keeperStarts // starts its leases' keepers (real clock)
 }
 
 // NewMutex returns a Mutex for the lock name on b. It validates the name
@@ -88,13 +89,29 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 	}
 	start := m.cfg.clock.Now()
 	var changes <-chan struct{}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
+	// The watches' context is made at the first watch: an uncontended
+	// Lock never watches, and a child of a cancellable ctx costs a
+	// registration with it.
+	var watchCtx context.Context
+	stopWatch := context.CancelFunc(func() {})
+	defer func() { stopWatch() }()
 	w, canWatch := m.b.(Watcher)
 	watches := 0
 	startWatch := func() {
 		watches++
-		ch, err := w.Watch(watchCtx, m.name)
+		if watchCtx == nil {
+			watchCtx, stopWatch = context.WithCancel(ctx)
+		}
+		var (
+			ch  <-chan struct{}
+			err error
+		)
+		if ww, ok := w.(WaiterWatcher); ok && observe == nil {
+			// Only this contender's chances matter, not who else holds.
+			ch, err = ww.WatchWaiter(watchCtx, m.name, m.cfg.identity)
+		} else {
+			ch, err = w.Watch(watchCtx, m.name)
+		}
 		if err != nil {
 			m.cfg.logger.Debug("baton: watch failed; polling", "lock", m.name, "err", err)
 			return

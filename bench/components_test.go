@@ -3,6 +3,11 @@ package bench
 import (
 	"context"
 	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,10 +20,27 @@ import (
 func BenchmarkCycle(b *testing.B) {
 	srv := testenv.StartRedis(b)
 	addr := srv.Addr()
-	ctx := context.Background()
+	ctx, cancelAll := context.WithCancel(context.Background()) // cancelable, like t.Context() in the report
+	defer cancelAll()
+	cpu := func(b *testing.B) { cpuPerOp(b, addr) }
+	for _, lib := range libraries[1:3] {
+		b.Run(lib.name[strings.LastIndex(lib.name, "/")+1:], func(b *testing.B) {
+			c := lib.open(addr, uniqueKey("p"), "x")
+			defer c.close()
+			cpu(b)
+			for b.Loop() {
+				u, err := c.lock(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = u(ctx)
+			}
+		})
+	}
 	b.Run("raw", func(b *testing.B) {
 		c := libraries[len(libraries)-1].open(addr, uniqueKey("r"), "x")
 		defer c.close()
+		cpu(b)
 		for b.Loop() {
 			u, _ := c.lock(ctx)
 			_ = u(ctx)
@@ -30,6 +52,7 @@ func BenchmarkCycle(b *testing.B) {
 		s := redisstore.New(c)
 		defer s.Close()
 		key := uniqueKey("s")
+		cpu(b)
 		for b.Loop() {
 			g, err := s.TryAcquire(ctx, key, baton.Request{Holder: "h", Nonce: baton.NewNonce(), TTL: lockTTL})
 			if err != nil {
@@ -49,6 +72,7 @@ func BenchmarkCycle(b *testing.B) {
 		if _, err := s.Watch(wctx, key); err != nil {
 			b.Fatal(err)
 		}
+		cpu(b)
 		for b.Loop() {
 			g, err := s.TryAcquire(ctx, key, baton.Request{Holder: "h", Nonce: baton.NewNonce(), TTL: lockTTL})
 			if err != nil {
@@ -63,6 +87,7 @@ func BenchmarkCycle(b *testing.B) {
 		s := redisstore.New(c)
 		defer s.Close()
 		m, _ := baton.NewMutex(s, uniqueKey("m"), baton.WithTTL(lockTTL), baton.WithLogger(slog.New(slog.DiscardHandler)))
+		cpu(b)
 		for b.Loop() {
 			l, err := m.TryLock(ctx)
 			if err != nil {
@@ -77,6 +102,7 @@ func BenchmarkCycle(b *testing.B) {
 		s := redisstore.New(c)
 		defer s.Close()
 		m, _ := baton.NewMutex(s, uniqueKey("m"), baton.WithTTL(lockTTL), baton.WithLogger(slog.New(slog.DiscardHandler)))
+		cpu(b)
 		for b.Loop() {
 			l, err := m.Lock(ctx)
 			if err != nil {
@@ -86,4 +112,66 @@ func BenchmarkCycle(b *testing.B) {
 		}
 	})
 	_ = time.Second
+}
+
+// cpuPerOp reports, at the end of b, the CPU time this process and the
+// redis-server at addr spent per operation (getrusage and INFO cpu): less
+// noisy than wall time on a shared machine.
+func cpuPerOp(b *testing.B, addr string) {
+	c := newClient(addr)
+	serverCPU := func() float64 {
+		info, err := c.Info(context.Background(), "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sum float64
+		for _, line := range strings.Split(info, "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += f
+			}
+		}
+		return sum
+	}
+	selfCPU := func() float64 {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	}
+	s0, c0 := serverCPU(), selfCPU()
+	b.Cleanup(func() {
+		s1, c1 := serverCPU(), selfCPU()
+		_ = c.Close()
+		b.ReportMetric((c1-c0)/float64(b.N)*1e6, "client-µs/op")
+		b.ReportMetric((s1-s0)/float64(b.N)*1e6, "server-µs/op")
+	})
+}
+
+// TestUncontendedRounds repeats the report's uncontended table alone, with
+// more rounds (BENCH_ROUNDS, default 9), for comparing changes to the cycle:
+//
+//	BENCH_UNCONTENDED=1 go test -run TestUncontendedRounds -v .
+func TestUncontendedRounds(t *testing.T) {
+	if os.Getenv("BENCH_UNCONTENDED") == "" {
+		t.Skip("set BENCH_UNCONTENDED=1")
+	}
+	rounds := 9
+	if n, err := strconv.Atoi(os.Getenv("BENCH_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	addr := testenv.StartRedis(t).Addr()
+	all := append(slices.Clone(libraries), batonParts...)
+	rates := map[string][]float64{}
+	for range rounds {
+		for _, lib := range all {
+			rates[lib.name] = append(rates[lib.name], uncontended(t, lib, addr))
+		}
+	}
+	median := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
+	base := median(rates[libraries[1].name])
+	for _, lib := range all {
+		m := median(rates[lib.name])
+		t.Logf("%-50s %6.0f cycles/s  %.2fx redislock", lib.name, m, m/base)
+	}
 }

@@ -39,7 +39,12 @@
 //     The reservation only refuses acquisitions; see WithHandoverWindow.
 //   - Watch: a waiter subscribes to the lock's notice channel and retries
 //     as soon as a release (or acquire) notice arrives, so a lock changes
-//     hands one round trip after its release. The engine still polls (RetryPeriod, with jitter,
+//     hands one round trip after its release. A release that reserves the
+//     lock names the waiter in its notice, and a blocking Lock's watch
+//     (WatchWaiter) wakes only for releases it can use: one reserved for
+//     its holder, one without reservation, or the end of a reservation for
+//     another waiter; acquisitions do not wake it. So a release wakes one
+//     waiter, not all of them to be refused. The engine still polls (RetryPeriod, with jitter,
 //     and no later than the PTTL the holder's claim had left) in case a
 //     notice is lost, and a claim that expires (its holder crashed)
 //     publishes nothing.
@@ -58,7 +63,10 @@
 //	P{N}:fence     hash: token (the last fencing token issued),
 //	               transitions, holder (the last holder; "" after a release).
 //	               Never expires; baton never deletes it.
-//	P{N}:notify    pub/sub channel: a message per acquire and per release.
+//	P{N}:notify    pub/sub channel: a message per acquire and per release:
+//	               "acquired <token>", "released <token>", or, when the
+//	               release reserved the lock for a waiter,
+//	               "released <token> <window ms> <waiter>".
 //	P{N}:queue     list: the FIFO of waiting holder identities.
 //	P{N}:queued    hash: waiting identity -> registration deadline (ms).
 //	P{N}:next      string: the waiter a released lock is reserved for.

@@ -223,3 +223,89 @@ func TestFIFOQueuesWaitingAttempt(t *testing.T) {
 		t.Fatalf("b, for which the lock is reserved: %v", err)
 	}
 }
+
+// TestWatchWaiterWakesOnlyItsTurn: a waiter's watch is not woken by an
+// acquisition, nor at once by a release reserved for another waiter; it is
+// woken when that reservation ends, and at once by a release reserved for
+// it. A plain watch is woken by all of them.
+func TestWatchWaiterWakesOnlyItsTurn(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "watch-waiter"
+	const window = 300 * time.Millisecond
+	open := func() *redisstore.Store {
+		s := redisstore.New(newClient(t, srv.Addr()), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b, c := open(), open(), open()
+	plain, err := c.Watch(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := b.WatchWaiter(ctx, key, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc, err := c.WatchWaiter(ctx, key, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	woken := func(ch <-chan struct{}, within time.Duration) bool {
+		select {
+		case <-ch:
+			return true
+		case <-time.After(within):
+			return false
+		}
+	}
+	drain := func(ch <-chan struct{}) {
+		for woken(ch, 20*time.Millisecond) {
+		}
+	}
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !woken(plain, time.Second) {
+		t.Error("the plain watch was not woken by an acquisition")
+	}
+	if woken(wb, 100*time.Millisecond) || woken(wc, 0) {
+		t.Error("a waiter's watch was woken by another owner's acquisition")
+	}
+	// b, then c, queue up.
+	for _, x := range []struct {
+		s    *redisstore.Store
+		name string
+	}{{b, "b"}, {c, "c"}} {
+		wait := request(x.name, time.Minute)
+		wait.Waiting = true
+		_, err := x.s.TryAcquire(ctx, key, wait)
+		heldBy(t, err)
+	}
+	drain(plain)
+	start := time.Now()
+	if err := a.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	if !woken(wb, time.Second) {
+		t.Error("b's watch was not woken by the release reserved for b")
+	}
+	if !woken(plain, time.Second) {
+		t.Error("the plain watch was not woken by the release")
+	}
+	if woken(wc, window/2) {
+		t.Error("c's watch was woken at once by the release reserved for b")
+	}
+	if !woken(wc, 2*window) {
+		t.Fatal("c's watch was not woken when b's reservation ended")
+	}
+	if d := time.Since(start); d < window {
+		t.Errorf("c's watch was woken %v after the release, before the %v reservation ended", d, window)
+	}
+	// The reservation ran out: c takes the lock.
+	if _, err := c.TryAcquire(ctx, key, request("c", time.Minute)); err != nil {
+		t.Fatalf("c after b's reservation ended: %v", err)
+	}
+}

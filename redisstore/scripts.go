@@ -117,8 +117,10 @@ return {1, tonumber(lock[3])}
 
 // releaseScript frees the lock if holder and nonce still own it, keeps the
 // fence, reserves the lock for the longest-waiting live waiter other than
-// the releaser (for the handover window), and publishes a release notice.
-// Waiters whose registration ran out are dropped on the way.
+// the releaser (for the handover window), and publishes a release notice:
+// "released <token>", or "released <token> <window ms> <waiter>" when the
+// lock is reserved for waiter (see hub.notify). Waiters whose registration
+// ran out are dropped on the way.
 //
 // KEYS: lock, fence, queue, queued, next. ARGV: holder, nonce, notice
 // channel, handover window in ms (0: no reservation).
@@ -131,6 +133,7 @@ if lock[1] ~= ARGV[1] or lock[2] ~= ARGV[2] then return {0, lock[1], tonumber(lo
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[2], 'holder', '')
 local window = tonumber(ARGV[4])
+local reserved = ''
 if window > 0 then
   local waiting = redis.call('LRANGE', KEYS[3], 0, -1)
   local now = #waiting > 0 and tonumber(nowms())
@@ -141,12 +144,17 @@ if window > 0 then
       redis.call('HDEL', KEYS[4], h)
       if deadline >= now then
         redis.call('SET', KEYS[5], h, 'PX', window)
+        reserved = h
         break
       end
     end
   end
 end
-redis.call('PUBLISH', ARGV[3], 'released ' .. lock[3])
+if reserved ~= '' then
+  redis.call('PUBLISH', ARGV[3], 'released ' .. lock[3] .. ' ' .. ARGV[4] .. ' ' .. reserved)
+else
+  redis.call('PUBLISH', ARGV[3], 'released ' .. lock[3])
+end
 return {1, tonumber(lock[3])}
 `)
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-go/baton"
@@ -40,12 +41,14 @@ type Store struct {
 	prefix   string
 	handover time.Duration // 0: no FIFO of waiters
 	hub      *hub
-	owned    []io.Closer // clients that Open created; Close closes them
+	last     atomic.Pointer[keys] // see keySet
+	owned    []io.Closer          // clients that Open created; Close closes them
 }
 
 var (
 	_ baton.Backend       = (*Store)(nil)
 	_ baton.Watcher       = (*Store)(nil)
+	_ baton.WaiterWatcher = (*Store)(nil)
 	_ baton.Lister        = (*Store)(nil)
 	_ baton.ForceReleaser = (*Store)(nil)
 )
@@ -106,8 +109,28 @@ func (s *Store) Keys(name string) (lock, fence, channel string) {
 
 // queueKeys returns the keys of the FIFO of waiters for lock name.
 func (s *Store) queueKeys(name string) []string {
+	return s.keySet(name).all[2:]
+}
+
+// keys is the key names of one lock.
+type keys struct {
+	name                 string
+	lock, fence, channel string
+	all                  []string // lock, fence, queue, queued, next: the scripts' KEYS; never modified
+}
+
+// keySet returns lock name's keys. The last lock's are kept: a Store
+// mostly serves one lock, or a few in turn, and building seven strings
+// for every call shows in an uncontended cycle's allocations.
+func (s *Store) keySet(name string) *keys {
+	if k := s.last.Load(); k != nil && k.name == name {
+		return k
+	}
 	base := s.prefix + "{" + name + "}:"
-	return []string{base + "queue", base + "queued", base + "next"}
+	k := &keys{name: name, lock: base + "lock", fence: base + "fence", channel: base + "notify"}
+	k.all = []string{k.lock, k.fence, base + "queue", base + "queued", base + "next"}
+	s.last.Store(k)
+	return k
 }
 
 // TryAcquire implements baton.Backend with one script: if the lock key is
@@ -139,7 +162,8 @@ func (s *Store) acquire(ctx context.Context, key string, req baton.Request) (acq
 	if err := checkRequest(key, req.Holder, req.Nonce, req.TTL); err != nil {
 		return acquireResult{}, err
 	}
-	lock, fence, channel := s.Keys(key)
+	k := s.keySet(key)
+	lock, channel := k.lock, k.channel
 	// A contender that says it keeps trying (a blocking Lock), or that has
 	// a watch open on this Store, waits for a release notice: give it a
 	// place in the FIFO of waiters. Queueing a blocking Lock at its first
@@ -149,8 +173,7 @@ func (s *Store) acquire(ctx context.Context, key string, req baton.Request) (acq
 	if s.handover > 0 && (req.Waiting || s.hub.watching(channel)) {
 		waits = "1"
 	}
-	keys := append([]string{lock, fence}, s.queueKeys(key)...)
-	v, err := acquireScript.Run(ctx, s.client, keys, req.Holder, req.Nonce, millis(req.TTL), channel, waits).Slice()
+	v, err := acquireScript.Run(ctx, s.client, k.all, req.Holder, req.Nonce, millis(req.TTL), channel, waits).Slice()
 	if err != nil {
 		return acquireResult{}, s.wrap(key, lock, "acquire", err)
 	}
@@ -189,11 +212,11 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
 		return err
 	}
-	lock, fence, channel := s.Keys(g.Key)
+	k := s.keySet(g.Key)
+	lock, channel := k.lock, k.channel
 	var cmd *redis.Cmd
 	if script == releaseScript {
-		keys := append([]string{lock, fence}, s.queueKeys(g.Key)...)
-		cmd = script.Run(ctx, s.client, keys, g.Holder, g.Nonce, channel, millis(s.handover))
+		cmd = script.Run(ctx, s.client, k.all, g.Holder, g.Nonce, channel, millis(s.handover))
 	} else {
 		cmd = script.Run(ctx, s.client, []string{lock}, g.Holder, g.Nonce, millis(g.TTL))
 	}
@@ -395,6 +418,20 @@ func (s *Store) names(ctx context.Context) ([]string, error) {
 // stays subscribed for a while after its last watch ended, so a process
 // that locks the same name again and again does not subscribe each time.
 func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+	return s.watch(ctx, key, "")
+}
+
+// WatchWaiter implements baton.WaiterWatcher: a watch as Watch, for a
+// contender waiting to acquire key as holder. It is not woken by
+// acquisitions, nor by a release that reserved the lock for another waiter
+// (see WithHandoverWindow) until that reservation ends; Mutex.Lock uses
+// it, so that a release wakes the waiter it is reserved for, not every
+// waiter.
+func (s *Store) WatchWaiter(ctx context.Context, key, holder string) (<-chan struct{}, error) {
+	return s.watch(ctx, key, holder)
+}
+
+func (s *Store) watch(ctx context.Context, key, holder string) (<-chan struct{}, error) {
 	if err := checkName(key); err != nil {
 		return nil, err
 	}
@@ -403,6 +440,7 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, error) 
 	}
 	_, _, channel := s.Keys(key)
 	w := newWatcher()
+	w.holder = holder
 	confirmed, err := s.hub.add(ctx, channel, w)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: watch lock %q (channel %s): %w", key, channel, err)

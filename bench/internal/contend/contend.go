@@ -18,9 +18,14 @@ type LockFunc func(ctx context.Context) (unlock func(context.Context) error, err
 type Result struct {
 	PerSecond     float64
 	P50, P99, Max time.Duration // waits, from the lock call to its return
-	Censored      int           // lock calls still waiting at the end, counted with their wait so far
-	Counts        []int         // acquisitions per contender
-	Order         []int         // contender of each acquisition, in order
+	// P99Time is the wait that 99% of all waiting time was spent in waits
+	// no longer than: each lock call weighted by its length. A contender
+	// that re-locks at once makes many short waits that hide the few long
+	// waits of the others from P99; P99Time does not.
+	P99Time  time.Duration
+	Censored int   // lock calls still waiting at the end, counted with their wait so far
+	Counts   []int // acquisitions per contender
+	Order    []int // contender of each acquisition, in order
 }
 
 // Run warms up every contender with one lock and unlock, then runs them in
@@ -31,6 +36,18 @@ type Result struct {
 // then count as waits of their length so far (a starved contender's wait
 // is not dropped). name labels errors.
 func Run(t testing.TB, name string, limit time.Duration, locks []LockFunc, total, each int) Result {
+	t.Helper()
+	return RunAtLeast(t, name, limit, locks, total, each, 0)
+}
+
+// RunAtLeast is Run, except that a run until total acquisitions (each == 0)
+// also lasts at least minDur: it stops at the first acquisition that
+// finds both reached (or at minDur, if total was reached before). A
+// library whose waiters retry on timers of tens to hundreds of
+// milliseconds can make total acquisitions in a few milliseconds with one
+// contender re-locking while the others sleep; a run that short would cut
+// the sleepers' waits at its own length.
+func RunAtLeast(t testing.TB, name string, limit time.Duration, locks []LockFunc, total, each int, minDur time.Duration) Result {
 	t.Helper()
 	for _, lock := range locks { // warm up each contender's connection
 		unlock, err := lock(t.Context())
@@ -52,6 +69,7 @@ func Run(t testing.TB, name string, limit time.Duration, locks []LockFunc, total
 		wg       sync.WaitGroup
 		start    = time.Now()
 		end      time.Time
+		minEnd   = start.Add(minDur)
 	)
 	snap := func() {
 		if snapshot == nil {
@@ -60,6 +78,18 @@ func Run(t testing.TB, name string, limit time.Duration, locks []LockFunc, total
 				snapshot = append(snapshot, int(counts[j].Load()))
 			}
 		}
+	}
+	if each == 0 && minDur > 0 {
+		// total reached before minDur: stop at minDur.
+		stopAtMin := time.AfterFunc(minDur, func() {
+			if n.Load() >= int64(total) {
+				mu.Lock()
+				snap()
+				mu.Unlock()
+				cancel()
+			}
+		})
+		defer stopAtMin.Stop()
 	}
 	for i, lock := range locks {
 		wg.Go(func() {
@@ -88,7 +118,7 @@ func Run(t testing.TB, name string, limit time.Duration, locks []LockFunc, total
 				mu.Lock()
 				order = append(order, i)
 				mu.Unlock()
-				if k := n.Add(1); each == 0 && k == int64(total) || each > 0 && len(mine) == each {
+				if k := n.Add(1); each == 0 && k >= int64(total) && !time.Now().Before(minEnd) || each > 0 && len(mine) == each {
 					mu.Lock()
 					snap()
 					mu.Unlock()
@@ -113,6 +143,17 @@ func Run(t testing.TB, name string, limit time.Duration, locks []LockFunc, total
 		r.P50 = waits[len(waits)*50/100]
 		r.P99 = waits[len(waits)*99/100]
 		r.Max = waits[len(waits)-1]
+		var sum, acc time.Duration
+		for _, w := range waits {
+			sum += w
+		}
+		for _, w := range waits {
+			acc += w
+			if float64(acc) >= 0.99*float64(sum) {
+				r.P99Time = w
+				break
+			}
+		}
 	}
 	return r
 }
