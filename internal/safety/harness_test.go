@@ -65,7 +65,7 @@ type backendEnv struct {
 	claimLife time.Duration
 	// newLink gives a contender its own path to the store.
 	newLink func(t *testing.T) link
-	// restart kills the store (SIGKILL; the API server: SIGTERM),
+	// restart kills the store (SIGKILL; for the Kubernetes backends the API server),
 	// keeps it down for down, and starts it again with its data.
 	restart func(t *testing.T, down time.Duration)
 	ns      string
