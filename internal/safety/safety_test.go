@@ -71,13 +71,11 @@ func TestSafety(t *testing.T) {
 		be := leaseEnv(t, "lease")
 		common(t, be, true)
 		runScenario(t, be, scenario{fault: faultRestart})
-		be.throttle(throttleFraction)
-		defer be.throttle(0)
-		runScenario(t, be, scenario{fault: faultThrottle})
+		throttled(t, be)
 	})
 	// ConfigMap and DistributedLock share the Lease backend's store code
-	// (expiry by observation, conditional writes); the pause, the crash
-	// and the clock step here, and everything in the long mode.
+	// (expiry by observation, conditional writes); the pause, the crash,
+	// the clock step and throttling here, and everything in the long mode.
 	t.Run("configmap", func(t *testing.T) {
 		kubeObject(t, leaseEnv(t, "configmap"))
 	})
@@ -93,6 +91,8 @@ func TestSafety(t *testing.T) {
 }
 
 func kubeObject(t *testing.T, be *backendEnv) {
+	// Every Kubernetes backend meets API throttling the same way.
+	defer throttled(t, be)
 	if long() {
 		common(t, be, true)
 		return
@@ -101,6 +101,14 @@ func kubeObject(t *testing.T, be *backendEnv) {
 	runScenario(t, be, scenario{fault: faultKill})
 	// They write the holder's wall clock into the object, like the Lease.
 	runScenario(t, be, scenario{fault: faultJump})
+}
+
+// throttled runs the HTTP 429 scenario on a Kubernetes backend: a fraction
+// of its API requests are refused while the holder is killed.
+func throttled(t *testing.T, be *backendEnv) {
+	be.throttle(throttleFraction)
+	defer be.throttle(0)
+	runScenario(t, be, scenario{fault: faultThrottle})
 }
 
 // driftRates are the contenders' clock rates in the drift scenarios: one
