@@ -25,7 +25,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"slices"
@@ -38,6 +37,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/bench/internal/procstat"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/file"
 	"github.com/baton-go/baton/internal/testenv"
@@ -168,7 +168,7 @@ func scaleBackends(t *testing.T) []scaleBackend {
 				return scaleStore{
 					backend:   s,
 					storeReqs: n.Load,
-					storeCPU:  func() time.Duration { return procCPU(dir) },
+					storeCPU:  func() time.Duration { return procstat.CPU(dir) },
 					close:     func() { _ = s.Close(); _ = c.Close() },
 				}
 			},
@@ -198,7 +198,7 @@ func scaleBackends(t *testing.T) []scaleBackend {
 						}
 						return n
 					},
-					storeCPU: func() time.Duration { return procCPU(port) },
+					storeCPU: func() time.Duration { return procstat.CPU(port) },
 					close:    func() {},
 				}
 			},
@@ -263,39 +263,6 @@ func redisStats(c *redis.Client) (calls int64, cpu time.Duration) {
 		}
 	}
 	return calls, time.Duration(secs * float64(time.Second))
-}
-
-// procCPU returns the CPU time (user+system) of the process whose command
-// line contains match, or -1.
-func procCPU(match string) time.Duration {
-	if match == "" {
-		return -1
-	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return -1
-	}
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if !strings.Contains(string(cmd), match) || e.Name() == strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			return -1
-		}
-		f := strings.Fields(string(st)[strings.LastIndex(string(st), ")")+2:])
-		if len(f) < 13 {
-			return -1
-		}
-		user, _ := strconv.Atoi(f[11])
-		sys, _ := strconv.Atoi(f[12])
-		return time.Duration(user+sys) * 10 * time.Millisecond // USER_HZ is 100 on Linux
-	}
-	return -1
 }
 
 func selfCPU() time.Duration {

@@ -15,10 +15,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	mrand "math/rand/v2"
+	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/bench/internal/contend"
+	"github.com/baton-go/baton/bench/internal/procstat"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -242,37 +242,6 @@ func uniqueKey(what string) string {
 	return fmt.Sprintf("%s-%d-%d", what, os.Getpid(), runID.Add(1))
 }
 
-// etcdCPU returns the CPU time used so far by the etcd process whose
-// command line names dir (its data directory), or -1 if it cannot tell
-// (not Linux).
-func etcdCPU(dir string) time.Duration {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return -1
-	}
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if !strings.Contains(string(cmd), dir) {
-			continue
-		}
-		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			return -1
-		}
-		f := strings.Fields(string(st)[strings.LastIndex(string(st), ")")+2:])
-		if len(f) < 13 {
-			return -1
-		}
-		user, _ := strconv.Atoi(f[11])
-		sys, _ := strconv.Atoi(f[12])
-		return time.Duration(user+sys) * 10 * time.Millisecond // USER_HZ is 100 on Linux
-	}
-	return -1
-}
-
 // cpuPer formats etcd's CPU time between c0 and c1 per operation.
 func metStr(ok bool) string {
 	if ok {
@@ -455,7 +424,7 @@ func TestEtcdReport(t *testing.T) {
 	}
 	srv := testenv.StartEtcd(t)
 	eps := srv.Endpoints()
-	cpu := func() time.Duration { return etcdCPU(srv.Dir) }
+	cpu := func() time.Duration { return procstat.CPU(srv.Dir) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "etcd %s, one member on 127.0.0.1 with fsync, %s/%s, %d CPUs, %s; lock TTL %v\n\n",
 		etcdVersion(t, eps), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), lockTTL)
@@ -562,7 +531,7 @@ func TestEtcdContended(t *testing.T) {
 	}
 	srv := testenv.StartEtcd(t)
 	eps := srv.Endpoints()
-	cpu := func() time.Duration { return etcdCPU(srv.Dir) }
+	cpu := func() time.Duration { return procstat.CPU(srv.Dir) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "| library | run | acquisitions/s | wait p50 | wait p99 | wait max | etcd CPU per acquisition | acquisitions per contender | order |\n|---|---|---:|---:|---:|---:|---:|---|---|\n")
 	for _, lib := range libraries {
