@@ -103,8 +103,8 @@ func (s *Store) Prefix() string { return s.prefix }
 // <prefix>{<name>}:queue (list), :queued (hash) and :next (string); see
 // the package documentation.
 func (s *Store) Keys(name string) (lock, fence, channel string) {
-	base := s.prefix + "{" + name + "}:"
-	return base + "lock", base + "fence", base + "notify"
+	k := s.keySet(name)
+	return k.lock, k.fence, k.channel
 }
 
 // queueKeys returns the keys of the FIFO of waiters for lock name.
