@@ -57,9 +57,11 @@
 //
 // For a lock named N and the prefix P (default "baton:", see WithPrefix):
 //
-//	P{N}:lock      hash: holder, nonce, token, ttl_ms, acquired_ms,
-//	               renewed_ms. Exists only while a claim is live; expires
-//	               with it (PX).
+//	P{N}:lock      string "<token> <ttl ms> <acquired ms> <nonce length>
+//	               <nonce><holder>", written with its expiry (SET PX).
+//	               Exists only while a claim is live; expires with it.
+//	               A renewal moves the expiry only: the last one was
+//	               TTL - PTTL before the server's now.
 //	P{N}:fence     hash: token (the last fencing token issued),
 //	               transitions, holder (the last holder; "" after a release).
 //	               Never expires; baton never deletes it.
@@ -78,8 +80,9 @@
 // servers only; Cluster is untested). Lock names are validated with
 // baton.ValidateName and never contain braces.
 //
-// A key of another type, a hash without its fields or a counter that is not
-// a number is reported as baton.ErrCorruptRecord and never overwritten:
+// A key of another type, a lock value that does not parse, a fence without
+// its numeric fields or a lock key without expiry is reported as
+// baton.ErrCorruptRecord and never overwritten:
 // overwriting could reset the fencing counter. Inspect it and remove it by
 // hand (removing the fence key restarts the lock's tokens at 1).
 //

@@ -491,7 +491,7 @@ func (r *Redlock) Watch(ctx context.Context, key string) (<-chan struct{}, error
 // raise runs raiseScript on s.
 func (s *Store) raise(ctx context.Context, key string, req baton.Request, token uint64) error {
 	lock, fence, _ := s.Keys(key)
-	n, err := raiseScript.Run(ctx, s.client, []string{lock, fence}, req.Holder, req.Nonce, token).Int64()
+	n, err := raiseScript.Run(ctx, s.client, []string{lock, fence}, ownerArg(req.Holder, req.Nonce), token).Int64()
 	if err != nil {
 		return s.wrap(key, lock, "raise token", err)
 	}

@@ -1,6 +1,10 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Every state change is one Lua script: Redis runs a script atomically, so
 // no other command sees or changes the keys between its reads and writes.
@@ -8,32 +12,64 @@ import "github.com/redis/go-redis/v9"
 // Replies never contain Lua false (RESP2 and RESP3 convert it differently):
 // missing values are returned as "".
 //
-// A key of the wrong type, a hash without its fields, a non-numeric counter
-// or a lock key without expiry is reported with an error reply starting
-// with corruptCode; the scripts never overwrite such keys.
+// A key of the wrong type, a lock value that does not parse, a fence
+// without numeric fields or a lock key without expiry is reported with an
+// error reply starting with corruptCode (or Redis's WRONGTYPE); the scripts
+// never overwrite such keys.
+//
+// The scripts are kept short on purpose: an uncontended cycle is two of
+// them, and in a cycle on one machine the server's time running them
+// (each redis.call, each argument, each helper closure) shows beside the
+// two round trips. Each script defines only the helpers it uses.
 
 const corruptCode = "BATON_CORRUPT"
 
-const prelude = `
+// Lua helpers, assembled per script.
+const (
+	luaCorrupt = `
 local function corrupt(msg) return redis.error_reply('` + corruptCode + ` ' .. msg) end
+`
+	luaIsuint = `
 local function isuint(v) return type(v) == 'string' and #v <= 15 and string.match(v, '^%d+$') ~= nil end
+`
+	luaNum = `
 local function num(n) return string.format('%.0f', n) end
+`
+	luaNowms = `
 local function nowms()
   local t = redis.call('TIME')
   return t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
 end
--- readlock returns {holder, nonce, token} of the lock hash, nil if there is
--- none, or nil and an error reply. A key of another type raises WRONGTYPE.
+`
+	// readlock returns the lock key's value split into {token, ttl,
+	// acquired, owner} (see lockValue), nil if there is no lock, or nil
+	// and an error reply. A key of another type raises WRONGTYPE.
+	luaReadlock = luaCorrupt + `
 local function readlock(k)
-  local v = redis.call('HMGET', k, 'holder', 'nonce', 'token')
-  if not v[1] and not v[2] and not v[3] then return nil end
-  if not v[1] or v[1] == '' or not v[2] or v[2] == '' or not isuint(v[3]) then
-    return nil, corrupt(k .. ' lacks a holder, a nonce or a numeric token')
-  end
-  return v
+  local v = redis.call('GET', k)
+  if not v then return nil end
+  local tok, ttl, acq, owner = string.match(v, '^(%d+) (%d+) (%d+) (%d+ .+)$')
+  if not tok or #tok > 15 then return nil, corrupt(k .. ' is not a lock value') end
+  return {tok, ttl, acq, owner}
 end
--- readfence returns the fence hash's token, transitions and last holder
--- ('0', '0', '' if there is none), or nil and an error reply.
+-- holderof returns the holder an owner part names ("<n> <nonce of n bytes><holder>"), or nil.
+local function holderof(owner)
+  local n, rest = string.match(owner, '^(%d+) (.*)$')
+  n = tonumber(n)
+  if not n or n < 1 or n >= #rest then return nil end
+  return string.sub(rest, n + 1)
+end
+-- other returns the reply for a lock that is not the caller's: {0, holder, token}.
+local function other(k, l)
+  local h = holderof(l[4])
+  if not h then return corrupt(k .. ' does not name a holder') end
+  return {0, h, tonumber(l[1])}
+end
+`
+	// readfence returns the fence hash's token, transitions and last
+	// holder ('0', '0', '' if there is none), or nil and an error reply.
+	// It uses corrupt: a script that includes it includes luaReadlock.
+	luaReadfence = luaIsuint + `
 local function readfence(k)
   local v = redis.call('HMGET', k, 'token', 'transitions', 'holder')
   if (v[1] and not isuint(v[1])) or (v[2] and not isuint(v[2])) then
@@ -42,6 +78,15 @@ local function readfence(k)
   return v[1] or '0', v[2] or '0', v[3] or ''
 end
 `
+)
+
+// ownerArg is the owner part of a lock value for holder and nonce: the
+// nonce's length, a space, the nonce and the holder. The length makes the
+// split unambiguous whatever bytes the two contain; the scripts compare it
+// whole.
+func ownerArg(holder, nonce string) string {
+	return strconv.Itoa(len(nonce)) + " " + nonce + holder
+}
 
 // acquireScript takes the lock if it is free and not reserved for another
 // waiter, and publishes a notice. A contender that is refused and says it
@@ -50,11 +95,11 @@ end
 //
 // KEYS: lock, fence, queue (list of waiting holders), queued (hash: holder
 // -> registration deadline, ms), next (the holder the lock is reserved for).
-// ARGV: holder, nonce, ttl in ms, notice channel, waits ("1" or "0").
+// ARGV: holder, owner (ownerArg), ttl in ms, notice channel, waits ("1" or "0").
 // Reply: {1, token} when acquired; {0, holder, token, pttl} when held (or
 // reserved: then holder is the waiter it is reserved for and pttl the
 // reservation's).
-var acquireScript = redis.NewScript(prelude + `
+var acquireScript = redis.NewScript(luaReadlock + luaReadfence + luaNum + luaNowms + `
 local function enqueue()
   if ARGV[5] ~= '1' then return end
   local ttl = tonumber(ARGV[3])
@@ -66,14 +111,16 @@ local function enqueue()
   if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
   if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end
 end
-local lock, err = readlock(KEYS[1])
+local l, err = readlock(KEYS[1])
 if err then return err end
-if lock then
+if l then
+  local h = holderof(l[4])
+  if not h then return corrupt(KEYS[1] .. ' does not name a holder') end
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl < 0 then return corrupt(KEYS[1] .. ' has no expiry') end
   enqueue()
   -- PTTL is rounded down: 0 means less than a millisecond is left.
-  return {0, lock[1], tonumber(lock[3]), math.max(pttl, 1)}
+  return {0, h, tonumber(l[1]), math.max(pttl, 1)}
 end
 local ftoken, ftrans, flast = readfence(KEYS[2])
 if not ftoken then return ftrans end
@@ -87,12 +134,10 @@ if ARGV[5] == '1' and redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then redis.call(
 local token = tonumber(ftoken) + 1
 local trans = tonumber(ftrans)
 if ftoken ~= '0' and flast ~= ARGV[1] then trans = trans + 1 end
-local now = nowms()
-redis.call('HSET', KEYS[2], 'token', num(token), 'transitions', num(trans), 'holder', ARGV[1])
-redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'nonce', ARGV[2], 'token', num(token),
-  'ttl_ms', ARGV[3], 'acquired_ms', now, 'renewed_ms', now)
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-redis.call('PUBLISH', ARGV[4], 'acquired ' .. num(token))
+local ts = num(token)
+redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(trans), 'holder', ARGV[1])
+redis.call('SET', KEYS[1], ts .. ' ' .. ARGV[3] .. ' ' .. nowms() .. ' ' .. ARGV[2], 'PX', ARGV[3])
+redis.call('PUBLISH', ARGV[4], 'acquired ' .. ts)
 return {1, token}
 `)
 
@@ -100,36 +145,41 @@ return {1, token}
 // without a place until there is room.
 const maxWaitersLua = "64"
 
-// renewScript extends the claim if holder and nonce still own it.
+// renewScript extends the claim if its owner (holder and nonce) still
+// holds it. The value is rewritten only if the TTL changed: when the claim
+// was last renewed follows from its TTL and PTTL (see decodeRecord).
 //
-// KEYS: lock. ARGV: holder, nonce, ttl in ms.
+// KEYS: lock. ARGV: owner (ownerArg), ttl in ms.
 // Reply: {1, token} when renewed; {0, holder, token} when the lock is
 // another owner's, {0, "", 0} when it is free.
-var renewScript = redis.NewScript(prelude + `
-local lock, err = readlock(KEYS[1])
+var renewScript = redis.NewScript(luaReadlock + `
+local l, err = readlock(KEYS[1])
 if err then return err end
-if not lock then return {0, '', 0} end
-if lock[1] ~= ARGV[1] or lock[2] ~= ARGV[2] then return {0, lock[1], tonumber(lock[3])} end
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-redis.call('HSET', KEYS[1], 'ttl_ms', ARGV[3], 'renewed_ms', nowms())
-return {1, tonumber(lock[3])}
+if not l then return {0, '', 0} end
+if l[4] ~= ARGV[1] then return other(KEYS[1], l) end
+if l[2] == ARGV[2] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+else
+  redis.call('SET', KEYS[1], l[1] .. ' ' .. ARGV[2] .. ' ' .. l[3] .. ' ' .. l[4], 'PX', ARGV[2])
+end
+return {1, tonumber(l[1])}
 `)
 
-// releaseScript frees the lock if holder and nonce still own it, keeps the
+// releaseScript frees the lock if its owner still holds it, keeps the
 // fence, reserves the lock for the longest-waiting live waiter other than
 // the releaser (for the handover window), and publishes a release notice:
 // "released <token>", or "released <token> <window ms> <waiter>" when the
 // lock is reserved for waiter (see hub.notify). Waiters whose registration
 // ran out are dropped on the way.
 //
-// KEYS: lock, fence, queue, queued, next. ARGV: holder, nonce, notice
-// channel, handover window in ms (0: no reservation).
+// KEYS: lock, fence, queue, queued, next. ARGV: holder, owner (ownerArg),
+// notice channel, handover window in ms (0: no reservation).
 // Reply: as renewScript.
-var releaseScript = redis.NewScript(prelude + `
-local lock, err = readlock(KEYS[1])
+var releaseScript = redis.NewScript(luaReadlock + luaNowms + `
+local l, err = readlock(KEYS[1])
 if err then return err end
-if not lock then return {0, '', 0} end
-if lock[1] ~= ARGV[1] or lock[2] ~= ARGV[2] then return {0, lock[1], tonumber(lock[3])} end
+if not l then return {0, '', 0} end
+if l[4] ~= ARGV[2] then return other(KEYS[1], l) end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[2], 'holder', '')
 local window = tonumber(ARGV[4])
@@ -151,11 +201,11 @@ if window > 0 then
   end
 end
 if reserved ~= '' then
-  redis.call('PUBLISH', ARGV[3], 'released ' .. lock[3] .. ' ' .. ARGV[4] .. ' ' .. reserved)
+  redis.call('PUBLISH', ARGV[3], 'released ' .. l[1] .. ' ' .. ARGV[4] .. ' ' .. reserved)
 else
-  redis.call('PUBLISH', ARGV[3], 'released ' .. lock[3])
+  redis.call('PUBLISH', ARGV[3], 'released ' .. l[1])
 end
-return {1, tonumber(lock[3])}
+return {1, tonumber(l[1])}
 `)
 
 // forceReleaseScript frees the lock whoever holds it, keeps the fence, and
@@ -163,58 +213,60 @@ return {1, tonumber(lock[3])}
 //
 // KEYS: lock, fence. ARGV: notice channel.
 // Reply: {found, wasHeld}: found is 0 if neither key exists.
-var forceReleaseScript = redis.NewScript(prelude + `
-local lock, err = readlock(KEYS[1])
+var forceReleaseScript = redis.NewScript(luaReadlock + luaReadfence + `
+local l, err = readlock(KEYS[1])
 if err then return err end
 local ftoken, ferr = readfence(KEYS[2])
 if not ftoken then return ferr end
 local fexists = redis.call('EXISTS', KEYS[2])
-if not lock and fexists == 0 then return {0, 0} end
-if lock then redis.call('DEL', KEYS[1]) end
+if not l and fexists == 0 then return {0, 0} end
+if l then redis.call('DEL', KEYS[1]) end
 if fexists == 1 then redis.call('HSET', KEYS[2], 'holder', '') end
 redis.call('PUBLISH', ARGV[1], 'released ' .. ftoken)
-if lock then return {1, 1} end
+if l then return {1, 1} end
 return {1, 0}
 `)
 
-// getScript reads both keys at one instant. It does not judge them; the Go
-// side does, so that it can say precisely what is wrong.
+// getScript reads both keys and the server's clock at one instant. It does
+// not judge them; the Go side does (decodeRecord), so that it can say
+// precisely what is wrong.
 //
 // KEYS: lock, fence.
-// Reply: {lockType, fenceType, holder, nonce, token, ttl_ms, acquired_ms,
-// renewed_ms, pttl, fenceToken, transitions, lastHolder}.
-var getScript = redis.NewScript(`
+// Reply: {lockType, fenceType, lockValue, pttl, now_ms, fenceToken,
+// transitions, lastHolder}.
+var getScript = redis.NewScript(luaNowms + `
 local function s(v) if v then return v end return '' end
 local lt = redis.call('TYPE', KEYS[1])['ok']
 local ft = redis.call('TYPE', KEYS[2])['ok']
-local r = {lt, ft, '', '', '', '', '', '', -2, '', '', ''}
-if lt == 'hash' then
-  local v = redis.call('HMGET', KEYS[1], 'holder', 'nonce', 'token', 'ttl_ms', 'acquired_ms', 'renewed_ms')
-  for i = 1, 6 do r[2 + i] = s(v[i]) end
-  r[9] = redis.call('PTTL', KEYS[1])
+local r = {lt, ft, '', -2, nowms(), '', '', ''}
+if lt == 'string' then
+  r[3] = redis.call('GET', KEYS[1])
+  r[4] = redis.call('PTTL', KEYS[1])
 end
 if ft == 'hash' then
   local v = redis.call('HMGET', KEYS[2], 'token', 'transitions', 'holder')
-  for i = 1, 3 do r[9 + i] = s(v[i]) end
+  for i = 1, 3 do r[5 + i] = s(v[i]) end
 end
 return r
 `)
 
 // raiseScript (Redlock) raises this instance's fencing counter and the
-// token of the owner's claim to at least ARGV[3], if holder and nonce still
-// own the lock, so that every later acquisition on this instance gets a
-// larger token.
+// token of the owner's claim to at least ARGV[2], if the owner still holds
+// the lock, so that every later acquisition on this instance gets a larger
+// token.
 //
-// KEYS: lock, fence. ARGV: holder, nonce, token.
+// KEYS: lock, fence. ARGV: owner (ownerArg), token.
 // Reply: 1 if raised (or already there), 0 if the lock is not the owner's.
-var raiseScript = redis.NewScript(prelude + `
-local lock, err = readlock(KEYS[1])
+var raiseScript = redis.NewScript(luaReadlock + luaReadfence + `
+local l, err = readlock(KEYS[1])
 if err then return err end
-if not lock or lock[1] ~= ARGV[1] or lock[2] ~= ARGV[2] then return 0 end
+if not l or l[4] ~= ARGV[1] then return 0 end
 local ftoken, ferr = readfence(KEYS[2])
 if not ftoken then return ferr end
-local want = tonumber(ARGV[3])
-if tonumber(ftoken) < want then redis.call('HSET', KEYS[2], 'token', ARGV[3]) end
-if tonumber(lock[3]) < want then redis.call('HSET', KEYS[1], 'token', ARGV[3]) end
+local want = tonumber(ARGV[2])
+if tonumber(ftoken) < want then redis.call('HSET', KEYS[2], 'token', ARGV[2]) end
+if tonumber(l[1]) < want then
+  redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. l[2] .. ' ' .. l[3] .. ' ' .. l[4], 'KEEPTTL')
+end
 return 1
 `)

@@ -173,7 +173,7 @@ func (s *Store) acquire(ctx context.Context, key string, req baton.Request) (acq
 	if s.handover > 0 && (req.Waiting || s.hub.watching(channel)) {
 		waits = "1"
 	}
-	v, err := acquireScript.Run(ctx, s.client, k.all, req.Holder, req.Nonce, millis(req.TTL), channel, waits).Slice()
+	v, err := acquireScript.Run(ctx, s.client, k.all, req.Holder, ownerArg(req.Holder, req.Nonce), millis(req.TTL), channel, waits).Slice()
 	if err != nil {
 		return acquireResult{}, s.wrap(key, lock, "acquire", err)
 	}
@@ -216,9 +216,9 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	lock, channel := k.lock, k.channel
 	var cmd *redis.Cmd
 	if script == releaseScript {
-		cmd = script.Run(ctx, s.client, k.all, g.Holder, g.Nonce, channel, millis(s.handover))
+		cmd = script.Run(ctx, s.client, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover))
 	} else {
-		cmd = script.Run(ctx, s.client, []string{lock}, g.Holder, g.Nonce, millis(g.TTL))
+		cmd = script.Run(ctx, s.client, []string{lock}, ownerArg(g.Holder, g.Nonce), millis(g.TTL))
 	}
 	v, err := cmd.Slice()
 	if err != nil {
@@ -286,24 +286,25 @@ func (s *Store) Get(ctx context.Context, key string) (baton.Record, error) {
 func (s *Store) decodeRecord(key string, v []any) (baton.Record, error) {
 	lock, fence, _ := s.Keys(key)
 	rep := reply{v: v}
-	if err := rep.check(s, key, lock, len(v) == 12); err != nil {
+	lt, ft, val, pttl, now := rep.str(0), rep.str(1), rep.str(2), rep.int(3), rep.str(4)
+	ftoken, ftrans, flast := rep.str(5), rep.str(6), rep.str(7)
+	if err := rep.check(s, key, lock, len(v) == 8); err != nil {
 		return baton.Record{}, err
 	}
 	corrupt := func(k, format string, args ...any) error {
 		return fmt.Errorf("redisstore: lock %q (key %s): %w: "+format, append([]any{key, k, baton.ErrCorruptRecord}, args...)...)
 	}
-	lt, ft := rep.str(0), rep.str(1)
 	rec := baton.Record{Key: key}
 	switch ft {
 	case "none":
 	case "hash":
 		var err1, err2 error
-		rec.Token, err1 = parseUintOr0(rep.str(9))
-		rec.Transitions, err2 = parseUintOr0(rep.str(10))
+		rec.Token, err1 = parseUintOr0(ftoken)
+		rec.Transitions, err2 = parseUintOr0(ftrans)
 		if err1 != nil || err2 != nil {
-			return rec, corrupt(fence, "token %q or transitions %q is not a number", rep.str(9), rep.str(10))
+			return rec, corrupt(fence, "token %q or transitions %q is not a number", ftoken, ftrans)
 		}
-		rec.Holder = rep.str(11)
+		rec.Holder = flast
 	default:
 		return rec, corrupt(fence, "it is a %s, not a hash", ft)
 	}
@@ -312,33 +313,28 @@ func (s *Store) decodeRecord(key string, v []any) (baton.Record, error) {
 		if ft == "none" {
 			return rec, fmt.Errorf("redisstore: lock %q: %w (no key %s or %s)", key, baton.ErrNotFound, lock, fence)
 		}
-	case "hash":
-		token, err := strconv.ParseUint(rep.str(4), 10, 64)
-		if err != nil || rep.str(2) == "" || rep.str(3) == "" {
-			return rec, corrupt(lock, "it lacks a holder, a nonce or a numeric token")
+	case "string":
+		l, err := decodeLockValue(val)
+		if err != nil {
+			return rec, corrupt(lock, "%v", err)
 		}
-		if ft != "hash" || token != rec.Token {
-			return rec, corrupt(lock, "its token %d differs from the last token issued, %d, in %s", token, rec.Token, fence)
+		if ft != "hash" || l.token != rec.Token {
+			return rec, corrupt(lock, "its token %d differs from the last token issued, %d, in %s", l.token, rec.Token, fence)
 		}
-		pttl := rep.int(8)
 		if pttl < 0 {
 			return rec, corrupt(lock, "it has no expiry")
 		}
-		rec.Holder, rec.Nonce = rep.str(2), rep.str(3)
+		rec.Holder, rec.Nonce, rec.TTL, rec.AcquireTime = l.holder, l.nonce, l.ttl, l.acquired
 		// PTTL is rounded down; the key lives until the server's clock has
 		// passed its expiry, so 0 means "less than a millisecond", not gone.
 		rec.Remaining = time.Duration(max(pttl, 1)) * time.Millisecond
-		if ms, err := strconv.ParseInt(rep.str(5), 10, 64); err == nil {
-			rec.TTL = time.Duration(ms) * time.Millisecond
-		}
-		if ms, err := strconv.ParseInt(rep.str(6), 10, 64); err == nil {
-			rec.AcquireTime = time.UnixMilli(ms)
-		}
-		if ms, err := strconv.ParseInt(rep.str(7), 10, 64); err == nil {
-			rec.RenewTime = time.UnixMilli(ms)
+		// Every renewal sets the expiry to the TTL from the server's now, so
+		// the last one was TTL - PTTL ago.
+		if ms, err := strconv.ParseInt(now, 10, 64); err == nil && l.ttl > 0 {
+			rec.RenewTime = time.UnixMilli(ms).Add(-max(l.ttl-time.Duration(pttl)*time.Millisecond, 0))
 		}
 	default:
-		return rec, corrupt(lock, "it is a %s, not a hash", lt)
+		return rec, corrupt(lock, "it is a %s, not a lock value (a string)", lt)
 	}
 	return rec, nil
 }

@@ -48,13 +48,19 @@ func TestCorruptRecords(t *testing.T) {
 		name  string
 		setup func(lock, fence string) error
 	}{
-		{"lock-string", func(lock, _ string) error { return raw.Set(ctx, lock, "x", time.Minute).Err() }},
-		{"lock-no-fields", func(lock, _ string) error { return raw.HSet(ctx, lock, "holder", "h").Err() }},
+		{"lock-hash", func(lock, _ string) error { return raw.HSet(ctx, lock, "holder", "h").Err() }},
+		{"lock-garbage", func(lock, _ string) error { return raw.Set(ctx, lock, "x", time.Minute).Err() }},
+		{"lock-no-holder", func(lock, fence string) error {
+			if err := raw.HSet(ctx, fence, "token", 1, "transitions", 0, "holder", "h").Err(); err != nil {
+				return err
+			}
+			return raw.Set(ctx, lock, "1 60000 1764500000000 5 nonce", time.Minute).Err()
+		}},
 		{"lock-no-expiry", func(lock, fence string) error {
 			if err := raw.HSet(ctx, fence, "token", 1, "transitions", 0, "holder", "h").Err(); err != nil {
 				return err
 			}
-			return raw.HSet(ctx, lock, "holder", "h", "nonce", "n", "token", 1).Err()
+			return raw.Set(ctx, lock, "1 60000 1764500000000 1 nh", 0).Err()
 		}},
 		{"fence-list", func(_, fence string) error { return raw.LPush(ctx, fence, "x").Err() }},
 		{"fence-token-text", func(_, fence string) error { return raw.HSet(ctx, fence, "token", "seven").Err() }},
@@ -82,8 +88,7 @@ func TestCorruptRecords(t *testing.T) {
 	// A lock whose token differs from the fence's last token.
 	lock, fence, _ := s.Keys("mismatch")
 	raw.HSet(ctx, fence, "token", 5, "transitions", 0, "holder", "h")
-	raw.HSet(ctx, lock, "holder", "h", "nonce", "n", "token", 9)
-	raw.PExpire(ctx, lock, time.Minute)
+	raw.Set(ctx, lock, "9 60000 1764500000000 1 nh", time.Minute)
 	if _, err := s.Get(ctx, "mismatch"); !errors.Is(err, baton.ErrCorruptRecord) || !strings.Contains(err.Error(), "differs") {
 		t.Errorf("Get with mismatched tokens: %v, want ErrCorruptRecord", err)
 	}
