@@ -266,7 +266,10 @@ if not ftoken then return ferr end
 local want = tonumber(ARGV[2])
 if tonumber(ftoken) < want then redis.call('HSET', KEYS[2], 'token', ARGV[2]) end
 if tonumber(l[1]) < want then
-  redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. l[2] .. ' ' .. l[3] .. ' ' .. l[4], 'KEEPTTL')
+  -- Keep the expiry (SET's KEEPTTL needs Redis 6); PTTL rounds down.
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < 0 then return corrupt(KEYS[1] .. ' has no expiry') end
+  redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. l[2] .. ' ' .. l[3] .. ' ' .. l[4], 'PX', math.max(pttl, 1))
 end
 return 1
 `)
