@@ -123,3 +123,7 @@ safety-long: deps
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime $(FUZZTIME) ./file
 	$(GO) test -run '^$$' -fuzz FuzzValidateName -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz FuzzDecodeValue -fuzztime $(FUZZTIME) ./etcdstore
+	$(GO) test -run '^$$' -fuzz FuzzDecodeLockValue -fuzztime $(FUZZTIME) ./redisstore
+	$(GO) test -run '^$$' -fuzz FuzzDecodeConfigMap -fuzztime $(FUZZTIME) ./kube
+	$(GO) test -run '^$$' -fuzz FuzzDecodeLease -fuzztime $(FUZZTIME) ./kube

@@ -177,6 +177,11 @@ func decodeLease(l *coordinationv1.Lease) (object, error) {
 	if sp.LeaseTransitions != nil {
 		o.transitions = *sp.LeaseTransitions
 	}
+	if o.durationSec < 0 || o.transitions < 0 {
+		// The API server's validation refuses both; a record that has them
+		// did not come through it as written.
+		return o, errCorrupt(fmt.Errorf("negative spec.leaseDurationSeconds (%d) or spec.leaseTransitions (%d)", o.durationSec, o.transitions))
+	}
 	if o.baton && o.holder != "" && o.durationSec <= 0 {
 		// Without a duration the claim could only be judged expired at
 		// once; refuse to decide instead.
