@@ -13,7 +13,6 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/internal/testenv"
-	"github.com/baton-go/baton/redisstore"
 )
 
 // Component benchmarks: where an uncontended cycle's time goes.
@@ -49,7 +48,7 @@ func BenchmarkCycle(b *testing.B) {
 	b.Run("store-try-release", func(b *testing.B) {
 		c := newClient(addr)
 		defer c.Close()
-		s := redisstore.New(c)
+		s := newStore(c)
 		defer s.Close()
 		key := uniqueKey("s")
 		cpu(b)
@@ -64,7 +63,7 @@ func BenchmarkCycle(b *testing.B) {
 	b.Run("store-try-release-watched", func(b *testing.B) {
 		c := newClient(addr)
 		defer c.Close()
-		s := redisstore.New(c)
+		s := newStore(c)
 		defer s.Close()
 		key := uniqueKey("s")
 		wctx, cancel := context.WithCancel(ctx)
@@ -84,7 +83,7 @@ func BenchmarkCycle(b *testing.B) {
 	b.Run("mutex-trylock", func(b *testing.B) {
 		c := newClient(addr)
 		defer c.Close()
-		s := redisstore.New(c)
+		s := newStore(c)
 		defer s.Close()
 		m, _ := baton.NewMutex(s, uniqueKey("m"), baton.WithTTL(lockTTL), baton.WithLogger(slog.New(slog.DiscardHandler)))
 		cpu(b)
@@ -99,7 +98,7 @@ func BenchmarkCycle(b *testing.B) {
 	b.Run("mutex-lock", func(b *testing.B) {
 		c := newClient(addr)
 		defer c.Close()
-		s := redisstore.New(c)
+		s := newStore(c)
 		defer s.Close()
 		m, _ := baton.NewMutex(s, uniqueKey("m"), baton.WithTTL(lockTTL), baton.WithLogger(slog.New(slog.DiscardHandler)))
 		cpu(b)

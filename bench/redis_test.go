@@ -76,6 +76,15 @@ type library struct {
 	open         func(addr, key, id string) contender
 }
 
+// newStore is redisstore.New with the default options, which are valid.
+func newStore(c redis.UniversalClient) *redisstore.Store {
+	s, err := redisstore.New(c)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
 func newClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 }
@@ -86,7 +95,7 @@ var libraries = []library{
 		config: "Mutex.Lock/Unlock (a Lease with renewals, a watch, FIFO handover); waiters woken by pub/sub, RetryPeriod 2s as fallback",
 		open: func(addr, key, id string) contender {
 			c := newClient(addr)
-			s := redisstore.New(c)
+			s := newStore(c)
 			m, err := baton.NewMutex(s, key, baton.WithIdentity(id), baton.WithTTL(lockTTL),
 				baton.WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
@@ -129,7 +138,7 @@ var batonParts = []library{
 		config: "the two scripts, no engine",
 		open: func(addr, key, id string) contender {
 			c := newClient(addr)
-			return &storeContender{c: c, s: redisstore.New(c), key: key, id: id}
+			return &storeContender{c: c, s: newStore(c), key: key, id: id}
 		},
 	},
 	{

@@ -43,7 +43,6 @@ import (
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/kube"
 	"github.com/baton-go/baton/memory"
-	"github.com/baton-go/baton/redisstore"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
@@ -125,7 +124,7 @@ func scaleBackends(t *testing.T) []scaleBackend {
 				var n atomic.Int64
 				c.AddHook(redisCountHook{&n})
 				ctl := newClient(redisSrv.Addr())
-				s := redisstore.New(c)
+				s := newStore(c)
 				return scaleStore{
 					backend:   s,
 					storeReqs: n.Load,

@@ -4,7 +4,8 @@
 // (the scripts read the server's TIME before writing, which needs effect
 // replication); the tests run against Redis 7.
 //
-//	store := redisstore.New(redis.NewClient(&redis.Options{Addr: "redis:6379"}))
+//	store, err := redisstore.New(redis.NewClient(&redis.Options{Addr: "redis:6379"}))
+//	if err != nil { ... }
 //	defer store.Close()
 //	mu, err := baton.NewMutex(store, "nightly-report")
 //

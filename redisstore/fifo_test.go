@@ -101,7 +101,7 @@ func TestFIFOReservationExpires(t *testing.T) {
 	const key = "fifo-expiry"
 	const window = 100 * time.Millisecond
 	a := newStore(t, srv.Addr(), prefix)
-	gone := redisstore.New(newClient(t, srv.Addr()), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
+	gone := mustNew(t, newClient(t, srv.Addr()), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
 	t.Cleanup(func() { _ = gone.Close() })
 	watching(t, gone, key)
 	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
@@ -111,7 +111,7 @@ func TestFIFOReservationExpires(t *testing.T) {
 	_, err = gone.TryAcquire(ctx, key, request("gone", time.Minute))
 	heldBy(t, err)
 	// a's Store releases with its own (default) window; use the short one.
-	short := redisstore.New(newClient(t, srv.Addr()), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
+	short := mustNew(t, newClient(t, srv.Addr()), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
 	t.Cleanup(func() { _ = short.Close() })
 	if err := short.Release(ctx, ga); err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestWatchWaiterWakesOnlyItsTurn(t *testing.T) {
 	const key = "watch-waiter"
 	const window = 300 * time.Millisecond
 	open := func() *redisstore.Store {
-		s := redisstore.New(newClient(t, srv.Addr()), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
+		s := mustNew(t, newClient(t, srv.Addr()), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}

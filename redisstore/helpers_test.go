@@ -28,7 +28,7 @@ func newClient(t testing.TB, addr string, opts ...func(*redis.Options)) *redis.C
 // newStore returns a Store on addr with prefix, closed at the end of t.
 func newStore(t testing.TB, addr, prefix string, opts ...func(*redis.Options)) *redisstore.Store {
 	t.Helper()
-	s := redisstore.New(newClient(t, addr, opts...), redisstore.WithPrefix(prefix))
+	s := mustNew(t, newClient(t, addr, opts...), redisstore.WithPrefix(prefix))
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -47,6 +47,16 @@ func newRedlock(t testing.TB, servers []*testenv.RedisServer, prefix string, opt
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	return r
+}
+
+// mustNew is redisstore.New for options a test knows to be valid.
+func mustNew(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 var prefixes atomic.Int64

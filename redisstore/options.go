@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/baton-go/baton"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,10 +39,10 @@ func newOptions(opts []Option) options {
 
 func (o options) validate() error {
 	if strings.ContainsAny(o.prefix, "{}") {
-		return fmt.Errorf("key prefix %q must not contain '{' or '}' (the lock name is the hash tag)", o.prefix)
+		return fmt.Errorf("%w: key prefix %q must not contain '{' or '}' (the lock name is the hash tag)", baton.ErrInvalidOptions, o.prefix)
 	}
 	if o.driftFactor < 0 || o.driftFactor >= 0.5 {
-		return fmt.Errorf("drift factor %v is not in [0, 0.5)", o.driftFactor)
+		return fmt.Errorf("%w: drift factor %v is not in [0, 0.5)", baton.ErrInvalidOptions, o.driftFactor)
 	}
 	return nil
 }

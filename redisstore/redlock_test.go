@@ -144,7 +144,7 @@ func TestRedlockTokensRaised(t *testing.T) {
 	// Server 0 has issued many more tokens than the others (it served
 	// another quorum while they were unreachable, say).
 	s0 := newClient(t, servers[0].Addr())
-	_, fence, _ := redisstore.New(s0, redisstore.WithPrefix(prefix)).Keys(key)
+	_, fence, _ := mustNew(t, s0, redisstore.WithPrefix(prefix)).Keys(key)
 	if err := s0.HSet(ctx, fence, "token", 41, "transitions", 0, "holder", "").Err(); err != nil {
 		t.Fatal(err)
 	}

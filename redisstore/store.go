@@ -57,14 +57,15 @@ var (
 // Close stops the Store's subscriber but leaves the client open.
 //
 // For go-redis to honour the deadlines of the contexts baton passes, set
-// ContextTimeoutEnabled in the client's options (ParseURL does). New panics
-// if WithPrefix was given a prefix containing '{' or '}'.
-func New(client redis.UniversalClient, opts ...Option) *Store {
+// ContextTimeoutEnabled in the client's options (ParseURL does). New
+// returns an error matching baton.ErrInvalidOptions if an option is
+// invalid (a prefix containing '{' or '}').
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	o := newOptions(opts)
 	if err := o.validate(); err != nil {
-		panic("redisstore.New: " + err.Error())
+		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	return newStore(client, o)
+	return newStore(client, o), nil
 }
 
 func newStore(client redis.UniversalClient, o options) *Store {

@@ -16,7 +16,7 @@ import (
 func TestKeyLayout(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
-	s := redisstore.New(c)
+	s := mustNew(t, c)
 	defer s.Close()
 	lock, fence, channel := s.Keys("nightly.report")
 	if lock != "baton:{nightly.report}:lock" || fence != "baton:{nightly.report}:fence" || channel != "baton:{nightly.report}:notify" {
@@ -24,15 +24,17 @@ func TestKeyLayout(t *testing.T) {
 	}
 }
 
-func TestNewPanicsOnBracePrefix(t *testing.T) {
+// TestNewRejectsInvalidOptions: a bad option is an error naming it, not a
+// panic.
+func TestNewRejectsInvalidOptions(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
-	defer func() {
-		if r := recover(); r == nil || !strings.Contains(r.(string), "must not contain") {
-			t.Errorf("recover() = %v", r)
+	for _, o := range []redisstore.Option{redisstore.WithPrefix("x{"), redisstore.WithPrefix("}"), redisstore.WithDriftFactor(0.5)} {
+		s, err := redisstore.New(c, o)
+		if s != nil || !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "must not contain") && !strings.Contains(err.Error(), "drift factor") {
+			t.Errorf("New = %v, %v; want nil and an error matching ErrInvalidOptions that names the option", s, err)
 		}
-	}()
-	redisstore.New(c, redisstore.WithPrefix("x{"))
+	}
 }
 
 // TestCorruptRecords: keys of another type or with bad fields are reported
@@ -190,7 +192,7 @@ func TestWatchLingerStops(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
 	prefix := uniquePrefix()
 	c := newClient(t, srv.Addr())
-	s := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithWatchLinger(0))
+	s := mustNew(t, c, redisstore.WithPrefix(prefix), redisstore.WithWatchLinger(0))
 	defer s.Close()
 	other := newStore(t, srv.Addr(), prefix)
 	for range 3 {
@@ -216,7 +218,7 @@ func TestWatchLingerStops(t *testing.T) {
 func TestClientClosedUnderStore(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	s := redisstore.New(c, redisstore.WithPrefix(uniquePrefix()))
+	s := mustNew(t, c, redisstore.WithPrefix(uniquePrefix()))
 	defer s.Close()
 	ctx := testCtx(t, 20*time.Second)
 	ch, err := s.Watch(ctx, "closed")

@@ -7,7 +7,7 @@
 // can be imported beside client-go's resourcelock without renaming, and
 // reads as what it is at the call site:
 //
-//	store := redisstore.New(redisClient)
+//	store, err := redisstore.New(redisClient)
 //	lock, err := batonlock.New(store, "my-operator", podName+"_"+uuid)
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 //		LeaderElection:                      true,

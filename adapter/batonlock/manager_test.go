@@ -60,7 +60,10 @@ func TestManagerFailover(t *testing.T) {
 		srv := testenv.StartRedis(t)
 		failover(t, cfg, func(t *testing.T, id string) *batonlock.Lock {
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-			store := redisstore.New(c)
+			store, err := redisstore.New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Cleanup(func() { _ = store.Close(); _ = c.Close() })
 			return newLock(t, store, "controller-redis", id, quiet)
 		})
@@ -283,7 +286,10 @@ func TestManagerPartition(t *testing.T) {
 	t.Cleanup(func() { _ = proxy.Close() })
 	lockVia := func(addr, id string) *batonlock.Lock {
 		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-		store := redisstore.New(c)
+		store, err := redisstore.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { _ = store.Close(); _ = c.Close() })
 		return newLock(t, store, "controller-partition", id, slog.New(slog.DiscardHandler))
 	}

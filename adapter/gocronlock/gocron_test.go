@@ -32,7 +32,10 @@ func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 func newStore(t *testing.T, srv *testenv.RedisServer) *redisstore.Store {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-	s := redisstore.New(c)
+	s, err := redisstore.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = s.Close(); _ = c.Close() })
 	return s
 }
