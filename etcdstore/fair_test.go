@@ -451,12 +451,20 @@ func TestFairCollectFromEvent(t *testing.T) {
 	}
 	handedTo("w1", ws[1].req.Nonce, g0.Token)
 	g1 := acquire(ws[1])
-	time.Sleep(300 * time.Millisecond) // let w2's Store watch the claim and read w3's place
+	// w2's Store learned from the touch of w1's key that w2 is next in
+	// line: it watches the claim and reads w3's place.
+	awaitPlace(t, "w2 next in line, watching the claim, knowing w3", func() bool {
+		watching, knowsNext, _ := etcdstore.NextInLine(ws[2].s, "job", "w2")
+		return watching && knowsNext
+	})
 	if err := ws[1].s.Release(ctx, g1); err != nil {
 		t.Fatal(err)
 	}
 	within(t, 5*time.Second, "w2's wake-up", ws[2].wake)
-	time.Sleep(100 * time.Millisecond) // the claim's event, if the key ahead's came first
+	awaitPlace(t, "the claim handed to w2 on its claim watch", func() bool {
+		_, _, handed := etcdstore.NextInLine(ws[2].s, "job", "w2")
+		return handed
+	})
 	before := ws[2].n.snapshot()
 	g2, err := ws[2].s.TryAcquire(ctx, "job", ws[2].req)
 	if err != nil {
@@ -478,5 +486,17 @@ func TestFairCollectFromEvent(t *testing.T) {
 	handedTo("w3", ws[3].req.Nonce, g2.Token)
 	if g3 := acquire(ws[3]); g3.Holder != "w3" || g3.Token <= g2.Token {
 		t.Fatalf("w3's grant %+v after token %d", g3, g2.Token)
+	}
+}
+
+// awaitPlace polls cond, the state of a Store's place in a queue, until it
+// holds; it fails t after 5s. The state changes in the Store's watch
+// goroutine, which has no event for tests to wait on.
+func awaitPlace(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
 	}
 }

@@ -74,8 +74,11 @@ type follower struct {
 	// rejoined: a registration was added to an idle follower; plain
 	// watchers are told again once the watch is established.
 	rejoined bool
-	wake     chan struct{} // capacity 1: the spec or the attempts changed
-	cancel   context.CancelFunc
+	// claimUp (fair mode): the claim watch is established. Only tests
+	// read it (export_test.go), to wait for it instead of sleeping.
+	claimUp bool
+	wake    chan struct{} // capacity 1: the spec or the attempts changed
+	cancel  context.CancelFunc
 }
 
 // reg is one Watch registration.
@@ -432,6 +435,9 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 		case !wantClaim && cwch != nil:
 			ccancel()
 			cwch, cCreated = nil, 0
+			s.mu.Lock()
+			f.claimUp = false
+			s.mu.Unlock()
 			undefer()
 		}
 		if wch != nil && created != 0 {
@@ -495,6 +501,7 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 					return
 				}
 				s.mu.Lock()
+				f.claimUp = false
 				for k, e := range s.entries {
 					if k.name == f.name {
 						e.first = false // a new claim watch may miss the next change
@@ -506,6 +513,9 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 			}
 			if wr.Created {
 				cCreated = max(wr.Header.Revision, 1)
+				s.mu.Lock()
+				f.claimUp = true
+				s.mu.Unlock()
 				continue
 			}
 			reached := false

@@ -169,6 +169,35 @@ func testTokenRange(ctx context.Context, t *testing.T, db *sql.DB) {
 	}
 }
 
+// awaitLockWait returns once a session of db waits for a lock, as
+// PostgreSQL reports in pg_stat_activity: the writer started in the
+// background is blocked on the newer transaction's row lock. It fails the
+// test if the writer returns first (done) or nothing waits within 10s.
+func awaitLockWait(ctx context.Context, t *testing.T, db *sql.DB, done <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		err := db.QueryRowContext(ctx,
+			`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the writer did not wait for the open newer transaction: it returned %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no session waits for a lock after 10s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling PostgreSQL's view; no event to wait on
+	}
+}
+
 // A stale writer whose check waits on a newer holder's open transaction is
 // rejected once that transaction commits.
 func testWaits(ctx context.Context, t *testing.T, db *sql.DB) {
@@ -189,11 +218,7 @@ func testWaits(ctx context.Context, t *testing.T, db *sql.DB) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- g.Exec(ctx, "job", 2, put(data, "x", "two", 2)) }()
-	select {
-	case err := <-done:
-		t.Fatalf("stale writer did not wait for the open newer transaction: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
+	awaitLockWait(ctx, t, db, done)
 	if err := newer.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +238,7 @@ func testWaits(ctx context.Context, t *testing.T, db *sql.DB) {
 		t.Fatal(err)
 	}
 	go func() { done <- g.Exec(ctx, "job", 4, put(data, "x", "four", 4)) }()
-	time.Sleep(100 * time.Millisecond)
+	awaitLockWait(ctx, t, db, done)
 	if err := newer2.Rollback(); err != nil {
 		t.Fatal(err)
 	}

@@ -478,7 +478,8 @@ func TestDistributedLockRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mb, err := baton.NewMutex(b, "job", baton.WithIdentity("pod-b"), baton.WithTTL(ttl), quiet)
+	bw, watching := watchUp(b)
+	mb, err := baton.NewMutex(bw, "job", baton.WithIdentity("pod-b"), baton.WithTTL(ttl), quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +499,7 @@ func TestDistributedLockRole(t *testing.T) {
 		}
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	awaitWatch(t, watching) // the second replica waits through a watch, which the Role allows
 	released := time.Now()
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock with the shipped Role: %v", err)

@@ -287,16 +287,8 @@ func TestReleaseTakenOverThroughWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heldCh := make(chan struct{}, 1)
-	standby, err := baton.NewMutex(b, "leader", append(opts, baton.WithIdentity("pod-b"),
-		baton.WithObserver(baton.ObserverFunc(func(ev baton.Event) {
-			if ev.Kind == baton.EventHeld {
-				select {
-				case heldCh <- struct{}{}:
-				default:
-				}
-			}
-		})))...)
+	bw, watching := watchUp(b)
+	standby, err := baton.NewMutex(bw, "leader", append(opts, baton.WithIdentity("pod-b"))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,12 +306,7 @@ func TestReleaseTakenOverThroughWatch(t *testing.T) {
 		l, err := standby.Lock(ctx)
 		done <- result{l, err, time.Now()}
 	}()
-	select {
-	case <-heldCh:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the standby never found the lock held")
-	}
-	time.Sleep(200 * time.Millisecond) // let the standby's watch settle
+	awaitWatch(t, watching) // the standby found it held and watches it
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +455,8 @@ func TestShippedRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mb, err := baton.NewMutex(b, "job", baton.WithIdentity("pod-b"), baton.WithTTL(ttl), quiet)
+	bw, watching := watchUp(b)
+	mb, err := baton.NewMutex(bw, "job", baton.WithIdentity("pod-b"), baton.WithTTL(ttl), quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +476,7 @@ func TestShippedRole(t *testing.T) {
 		}
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	awaitWatch(t, watching) // the second replica waits through a watch, which the Role allows
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock with the shipped Role: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
@@ -103,4 +104,51 @@ func addUser(t *testing.T, name string) *rest.Config {
 		t.Fatalf("adding user %q: %v", name, err)
 	}
 	return u.Config()
+}
+
+// watchUp wraps b so that the test can wait for a Watch of it to be
+// established instead of sleeping: the kube stores notify every channel
+// once their API watch is up (see Store.Watch), and up is closed at the
+// first notification any of the wrapper's channels receives. The engine
+// asserts only baton.Watcher on its backend, so the wrapper hides nothing
+// it uses.
+func watchUp(b baton.Backend) (baton.Backend, <-chan struct{}) {
+	w := &watchSignal{Backend: b, w: b.(baton.Watcher), up: make(chan struct{})}
+	return w, w.up
+}
+
+type watchSignal struct {
+	baton.Backend
+	w    baton.Watcher
+	up   chan struct{}
+	once sync.Once
+}
+
+func (s *watchSignal) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+	in, err := s.w.Watch(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for range in { // ends when the store closes in (ctx ended)
+			s.once.Do(func() { close(s.up) })
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out, nil
+}
+
+// awaitWatch fails t unless up is closed within 10s.
+func awaitWatch(t *testing.T, up <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-up:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter's watch was not established within 10s")
+	}
 }
