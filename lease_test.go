@@ -511,7 +511,9 @@ func TestEventsOfTryLockAndFailedRelease(t *testing.T) {
 func TestLeaseKeeperStartsOnRealClock(t *testing.T) {
 	b := memory.New()
 	obs, ev := events()
-	opts := []baton.Option{baton.WithTTL(time.Second), baton.WithRenewInterval(200 * time.Millisecond), baton.WithIdentity("me"), quiet, obs}
+	// The renew interval leaves the check below that the timer is still
+	// armed half a second, against a stall of the machine.
+	opts := []baton.Option{baton.WithTTL(2 * time.Second), baton.WithRenewInterval(500 * time.Millisecond), baton.WithIdentity("me"), quiet, obs}
 	m, err := baton.NewMutex(b, "keeper.real", opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -526,7 +528,9 @@ func TestLeaseKeeperStartsOnRealClock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(50 * time.Millisecond)
+	if !baton.KeeperTimerArmed(m) {
+		t.Fatal("after short tenures the shared timer is not armed; the case below needs it armed")
+	}
 	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -549,7 +553,13 @@ func TestLeaseKeeperStartsOnRealClock(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the timer fires for nothing and stays unarmed
+	// The timer fires for the released lease, finds nothing due, and
+	// stays unarmed: wait for that (it has no event; poll its state).
+	for deadline := time.Now().Add(5 * time.Second); baton.KeeperTimerArmed(m); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the shared timer is still armed 5s after the last lease's start time")
+		}
+	}
 	if l, err = m.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
