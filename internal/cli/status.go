@@ -26,9 +26,9 @@ const statusLong = `Show the state of lock NAME, or of every lock in the store.
 
 The table shows NAME, HOLDER ("<none>" if the lock is free or its claim has
 expired), TOKEN (the last fencing token issued), RENEWED (time since the
-holder last renewed, by the holder's wall clock), EXPIRES-IN (how long the
-claim still lasts as judged from this machine; "-" if free) and TRANSITIONS
-(how many times the lock changed hands). -o wide adds TTL, ACQUIRED and the
+holder last renewed, by the holder's wall clock; for Redis, the server's),
+EXPIRES-IN (how long the claim still lasts as judged from this machine; "-"
+if free) and TRANSITIONS (how many times the lock changed hands). -o wide adds TTL, ACQUIRED and the
 store's VERSION; -o json and -o yaml print the records (with NAME: one
 object; without: {"items": [...]}).
 
