@@ -20,6 +20,26 @@ func sameFields(a, b object) bool {
 	return a == b
 }
 
+// checkRoundTrip checks a decoder's result: an error must match
+// baton.ErrCorruptRecord; a record must come back from rewrite (encode,
+// then decode) with the same fields.
+func checkRoundTrip(t *testing.T, o object, err error, rewrite func(object) (object, error)) {
+	t.Helper()
+	if err != nil {
+		if !errors.Is(err, baton.ErrCorruptRecord) {
+			t.Errorf("decode error %v does not match ErrCorruptRecord", err)
+		}
+		return
+	}
+	again, err := rewrite(o)
+	if err != nil {
+		t.Fatalf("a decoded record %+v does not decode after encoding: %v", o, err)
+	}
+	if !sameFields(o, again) {
+		t.Errorf("round trip changed the record:\n got %+v\nwant %+v", again, o)
+	}
+}
+
 // FuzzDecodeConfigMap: any annotations decode to a record or an error
 // matching baton.ErrCorruptRecord, never a panic; a record that decodes
 // is written back (encodeConfigMap) with the same fields.
@@ -40,19 +60,7 @@ func FuzzDecodeConfigMap(f *testing.F) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", ResourceVersion: "7",
 			Annotations: a, Labels: map[string]string{LabelApplication: app}}}
 		o, err := decodeConfigMap(cm)
-		if err != nil {
-			if !errors.Is(err, baton.ErrCorruptRecord) {
-				t.Errorf("decode error %v does not match ErrCorruptRecord", err)
-			}
-			return
-		}
-		again, err := decodeConfigMap(encodeConfigMap(o))
-		if err != nil {
-			t.Fatalf("a decoded record %+v does not decode after encoding: %v", o, err)
-		}
-		if !sameFields(o, again) {
-			t.Errorf("round trip changed the record:\n got %+v\nwant %+v", again, o)
-		}
+		checkRoundTrip(t, o, err, func(o object) (object, error) { return decodeConfigMap(encodeConfigMap(o)) })
 	})
 }
 
@@ -70,18 +78,6 @@ func FuzzDecodeLease(f *testing.F) {
 		}
 		l.Spec.LeaseDurationSeconds, l.Spec.LeaseTransitions = &duration, &transitions
 		o, err := decodeLease(l)
-		if err != nil {
-			if !errors.Is(err, baton.ErrCorruptRecord) {
-				t.Errorf("decode error %v does not match ErrCorruptRecord", err)
-			}
-			return
-		}
-		again, err := decodeLease(encodeLease(o))
-		if err != nil {
-			t.Fatalf("a decoded record %+v does not decode after encoding: %v", o, err)
-		}
-		if !sameFields(o, again) {
-			t.Errorf("round trip changed the record:\n got %+v\nwant %+v", again, o)
-		}
+		checkRoundTrip(t, o, err, func(o object) (object, error) { return decodeLease(encodeLease(o)) })
 	})
 }
