@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -98,14 +97,8 @@ type Etcd struct {
 	Dir string
 
 	mu   sync.Mutex
-	proc *etcdProc // nil while stopped
-	last *etcdProc // the latest process, for Log
-}
-
-type etcdProc struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has exited and its log is drained
-	log    *syncBuffer
+	proc *proc // nil while stopped
+	last *proc // the latest process, for Log
 }
 
 // FindEtcd returns the path of the etcd binary: $BATON_ETCD_BIN if set, else
@@ -345,24 +338,13 @@ func (e *Etcd) start() error {
 	}
 	cmd.Stdout = nil
 	setPdeathsig(cmd)
-	if err := startProcess(cmd); err != nil {
+	p, _, err := startProc(cmd, out, "")
+	if err != nil {
 		return err
 	}
-	p := &etcdProc{cmd: cmd, exited: make(chan struct{}), log: &syncBuffer{}}
 	e.last = p
-	go func() {
-		defer close(p.exited)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.log.WriteString(sc.Text() + "\n")
-		}
-		_, _ = io.Copy(io.Discard, out)
-		_ = cmd.Wait()
-	}()
 	if err := e.waitHealthy(p); err != nil {
-		_ = cmd.Process.Kill()
-		<-p.exited
+		p.kill()
 		return err
 	}
 	e.proc = p
@@ -371,7 +353,7 @@ func (e *Etcd) start() error {
 
 // waitHealthy polls the metrics listener's /health until etcd reports
 // {"health":"true"}: it has a leader and a linearizable read went through.
-func (e *Etcd) waitHealthy(p *etcdProc) error {
+func (e *Etcd) waitHealthy(p *proc) error {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdStartTimeout)
 	defer cancel()
 	url := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.MetricsPort)) + "/health"
@@ -414,11 +396,5 @@ func (e *Etcd) stop(sig syscall.Signal) {
 	if p == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.exited:
-	case <-time.After(etcdStopTimeout):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
+	p.stop(sig, etcdStopTimeout)
 }

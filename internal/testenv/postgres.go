@@ -1,10 +1,8 @@
 package testenv
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -64,16 +62,10 @@ type Postgres struct {
 	args  []string
 
 	mu   sync.Mutex
-	proc *pgProc // nil while stopped
+	proc *proc // nil while stopped
 }
 
 type pgUser struct{ uid, gid uint32 }
-
-type pgProc struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has exited and its log is drained
-	log    *syncBuffer
-}
 
 // FindPostgres returns the directory that holds the PostgreSQL server
 // binaries initdb and postgres: $BATON_POSTGRES_BIN if set, else the newest
@@ -304,15 +296,7 @@ func (p *Postgres) Stop() {
 	if pr == nil {
 		return
 	}
-	_ = pr.cmd.Process.Signal(syscall.SIGINT)
-	timer := time.NewTimer(postgresStopTimeout)
-	defer timer.Stop()
-	select {
-	case <-pr.exited:
-	case <-timer.C:
-		_ = pr.cmd.Process.Kill()
-		<-pr.exited
-	}
+	pr.stop(syscall.SIGINT, postgresStopTimeout)
 }
 
 func (p *Postgres) start() error {
@@ -338,36 +322,12 @@ func (p *Postgres) start() error {
 		return err
 	}
 	cmd.Stdout = nil // postgres logs to stderr
-	if err := startProcess(cmd); err != nil {
+	pr, ready, err := startProc(cmd, out, "ready to accept connections")
+	if err != nil {
 		return err
 	}
-	pr := &pgProc{cmd: cmd, exited: make(chan struct{}), log: &syncBuffer{}}
-	ready := make(chan struct{})
-	go func() {
-		defer close(pr.exited)
-		sc := bufio.NewScanner(out)
-		signalled := false
-		for sc.Scan() {
-			line := sc.Text()
-			pr.log.WriteString(line + "\n")
-			if !signalled && strings.Contains(line, "ready to accept connections") {
-				signalled = true
-				close(ready)
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-		_ = cmd.Wait()
-	}()
-	timer := time.NewTimer(postgresStartTimeout)
-	defer timer.Stop()
-	select {
-	case <-ready:
-	case <-pr.exited:
-		return fmt.Errorf("postgres exited before it was ready: %s", lastLines(pr.log.String(), 8))
-	case <-timer.C:
-		_ = cmd.Process.Kill()
-		<-pr.exited
-		return fmt.Errorf("postgres not ready after %v: %s", postgresStartTimeout, lastLines(pr.log.String(), 8))
+	if err := pr.awaitReady("postgres", ready, postgresStartTimeout); err != nil {
+		return err
 	}
 	// The log line comes once the postmaster accepts connections; check the
 	// TCP listener as well, so that a caller never races it.
@@ -379,8 +339,7 @@ func (p *Postgres) start() error {
 			break
 		}
 		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-pr.exited
+			pr.kill()
 			return fmt.Errorf("postgres said it was ready but %s does not accept connections: %v", p.Addr(), err)
 		}
 		time.Sleep(20 * time.Millisecond)

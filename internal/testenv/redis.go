@@ -1,11 +1,9 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -69,13 +67,7 @@ type RedisServer struct {
 	Dir string
 
 	mu   sync.Mutex
-	proc *redisProc // nil while stopped
-}
-
-type redisProc struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has exited and its log is drained
-	log    *syncBuffer
+	proc *proc // nil while stopped
 }
 
 // FindRedisServer returns the path of redis-server: $BATON_REDIS_SERVER if
@@ -216,39 +208,15 @@ func (r *RedisServer) start() error {
 	}
 	cmd.Stderr = cmd.Stdout
 	setPdeathsig(cmd)
-	if err := startProcess(cmd); err != nil {
+	p, ready, err := startProc(cmd, out, "Ready to accept connections")
+	if err != nil {
 		return err
 	}
-	p := &redisProc{cmd: cmd, exited: make(chan struct{}), log: &syncBuffer{}}
-	ready := make(chan struct{})
-	go func() {
-		defer close(p.exited)
-		sc := bufio.NewScanner(out)
-		signalled := false
-		for sc.Scan() {
-			line := sc.Text()
-			p.log.WriteString(line + "\n")
-			if !signalled && strings.Contains(line, "Ready to accept connections") {
-				signalled = true
-				close(ready)
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-		_ = cmd.Wait()
-	}()
-	timer := time.NewTimer(redisStartTimeout)
-	defer timer.Stop()
-	select {
-	case <-ready:
-		r.proc = p
-		return nil
-	case <-p.exited:
-		return fmt.Errorf("redis-server exited before it was ready: %s", lastLines(p.log.String(), 8))
-	case <-timer.C:
-		_ = cmd.Process.Kill()
-		<-p.exited
-		return fmt.Errorf("redis-server not ready after %v: %s", redisStartTimeout, lastLines(p.log.String(), 8))
+	if err := p.awaitReady("redis-server", ready, redisStartTimeout); err != nil {
+		return err
 	}
+	r.proc = p
+	return nil
 }
 
 func (r *RedisServer) stop(sig syscall.Signal) {
@@ -259,8 +227,7 @@ func (r *RedisServer) stop(sig syscall.Signal) {
 	if p == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(sig)
-	<-p.exited
+	p.stop(sig, 0)
 }
 
 func freePort() (int, error) {
