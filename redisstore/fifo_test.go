@@ -101,8 +101,7 @@ func TestFIFOReservationExpires(t *testing.T) {
 	const key = "fifo-expiry"
 	const window = 100 * time.Millisecond
 	a := newStore(t, srv.Addr(), prefix)
-	gone := mustNew(t, newClient(t, srv.Addr()), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
-	t.Cleanup(func() { _ = gone.Close() })
+	gone := windowStore(t, srv.Addr(), prefix, window)
 	watching(t, gone, key)
 	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
 	if err != nil {
@@ -111,8 +110,7 @@ func TestFIFOReservationExpires(t *testing.T) {
 	_, err = gone.TryAcquire(ctx, key, request("gone", time.Minute))
 	heldBy(t, err)
 	// a's Store releases with its own (default) window; use the short one.
-	short := mustNew(t, newClient(t, srv.Addr()), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
-	t.Cleanup(func() { _ = short.Close() })
+	short := windowStore(t, srv.Addr(), prefix, window)
 	if err := short.Release(ctx, ga); err != nil {
 		t.Fatal(err)
 	}
@@ -234,12 +232,7 @@ func TestWatchWaiterWakesOnlyItsTurn(t *testing.T) {
 	prefix := uniquePrefix()
 	const key = "watch-waiter"
 	const window = 300 * time.Millisecond
-	open := func() *redisstore.Store {
-		s := mustNew(t, newClient(t, srv.Addr()), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	a, b, c := open(), open(), open()
+	a, b, c := windowStore(t, srv.Addr(), prefix, window), windowStore(t, srv.Addr(), prefix, window), windowStore(t, srv.Addr(), prefix, window)
 	plain, err := c.Watch(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -308,4 +301,13 @@ func TestWatchWaiterWakesOnlyItsTurn(t *testing.T) {
 	if _, err := c.TryAcquire(ctx, key, request("c", time.Minute)); err != nil {
 		t.Fatalf("c after b's reservation ended: %v", err)
 	}
+}
+
+// windowStore returns a Store on addr with prefix and a handover window,
+// closed at the end of t.
+func windowStore(t *testing.T, addr, prefix string, window time.Duration) *redisstore.Store {
+	t.Helper()
+	s := mustNew(t, newClient(t, addr), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
