@@ -21,11 +21,6 @@ type lockValue struct {
 	holder, nonce string
 }
 
-// String encodes l as the scripts do.
-func (l lockValue) String() string {
-	return fmt.Sprintf("%d %d %d %s", l.token, l.ttl.Milliseconds(), l.acquired.UnixMilli(), ownerArg(l.holder, l.nonce))
-}
-
 // maxTokenDigits matches the scripts, which keep tokens exact in Lua's
 // numbers (doubles).
 const maxTokenDigits = 15

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,4 +65,9 @@ func FuzzDecodeLockValue(f *testing.F) {
 			t.Errorf("decode(encode(%+v)) = %+v", l, again)
 		}
 	})
+}
+
+// String encodes l as acquireScript does; only tests need it in Go.
+func (l lockValue) String() string {
+	return fmt.Sprintf("%d %d %d %s", l.token, l.ttl.Milliseconds(), l.acquired.UnixMilli(), ownerArg(l.holder, l.nonce))
 }
