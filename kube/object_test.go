@@ -2,6 +2,8 @@ package kube
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +72,21 @@ func TestDecodeHeldWithoutDuration(t *testing.T) {
 	}
 	if _, err := decodeLease(l); !errors.Is(err, baton.ErrCorruptRecord) {
 		t.Errorf("decodeLease of a held Lease without leaseDurationSeconds: %v; want ErrCorruptRecord", err)
+	}
+}
+
+func TestDecodeNegativeLeaseFields(t *testing.T) {
+	for _, c := range []struct {
+		duration, transitions int32
+	}{{-1, 0}, {0, -3}} {
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{AnnotationToken: "3"}},
+			Spec:       coordinationv1.LeaseSpec{LeaseDurationSeconds: &c.duration, LeaseTransitions: &c.transitions},
+		}
+		_, err := decodeLease(l)
+		want := fmt.Sprintf("negative spec.leaseDurationSeconds (%d) or spec.leaseTransitions (%d)", c.duration, c.transitions)
+		if !errors.Is(err, baton.ErrCorruptRecord) || !strings.Contains(err.Error(), want) {
+			t.Errorf("decodeLease with duration %d, transitions %d: %v; want ErrCorruptRecord saying %q", c.duration, c.transitions, err, want)
+		}
 	}
 }

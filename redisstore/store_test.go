@@ -46,26 +46,32 @@ func TestCorruptRecords(t *testing.T) {
 	s := newStore(t, srv.Addr(), prefix)
 	raw := newClient(t, srv.Addr())
 
+	// acquire and get are what TryAcquire's and Get's errors must say.
 	cases := []struct {
-		name  string
-		setup func(lock, fence string) error
+		name         string
+		acquire, get string
+		setup        func(lock, fence string) error
 	}{
-		{"lock-hash", func(lock, _ string) error { return raw.HSet(ctx, lock, "holder", "h").Err() }},
-		{"lock-garbage", func(lock, _ string) error { return raw.Set(ctx, lock, "x", time.Minute).Err() }},
-		{"lock-no-holder", func(lock, fence string) error {
+		{"lock-hash", "WRONGTYPE", "it is a hash, not a lock value", func(lock, _ string) error { return raw.HSet(ctx, lock, "holder", "h").Err() }},
+		{"lock-garbage", "is not a lock value", `lock value "x" has fewer than five space-separated parts`, func(lock, _ string) error {
+			return raw.Set(ctx, lock, "x", time.Minute).Err()
+		}},
+		{"lock-no-holder", "does not name a holder", "does not hold a nonce of the stated length and a holder", func(lock, fence string) error {
 			if err := raw.HSet(ctx, fence, "token", 1, "transitions", 0, "holder", "h").Err(); err != nil {
 				return err
 			}
 			return raw.Set(ctx, lock, "1 60000 1764500000000 5 nonce", time.Minute).Err()
 		}},
-		{"lock-no-expiry", func(lock, fence string) error {
+		{"lock-no-expiry", "has no expiry", "it has no expiry", func(lock, fence string) error {
 			if err := raw.HSet(ctx, fence, "token", 1, "transitions", 0, "holder", "h").Err(); err != nil {
 				return err
 			}
 			return raw.Set(ctx, lock, "1 60000 1764500000000 1 nh", 0).Err()
 		}},
-		{"fence-list", func(_, fence string) error { return raw.LPush(ctx, fence, "x").Err() }},
-		{"fence-token-text", func(_, fence string) error { return raw.HSet(ctx, fence, "token", "seven").Err() }},
+		{"fence-list", "WRONGTYPE", "it is a list, not a hash", func(_, fence string) error { return raw.LPush(ctx, fence, "x").Err() }},
+		{"fence-token-text", "not a number", `token "seven" or transitions "" is not a number`, func(_, fence string) error {
+			return raw.HSet(ctx, fence, "token", "seven").Err()
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,11 +81,11 @@ func TestCorruptRecords(t *testing.T) {
 			}
 			before, _ := raw.Dump(ctx, fence).Result()
 			_, err := s.TryAcquire(ctx, c.name, request("a", time.Minute))
-			if !errors.Is(err, baton.ErrCorruptRecord) {
-				t.Errorf("TryAcquire: %v, want ErrCorruptRecord", err)
+			if !errors.Is(err, baton.ErrCorruptRecord) || !strings.Contains(err.Error(), c.acquire) {
+				t.Errorf("TryAcquire: %v, want ErrCorruptRecord saying %q", err, c.acquire)
 			}
-			if _, err := s.Get(ctx, c.name); !errors.Is(err, baton.ErrCorruptRecord) {
-				t.Errorf("Get: %v, want ErrCorruptRecord", err)
+			if _, err := s.Get(ctx, c.name); !errors.Is(err, baton.ErrCorruptRecord) || !strings.Contains(err.Error(), c.get) {
+				t.Errorf("Get: %v, want ErrCorruptRecord saying %q", err, c.get)
 			}
 			if after, _ := raw.Dump(ctx, fence).Result(); after != before {
 				t.Errorf("the fence key changed")
