@@ -18,6 +18,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -465,11 +466,11 @@ func TestRedisReport(t *testing.T) {
 		"lock calls still waiting at the end count with their wait so far. "+
 		"\"p99 of waiting time\" weighs each wait by its length: 99%% of all time spent waiting was in waits no longer than this:\n\n",
 		contenders, sharedTotal)
-	const contendedHead = "| library | acquisitions/s | × raw floor | wait p50 | wait p99 | p99 of waiting time | wait max | acquisitions per contender |\n|---|---:|---:|---:|---:|---:|---:|---|\n"
+	const contendedHead = "| library | acquisitions/s | × raw floor | wait p50 | wait p99 | p99 of waiting time | wait max | scripts run per acquisition | acquisitions per contender |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n"
 	fmt.Fprint(&b, contendedHead)
 	shared := printContended(&b, t, addr, sharedTotal, 0, 0)
 	fmt.Fprintf(&b, "\nThe same, but every contender makes %d acquisitions; counts are taken when the first is done:\n\n", perContender)
-	fmt.Fprintf(&b, "| library | acquisitions/s | × raw floor | wait p50 | wait p99 | p99 of waiting time | wait max | acquisitions per contender when the first was done |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "| library | acquisitions/s | × raw floor | wait p50 | wait p99 | p99 of waiting time | wait max | scripts run per acquisition | acquisitions per contender when the first was done |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	each := printContended(&b, t, addr, 0, perContender, 0)
 	fmt.Fprintf(&b, "\nThe first table again, but for at least %v. redsync and redislock make %d acquisitions in a few tens of milliseconds, "+
 		"one contender re-locking while the others sleep in retry delays of 50-250 ms (redsync) or 50 ms (redislock), so in the "+
@@ -548,17 +549,46 @@ func TestRedisReport(t *testing.T) {
 // floor's (rows in the libraries' order).
 func printContended(b *strings.Builder, t *testing.T, addr string, total, each int, minDur time.Duration) map[string]contendedResult {
 	rs := map[string]contendedResult{}
+	scripts := map[string]float64{}
+	run := func(lib library) {
+		s0 := scriptCalls(t, addr)
+		r := contended(t, lib, addr, total, each, minDur)
+		rs[lib.name], scripts[lib.name] = r, (scriptCalls(t, addr)-s0)/float64(len(r.Order))
+	}
 	raw := libraries[len(libraries)-1]
-	rs[raw.name] = contended(t, raw, addr, total, each, minDur)
+	run(raw)
 	for _, lib := range libraries[:len(libraries)-1] {
-		rs[lib.name] = contended(t, lib, addr, total, each, minDur)
+		run(lib)
 	}
 	for _, lib := range libraries {
 		r := rs[lib.name]
-		fmt.Fprintf(b, "| %s | %.0f | %.2f | %v | %v | %v | %v | %v |\n", lib.name, r.PerSecond, r.PerSecond/rs[raw.name].PerSecond,
-			round(r.P50), round(r.P99), round(r.P99Time), round(r.Max), r.Counts)
+		fmt.Fprintf(b, "| %s | %.0f | %.2f | %v | %v | %v | %v | %.1f | %v |\n", lib.name, r.PerSecond, r.PerSecond/rs[raw.name].PerSecond,
+			round(r.P50), round(r.P99), round(r.P99Time), round(r.Max), scripts[lib.name], r.Counts)
 	}
 	return rs
+}
+
+// scriptCalls is how many Lua scripts (EVAL and EVALSHA) the server has
+// run (INFO commandstats): refused attempts cost a script each, so the
+// count per acquisition shows how many waiters a release woke in vain.
+func scriptCalls(t *testing.T, addr string) float64 {
+	c := newClient(addr)
+	defer c.Close()
+	info, err := c.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || k != "cmdstat_eval" && k != "cmdstat_evalsha" {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+		f, _ := strconv.ParseFloat(calls, 64)
+		n += f
+	}
+	return n
 }
 
 // pingRTT returns the median PING round trip to addr.
