@@ -23,7 +23,8 @@ type Elector struct {
 	running atomic.Bool
 
 	leaderMu sync.Mutex
-	leader   string
+	leader   string // the holder seen at the last attempt, or this elector's identity during a term
+	term     *Lease // this elector's current term, nil between terms
 }
 
 // NewElector returns an Elector for the lock name on b. It accepts every
@@ -46,17 +47,33 @@ func (e *Elector) Identity() string { return e.mu.cfg.identity }
 // Leader returns the identity of the leader as last observed by this
 // elector: its own identity while it leads, the holder seen at the last
 // attempt while it waits, or "" if unknown. It is an observation, not a
-// guarantee: only a Lease's context says that this process leads.
+// guarantee: only a Lease's context says that this process leads. While
+// this elector waits, Leader may return its own identity, if another
+// process was (mis)configured with the same one; IsLeader is then false.
 func (e *Elector) Leader() string {
 	e.leaderMu.Lock()
 	defer e.leaderMu.Unlock()
 	return e.leader
 }
 
-// IsLeader reports whether this elector currently leads, as observed.
-func (e *Elector) IsLeader() bool { return e.Leader() == e.mu.cfg.identity }
+// IsLeader reports whether this elector is in a term of its own: it has
+// acquired the lock and the term's Lease has not ended. It never judges by
+// identity, so two electors misconfigured with one identity do not both
+// report leading. Like any observation it can be stale the moment it
+// returns; only the Lease's context ends in time to stop work.
+func (e *Elector) IsLeader() bool {
+	e.leaderMu.Lock()
+	t := e.term
+	e.leaderMu.Unlock()
+	return t != nil && t.Err() == nil
+}
 
-func (e *Elector) setLeader(id string) {
+// observeLeader records the holder seen by an attempt while campaigning.
+func (e *Elector) observeLeader(id string) { e.setLeader(id, false) }
+
+// setLeader records id as the leader; self is true when id is this
+// elector's own new term.
+func (e *Elector) setLeader(id string, self bool) {
 	e.leaderMu.Lock()
 	changed := e.leader != id
 	e.leader = id
@@ -64,7 +81,7 @@ func (e *Elector) setLeader(id string) {
 	if changed && id != "" {
 		cfg := e.mu.cfg
 		e.mu.observe(Event{Kind: EventNewLeader, Name: e.mu.name, Holder: id})
-		cfg.logger.Info("baton: new leader", "lock", e.mu.name, "leader", id, "self", id == cfg.identity)
+		cfg.logger.Info("baton: new leader", "lock", e.mu.name, "leader", id, "self", self)
 		if cfg.onNewLeader != nil {
 			cfg.onNewLeader(id)
 		}
@@ -102,14 +119,17 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 	defer e.running.Store(false)
 	cfg := e.mu.cfg
 	for {
-		l, err := e.mu.lock(ctx, ctx, e.setLeader)
+		l, err := e.mu.lock(ctx, ctx, e.observeLeader)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("baton: elector %q: %w", e.mu.name, err)
 		}
-		e.setLeader(cfg.identity)
+		e.leaderMu.Lock()
+		e.term = l
+		e.leaderMu.Unlock()
+		e.setLeader(cfg.identity, true)
 		e.mu.observe(Event{Kind: EventStartedLeading, Name: e.mu.name, Holder: cfg.identity, Token: l.Token()})
 		cfg.logger.Info("baton: started leading", "lock", e.mu.name, "token", l.Token())
 		if cfg.onStarted != nil {
@@ -194,6 +214,7 @@ func (e *Elector) waitGrace(done <-chan error) bool {
 func (e *Elector) stopped(l *Lease, cause error) {
 	cfg := e.mu.cfg
 	e.leaderMu.Lock()
+	e.term = nil
 	if e.leader == cfg.identity {
 		e.leader = ""
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/memory"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -245,5 +246,61 @@ func TestElectorStopsOnPermanentError(t *testing.T) {
 	})
 	if !errors.Is(err, baton.ErrForbidden) {
 		t.Fatalf("Run = %v, want ErrForbidden", err)
+	}
+}
+
+// Two electors misconfigured with one identity: only the one in a term
+// reports leading, though both see "me" as the holder.
+func TestElectorIsLeaderIsOwnTermNotIdentity(t *testing.T) {
+	b := memory.New()
+	opts := []baton.Option{baton.WithIdentity("me"), quiet}
+	a, err := baton.NewElector(b, "jobs.nightly", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 1)
+	other, err := baton.NewElector(b, "jobs.nightly", append(opts, baton.OnNewLeader(func(id string) { seen <- id }))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leading := make(chan struct{})
+	aDone := make(chan error, 1)
+	go func() {
+		aDone <- a.Run(ctx, func(ctx context.Context, _ *baton.Lease) error {
+			close(leading)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	<-leading
+	standbyCtx, stopStandby := context.WithCancel(ctx)
+	standbyDone := make(chan error, 1)
+	go func() {
+		standbyDone <- other.Run(standbyCtx, func(context.Context, *baton.Lease) error {
+			return errors.New("the standby must not lead while the first elector holds the lock")
+		})
+	}()
+	// The standby's first attempt is refused and reports the holder "me".
+	if id := <-seen; id != "me" || other.Leader() != "me" {
+		t.Fatalf("the standby saw leader %q (Leader() = %q), want me", id, other.Leader())
+	}
+	if !a.IsLeader() {
+		t.Fatal("the elector in a term reports not leading")
+	}
+	if other.IsLeader() {
+		t.Fatal("a standby with the same identity reports leading")
+	}
+	stopStandby()
+	if err := <-standbyDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("standby Run = %v, want context.Canceled", err)
+	}
+	cancel()
+	if err := <-aDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	if a.IsLeader() {
+		t.Fatal("still reports leading after Run returned")
 	}
 }
