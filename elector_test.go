@@ -9,7 +9,7 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/memory"
-	clocktesting "k8s.io/utils/clock/testing"
+	"github.com/baton-go/baton/clocktest"
 )
 
 type term struct {
@@ -49,9 +49,9 @@ func (r *recorder) options() []baton.Option {
 	}
 }
 
-func newElector(t *testing.T, b baton.Backend, opts ...baton.Option) (*baton.Elector, *clocktesting.FakeClock) {
+func newElector(t *testing.T, b baton.Backend, opts ...baton.Option) (*baton.Elector, *clocktest.FakeClock) {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(t0)
+	clk := clocktest.NewFakeClock(t0)
 	e, err := baton.NewElector(b, "jobs.nightly", append([]baton.Option{baton.WithClock(clk), baton.WithIdentity("me"), quiet}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"k8s.io/utils/clock"
 )
 
 // A Lease is a held lock: the result of Mutex.Lock or Mutex.TryLock, and
@@ -53,7 +51,7 @@ type Lease struct {
 	// the real clock, the Mutex's shared keeperStarts does it instead
 	// (deferred is true); startAt and startIdx are its bookkeeping, guarded
 	// by its mutex.
-	start    clock.Timer
+	start    Timer
 	deferred bool
 	startAt  time.Time
 	startIdx int
@@ -79,15 +77,11 @@ func newLease(m *Mutex, parent context.Context, g Grant, sent time.Time) *Lease 
 	// uncontended Lock and Unlock) costs no goroutine and no thread
 	// wake-up. The keeper checks the renew deadline first thing, so a
 	// late start never skips a step-down.
-	if _, ok := m.cfg.clock.(clock.RealClock); ok {
+	if _, ok := m.cfg.clock.(systemClock); ok {
 		l.deferred, l.startAt = true, sent.Add(m.cfg.renewInterval)
 		m.starts.add(l)
-	} else if dc, ok := m.cfg.clock.(clock.WithDelayedExecution); ok {
-		// (A fake clock may call the function while holding its lock,
-		// so the keeper runs in a goroutine of its own.)
-		l.start = dc.AfterFunc(sent.Add(m.cfg.renewInterval).Sub(m.cfg.clock.Now()), func() { go l.keep() })
 	} else {
-		go l.keep()
+		l.start = m.cfg.clock.AfterFunc(sent.Add(m.cfg.renewInterval).Sub(m.cfg.clock.Now()), l.keep)
 	}
 	return l
 }

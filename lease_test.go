@@ -10,13 +10,13 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/memory"
-	clocktesting "k8s.io/utils/clock/testing"
+	"github.com/baton-go/baton/clocktest"
 )
 
 // Defaults: TTL 15s, renew deadline 10s, retry 2s, renew every 5s, margin 300ms.
-func newMutex(t *testing.T, b baton.Backend, opts ...baton.Option) (*baton.Mutex, *clocktesting.FakeClock) {
+func newMutex(t *testing.T, b baton.Backend, opts ...baton.Option) (*baton.Mutex, *clocktest.FakeClock) {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(t0)
+	clk := clocktest.NewFakeClock(t0)
 	m, err := baton.NewMutex(b, "jobs.nightly", append([]baton.Option{baton.WithClock(clk), baton.WithIdentity("me"), quiet}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-
-	"k8s.io/utils/clock"
 )
 
 // Timing defaults. They match client-go's leader election so that a team
@@ -40,7 +38,7 @@ type config struct {
 	margin           time.Duration
 	marginSet        bool
 	identity         string
-	clock            clock.Clock
+	clock            Clock
 	logger           *slog.Logger
 	observer         Observer
 
@@ -94,8 +92,9 @@ func WithIdentity(id string) Option { return func(c *config) { c.identity = id }
 
 // WithClock sets the clock used for every timer and for the holder's
 // validity. It must be monotonic (the clock's Now must carry Go's monotonic
-// reading, as time.Now does); tests pass a fake clock.
-func WithClock(clk clock.Clock) Option { return func(c *config) { c.clock = clk } }
+// reading, as time.Now does); tests pass a fake clock (package clocktest).
+// Default: SystemClock().
+func WithClock(clk Clock) Option { return func(c *config) { c.clock = clk } }
 
 // WithLogger sets the structured logger. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
@@ -156,7 +155,7 @@ func newConfig(opts []Option) (*config, error) {
 		c.identity = DefaultIdentity()
 	}
 	if c.clock == nil {
-		c.clock = clock.RealClock{}
+		c.clock = systemClock{}
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()

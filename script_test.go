@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
-	clocktesting "k8s.io/utils/clock/testing"
+	"github.com/baton-go/baton/clocktest"
 )
 
 // script is a scripted single-process Backend for testing the engine's
@@ -165,16 +165,13 @@ func next(t *testing.T, ch <-chan baton.Event, k baton.EventKind) baton.Event {
 }
 
 // awaitTimer waits until some goroutine waits on the fake clock, so that a
-// Step reaches it. Polling the clock's waiter list is the only way to observe
-// that event.
-func awaitTimer(t *testing.T, clk *clocktesting.FakeClock) {
+// Step reaches it.
+func awaitTimer(t *testing.T, clk *clocktest.FakeClock) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing waits on the fake clock after 5s")
-		}
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := clk.AwaitWaiters(ctx, func(n int) bool { return n > 0 }); err != nil {
+		t.Fatal("nothing waits on the fake clock after a minute")
 	}
 }
 

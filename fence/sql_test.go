@@ -12,9 +12,9 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/fence"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/memory"
@@ -390,7 +390,7 @@ func maxU(a, b uint64) uint64 {
 // rejects it.
 func testPausedHolder(ctx context.Context, t *testing.T, db *sql.DB) {
 	g, data := newGuard(ctx, t, db, "paused")
-	storeClock := testingclock.NewFakePassiveClock(time.Now())
+	storeClock := clocktest.NewFakeClock(time.Now())
 	store := memory.New(memory.WithClock(storeClock))
 	a, err := baton.NewMutex(store, "report", baton.WithIdentity("replica-a"))
 	if err != nil {

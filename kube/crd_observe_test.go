@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/kube/api/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -17,10 +17,10 @@ import (
 // newFakeDLs returns n DistributedLockStores (separate processes) on one
 // fake API server (resourceVersion preconditions enforced) and one fake
 // clock.
-func newFakeDLs(t *testing.T, n int, opts ...DistributedLockOption) ([]*DistributedLockStore, *clocktesting.FakeClock, client.WithWatch) {
+func newFakeDLs(t *testing.T, n int, opts ...DistributedLockOption) ([]*DistributedLockStore, *clocktest.FakeClock, client.WithWatch) {
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(Scheme()).Build()
-	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	clk := clocktest.NewFakeClock(time.Unix(1_000_000, 0))
 	out := make([]*DistributedLockStore, n)
 	for i := range out {
 		s, err := NewDistributedLock(c, "ns", append([]DistributedLockOption{WithClock(clk)}, opts...)...)

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/clocktest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // memKind is an in-memory kind with resourceVersion preconditions, so the
@@ -82,10 +82,10 @@ func (k *memKind) watch(context.Context, string, string) (watch.Interface, error
 	return watch.NewFake(), nil
 }
 
-func newMemStores(t *testing.T) (a, b *store, clk *clocktesting.FakeClock, k *memKind) {
+func newMemStores(t *testing.T) (a, b *store, clk *clocktest.FakeClock, k *memKind) {
 	t.Helper()
 	k = &memKind{objs: map[string]object{}}
-	clk = clocktesting.NewFakeClock(time.Now())
+	clk = clocktest.NewFakeClock(time.Now())
 	a, err := newStore("ns", k, []Option{WithClock(clk)})
 	if err != nil {
 		t.Fatal(err)

@@ -3,10 +3,10 @@ package kube
 import (
 	"fmt"
 
+	"github.com/baton-go/baton"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/utils/clock"
 )
 
 // Client-side rate limit of the dedicated client that NewLeaseForConfig
@@ -32,7 +32,7 @@ type options struct {
 	qps          float32
 	burst        int
 	maxConflicts int
-	clock        clock.PassiveClock
+	clock        baton.PassiveClock
 }
 
 // WithApplication names the application that owns the lock names used
@@ -65,10 +65,10 @@ func WithMaxConflicts(n int) Option { return func(o *options) { o.maxConflicts =
 // object unchanged; its wall reading is only written into objects
 // (acquireTime, renewTime) for people to read, and never compared with
 // anything, so a stepped wall clock changes nothing but those fields.
-func WithClock(c clock.PassiveClock) Option { return func(o *options) { o.clock = c } }
+func WithClock(c baton.PassiveClock) Option { return func(o *options) { o.clock = c } }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{qps: DefaultQPS, burst: DefaultBurst, maxConflicts: DefaultMaxConflicts, clock: clock.RealClock{}}
+	o := options{qps: DefaultQPS, burst: DefaultBurst, maxConflicts: DefaultMaxConflicts, clock: baton.SystemClock()}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -35,13 +35,12 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
-	"k8s.io/utils/clock"
 )
 
 // Store is an in-process baton.Backend, baton.Watcher and baton.Lister.
 // Create it with New; its methods are safe for concurrent use.
 type Store struct {
-	clock clock.PassiveClock
+	clock baton.PassiveClock
 
 	mu       sync.Mutex
 	records  map[string]*record
@@ -86,12 +85,11 @@ func (r *record) remaining(now time.Time) time.Duration {
 type Option func(*Store)
 
 // WithClock sets the clock on which the Store judges expiry. A
-// clock.PassiveClock is enough (clock.Clock and the fake clocks of
-// k8s.io/utils/clock/testing are ones); the Store only calls Now. Readings
-// should carry Go's monotonic clock, as time.Now's do, so that wall-clock
-// changes do not move expiry. Default clock.RealClock{}. A nil clock is
-// ignored.
-func WithClock(c clock.PassiveClock) Option {
+// baton.PassiveClock is enough (every baton.Clock, and clocktest's fake
+// clock, is one); the Store only calls Now. Readings should carry Go's
+// monotonic clock, as time.Now's do, so that wall-clock changes do not move
+// expiry. Default baton.SystemClock(). A nil clock is ignored.
+func WithClock(c baton.PassiveClock) Option {
 	return func(s *Store) {
 		if c != nil {
 			s.clock = c
@@ -102,7 +100,7 @@ func WithClock(c clock.PassiveClock) Option {
 // New returns an empty Store.
 func New(opts ...Option) *Store {
 	s := &Store{
-		clock:    clock.RealClock{},
+		clock:    baton.SystemClock(),
 		records:  make(map[string]*record),
 		watchers: make(map[string]map[chan struct{}]struct{}),
 	}

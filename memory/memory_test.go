@@ -13,7 +13,7 @@ import (
 	"github.com/baton-go/baton/batontest"
 	"github.com/baton-go/baton/memory"
 	"go.uber.org/goleak"
-	clocktesting "k8s.io/utils/clock/testing"
+	"github.com/baton-go/baton/clocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -33,9 +33,9 @@ var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 const ttl = 10 * time.Second
 
-func newFake(t *testing.T) (*memory.Store, *clocktesting.FakeClock) {
+func newFake(t *testing.T) (*memory.Store, *clocktest.FakeClock) {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(t0)
+	clk := clocktest.NewFakeClock(t0)
 	return memory.New(memory.WithClock(clk)), clk
 }
 
@@ -374,20 +374,18 @@ func next(t *testing.T, ch <-chan baton.Event, want baton.EventKind) baton.Event
 // awaitTimer waits until a goroutine waits on clk, so that a Step reaches
 // it. Stepping earlier would move time under a goroutine about to compute
 // its next timer.
-func awaitTimer(t *testing.T, clk *clocktesting.FakeClock) {
+func awaitTimer(t *testing.T, clk *clocktest.FakeClock) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing waits on the fake clock")
-		}
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := clk.AwaitWaiters(ctx, func(n int) bool { return n > 0 }); err != nil {
+		t.Fatal("nothing waits on the fake clock after a minute")
 	}
 }
 
 // Timing for the engine tests: TTL 10s, renew every 3s, step down 7s
 // after the last successful renew was sent, margin 200ms (2% of 10s).
-func engineOptions(clk *clocktesting.FakeClock, id string, extra ...baton.Option) []baton.Option {
+func engineOptions(clk *clocktest.FakeClock, id string, extra ...baton.Option) []baton.Option {
 	return append([]baton.Option{
 		baton.WithClock(clk), baton.WithIdentity(id), discard,
 		baton.WithTTL(ttl), baton.WithRenewInterval(3 * time.Second),

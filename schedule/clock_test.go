@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/clock"
-
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/memory"
 	"github.com/baton-go/baton/schedule"
@@ -19,7 +17,7 @@ import (
 // offset from base changes while timers keep running on base, as when NTP
 // steps the wall clock of a real machine.
 type steppableClock struct {
-	clock.Clock
+	baton.Clock
 	off atomic.Int64
 }
 

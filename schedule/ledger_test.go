@@ -13,7 +13,6 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
-	"k8s.io/utils/clock"
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/fence"
@@ -203,7 +202,7 @@ func TestExactlyOnceSkewedReplicasFileBackend(t *testing.T) {
 			}
 		}
 		s, err := schedule.New(store, ledger,
-			schedule.WithClock(offsetClock{clock.RealClock{}, off}),
+			schedule.WithClock(offsetClock{baton.SystemClock(), off}),
 			schedule.WithLogger(quiet.With("replica", i)),
 			schedule.WithObserver(obs),
 			schedule.WithLockOptions(quietLock, baton.WithIdentity(fmt.Sprintf("replica-%d", i))))

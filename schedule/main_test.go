@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"k8s.io/utils/clock"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/memory"
 	"github.com/baton-go/baton/schedule"
 )
@@ -28,7 +27,7 @@ var (
 // offsetClock is a replica's wall clock: base's time plus off. Timers run
 // on base, so every replica waits on the same (possibly fake) time.
 type offsetClock struct {
-	clock.Clock
+	baton.Clock
 	off time.Duration
 }
 
@@ -36,14 +35,12 @@ func (c offsetClock) Now() time.Time                  { return c.Clock.Now().Add
 func (c offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 // awaitWaiters waits until exactly n timers wait on clk.
-func awaitWaiters(t *testing.T, clk *clocktesting.FakeClock, n int) {
+func awaitWaiters(t *testing.T, clk *clocktest.FakeClock, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for clk.Waiters() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d timers wait on the fake clock after 10s, want %d", clk.Waiters(), n)
-		}
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := clk.AwaitWaiters(ctx, func(got int) bool { return got == n }); err != nil {
+		t.Fatalf("%d timers wait on the fake clock after a minute, want %d", clk.Waiters(), n)
 	}
 }
 
@@ -129,16 +126,16 @@ func (c *counter) snapshot() map[time.Time]int {
 // fakeEnv is a memory backend whose locks never expire on their own (the
 // lock clock only moves when a test steps it) and a fake wall clock.
 type fakeEnv struct {
-	wall    *clocktesting.FakeClock // base of every replica's wall clock and timers
-	lockClk *clocktesting.FakeClock
+	wall    *clocktest.FakeClock // base of every replica's wall clock and timers
+	lockClk *clocktest.FakeClock
 	store   *memory.Store
 	ledger  *schedule.MemoryLedger
 }
 
 func newFakeEnv(start time.Time) *fakeEnv {
-	lockClk := clocktesting.NewFakeClock(start)
+	lockClk := clocktest.NewFakeClock(start)
 	return &fakeEnv{
-		wall:    clocktesting.NewFakeClock(start),
+		wall:    clocktest.NewFakeClock(start),
 		lockClk: lockClk,
 		store:   memory.New(memory.WithClock(lockClk)),
 		ledger:  schedule.NewMemoryLedger(),

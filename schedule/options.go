@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
-	"k8s.io/utils/clock"
 )
 
 // Errors of this package. Match them with errors.Is. Invalid options match
@@ -53,7 +52,7 @@ const (
 type Option func(*config)
 
 type config struct {
-	clock    clock.Clock
+	clock    baton.Clock
 	loc      *time.Location
 	logger   *slog.Logger
 	lockOpts []baton.Option
@@ -63,9 +62,9 @@ type config struct {
 
 // WithClock sets the clock that decides slot times (its Now is this
 // replica's wall clock) and runs the scheduler's timers (waiting for a
-// slot, LockAtMostFor, LockAtLeastFor). Default clock.RealClock{}. The
+// slot, LockAtMostFor, LockAtLeastFor). Default baton.SystemClock(). The
 // locks' clock is baton's: set it with WithLockOptions(baton.WithClock(c)).
-func WithClock(c clock.Clock) Option { return func(cfg *config) { cfg.clock = c } }
+func WithClock(c baton.Clock) Option { return func(cfg *config) { cfg.clock = c } }
 
 // WithLocation sets the time zone in which cron specs without a CRON_TZ=
 // prefix are read. Default UTC, so that replicas with different local time

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
-	"k8s.io/utils/clock"
 )
 
 // Func is a job. ctx ends when the slot's lock is lost (cause matching
@@ -77,7 +76,7 @@ func New(b baton.Backend, ledger Ledger, opts ...Option) (*Scheduler, error) {
 		return nil, fmt.Errorf("schedule: %w: shutdown grace %v must not be negative", baton.ErrInvalidOptions, cfg.grace)
 	}
 	if cfg.clock == nil {
-		cfg.clock = clock.RealClock{}
+		cfg.clock = baton.SystemClock()
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()

@@ -10,10 +10,10 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/adapter/batonlock"
+	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/memory"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	testingclock "k8s.io/utils/clock/testing"
 )
 
 // The mapping of each resourcelock.Interface call onto the backend, step
@@ -26,7 +26,7 @@ func record(id string) resourcelock.LeaderElectionRecord {
 
 func TestMapping(t *testing.T) {
 	ctx := context.Background()
-	clk := testingclock.NewFakeClock(time.Now())
+	clk := clocktest.NewFakeClock(time.Now())
 	store := memory.New(memory.WithClock(clk))
 	a := newLock(t, store, "controller", "a", nil)
 	b := newLock(t, store, "controller", "b", nil)

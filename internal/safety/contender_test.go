@@ -26,7 +26,6 @@ import (
 	"github.com/baton-go/baton/redisstore"
 	"github.com/redis/go-redis/v9"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 )
 
 // The contender process: the test binary started with roleEnv=contender
@@ -219,7 +218,7 @@ func contenderMain() int {
 }
 
 // openLocker opens the backend named by the environment.
-func openLocker(ctx context.Context, id string, logger *slog.Logger, clk clock.Clock) (locker, func(), error) {
+func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.Clock) (locker, func(), error) {
 	ttl, err := time.ParseDuration(os.Getenv(envTTL))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", envTTL, err)
@@ -296,17 +295,17 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk clock.C
 
 // contenderClock is real time, or a clock drifting at the rate the
 // environment gives.
-func contenderClock() (clock.Clock, error) {
+func contenderClock() (baton.Clock, error) {
 	s := os.Getenv(envRate)
 	if s == "" {
-		return clock.RealClock{}, nil
+		return baton.SystemClock(), nil
 	}
 	rate, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", envRate, err)
 	}
 	if rate == 1 {
-		return clock.RealClock{}, nil
+		return baton.SystemClock(), nil
 	}
 	return newDriftClock(rate), nil
 }
@@ -328,21 +327,14 @@ func (c *driftClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 func (c *driftClock) real(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / c.rate)
 }
-func (c *driftClock) After(d time.Duration) <-chan time.Time { return time.After(c.real(d)) }
-func (c *driftClock) NewTimer(d time.Duration) clock.Timer {
-	return &driftTimer{t: time.NewTimer(c.real(d)), c: c}
+func (c *driftClock) NewTimer(d time.Duration) baton.Timer {
+	return driftTimer{time.NewTimer(c.real(d))}
 }
-func (c *driftClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	return &driftTimer{t: time.AfterFunc(c.real(d), f), c: c}
-}
-func (c *driftClock) Sleep(d time.Duration)                 { time.Sleep(c.real(d)) }
-func (c *driftClock) Tick(d time.Duration) <-chan time.Time { return time.Tick(c.real(d)) }
-
-type driftTimer struct {
-	t *time.Timer
-	c *driftClock
+func (c *driftClock) AfterFunc(d time.Duration, f func()) baton.Timer {
+	return driftTimer{time.AfterFunc(c.real(d), f)}
 }
 
-func (t *driftTimer) C() <-chan time.Time        { return t.t.C }
-func (t *driftTimer) Stop() bool                 { return t.t.Stop() }
-func (t *driftTimer) Reset(d time.Duration) bool { return t.t.Reset(t.c.real(d)) }
+type driftTimer struct{ t *time.Timer }
+
+func (t driftTimer) C() <-chan time.Time { return t.t.C }
+func (t driftTimer) Stop() bool          { return t.t.Stop() }

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unsafe"
 
-	"k8s.io/utils/clock"
+	"github.com/baton-go/baton"
 )
 
 // Wall-clock steps. A contender's clock is a jumpClock: SIGUSR1 steps its
@@ -36,7 +36,7 @@ const (
 
 // jumpClock is inner with its wall reading offset by off.
 type jumpClock struct {
-	clock.Clock
+	baton.Clock
 	off atomic.Int64 // nanoseconds, whole seconds
 }
 
@@ -46,12 +46,6 @@ func (c *jumpClock) Now() time.Time {
 
 // Since uses the monotonic reading, as time.Since does.
 func (c *jumpClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-
-// AfterFunc keeps the engine's timer path (baton's Lease starts its keeper
-// with it). Both inner clocks, real and drifting, have one.
-func (c *jumpClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	return c.Clock.(clock.WithDelayedExecution).AfterFunc(d, f)
-}
 
 // step moves the wall reading by d and returns the new offset.
 func (c *jumpClock) step(d time.Duration) time.Duration {

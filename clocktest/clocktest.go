@@ -1,0 +1,167 @@
+// Package clocktest provides a fake baton.Clock for tests: time moves only
+// when the test says so, and a test can wait for the moment code under test
+// starts waiting on the clock instead of polling for it.
+package clocktest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/baton-go/baton"
+)
+
+// A FakeClock is a baton.Clock whose time moves only by Step and SetTime.
+// Its readings carry no monotonic part, so they compare by wall time: a
+// FakeClock is its own, single timeline. It is safe for concurrent use.
+type FakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []*timer
+	changed chan struct{} // closed and replaced when waiters change
+}
+
+// NewFakeClock returns a FakeClock that reads t until it is moved.
+func NewFakeClock(t time.Time) *FakeClock {
+	return &FakeClock{now: t, changed: make(chan struct{})}
+}
+
+var _ baton.Clock = (*FakeClock)(nil)
+
+// Now returns the clock's time.
+func (c *FakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Since returns the time elapsed since t on this clock.
+func (c *FakeClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// NewTimer returns a timer that fires once the clock has moved d past now.
+func (c *FakeClock) NewTimer(d time.Duration) baton.Timer {
+	return c.add(d, make(chan time.Time, 1), nil)
+}
+
+// AfterFunc calls f in its own goroutine once the clock has moved d past
+// now, unless the timer is stopped first.
+func (c *FakeClock) AfterFunc(d time.Duration, f func()) baton.Timer {
+	return c.add(d, nil, f)
+}
+
+// Step moves the clock forward by d and fires every timer that is due.
+func (c *FakeClock) Step(d time.Duration) {
+	c.mu.Lock()
+	c.setLocked(c.now.Add(d))
+}
+
+// SetTime sets the clock to t (forward or back) and fires every timer that
+// is then due.
+func (c *FakeClock) SetTime(t time.Time) {
+	c.mu.Lock()
+	c.setLocked(t)
+}
+
+// HasWaiters reports whether any timer waits on the clock.
+func (c *FakeClock) HasWaiters() bool { return c.Waiters() > 0 }
+
+// Waiters returns how many timers wait on the clock.
+func (c *FakeClock) Waiters() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters)
+}
+
+// AwaitWaiters blocks until ok accepts the number of timers waiting on the
+// clock, or ctx ends; it returns ctx's error then. Tests call it before
+// Step, so that the step reaches the timer the code under test is about to
+// wait on, without polling.
+func (c *FakeClock) AwaitWaiters(ctx context.Context, ok func(waiters int) bool) error {
+	for {
+		c.mu.Lock()
+		got, changed := len(c.waiters), c.changed
+		c.mu.Unlock()
+		if ok(got) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (c *FakeClock) add(d time.Duration, ch chan time.Time, f func()) *timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &timer{c: c, at: c.now.Add(d), ch: ch, f: f}
+	if d <= 0 {
+		t.fire(c.now)
+		return t
+	}
+	c.waiters = append(c.waiters, t)
+	c.notifyLocked()
+	return t
+}
+
+// setLocked moves the clock to now, then fires the due timers after
+// unlocking c.mu, so that a timer's function may use the clock.
+func (c *FakeClock) setLocked(now time.Time) {
+	c.now = now
+	var due []*timer
+	kept := c.waiters[:0]
+	for _, t := range c.waiters {
+		if !t.at.After(now) {
+			due = append(due, t)
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	clear(c.waiters[len(kept):])
+	c.waiters = kept
+	if len(due) > 0 {
+		c.notifyLocked()
+	}
+	c.mu.Unlock()
+	for _, t := range due {
+		t.fire(now)
+	}
+}
+
+func (c *FakeClock) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// remove takes t off the waiters and reports whether it was there.
+func (c *FakeClock) remove(t *timer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, w := range c.waiters {
+		if w == t {
+			c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+			c.notifyLocked()
+			return true
+		}
+	}
+	return false
+}
+
+type timer struct {
+	c  *FakeClock
+	at time.Time
+	ch chan time.Time
+	f  func()
+}
+
+func (t *timer) fire(now time.Time) {
+	if t.f != nil {
+		go t.f()
+		return
+	}
+	t.ch <- now
+}
+
+func (t *timer) C() <-chan time.Time { return t.ch }
+func (t *timer) Stop() bool          { return t.c.remove(t) }
