@@ -25,6 +25,22 @@ GO       ?= go
 FUZZTIME ?= 30s
 TESTFLAGS ?=
 
+# MODULES are the Go modules the test targets run over, the root first (see
+# docs/modules.md). Each sub-module's go.mod replaces its baton
+# dependencies with the directories beside it, so every target tests the
+# tree as it is. bench/ and tools/ are modules of their own, outside this
+# list: they have their own targets.
+MODULES = . internal/testenv kube etcdstore redisstore fence batonprom schedule \
+	adapter/batonlock adapter/gocronlock adapter/logrbridge cmd/baton internal/safety
+
+# FOREACH_MODULE runs its argument in every module's directory and fails
+# after the last one if any failed, so that one run reports every failure.
+FOREACH_MODULE = failed=; for m in $(MODULES); do \
+		echo "== module $$m" >&2; \
+		(cd $$m && $(1)) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "failed in:$$failed" >&2; exit 1; fi
+
 .PHONY: test deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale safety-report safety-long fuzz testbin packages
 
 # TESTBIN builds (if needed) the kube-apiserver and etcd the tests start and
@@ -37,13 +53,13 @@ test: deps vet
 	KUBEBUILDER_ASSETS="$$(GO='$(GO)' $(TESTBIN))" && \
 	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
 	export KUBEBUILDER_ASSETS BATON_ETCD_BIN && \
-	$(GO) test -race -timeout 20m $(TESTFLAGS) ./...
+	$(call FOREACH_MODULE,$(GO) test -race -timeout 20m $(TESTFLAGS) ./...)
 
 # deps installs what the tests need on a fresh machine: the Go modules, and
 # the store servers the tests start (etcd and kube-apiserver built by
 # testbin; Debian packages are added here as their backends land).
 deps: testbin packages
-	$(GO) mod download
+	$(call FOREACH_MODULE,$(GO) mod download)
 
 # packages installs the Debian packages whose servers the tests start
 # (redis-server; PostgreSQL for the fence helpers), as root, or through sudo
@@ -59,10 +75,10 @@ packages:
 	fi
 
 vet:
-	$(GO) vet ./...
+	$(call FOREACH_MODULE,$(GO) vet ./...)
 
 demo:
-	$(GO) run ./cmd/baton demo
+	$(GO) -C cmd/baton run . demo
 
 bench: testbin packages
 	KUBEBUILDER_ASSETS="$$(GO='$(GO)' $(TESTBIN))" && \
@@ -110,20 +126,20 @@ safety-report: deps
 	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
 	export KUBEBUILDER_ASSETS BATON_ETCD_BIN && \
 	CI=true BATON_SAFETY_REPORT=$(SAFETY_REPORT) \
-		$(GO) test -race -count=1 -timeout 30m -v ./internal/safety
+		$(GO) -C internal/safety test -race -count=1 -timeout 30m -v .
 	$(SAFETY_SPLICE)
 safety-long: deps
 	KUBEBUILDER_ASSETS="$$(GO='$(GO)' $(TESTBIN))" && \
 	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
 	export KUBEBUILDER_ASSETS BATON_ETCD_BIN && \
 	CI=true BATON_SAFETY_LONG=1 BATON_SAFETY_REPORT=$(SAFETY_REPORT) \
-		$(GO) test -race -count=1 -timeout 60m -v ./internal/safety
+		$(GO) -C internal/safety test -race -count=1 -timeout 60m -v .
 	$(SAFETY_SPLICE)
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime $(FUZZTIME) ./file
 	$(GO) test -run '^$$' -fuzz FuzzValidateName -fuzztime $(FUZZTIME) .
-	$(GO) test -run '^$$' -fuzz FuzzDecodeValue -fuzztime $(FUZZTIME) ./etcdstore
-	$(GO) test -run '^$$' -fuzz FuzzDecodeLockValue -fuzztime $(FUZZTIME) ./redisstore
-	$(GO) test -run '^$$' -fuzz FuzzDecodeConfigMap -fuzztime $(FUZZTIME) ./kube
-	$(GO) test -run '^$$' -fuzz FuzzDecodeLease -fuzztime $(FUZZTIME) ./kube
+	cd etcdstore && $(GO) test -run '^$$' -fuzz FuzzDecodeValue -fuzztime $(FUZZTIME) .
+	cd redisstore && $(GO) test -run '^$$' -fuzz FuzzDecodeLockValue -fuzztime $(FUZZTIME) .
+	cd kube && $(GO) test -run '^$$' -fuzz FuzzDecodeConfigMap -fuzztime $(FUZZTIME) .
+	cd kube && $(GO) test -run '^$$' -fuzz FuzzDecodeLease -fuzztime $(FUZZTIME) .

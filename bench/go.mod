@@ -2,12 +2,22 @@ module github.com/baton-go/baton/bench
 
 go 1.26.0
 
-replace github.com/baton-go/baton => ../
+replace (
+	github.com/baton-go/baton => ../
+	github.com/baton-go/baton/etcdstore => ../etcdstore
+	github.com/baton-go/baton/internal/testenv => ../internal/testenv
+	github.com/baton-go/baton/kube => ../kube
+	github.com/baton-go/baton/redisstore => ../redisstore
+)
 
 require (
 	github.com/baton-go/baton v0.0.0
+	github.com/baton-go/baton/etcdstore v0.0.0-00010101000000-000000000000
+	github.com/baton-go/baton/internal/testenv v0.0.0-00010101000000-000000000000
+	github.com/baton-go/baton/kube v0.0.0-00010101000000-000000000000
+	github.com/baton-go/baton/redisstore v0.0.0-00010101000000-000000000000
 	github.com/bsm/redislock v0.9.4
-	github.com/go-logr/logr v1.4.3
+	github.com/go-logr/logr v1.4.4
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/client/v3 v3.7.0

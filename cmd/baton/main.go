@@ -4,7 +4,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/baton-go/baton/internal/cli"
+	"github.com/baton-go/baton/cmd/baton/internal/cli"
 )
 
 func main() {

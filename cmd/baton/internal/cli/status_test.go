@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/internal/cli"
+	"github.com/baton-go/baton/cmd/baton/internal/cli"
 )
 
 // statusFixture makes a store with lock "alpha" held by holder-a (token 1)

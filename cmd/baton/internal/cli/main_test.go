@@ -18,7 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/baton-go/baton/internal/cli"
+	"github.com/baton-go/baton/cmd/baton/internal/cli"
 )
 
 // The test binary doubles as the baton CLI (and as the commands baton runs)

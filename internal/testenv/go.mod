@@ -1,0 +1,19 @@
+module github.com/baton-go/baton/internal/testenv
+
+go 1.26.0
+
+require (
+	github.com/jackc/pgx/v5 v5.12.0
+	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.50.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)
+
+require github.com/stretchr/testify v1.12.1 // indirect
