@@ -19,7 +19,7 @@ import (
 // Release, 8 rounds each or until the work budget runs out. No two holders
 // are ever valid inside the critical section at once, a holder with a
 // larger token starts only after every holder with a smaller token has
-// left, and there are at least as many acquisitions as contenders.
+// left, and there are at least as many acquisitions as clients.
 func (s *suite) testExclusiveTryAcquire(t *testing.T) {
 	e := s.setup(t)
 	const (
@@ -77,7 +77,7 @@ func (s *suite) testExclusiveTryAcquire(t *testing.T) {
 	}
 	wg.Wait()
 	held.check(t)
-	e.checkWork(acquired.Load(), clients*perClient*rounds, clients*perClient, time.Since(began))
+	e.checkWork(acquired.Load(), clients*perClient*rounds, clients, held.holders(), time.Since(began))
 }
 
 // lostInTime reports whether err, returned by a release or renew of a
@@ -89,10 +89,10 @@ func lostInTime(err error, validUntil time.Time) bool {
 }
 
 // checkWork checks the outcome of a contention subtest after its
-// contenders stopped: the subtest's deadline must not have passed, and at
-// least least acquisitions must have been made, of the want it aimed for
-// (it stops early when the work budget runs out).
-func (e *env) checkWork(acquired int64, want, least int, took time.Duration) {
+// contenders stopped: the subtest's deadline must not have passed, at least
+// least acquisitions must have been made, of the want it aimed for (it
+// stops early when the work budget runs out), and by at least two holders.
+func (e *env) checkWork(acquired int64, want, least, holders int, took time.Duration) {
 	e.t.Helper()
 	if err := e.ctx.Err(); err != nil {
 		e.t.Fatalf("after %d of %d acquisitions: %v", acquired, want, context.Cause(e.ctx))
@@ -100,12 +100,15 @@ func (e *env) checkWork(acquired int64, want, least int, took time.Duration) {
 	if e.t.Failed() {
 		return
 	}
-	if acquired < int64(least) {
+	switch {
+	case acquired < int64(least):
 		e.t.Errorf("%d acquisitions in %v, want at least %d (the aim was %d within the work budget %v)",
 			acquired, took.Round(time.Millisecond), least, want, e.s.workBudget())
-	} else if acquired < int64(want) {
-		e.t.Logf("the work budget %v ran out after %d of %d acquisitions (at least %d required): a busy machine",
-			e.s.workBudget(), acquired, want, least)
+	case holders < 2:
+		e.t.Errorf("%d acquisitions, all by one holder; want the lock to pass between holders", acquired)
+	case acquired < int64(want):
+		e.t.Logf("the work budget %v ran out after %d of %d acquisitions by %d holders (at least %d required): a busy machine",
+			e.s.workBudget(), acquired, want, holders, least)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // out. No two leases are ever valid inside the critical section at once, a
 // lease with a larger token starts only after every lease with a smaller
 // token has left, and there are at least as many acquisitions as
-// contenders.
+// clients.
 //
 // A lease lost on the way is counted, not failed: on a busy machine a
 // holder may miss its renew deadline and step down (ErrStepDown), or find
@@ -100,7 +100,7 @@ func (s *suite) testExclusiveMutex(t *testing.T) {
 	if n := lost.Load(); n > 0 {
 		t.Logf("%d of %d leases were lost before Unlock (stepped down or expired): a busy machine", n, acquired.Load())
 	}
-	e.checkWork(acquired.Load(), clients*perClient*rounds, clients*perClient, time.Since(began))
+	e.checkWork(acquired.Load(), clients*perClient*rounds, clients, held.holders(), time.Since(began))
 }
 
 // testWakeOnRelease: with a Watcher backend, a contender waiting in

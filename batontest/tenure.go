@@ -85,3 +85,14 @@ func (ts *tenures) check(t *testing.T) {
 		t.Errorf("%d violations in %d tenures in all", violations, len(list))
 	}
 }
+
+// holders returns the number of distinct holders that had a tenure.
+func (ts *tenures) holders() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	seen := map[string]bool{}
+	for _, tn := range ts.list {
+		seen[tn.holder] = true
+	}
+	return len(seen)
+}
