@@ -1,6 +1,9 @@
 # baton — build, test and benchmark targets.
 #
 #   make test    the whole suite, as CI runs it (installs what the tests need)
+#   make test-loaded  the same while busy loops occupy every CPU
+#                (tools/busy.sh), to check that the tests hold on a slow,
+#                shared machine; it takes a few times longer
 #   make demo    the three-replica demo on the file backend
 #   make bench   every benchmark report (micro, Redis, Lease, scale, etcd),
 #                the plots in docs/img and the generated blocks of
@@ -41,7 +44,7 @@ FOREACH_MODULE = failed=; for m in $(MODULES); do \
 	done; \
 	if [ -n "$$failed" ]; then echo "failed in:$$failed" >&2; exit 1; fi
 
-.PHONY: test deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale safety-report safety-long fuzz testbin packages
+.PHONY: test test-loaded deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale safety-report safety-long fuzz testbin packages
 
 # TESTBIN builds (if needed) the kube-apiserver and etcd the tests start and
 # prints their directory as its last line of stdout.
@@ -54,6 +57,13 @@ test: deps vet
 	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
 	export KUBEBUILDER_ASSETS BATON_ETCD_BIN && \
 	$(call FOREACH_MODULE,$(GO) test -race -timeout 20m $(TESTFLAGS) ./...)
+
+# test-loaded runs make test beside one busy loop per CPU (BUSY=n to
+# choose), killed when the tests end. -count=1: a result cached from an
+# idle run would prove nothing. The loops halve the CPU the tests get, so
+# the per-package hang guard (-timeout) is doubled to match.
+test-loaded:
+	sh tools/busy.sh $(MAKE) test TESTFLAGS='-count=1 -timeout 40m $(TESTFLAGS)'
 
 # deps installs what the tests need on a fresh machine: the Go modules, and
 # the store servers the tests start (etcd and kube-apiserver built by

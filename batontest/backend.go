@@ -16,8 +16,10 @@ import (
 
 // testExclusiveTryAcquire: 16 clients, two goroutines each (same holder
 // identity, different nonces), race for one key with TryAcquire and
-// Release. At most one is ever inside the critical section, and each holder
-// sees a larger token than the one before.
+// Release, 8 rounds each or until the work budget runs out. No two holders
+// are ever valid inside the critical section at once, a holder with a
+// larger token starts only after every holder with a smaller token has
+// left, and there are at least as many acquisitions as clients.
 func (s *suite) testExclusiveTryAcquire(t *testing.T) {
 	e := s.setup(t)
 	const (
@@ -27,11 +29,10 @@ func (s *suite) testExclusiveTryAcquire(t *testing.T) {
 		rounds    = 8
 	)
 	ttl := s.longTTL()
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithTimeout(e.ctx, s.workBudget())
 	defer cancel()
 	var (
-		inside   atomic.Int32
-		last     atomic.Uint64
+		held     tenures
 		acquired atomic.Int64
 		wg       sync.WaitGroup
 	)
@@ -39,12 +40,14 @@ func (s *suite) testExclusiveTryAcquire(t *testing.T) {
 		t.Errorf(format, args...)
 		cancel() // stop the other contenders
 	}
+	began := time.Now()
 	for i := range clients {
 		b := e.client()
 		holder := fmt.Sprintf("client-%02d", i)
 		for range perClient {
 			wg.Go(func() {
 				for n := 0; n < rounds; {
+					sent := time.Now()
 					g, err := b.TryAcquire(ctx, key, request(holder, ttl))
 					if err != nil {
 						switch {
@@ -57,15 +60,12 @@ func (s *suite) testExclusiveTryAcquire(t *testing.T) {
 						fail("TryAcquire by %q: %v", holder, err)
 						return
 					}
-					if in := inside.Add(1); in > 1 {
-						fail("%d holders at once: %q was granted token %d while another held the lock", in, holder, g.Token)
-					}
-					if prev := last.Swap(g.Token); g.Token <= prev {
-						fail("%q was granted token %d after a holder with token %d; tokens must strictly increase", holder, g.Token, prev)
-					}
+					start := time.Now()
 					runtime.Gosched() // give the others a chance to (wrongly) get in
-					inside.Add(-1)
-					if err := b.Release(e.ctx, g); err != nil {
+					validUntil := sent.Add(ttl - margin(ttl))
+					held.add(holder, g.Token, start, time.Now(), validUntil)
+					err = b.Release(e.ctx, g)
+					if err != nil && !lostInTime(err, validUntil) {
 						fail("Release by its holder %q (token %d): %v", holder, g.Token, err)
 						return
 					}
@@ -76,11 +76,39 @@ func (s *suite) testExclusiveTryAcquire(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	held.check(t)
+	e.checkWork(acquired.Load(), clients*perClient*rounds, clients, held.holders(), time.Since(began))
+}
+
+// lostInTime reports whether err, returned by a release or renew of a
+// claim valid until validUntil, says the claim was lost (ErrLost) and came
+// back no earlier than validUntil: the claim could then have expired in
+// the store, which is no failure of the store.
+func lostInTime(err error, validUntil time.Time) bool {
+	return errors.Is(err, baton.ErrLost) && !time.Now().Before(validUntil)
+}
+
+// checkWork checks the outcome of a contention subtest after its
+// contenders stopped: the subtest's deadline must not have passed, at least
+// least acquisitions must have been made, of the want it aimed for (it
+// stops early when the work budget runs out), and by at least two holders.
+func (e *env) checkWork(acquired int64, want, least, holders int, took time.Duration) {
+	e.t.Helper()
 	if err := e.ctx.Err(); err != nil {
-		t.Fatalf("after %d of %d acquisitions: %v", acquired.Load(), clients*perClient*rounds, context.Cause(e.ctx))
+		e.t.Fatalf("after %d of %d acquisitions: %v", acquired, want, context.Cause(e.ctx))
 	}
-	if got, want := acquired.Load(), int64(clients*perClient*rounds); !t.Failed() && got != want {
-		t.Errorf("%d acquisitions, want %d", got, want)
+	if e.t.Failed() {
+		return
+	}
+	switch {
+	case acquired < int64(least):
+		e.t.Errorf("%d acquisitions in %v, want at least %d (the aim was %d within the work budget %v)",
+			acquired, took.Round(time.Millisecond), least, want, e.s.workBudget())
+	case holders < 2:
+		e.t.Errorf("%d acquisitions, all by one holder; want the lock to pass between holders", acquired)
+	case acquired < int64(want):
+		e.t.Logf("the work budget %v ran out after %d of %d acquisitions by %d holders (at least %d required): a busy machine",
+			e.s.workBudget(), acquired, want, holders, least)
 	}
 }
 
@@ -287,24 +315,57 @@ func (s *suite) testNotOwner(t *testing.T) {
 }
 
 // testRenewExtends: a renew extends the claim by the TTL from the renew,
-// as the store measures it, not from the acquire.
+// as the store measures it, not from the acquire. A run that a busy
+// machine made inconclusive (the store's answers came too late to tell)
+// is repeated, up to three times, on a fresh key.
 func (s *suite) testRenewExtends(t *testing.T) {
 	e := s.setup(t)
-	const key = "renew-extends"
 	a, b := e.client(), e.client()
-	ttl := s.h.TTL
+	const attempts = 3
+	for try := 1; ; try++ {
+		why := e.renewExtends(a, b, fmt.Sprintf("renew-extends-%d", try))
+		if why == "" {
+			return
+		}
+		if try == attempts {
+			t.Fatalf("inconclusive in each of %d attempts; the last: %s", attempts, why)
+		}
+		t.Logf("attempt %d inconclusive (a busy machine?): %s", try, why)
+	}
+}
+
+// renewExtends makes one run of testRenewExtends on key. It returns why
+// the run was inconclusive, or "" when it was conclusive (it fails the
+// test if the store got it wrong).
+func (e *env) renewExtends(a, b baton.Backend, key string) (inconclusive string) {
+	t, ttl := e.t, e.s.h.TTL
+	t.Helper()
+	sent := time.Now() // the store starts the claim's TTL after this
 	g := e.acquire(a, key, request("holder-a", ttl))
 	acquired := time.Now() // the store applied the acquire before this
 
 	e.sleepUntil(acquired.Add(ttl / 2))
 	renewSent := time.Now() // the store applies the renew after this
-	g = e.renew(a, g)
+	ng, err := a.Renew(e.ctx, g)
+	if err != nil {
+		if lostInTime(err, sent.Add(ttl-margin(ttl))) {
+			return fmt.Sprintf("the renew sent %v after the acquire returned at %v, past the claim's TTL %v minus margin: %v",
+				renewSent.Sub(acquired), time.Since(sent), ttl, err)
+		}
+		t.Fatalf("Renew(%q) by its holder %q (token %d) within its TTL: %v", g.Key, g.Holder, g.Token, err)
+	}
+	checkGrant(t, "Renew", ng, g.Key, baton.Request{Holder: g.Holder, Nonce: g.Nonce})
+	if ng.Token != g.Token {
+		t.Fatalf("Renew(%q) changed the token from %d to %d; a renew keeps the token", g.Key, g.Token, ng.Token)
+	}
+	g = ng
 
 	// Past the first claim's end, before the renewed claim's.
 	e.sleepUntil(acquired.Add(ttl + ttl/10))
-	_, err := b.TryAcquire(e.ctx, key, request("holder-b", ttl))
+	_, err = b.TryAcquire(e.ctx, key, request("holder-b", ttl))
 	if returned := time.Now(); !returned.Before(renewSent.Add(ttl - margin(ttl))) {
-		t.Fatalf("inconclusive: TryAcquire returned %v after the renew was sent, past the renewed claim's TTL %v minus margin; the store answered too slowly", returned.Sub(renewSent), ttl)
+		return fmt.Sprintf("TryAcquire returned %v after the renew was sent, past the renewed claim's TTL %v minus margin; the store answered too slowly",
+			returned.Sub(renewSent), ttl)
 	}
 	checkHeld(t, "TryAcquire after the acquire's TTL, within the renew's", err, key, "holder-a", g.Token, ttl)
 
@@ -314,6 +375,7 @@ func (s *suite) testRenewExtends(t *testing.T) {
 		t.Errorf("takeover after the renewed claim expired: token %d, want more than %d", g2.Token, g.Token)
 	}
 	e.release(b, g2)
+	return ""
 }
 
 // testRenewAfterExpiry: once a claim has expired, its owner can no longer

@@ -17,9 +17,16 @@ import (
 // (baton.Mutex and baton.Lease), as applications use it.
 
 // testExclusiveMutex: 16 Mutexes on 16 clients, two goroutines each, take
-// turns with Lock and Unlock. At most one lease is ever inside the
-// critical section, each sees a larger token than the one before, and
-// every contender gets its turns.
+// turns with Lock and Unlock, two rounds each or until the work budget runs
+// out. No two leases are ever valid inside the critical section at once, a
+// lease with a larger token starts only after every lease with a smaller
+// token has left, and there are at least as many acquisitions as
+// clients.
+//
+// A lease lost on the way is counted, not failed: on a busy machine a
+// holder may miss its renew deadline and step down (ErrStepDown), or find
+// its claim expired after its validity ended. A store that calls a claim
+// lost before the holder's validity ended fails the test.
 func (s *suite) testExclusiveMutex(t *testing.T) {
 	e := s.setup(t)
 	const (
@@ -28,20 +35,27 @@ func (s *suite) testExclusiveMutex(t *testing.T) {
 		perClient = 2
 		rounds    = 2
 	)
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithTimeout(e.ctx, s.workBudget())
 	defer cancel()
 	var (
-		inside   atomic.Int32
-		last     atomic.Uint64
+		held     tenures
 		acquired atomic.Int64
+		lost     atomic.Int64
+		lostAt   sync.Map // token -> time.Time of the EventLost
 		wg       sync.WaitGroup
 	)
 	fail := func(format string, args ...any) {
 		t.Errorf(format, args...)
 		cancel()
 	}
+	onLost := baton.WithObserver(baton.ObserverFunc(func(ev baton.Event) {
+		if ev.Kind == baton.EventLost {
+			lostAt.LoadOrStore(ev.Token, time.Now())
+		}
+	}))
+	began := time.Now()
 	for i := range clients {
-		m := e.newMutex(e.client(), key, fmt.Sprintf("mutex-%02d", i), s.fastRetry())
+		m := e.newMutex(e.client(), key, fmt.Sprintf("mutex-%02d", i), s.fastRetry(), onLost)
 		for range perClient {
 			wg.Go(func() {
 				for range rounds {
@@ -52,33 +66,41 @@ func (s *suite) testExclusiveMutex(t *testing.T) {
 						}
 						return
 					}
-					if in := inside.Add(1); in > 1 {
-						fail("%d holders at once: %q got token %d while another held the lock", in, m.Identity(), l.Token())
-					}
-					if prev := last.Swap(l.Token()); l.Token() <= prev {
-						fail("%q got token %d after a holder with token %d; tokens must strictly increase", m.Identity(), l.Token(), prev)
-					}
-					if err := l.Err(); err != nil {
-						fail("the lease of %q (token %d) ended right after Lock returned: %v", m.Identity(), l.Token(), err)
-					}
+					start := time.Now()
 					runtime.Gosched()
-					inside.Add(-1)
-					if err := l.Unlock(e.ctx); err != nil {
+					left := time.Now()
+					err = l.Unlock(e.ctx)
+					held.add(m.Identity(), l.Token(), start, left, l.ValidUntil())
+					acquired.Add(1)
+					switch {
+					case err == nil:
+					case errors.Is(err, baton.ErrStepDown):
+						lost.Add(1) // no renew succeeded in time: a slow machine
+					case errors.Is(err, baton.ErrLost):
+						at := time.Now()
+						if v, ok := lostAt.Load(l.Token()); ok {
+							at = v.(time.Time)
+						}
+						if at.Before(l.ValidUntil()) {
+							fail("the lease of %q (token %d) was reported lost %v before its validity ended: %v",
+								m.Identity(), l.Token(), l.ValidUntil().Sub(at), err)
+							return
+						}
+						lost.Add(1) // expired in the store after its validity ended
+					default:
 						fail("Unlock by %q (token %d): %v", m.Identity(), l.Token(), err)
 						return
 					}
-					acquired.Add(1)
 				}
 			})
 		}
 	}
 	wg.Wait()
-	if err := e.ctx.Err(); err != nil {
-		t.Fatalf("after %d of %d acquisitions: %v", acquired.Load(), clients*perClient*rounds, context.Cause(e.ctx))
+	held.check(t)
+	if n := lost.Load(); n > 0 {
+		t.Logf("%d of %d leases were lost before Unlock (stepped down or expired): a busy machine", n, acquired.Load())
 	}
-	if got, want := acquired.Load(), int64(clients*perClient*rounds); !t.Failed() && got != want {
-		t.Errorf("%d acquisitions, want %d", got, want)
-	}
+	e.checkWork(acquired.Load(), clients*perClient*rounds, clients, held.holders(), time.Since(began))
 }
 
 // testWakeOnRelease: with a Watcher backend, a contender waiting in
@@ -91,10 +113,9 @@ func (s *suite) testWakeOnRelease(t *testing.T) {
 	if _, ok := b.(baton.Watcher); !ok {
 		t.Skip("the backend does not implement baton.Watcher; waiters poll every RetryPeriod")
 	}
-	retry := s.slowRetry()
-	holder := e.newMutex(a, key, "waker-a", retry)
+	holder := e.newWaitingMutex(a, key, "waker-a")
 	heldOpt, held := signal(baton.EventHeld)
-	waiter := e.newMutex(b, key, "waker-b", retry, heldOpt)
+	waiter := e.newWaitingMutex(b, key, "waker-b", heldOpt)
 
 	l, err := holder.Lock(e.ctx)
 	if err != nil {
@@ -114,12 +135,13 @@ func (s *suite) testWakeOnRelease(t *testing.T) {
 		t.Fatalf("Unlock: %v", err)
 	}
 	unlocked := time.Now()
-	r := p.await(t)
+	r := p.await(t, s.reactBound())
 	if r.err != nil {
 		t.Fatalf("the waiter's Lock: %v", r.err)
 	}
-	if d := r.at.Sub(unlocked); d >= retry/2 {
-		t.Errorf("the waiter acquired %v after Unlock returned; a watch should wake it at once, well before its retry period %v", d, retry)
+	if d := r.at.Sub(unlocked); d >= s.reactBound() {
+		t.Errorf("the waiter acquired %v after Unlock returned; a watch should wake it at once, well before its retry period %v "+
+			"or the end of the holder's TTL %v", d, s.slowRetry(), s.longTTL())
 	}
 	if r.lease.Token() <= l.Token() {
 		t.Errorf("the waiter got token %d after token %d", r.lease.Token(), l.Token())
@@ -139,7 +161,7 @@ func (s *suite) testCancelWhileWaiting(t *testing.T) {
 	ttl := s.longTTL()
 	g := e.acquire(a, key, request("holder-a", ttl))
 	heldOpt, held := signal(baton.EventHeld)
-	waiter := e.newMutex(b, key, "waiter-b", s.slowRetry(), heldOpt)
+	waiter := e.newWaitingMutex(b, key, "waiter-b", heldOpt)
 
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
@@ -153,9 +175,9 @@ func (s *suite) testCancelWhileWaiting(t *testing.T) {
 	}
 	cancel()
 	canceled := time.Now()
-	r := p.await(t)
-	if d := r.at.Sub(canceled); d > prompt {
-		t.Errorf("Lock returned %v after its context was canceled; want within %v (retry period %v)", d, prompt, s.slowRetry())
+	r := p.await(t, s.reactBound())
+	if d := r.at.Sub(canceled); d > s.reactBound() {
+		t.Errorf("Lock returned %v after its context was canceled; want within %v (retry period %v)", d, s.reactBound(), s.slowRetry())
 	}
 	if r.lease != nil {
 		t.Fatalf("Lock acquired a lock that %q holds", "holder-a")
@@ -195,40 +217,25 @@ func (s *suite) testLease(t *testing.T) {
 	}))
 	m := e.newMutex(a, key, "lease-a", s.fastRetry(), counter)
 
-	sent := time.Now()
-	l, err := m.Lock(e.ctx)
-	if err != nil {
-		t.Fatalf("Lock: %v", err)
-	}
-	returned := time.Now()
-	unlockAtCleanup(t, l)
-	if l.Name() != key || l.Holder() != m.Identity() {
-		t.Errorf("lease name %q, holder %q; want %q, %q", l.Name(), l.Holder(), key, m.Identity())
-	}
-	rec := e.get(b, key)
-	if rec.Holder != m.Identity() || rec.Token != l.Token() || !rec.Held() {
-		t.Errorf("Get = holder %q, token %d, held %v; want the lease's %q, %d, true", rec.Holder, rec.Token, rec.Held(), m.Identity(), l.Token())
-	}
-	// The acquire was sent between the call and the return of Lock (after
-	// any watch the engine set up first), and validity counts from then.
-	firstValid := l.ValidUntil()
-	if lo, hi := sent.Add(ttl-margin(ttl)), returned.Add(ttl-margin(ttl)); firstValid.Before(lo) || firstValid.After(hi) {
-		t.Errorf("ValidUntil is %v after Lock was called; want TTL %v minus margin %v after the acquire was sent, between %v (call) and %v (return)",
-			firstValid.Sub(sent), ttl, margin(ttl), lo.Sub(sent), hi.Sub(sent))
-	}
-
-	// Hold past the TTL: only renewals can keep the lock that long.
-	hold := time.NewTimer(time.Until(sent.Add(ttl + ttl/10)))
-	defer hold.Stop()
-	select {
-	case <-l.Done():
-		t.Fatalf("the lease ended %v after the acquire, within its TTL %v: %v", time.Since(sent), ttl, context.Cause(l.Context()))
-	case <-e.ctx.Done():
-		t.Fatal(context.Cause(e.ctx))
-	case <-hold.C:
-	}
-	if err := l.Err(); err != nil {
-		t.Fatalf("the lease ended: %v", err)
+	// A busy machine can delay renewals past the renew deadline, and the
+	// holder then steps down (ErrStepDown), as it must; that is retried a
+	// few times. Any other end of the lease fails the test.
+	const attempts = 3
+	var (
+		l          *baton.Lease
+		sent       time.Time
+		firstValid time.Time
+	)
+	for try := 1; l == nil; try++ {
+		renewals.Store(0)
+		var stepDown error
+		l, sent, firstValid, stepDown = e.holdPastTTL(m, b)
+		if stepDown != nil {
+			if try == attempts {
+				t.Fatalf("the lease stepped down before its TTL ran out in each of %d attempts; the last: %v", attempts, stepDown)
+			}
+			t.Logf("attempt %d: the lease stepped down (a busy machine?): %v", try, stepDown)
+		}
 	}
 	if renewals.Load() == 0 {
 		t.Errorf("no renewal observed while holding the lease for %v (TTL %v)", time.Since(sent), ttl)
@@ -236,7 +243,7 @@ func (s *suite) testLease(t *testing.T) {
 	if !l.ValidUntil().After(firstValid) {
 		t.Errorf("ValidUntil did not move forward while holding past the TTL (still %v after the acquire)", firstValid.Sub(sent))
 	}
-	_, err = b.TryAcquire(e.ctx, key, request("lease-b", ttl))
+	_, err := b.TryAcquire(e.ctx, key, request("lease-b", ttl))
 	checkHeld(t, "TryAcquire by another client after the first TTL", err, key, m.Identity(), l.Token(), ttl)
 	other := e.newMutex(b, key, "lease-b", s.fastRetry())
 	_, err = other.TryLock(e.ctx)
@@ -269,5 +276,56 @@ func (s *suite) testLease(t *testing.T) {
 	}
 	if err := l2.Unlock(e.ctx); err != nil {
 		t.Errorf("Unlock of the second lease: %v", err)
+	}
+}
+
+// holdPastTTL locks m and holds the lease a tenth of its TTL past the TTL,
+// which only renewals can do, checking the lease and the record (read on
+// b) on the way. It returns the lease, the time Lock was called and the
+// lease's first ValidUntil; or, if the holder stepped down on the way, the
+// step-down error, after unlocking.
+func (e *env) holdPastTTL(m *baton.Mutex, b baton.Backend) (l *baton.Lease, sent, firstValid time.Time, stepDown error) {
+	t := e.t
+	t.Helper()
+	key, ttl := m.Name(), e.s.mutexTTL()
+	sent = time.Now()
+	l, err := m.Lock(e.ctx)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	returned := time.Now()
+	unlockAtCleanup(t, l)
+	if l.Name() != key || l.Holder() != m.Identity() {
+		t.Errorf("lease name %q, holder %q; want %q, %q", l.Name(), l.Holder(), key, m.Identity())
+	}
+	rec := e.get(b, key)
+	if rec.Holder != m.Identity() || rec.Token != l.Token() || !rec.Held() {
+		t.Errorf("Get = holder %q, token %d, held %v; want the lease's %q, %d, true", rec.Holder, rec.Token, rec.Held(), m.Identity(), l.Token())
+	}
+	// The acquire was sent between the call and the return of Lock (after
+	// any watch the engine set up first), and validity counts from then.
+	firstValid = l.ValidUntil()
+	if lo, hi := sent.Add(ttl-margin(ttl)), returned.Add(ttl-margin(ttl)); firstValid.Before(lo) || firstValid.After(hi) {
+		t.Errorf("ValidUntil is %v after Lock was called; want TTL %v minus margin %v after the acquire was sent, between %v (call) and %v (return)",
+			firstValid.Sub(sent), ttl, margin(ttl), lo.Sub(sent), hi.Sub(sent))
+	}
+
+	hold := time.NewTimer(time.Until(sent.Add(ttl + ttl/10)))
+	defer hold.Stop()
+	select {
+	case <-l.Done():
+	case <-e.ctx.Done():
+		t.Fatal(context.Cause(e.ctx))
+	case <-hold.C:
+	}
+	switch err := l.Err(); {
+	case err == nil:
+		return l, sent, firstValid, nil
+	case errors.Is(err, baton.ErrStepDown):
+		_ = l.Unlock(e.ctx) // reports the loss; the claim expires in the store
+		return nil, sent, firstValid, err
+	default:
+		t.Fatalf("the lease ended %v after the acquire, within %v of its TTL %v: %v", time.Since(sent), ttl/10, ttl, err)
+		return nil, sent, firstValid, nil
 	}
 }
