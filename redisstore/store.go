@@ -219,7 +219,7 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	if script == releaseScript {
 		cmd = script.Run(ctx, s.client, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover))
 	} else {
-		cmd = script.Run(ctx, s.client, []string{lock}, ownerArg(g.Holder, g.Nonce), millis(g.TTL))
+		cmd = script.Run(ctx, s.client, k.all[:2], ownerArg(g.Holder, g.Nonce), millis(g.TTL))
 	}
 	v, err := cmd.Slice()
 	if err != nil {
@@ -235,7 +235,7 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	}
 	switch {
 	case holder == "":
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the claim expired or was released (or the server lost its data)", op, g.Key, lock, baton.ErrLost)
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the claim expired, was released, or its key was deleted (or the server lost its data)", op, g.Key, lock, baton.ErrLost)
 	default:
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: it is now held by %q (token %d)", op, g.Key, lock, baton.ErrLost, holder, token)
 	}
