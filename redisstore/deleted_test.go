@@ -97,6 +97,9 @@ func TestDeletedWhileHeldWithContender(t *testing.T) {
 		t.Fatalf("DEL %s = %d, %v", lock, n, err)
 	}
 
+	if rec, err := standby.Get(ctx, key); err != nil || !rec.Held() || rec.Holder != "a" || rec.Token != g.Token || rec.Remaining > ttl {
+		t.Errorf("Get after the deletion = %+v, %v; want held by a with token %d for at most %v", rec, err, g.Token, ttl)
+	}
 	_, err = standby.TryAcquire(ctx, key, request("b", ttl))
 	var held *baton.HeldError
 	if !errors.As(err, &held) || held.Holder != "a" || held.Token != g.Token {

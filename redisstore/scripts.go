@@ -255,19 +255,19 @@ return {1, 0}
 //
 // KEYS: lock, fence.
 // Reply: {lockType, fenceType, lockValue, pttl, now_ms, fenceToken,
-// transitions, lastHolder}.
+// transitions, lastHolder, lastExpiry}.
 var getScript = redis.NewScript(luaNowms + `
 local function s(v) if v then return v end return '' end
 local lt = redis.call('TYPE', KEYS[1])['ok']
 local ft = redis.call('TYPE', KEYS[2])['ok']
-local r = {lt, ft, '', -2, nowms(), '', '', ''}
+local r = {lt, ft, '', -2, nowms(), '', '', '', ''}
 if lt == 'string' then
   r[3] = redis.call('GET', KEYS[1])
   r[4] = redis.call('PTTL', KEYS[1])
 end
 if ft == 'hash' then
-  local v = redis.call('HMGET', KEYS[2], 'token', 'transitions', 'holder')
-  for i = 1, 3 do r[5 + i] = s(v[i]) end
+  local v = redis.call('HMGET', KEYS[2], 'token', 'transitions', 'holder', 'expires')
+  for i = 1, 4 do r[5 + i] = s(v[i]) end
 end
 return r
 `)
