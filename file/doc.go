@@ -13,9 +13,9 @@
 // owner (Holder and Nonce) can renew or release it; after it expires
 // anyone may take it over; and every acquisition gets a fencing token
 // larger than all tokens issued before for that lock name. The counter
-// lives in the record, so it survives release, the end of every process,
-// and reboots, and goes backwards only if someone deletes or restores the
-// record file.
+// survives release, the end of every process, reboots, and the deletion of
+// the record file (see Deleted records); it goes backwards only if someone
+// deletes the epoch file too, or restores older files.
 //
 // Every change is a read-modify-write of one record under an exclusive
 // flock(2) on the lock's .lock file; the new record is written to a
@@ -73,10 +73,56 @@
 // For a lock NAME the directory holds NAME.lock (empty, used only for
 // flock; never removed, since removing a lock file while another process
 // waits on it would let two processes lock different files), NAME.json
-// (the record), and briefly NAME.json.tmp. Names longer than 200 bytes are
+// (the record), NAME.epoch (the epoch of the fencing counter, below), and
+// briefly NAME.json.tmp and NAME.epoch.tmp. Names longer than 200 bytes are
 // shortened to their first 160 bytes, '~' and 32 hex digits of their
-// SHA-256; the record holds the full name. Remove a lock's files only while
-// no process uses that lock.
+// SHA-256; the record holds the full name. List and the status views show
+// the records only.
+//
+// The sanctioned way to free a held lock is a forced release (baton
+// release NAME --force, or Store.ForceRelease): it keeps the counter, and
+// the holder learns of it at its next renew. Do not delete NAME.json to free
+// a lock; it does not free it sooner (see Deleted records).
+//
+// # Fencing tokens and the epoch file
+//
+// A token is epoch<<40 | n. n is kept in the record and incremented by
+// each acquisition, which writes the record only. The epoch is kept in
+// NAME.epoch, one line of JSON such as
+//
+//	{"version":1,"key":"nightly-report","epoch":3}
+//
+// written (durably, before the record) only when the record must be
+// created (the lock's first acquisition: epoch 0, so the first tokens are
+// 1, 2, ...; or the record file was deleted: the epoch goes up by one), when
+// n would pass 2^40-1, and once for a record that has no epoch file
+// (written by an older version of this package, whose tokens simply
+// continue). So deleting NAME.json cannot make tokens repeat. A corrupt
+// epoch file is treated like a corrupt record: reported with its path,
+// never overwritten.
+//
+// To reset a lock's counter on purpose (tokens start at 1 again), stop
+// every process that uses the lock, delete NAME.json and NAME.epoch, and
+// make the resources that check the lock's tokens forget the largest token
+// they saw (or they refuse the new holders' writes). Deleting NAME.epoch
+// alone does no harm as long as the record stays: the next acquisition
+// writes it again from the record's token.
+//
+// # Deleted records
+//
+// If NAME.json is deleted while its claim is live (rm by an operator or a
+// clean-up job), the holder is not told at once: it keeps working until
+// its next renew, which then fails with an error matching baton.ErrLost and
+// never recreates the record. A Store that has seen the claim (it made it,
+// or read it in TryAcquire, Renew or Get) refuses to acquire, with a
+// *baton.HeldError naming the last holder and token seen, until the claim
+// could have expired: the later of the expiry it last saw and the moment
+// it first found the record missing plus the claim's TTL, both on the
+// machine's monotonic clock (the holder may have renewed after it last
+// looked). A standby waiting on the lock has seen the claim, so it does not
+// start while the holder may still run. A Store that never saw the claim (a
+// process started after the deletion) cannot know of it and may acquire at
+// once; its token is still larger than all before.
 //
 // # Record format
 //

@@ -11,6 +11,9 @@ import (
 //	NAME.lock      empty; only ever opened for flock, never replaced or removed
 //	NAME.json      the record, replaced atomically by rename
 //	NAME.json.tmp  the next record while it is being written (under the flock)
+//	NAME.epoch     the epoch of the fencing counter (see epoch.go); written
+//	               only when the record must be created or n overflows
+//	NAME.epoch.tmp the next epoch file while it is being written
 //
 // Lock names are at most 253 bytes (baton.MaxNameLength) but file names at
 // most 255, so names longer than maxPlainBase are shortened to a prefix, a
@@ -21,6 +24,8 @@ const (
 	lockSuffix   = ".lock"
 	recordSuffix = ".json"
 	tempSuffix   = ".json.tmp"
+	epochSuffix  = ".epoch"
+	epochTemp    = ".epoch.tmp"
 	maxPlainBase = 200
 	keptPrefix   = 160
 )
@@ -35,10 +40,13 @@ func fileBase(name string) string {
 }
 
 type paths struct {
-	lock, record, temp string
+	lock, record, temp, epoch, epochTemp string
 }
 
 func (s *Store) paths(name string) paths {
 	base := filepath.Join(s.dir, fileBase(name))
-	return paths{lock: base + lockSuffix, record: base + recordSuffix, temp: base + tempSuffix}
+	return paths{
+		lock: base + lockSuffix, record: base + recordSuffix, temp: base + tempSuffix,
+		epoch: base + epochSuffix, epochTemp: base + epochTemp,
+	}
 }

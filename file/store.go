@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -37,6 +36,7 @@ type Store struct {
 	// Tests replace them.
 	now  func() (int64, error)
 	wall func() time.Time
+	seen seenClaims // see seen.go
 }
 
 var (
@@ -145,33 +145,54 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 			key:     key,
 			holder:  req.Holder,
 			nonce:   req.Nonce,
-			token:   1,
 			ttl:     req.TTL,
 			bootID:  s.bootID,
 			expires: now + int64(req.TTL),
 		}
-		if old != nil {
-			if left := old.remaining(now, s.bootID); left > 0 {
-				return &baton.HeldError{Key: key, Holder: old.holder, Token: old.token, RetryAfter: left}
-			}
-			if old.token == math.MaxUint64 {
-				return fmt.Errorf("file: lock %q: the fencing counter is exhausted (token %d) in %s", key, old.token, p.record)
-			}
-			r.token = old.token + 1
-			r.transitions = old.transitions
-			if old.holder != req.Holder {
-				r.transitions++ // cannot overflow: transitions < token
-			}
+		if err := s.nextClaim(p, key, old, now, r); err != nil {
+			return err
 		}
 		wall := s.wall()
 		r.acquireTime, r.renewTime = wall, wall
 		if err := s.write(p, r); err != nil {
 			return err
 		}
+		s.seen.saw(key, r, now, s.bootID)
 		g = baton.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: r.token, TTL: req.TTL}
 		return nil
 	})
 	return g, err
+}
+
+// nextClaim fills in r's token and transitions for an acquisition that
+// finds old (nil if the record is missing) at machine time now, or
+// returns a *baton.HeldError if the lock is, or may still be, held. It
+// writes the epoch file when the record must be created or n would
+// overflow (see epoch.go).
+func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record) error {
+	if old == nil {
+		if held := s.seen.missing(key, now); held != nil {
+			return held
+		}
+		e, err := s.newEpoch(p, key, nil)
+		r.token = firstToken(e)
+		return err
+	}
+	s.seen.saw(key, old, now, s.bootID)
+	if left := old.remaining(now, s.bootID); left > 0 {
+		return &baton.HeldError{Key: key, Holder: old.holder, Token: old.token, RetryAfter: left}
+	}
+	r.transitions = old.transitions
+	if old.holder != r.holder {
+		r.transitions++ // cannot overflow: transitions < token
+	}
+	if t, ok := nextToken(old.token); ok {
+		r.token = t
+		return s.keepEpoch(p, key, old)
+	}
+	e, err := s.newEpoch(p, key, old)
+	r.token = firstToken(e)
+	return err
 }
 
 // Renew implements baton.Backend: it extends g's claim to g.TTL from now,
@@ -185,6 +206,9 @@ func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 		return baton.Grant{}, fmt.Errorf("file: lock %q: %w", g.Key, err)
 	}
 	err := s.locked(ctx, g.Key, func(p paths, old *record, now int64) error {
+		if old == nil {
+			s.seen.missing(g.Key, now) // deleted under its holder; see seen.go
+		}
 		if err := s.checkOwned(g, old, now); err != nil {
 			return err
 		}
@@ -192,7 +216,11 @@ func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 		r.ttl = g.TTL
 		r.expires = now + int64(g.TTL)
 		r.renewTime = s.wall()
-		return s.write(p, &r)
+		if err := s.write(p, &r); err != nil {
+			return err
+		}
+		s.seen.saw(g.Key, &r, now, s.bootID)
+		return nil
 	})
 	if err != nil {
 		return baton.Grant{}, err
@@ -209,7 +237,11 @@ func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 			return err
 		}
 		r := free(*old)
-		return s.write(p, &r)
+		if err := s.write(p, &r); err != nil {
+			return err
+		}
+		s.seen.forget(g.Key)
+		return nil
 	})
 }
 
@@ -226,10 +258,15 @@ func (s *Store) ForceRelease(ctx context.Context, key string) error {
 		case old == nil:
 			return fmt.Errorf("file: lock %q: %w (%s)", key, baton.ErrNotFound, p.record)
 		case old.holder == "":
+			s.seen.forget(key)
 			return nil
 		}
 		r := free(*old)
-		return s.write(p, &r)
+		if err := s.write(p, &r); err != nil {
+			return err
+		}
+		s.seen.forget(key)
+		return nil
 	})
 }
 
@@ -253,13 +290,15 @@ func (s *Store) Get(ctx context.Context, key string) (baton.Record, error) {
 	if err != nil {
 		return baton.Record{}, err
 	}
-	if r == nil {
-		return baton.Record{}, fmt.Errorf("file: lock %q: %w (%s)", key, baton.ErrNotFound, p.record)
-	}
 	now, err := s.now()
 	if err != nil {
 		return baton.Record{}, err
 	}
+	if r == nil {
+		s.seen.missing(key, now) // starts the count if a claim was seen
+		return baton.Record{}, fmt.Errorf("file: lock %q: %w (%s)", key, baton.ErrNotFound, p.record)
+	}
+	s.seen.saw(key, r, now, s.bootID)
 	return r.toRecord(now, s.bootID), nil
 }
 
@@ -458,24 +497,28 @@ func readFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-// write replaces the record at p.record with r so that a crash leaves
-// either the old or the new record: write a temporary file, fsync it,
-// rename it over the record, fsync the directory. The caller holds the
-// file lock, so nobody else uses p.temp.
-func (s *Store) write(p paths, r *record) (err error) {
-	defer func() {
-		if err != nil {
-			err = fmt.Errorf("file: writing the record for lock %q: %w", r.key, err)
-		}
-	}()
-	if err := os.Remove(p.temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+// write replaces the record at p.record with r (see replace). The caller
+// holds the file lock, so nobody else uses p.temp.
+func (s *Store) write(p paths, r *record) error {
+	if err := s.replace(p.temp, p.record, r.encode()); err != nil {
+		return fmt.Errorf("file: writing the record for lock %q: %w", r.key, err)
+	}
+	return nil
+}
+
+// replace replaces the file at path with data so that a crash leaves
+// either the old or the new content: write temp, fsync it, rename it over
+// path, fsync the directory. The caller holds the file lock that guards
+// temp.
+func (s *Store) replace(temp, path string, data []byte) error {
+	if err := os.Remove(temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err // left over from a crash, and not ours to remove
 	}
-	f, err := os.OpenFile(p.temp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, s.perm)
+	f, err := os.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, s.perm)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(r.encode())
+	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -483,10 +526,10 @@ func (s *Store) write(p paths, r *record) (err error) {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(p.temp, p.record)
+		err = os.Rename(temp, path)
 	}
 	if err != nil {
-		_ = os.Remove(p.temp)
+		_ = os.Remove(temp)
 		return err
 	}
 	return syncDir(s.dir)

@@ -409,7 +409,7 @@ func TestNew(t *testing.T) {
 			t.Errorf("Dir() = %q", s.Dir())
 		}
 		mustAcquire(t, s, "k", req("h", "n", time.Second))
-		for _, name := range []string{"k.lock", "k.json"} {
+		for _, name := range []string{"k.lock", "k.json", "k.epoch"} {
 			fi, err := os.Stat(filepath.Join(dir, name))
 			if err != nil {
 				t.Fatal(err)
@@ -418,8 +418,8 @@ func TestNew(t *testing.T) {
 				t.Errorf("%s mode %v, want %v", name, fi.Mode().Perm(), want)
 			}
 		}
-		if names := dirNames(t, dir); len(names) != 2 {
-			t.Errorf("directory has %v, want k.json and k.lock only", names)
+		if names := dirNames(t, dir); len(names) != 3 {
+			t.Errorf("directory has %v, want k.epoch, k.json and k.lock only", names)
 		}
 	})
 	t.Run("relative path becomes absolute", func(t *testing.T) {

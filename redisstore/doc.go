@@ -26,8 +26,9 @@
 //     script, so a crash can never leave a claim without expiry (the
 //     SETNX-then-EXPIRE bug). If the key is present, report the holder and
 //     the claim's remaining PTTL (HeldError.RetryAfter).
-//   - Renew: if holder and nonce match, set the expiry to the TTL again;
-//     otherwise baton.ErrLost.
+//   - Renew: if holder and nonce match, set the expiry to the TTL again
+//     (and record it in the fence); otherwise baton.ErrLost. A lock key
+//     that is gone is never written again by a renew.
 //   - Release: if holder and nonce match, delete the claim, keep the
 //     counter, and PUBLISH a release notice (acquire publishes one too, for
 //     watchers that follow the holder); otherwise baton.ErrLost. The
@@ -64,8 +65,10 @@
 //	               A renewal moves the expiry only: the last one was
 //	               TTL - PTTL before the server's now.
 //	P{N}:fence     hash: token (the last fencing token issued),
-//	               transitions, holder (the last holder; "" after a release).
-//	               Never expires; baton never deletes it.
+//	               transitions, holder (the last holder; "" after a release),
+//	               expires (the server time, in ms, at which the last claim
+//	               ends; "0" after a release). Never expires; baton never
+//	               deletes it.
 //	P{N}:notify    pub/sub channel: a message per acquire and per release:
 //	               "acquired <token>", "released <token>", or, when the
 //	               release reserved the lock for a waiter,
@@ -86,6 +89,21 @@
 // baton.ErrCorruptRecord and never overwritten:
 // overwriting could reset the fencing counter. Inspect it and remove it by
 // hand (removing the fence key restarts the lock's tokens at 1).
+//
+// # A lock key deleted while held
+//
+// Deleting P{N}:lock by hand (DEL, FLUSHDB of a cache, a clean-up job)
+// while its claim is live does not free the lock early. The holder learns
+// of it at its next renew, which fails with baton.ErrLost, and works until
+// then; so the acquire script refuses, as if the claim were still there
+// (HeldError naming the last holder and token, RetryAfter the time left),
+// until the expiry recorded in the fence has passed on the server's clock.
+// This covers every contender, including processes that never saw the
+// claim. The fencing counter is in the fence, so the next token is larger
+// all the same. To free such a lock at once, force-release it (baton
+// release NAME --force, Store.ForceRelease), which clears the recorded
+// expiry; it is also the sanctioned way to free a live claim. Deleting the
+// fence key as well loses both the expiry and the counter (see below).
 //
 // # Fencing tokens, persistence and restarts
 //

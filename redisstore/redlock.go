@@ -38,6 +38,14 @@ const DefaultDriftFactor = 0.01
 // Every server judges expiry by its own clock: a server whose clock jumps
 // forward expires claims early. Run NTP in slewing mode, never step clocks.
 //
+// Each server runs Store's scripts, so a lock key deleted by hand on a
+// server is refused there until the claim's recorded expiry (see the
+// package documentation). A new quorum overlaps the holder's last renewal
+// quorum in a server that refuses until at least the end of the holder's
+// validity, so deletion on any number of servers does not let a second
+// holder in early; deletion on more than N - quorum servers makes the
+// holder's next renew return baton.ErrLost.
+//
 // # What the fencing token is worth
 //
 // The token is the largest of the per-server counters of the quorum; before

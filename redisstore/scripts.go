@@ -66,16 +66,17 @@ local function other(k, l)
   return {0, h, tonumber(l[1])}
 end
 `
-	// readfence returns the fence hash's token, transitions and last
-	// holder ('0', '0', '' if there is none), or nil and an error reply.
-	// It uses corrupt: a script that includes it includes luaReadlock.
+	// readfence returns the fence hash's token, transitions, last holder
+	// and the last claim's expiry as a number ('0', '0', '', 0 if there is
+	// none), or nil and an error reply. It uses corrupt: a script that
+	// includes it includes luaReadlock.
 	luaReadfence = luaIsuint + `
 local function readfence(k)
-  local v = redis.call('HMGET', k, 'token', 'transitions', 'holder')
-  if (v[1] and not isuint(v[1])) or (v[2] and not isuint(v[2])) then
-    return nil, corrupt(k .. ' has a token or transitions field that is not a number')
+  local v = redis.call('HMGET', k, 'token', 'transitions', 'holder', 'expires')
+  if (v[1] and not isuint(v[1])) or (v[2] and not isuint(v[2])) or (v[4] and not isuint(v[4])) then
+    return nil, corrupt(k .. ' has a token, transitions or expires field that is not a number')
   end
-  return v[1] or '0', v[2] or '0', v[3] or ''
+  return v[1] or '0', v[2] or '0', v[3] or '', tonumber(v[4] or '0')
 end
 `
 )
@@ -93,13 +94,25 @@ func ownerArg(holder, nonce string) string {
 // waits (a blocking Lock, or a watch open) joins the FIFO of waiters, or refreshes its
 // place there; see releaseScript for how the FIFO is served.
 //
+// The fence keeps the expiry of the last claim (server ms, field expires;
+// written by acquire and renew, cleared by release and force-release). If
+// the lock key is gone before then, someone deleted it (DEL by hand, a
+// clean-up job) while its holder may still be working: the script refuses
+// as if the claim were there, until it could have expired. The server's
+// TIME is read first, so that the fence's expiry is at most a millisecond
+// after the key's (which counts from the script's start); a key the
+// server has expired is therefore never refused for the fence's sake.
+//
 // KEYS: lock, fence, queue (list of waiting holders), queued (hash: holder
 // -> registration deadline, ms), next (the holder the lock is reserved for).
 // ARGV: holder, owner (ownerArg), ttl in ms, notice channel, waits ("1" or "0").
 // Reply: {1, token} when acquired; {0, holder, token, pttl} when held (or
 // reserved: then holder is the waiter it is reserved for and pttl the
-// reservation's).
+// reservation's; or deleted before its expiry: then holder is the last
+// holder and pttl the time left until that expiry).
 var acquireScript = redis.NewScript(luaReadlock + luaReadfence + luaNum + luaNowms + `
+local now = nowms()
+local nown = tonumber(now)
 local function enqueue()
   if ARGV[5] ~= '1' then return end
   local ttl = tonumber(ARGV[3])
@@ -107,7 +120,7 @@ local function enqueue()
     if redis.call('LLEN', KEYS[3]) >= ` + maxWaitersLua + ` then return end
     redis.call('RPUSH', KEYS[3], ARGV[1])
   end
-  redis.call('HSET', KEYS[4], ARGV[1], num(tonumber(nowms()) + ttl))
+  redis.call('HSET', KEYS[4], ARGV[1], num(nown + ttl))
   if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
   if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end
 end
@@ -122,8 +135,12 @@ if l then
   -- PTTL is rounded down: 0 means less than a millisecond is left.
   return {0, h, tonumber(l[1]), math.max(pttl, 1)}
 end
-local ftoken, ftrans, flast = readfence(KEYS[2])
+local ftoken, ftrans, flast, fexp = readfence(KEYS[2])
 if not ftoken then return ftrans end
+if fexp > nown then
+  enqueue()
+  return {0, flast, tonumber(ftoken), fexp - nown}
+end
 local nxt = redis.call('GET', KEYS[5])
 if nxt and nxt ~= ARGV[1] then
   enqueue()
@@ -135,8 +152,8 @@ local token = tonumber(ftoken) + 1
 local trans = tonumber(ftrans)
 if ftoken ~= '0' and flast ~= ARGV[1] then trans = trans + 1 end
 local ts = num(token)
-redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(trans), 'holder', ARGV[1])
-redis.call('SET', KEYS[1], ts .. ' ' .. ARGV[3] .. ' ' .. nowms() .. ' ' .. ARGV[2], 'PX', ARGV[3])
+redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(trans), 'holder', ARGV[1], 'expires', num(nown + tonumber(ARGV[3])))
+redis.call('SET', KEYS[1], ts .. ' ' .. ARGV[3] .. ' ' .. now .. ' ' .. ARGV[2], 'PX', ARGV[3])
 redis.call('PUBLISH', ARGV[4], 'acquired ' .. ts)
 return {1, token}
 `)
@@ -146,13 +163,16 @@ return {1, token}
 const maxWaitersLua = "64"
 
 // renewScript extends the claim if its owner (holder and nonce) still
-// holds it. The value is rewritten only if the TTL changed: when the claim
-// was last renewed follows from its TTL and PTTL (see decodeRecord).
+// holds it, and records its new expiry in the fence (see acquireScript).
+// The value is rewritten only if the TTL changed: when the claim was last
+// renewed follows from its TTL and PTTL (see decodeRecord). A lock key
+// that is gone stays gone: the claim is lost.
 //
-// KEYS: lock. ARGV: owner (ownerArg), ttl in ms.
+// KEYS: lock, fence. ARGV: owner (ownerArg), ttl in ms.
 // Reply: {1, token} when renewed; {0, holder, token} when the lock is
 // another owner's, {0, "", 0} when it is free.
-var renewScript = redis.NewScript(luaReadlock + `
+var renewScript = redis.NewScript(luaReadlock + luaNum + `
+local t = redis.call('TIME')
 local l, err = readlock(KEYS[1])
 if err then return err end
 if not l then return {0, '', 0} end
@@ -162,6 +182,7 @@ if l[2] == ARGV[2] then
 else
   redis.call('SET', KEYS[1], l[1] .. ' ' .. ARGV[2] .. ' ' .. l[3] .. ' ' .. l[4], 'PX', ARGV[2])
 end
+redis.call('HSET', KEYS[2], 'expires', num(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])))
 return {1, tonumber(l[1])}
 `)
 
@@ -181,7 +202,7 @@ if err then return err end
 if not l then return {0, '', 0} end
 if l[4] ~= ARGV[2] then return other(KEYS[1], l) end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[2], 'holder', '')
+redis.call('HSET', KEYS[2], 'holder', '', 'expires', '0')
 local window = tonumber(ARGV[4])
 local reserved = ''
 if window > 0 then
@@ -208,8 +229,9 @@ end
 return {1, tonumber(l[1])}
 `)
 
-// forceReleaseScript frees the lock whoever holds it, keeps the fence, and
-// publishes a release notice.
+// forceReleaseScript frees the lock whoever holds it, keeps the fence's
+// counter, clears the claim's expiry in the fence (so a lock whose key was
+// deleted by hand is free at once), and publishes a release notice.
 //
 // KEYS: lock, fence. ARGV: notice channel.
 // Reply: {found, wasHeld}: found is 0 if neither key exists.
@@ -221,7 +243,7 @@ if not ftoken then return ferr end
 local fexists = redis.call('EXISTS', KEYS[2])
 if not l and fexists == 0 then return {0, 0} end
 if l then redis.call('DEL', KEYS[1]) end
-if fexists == 1 then redis.call('HSET', KEYS[2], 'holder', '') end
+if fexists == 1 then redis.call('HSET', KEYS[2], 'holder', '', 'expires', '0') end
 redis.call('PUBLISH', ARGV[1], 'released ' .. ftoken)
 if l then return {1, 1} end
 return {1, 0}
@@ -233,19 +255,19 @@ return {1, 0}
 //
 // KEYS: lock, fence.
 // Reply: {lockType, fenceType, lockValue, pttl, now_ms, fenceToken,
-// transitions, lastHolder}.
+// transitions, lastHolder, lastExpiry}.
 var getScript = redis.NewScript(luaNowms + `
 local function s(v) if v then return v end return '' end
 local lt = redis.call('TYPE', KEYS[1])['ok']
 local ft = redis.call('TYPE', KEYS[2])['ok']
-local r = {lt, ft, '', -2, nowms(), '', '', ''}
+local r = {lt, ft, '', -2, nowms(), '', '', '', ''}
 if lt == 'string' then
   r[3] = redis.call('GET', KEYS[1])
   r[4] = redis.call('PTTL', KEYS[1])
 end
 if ft == 'hash' then
-  local v = redis.call('HMGET', KEYS[2], 'token', 'transitions', 'holder')
-  for i = 1, 3 do r[5 + i] = s(v[i]) end
+  local v = redis.call('HMGET', KEYS[2], 'token', 'transitions', 'holder', 'expires')
+  for i = 1, 4 do r[5 + i] = s(v[i]) end
 end
 return r
 `)

@@ -219,7 +219,7 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	if script == releaseScript {
 		cmd = script.Run(ctx, s.client, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover))
 	} else {
-		cmd = script.Run(ctx, s.client, []string{lock}, ownerArg(g.Holder, g.Nonce), millis(g.TTL))
+		cmd = script.Run(ctx, s.client, k.all[:2], ownerArg(g.Holder, g.Nonce), millis(g.TTL))
 	}
 	v, err := cmd.Slice()
 	if err != nil {
@@ -235,7 +235,7 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	}
 	switch {
 	case holder == "":
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the claim expired or was released (or the server lost its data)", op, g.Key, lock, baton.ErrLost)
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the claim expired, was released, or its key was deleted (or the server lost its data)", op, g.Key, lock, baton.ErrLost)
 	default:
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: it is now held by %q (token %d)", op, g.Key, lock, baton.ErrLost, holder, token)
 	}
@@ -269,7 +269,9 @@ func (s *Store) ForceRelease(ctx context.Context, key string) error {
 
 // Get implements baton.Backend. Remaining is the claim's PTTL as reported by
 // the server. After a release Holder is empty; after an expiry it names the
-// last holder with Remaining 0. AcquireTime and RenewTime are the server's
+// last holder with Remaining 0. If the lock key was deleted before the
+// claim's expiry, Get names the last holder (without nonce or TTL) with the
+// time left until that expiry, during which acquisitions are refused. AcquireTime and RenewTime are the server's
 // wall-clock times, for display only. It returns an error matching
 // baton.ErrNotFound if the lock has neither key.
 func (s *Store) Get(ctx context.Context, key string) (baton.Record, error) {
@@ -288,8 +290,8 @@ func (s *Store) decodeRecord(key string, v []any) (baton.Record, error) {
 	lock, fence, _ := s.Keys(key)
 	rep := reply{v: v}
 	lt, ft, val, pttl, now := rep.str(0), rep.str(1), rep.str(2), rep.int(3), rep.str(4)
-	ftoken, ftrans, flast := rep.str(5), rep.str(6), rep.str(7)
-	if err := rep.check(s, key, lock, len(v) == 8); err != nil {
+	ftoken, ftrans, flast, fexp := rep.str(5), rep.str(6), rep.str(7), rep.str(8)
+	if err := rep.check(s, key, lock, len(v) == 9); err != nil {
 		return baton.Record{}, err
 	}
 	corrupt := func(k, format string, args ...any) error {
@@ -313,6 +315,16 @@ func (s *Store) decodeRecord(key string, v []any) (baton.Record, error) {
 	case "none":
 		if ft == "none" {
 			return rec, fmt.Errorf("redisstore: lock %q: %w (no key %s or %s)", key, baton.ErrNotFound, lock, fence)
+		}
+		// A lock key deleted before its claim's expiry: acquisitions are
+		// refused until then (see acquireScript), so report it as held.
+		exp, err1 := parseUintOr0(fexp)
+		ms, err2 := strconv.ParseUint(now, 10, 64)
+		if err1 != nil {
+			return rec, corrupt(fence, "expires %q is not a number", fexp)
+		}
+		if err2 == nil && rec.Holder != "" && exp > ms {
+			rec.Remaining = time.Duration(exp-ms) * time.Millisecond
 		}
 	case "string":
 		l, err := decodeLockValue(val)

@@ -165,8 +165,10 @@ func TestGetAfterExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock, _, _ := s.Keys("expiring")
-	raw.Del(ctx, lock) // what the server's expiry does
+	lock, fence, _ := s.Keys("expiring")
+	// What the server's expiry leaves: no lock key, an expiry in the past.
+	raw.Del(ctx, lock)
+	raw.HSet(ctx, fence, "expires", "1")
 	rec, err := s.Get(ctx, "expiring")
 	if err != nil || rec.Holder != "gone" || rec.Held() || rec.Token != g.Token {
 		t.Errorf("Get after expiry = %+v, %v; want last holder %q, not held, token %d", rec, err, "gone", g.Token)
