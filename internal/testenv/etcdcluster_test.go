@@ -18,7 +18,7 @@ func TestEtcdCluster(t *testing.T) {
 	}
 	lead := c.WaitLeader(10 * time.Second)
 	kv := func(i int) *etcdKV { return newEtcdKV(t, c.Members[i], nil) }
-	kv((lead + 1) % 3).put("a", "1")
+	kv((lead+1)%3).put("a", "1")
 
 	c.Members[lead].Kill()
 	next := c.WaitLeader(15*time.Second, lead)
