@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // ErrClosed is returned (wrapped) by every method of a Store after Close.
@@ -237,22 +238,42 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 		return baton.Grant{}, err
 	}
 	ck, lk, _ := s.Keys(name)
+	start := time.Now()
+	timeout, pause := firstReleaseAttempt, releaseBackoff
+	var first time.Time // the send time of the first attempt on the current lease
 	for attempt := 0; ; attempt++ {
 		l, sent, err := s.leaseFor(ctx, req.TTL)
 		if err != nil {
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
+		if first.IsZero() {
+			first = sent
+		}
 		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
-		resp, err := s.client.Txn(ctx).
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		resp, err := s.client.Txn(actx).
 			If(clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)).
 			Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck)).
 			Else(clientv3.OpGet(ck)).
 			Commit()
+		cancel()
 		s.unpin(l)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 				s.leaseGone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
+				first = time.Time{}
 				continue // once more, with a new lease
+			}
+			// A transient failure (a raft leader change, a member that
+			// lost its leader: etcd would answer only after its own
+			// request timeout) is retried for a while; an attempt that
+			// was applied after all is recognised as ours below.
+			if ctx.Err() == nil && transient(err) && time.Since(start)+pause < lastReleaseAttempt {
+				if !sleepCtx(ctx, pause) {
+					return baton.Grant{}, s.wrap(name, "acquire", fmt.Errorf("%w (after: %w)", ctx.Err(), err))
+				}
+				timeout, pause = min(2*timeout, lastReleaseAttempt), min(2*pause, firstReleaseAttempt)
+				continue
 			}
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
@@ -267,7 +288,43 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 		if err != nil {
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
+		if s.ownOrphan(name, req, l, kv) {
+			// An earlier attempt of this request (same holder and nonce,
+			// on this lease) was applied though its answer was lost: the
+			// claim is ours since then, and first is its send time.
+			return s.granted(name, req, l, first, kv.ModRevision, "", nil)
+		}
 		return baton.Grant{}, s.held(f, name, kv, observation{target: ck, mod: kv.ModRevision, rev: resp.Header.Revision})
+	}
+}
+
+// ownOrphan reports whether the claim kv was written by an earlier attempt
+// of req through this Store that did not learn its outcome: it holds
+// req's holder and nonce, on lease l, and the Store knows no live claim
+// with its token.
+func (s *Store) ownOrphan(name string, req baton.Request, l *lease, kv *mvccpb.KeyValue) bool {
+	if kv.Lease != int64(l.id) {
+		return false
+	}
+	v, err := decodeValue(kv.Value)
+	if err != nil || v.holder != req.Holder || v.nonce != req.Nonce || v.ttl != req.TTL {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.claims[name]
+	return c == nil || c.token != kv.ModRevision
+}
+
+// sleepCtx waits for d or for ctx to end, and reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -418,7 +475,7 @@ func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 	if err != nil {
 		return err
 	}
-	ours, waiters, err := s.deleteClaim(ctx, c, true)
+	ours, waiters, err := s.releaseClaim(ctx, c)
 	if err != nil {
 		return s.wrap(g.Key, "release", err)
 	}
@@ -432,6 +489,84 @@ func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 		return fmt.Errorf("etcdstore: lock %q: %w: token %d: the claim key was deleted or replaced", g.Key, baton.ErrLost, c.token)
 	}
 	return nil
+}
+
+// Release retries its transaction (see releaseClaim) with these bounds.
+const (
+	// firstReleaseAttempt bounds the first attempt; each retry may take
+	// twice as long as the one before, up to lastReleaseAttempt. The
+	// first is short so that a request stuck on a member whose raft
+	// leader died (etcd answers it only after its own request timeout,
+	// 7s by default) is sent again once a new leader is elected (about a
+	// second with etcd's default election timeout).
+	firstReleaseAttempt = 2 * time.Second
+	lastReleaseAttempt  = 8 * time.Second
+	// releaseBackoff is the pause before the first retry (doubled each
+	// time, up to firstReleaseAttempt).
+	releaseBackoff = 50 * time.Millisecond
+)
+
+// releaseClaim runs c's release transaction (deleteClaim with handoff)
+// until it gets an answer or ctx ends, sending it again after a transient
+// failure: etcd unavailable, no leader, leader changed, a server-side
+// request timeout, or no answer within the attempt's own timeout. The
+// transaction is conditioned on the claim's mod revision, so sending it
+// again never frees or hands over anyone else's claim; an attempt that
+// failed may still have been applied, though, so once one has failed a
+// claim found no longer c's counts as released by it (it could also have
+// been deleted by someone else meanwhile: either way it is not c's). It
+// stops retrying at c's deadline: the claim has expired then, and the
+// reaper deletes its key.
+func (s *Store) releaseClaim(ctx context.Context, c *claim) (ours, waiters bool, err error) {
+	unsure := false // an earlier attempt may have been applied
+	timeout, pause := firstReleaseAttempt, releaseBackoff
+	for {
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		ours, waiters, err = s.deleteClaim(actx, c, true)
+		cancel()
+		switch {
+		case err == nil && !ours && unsure:
+			return true, true, nil // waiters unknown: assume some
+		case err == nil:
+			return ours, waiters, nil
+		case ctx.Err() != nil || !transient(err):
+			return false, false, err
+		}
+		s.mu.Lock()
+		expired := !time.Now().Before(c.deadline)
+		s.mu.Unlock()
+		if expired {
+			// Past its deadline the claim is the reaper's, which deletes
+			// its key (conditionally) once etcd answers.
+			return false, false, fmt.Errorf("%w (the claim has expired meanwhile; the Store deletes its key when etcd answers)", err)
+		}
+		unsure = true
+		if s.ctx.Err() == nil {
+			s.log.Warn("etcdstore: release failed; retrying", "lock", c.name, "token", c.token, "err", err, "retry_in", pause)
+		}
+		if !sleepCtx(ctx, pause) {
+			return false, false, fmt.Errorf("%w (after: %w)", ctx.Err(), err)
+		}
+		timeout, pause = min(2*timeout, lastReleaseAttempt), min(2*pause, firstReleaseAttempt)
+	}
+}
+
+// transient reports whether err is a failure that the same request may
+// not meet again: etcd or the connection unavailable (gRPC Unavailable,
+// which etcd uses for "no leader", "leader changed" and its request
+// timeouts), or an attempt's own deadline.
+func transient(err error) bool {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	if st, ok := status.FromError(err); ok {
+		return st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded
+	}
+	return false
 }
 
 // deleteClaim ends c's claim if it is still c's (its mod revision is c's
