@@ -60,6 +60,22 @@ type Store struct {
 	// queued) that such a read found, and when: the key a waiter that
 	// queues next is likely to wait for, so its watch can start early.
 	tail map[string]tailGuess
+	// seen (not fair mode): the last claim of another owner that an
+	// attempt found, per lock, for the rule that a contender that has
+	// seen a claim does not acquire before it could have expired, even if
+	// its key vanishes (see ghost).
+	seen map[string]*seenClaim
+}
+
+// seenClaim is a claim an attempt found held.
+type seenClaim struct {
+	mod    int64 // its mod revision (token)
+	lease  int64 // its etcd lease
+	holder string
+	ttl    time.Duration
+	// gone is when an attempt first found its key gone without a
+	// release (the release marker is older than mod), zero until then.
+	gone time.Time
 }
 
 type tailGuess struct {
@@ -89,6 +105,12 @@ type claim struct {
 	// Release fail and the reaper deletes the key.
 	deadline time.Time
 	since    time.Time // when the acquire returned: verification judges only older claims
+	// verified is the send time of the latest request that found the
+	// claim's key in place (the acquire, or a verification of its lease).
+	// Renew answers only within unverifiedFor(ttl) of it, so a holder
+	// whose key was deleted stops renewing within that bound (see
+	// ghostGrace).
+	verified time.Time
 	acquired time.Time // wall clock, for Record.AcquireTime
 	renewed  time.Time // wall clock of the last acquire or renew, for Record.RenewTime
 	lost     error     // why the claim ended, once it did
@@ -123,6 +145,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 		followers: make(map[string]*follower),
 		busy:      make(map[string]bool),
 		tail:      make(map[string]tailGuess),
+		seen:      make(map[string]*seenClaim),
 	}
 	s.wg.Add(1)
 	go s.run()
@@ -134,6 +157,13 @@ func (s *Store) Prefix() string { return s.prefix }
 
 // Fair reports whether the Store queues waiters (WithFair).
 func (s *Store) Fair() bool { return s.fair }
+
+// releasedKey is the release marker of lock name: put (with the released
+// token as its value) by the transaction that deletes a claim on release,
+// or on clean-up after the claim's deadline. A claim key that vanished
+// after the marker's last write was deleted by someone else (by hand, or
+// ForceRelease) or with its lease.
+func (s *Store) releasedKey(name string) string { return s.prefix + name + "/released" }
 
 // Keys returns the etcd keys of lock name:
 //
@@ -250,9 +280,17 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 			first = sent
 		}
 		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
+		cond := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)}
+		s.mu.Lock()
+		sc := s.seen[name]
+		s.mu.Unlock()
+		if sc != nil {
+			// Free only if the claim last seen was released since.
+			cond = append(cond, clientv3.Compare(clientv3.ModRevision(s.releasedKey(name)), ">", sc.mod))
+		}
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		resp, err := s.client.Txn(actx).
-			If(clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)).
+			If(cond...).
 			Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck)).
 			Else(clientv3.OpGet(ck)).
 			Commit()
@@ -282,7 +320,17 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 			if err != nil {
 				return baton.Grant{}, s.wrap(name, "acquire", err)
 			}
+			s.mu.Lock()
+			delete(s.seen, name)
+			s.mu.Unlock()
 			return s.granted(name, req, l, sent, kv.ModRevision, "", nil)
+		}
+		if sc != nil && len(resp.Responses[0].GetResponseRange().GetKvs()) == 0 {
+			// The claim seen last vanished without a release.
+			if err := s.ghost(ctx, f, name, sc, resp.Header.Revision); err != nil {
+				return baton.Grant{}, err
+			}
+			continue // it could have expired by now: acquire without the condition
 		}
 		kv, err := firstKV(resp, 0)
 		if err != nil {
@@ -296,6 +344,43 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 		}
 		return baton.Grant{}, s.held(f, name, kv, observation{target: ck, mod: kv.ModRevision, rev: resp.Header.Revision})
 	}
+}
+
+// ghost applies DESIGN invariant 3 to sc, a claim of another owner that
+// an attempt saw and whose key is now gone without a release marker (it
+// was deleted by hand or by ForceRelease, or went with its lease): the
+// holder may still hold it by its own clock. It returns a HeldError (with
+// RetryAfter) while sc counts as held: until ghostGrace(sc.ttl) after this
+// Store first found the key gone (rev is the revision of that read),
+// unless etcd reports sc's lease gone (a holder's Store renews only while
+// its lease lives). It returns nil, and forgets sc, once the claim could
+// have expired.
+func (s *Store) ghost(ctx context.Context, f *follower, name string, sc *seenClaim, rev int64) error {
+	s.mu.Lock()
+	if sc.gone.IsZero() {
+		sc.gone = time.Now()
+		s.log.Warn("etcdstore: a claim's key vanished without a release (deleted by hand?); it counts as held until it could have expired",
+			"lock", name, "holder", sc.holder, "token", sc.mod, "for", ghostGrace(sc.ttl))
+	}
+	wait := time.Until(sc.gone.Add(ghostGrace(sc.ttl)))
+	s.mu.Unlock()
+	if wait > 0 && sc.lease != 0 {
+		if r, err := s.client.TimeToLive(ctx, clientv3.LeaseID(sc.lease)); err == nil && r.TTL < 0 {
+			wait = 0 // the lease is gone: its Store cannot renew the claim
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wait <= 0 {
+		if s.seen[name] == sc {
+			delete(s.seen, name)
+		}
+		return nil
+	}
+	ck, _, _ := s.Keys(name)
+	s.observeLocked(f, observation{target: ck, rev: rev, holder: sc.holder, token: uint64(sc.mod)})
+	return fmt.Errorf("etcdstore: %w (its key was deleted without a release; it counts as held until it could have expired)",
+		&baton.HeldError{Key: name, Holder: sc.holder, Token: uint64(sc.mod), RetryAfter: wait})
 }
 
 // ownOrphan reports whether the claim kv was written by an earlier attempt
@@ -335,7 +420,7 @@ func (s *Store) granted(name string, req baton.Request, l *lease, sent time.Time
 	now := time.Now()
 	c := &claim{
 		name: name, holder: req.Holder, nonce: req.Nonce, token: token, ttl: req.TTL, lease: l, entry: entry, next: next,
-		deadline: sent.Add(req.TTL), since: now, acquired: time.Now().Round(0),
+		deadline: sent.Add(req.TTL), since: now, verified: sent, acquired: time.Now().Round(0),
 	}
 	c.renewed = c.acquired
 	s.mu.Lock()
@@ -379,6 +464,9 @@ func (s *Store) held(f *follower, name string, kv *mvccpb.KeyValue, obs observat
 	}
 	obs.holder, obs.token = he.Holder, he.Token
 	s.observeLocked(f, obs)
+	if c := s.claims[name]; c == nil || c.token != kv.ModRevision {
+		s.seen[name] = &seenClaim{mod: kv.ModRevision, lease: kv.Lease, holder: v.holder, ttl: v.ttl}
+	}
 	s.mu.Unlock()
 	return fmt.Errorf("etcdstore: %w", he)
 }
@@ -409,21 +497,30 @@ func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 		}
 		now := time.Now()
 		l := c.lease
-		if !l.aliveUntil.Before(now.Add(c.ttl)) {
+		stale := now.Sub(c.verified) > unverifiedFor(c.ttl)
+		if stale {
+			// No look at the key for too long (verifications failed or
+			// were slow): ask for one and wait for it.
+			l.verifyNow = true
+		} else if !l.aliveUntil.Before(now.Add(c.ttl)) {
 			c.deadline = now.Add(c.ttl)
 			c.renewed = time.Now().Round(0)
 			l.lastUsed = now
 			s.mu.Unlock()
 			return g, nil
 		}
-		l.urgent = true
+		what := "a verification of its key"
+		if !stale {
+			l.urgent = true
+			what = "a lease keepalive"
+		}
 		s.pokeLocked()
 		changed := l.changed
 		s.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: renew: waiting for a lease keepalive: %w", g.Key, ctx.Err())
+			return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: renew: waiting for %s: %w", g.Key, what, ctx.Err())
 		}
 		s.mu.Lock()
 	}
@@ -586,6 +683,14 @@ func (s *Store) deleteClaim(ctx context.Context, c *claim, handoff bool) (ours, 
 		release = append(release, clientv3.OpDelete(c.entry), clientv3.OpGet(qp, clientv3.WithPrefix(), clientv3.WithCountOnly()))
 		els = append(els, clientv3.OpDelete(c.entry))
 	}
+	// The marker tells contenders that saw the claim that it was released,
+	// not deleted by someone else (see ghost). If someone else deleted the
+	// key, the marker is put too (if the key is still absent): the holder
+	// releases, or its claim's deadline has passed, so its claim has ended
+	// by its own clock and waiters need not wait longer.
+	marker := clientv3.OpPut(s.releasedKey(c.name), strconv.FormatInt(c.token, 10))
+	release = append(release, marker)
+	els = append(els, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)}, []clientv3.Op{marker}, nil))
 	then := release
 	n := c.next
 	if handoff && n != nil {

@@ -295,6 +295,14 @@ func (s *Store) cachedHeld(f *follower, name string) error {
 	if c := s.claims[name]; c != nil && uint64(c.token) == he.Token && c.lost == nil {
 		he.RetryAfter = max(time.Until(c.deadline), 0)
 	}
+	if sc := s.seen[name]; !s.fair && spec.obs.mod == 0 && sc != nil && !sc.gone.IsZero() {
+		// Held by a claim whose key vanished (see ghost): until it could
+		// have expired, then ask etcd.
+		he.RetryAfter = time.Until(sc.gone.Add(ghostGrace(sc.ttl)))
+		if he.RetryAfter <= 0 {
+			return nil
+		}
+	}
 	return fmt.Errorf("etcdstore: %w", he)
 }
 
