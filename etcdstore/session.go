@@ -71,7 +71,7 @@ type lease struct {
 	// verifyPause after one failed.
 	verifyNow    bool
 	verifyFailed time.Time
-	changed    chan struct{} // closed and replaced on every change
+	changed      chan struct{} // closed and replaced on every change
 }
 
 func newLease(ttl time.Duration) *lease {
