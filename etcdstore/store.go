@@ -560,8 +560,11 @@ func (s *Store) ownedLocked(g baton.Grant) (*claim, error) {
 // the next waiter: see the package documentation). The /last record keeps
 // the token, so the next acquisition gets a larger one (etcd revisions
 // only grow). It returns an error matching baton.ErrLost if g is not a live
-// claim of this Store or etcd no longer has it. If etcd cannot be reached
-// the claim stays until its deadline, when the reaper deletes the key.
+// claim of this Store or etcd no longer has it. The same transaction puts
+// the release marker (see "Deleted claims" in the package documentation).
+// Transient failures (a raft leader change) are retried within ctx; see
+// "Raft leader changes". If etcd cannot be reached the claim stays until
+// its deadline, when the reaper deletes the key.
 func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 	if err := s.check(ctx, g.Key); err != nil {
 		return err
@@ -742,8 +745,11 @@ func (s *Store) forgetLocked(c *claim) {
 // whoever holds it, keeping the /last record (and with it the fencing
 // token's history). The former holder's Store notices within its
 // verification period (a third of the TTL; see the package documentation)
-// and its Renew then fails with ErrLost. Fair-mode waiters keep their
-// places: the first of them takes the lock.
+// and its Renew then fails with ErrLost. Contenders that saw the claim
+// still count it as held until it could have expired, or until the
+// holder's Store puts the release marker at the claim's deadline (see
+// "Deleted claims"); a contender that never saw it may acquire at once.
+// Fair-mode waiters keep their places: the first of them takes the lock.
 func (s *Store) ForceRelease(ctx context.Context, name string) error {
 	if err := s.check(ctx, name); err != nil {
 		return err
