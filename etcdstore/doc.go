@@ -173,7 +173,7 @@
 // ForceRelease) is not a free lock until the claim could have expired
 // (DESIGN invariant 3):
 //
-//   - The holder: Renew is answered locally only within twice the
+//   - The holder: Renew is answered locally only within the TTL plus one
 //     verification period (see "Leases and renewal") of the send time of
 //     the last request that found the key in place (its acquire or a
 //     verification); beyond that it asks for a verification and waits. So
@@ -185,12 +185,15 @@
 //   - A contender that saw the claim (an attempt found it held) acquires
 //     only if the release marker is newer than that claim (a condition of
 //     the acquiring transaction). If the key vanished without a release,
-//     the claim counts as held for TTL + twice the verification period
-//     (plus 2% of the TTL, at least 50ms) from when that Store first found
-//     it gone, on its monotonic clock: the holder renewed at most until
-//     then, and is valid a TTL after its last renew. The attempt answers
-//     HeldError with RetryAfter set to the rest. If etcd reports the
-//     claim's lease gone (its holder died), the contender acquires at once.
+//     the claim counts as held for twice the TTL plus a verification
+//     period (plus 2% of the TTL, at least 50ms) from when that Store first
+//     found it gone, on its monotonic clock: the holder renewed at most
+//     until then, and is valid a TTL after its last renew. The attempt
+//     answers HeldError, with RetryAfter up to a verification period: the
+//     contender looks again for the release marker that the holder's Store
+//     puts at the claim's deadline once it noticed (usually well before the
+//     grace ends). If etcd reports the claim's lease gone (its holder
+//     died), the contender acquires at once.
 //     A Store that never saw the claim acquires at once: it has nothing to
 //     wait for.
 //   - Tokens are still mod revisions: the next claim's is above the

@@ -177,7 +177,7 @@ func (s *Store) dropOps(e *entry) []clientv3.Op {
 		ops = append(ops, clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(ck), "=", e.claimVal),
 				clientv3.Compare(clientv3.LeaseValue(ck), "=", int64(e.lease.id))},
-			[]clientv3.Op{clientv3.OpDelete(ck)}, nil))
+			[]clientv3.Op{clientv3.OpDelete(ck), clientv3.OpPut(s.releasedKey(e.name), "0")}, nil))
 	}
 	return ops
 }

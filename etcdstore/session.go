@@ -101,13 +101,14 @@ func (l *lease) wanted(now time.Time) bool {
 
 // unverifiedFor is how long, for claims of TTL ttl, a Renew may be answered
 // since the send time of the last request that found the claim's key in
-// place (its acquire, or a verification of its lease): twice the
-// verification period. A contender that sees the key vanish counts it as
-// a claim for ttl plus this (plus a margin for clock rate drift), since
+// place (its acquire, or a verification of its lease): the TTL plus a
+// verification period, so that slow verifications (they run every period)
+// rarely hold a Renew up. A contender that sees the key vanish counts it
+// as a claim for ttl plus this (plus a margin for clock rate drift), since
 // the holder may renew without noticing for that long (see ghostGrace).
 func unverifiedFor(ttl time.Duration) time.Duration {
 	_, _, verify := leaseTiming(ttl)
-	return 2 * verify
+	return ttl + verify
 }
 
 // ghostGrace is how long after a contender first finds a claim it saw

@@ -379,8 +379,12 @@ func (s *Store) ghost(ctx context.Context, f *follower, name string, sc *seenCla
 	}
 	ck, _, _ := s.Keys(name)
 	s.observeLocked(f, observation{target: ck, rev: rev, holder: sc.holder, token: uint64(sc.mod)})
-	return fmt.Errorf("etcdstore: %w (its key was deleted without a release; it counts as held until it could have expired)",
-		&baton.HeldError{Key: name, Holder: sc.holder, Token: uint64(sc.mod), RetryAfter: wait})
+	// Look again every verification period: the holder's Store puts the
+	// release marker at the claim's deadline once it noticed, which is
+	// usually well before the grace ends (the marker wakes no watch).
+	_, _, poll := leaseTiming(sc.ttl)
+	return fmt.Errorf("etcdstore: %w (its key was deleted without a release; it counts as held until it could have expired, %v from now)",
+		&baton.HeldError{Key: name, Holder: sc.holder, Token: uint64(sc.mod), RetryAfter: min(wait, poll)}, wait.Round(time.Millisecond))
 }
 
 // ownOrphan reports whether the claim kv was written by an earlier attempt

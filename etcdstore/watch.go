@@ -296,12 +296,9 @@ func (s *Store) cachedHeld(f *follower, name string) error {
 		he.RetryAfter = max(time.Until(c.deadline), 0)
 	}
 	if sc := s.seen[name]; !s.fair && spec.obs.mod == 0 && sc != nil && !sc.gone.IsZero() {
-		// Held by a claim whose key vanished (see ghost): until it could
-		// have expired, then ask etcd.
-		he.RetryAfter = time.Until(sc.gone.Add(ghostGrace(sc.ttl)))
-		if he.RetryAfter <= 0 {
-			return nil
-		}
+		// Held by a claim whose key vanished (see ghost): ask etcd, for
+		// the release marker the holder's Store puts.
+		return nil
 	}
 	return fmt.Errorf("etcdstore: %w", he)
 }
