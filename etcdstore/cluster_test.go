@@ -29,6 +29,13 @@ func startCluster(t *testing.T) (*testenv.EtcdCluster, int) {
 // does not get it meanwhile, and after Unlock the standby acquires with a
 // larger token, long before the holder's lease could have expired.
 func TestClusterLeaderKilledWhileHeld(t *testing.T) {
+	t.Run("killed", func(t *testing.T) { leaderLostWhileHeld(t, false) })
+	// A paused leader (SIGSTOP: a frozen VM) is replaced the same way; it
+	// rejoins as a follower when it is continued.
+	t.Run("paused", func(t *testing.T) { leaderLostWhileHeld(t, true) })
+}
+
+func leaderLostWhileHeld(t *testing.T, pause bool) {
 	c, lead := startCluster(t)
 	prefix := freshPrefix(t)
 	a := newStore(t, connect(t, c.Endpoints()...), etcdstore.WithPrefix(prefix))
@@ -39,7 +46,12 @@ func TestClusterLeaderKilledWhileHeld(t *testing.T) {
 	within(t, 10*time.Second, "the standby to find the lock held", held)
 
 	killed := time.Now()
-	c.Members[lead].Kill()
+	if pause {
+		c.Members[lead].Pause()
+		defer c.Members[lead].Resume()
+	} else {
+		c.Members[lead].Kill()
+	}
 	next := c.WaitLeader(15*time.Second, lead)
 	elected := time.Now()
 	// A renew that needs etcd: the Store must reach the new leader.
@@ -62,7 +74,7 @@ func TestClusterLeaderKilledWhileHeld(t *testing.T) {
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
-	t.Logf("leader %d killed at 0; member %d elected at %v; unlocked at %v; standby acquired at %v",
+	t.Logf("leader %d killed or paused at 0; member %d elected at %v; unlocked at %v; standby acquired at %v",
 		lead, next, elected.Sub(killed), unlocked.Sub(killed), got.at.Sub(killed))
 	if got.lease.Token() <= holder.Token() {
 		t.Errorf("standby token %d after %d", got.lease.Token(), holder.Token())
