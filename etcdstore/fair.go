@@ -328,6 +328,9 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 			}
 		}
 	}
+	if err := s.siblingHolds(name, req); err != nil {
+		return baton.Grant{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		l, sent, err := s.leaseFor(ctx, req.TTL)
 		if err != nil {

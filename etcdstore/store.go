@@ -267,6 +267,9 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 	if err := s.cachedHeld(f, name); err != nil {
 		return baton.Grant{}, err
 	}
+	if err := s.siblingHolds(name, req); err != nil {
+		return baton.Grant{}, err
+	}
 	ck, lk, _ := s.Keys(name)
 	start := time.Now()
 	timeout, pause := firstReleaseAttempt, releaseBackoff
@@ -385,6 +388,25 @@ func (s *Store) ghost(ctx context.Context, f *follower, name string, sc *seenCla
 	_, _, poll := leaseTiming(sc.ttl)
 	return fmt.Errorf("etcdstore: %w (its key was deleted without a release; it counts as held until it could have expired, %v from now)",
 		&baton.HeldError{Key: name, Holder: sc.holder, Token: uint64(sc.mod), RetryAfter: min(wait, poll)}, wait.Round(time.Millisecond))
+}
+
+// siblingHolds returns a HeldError if this Store has a claim on name for
+// another holder that has not passed its deadline, even if etcd lost it
+// (its key deleted, its lease gone): that holder may not know yet, and
+// its validity lasts until the deadline.
+func (s *Store) siblingHolds(name string, req baton.Request) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.claims[name]
+	if c == nil || c.holder == req.Holder || c.lost == nil {
+		return nil // a live claim of another holder is found in etcd
+	}
+	left := time.Until(c.deadline)
+	if left <= 0 {
+		return nil
+	}
+	return fmt.Errorf("etcdstore: %w (a claim of this Store, lost in etcd, until its deadline)",
+		&baton.HeldError{Key: name, Holder: c.holder, Token: uint64(c.token), RetryAfter: left})
 }
 
 // ownOrphan reports whether the claim kv was written by an earlier attempt
