@@ -96,3 +96,35 @@ func TestTokensAfterDeletion(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimKeyDeletedSibling: a Store whose claim key was deleted does not
+// give the lock to another holder of its own before the lost claim's
+// deadline: that holder may not know yet that it lost the lock.
+func TestClaimKeyDeletedSibling(t *testing.T) {
+	srv := startEtcd(t)
+	client := connect(t, srv.Endpoint())
+	s := newStore(t, client, etcdstore.WithPrefix(freshPrefix(t)))
+	const ttl = 3 * time.Second
+	g, err := s.TryAcquire(t.Context(), "job", baton.Request{Holder: "a", Nonce: "n", TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, _, _ := s.Keys("job")
+	if _, err := client.Delete(t.Context(), ck); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the Store noticed: a's Renew fails.
+	for {
+		if _, err := s.Renew(t.Context(), g); errors.Is(err, baton.ErrLost) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling Renew: the subject is the Store's own verification
+	}
+	_, err = s.TryAcquire(t.Context(), "job", baton.Request{Holder: "b", Nonce: "m", TTL: ttl})
+	var he *baton.HeldError
+	if !errors.As(err, &he) || he.Holder != "a" || he.RetryAfter <= 0 {
+		t.Fatalf("another holder of the same Store: %v; want held by a until its deadline", err)
+	}
+}
