@@ -45,7 +45,7 @@
 //   - Losing a claim is reported: Renew fails with baton.ErrLost once the
 //     Store knows its lease is gone (etcd says so, or no keepalive was
 //     acknowledged in time), the claim's key was deleted or replaced (a
-//     forced release), or the claim expired; the engine then ends the
+//     forced release; see "Deleted claims"), or the claim expired; the engine then ends the
 //     lease's context. If renewals just stop succeeding, the engine steps
 //     down at its renew deadline, before the claim can expire in etcd.
 //
@@ -61,6 +61,10 @@
 //	                 one counts acquisitions after the first (Record.Transitions).
 //	                 Never expires; release keeps it. Get and List report a
 //	                 released lock from it.
+//	P N /released    the release marker: put (value: the released token) by every
+//	                 transaction that ends a claim on release or clean-up; never
+//	                 expires. A claim key that vanished after the marker's last
+//	                 write was deleted by someone else (see "Deleted claims").
 //	P N /queue/ID    fair mode only: a waiter's place (and, once it acquires, the
 //	                 holder's until its claim ends), attached to its Store's
 //	                 lease; ordered by create revision. Value: the claim value
@@ -141,6 +145,63 @@
 // lease (LeaseTimeToLive, whole seconds rounded up) capped at the claim's
 // TTL in Get and List, and 0 in HeldError.RetryAfter (no extra request on
 // the contended path; the watch wakes waiters on release or expiry).
+//
+// # Raft leader changes
+//
+// A request sent to a member whose leader died waits for etcd's own
+// request timeout (7s with the default election timeout) before it fails.
+// So Release and a plain (not fair) acquire give each attempt a timeout of
+// its own (2s, doubling up to 8s) and send the transaction again after a
+// transient failure (gRPC Unavailable: no leader, leader changed, request
+// timed out, connection lost), within the caller's context; a release also
+// stops at the claim's deadline (the reaper deletes the key then). Both
+// transactions are conditional, so sending one again is safe: a release
+// never frees a successor's claim, and an acquire whose earlier attempt
+// was applied finds the claim with its own holder, nonce and lease and
+// takes it. Measured on a three-member cluster (default raft timing): the
+// leader killed, a release sent through a member left without a leader
+// returns about 2s later (its first attempt's timeout, after the ~1.1s
+// election), and a waiter acquires 0-2s after that, not when the holder's
+// lease expires. A holder keeps its locks across the election if its TTL
+// leaves room for it: Renew needs an acknowledged keepalive that covers the
+// TTL, and the lease's headroom over the TTL (max(T/10, 500ms), rounded up
+// to whole seconds) is what an election may consume before renewals wait.
+//
+// # Deleted claims
+//
+// A claim key deleted by someone else while held (`etcdctl del`, or
+// ForceRelease) is not a free lock until the claim could have expired
+// (DESIGN invariant 3):
+//
+//   - The holder: Renew is answered locally only within the TTL plus one
+//     verification period (see "Leases and renewal") of the send time of
+//     the last request that found the key in place (its acquire or a
+//     verification); beyond that it asks for a verification and waits. So
+//     the holder stops renewing at most that long after the deletion, and
+//     its lease ends with ErrLost at its next renew after the verification
+//     that found the key gone. At the claim's deadline, its Store deletes
+//     its fair-mode queue key (which holds the waiters behind it until
+//     then) and puts the release marker.
+//   - A contender that saw the claim (an attempt found it held) acquires
+//     only if the release marker is newer than that claim (a condition of
+//     the acquiring transaction). If the key vanished without a release,
+//     the claim counts as held for twice the TTL plus a verification
+//     period (plus 2% of the TTL, at least 50ms) from when that Store first
+//     found it gone, on its monotonic clock: the holder renewed at most
+//     until then, and is valid a TTL after its last renew. The attempt
+//     answers HeldError, with RetryAfter up to a verification period: the
+//     contender looks again for the release marker that the holder's Store
+//     puts at the claim's deadline once it noticed (usually well before the
+//     grace ends). If etcd reports the claim's lease gone (its holder
+//     died), the contender acquires at once.
+//     A Store that never saw the claim acquires at once: it has nothing to
+//     wait for.
+//   - Tokens are still mod revisions: the next claim's is above the
+//     deletion's revision.
+//
+// Stores of earlier versions write no release marker; contenders of this
+// version that saw one of their claims treat its release as a deletion and
+// wait as above.
 //
 // # Watch
 //

@@ -1,5 +1,11 @@
 package etcdstore
 
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
 // NextInLine reports, for tests, what s knows of holder's place in the fair
 // queue of name: whether the place is next in line with its claim watch
 // established, whether it knows the waiter behind it (for its release to
@@ -14,4 +20,35 @@ func NextInLine(s *Store, name, holder string) (watching, knowsNext, handed bool
 	}
 	f := s.followers[name]
 	return e.first && f != nil && f.claimUp, e.next != nil, e.handed != nil
+}
+
+// KeptAlive waits until etcd has acknowledged a keepalive (or grant) that
+// keeps the lease of s's claim on name alive at least until until, asking
+// for keepalives meanwhile, and reports the claim's loss if it ends first.
+// Tests use it to prove that the Store reaches etcd (after a leader
+// change, say), since Renew is usually answered without a request.
+func KeptAlive(ctx context.Context, s *Store, name string, until time.Time) error {
+	s.mu.Lock()
+	for {
+		c := s.claims[name]
+		if c == nil || c.lost != nil {
+			s.mu.Unlock()
+			return fmt.Errorf("no live claim on %q", name)
+		}
+		l := c.lease
+		if !l.aliveUntil.Before(until) {
+			s.mu.Unlock()
+			return nil
+		}
+		l.urgent = true
+		s.pokeLocked()
+		changed := l.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.mu.Lock()
+	}
 }

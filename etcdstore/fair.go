@@ -177,7 +177,7 @@ func (s *Store) dropOps(e *entry) []clientv3.Op {
 		ops = append(ops, clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(ck), "=", e.claimVal),
 				clientv3.Compare(clientv3.LeaseValue(ck), "=", int64(e.lease.id))},
-			[]clientv3.Op{clientv3.OpDelete(ck)}, nil))
+			[]clientv3.Op{clientv3.OpDelete(ck), clientv3.OpPut(s.releasedKey(e.name), "0")}, nil))
 	}
 	return ops
 }
@@ -328,6 +328,9 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 			}
 		}
 	}
+	if err := s.siblingHolds(name, req); err != nil {
+		return baton.Grant{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		l, sent, err := s.leaseFor(ctx, req.TTL)
 		if err != nil {
@@ -340,6 +343,14 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 			resp *clientv3.TxnResponse
 			qk   string // the queue key this attempt may put
 		)
+		// Free only if the claim last seen was released since (see ghost).
+		var released []clientv3.Cmp
+		s.mu.Lock()
+		sc := s.seen[name]
+		s.mu.Unlock()
+		if sc != nil {
+			released = append(released, clientv3.Compare(clientv3.ModRevision(s.releasedKey(name)), ">", sc.mod))
+		}
 		if e == nil {
 			// Acquire if the lock is free and nobody waits; otherwise, if the
 			// attempt waits, take a place at the end of the queue and read
@@ -353,8 +364,8 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 				els = append(els, clientv3.OpPut(qk, val+handoffMark, clientv3.WithLease(l.id)), clientv3.OpGet(qk))
 			}
 			resp, err = s.client.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(ck), "=", 0),
-					clientv3.Compare(clientv3.CreateRevision(qp), "=", 0).WithPrefix()).
+				If(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0),
+					clientv3.Compare(clientv3.CreateRevision(qp), "=", 0).WithPrefix()}, released...)...).
 				Then(acquire...).
 				Else(els...).
 				Commit()
@@ -362,9 +373,9 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 			// The waiter behind this place, for the release to hand over to.
 			next := clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1))...)
 			resp, err = s.client.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(ck), "=", 0),
+				If(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0),
 					clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev),
-					clientv3.Compare(clientv3.CreateRevision(qp), ">", e.rev-1).WithPrefix()).
+					clientv3.Compare(clientv3.CreateRevision(qp), ">", e.rev-1).WithPrefix()}, released...)...).
 				Then(append(acquire, next)...).
 				Else(clientv3.OpGet(ck),
 					clientv3.OpGet(qp, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))...),
@@ -389,7 +400,30 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 		s.mu.Lock()
 		s.busy[name] = !resp.Succeeded
 		delete(s.tail, name)
+		if resp.Succeeded {
+			delete(s.seen, name)
+		}
 		s.mu.Unlock()
+		if !resp.Succeeded && sc != nil && ghostFair(e, resp) {
+			// Free but for the release marker: the claim seen last
+			// vanished without a release.
+			var herr error
+			if e == nil && qk != "" {
+				herr = s.heldFair(ctx, name, req, ek, e, l, qk, resp) // registers the new place
+			}
+			if err := s.ghost(ctx, nil, name, sc, resp.Header.Revision); err != nil {
+				return baton.Grant{}, err
+			}
+			if herr != nil {
+				// Queued meanwhile: the next attempt acquires with the place.
+				var he *baton.HeldError
+				if errors.As(herr, &he) {
+					he.RetryAfter = time.Millisecond
+				}
+				return baton.Grant{}, herr
+			}
+			continue
+		}
 		if resp.Succeeded {
 			kv, err := firstKV(resp, getIdx)
 			if err != nil {
@@ -417,6 +451,17 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 		}
 		return baton.Grant{}, s.heldFair(ctx, name, req, ek, e, l, qk, resp)
 	}
+}
+
+// ghostFair reports whether a failed acquire transaction (resp) found the
+// lock free and the attempt first in line, so that only the release
+// marker's condition failed. e is the attempt's place, or nil.
+func ghostFair(e *entry, resp *clientv3.TxnResponse) bool {
+	rs := resp.Responses
+	if kvOrNil(rs[0].GetResponseRange().GetKvs()) != nil || kvOrNil(rs[1].GetResponseRange().GetKvs()) != nil {
+		return false
+	}
+	return e == nil || kvOrNil(rs[2].GetResponseRange().GetKvs()) != nil
 }
 
 // handedTo reports whether claim (the claim key, or nil) was handed to the
@@ -593,6 +638,19 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 			return s.corrupt(name, ck, err)
 		}
 		he.Holder, he.Token = v.holder, uint64(claimKV.ModRevision)
+		if v.holder != req.Holder {
+			s.mu.Lock()
+			s.seen[name] = &seenClaim{mod: claimKV.ModRevision, lease: claimKV.Lease, holder: v.holder, ttl: v.ttl}
+			s.mu.Unlock()
+		}
+	} else {
+		// The claim seen last is gone while a queue key ahead still
+		// waits: its grace (see ghost) runs from now.
+		s.mu.Lock()
+		if sc := s.seen[name]; sc != nil && sc.gone.IsZero() {
+			sc.gone = time.Now()
+		}
+		s.mu.Unlock()
 	}
 	obs := observation{target: ck, mod: modOf(resp.Responses[0].GetResponseRange().GetKvs()),
 		rev: resp.Header.Revision, holder: he.Holder, token: he.Token}

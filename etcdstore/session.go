@@ -23,6 +23,9 @@ const (
 	// maxBackoff bounds the wait before reopening a failed stream or
 	// retrying a failed clean-up.
 	maxBackoff = 2 * time.Second
+	// verifyPause is the least time between a failed verification and
+	// one that a waiting Renew asks for.
+	verifyPause = 200 * time.Millisecond
 )
 
 // leaseTiming returns, for claims with TTL ttl, the TTL of their etcd lease
@@ -63,7 +66,12 @@ type lease struct {
 	entries    map[*entry]struct{}
 	verifying  bool
 	nextVerify time.Time
-	changed    chan struct{} // closed and replaced on every change
+	// verifyNow: a Renew waits for a verification (its claim's last one is
+	// too old, see claim.verified); start one at once, but not sooner than
+	// verifyPause after one failed.
+	verifyNow    bool
+	verifyFailed time.Time
+	changed      chan struct{} // closed and replaced on every change
 }
 
 func newLease(ttl time.Duration) *lease {
@@ -89,6 +97,27 @@ func (l *lease) busy() bool { return l.pins > 0 || len(l.claims) > 0 || len(l.en
 // burst of short tenures does not pay a keepalive round trip each).
 func (l *lease) wanted(now time.Time) bool {
 	return l.busy() || l.urgent || now.Before(l.lastUsed.Add(time.Duration(l.seconds)*time.Second))
+}
+
+// unverifiedFor is how long, for claims of TTL ttl, a Renew may be answered
+// since the send time of the last request that found the claim's key in
+// place (its acquire, or a verification of its lease): the TTL plus a
+// verification period, so that slow verifications (they run every period)
+// rarely hold a Renew up. A contender that sees the key vanish counts it
+// as a claim for ttl plus this (plus a margin for clock rate drift), since
+// the holder may renew without noticing for that long (see ghostGrace).
+func unverifiedFor(ttl time.Duration) time.Duration {
+	_, _, verify := leaseTiming(ttl)
+	return ttl + verify
+}
+
+// ghostGrace is how long after a contender first finds a claim it saw
+// gone, not released (deleted by hand or by ForceRelease), it still counts
+// the claim as held: the holder's Renew succeeds for at most
+// unverifiedFor(ttl) after its last verification, which was sent before
+// the deletion, and its validity lasts ttl after its last Renew.
+func ghostGrace(ttl time.Duration) time.Duration {
+	return ttl + unverifiedFor(ttl) + max(ttl/50, 50*time.Millisecond)
 }
 
 // stallAfter is how long a keepalive may go unanswered before the stream is
@@ -464,10 +493,14 @@ func (s *Store) sweepLocked(now time.Time, haveStream bool) sweep {
 			due(l.lastSent.Add(l.every))
 		}
 		if len(l.claims)+len(l.entries) > 0 && !l.verifying {
-			if now.Before(l.nextVerify) {
+			retry := l.verifyFailed.Add(verifyPause)
+			if now.Before(l.nextVerify) && (!l.verifyNow || now.Before(retry)) {
 				due(l.nextVerify)
+				if l.verifyNow {
+					due(retry)
+				}
 			} else {
-				l.verifying = true
+				l.verifying, l.verifyNow = true, false
 				l, id := l, l.id
 				s.goTask(func(ctx context.Context) { s.verify(ctx, l, id) })
 			}
@@ -532,6 +565,12 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 	s.mu.Lock()
 	l.verifying = false
 	l.nextVerify = time.Now().Add(l.verifyEvery)
+	// Wake Renew calls that wait for a verification; they look once s.mu
+	// is released, after the claims' verified times are updated below.
+	l.broadcast()
+	if err != nil {
+		l.verifyFailed = time.Now()
+	}
 	if err != nil || l.dead != nil {
 		s.mu.Unlock()
 		if err != nil && ctx.Err() == nil {
@@ -556,7 +595,16 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 		entries []*entry
 	)
 	for c := range l.claims {
-		if ck, _, _ := s.Keys(c.name); c.lost == nil && c.since.Before(sent) && !attached[ck] {
+		ck, _, _ := s.Keys(c.name)
+		switch {
+		case c.lost != nil || !c.since.Before(sent):
+		case attached[ck]:
+			// The key was in place when etcd answered, after sent: a
+			// deletion of it, if any, comes later than sent.
+			if sent.After(c.verified) {
+				c.verified = sent
+			}
+		default:
 			claims = append(claims, c)
 		}
 	}
@@ -587,10 +635,13 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 		s.mu.Lock()
 		if c.lost == nil {
 			c.lost = fmt.Errorf("the claim key %q (token %d) was deleted or replaced in etcd (a forced release?)", ck, c.token)
-			c.reap = c.entry != "" // its queue key still blocks the waiters behind it
-			if !c.reap {
-				delete(c.lease.claims, c)
-			}
+			// At the claim's deadline, when the holder's validity has
+			// ended by its own clock (Renew fails from now on, so the
+			// deadline stays), the reaper deletes its queue key (which
+			// blocks the waiters behind it until then) and puts the
+			// release marker, so that contenders that saw the claim need
+			// not wait for its grace (see ghost).
+			c.reap, c.reapAt = true, c.deadline
 			s.log.Warn("etcdstore: claim key gone; the lock is lost", "lock", c.name, "token", c.token)
 		}
 		s.mu.Unlock()

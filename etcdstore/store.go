@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // ErrClosed is returned (wrapped) by every method of a Store after Close.
@@ -59,6 +60,22 @@ type Store struct {
 	// queued) that such a read found, and when: the key a waiter that
 	// queues next is likely to wait for, so its watch can start early.
 	tail map[string]tailGuess
+	// seen (not fair mode): the last claim of another owner that an
+	// attempt found, per lock, for the rule that a contender that has
+	// seen a claim does not acquire before it could have expired, even if
+	// its key vanishes (see ghost).
+	seen map[string]*seenClaim
+}
+
+// seenClaim is a claim an attempt found held.
+type seenClaim struct {
+	mod    int64 // its mod revision (token)
+	lease  int64 // its etcd lease
+	holder string
+	ttl    time.Duration
+	// gone is when an attempt first found its key gone without a
+	// release (the release marker is older than mod), zero until then.
+	gone time.Time
 }
 
 type tailGuess struct {
@@ -88,6 +105,12 @@ type claim struct {
 	// Release fail and the reaper deletes the key.
 	deadline time.Time
 	since    time.Time // when the acquire returned: verification judges only older claims
+	// verified is the send time of the latest request that found the
+	// claim's key in place (the acquire, or a verification of its lease).
+	// Renew answers only within unverifiedFor(ttl) of it, so a holder
+	// whose key was deleted stops renewing within that bound (see
+	// ghostGrace).
+	verified time.Time
 	acquired time.Time // wall clock, for Record.AcquireTime
 	renewed  time.Time // wall clock of the last acquire or renew, for Record.RenewTime
 	lost     error     // why the claim ended, once it did
@@ -122,6 +145,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 		followers: make(map[string]*follower),
 		busy:      make(map[string]bool),
 		tail:      make(map[string]tailGuess),
+		seen:      make(map[string]*seenClaim),
 	}
 	s.wg.Add(1)
 	go s.run()
@@ -133,6 +157,13 @@ func (s *Store) Prefix() string { return s.prefix }
 
 // Fair reports whether the Store queues waiters (WithFair).
 func (s *Store) Fair() bool { return s.fair }
+
+// releasedKey is the release marker of lock name: put (with the released
+// token as its value) by the transaction that deletes a claim on release,
+// or on clean-up after the claim's deadline. A claim key that vanished
+// after the marker's last write was deleted by someone else (by hand, or
+// ForceRelease) or with its lease.
+func (s *Store) releasedKey(name string) string { return s.prefix + name + "/released" }
 
 // Keys returns the etcd keys of lock name:
 //
@@ -236,23 +267,54 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 	if err := s.cachedHeld(f, name); err != nil {
 		return baton.Grant{}, err
 	}
+	if err := s.siblingHolds(name, req); err != nil {
+		return baton.Grant{}, err
+	}
 	ck, lk, _ := s.Keys(name)
+	start := time.Now()
+	timeout, pause := firstReleaseAttempt, releaseBackoff
+	var first time.Time // the send time of the first attempt on the current lease
 	for attempt := 0; ; attempt++ {
 		l, sent, err := s.leaseFor(ctx, req.TTL)
 		if err != nil {
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
+		if first.IsZero() {
+			first = sent
+		}
 		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)).
+		cond := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)}
+		s.mu.Lock()
+		sc := s.seen[name]
+		s.mu.Unlock()
+		if sc != nil {
+			// Free only if the claim last seen was released since.
+			cond = append(cond, clientv3.Compare(clientv3.ModRevision(s.releasedKey(name)), ">", sc.mod))
+		}
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		resp, err := s.client.Txn(actx).
+			If(cond...).
 			Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck)).
 			Else(clientv3.OpGet(ck)).
 			Commit()
+		cancel()
 		s.unpin(l)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 				s.leaseGone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
+				first = time.Time{}
 				continue // once more, with a new lease
+			}
+			// A transient failure (a raft leader change, a member that
+			// lost its leader: etcd would answer only after its own
+			// request timeout) is retried for a while; an attempt that
+			// was applied after all is recognised as ours below.
+			if ctx.Err() == nil && transient(err) && time.Since(start)+pause < lastReleaseAttempt {
+				if !sleepCtx(ctx, pause) {
+					return baton.Grant{}, s.wrap(name, "acquire", fmt.Errorf("%w (after: %w)", ctx.Err(), err))
+				}
+				timeout, pause = min(2*timeout, lastReleaseAttempt), min(2*pause, firstReleaseAttempt)
+				continue
 			}
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
@@ -261,13 +323,119 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 			if err != nil {
 				return baton.Grant{}, s.wrap(name, "acquire", err)
 			}
+			s.mu.Lock()
+			delete(s.seen, name)
+			s.mu.Unlock()
 			return s.granted(name, req, l, sent, kv.ModRevision, "", nil)
+		}
+		if sc != nil && len(resp.Responses[0].GetResponseRange().GetKvs()) == 0 {
+			// The claim seen last vanished without a release.
+			if err := s.ghost(ctx, f, name, sc, resp.Header.Revision); err != nil {
+				return baton.Grant{}, err
+			}
+			continue // it could have expired by now: acquire without the condition
 		}
 		kv, err := firstKV(resp, 0)
 		if err != nil {
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
+		if s.ownOrphan(name, req, l, kv) {
+			// An earlier attempt of this request (same holder and nonce,
+			// on this lease) was applied though its answer was lost: the
+			// claim is ours since then, and first is its send time.
+			return s.granted(name, req, l, first, kv.ModRevision, "", nil)
+		}
 		return baton.Grant{}, s.held(f, name, kv, observation{target: ck, mod: kv.ModRevision, rev: resp.Header.Revision})
+	}
+}
+
+// ghost applies DESIGN invariant 3 to sc, a claim of another owner that
+// an attempt saw and whose key is now gone without a release marker (it
+// was deleted by hand or by ForceRelease, or went with its lease): the
+// holder may still hold it by its own clock. It returns a HeldError (with
+// RetryAfter) while sc counts as held: until ghostGrace(sc.ttl) after this
+// Store first found the key gone (rev is the revision of that read),
+// unless etcd reports sc's lease gone (a holder's Store renews only while
+// its lease lives). It returns nil, and forgets sc, once the claim could
+// have expired.
+func (s *Store) ghost(ctx context.Context, f *follower, name string, sc *seenClaim, rev int64) error {
+	s.mu.Lock()
+	if sc.gone.IsZero() {
+		sc.gone = time.Now()
+		s.log.Warn("etcdstore: a claim's key vanished without a release (deleted by hand?); it counts as held until it could have expired",
+			"lock", name, "holder", sc.holder, "token", sc.mod, "for", ghostGrace(sc.ttl))
+	}
+	wait := time.Until(sc.gone.Add(ghostGrace(sc.ttl)))
+	s.mu.Unlock()
+	if wait > 0 && sc.lease != 0 {
+		if r, err := s.client.TimeToLive(ctx, clientv3.LeaseID(sc.lease)); err == nil && r.TTL < 0 {
+			wait = 0 // the lease is gone: its Store cannot renew the claim
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wait <= 0 {
+		if s.seen[name] == sc {
+			delete(s.seen, name)
+		}
+		return nil
+	}
+	ck, _, _ := s.Keys(name)
+	s.observeLocked(f, observation{target: ck, rev: rev, holder: sc.holder, token: uint64(sc.mod)})
+	// Look again every verification period: the holder's Store puts the
+	// release marker at the claim's deadline once it noticed, which is
+	// usually well before the grace ends (the marker wakes no watch).
+	_, _, poll := leaseTiming(sc.ttl)
+	return fmt.Errorf("etcdstore: %w (its key was deleted without a release; it counts as held until it could have expired, %v from now)",
+		&baton.HeldError{Key: name, Holder: sc.holder, Token: uint64(sc.mod), RetryAfter: min(wait, poll)}, wait.Round(time.Millisecond))
+}
+
+// siblingHolds returns a HeldError if this Store has a claim on name for
+// another holder that has not passed its deadline, even if etcd lost it
+// (its key deleted, its lease gone): that holder may not know yet, and
+// its validity lasts until the deadline.
+func (s *Store) siblingHolds(name string, req baton.Request) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.claims[name]
+	if c == nil || c.holder == req.Holder || c.lost == nil {
+		return nil // a live claim of another holder is found in etcd
+	}
+	left := time.Until(c.deadline)
+	if left <= 0 {
+		return nil
+	}
+	return fmt.Errorf("etcdstore: %w (a claim of this Store, lost in etcd, until its deadline)",
+		&baton.HeldError{Key: name, Holder: c.holder, Token: uint64(c.token), RetryAfter: left})
+}
+
+// ownOrphan reports whether the claim kv was written by an earlier attempt
+// of req through this Store that did not learn its outcome: it holds
+// req's holder and nonce, on lease l, and the Store knows no live claim
+// with its token.
+func (s *Store) ownOrphan(name string, req baton.Request, l *lease, kv *mvccpb.KeyValue) bool {
+	if kv.Lease != int64(l.id) {
+		return false
+	}
+	v, err := decodeValue(kv.Value)
+	if err != nil || v.holder != req.Holder || v.nonce != req.Nonce || v.ttl != req.TTL {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.claims[name]
+	return c == nil || c.token != kv.ModRevision
+}
+
+// sleepCtx waits for d or for ctx to end, and reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -278,7 +446,7 @@ func (s *Store) granted(name string, req baton.Request, l *lease, sent time.Time
 	now := time.Now()
 	c := &claim{
 		name: name, holder: req.Holder, nonce: req.Nonce, token: token, ttl: req.TTL, lease: l, entry: entry, next: next,
-		deadline: sent.Add(req.TTL), since: now, acquired: time.Now().Round(0),
+		deadline: sent.Add(req.TTL), since: now, verified: sent, acquired: time.Now().Round(0),
 	}
 	c.renewed = c.acquired
 	s.mu.Lock()
@@ -322,6 +490,9 @@ func (s *Store) held(f *follower, name string, kv *mvccpb.KeyValue, obs observat
 	}
 	obs.holder, obs.token = he.Holder, he.Token
 	s.observeLocked(f, obs)
+	if c := s.claims[name]; c == nil || c.token != kv.ModRevision {
+		s.seen[name] = &seenClaim{mod: kv.ModRevision, lease: kv.Lease, holder: v.holder, ttl: v.ttl}
+	}
 	s.mu.Unlock()
 	return fmt.Errorf("etcdstore: %w", he)
 }
@@ -352,21 +523,30 @@ func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 		}
 		now := time.Now()
 		l := c.lease
-		if !l.aliveUntil.Before(now.Add(c.ttl)) {
+		stale := now.Sub(c.verified) > unverifiedFor(c.ttl)
+		if stale {
+			// No look at the key for too long (verifications failed or
+			// were slow): ask for one and wait for it.
+			l.verifyNow = true
+		} else if !l.aliveUntil.Before(now.Add(c.ttl)) {
 			c.deadline = now.Add(c.ttl)
 			c.renewed = time.Now().Round(0)
 			l.lastUsed = now
 			s.mu.Unlock()
 			return g, nil
 		}
-		l.urgent = true
+		what := "a verification of its key"
+		if !stale {
+			l.urgent = true
+			what = "a lease keepalive"
+		}
 		s.pokeLocked()
 		changed := l.changed
 		s.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: renew: waiting for a lease keepalive: %w", g.Key, ctx.Err())
+			return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: renew: waiting for %s: %w", g.Key, what, ctx.Err())
 		}
 		s.mu.Lock()
 	}
@@ -406,8 +586,11 @@ func (s *Store) ownedLocked(g baton.Grant) (*claim, error) {
 // the next waiter: see the package documentation). The /last record keeps
 // the token, so the next acquisition gets a larger one (etcd revisions
 // only grow). It returns an error matching baton.ErrLost if g is not a live
-// claim of this Store or etcd no longer has it. If etcd cannot be reached
-// the claim stays until its deadline, when the reaper deletes the key.
+// claim of this Store or etcd no longer has it. The same transaction puts
+// the release marker (see "Deleted claims" in the package documentation).
+// Transient failures (a raft leader change) are retried within ctx; see
+// "Raft leader changes". If etcd cannot be reached the claim stays until
+// its deadline, when the reaper deletes the key.
 func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 	if err := s.check(ctx, g.Key); err != nil {
 		return err
@@ -418,7 +601,7 @@ func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 	if err != nil {
 		return err
 	}
-	ours, waiters, err := s.deleteClaim(ctx, c, true)
+	ours, waiters, err := s.releaseClaim(ctx, c)
 	if err != nil {
 		return s.wrap(g.Key, "release", err)
 	}
@@ -432,6 +615,84 @@ func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 		return fmt.Errorf("etcdstore: lock %q: %w: token %d: the claim key was deleted or replaced", g.Key, baton.ErrLost, c.token)
 	}
 	return nil
+}
+
+// Release retries its transaction (see releaseClaim) with these bounds.
+const (
+	// firstReleaseAttempt bounds the first attempt; each retry may take
+	// twice as long as the one before, up to lastReleaseAttempt. The
+	// first is short so that a request stuck on a member whose raft
+	// leader died (etcd answers it only after its own request timeout,
+	// 7s by default) is sent again once a new leader is elected (about a
+	// second with etcd's default election timeout).
+	firstReleaseAttempt = 2 * time.Second
+	lastReleaseAttempt  = 8 * time.Second
+	// releaseBackoff is the pause before the first retry (doubled each
+	// time, up to firstReleaseAttempt).
+	releaseBackoff = 50 * time.Millisecond
+)
+
+// releaseClaim runs c's release transaction (deleteClaim with handoff)
+// until it gets an answer or ctx ends, sending it again after a transient
+// failure: etcd unavailable, no leader, leader changed, a server-side
+// request timeout, or no answer within the attempt's own timeout. The
+// transaction is conditioned on the claim's mod revision, so sending it
+// again never frees or hands over anyone else's claim; an attempt that
+// failed may still have been applied, though, so once one has failed a
+// claim found no longer c's counts as released by it (it could also have
+// been deleted by someone else meanwhile: either way it is not c's). It
+// stops retrying at c's deadline: the claim has expired then, and the
+// reaper deletes its key.
+func (s *Store) releaseClaim(ctx context.Context, c *claim) (ours, waiters bool, err error) {
+	unsure := false // an earlier attempt may have been applied
+	timeout, pause := firstReleaseAttempt, releaseBackoff
+	for {
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		ours, waiters, err = s.deleteClaim(actx, c, true)
+		cancel()
+		switch {
+		case err == nil && !ours && unsure:
+			return true, true, nil // waiters unknown: assume some
+		case err == nil:
+			return ours, waiters, nil
+		case ctx.Err() != nil || !transient(err):
+			return false, false, err
+		}
+		s.mu.Lock()
+		expired := !time.Now().Before(c.deadline)
+		s.mu.Unlock()
+		if expired {
+			// Past its deadline the claim is the reaper's, which deletes
+			// its key (conditionally) once etcd answers.
+			return false, false, fmt.Errorf("%w (the claim has expired meanwhile; the Store deletes its key when etcd answers)", err)
+		}
+		unsure = true
+		if s.ctx.Err() == nil {
+			s.log.Warn("etcdstore: release failed; retrying", "lock", c.name, "token", c.token, "err", err, "retry_in", pause)
+		}
+		if !sleepCtx(ctx, pause) {
+			return false, false, fmt.Errorf("%w (after: %w)", ctx.Err(), err)
+		}
+		timeout, pause = min(2*timeout, lastReleaseAttempt), min(2*pause, firstReleaseAttempt)
+	}
+}
+
+// transient reports whether err is a failure that the same request may
+// not meet again: etcd or the connection unavailable (gRPC Unavailable,
+// which etcd uses for "no leader", "leader changed" and its request
+// timeouts), or an attempt's own deadline.
+func transient(err error) bool {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	if st, ok := status.FromError(err); ok {
+		return st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded
+	}
+	return false
 }
 
 // deleteClaim ends c's claim if it is still c's (its mod revision is c's
@@ -451,6 +712,14 @@ func (s *Store) deleteClaim(ctx context.Context, c *claim, handoff bool) (ours, 
 		release = append(release, clientv3.OpDelete(c.entry), clientv3.OpGet(qp, clientv3.WithPrefix(), clientv3.WithCountOnly()))
 		els = append(els, clientv3.OpDelete(c.entry))
 	}
+	// The marker tells contenders that saw the claim that it was released,
+	// not deleted by someone else (see ghost). If someone else deleted the
+	// key, the marker is put too (if the key is still absent): the holder
+	// releases, or its claim's deadline has passed, so its claim has ended
+	// by its own clock and waiters need not wait longer.
+	marker := clientv3.OpPut(s.releasedKey(c.name), strconv.FormatInt(c.token, 10))
+	release = append(release, marker)
+	els = append(els, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)}, []clientv3.Op{marker}, nil))
 	then := release
 	n := c.next
 	if handoff && n != nil {
@@ -502,8 +771,11 @@ func (s *Store) forgetLocked(c *claim) {
 // whoever holds it, keeping the /last record (and with it the fencing
 // token's history). The former holder's Store notices within its
 // verification period (a third of the TTL; see the package documentation)
-// and its Renew then fails with ErrLost. Fair-mode waiters keep their
-// places: the first of them takes the lock.
+// and its Renew then fails with ErrLost. Contenders that saw the claim
+// still count it as held until it could have expired, or until the
+// holder's Store puts the release marker at the claim's deadline (see
+// "Deleted claims"); a contender that never saw it may acquire at once.
+// Fair-mode waiters keep their places: the first of them takes the lock.
 func (s *Store) ForceRelease(ctx context.Context, name string) error {
 	if err := s.check(ctx, name); err != nil {
 		return err

@@ -11,6 +11,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// watchMaxBackoff bounds the wait before a broken watch is started again:
+// a raft election (about a second) breaks watches that require a leader,
+// and a waiter must not sleep long past it.
+const watchMaxBackoff = 500 * time.Millisecond
+
 // observation is what an acquire attempt that found the lock held saw: the
 // key whose deletion the waiter waits for (the claim, or in fair mode the
 // queue entry just ahead), at which revision, and who held the claim.
@@ -295,6 +300,11 @@ func (s *Store) cachedHeld(f *follower, name string) error {
 	if c := s.claims[name]; c != nil && uint64(c.token) == he.Token && c.lost == nil {
 		he.RetryAfter = max(time.Until(c.deadline), 0)
 	}
+	if sc := s.seen[name]; !s.fair && spec.obs.mod == 0 && sc != nil && !sc.gone.IsZero() {
+		// Held by a claim whose key vanished (see ghost): ask etcd, for
+		// the release marker the holder's Store puts.
+		return nil
+	}
 	return fmt.Errorf("etcdstore: %w", he)
 }
 
@@ -539,7 +549,9 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 				f.broken = true
 				s.mu.Unlock()
 				signal()
-				backoff = min(max(2*backoff, 50*time.Millisecond), maxBackoff)
+				// Short: a watch breaks while its member has no leader,
+				// and the waiter learns of a release only once it is back.
+				backoff = min(max(2*backoff, 50*time.Millisecond), watchMaxBackoff)
 				if retry == nil {
 					retry = time.NewTimer(backoff)
 				} else {

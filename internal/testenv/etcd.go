@@ -96,9 +96,14 @@ type Etcd struct {
 	// Dir is the data directory (WAL and snapshots); it survives restarts.
 	Dir string
 
-	mu   sync.Mutex
-	proc *proc // nil while stopped
-	last *proc // the latest process, for Log
+	// name and initialCluster make the process a member of a cluster
+	// (EtcdCluster); empty, it is a cluster of one named "baton-test".
+	name, initialCluster string
+
+	mu     sync.Mutex
+	proc   *proc // nil while stopped
+	last   *proc // the latest process, for Log
+	paused bool  // stopped with SIGSTOP (Pause), not yet continued
 }
 
 // FindEtcd returns the path of the etcd binary: $BATON_ETCD_BIN if set, else
@@ -285,13 +290,20 @@ func (e *Etcd) Log() string {
 }
 
 func (e *Etcd) args() []string {
-	const name = "baton-test"
+	name := e.name
+	if name == "" {
+		name = "baton-test"
+	}
 	scheme := "http"
 	if e.cfg.tls != nil {
 		scheme = "https"
 	}
 	client := scheme + "://" + e.Addr()
-	peer := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.PeerPort))
+	peer := e.peerURL()
+	cluster := e.initialCluster
+	if cluster == "" {
+		cluster = name + "=" + peer
+	}
 	a := []string{
 		"--name=" + name,
 		"--data-dir=" + e.Dir,
@@ -299,7 +311,7 @@ func (e *Etcd) args() []string {
 		"--advertise-client-urls=" + client,
 		"--listen-peer-urls=" + peer,
 		"--initial-advertise-peer-urls=" + peer,
-		"--initial-cluster=" + name + "=" + peer,
+		"--initial-cluster=" + cluster,
 		"--initial-cluster-state=new",
 		"--listen-metrics-urls=http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.MetricsPort)),
 		"--log-outputs=stderr",
@@ -316,6 +328,10 @@ func (e *Etcd) args() []string {
 		a = append(a, "--unsafe-no-fsync")
 	}
 	return append(a, e.cfg.args...)
+}
+
+func (e *Etcd) peerURL() string {
+	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.PeerPort))
 }
 
 func (e *Etcd) start() error {
@@ -390,11 +406,43 @@ func (e *Etcd) waitHealthy(p *proc) error {
 
 func (e *Etcd) stop(sig syscall.Signal) {
 	e.mu.Lock()
-	p := e.proc
-	e.proc = nil
+	p, paused := e.proc, e.paused
+	e.proc, e.paused = nil, false
 	e.mu.Unlock()
 	if p == nil {
 		return
 	}
+	if paused && sig != syscall.SIGKILL {
+		// A stopped process handles SIGTERM only once continued.
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	}
 	p.stop(sig, etcdStopTimeout)
+}
+
+// Pause stops the running process with SIGSTOP: it keeps its sockets but
+// answers nothing, as a member whose machine or VM is frozen. Resume
+// continues it. Pausing a stopped or paused server does nothing.
+func (e *Etcd) Pause() { e.signal(syscall.SIGSTOP, true) }
+
+// Resume continues a paused process with SIGCONT.
+func (e *Etcd) Resume() { e.signal(syscall.SIGCONT, false) }
+
+// Paused reports whether the process is paused.
+func (e *Etcd) Paused() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.paused
+}
+
+func (e *Etcd) signal(sig syscall.Signal, pause bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.proc == nil || e.paused == pause {
+		return
+	}
+	if err := e.proc.cmd.Process.Signal(sig); err != nil {
+		e.t.Errorf("testenv: etcd on %s: %v: %v", e.Addr(), sig, err)
+		return
+	}
+	e.paused = pause
 }

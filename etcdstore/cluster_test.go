@@ -1,0 +1,145 @@
+package etcdstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/etcdstore"
+	"github.com/baton-go/baton/internal/testenv"
+)
+
+// clusterTTL is long on purpose: the tests below assert that a standby
+// takes over after a raft election, well before the holder's lease could
+// have expired, and a long TTL leaves a busy machine all the slack it
+// needs.
+const clusterTTL = 30 * time.Second
+
+// startCluster starts a three-member etcd and waits for its leader.
+func startCluster(t *testing.T) (*testenv.EtcdCluster, int) {
+	t.Helper()
+	c := testenv.StartEtcdCluster(t, testenv.EtcdNoFsync())
+	return c, c.WaitLeader(15 * time.Second)
+}
+
+// TestClusterLeaderKilledWhileHeld: the raft leader is killed while a lock
+// is held. The holder keeps the lock (its keepalive stream moves to
+// another member; etcd keeps leases across a leader change), the standby
+// does not get it meanwhile, and after Unlock the standby acquires with a
+// larger token, long before the holder's lease could have expired.
+func TestClusterLeaderKilledWhileHeld(t *testing.T) {
+	t.Run("killed", func(t *testing.T) { leaderLostWhileHeld(t, false) })
+	// A paused leader (SIGSTOP: a frozen VM) is replaced the same way; it
+	// rejoins as a follower when it is continued.
+	t.Run("paused", func(t *testing.T) { leaderLostWhileHeld(t, true) })
+}
+
+func leaderLostWhileHeld(t *testing.T, pause bool) {
+	c, lead := startCluster(t)
+	prefix := freshPrefix(t)
+	a := newStore(t, connect(t, c.Endpoints()...), etcdstore.WithPrefix(prefix))
+	b := newStore(t, connect(t, c.Endpoints()...), etcdstore.WithPrefix(prefix))
+	holder := lock(t, newMutex(t, a, "job", "holder", clusterTTL))
+	heldOpt, held := eventOf(baton.EventHeld)
+	standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", clusterTTL, heldOpt))
+	within(t, 10*time.Second, "the standby to find the lock held", held)
+
+	killed := time.Now()
+	if pause {
+		c.Members[lead].Pause()
+		defer c.Members[lead].Resume()
+	} else {
+		c.Members[lead].Kill()
+	}
+	next := c.WaitLeader(15*time.Second, lead)
+	elected := time.Now()
+	// A renew that needs etcd: the Store must reach the new leader.
+	// The lease's TTL is clusterTTL+3s (see the package documentation):
+	// only a keepalive sent from now on keeps it alive that long.
+	keptAlive(t, a, "job", time.Now().Add(clusterTTL+3*time.Second-50*time.Millisecond))
+	if err := holder.Err(); err != nil {
+		t.Fatalf("the holder lost the lock across a leader change: %v", err)
+	}
+	select {
+	case got := <-standby:
+		t.Fatalf("the standby acquired while the lock is held: %+v", got)
+	default:
+	}
+	if err := holder.Unlock(t.Context()); err != nil {
+		t.Fatalf("Unlock after the leader change: %v", err)
+	}
+	unlocked := time.Now()
+	got := within(t, clusterTTL, "the standby to acquire", standby)
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	t.Logf("leader %d killed or paused at 0; member %d elected at %v; unlocked at %v; standby acquired at %v",
+		lead, next, elected.Sub(killed), unlocked.Sub(killed), got.at.Sub(killed))
+	if got.lease.Token() <= holder.Token() {
+		t.Errorf("standby token %d after %d", got.lease.Token(), holder.Token())
+	}
+}
+
+// keptAlive waits until s's lease for its claim on name was kept alive
+// until at least until: a keepalive sent after now was acknowledged.
+func keptAlive(t *testing.T, s *etcdstore.Store, name string, until time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), clusterTTL/2)
+	defer cancel()
+	if err := etcdstore.KeptAlive(ctx, s, name, until); err != nil {
+		t.Fatalf("keepalive after the leader change: %v", err)
+	}
+}
+
+// TestClusterLeaderKilledDuringRelease: the holder releases just as the
+// raft leader is killed, through a member that then has no leader (the
+// request used to wait for etcd's own 7s timeout and fail). The release is
+// sent again within Unlock's context and succeeds, and the standby
+// acquires after the election, long before the holder's lease could have
+// expired: not when it expires.
+func TestClusterLeaderKilledDuringRelease(t *testing.T) {
+	for _, via := range []string{"follower", "all members"} {
+		t.Run(via, func(t *testing.T) {
+			c, lead := startCluster(t)
+			follower := (lead + 1) % 3
+			eps := c.Endpoints()
+			if via == "follower" {
+				eps = []string{c.Members[follower].Endpoint()}
+			}
+			prefix := freshPrefix(t)
+			a := newStore(t, connect(t, eps...), etcdstore.WithPrefix(prefix))
+			b := newStore(t, connect(t, c.Endpoints()...), etcdstore.WithPrefix(prefix))
+			holder := lock(t, newMutex(t, a, "job", "holder", clusterTTL))
+			heldOpt, held := eventOf(baton.EventHeld)
+			standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", clusterTTL, heldOpt))
+			within(t, 10*time.Second, "the standby to find the lock held", held)
+
+			killed := time.Now()
+			c.Members[lead].Kill()
+			ctx, cancel := context.WithTimeout(t.Context(), clusterTTL/2)
+			defer cancel()
+			err := holder.Unlock(ctx)
+			unlocked := time.Now()
+			if err != nil {
+				t.Fatalf("Unlock during the leader change failed after %v: %v", unlocked.Sub(killed), err)
+			}
+			got := within(t, clusterTTL, "the standby to acquire", standby)
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			t.Logf("leader %d killed at 0; Unlock returned at %v; standby acquired at %v",
+				lead, unlocked.Sub(killed), got.at.Sub(killed))
+			// The holder's lease lives at least clusterTTL after its last
+			// keepalive before the kill (and etcd extends leases on a
+			// leader change): a standby that got the lock before then was
+			// woken by the release, not by the expiry.
+			if !got.at.Before(killed.Add(clusterTTL)) {
+				t.Errorf("the standby acquired %v after the kill: after the lease expired, not after the release", got.at.Sub(killed))
+			}
+			if got.lease.Token() <= holder.Token() {
+				t.Errorf("standby token %d after %d", got.lease.Token(), holder.Token())
+			}
+		})
+	}
+}

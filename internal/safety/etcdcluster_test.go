@@ -1,0 +1,263 @@
+//go:build linux
+
+package safety
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton/etcdstore"
+	"github.com/baton-go/baton/internal/testenv"
+)
+
+// The etcd rows of issue 13, on a three-member cluster: the raft leader
+// killed (SIGKILL) while a contender holds the lock, and the lock's claim
+// key deleted by hand (etcdctl del) while held. They drive the shared
+// harness (spawn, traps, checker) with their own fault step, so that they
+// need no new fault in the harness.
+const (
+	faultLeaderKill = "3 members: raft leader killed while held"
+	faultKeyDeleted = "claim key deleted while held"
+)
+
+// TestSafetyEtcdCluster runs the two rows; 0 stale writes accepted, no
+// repeated token and the new holder's writes accepted are the checker's.
+func TestSafetyEtcdCluster(t *testing.T) {
+	cl := testenv.StartEtcdCluster(t, testenv.EtcdNoFsync())
+	be := clusterEnv(t, cl)
+	t.Run("leader_killed", func(t *testing.T) {
+		runClusterScenario(t, be, faultLeaderKill, func(h *harness) { leaderKill(h, cl) })
+	})
+	t.Run("claim_key_deleted", func(t *testing.T) {
+		runClusterScenario(t, be, faultKeyDeleted, func(h *harness) { deleteClaimKey(h, cl) })
+	})
+}
+
+// clusterEnv is the etcd backend on cl. Contenders reach it through one
+// TCP balancer (as through a Kubernetes Service in front of the members):
+// each connection goes to a member that accepts it, so a client whose
+// member died reconnects to another. (The contenders' store takes one
+// endpoint.)
+func clusterEnv(t *testing.T, cl *testenv.EtcdCluster) *backendEnv {
+	var addrs []string
+	for _, m := range cl.Members {
+		addrs = append(addrs, m.Addr())
+	}
+	lb := newBalancer(t, addrs)
+	head := max(ttl/10, 500*time.Millisecond)
+	life := (ttl + head + time.Second - 1).Truncate(time.Second)
+	return &backendEnv{name: "etcd", ttl: ttl, claimLife: life,
+		newLink: func(t *testing.T) link {
+			return link{target: "http://" + lb.addr(), cut: func() {}, restore: func() {}, cutOne: func() {}, delay: func(time.Duration) {}}
+		},
+		restart: func(t *testing.T, down time.Duration) { t.Fatal("not used") },
+	}
+}
+
+// runClusterScenario is runScenario with the fault step inject instead of
+// the harness's own: warm up, inject each round, stop, check.
+func runClusterScenario(t *testing.T, be *backendEnv, fault string, inject func(h *harness)) {
+	sc := scenario{fault: fault, rounds: rounds()}
+	sc.lock = "safety-etcd3-" + strings.NewReplacer(" ", "-", ":", "").Replace(strings.ToLower(fault))
+	h := newHarness(t, be, sc)
+	start := time.Now()
+	for range K {
+		h.spawn()
+	}
+	h.reg.await("two acquisitions", 60*time.Second, func(s *snapshot) bool {
+		n := 0
+		for _, e := range s.events {
+			if e.Kind == "acquired" {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	h.working(3, 60*time.Second)
+	for range sc.rounds {
+		inject(h)
+		h.res.faults++
+	}
+	h.stopAll()
+	ops, evs := h.reg.history()
+	h.res.elapsed = time.Since(start)
+	checkHistory(h.rep, h.be, h.sc, ops, evs, h.res)
+	recordResult(h.res)
+}
+
+// leaderKill kills the raft leader right after one of the holder's
+// accepted writes, waits for the other two members to elect a leader, and
+// waits for the lock to go on: the holder's (or, if it stepped down, a
+// successor's) next accepted writes, then a change of hands. The killed
+// member is started again with its data.
+func leaderKill(h *harness, cl *testenv.EtcdCluster) {
+	h.t.Helper()
+	lead := cl.WaitLeader(30 * time.Second)
+	var killedAt time.Duration
+	f := h.waitFired(h.arm(false, 3+h.rng.IntN(5), func(string) {
+		cl.Members[lead].Kill()
+		killedAt = h.reg.now()
+	}), "leader kill")
+	next := cl.WaitLeader(30*time.Second, lead)
+	elected := h.reg.now()
+	h.t.Logf("%s held token %d; leader %d killed; member %d elected %v later", f.c, f.tok, lead, next, elected-killedAt)
+	// Work goes on: writes accepted after the election, by any holder.
+	var at time.Duration
+	h.reg.await("an accepted write after the election", h.be.bound()+30*time.Second, func(s *snapshot) bool {
+		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= elected; i-- {
+			if o := s.ops[i]; o.Write && o.OK {
+				at = o.Ret
+			}
+		}
+		return at > 0
+	})
+	h.takeover(fmt.Sprintf("leader killed under token %d", f.tok), at-killedAt)
+	// The lock changes hands afterwards (tenures end on their own): a
+	// release across the new leader.
+	if _, ok := h.acquiredAfter(f.tok, 60*time.Second); !ok {
+		h.t.Fatalf("no acquisition after token %d", f.tok)
+	}
+	h.writesAbove(f.tok, 3, 30*time.Second)
+	cl.Members[lead].Start()
+}
+
+// deleteClaimKey deletes the lock's claim key (as `etcdctl del` would)
+// right after one of the holder's accepted writes. The holder must learn
+// it and stop; a standby takes over, within the bound, and its writes are
+// accepted; the deleted holder's late writes, if any, are refused.
+func deleteClaimKey(h *harness, cl *testenv.EtcdCluster) {
+	h.t.Helper()
+	client, err := etcdstore.Open(h.t.Context(), etcdstore.Config{Endpoints: cl.Endpoints()})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer client.Close()
+	key := etcdstore.DefaultPrefix + h.sc.lock
+	var delErr error
+	var deleted int64
+	f := h.waitFired(h.arm(false, 3+h.rng.IntN(5), func(string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := client.Delete(ctx, key)
+		if err == nil {
+			deleted = r.Deleted
+		}
+		delErr = err
+	}), "claim key deletion")
+	if delErr != nil || deleted != 1 {
+		h.t.Fatalf("deleting %q: %v (%d deleted)", key, delErr, deleted)
+	}
+	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
+	h.t.Logf("%s held token %d; its claim key deleted; %s acquired token %d %v later", f.c, f.tok, ev.C, ev.Tok, ev.At-f.at)
+	h.takeover(fmt.Sprintf("claim key of %s deleted under token %d", f.c, f.tok), ev.At-f.at)
+	h.writesAbove(f.tok, 3, 30*time.Second)
+}
+
+// balancer forwards each TCP connection to the first of its targets (in
+// turn) that accepts one.
+type balancer struct {
+	ln      net.Listener
+	targets []string
+	mu      sync.Mutex
+	next    int
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
+}
+
+func newBalancer(t *testing.T, targets []string) *balancer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &balancer{ln: ln, targets: targets, conns: map[net.Conn]struct{}{}}
+	b.wg.Add(1)
+	go b.serve()
+	t.Cleanup(b.close)
+	return b
+}
+
+func (b *balancer) addr() string { return b.ln.Addr().String() }
+
+func (b *balancer) serve() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			return
+		}
+		b.wg.Add(1)
+		go b.forward(c)
+	}
+}
+
+// track adds c to the open connections, or reports false once closed.
+func (b *balancer) track(c net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conns == nil {
+		return false
+	}
+	b.conns[c] = struct{}{}
+	return true
+}
+
+func (b *balancer) forward(c net.Conn) {
+	defer b.wg.Done()
+	if !b.track(c) {
+		c.Close()
+		return
+	}
+	var up net.Conn
+	b.mu.Lock()
+	first := b.next
+	b.next++
+	b.mu.Unlock()
+	for i := range b.targets {
+		u, err := net.DialTimeout("tcp", b.targets[(first+i)%len(b.targets)], 500*time.Millisecond)
+		if err == nil {
+			up = u
+			break
+		}
+	}
+	if up == nil || !b.track(up) {
+		c.Close()
+		if up != nil {
+			up.Close()
+		}
+		return
+	}
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		dst.Close()
+		src.Close()
+		done <- struct{}{}
+	}
+	go pipe(up, c)
+	go pipe(c, up)
+	<-done
+	<-done
+	b.mu.Lock()
+	if b.conns != nil {
+		delete(b.conns, c)
+		delete(b.conns, up)
+	}
+	b.mu.Unlock()
+}
+
+func (b *balancer) close() {
+	b.ln.Close()
+	b.mu.Lock()
+	for c := range b.conns {
+		c.Close()
+	}
+	b.conns = nil
+	b.mu.Unlock()
+	b.wg.Wait()
+}

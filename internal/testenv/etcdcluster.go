@@ -1,0 +1,174 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// EtcdCluster is a three-member etcd cluster of processes on loopback, for
+// tests of what a raft leader change, a crashed member or a frozen one does
+// to clients. Each member is an *Etcd (Members), with that type's Start,
+// Stop, Kill, Pause and Resume; a member killed and started again rejoins
+// with its data. Members use etcd's default raft timing (heartbeat 100ms,
+// election timeout 1s) unless EtcdArgs says otherwise. Every member is
+// killed in t.Cleanup.
+type EtcdCluster struct {
+	t testing.TB
+	// Members are the three members, in the order of Endpoints.
+	Members []*Etcd
+}
+
+// clusterSize is the number of members: the smallest cluster that keeps a
+// quorum when one member is lost.
+const clusterSize = 3
+
+// StartEtcdCluster starts three etcd members (options as for StartEtcd,
+// applied to each; WithEtcdClientCertAuth makes one CA for all) and returns
+// once every member reports healthy, so the cluster has a leader. If etcd
+// is missing or does not start, the test fails when CI=true and is skipped
+// otherwise.
+func StartEtcdCluster(t testing.TB, opts ...EtcdOption) *EtcdCluster {
+	t.Helper()
+	bin, err := FindEtcd()
+	if err != nil {
+		unavailable(t, "%v", err)
+	}
+	var cfg etcdConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.autoTLS {
+		files, _ := WriteTLSFiles(t)
+		cfg.tls = &EtcdTLS{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile, ClientCertAuth: true}
+		cfg.autoTLS = false
+	}
+	root := t.TempDir()
+	c := &EtcdCluster{t: t}
+	token := fmt.Sprintf("baton-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	for i := range clusterSize {
+		m := &Etcd{t: t, bin: bin, cfg: cfg, name: fmt.Sprintf("member%d", i), Dir: filepath.Join(root, fmt.Sprintf("member%d", i))}
+		m.cfg.args = append(append([]string(nil), cfg.args...), "--initial-cluster-token="+token)
+		c.Members = append(c.Members, m)
+		t.Cleanup(m.Kill)
+	}
+	// Ports picked free can be taken before etcd binds them; try a few.
+	for attempt := 0; ; attempt++ {
+		err := c.start()
+		if err == nil {
+			return c
+		}
+		for _, m := range c.Members {
+			m.Kill()
+			_ = os.RemoveAll(m.Dir)
+		}
+		if attempt == 4 || !strings.Contains(err.Error(), "address already in use") {
+			unavailable(t, "cannot start a %d-member etcd cluster with %s: %v (build it with: %s)", clusterSize, bin, err, TestbinHint)
+		}
+	}
+}
+
+// start picks ports for every member and starts them all at once (a
+// member reports healthy only once a quorum has elected a leader).
+func (c *EtcdCluster) start() error {
+	for _, m := range c.Members {
+		if err := m.pickPorts(); err != nil {
+			return err
+		}
+	}
+	var peers []string
+	for _, m := range c.Members {
+		peers = append(peers, m.name+"="+m.peerURL())
+	}
+	errs := make([]error, len(c.Members))
+	var wg sync.WaitGroup
+	for i, m := range c.Members {
+		m.initialCluster = strings.Join(peers, ",")
+		wg.Go(func() {
+			if err := m.start(); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", m.name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Endpoints returns the members' client URLs, for clientv3.Config.Endpoints.
+func (c *EtcdCluster) Endpoints() []string {
+	eps := make([]string, len(c.Members))
+	for i, m := range c.Members {
+		eps[i] = m.Endpoint()
+	}
+	return eps
+}
+
+// Leader returns the index in Members of the member that reports itself raft
+// leader (etcd_server_is_leader on its metrics listener), among members that
+// run and are not paused, and false if none or more than one does (an old
+// leader that was paused may still believe it leads for a moment).
+func (c *EtcdCluster) Leader() (int, bool) {
+	leader, n := -1, 0
+	for i, m := range c.Members {
+		if !m.Running() || m.Paused() {
+			continue
+		}
+		if is, err := m.isLeader(); err == nil && is {
+			leader, n = i, n+1
+		}
+	}
+	return leader, n == 1
+}
+
+// WaitLeader waits until exactly one member other than those in not reports
+// itself leader, and returns its index. It fails the test after timeout.
+func (c *EtcdCluster) WaitLeader(timeout time.Duration, not ...int) int {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if i, ok := c.Leader(); ok && !slices.Contains(not, i) {
+			return i
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("testenv: no etcd leader (other than members %v) within %v", not, timeout)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a process's metrics: there is no event to wait for
+	}
+}
+
+// isLeader reads etcd_server_is_leader from the member's metrics.
+func (e *Etcd) isLeader() (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	url := "http://127.0.0.1:" + strconv.Itoa(e.MetricsPort) + "/metrics"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "etcd_server_is_leader "); ok {
+			return strings.TrimSpace(v) == "1", nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, err
+	}
+	return false, errors.New("no etcd_server_is_leader in /metrics")
+}
