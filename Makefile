@@ -20,12 +20,15 @@
 #   make fuzz    run the record and name fuzzers for FUZZTIME each
 #   make testbin build kube-apiserver and etcd for the tests (once; cached
 #                outside the repo, see tools/testbin/build.sh)
+#   make image   the container image, without Docker: an OCI layout in
+#                dist/image/oci and a docker-load tarball dist/image/baton.tar
+#                (see docs/kubernetes.md, "Building the image")
 
 GO       ?= go
 FUZZTIME ?= 30s
 TESTFLAGS ?=
 
-.PHONY: test deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale safety-report safety-long fuzz testbin packages
+.PHONY: test image deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale safety-report safety-long fuzz testbin packages
 
 # TESTBIN builds (if needed) the kube-apiserver and etcd the tests start and
 # prints their directory as its last line of stdout.
@@ -38,6 +41,7 @@ test: deps vet
 	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
 	export KUBEBUILDER_ASSETS BATON_ETCD_BIN && \
 	$(GO) test -race -timeout 20m $(TESTFLAGS) ./...
+	cd tools/image && $(GO) test -timeout 20m $(TESTFLAGS) ./...
 
 # deps installs what the tests need on a fresh machine: the Go modules, and
 # the store servers the tests start (etcd and kube-apiserver built by
@@ -57,6 +61,24 @@ packages:
 		echo "installing$$missing" >&2; \
 		$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
+
+# image writes the baton container image without a Docker daemon and without
+# pulling a base: tools/image/rootfs.sh builds the static binary and the file
+# tree (the one place the build flags are written; the Dockerfile runs it
+# too), and tools/image (its own module) packs the tree into IMAGE_OUT.
+# Debian's ca-certificates package provides the CA bundle.
+IMAGE     ?= localhost/baton:dev
+IMAGE_OUT ?= dist/image
+image:
+	@[ -s /etc/ssl/certs/ca-certificates.crt ] || { \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		echo "installing ca-certificates" >&2; \
+		$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates; }
+	rm -rf '$(IMAGE_OUT)' && mkdir -p '$(IMAGE_OUT)'
+	GO='$(GO)' GOARCH="$$($(GO) env GOARCH)" sh tools/image/rootfs.sh '$(IMAGE_OUT)/rootfs'
+	out="$$(cd '$(IMAGE_OUT)' && pwd)" && cd tools/image && $(GO) run . \
+		-rootfs "$$out/rootfs" -name '$(IMAGE)' -platform "linux/$$($(GO) env GOARCH)" \
+		-oci "$$out/oci" -tar "$$out/baton.tar"
 
 vet:
 	$(GO) vet ./...
