@@ -14,7 +14,8 @@ umask 022 # every directory and file readable by the image's user
 
 # The build settings. CGO_ENABLED=0 makes the binary static; -trimpath and
 # an empty build ID make it independent of the build machine's paths;
-# -buildvcs=auto records the git revision when built from a checkout.
+# -buildvcs=auto records the git revision when built in a git clone (the
+# toolchain does not stamp a worktree, whose .git is a file).
 BATON_CGO_ENABLED=0
 BATON_BUILDFLAGS="-trimpath -buildvcs=auto"
 BATON_TAGS="netgo,osusergo"
