@@ -23,6 +23,9 @@
 #   make fuzz    run the record and name fuzzers for FUZZTIME each
 #   make testbin build kube-apiserver and etcd for the tests (once; cached
 #                outside the repo, see tools/testbin/build.sh)
+#   make image   the container image, without Docker: an OCI layout in
+#                dist/image/oci and a docker-load tarball dist/image/baton.tar
+#                (see docs/kubernetes.md, "Building the image")
 
 GO       ?= go
 FUZZTIME ?= 30s
@@ -31,10 +34,12 @@ TESTFLAGS ?=
 # MODULES are the Go modules the test targets run over, the root first (see
 # docs/modules.md). Each sub-module's go.mod replaces its baton
 # dependencies with the directories beside it, so every target tests the
-# tree as it is. bench/ and tools/ are modules of their own, outside this
-# list: they have their own targets.
+# tree as it is. bench/, tools/testbin and tools/crdgen are modules of
+# their own, outside this list: they have their own targets. tools/image's
+# test builds and checks the container image (make image).
 MODULES = . internal/testenv kube etcdstore redisstore fence batonprom schedule \
-	adapter/batonlock adapter/gocronlock adapter/logrbridge cmd/baton internal/safety
+	adapter/batonlock adapter/gocronlock adapter/logrbridge cmd/baton internal/safety \
+	tools/image
 
 # FOREACH_MODULE runs its argument in every module's directory and fails
 # after the last one if any failed, so that one run reports every failure.
@@ -44,7 +49,7 @@ FOREACH_MODULE = failed=; for m in $(MODULES); do \
 	done; \
 	if [ -n "$$failed" ]; then echo "failed in:$$failed" >&2; exit 1; fi
 
-.PHONY: test test-loaded deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale safety-report safety-long fuzz testbin packages
+.PHONY: test test-loaded image deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale safety-report safety-long fuzz testbin packages
 
 # TESTBIN builds (if needed) the kube-apiserver and etcd the tests start and
 # prints their directory as its last line of stdout.
@@ -83,6 +88,24 @@ packages:
 		echo "installing$$missing" >&2; \
 		$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
+
+# image writes the baton container image without a Docker daemon and without
+# pulling a base: tools/image/rootfs.sh builds the static binary and the file
+# tree (the one place the build flags are written; the Dockerfile runs it
+# too), and tools/image (its own module) packs the tree into IMAGE_OUT.
+# Debian's ca-certificates package provides the CA bundle.
+IMAGE     ?= localhost/baton:dev
+IMAGE_OUT ?= dist/image
+image:
+	@[ -s /etc/ssl/certs/ca-certificates.crt ] || { \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		echo "installing ca-certificates" >&2; \
+		$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates; }
+	rm -rf '$(IMAGE_OUT)' && mkdir -p '$(IMAGE_OUT)'
+	GO='$(GO)' GOARCH="$$($(GO) env GOARCH)" sh tools/image/rootfs.sh '$(IMAGE_OUT)/rootfs'
+	out="$$(cd '$(IMAGE_OUT)' && pwd)" && cd tools/image && $(GO) run . \
+		-rootfs "$$out/rootfs" -name '$(IMAGE)' -platform "linux/$$($(GO) env GOARCH)" \
+		-oci "$$out/oci" -tar "$$out/baton.tar"
 
 vet:
 	$(call FOREACH_MODULE,$(GO) vet ./...)

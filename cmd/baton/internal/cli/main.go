@@ -133,15 +133,18 @@ takeover with a larger token, and a handover on release.
 ` + exitCodesHelp,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// --version prints what "baton version" prints.
+		Version: versionText(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return a.setupLogging()
 		},
 	}
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	root.SetVersionTemplate("{{.Version}}")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: ExitUsage, err: err}
 	})
-	root.AddCommand(a.runCommand(), a.lockCommand(), a.statusCommand(), a.releaseCommand(), a.doctorCommand(), a.demoCommand(), a.demoWorkerCommand())
+	root.AddCommand(a.runCommand(), a.lockCommand(), a.statusCommand(), a.releaseCommand(), a.doctorCommand(), a.demoCommand(), a.demoWorkerCommand(), a.versionCommand())
 	return root
 }
 
