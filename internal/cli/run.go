@@ -148,6 +148,9 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr string, argv []str
 			return nil // the term ended before CMD could start
 		}
 		c, err := s.start(l)
+		if errors.Is(err, errTermOver) {
+			return nil // Run campaigns again
+		}
 		if err != nil {
 			cancel() // a signal arrived, or CMD cannot start: stop campaigning
 			return err
