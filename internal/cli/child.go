@@ -213,7 +213,7 @@ wait:
 	if err != nil {
 		s.log.Warn("CMD output", "err", err)
 	}
-	if c.End() && !stopped {
+	if c.End() {
 		s.log.Warn("CMD's watchdog killed its process group at the validity end: baton itself was late (stopped or starved?)", "lock", l.Name(), "token", l.Token(), "pid", c.Pid())
 		stopped = true
 	}

@@ -155,7 +155,11 @@ func (c *Child) End() (watchdogFired bool) {
 	if c.wd == nil {
 		return false
 	}
-	fired := c.wd.exited()
+	// A SIGKILL from Stop or Kill also ends the watchdog: it fired only if
+	// it had exited before (or no such SIGKILL was sent).
+	c.mu.Lock()
+	fired := c.wdFired || (c.killedAt.IsZero() && c.wd.exited())
+	c.mu.Unlock()
 	c.wd.end()
 	return fired
 }

@@ -49,8 +49,9 @@ type Child struct {
 	waitErr  error
 	killedAt time.Time // when Stop or Kill sent SIGKILL
 
-	pgid int       // the child's process group (StartGroup), or 0
-	wd   *watchdog // nil without StartGroup or on platforms without one
+	pgid    int       // the child's process group (StartGroup), or 0
+	wd      *watchdog // nil without StartGroup or on platforms without one
+	wdFired bool      // the watchdog had exited before our SIGKILL
 }
 
 // Start starts cmd as a supervised child; see the package comment. cmd must
@@ -150,10 +151,14 @@ func (c *Child) sigkill() {
 	if c.Exited() {
 		return
 	}
+	// The watchdog is in the group this SIGKILL goes to: note now whether
+	// it had fired before, for End.
+	wdFired := c.wd != nil && c.wd.exited()
 	c.mu.Lock()
 	if c.killedAt.IsZero() {
 		c.killedAt = time.Now()
 	}
+	c.wdFired = c.wdFired || wdFired
 	c.mu.Unlock()
 	_ = c.Signal(syscall.SIGKILL)
 }
