@@ -178,32 +178,16 @@ func (r *svRegister) check(oldPid int, first svWrite) (violations []string) {
 	return violations
 }
 
-// buildBaton builds the baton CLI once per test binary.
-var batonBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
+// buildBaton builds the baton CLI into a directory of t's.
 func buildBaton(t *testing.T) string {
 	t.Helper()
-	batonBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "baton-safety-bin-")
-		if err != nil {
-			batonBin.err = err
-			return
-		}
-		batonBin.path = filepath.Join(dir, "baton")
-		cmd := exec.Command("go", "build", "-o", batonBin.path, "./cmd/baton")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			batonBin.err = fmt.Errorf("go build ./cmd/baton: %v\n%s", err, out)
-		}
-	})
-	if batonBin.err != nil {
-		t.Fatal(batonBin.err)
+	path := filepath.Join(t.TempDir(), "baton")
+	cmd := exec.Command("go", "build", "-o", path, "./cmd/baton")
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/baton: %v\n%s", err, out)
 	}
-	return batonBin.path
+	return path
 }
 
 // batonRun is one `baton run` process.
