@@ -66,11 +66,16 @@
 // SIGINT, SIGTERM and SIGHUP are forwarded to CMD while it runs; baton then
 // waits for CMD, releases the lock and exits with CMD's exit code. Before CMD
 // runs (while campaigning or waiting), they stop baton at once with exit
-// code 128+N. CMD stays in baton's process group, so a signal sent to the
-// group reaches both (a Ctrl-C in a terminal therefore reaches CMD twice:
-// directly and forwarded). On Linux the kernel kills CMD if baton dies, even
-// by SIGKILL (PR_SET_PDEATHSIG). baton signals CMD's own process only: a CMD
-// that starts other processes must stop them on SIGTERM, or exec them.
+// code 128+N. CMD runs in a process group of its own, and baton signals the
+// whole group, so the processes CMD starts stop with it; a signal sent to
+// baton's own group (Ctrl-C in a terminal) reaches CMD only as forwarded. On
+// Linux a watchdog process in CMD's group SIGKILLs the group at the kill
+// point even while baton is stopped, hung or starved, and at once if baton
+// dies; the kernel also kills CMD if baton dies, even by SIGKILL
+// (PR_SET_PDEATHSIG). baton is a child subreaper (PR_SET_CHILD_SUBREAPER):
+// CMD's orphaned descendants become its children, are reaped so none stays a
+// zombie, and are killed at the end of the term. docs/cli.md has the table of
+// what is guaranteed in each case.
 //
 // # Backends
 //

@@ -8,8 +8,23 @@
 // keeps that goroutine (and so the thread) in wait4 until the child has
 // exited: the Go runtime never retires the thread while the child lives.
 //
-// The child stays in the supervisor's process group, so a signal sent to the
-// group (Ctrl-C in a terminal, kill -STOP -PGID) reaches both.
+// # Process groups and the watchdog
+//
+// StartGroup starts the child in a process group of its own, shared only
+// with its descendants and a watchdog process, and Signal, Stop and Kill
+// signal that whole group, so grandchildren (the commands a shell script
+// runs) stop too. The watchdog (Linux) is this binary re-executed in a
+// hidden mode (selected by its environment, in this package's init): it holds the deadline the
+// supervisor last gave it (SetDeadline) on CLOCK_MONOTONIC, and SIGKILLs the
+// whole group when the deadline passes, or when the supervisor dies (its
+// pipe ends). It needs nothing from the supervisor to do so: a supervisor
+// stopped (SIGSTOP), hung or starved cannot keep the child running past the
+// deadline. End kills what is left of the group (and the watchdog) when the
+// term is over.
+//
+// A signal sent to the supervisor's own process group (Ctrl-C in a
+// terminal) no longer reaches the child directly; the supervisor forwards
+// what it should.
 package supervise
 
 import (
@@ -33,6 +48,10 @@ type Child struct {
 	state    *os.ProcessState
 	waitErr  error
 	killedAt time.Time // when Stop or Kill sent SIGKILL
+
+	pgid    int       // the child's process group (StartGroup), or 0
+	wd      *watchdog // nil without StartGroup or on platforms without one
+	wdFired bool      // the watchdog had exited before our SIGKILL
 }
 
 // Start starts cmd as a supervised child; see the package comment. cmd must
@@ -114,9 +133,16 @@ func (c *Child) State() *os.ProcessState {
 // Signal sends sig to the child. It returns os.ErrProcessDone if the child
 // has already exited (the pid is never reused under us: os.Process tracks
 // the child by pidfd or by its reaping).
+//
+// For a child started with StartGroup, sig goes to its whole process group.
 func (c *Child) Signal(sig os.Signal) error {
 	if c.Exited() {
 		return os.ErrProcessDone
+	}
+	if ss, ok := sig.(syscall.Signal); ok && c.pgid > 0 {
+		// The group's number cannot be reused while the watchdog, its
+		// leader, is not reaped, and End reaps it only after this child.
+		return syscall.Kill(-c.pgid, ss)
 	}
 	return c.cmd.Process.Signal(sig)
 }
@@ -125,10 +151,14 @@ func (c *Child) sigkill() {
 	if c.Exited() {
 		return
 	}
+	// The watchdog is in the group this SIGKILL goes to: note now whether
+	// it had fired before, for End.
+	wdFired := c.wd != nil && c.wd.exited()
 	c.mu.Lock()
 	if c.killedAt.IsZero() {
 		c.killedAt = time.Now()
 	}
+	c.wdFired = c.wdFired || wdFired
 	c.mu.Unlock()
 	_ = c.Signal(syscall.SIGKILL)
 }

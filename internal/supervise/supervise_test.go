@@ -42,6 +42,10 @@ func TestMain(m *testing.M) {
 			fmt.Println(sc.Text())
 		}
 		os.Exit(0)
+	case role == "writer":
+		writerRole()
+	case role == "groupsup":
+		groupSupervisorRole()
 	case role == "supervisor":
 		// Start an echo grandchild, print its pid, and wait forever.
 		cmd := exec.Command(os.Args[0])

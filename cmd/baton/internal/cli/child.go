@@ -32,6 +32,9 @@ var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGH
 // errStopping: a signal asked baton to stop before CMD could start.
 var errStopping = errors.New("stopping on a signal")
 
+// errTermOver: the lease's validity ended before CMD could start.
+var errTermOver = errors.New("the lease's validity ended before CMD could start")
+
 // supervisor runs CMD under a lease and routes the signals baton receives.
 type supervisor struct {
 	argv           []string
@@ -56,8 +59,16 @@ type supervisor struct {
 // handleSignals routes signals until the returned function is called; that
 // function returns after the routing goroutine has ended.
 func (s *supervisor) handleSignals() (stop func()) {
+	// As a subreaper, baton receives CMD's orphaned descendants (a shell's
+	// background jobs) and reaps them on SIGCHLD, so none stays a zombie
+	// (as PID 1 of a container, baton is their parent anyway).
+	if err := supervise.BecomeSubreaper(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		s.log.Debug("not a subreaper: orphans of CMD go to init", "err", err)
+	}
 	sigc := make(chan os.Signal, 8)
 	signal.Notify(sigc, forwardedSignals...)
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -67,6 +78,8 @@ func (s *supervisor) handleSignals() (stop func()) {
 			select {
 			case sig := <-sigc:
 				s.onSignal(sig)
+			case <-chld:
+				supervise.ReapOrphans()
 			case <-done:
 				return
 			}
@@ -74,6 +87,7 @@ func (s *supervisor) handleSignals() (stop func()) {
 	}()
 	return func() {
 		signal.Stop(sigc)
+		signal.Stop(chld)
 		close(done)
 		wg.Wait()
 	}
@@ -118,7 +132,13 @@ func (s *supervisor) start(l *baton.Lease) (*supervise.Child, error) {
 	// Output copied through pipes (when stdout is not a file) must not keep
 	// Wait blocked after CMD exited, if a grandchild holds the pipe.
 	cmd.WaitDelay = time.Second
-	c, err := supervise.Start(cmd)
+	// CMD gets a process group of its own, guarded by a watchdog process
+	// that kills the group at the kill point even if baton is stopped.
+	c, err := supervise.StartGroup(cmd, l.ValidUntil().Add(-s.lead))
+	if errors.Is(err, supervise.ErrDeadlinePassed) {
+		s.log.Warn("the lease's validity ended before CMD could start (was baton paused?)", "lock", l.Name(), "token", l.Token())
+		return nil, errTermOver
+	}
 	if err != nil {
 		s.startErr = startError(s.argv[0], err)
 		return nil, s.startErr
@@ -138,17 +158,24 @@ func startError(name string, err error) error {
 }
 
 // supervise waits until CMD exits or the lease ends. If the lease ends (or
-// its validity is about to end) first, it stops CMD: SIGTERM at once, and
-// SIGKILL at the validity end minus the kill lead, or at once if that has
-// passed (the process was paused past it). It returns when CMD has exited,
-// with CMD's exit code and whether baton stopped it.
+// its validity is about to end) first, it stops CMD's process group:
+// SIGTERM at once, and SIGKILL at the validity end minus the kill lead, or
+// at once if that has passed (the process was paused past it). Meanwhile it
+// keeps CMD's watchdog told of the kill point as renewals move it, so that
+// the group dies by then even if this process is stopped. It returns when
+// CMD has exited and the rest of its group and its orphans are dead, with
+// CMD's exit code and whether baton (or the watchdog) stopped it.
 func (s *supervisor) supervise(ctx context.Context, l *baton.Lease, c *supervise.Child) (code int, stopped bool) {
 	killAt := func() time.Time { return l.ValidUntil().Add(-s.lead) }
-	// A watchdog independent of the lease's context: if the validity end
+	// A timer independent of the lease's context: if the validity end
 	// approaches without the context having ended (it always ends earlier,
 	// at the renew deadline), stop CMD anyway.
-	watchdog := time.NewTimer(time.Until(killAt()))
-	defer watchdog.Stop()
+	deadline := time.NewTimer(time.Until(killAt()))
+	defer deadline.Stop()
+	// Renewals move the kill point; the watchdog learns of it at this
+	// pace, well within the time a renewal gains.
+	push := time.NewTicker(min(max(time.Until(killAt())/8, 10*time.Millisecond), 500*time.Millisecond))
+	defer push.Stop()
 wait:
 	for {
 		select {
@@ -164,9 +191,18 @@ wait:
 			}
 			stopped = s.stopChild(c, at, cause, "lock", l.Name(), "token", l.Token())
 			break wait
-		case <-watchdog.C:
+		case <-push.C:
+			if err := c.SetDeadline(killAt()); err != nil {
+				s.log.Warn("CMD's watchdog", "err", err)
+			}
+			if c.WatchdogExited() {
+				// Fired, or killed: either way the group is unguarded.
+				stopped = s.stopChild(c, time.Now(), errors.New("CMD's watchdog has exited"), "lock", l.Name(), "token", l.Token())
+				break wait
+			}
+		case <-deadline.C:
 			if d := time.Until(killAt()); d > 0 { // renewed meanwhile
-				watchdog.Reset(d)
+				deadline.Reset(d)
 				continue
 			}
 			stopped = s.stopChild(c, killAt(), errors.New("validity about to end"), "lock", l.Name(), "token", l.Token())
@@ -176,6 +212,13 @@ wait:
 	code, err := c.Wait()
 	if err != nil {
 		s.log.Warn("CMD output", "err", err)
+	}
+	if c.End() {
+		s.log.Warn("CMD's watchdog killed its process group at the validity end: baton itself was late (stopped or starved?)", "lock", l.Name(), "token", l.Token(), "pid", c.Pid())
+		stopped = true
+	}
+	if n := supervise.KillOrphans(5 * time.Second); n > 0 {
+		s.log.Warn("killed processes CMD left behind outside its process group", "lock", l.Name(), "count", n)
 	}
 	s.mu.Lock()
 	s.child = nil

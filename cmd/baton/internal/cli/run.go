@@ -39,12 +39,16 @@ for as long as baton runs, CMD must not exit.
 Signals: SIGINT, SIGTERM and SIGHUP are forwarded to CMD while it runs; baton
 then waits for CMD to exit, releases the lock and exits with CMD's code.
 Before CMD has started (while campaigning) they stop baton at once with exit
-code 128+N. CMD stays in baton's process group, so a signal sent to the group
-reaches both, and CMD is killed by the kernel if baton dies, even by SIGKILL
-(Linux).
+code 128+N.
 
-baton signals CMD's process only: if CMD starts other processes, it must stop
-them on SIGTERM (or exec them, as "sh -c 'exec prog'" does).
+Processes (Linux): CMD runs in a process group of its own, and baton signals
+the whole group, so the processes CMD starts stop with it. A watchdog
+process in that group kills it with SIGKILL at the kill point even if baton
+itself is stopped or starved, and at once if baton dies (the kernel also
+kills CMD then, even if baton dies by SIGKILL). baton is a child subreaper:
+orphaned descendants of CMD become its children, are reaped (no zombies) and
+are killed when the term ends. A signal sent to baton's own process group
+(Ctrl-C) reaches CMD only as forwarded by baton.
 
 ` + dirDoc + `
 
@@ -148,6 +152,9 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr string, argv []str
 			return nil // the term ended before CMD could start
 		}
 		c, err := s.start(l)
+		if errors.Is(err, errTermOver) {
+			return nil // Run campaigns again
+		}
 		if err != nil {
 			cancel() // a signal arrived, or CMD cannot start: stop campaigning
 			return err

@@ -63,8 +63,8 @@ func TestRunCrashTakeover(t *testing.T) {
 	f.checkFencing(t)
 }
 
-// Test 2: the leader's process group is stopped for longer than the TTL; a
-// standby takes over. The old CMD is resumed first: its writes with the old
+// Test 2: the leader's process groups (baton's and CMD's) are stopped for
+// longer than the TTL; a standby takes over. The old CMD is resumed first: its writes with the old
 // token are rejected by the fenced register. Then its supervisor is resumed
 // and kills it at once, since its validity ended long ago.
 func TestRunPausedLeaderIsFenced(t *testing.T) {
@@ -76,7 +76,15 @@ func TestRunPausedLeaderIsFenced(t *testing.T) {
 	b := startCLI(t, "sup-b", f.env(), runArgs(dir, "pause", "sup-b", worker()...)...)
 	b.stderr.waitFor(t, "campaigning", 15*time.Second)
 
+	// CMD has a process group of its own (with its watchdog): stop both.
+	cmdGroup, err := syscall.Getpgid(old.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a.signalGroup(syscall.SIGSTOP)
+	if err := syscall.Kill(-cmdGroup, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	stopped := time.Now()
 	newer := f.waitWrite(t, "write by sup-b", 15*time.Second, false, func(w fenceWrite) bool { return w.Holder == "sup-b" && w.Accepted })
 	t.Logf("sup-b took over %v after SIGSTOP, token %d -> %d", time.Since(stopped).Round(time.Millisecond), old.Token, newer.Token)
@@ -93,9 +101,11 @@ func TestRunPausedLeaderIsFenced(t *testing.T) {
 	})
 	t.Logf("stale write #%d with token %d rejected", stale.Seq, stale.Token)
 
-	// Resume the whole group: the old supervisor notices that its
-	// validity ended long ago and kills its CMD at once.
+	// Resume both groups: the old supervisor (or CMD's watchdog, whichever
+	// runs first) notices that its validity ended long ago and kills CMD at
+	// once.
 	a.signalGroup(syscall.SIGCONT)
+	_ = syscall.Kill(-cmdGroup, syscall.SIGCONT)
 	resumed := time.Now()
 	exited, err := supervise.WaitExit(old.Pid, 15*time.Second)
 	if err != nil {
@@ -105,7 +115,7 @@ func TestRunPausedLeaderIsFenced(t *testing.T) {
 		t.Fatalf("old CMD (pid %d) still runs 15s after its supervisor was resumed", old.Pid)
 	}
 	t.Logf("old CMD died %v after SIGCONT", time.Since(resumed).Round(time.Millisecond))
-	a.stderr.waitFor(t, "killing CMD at once", 10*time.Second)
+	a.stderr.waitFor(t, "stopped_by_baton=true", 10*time.Second)
 	f.checkFencing(t)
 	f.mu.Lock()
 	defer f.mu.Unlock()
