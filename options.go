@@ -35,6 +35,7 @@ type config struct {
 	retryPeriod      time.Duration
 	retryPeriodSet   bool
 	renewInterval    time.Duration // 0: ttl/3
+	renewIntervalSet bool
 	margin           time.Duration
 	marginSet        bool
 	identity         string
@@ -67,13 +68,15 @@ func WithRenewDeadline(d time.Duration) Option {
 // WithRetryPeriod sets how often a waiter retries when the backend cannot
 // watch (or as a fallback to a watch), and how long the holder waits after a
 // failed renew before trying again. Must be shorter than the renew deadline.
-// Default 2/15 of the TTL (2s for the default TTL).
+// Default: the smaller of 2/15 of the TTL and 1/5 of the renew deadline
+// (2s for the default TTL).
 func WithRetryPeriod(d time.Duration) Option {
 	return func(c *config) { c.retryPeriod, c.retryPeriodSet = d, true }
 }
 
 // WithRenewInterval sets how often the holder renews while renewals succeed.
-// Default TTL/3; must be shorter than the renew deadline.
+// Default: the smaller of TTL/3 and half the renew deadline (5s for the
+// default TTL); must be shorter than the renew deadline.
 func WithRenewInterval(d time.Duration) Option { return func(c *config) { c.renewInterval = d } }
 
 // WithSafetyMargin sets the time subtracted from the TTL when computing the
@@ -144,13 +147,17 @@ func newConfig(opts []Option) (*config, error) {
 		}
 	}
 	// Timings not given scale with the TTL in the proportions of the
-	// defaults (15s, 10s, 2s), so that WithTTL alone is always valid.
+	// defaults (15s, 10s, 2s, renew every 5s), so that WithTTL alone is
+	// always valid; a renew deadline that is given bounds the retry period
+	// and renew interval in the same proportions, so that it is valid
+	// alone too.
 	if !c.renewDeadlineSet {
 		c.renewDeadline = c.ttl * 2 / 3
 	}
 	if !c.retryPeriodSet {
-		c.retryPeriod = c.ttl * 2 / 15
+		c.retryPeriod = min(c.ttl*2/15, c.renewDeadline/5)
 	}
+	c.renewIntervalSet = c.renewInterval != 0
 	if c.identity == "" {
 		c.identity = DefaultIdentity()
 	}
@@ -160,8 +167,8 @@ func newConfig(opts []Option) (*config, error) {
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
-	if c.renewInterval == 0 {
-		c.renewInterval = c.ttl / 3
+	if !c.renewIntervalSet {
+		c.renewInterval = min(c.ttl/3, c.renewDeadline/2)
 	}
 	if !c.marginSet {
 		c.margin = DefaultSafetyMargin(c.ttl)
@@ -184,25 +191,39 @@ func (c *config) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
 	}
+	// A value the caller did not set is named as a default, so that an
+	// error never blames a value nobody chose.
+	deadline := fmt.Sprint(c.renewDeadline)
+	if !c.renewDeadlineSet {
+		deadline += " (the default, 2/3 of the TTL)"
+	}
+	retry := fmt.Sprint(c.retryPeriod)
+	if !c.retryPeriodSet {
+		retry += " (the default, the smaller of 2/15 of the TTL and 1/5 of the renew deadline)"
+	}
+	interval := fmt.Sprint(c.renewInterval)
+	if !c.renewIntervalSet {
+		interval += " (the default, the smaller of TTL/3 and half the renew deadline)"
+	}
 	switch {
 	case c.ttl < MinTTL:
 		return bad("TTL %v is shorter than the minimum %v", c.ttl, MinTTL)
 	case c.renewDeadline <= 0:
 		return bad("renew deadline %v must be positive", c.renewDeadline)
 	case c.retryPeriod <= 0:
-		return bad("retry period %v must be positive", c.retryPeriod)
+		return bad("retry period %s must be positive", retry)
 	case c.renewInterval <= 0:
-		return bad("renew interval %v must be positive", c.renewInterval)
+		return bad("renew interval %s must be positive", interval)
 	case c.margin < 0:
 		return bad("safety margin %v must not be negative", c.margin)
 	case c.renewDeadline >= c.ttl:
-		return bad("renew deadline %v must be shorter than TTL %v", c.renewDeadline, c.ttl)
+		return bad("renew deadline %s must be shorter than TTL %v", deadline, c.ttl)
 	case c.margin >= c.ttl-c.renewDeadline:
-		return bad("renew deadline %v plus safety margin %v must be shorter than TTL %v", c.renewDeadline, c.margin, c.ttl)
+		return bad("renew deadline %s plus safety margin %v must be shorter than TTL %v", deadline, c.margin, c.ttl)
 	case c.retryPeriod >= c.renewDeadline:
-		return bad("retry period %v must be shorter than renew deadline %v", c.retryPeriod, c.renewDeadline)
+		return bad("retry period %s must be shorter than renew deadline %s", retry, deadline)
 	case c.renewInterval >= c.renewDeadline:
-		return bad("renew interval %v (TTL/3 unless set) must be shorter than renew deadline %v", c.renewInterval, c.renewDeadline)
+		return bad("renew interval %s must be shorter than renew deadline %s", interval, deadline)
 	case c.grace < 0:
 		return bad("grace period %v must not be negative", c.grace)
 	}

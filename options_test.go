@@ -19,9 +19,10 @@ func TestOptionsRejectImpossibleTimings(t *testing.T) {
 		{"renew deadline equals ttl", []baton.Option{baton.WithRenewDeadline(15 * time.Second)}, "renew deadline 15s must be shorter than TTL 15s"},
 		{"renew deadline above ttl", []baton.Option{baton.WithTTL(5 * time.Second), baton.WithRenewDeadline(10 * time.Second)}, "renew deadline 10s must be shorter than TTL 5s"},
 		{"no room for margin", []baton.Option{baton.WithTTL(10 * time.Second), baton.WithRenewDeadline(9900 * time.Millisecond)}, "renew deadline 9.9s plus safety margin 200ms must be shorter than TTL 10s"},
-		{"retry equals renew deadline", []baton.Option{baton.WithRetryPeriod(10 * time.Second)}, "retry period 10s must be shorter than renew deadline 10s"},
-		{"renew interval too long", []baton.Option{baton.WithRenewInterval(12 * time.Second)}, "renew interval 12s (TTL/3 unless set) must be shorter than renew deadline 10s"},
-		{"renew deadline below ttl/3", []baton.Option{baton.WithRenewDeadline(4 * time.Second)}, "renew interval 5s (TTL/3 unless set) must be shorter than renew deadline 4s"},
+		{"retry equals renew deadline", []baton.Option{baton.WithRetryPeriod(10 * time.Second)}, "retry period 10s must be shorter than renew deadline 10s (the default, 2/3 of the TTL)"},
+		{"renew interval too long", []baton.Option{baton.WithRenewInterval(12 * time.Second)}, "renew interval 12s must be shorter than renew deadline 10s (the default, 2/3 of the TTL)"},
+		{"set renew deadline, set interval", []baton.Option{baton.WithRenewDeadline(4 * time.Second), baton.WithRenewInterval(5 * time.Second)}, "renew interval 5s must be shorter than renew deadline 4s"},
+		{"set retry, set deadline", []baton.Option{baton.WithTTL(time.Minute), baton.WithRenewDeadline(5 * time.Second), baton.WithRetryPeriod(8 * time.Second)}, "retry period 8s must be shorter than renew deadline 5s"},
 		{"negative retry", []baton.Option{baton.WithRetryPeriod(-time.Second)}, "retry period -1s must be positive"},
 		{"zero renew deadline", []baton.Option{baton.WithRenewDeadline(0)}, "renew deadline 0s must be positive"},
 		{"negative grace", []baton.Option{baton.WithGrace(-time.Second)}, "grace period -1s must not be negative"},
@@ -49,6 +50,10 @@ func TestOptionsAcceptClientGoStyleTimings(t *testing.T) {
 		{baton.WithTTL(24 * time.Hour)}, // scales
 		{baton.WithTTL(4 * time.Second), baton.WithRenewDeadline(3 * time.Second), baton.WithRetryPeriod(time.Second)},
 		{baton.WithTTL(time.Second), baton.WithRenewDeadline(800 * time.Millisecond), baton.WithRetryPeriod(100 * time.Millisecond)},
+		// A renew deadline given alone bounds the defaults derived from
+		// it (retry 1s, renew every 2.5s; 800ms and 2s for the second).
+		{baton.WithTTL(time.Minute), baton.WithRenewDeadline(5 * time.Second)},
+		{baton.WithRenewDeadline(4 * time.Second)},
 	} {
 		if _, err := baton.NewMutex(newScript(), "ok", opts...); err != nil {
 			t.Error(err)
@@ -109,4 +114,14 @@ func FuzzValidateName(f *testing.F) {
 			}
 		}
 	})
+}
+
+// An error about a value the caller did not set says that it is a default
+// and how it was derived, with every value spelled out.
+func TestOptionsErrorNamesDefaults(t *testing.T) {
+	_, err := baton.NewMutex(newScript(), "ok", baton.WithTTL(2*time.Second), baton.WithRetryPeriod(2*time.Second))
+	want := `baton: lock "ok": invalid options: retry period 2s must be shorter than renew deadline 1.333333333s (the default, 2/3 of the TTL)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("NewMutex = %v\nwant %s", err, want)
+	}
 }
