@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/memory"
 	"github.com/baton-go/baton/clocktest"
+	"github.com/baton-go/baton/memory"
 )
 
 type term struct {

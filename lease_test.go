@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/memory"
 	"github.com/baton-go/baton/clocktest"
+	"github.com/baton-go/baton/memory"
 )
 
 // Defaults: TTL 15s, renew deadline 10s, retry 2s, renew every 5s, margin 300ms.

@@ -11,9 +11,9 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/batontest"
+	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/memory"
 	"go.uber.org/goleak"
-	"github.com/baton-go/baton/clocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
