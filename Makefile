@@ -17,6 +17,9 @@
 #                written into docs/safety.md
 #   make safety-long  the same, long mode: eight rounds of every fault on
 #                every backend (~17 minutes)
+#   make mutants  plant each bug of internal/safety/mutants/*.patch in a
+#                copy of the tree and require the safety suite to fail on
+#                it, three runs each (MUTANT_RUNS); a table of the verdicts
 #   make fuzz    run the record and name fuzzers for FUZZTIME each
 #   make testbin build kube-apiserver and etcd for the tests (once; cached
 #                outside the repo, see tools/testbin/build.sh)
@@ -25,7 +28,7 @@ GO       ?= go
 FUZZTIME ?= 30s
 TESTFLAGS ?=
 
-.PHONY: test deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale safety-report safety-long fuzz testbin packages
+.PHONY: test deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale safety-report safety-long mutants fuzz testbin packages
 
 # TESTBIN builds (if needed) the kube-apiserver and etcd the tests start and
 # prints their directory as its last line of stdout.
@@ -119,6 +122,14 @@ safety-long: deps
 	CI=true BATON_SAFETY_LONG=1 BATON_SAFETY_REPORT=$(SAFETY_REPORT) \
 		$(GO) test -race -count=1 -timeout 60m -v ./internal/safety
 	$(SAFETY_SPLICE)
+
+# mutants runs internal/safety/mutants.sh: each planted bug must make the
+# safety suite's short mode fail (the real tree is never modified).
+mutants: deps
+	KUBEBUILDER_ASSETS="$$(GO='$(GO)' $(TESTBIN))" && \
+	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
+	export KUBEBUILDER_ASSETS BATON_ETCD_BIN && \
+	GO='$(GO)' bash internal/safety/mutants.sh
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime $(FUZZTIME) ./file
