@@ -35,6 +35,9 @@ type result struct {
 	// incomplete: a wait timed out; the checker reports what the history
 	// shows, not what the scenario failed to produce.
 	incomplete bool
+	// faultsTracked: the harness recorded in disturbed every fault that
+	// may end a tenure (harness.run does), so checkEnds applies.
+	faultsTracked bool
 
 	overlaps   int // pairs of tenures interleaved on the registers, paused tenures aside: must be 0
 	lostExcl   int // lost updates on the unfenced counter not caused by a paused holder: must be 0
@@ -478,8 +481,8 @@ func checkEnds(t reporter, tens []*tenure, res *result) {
 		}
 		cause := tn.end.Cause
 		res.ends[cause]++
-		switch cause {
-		case causeDone, causeTerm, "":
+		switch {
+		case !res.faultsTracked, cause == causeDone, cause == causeTerm, cause == "":
 			continue
 		}
 		if !res.disturbedAt(tn.c, tn.end.At) {

@@ -36,7 +36,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 	cleanEvs := append(acq("c1", 5, 0, 5*ms), acq("c2", 6, 1*ms, 15*ms)...)
 	check := func(sc scenario, ops []op, evs []event) []string {
 		var c catcher
-		checkHistory(&c, be, sc, ops, evs, &result{})
+		checkHistory(&c, be, sc, ops, evs, &result{faultsTracked: true})
 		return c.errs
 	}
 	ended := func(c string, tok uint64, cause string, at time.Duration) event {
@@ -63,7 +63,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 	}
 	{
 		var c catcher
-		res := &result{disturbed: []disturbance{{c: "c2", from: 25 * ms, to: 35 * ms}}}
+		res := &result{faultsTracked: true, disturbed: []disturbance{{c: "c2", from: 25 * ms, to: 35 * ms}}}
 		checkHistory(&c, be, scenario{fault: faultPartition}, clean, append(cleanEvs, ended("c2", 6, causeStepDown, 30*ms)), res)
 		if len(c.errs) != 0 {
 			t.Fatalf("a step-down under a partition of its contender was reported: %q", c.errs)

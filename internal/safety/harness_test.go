@@ -326,12 +326,12 @@ func (h *harness) writesAbove(tok uint64, n int, timeout time.Duration) {
 	})
 }
 
-// takeover records the time from a fault that left holder f's claim in
+// takeoverAfter records the time from a fault that left holder f's claim in
 // place to a successor's report that it acquired, and checks it against
 // both bounds. The lower bound is minTakeover, or less if the holder's
 // keeper renewed late: its claim lasts at least until the ValidUntil it
 // last reported (its last renew's send time + TTL - margin).
-func (h *harness) takeover(what string, f fired, d time.Duration) {
+func (h *harness) takeoverAfter(what string, f fired, d time.Duration) {
 	h.t.Helper()
 	h.res.takeovers = append(h.res.takeovers, d)
 	lo := h.be.minTakeover()
@@ -346,12 +346,18 @@ func (h *harness) takeover(what string, f fired, d time.Duration) {
 		h.t.Errorf("%s: a new holder after %v, earlier than the holder's claim can end (%v: TTL %v - renew interval %v - margin - slack %v, or the holder's last reported ValidUntil)",
 			what, d.Round(time.Millisecond), lo.Round(time.Millisecond), h.be.ttl, h.be.ttl/3, takeoverSlack)
 	}
-	h.takeoverMax(what, d)
+	h.checkLiveness(what, d)
 }
 
-// takeoverMax records a time to recovery (a store restart) and checks it
-// against the liveness bound only.
-func (h *harness) takeoverMax(what string, d time.Duration) {
+// takeover records a time to recovery (a store restart, a failover) and
+// checks it against the liveness bound only.
+func (h *harness) takeover(what string, d time.Duration) {
+	h.t.Helper()
+	h.res.takeovers = append(h.res.takeovers, d)
+	h.checkLiveness(what, d)
+}
+
+func (h *harness) checkLiveness(what string, d time.Duration) {
 	h.t.Helper()
 	if b := h.be.bound(); d > b {
 		h.t.Errorf("%s: a new holder after %v, beyond the liveness bound %v (claim %v + retry %v + slack %v)",
@@ -375,6 +381,7 @@ func (h *harness) run() *result {
 			h.finish(start)
 		}
 	}()
+	h.res.faultsTracked = true
 	if h.sc.fault == faultThrottle {
 		h.disturb("", 0, 24*time.Hour, "throttled")
 	}
@@ -518,7 +525,7 @@ func (h *harness) stop(minWrites int) {
 	h.pause(f.term)
 	defer func() { h.disturb(f.c, f.at, h.reg.now()+h.be.ttl, "SIGSTOP") }()
 	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
-	h.takeover(fmt.Sprintf("%s stopped with token %d", f.c, f.tok), f, ev.At-f.at)
+	h.takeoverAfter(fmt.Sprintf("%s stopped with token %d", f.c, f.tok), f, ev.At-f.at)
 	h.writesAbove(f.tok, 3, 30*time.Second)
 	// The pause lasts at least the TTL plus half a second.
 	if rest := h.be.ttl + 500*time.Millisecond - (h.reg.now() - f.at); rest > 0 {
@@ -633,7 +640,7 @@ func (h *harness) kill(minWrites int) {
 	h.t.Helper()
 	f := h.waitFired(h.arm(false, minWrites, func(c string) { h.signal(c, syscall.SIGKILL) }), "SIGKILL")
 	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
-	h.takeover(fmt.Sprintf("%s killed with token %d", f.c, f.tok), f, ev.At-f.at)
+	h.takeoverAfter(fmt.Sprintf("%s killed with token %d", f.c, f.tok), f, ev.At-f.at)
 	h.writesAbove(f.tok, 3, 30*time.Second)
 	h.spawn()
 }
@@ -666,7 +673,7 @@ func (h *harness) partition(minWrites int) {
 			f.c, f.tok, stepped.Cause, stepped.Err)
 	}
 	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
-	h.takeover(fmt.Sprintf("%s partitioned with token %d", f.c, f.tok), f, ev.At-f.at)
+	h.takeoverAfter(fmt.Sprintf("%s partitioned with token %d", f.c, f.tok), f, ev.At-f.at)
 	// The holder stops before anyone else can start: its report that its
 	// tenure ended reached the register before the successor's report
 	// that it acquired (both are sent at once; the engine leaves a third
@@ -707,8 +714,7 @@ func (h *harness) restartStore() {
 		}
 		return at > 0
 	})
-	h.res.takeovers = append(h.res.takeovers, at-back)
-	h.takeoverMax(fmt.Sprintf("store restarted under token %d", tok), at-back)
+	h.takeover(fmt.Sprintf("store restarted under token %d", tok), at-back)
 }
 
 // deleteHeld deletes the lock's object in the store after one of the
@@ -739,7 +745,7 @@ func (h *harness) deleteHeld(minWrites int) {
 			}
 			return false
 		})
-	h.takeover(fmt.Sprintf("lock deleted under %s's token %d", f.c, f.tok), f, ev.At-f.at)
+	h.takeoverAfter(fmt.Sprintf("lock deleted under %s's token %d", f.c, f.tok), f, ev.At-f.at)
 	h.reg.await(fmt.Sprintf("%s to end its tenure with token %d after the lock was deleted", f.c, f.tok), h.be.ttl+30*time.Second,
 		func(s *snapshot) bool {
 			return slices.ContainsFunc(s.events, func(e event) bool { return e.C == f.c && e.Kind == "releasing" && e.Tok == f.tok })
@@ -835,7 +841,7 @@ func (h *harness) stopAny() {
 	h.signal(c, syscall.SIGSTOP)
 	if holding {
 		ev, _ := h.acquiredAfter(tok, h.be.bound()+30*time.Second)
-		h.takeover(fmt.Sprintf("%s stopped at a random instant with token %d", c, tok), fired{c: c, tok: tok, at: at}, ev.At-at)
+		h.takeoverAfter(fmt.Sprintf("%s stopped at a random instant with token %d", c, tok), fired{c: c, tok: tok, at: at}, ev.At-at)
 	}
 	pause := h.be.ttl + time.Duration(h.rng.Int64N(int64(h.be.ttl)))
 	if rest := pause - (h.reg.now() - at); rest > 0 {

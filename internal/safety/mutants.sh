@@ -27,16 +27,18 @@ logs=${MUTANT_LOGS:-/tmp/baton-mutants}
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 mkdir -p "$logs"
 
-tmp=$(mktemp -d /tmp/baton-mutant.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+# The copy lives at one fixed path (MUTANT_TREE), so that the packages a
+# mutant does not touch come from the build cache in every run.
+tree=${MUTANT_TREE:-/tmp/baton-mutant-tree}
+case $tree in /tmp/?*) ;; *) echo "mutants: MUTANT_TREE must be under /tmp" >&2; exit 2 ;; esac
+trap 'rm -rf "$tree"' EXIT
 
-# copy makes a fresh copy of the working tree in $tmp/tree.
+# copy makes a fresh copy of the working tree in $tree.
 copy() {
-	rm -rf "$tmp/tree"
-	mkdir -p "$tmp/tree"
+	rm -rf "$tree"
+	mkdir -p "$tree"
 	(cd "$root" && git ls-files -z --cached --others --exclude-standard |
-		xargs -0 -I{} sh -c '[ -e "{}" ] && printf "%s\0" "{}"' |
-		tar --null -T - -cf -) | tar -xf - -C "$tmp/tree"
+		tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -xf - -C "$tree"
 }
 
 table=()
@@ -55,7 +57,7 @@ for patch in "$root"/internal/safety/mutants/m*.patch; do
 		copy
 		log="$logs/$id.baseline.log"
 		echo "mutants: $id baseline (unpatched): go test -race -run '$run' ./internal/safety (log: $log)" >&2
-		if ! (cd "$tmp/tree" && CI=true "$GO" test -race -count=1 -timeout 20m -run "$run" ./internal/safety) >"$log" 2>&1; then
+		if ! (cd "$tree" && CI=true "$GO" test -race -count=1 -timeout 20m -run "$run" ./internal/safety) >"$log" 2>&1; then
 			verdict="baseline FAILS unpatched (see $log)"
 		fi
 	fi
@@ -63,13 +65,13 @@ for patch in "$root"/internal/safety/mutants/m*.patch; do
 		[ -z "$verdict" ] || break
 		copy
 		log="$logs/$id.$i.log"
-		if ! patch -s -p1 -d "$tmp/tree" <"$patch" >"$log" 2>&1; then
+		if ! patch -s -p1 -d "$tree" <"$patch" >"$log" 2>&1; then
 			verdict="patch did not apply (see $log)"
 			break
 		fi
 		echo "mutants: $id run $i/$runs: go test -race -run '$run' ./internal/safety (log: $log)" >&2
 		set +e
-		(cd "$tmp/tree" && CI=true "$GO" test -race -count=1 -timeout 20m -run "$run" ./internal/safety) >>"$log" 2>&1
+		(cd "$tree" && CI=true "$GO" test -race -count=1 -timeout 20m -run "$run" ./internal/safety) >>"$log" 2>&1
 		rc=$?
 		set -e
 		if grep -q '\[build failed\]\|\[setup failed\]' "$log"; then
