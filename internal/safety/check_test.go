@@ -116,6 +116,7 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 		term        string
 	}
 	spans := map[uint64]*span{}
+	reused := map[uint64]int{} // ops of a second tenure per token (reported twice)
 	var order []uint64
 	for _, o := range ops {
 		if !o.OK {
@@ -128,7 +129,9 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 			continue
 		}
 		if s.term != o.Term {
-			t.Errorf("token %d used by two tenures: %s and %s (op %d)", o.Tok, s.term, o.Term, o.Seq)
+			if reused[o.Tok]++; reused[o.Tok] <= 2 {
+				t.Errorf("token %d used by two tenures: %s and %s (op %d)", o.Tok, s.term, o.Term, o.Seq)
+			}
 		}
 		s.last = o.Seq
 	}
@@ -445,7 +448,9 @@ func checkValidity(t reporter, ops []op, tens []*tenure, res *result) {
 		if tn := byTerm[o.Term]; tn != nil {
 			tn.vu = max(tn.vu, o.VU)
 		}
-		if o.Live > o.VU+liveSlack {
+		// (A paused holder may see its lease live on resuming, before
+		// its keeper has run: the pause, not the engine, explains it.)
+		if o.Live > o.VU+liveSlack && !res.paused[o.Term] {
 			res.liveLate++
 			if res.liveLate <= 3 {
 				t.Errorf("tenure %s (token %d) saw its lease live at %v, %v after its ValidUntil %v, and wrote (op %d)",
