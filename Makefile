@@ -20,6 +20,9 @@
 #                written into docs/safety.md
 #   make safety-long  the same, long mode: eight rounds of every fault on
 #                every backend (~17 minutes)
+#   make mutants  plant each bug of internal/safety/mutants/*.patch in a
+#                copy of the tree and require the safety suite to fail on
+#                it, three runs each (MUTANT_RUNS); a table of the verdicts
 #   make fuzz    run the record and name fuzzers for FUZZTIME each
 #   make testbin build kube-apiserver and etcd for the tests (once; cached
 #                outside the repo, see tools/testbin/build.sh)
@@ -49,7 +52,7 @@ FOREACH_MODULE = failed=; for m in $(MODULES); do \
 	done; \
 	if [ -n "$$failed" ]; then echo "failed in:$$failed" >&2; exit 1; fi
 
-.PHONY: test test-loaded image deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale safety-report safety-long fuzz testbin packages
+.PHONY: test test-loaded image deps vet demo bench bench-micro bench-redis bench-kube bench-etcd bench-scale safety-report safety-long mutants fuzz testbin packages
 
 # TESTBIN builds (if needed) the kube-apiserver and etcd the tests start and
 # prints their directory as its last line of stdout.
@@ -168,6 +171,14 @@ safety-long: deps
 	CI=true BATON_SAFETY_LONG=1 BATON_SAFETY_REPORT=$(SAFETY_REPORT) \
 		$(GO) -C internal/safety test -race -count=1 -timeout 60m -v .
 	$(SAFETY_SPLICE)
+
+# mutants runs internal/safety/mutants.sh: each planted bug must make the
+# safety suite's short mode fail (the real tree is never modified).
+mutants: deps
+	KUBEBUILDER_ASSETS="$$(GO='$(GO)' $(TESTBIN))" && \
+	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
+	export KUBEBUILDER_ASSETS BATON_ETCD_BIN && \
+	GO='$(GO)' bash internal/safety/mutants.sh
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime $(FUZZTIME) ./file

@@ -28,10 +28,15 @@ import (
 	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/kube"
+	"github.com/baton-go/baton/kube/api/v1alpha1"
 	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -88,7 +93,12 @@ func local(target string) link {
 func fileEnv(t *testing.T) *backendEnv {
 	dir := t.TempDir()
 	return &backendEnv{name: "file", ttl: ttl, claimLife: ttl,
-		newLink: func(*testing.T) link { return local(dir) }}
+		newLink: func(*testing.T) link { return local(dir) },
+		// The record file (file/paths.go: the name, for short names,
+		// plus ".json"); its OS lock file stays.
+		deleteLock: func(_ context.Context, lock string) error {
+			return os.Remove(filepath.Join(dir, lock+".json"))
+		}}
 }
 
 // redisEnv runs one redis-server with appendonly yes and appendfsync
@@ -97,7 +107,8 @@ func fileEnv(t *testing.T) *backendEnv {
 func redisEnv(t *testing.T) *backendEnv {
 	srv := testenv.StartRedis(t, testenv.AppendOnly())
 	return &backendEnv{name: "redis", ttl: ttl, claimLife: ttl,
-		newLink: func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "") },
+		newLink:    func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "") },
+		deleteLock: redisDel(srv.Addr()),
 		restart: func(t *testing.T, down time.Duration) {
 			srv.Kill()
 			time.Sleep(down)
@@ -115,7 +126,8 @@ func redlockEnv(t *testing.T) *backendEnv {
 		addrs = append(addrs, s.Addr())
 	}
 	return &backendEnv{name: "redlock", ttl: ttl, claimLife: ttl,
-		newLink: func(t *testing.T) link { return proxied(t, addrs, "") },
+		newLink:    func(t *testing.T) link { return proxied(t, addrs, "") },
+		deleteLock: redisDel(addrs...),
 		restart: func(t *testing.T, down time.Duration) {
 			// All three: the lock is lost with them, not a quorum of them.
 			for _, s := range srvs {
@@ -136,6 +148,20 @@ func etcdEnv(t *testing.T) *backendEnv {
 	life := (ttl + head + time.Second - 1).Truncate(time.Second)
 	return &backendEnv{name: "etcd", ttl: ttl, claimLife: life,
 		newLink: func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "http://") },
+		// The claim key (etcdstore/doc.go: prefix + name); "/last", with
+		// the last token, stays.
+		deleteLock: func(ctx context.Context, lock string) error {
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + srv.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			resp, err := cli.Delete(ctx, "/baton/locks/"+lock)
+			if err == nil && resp.Deleted != 1 {
+				err = fmt.Errorf("deleted %d keys named /baton/locks/%s, want 1", resp.Deleted, lock)
+			}
+			return err
+		},
 		restart: func(t *testing.T, down time.Duration) {
 			srv.Kill()
 			time.Sleep(down)
@@ -382,9 +408,51 @@ func leaseEnv(t *testing.T, name string) *backendEnv {
 			host := strings.TrimPrefix(apiProxy.url(), "http://")
 			return proxied(t, []string{host}, "http://")
 		},
-		restart:   restartAPIServer,
-		throttle:  apiProxy.set,
-		renewTime: renewTimeReader(t, cfg, name, ns)}
+		restart:    restartAPIServer,
+		throttle:   apiProxy.set,
+		renewTime:  renewTimeReader(t, cfg, name, ns),
+		deleteLock: kubeDeleter(t, cfg, name, ns)}
+}
+
+// redisDel deletes a lock's claim key on every server (redisstore/doc.go:
+// "baton:{N}:lock"); the fence key, with the last token, stays.
+func redisDel(addrs ...string) func(context.Context, string) error {
+	return func(ctx context.Context, lock string) error {
+		var errs []error
+		for _, a := range addrs {
+			c := redis.NewClient(&redis.Options{Addr: a})
+			n, err := c.Del(ctx, "baton:{"+lock+"}:lock").Result()
+			if err == nil && n != 1 && len(addrs) == 1 {
+				err = fmt.Errorf("DEL baton:{%s}:lock on %s deleted %d keys, want 1", lock, a, n)
+			}
+			errs = append(errs, err, c.Close())
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// kubeDeleter deletes a lock's object (named as the lock) through the API,
+// as the admin: the Lease, the ConfigMap or the DistributedLock.
+func kubeDeleter(t *testing.T, cfg *rest.Config, name, ns string) func(context.Context, string) error {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(ctx context.Context, lock string) error {
+		switch name {
+		case "lease":
+			return cs.CoordinationV1().Leases(ns).Delete(ctx, lock, metav1.DeleteOptions{})
+		case "configmap":
+			return cs.CoreV1().ConfigMaps(ns).Delete(ctx, lock, metav1.DeleteOptions{})
+		default:
+			return dyn.Resource(v1alpha1.Resource).Namespace(ns).Delete(ctx, lock, metav1.DeleteOptions{})
+		}
+	}
 }
 
 // crdPath is the DistributedLock CRD that deploy/ ships.

@@ -28,6 +28,42 @@ type result struct {
 	margins        []time.Duration // partition: from the holder's step-down to the successor's acquisition
 	linearizable   string
 	elapsed        time.Duration
+
+	// What the harness did, for the checks that depend on it.
+	disturbed []disturbance   // faults that may end a tenure early
+	paused    map[string]bool // tenures (terms) stopped by SIGSTOP: their late writes overlap by design
+	// incomplete: a wait timed out; the checker reports what the history
+	// shows, not what the scenario failed to produce.
+	incomplete bool
+	// faultsTracked: the harness recorded in disturbed every fault that
+	// may end a tenure (harness.run does), so checkEnds applies.
+	faultsTracked bool
+
+	overlaps   int // pairs of tenures interleaved on the registers, paused tenures aside: must be 0
+	lostExcl   int // lost updates on the unfenced counter not caused by a paused holder: must be 0
+	liveLate   int // writes whose holder saw its lease live after its ValidUntil: must be 0
+	earlyTakes int // acquisitions before a predecessor that was still working had reached its ValidUntil: must be 0
+	badEnds    int // tenures that ended by a step-down, a loss or a refused token without a fault on their contender: must be 0
+	ends       map[string]int
+}
+
+// disturbance is a fault that may end the tenures of contender c (every
+// contender if c is "") between from and to (the test's clock): a pause, a
+// cut, a store restart, throttling, the lock object's deletion.
+type disturbance struct {
+	c        string
+	from, to time.Duration
+	what     string
+}
+
+// disturbedAt reports whether a fault may have ended c's tenure at t.
+func (r *result) disturbedAt(c string, t time.Duration) bool {
+	for _, d := range r.disturbed {
+		if (d.c == "" || d.c == c) && t >= d.from && t <= d.to {
+			return true
+		}
+	}
+	return false
 }
 
 // reporter is the part of *testing.T the checker uses, so that its own
@@ -80,6 +116,7 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 		term        string
 	}
 	spans := map[uint64]*span{}
+	reused := map[uint64]int{} // ops of a second tenure per token (reported twice)
 	var order []uint64
 	for _, o := range ops {
 		if !o.OK {
@@ -92,7 +129,9 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 			continue
 		}
 		if s.term != o.Term {
-			t.Errorf("token %d used by two tenures: %s and %s (op %d)", o.Tok, s.term, o.Term, o.Seq)
+			if reused[o.Tok]++; reused[o.Tok] <= 2 {
+				t.Errorf("token %d used by two tenures: %s and %s (op %d)", o.Tok, s.term, o.Term, o.Seq)
+			}
 		}
 		s.last = o.Seq
 	}
@@ -150,6 +189,20 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 	// tokens sees them).
 	res.twoHolders = countInterleavings(ops)
 
+	// 3a. Never two holders at once as the registers see them, refused
+	//     operations included: no two tenures interleave and no increment
+	//     of the unfenced counter is lost, except where a paused holder's
+	//     late write (refused by the fenced register) is involved.
+	checkOverlaps(t, ops, res)
+
+	// 3b. Validity: a holder never sees its lease live after its
+	//     ValidUntil; nobody acquires while a holder that has not stopped
+	//     is still within its ValidUntil; a tenure ends by a step-down, a
+	//     loss or a refused token only under a fault on its contender.
+	tens := tenuresOf(evs)
+	checkValidity(t, ops, tens, res)
+	checkEnds(t, tens, res)
+
 	// 4. The fenced register's history is linearizable for a register
 	//    that accepts an operation only if its token is at least the
 	//    largest accepted.
@@ -164,7 +217,7 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 		// A pause at a random instant may or may not fall between a read
 		// and its write: stale writes may come, none may be accepted.
 	case faultStop:
-		if res.staleWrites < sc.rounds {
+		if res.staleWrites < sc.rounds && !res.incomplete {
 			t.Errorf("%d stale writes attempted, want at least one per pause (%d)", res.staleWrites, sc.rounds)
 		}
 	default:
@@ -175,9 +228,12 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 	if res.staleAccepted > 0 {
 		t.Errorf("%d stale writes accepted", res.staleAccepted)
 	}
-	t.Logf("%s / %s: %d ops, %d acquisitions, %d faults, %d stale writes refused (%d reads), %d accepted; unfenced: %d lost updates, %d stale writes; takeovers %v; step-down to takeover %v; %s",
+	if res.incomplete && res.staleWrites < sc.rounds && sc.fault == faultStop {
+		t.Logf("(the scenario stopped early: fewer stale writes than pauses is not reported separately)")
+	}
+	t.Logf("%s / %s: %d ops, %d acquisitions, %d faults, %d stale writes refused (%d reads), %d accepted; unfenced: %d lost updates, %d stale writes; takeovers %v; step-down to takeover %v; %s; tenure ends %v",
 		be.name, sc.fault, res.ops, res.acquisitions, res.faults, res.staleWrites, res.staleReads, res.staleAccepted,
-		res.plainLost, res.plainStale, roundAll(res.takeovers), roundAll(res.margins), res.linearizable)
+		res.plainLost, res.plainStale, roundAll(res.takeovers), roundAll(res.margins), res.linearizable, res.ends)
 }
 
 func roundAll(ds []time.Duration) []time.Duration {
@@ -262,4 +318,181 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	slices.Sort(s)
 	i := int(p/100*float64(len(s))+0.999999) - 1
 	return s[max(0, min(i, len(s)-1))]
+}
+
+// checkOverlaps counts the pairs of tenures whose operations (accepted or
+// refused) interleave, and the unfenced counter's lost updates, leaving
+// out what a paused holder's late write explains; both must be 0.
+func checkOverlaps(t reporter, ops []op, res *result) {
+	t.Helper()
+	type span struct{ first, last int }
+	spans := map[string]*span{}
+	var terms []string
+	for _, o := range ops {
+		if s, ok := spans[o.Term]; ok {
+			s.last = o.Seq
+		} else {
+			spans[o.Term] = &span{o.Seq, o.Seq}
+			terms = append(terms, o.Term)
+		}
+	}
+	for i, a := range terms {
+		for _, b := range terms[i+1:] {
+			sa, sb := spans[a], spans[b]
+			if sa.first < sb.last && sb.first < sa.last && !res.paused[a] && !res.paused[b] {
+				res.overlaps++
+				if res.overlaps <= 3 {
+					t.Errorf("two holders at once: tenures %s (ops %d..%d) and %s (ops %d..%d) interleave on the registers",
+						a, sa.first, sa.last, b, sb.first, sb.last)
+				}
+			}
+		}
+	}
+	// A lost update is excused only if the write is a paused holder's,
+	// or a paused holder's write came between this write and the read
+	// it goes with.
+	lastOp := map[string]int{} // term -> seq of its previous op
+	var pausedWrites []int
+	for _, o := range ops {
+		prev, hasPrev := lastOp[o.Term]
+		lastOp[o.Term] = o.Seq
+		if !o.Write {
+			continue
+		}
+		if res.paused[o.Term] {
+			pausedWrites = append(pausedWrites, o.Seq)
+			continue
+		}
+		if !o.PLost {
+			continue
+		}
+		excused := false
+		for _, w := range pausedWrites {
+			if hasPrev && w > prev && w < o.Seq {
+				excused = true
+			}
+		}
+		if !excused {
+			res.lostExcl++
+			if res.lostExcl <= 3 {
+				t.Errorf("lost update on the unfenced counter: op %d (tenure %s, token %d) overwrote an increment it had not read, with no paused holder involved", o.Seq, o.Term, o.Tok)
+			}
+		}
+	}
+	if res.overlaps > 3 || res.lostExcl > 3 {
+		t.Errorf("in all: %d pairs of tenures interleaved, %d lost updates", res.overlaps, res.lostExcl)
+	}
+}
+
+// tenure is one acquisition as the contender reported it.
+type tenure struct {
+	c, term string
+	tok     uint64
+	acq     time.Duration // the contender's clock reading just after Lock returned (test's clock)
+	vu      time.Duration // the largest ValidUntil it reported (0: none)
+	end     *event        // its "releasing" event, if it came
+}
+
+// tenuresOf rebuilds the tenures from the events: a contender's n-th
+// "acquired" is its tenure c/n (its term), ended by the "releasing" that
+// follows it.
+func tenuresOf(evs []event) []*tenure {
+	var out []*tenure
+	cur := map[string]*tenure{}
+	count := map[string]int{}
+	for i := range evs {
+		e := &evs[i]
+		switch e.Kind {
+		case "acquired":
+			count[e.C]++
+			tn := &tenure{c: e.C, term: fmt.Sprintf("%s/%d", e.C, count[e.C]), tok: e.Tok, acq: e.CAt, vu: e.VUAt}
+			if e.CAt == 0 {
+				tn.acq = e.At
+			}
+			cur[e.C] = tn
+			out = append(out, tn)
+		case "releasing":
+			if tn := cur[e.C]; tn != nil && tn.end == nil {
+				tn.end = e
+				tn.vu = max(tn.vu, e.VUAt)
+			}
+		}
+	}
+	return out
+}
+
+// liveSlack is how long after its ValidUntil a holder may still see its
+// lease's context live before the checker reports it: the keeper ends the
+// context at the renew deadline, a third of the TTL before ValidUntil,
+// from a timer; on a machine so loaded that the timer's goroutine waits
+// longer than that, the context ends late. A holder that never steps down
+// goes on for seconds.
+const liveSlack = 250 * time.Millisecond
+
+// checkValidity checks the holders' ValidUntil, on the machine's
+// monotonic clock (the contenders are processes on this machine): a write
+// whose holder saw its lease live after its ValidUntil, and an
+// acquisition while another holder, not yet stopped, was within its
+// ValidUntil. A holder that reported the end of its tenure before the
+// acquisition had stopped; one killed, paused or still working had not.
+func checkValidity(t reporter, ops []op, tens []*tenure, res *result) {
+	t.Helper()
+	byTerm := map[string]*tenure{}
+	for _, tn := range tens {
+		byTerm[tn.term] = tn
+	}
+	for _, o := range ops {
+		if !o.HasVU {
+			continue
+		}
+		if tn := byTerm[o.Term]; tn != nil {
+			tn.vu = max(tn.vu, o.VU)
+		}
+		// (A paused holder may see its lease live on resuming, before
+		// its keeper has run: the pause, not the engine, explains it.)
+		if o.Live > o.VU+liveSlack && !res.paused[o.Term] {
+			res.liveLate++
+			if res.liveLate <= 3 {
+				t.Errorf("tenure %s (token %d) saw its lease live at %v, %v after its ValidUntil %v, and wrote (op %d)",
+					o.Term, o.Tok, o.Live, (o.Live - o.VU).Round(time.Millisecond), o.VU, o.Seq)
+			}
+		}
+	}
+	for _, b := range tens {
+		for _, a := range tens {
+			if a == b || a.vu == 0 || a.acq >= b.acq || a.end != nil && a.end.CAt <= b.acq {
+				continue
+			}
+			if a.vu > b.acq {
+				res.earlyTakes++
+				if res.earlyTakes <= 3 {
+					t.Errorf("early takeover: %s acquired token %d at %v while %s (token %d), not yet stopped, was valid until %v (%v later)",
+						b.term, b.tok, b.acq, a.term, a.tok, a.vu, (a.vu - b.acq).Round(time.Millisecond))
+				}
+			}
+		}
+	}
+}
+
+// checkEnds checks why each tenure ended: by its own unlock or the end of
+// the scenario, or, only while a fault hit its contender, by a step-down,
+// a loss, a refused token or an unreachable register.
+func checkEnds(t reporter, tens []*tenure, res *result) {
+	t.Helper()
+	res.ends = map[string]int{}
+	for _, tn := range tens {
+		if tn.end == nil {
+			continue
+		}
+		cause := tn.end.Cause
+		res.ends[cause]++
+		switch {
+		case !res.faultsTracked, cause == causeDone, cause == causeTerm, cause == "":
+			continue
+		}
+		if !res.disturbedAt(tn.c, tn.end.At) {
+			res.badEnds++
+			t.Errorf("tenure %s (token %d) ended by %q at %v with no fault on its contender then (%s)", tn.term, tn.tok, cause, tn.end.At, tn.end.Err)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -43,6 +44,7 @@ const (
 	envSkew     = "BATON_SAFETY_SKEW"     // naive lock: offset of its wall clock
 	envSettle   = "BATON_SAFETY_SETTLE"   // naive lock: the sleep before the read-back
 	envIdle     = "BATON_SAFETY_IDLE"     // pause after a tenure before locking again
+	envPoll     = "BATON_SAFETY_POLL"     // "1": lock by polling TryLock instead of Lock
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -52,6 +54,19 @@ const pace = 15 * time.Millisecond
 // tenure bounds how many rounds a holder does before it unlocks on its
 // own, so that the lock changes hands without faults too.
 const tenureMin, tenureMax = 30, 80
+
+// longOneIn: one tenure in longOneIn is long instead: it lasts between
+// 1.5 and 2.5 TTLs, past several renewals and the renew deadline, so that
+// renewing (and, under a fault, stepping down) is exercised. holdMax
+// bounds a tenure the register asked to hold (writeResp.Hold) in TTLs.
+const (
+	longOneIn = 4
+	holdMax   = 3
+)
+
+// pollEvery is how often a polling contender (envPoll) calls TryLock, plus
+// up to as much jitter.
+const pollEvery = 25 * time.Millisecond
 
 // locker is what a contender locks with: a baton.Mutex, or the naive lock.
 type locker interface {
@@ -64,20 +79,46 @@ type held interface {
 	token() uint64
 	context() context.Context
 	unlock(ctx context.Context) error
+	// validUntil is the lease's ValidUntil (zero: none).
+	validUntil() time.Time
 }
 
-type batonLocker struct{ m *baton.Mutex }
+// batonLocker locks with Lock, or (poll) by calling TryLock every
+// pollEvery: a contender that keeps asking the store about a live claim,
+// where Lock would wait for a release notice or the claim's expiry.
+type batonLocker struct {
+	m    *baton.Mutex
+	poll bool
+	rng  *rand.Rand
+}
 
 func (b batonLocker) lock(ctx context.Context) (held, error) {
-	l, err := b.m.Lock(ctx)
-	if err != nil {
-		return nil, err
+	if !b.poll {
+		l, err := b.m.Lock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return batonHeld{l}, nil
 	}
-	return batonHeld{l}, nil
+	for {
+		l, err := b.m.TryLock(ctx)
+		if err == nil {
+			return batonHeld{l}, nil
+		}
+		for _, perm := range []error{baton.ErrInvalidName, baton.ErrInvalidOptions, baton.ErrCorruptRecord, baton.ErrForbidden} {
+			if errors.Is(err, perm) {
+				return nil, err
+			}
+		}
+		if err := sleepCtx(ctx, pollEvery+time.Duration(b.rng.Int64N(int64(pollEvery)))); err != nil {
+			return nil, err
+		}
+	}
 }
 
 type batonHeld struct{ l *baton.Lease }
 
+func (h batonHeld) validUntil() time.Time            { return h.l.ValidUntil() }
 func (h batonHeld) token() uint64                    { return h.l.Token() }
 func (h batonHeld) context() context.Context         { return h.l.Context() }
 func (h batonHeld) unlock(ctx context.Context) error { return h.l.Unlock(ctx) }
@@ -120,13 +161,40 @@ func (c *client) post(path string, in, out any) (err error) {
 }
 
 func (c *client) event(kind string, tok uint64, err error) {
-	ev := eventReq{C: c.id, Kind: kind, Tok: tok}
+	c.send(eventReq{C: c.id, Kind: kind, Tok: tok, Mono: monoNow()}, err)
+}
+
+func (c *client) send(ev eventReq, err error) {
 	if err != nil {
 		ev.Err = err.Error()
 	}
 	if perr := c.post("/event", ev, nil); perr != nil {
-		fmt.Fprintf(os.Stderr, "contender %s: reporting %s: %v\n", c.id, kind, perr)
+		fmt.Fprintf(os.Stderr, "contender %s: reporting %s: %v\n", c.id, ev.Kind, perr)
 	}
+}
+
+// monoVU returns h's ValidUntil as a CLOCK_MONOTONIC reading (0 if it has
+// none), and the reading now: the lease's clock runs at rate times real
+// time, so the time left is scaled back to real time.
+//
+// The lease's clock and CLOCK_MONOTONIC are read back to back; if the
+// process was descheduled in between (more than a millisecond), they are
+// read again, so that a busy machine does not move ValidUntil late. The
+// earlier reading is used: if anything, ValidUntil and now come out early.
+func monoVU(h held, clk clock.Clock, rate float64) (vu, now int64) {
+	v := h.validUntil()
+	var c time.Time
+	for range 10 {
+		now = monoNow()
+		c = clk.Now()
+		if monoNow()-now < int64(time.Millisecond) {
+			break
+		}
+	}
+	if v.IsZero() {
+		return 0, now
+	}
+	return now + int64(float64(v.Sub(c))/rate), now
 }
 
 func contenderMain() int {
@@ -161,6 +229,12 @@ func contenderMain() int {
 	defer closeFn()
 	idle, _ := time.ParseDuration(os.Getenv(envIdle))
 
+	rate, _ := strconv.ParseFloat(os.Getenv(envRate), 64)
+	if rate <= 0 {
+		rate = 1
+	}
+	ttl, _ := time.ParseDuration(os.Getenv(envTTL))
+	t := &tenures{c: c, rng: rng, clk: clk, rate: rate, ttl: ttl, id: id}
 	for n := 1; ctx.Err() == nil; n++ {
 		c.event("locking", 0, nil)
 		h, err := lk.lock(ctx)
@@ -171,42 +245,7 @@ func contenderMain() int {
 			c.event("error", 0, err)
 			return 3
 		}
-		tok := h.token()
-		term := fmt.Sprintf("%s/%d", id, n)
-		c.event("acquired", tok, nil)
-		rounds := tenureMin + rng.IntN(tenureMax-tenureMin+1)
-		for i := 0; i < rounds && h.context().Err() == nil && ctx.Err() == nil; i++ {
-			// Read both, then write both: a pause between the two
-			// halves is where a stale write comes from.
-			var rd readResp
-			if err := c.post("/read", readReq{C: id, Term: term, Tok: tok}, &rd); err != nil {
-				fmt.Fprintf(os.Stderr, "contender %s: read: %v\n", id, err)
-				break
-			}
-			if !rd.OK {
-				c.event("stale", tok, errors.New("read refused"))
-				break
-			}
-			var wr writeResp
-			if err := c.post("/write", writeReq{C: id, Term: term, Tok: tok, F: rd.F + 1, P: rd.P + 1, PExp: rd.P}, &wr); err != nil {
-				fmt.Fprintf(os.Stderr, "contender %s: write: %v\n", id, err)
-				break
-			}
-			if !wr.OK {
-				c.event("stale", tok, errors.New("write refused"))
-				break
-			}
-			select {
-			case <-h.context().Done():
-			case <-ctx.Done():
-			case <-time.After(pace):
-			}
-		}
-		c.event("releasing", tok, context.Cause(h.context()))
-		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = h.unlock(uctx)
-		cancel()
-		c.event("released", tok, err)
+		t.run(ctx, h, fmt.Sprintf("%s/%d", id, n))
 		if idle > 0 {
 			select {
 			case <-ctx.Done():
@@ -215,6 +254,92 @@ func contenderMain() int {
 		}
 	}
 	return 0
+}
+
+// tenures runs a contender's tenures.
+type tenures struct {
+	c    *client
+	rng  *rand.Rand
+	clk  clock.Clock
+	rate float64
+	ttl  time.Duration
+	id   string
+}
+
+// run is one tenure: read-modify-write rounds until it has done its
+// rounds (or, for a long or held tenure, its time), the lease's context
+// ends, the register refuses its token or the scenario ends; then it
+// reports why and unlocks.
+func (t *tenures) run(ctx context.Context, h held, term string) {
+	c, tok := t.c, h.token()
+	vu, now := monoVU(h, t.clk, t.rate)
+	c.send(eventReq{C: t.id, Kind: "acquired", Tok: tok, Mono: now, VU: vu}, nil)
+	rounds := tenureMin + t.rng.IntN(tenureMax-tenureMin+1)
+	var until time.Time
+	if t.rng.IntN(longOneIn) == 0 {
+		rounds, until = math.MaxInt, time.Now().Add(t.ttl*3/2+time.Duration(t.rng.Int64N(int64(t.ttl))))
+	}
+	cause := causeDone
+	for i := 0; ; i++ {
+		if i >= rounds || !until.IsZero() && time.Now().After(until) {
+			break
+		}
+		// The moment the holder last saw its lease live, and its
+		// validity then: what the checker compares.
+		vu, live := monoVU(h, t.clk, t.rate)
+		if h.context().Err() != nil || ctx.Err() != nil {
+			break
+		}
+		// Read both, then write both: a pause between the two halves is
+		// where a stale write comes from.
+		var rd readResp
+		if err := c.post("/read", readReq{C: t.id, Term: term, Tok: tok}, &rd); err != nil {
+			fmt.Fprintf(os.Stderr, "contender %s: read: %v\n", t.id, err)
+			cause = causeError
+			break
+		}
+		if !rd.OK {
+			c.event("stale", tok, errors.New("read refused"))
+			cause = causeStale
+			break
+		}
+		var wr writeResp
+		if err := c.post("/write", writeReq{C: t.id, Term: term, Tok: tok, F: rd.F + 1, P: rd.P + 1, PExp: rd.P, Live: live, VU: vu}, &wr); err != nil {
+			fmt.Fprintf(os.Stderr, "contender %s: write: %v\n", t.id, err)
+			cause = causeError
+			break
+		}
+		if !wr.OK {
+			c.event("stale", tok, errors.New("write refused"))
+			cause = causeStale
+			break
+		}
+		if wr.Hold && rounds != math.MaxInt {
+			rounds, until = math.MaxInt, time.Now().Add(holdMax*t.ttl)
+		}
+		select {
+		case <-h.context().Done():
+		case <-ctx.Done():
+		case <-time.After(pace):
+		}
+	}
+	// The context's end explains the loop's end even when a refused
+	// token or an unreachable register came first: the step-down or the
+	// loss is what the checker judges.
+	switch err := context.Cause(h.context()); {
+	case ctx.Err() != nil:
+		cause = causeTerm
+	case errors.Is(err, baton.ErrStepDown):
+		cause = causeStepDown
+	case err != nil:
+		cause = causeLost
+	}
+	vu, now = monoVU(h, t.clk, t.rate)
+	c.send(eventReq{C: t.id, Kind: "releasing", Tok: tok, Cause: cause, Mono: now, VU: vu}, context.Cause(h.context()))
+	uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := h.unlock(uctx)
+	cancel()
+	c.event("released", tok, err)
 }
 
 // openLocker opens the backend named by the environment.
@@ -290,7 +415,7 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 		closeFn()
 		return nil, nil, err
 	}
-	return batonLocker{m}, closeFn, nil
+	return batonLocker{m: m, poll: os.Getenv(envPoll) == "1", rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}, closeFn, nil
 }
 
 // contenderClock is real time, or a clock drifting at the rate the

@@ -12,9 +12,18 @@
 // backends), drifts the contenders' clocks or steps their wall clocks by an
 // hour, slows their links or throttles the Kubernetes API with 429s. A checker then reads the
 // recorded history: no stale write accepted, tokens strictly increasing in
-// real-time order, never two holders as the register sees them, a
-// linearizable register history (porcupine), and a standby that takes over
-// within the store's claim lifetime plus the retry period (and a slack).
+// real-time order and never granted twice, never two holders as the
+// registers see them (no interleaved tenures, no lost increment, paused
+// holders' refused late writes aside), a linearizable register history
+// (porcupine), a standby that takes over within the store's claim lifetime
+// plus the retry period (and a slack) but not before the holder's claim
+// can have ended, no holder that sees its lease live past its ValidUntil
+// and no acquisition while an unstopped holder is within it (compared on
+// CLOCK_MONOTONIC, which the contender processes share), and a reason for
+// every tenure's end (a step-down or a loss only under a fault). The
+// faults also include deleting the lock's object while it is held.
+// mutants.sh (make mutants) plants known bugs in copies of the tree and
+// requires the suite to fail on each.
 // TestNaiveConfigMapLock runs the same harness against a ConfigMap lock
 // written the way older guides suggest and asserts that it fails.
 //

@@ -27,6 +27,18 @@ const K = 3
 // reported; the slack only keeps a slow machine from failing the bound.
 const livenessSlack = 2 * time.Second
 
+// takeoverSlack is taken off the earliest possible takeover after a fault
+// without release (minTakeover): the holder's keeper may send a renew a
+// little late on a loaded machine, and a fast successor's clock (1%)
+// counts the TTL a little early.
+const takeoverSlack = 100 * time.Millisecond
+
+// disturbSlack extends a fault's window, for the tenure-end check, past
+// the fault's end: a holder that renewed just before a cut steps down up
+// to the renew deadline later, and one whose renewals resume learns of
+// its loss at the next one.
+const disturbSlack = 2 * time.Second
+
 // fault names.
 const (
 	faultStop      = "SIGSTOP"
@@ -39,6 +51,7 @@ const (
 	faultStopAny   = "SIGSTOP at a random instant"
 	faultMinority  = "partition from 1 of 3"
 	faultJump      = "clock step 1h + SIGKILL"
+	faultDelete    = "lock deleted"
 )
 
 // link is how one contender reaches the store: the target it is given and,
@@ -74,12 +87,27 @@ type backendEnv struct {
 	// renewTime reads the renew time a Kubernetes store wrote into the
 	// lock's object (the holder's wall clock); nil for other stores.
 	renewTime func(ctx context.Context, lock string) (time.Time, error)
+	// deleteLock deletes the lock's object in the store, as an operator
+	// or a cleanup job would: the record file, the Redis claim key (on
+	// every Redlock server), the etcd claim key, the Kubernetes object.
+	deleteLock func(ctx context.Context, lock string) error
 }
 
 func (b *backendEnv) retry() time.Duration { return b.ttl * 2 / 15 }
 
 // bound is the liveness bound for a takeover after the holder failed.
 func (b *backendEnv) bound() time.Duration { return b.claimLife + b.retry() + livenessSlack }
+
+// minTakeover is the earliest a successor may report its acquisition
+// after a fault that left the holder's claim in place (a pause, a crash,
+// a cut, the lock object's deletion): the holder renewed at most a renew
+// interval (TTL/3) before the fault, so its claim lasts at least
+// TTL - TTL/3 more, less the margin and takeoverSlack. Measured from the
+// fault to the register's receipt of the report, on the test's clock.
+func (b *backendEnv) minTakeover() time.Duration {
+	margin := max(b.ttl/50, 50*time.Millisecond)
+	return b.ttl - b.ttl/3 - margin - takeoverSlack
+}
 
 // scenario is one row of the report: a backend under one fault.
 type scenario struct {
@@ -182,6 +210,13 @@ func (h *harness) spawn() *contender {
 		envSettle+"="+h.sc.settle.String(),
 		envIdle+"="+h.sc.idle.String(),
 	)
+	// Every other contender polls with TryLock: it asks the store about a
+	// live claim again and again, where a store that judges a claim free
+	// too early gives it away. (With K=3 and a fresh contender for each
+	// killed one, a poller is almost always among the standbys.)
+	if n%2 == 0 {
+		c.cmd.Env = append(c.cmd.Env, envPoll+"=1")
+	}
 	if len(h.sc.skews) > 0 {
 		c.cmd.Env = append(c.cmd.Env, envSkew+"="+h.sc.skews[(n-1)%len(h.sc.skews)].String())
 	}
@@ -291,10 +326,39 @@ func (h *harness) writesAbove(tok uint64, n int, timeout time.Duration) {
 	})
 }
 
-// takeover records a takeover time and checks it against the bound.
+// takeoverAfter records the time from a fault that left holder f's claim in
+// place to a successor's report that it acquired, and checks it against
+// both bounds. The lower bound is minTakeover, or less if the holder's
+// keeper renewed late: its claim lasts at least until the ValidUntil it
+// last reported (its last renew's send time + TTL - margin).
+func (h *harness) takeoverAfter(what string, f fired, d time.Duration) {
+	h.t.Helper()
+	h.res.takeovers = append(h.res.takeovers, d)
+	lo := h.be.minTakeover()
+	ops, _ := h.reg.history()
+	for i := len(ops) - 1; i >= 0; i-- {
+		if o := ops[i]; o.C == f.c && o.Tok == f.tok && o.HasVU {
+			lo = min(lo, o.VU-f.at)
+			break
+		}
+	}
+	if d < lo {
+		h.t.Errorf("%s: a new holder after %v, earlier than the holder's claim can end (%v: TTL %v - renew interval %v - margin - slack %v, or the holder's last reported ValidUntil)",
+			what, d.Round(time.Millisecond), lo.Round(time.Millisecond), h.be.ttl, h.be.ttl/3, takeoverSlack)
+	}
+	h.checkLiveness(what, d)
+}
+
+// takeover records a time to recovery (a store restart, a failover) and
+// checks it against the liveness bound only.
 func (h *harness) takeover(what string, d time.Duration) {
 	h.t.Helper()
 	h.res.takeovers = append(h.res.takeovers, d)
+	h.checkLiveness(what, d)
+}
+
+func (h *harness) checkLiveness(what string, d time.Duration) {
+	h.t.Helper()
 	if b := h.be.bound(); d > b {
 		h.t.Errorf("%s: a new holder after %v, beyond the liveness bound %v (claim %v + retry %v + slack %v)",
 			what, d.Round(time.Millisecond), b, h.be.claimLife, h.be.retry(), livenessSlack)
@@ -306,6 +370,21 @@ func (h *harness) takeover(what string, d time.Duration) {
 func (h *harness) run() *result {
 	h.t.Helper()
 	start := time.Now()
+	// The checker runs even if a wait below times out (t.Fatal ends this
+	// goroutine, running the deferred calls): a repeated token or two
+	// holders then show as the checker's verdict, not only as a timeout.
+	done := false
+	defer func() {
+		if !done {
+			h.res.incomplete = true
+			h.t.Errorf("the scenario stopped early; checking the history recorded so far")
+			h.finish(start)
+		}
+	}()
+	h.res.faultsTracked = true
+	if h.sc.fault == faultThrottle {
+		h.disturb("", 0, 24*time.Hour, "throttled")
+	}
 	for range K {
 		h.spawn()
 	}
@@ -324,6 +403,14 @@ func (h *harness) run() *result {
 	for round := range h.sc.rounds {
 		h.inject(round)
 	}
+	done = true
+	h.finish(start)
+	return h.res
+}
+
+// finish stops the contenders and checks the history.
+func (h *harness) finish(start time.Time) {
+	h.t.Helper()
 	h.stopAll()
 	ops, evs := h.reg.history()
 	h.res.elapsed = time.Since(start)
@@ -331,7 +418,25 @@ func (h *harness) run() *result {
 	if h.rep == reporter(h.t) {
 		recordResult(h.res)
 	}
-	return h.res
+}
+
+// disturb records a fault that may end contender c's tenures (every
+// contender's if c is "") from from until disturbSlack after to.
+func (h *harness) disturb(c string, from, to time.Duration, what string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.res.disturbed = append(h.res.disturbed, disturbance{c: c, from: from, to: to + disturbSlack, what: what})
+}
+
+// pause records that tenure term was paused: its late write overlaps its
+// successors' tenures by design (fencing refuses it).
+func (h *harness) pause(term string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.res.paused == nil {
+		h.res.paused = map[string]bool{}
+	}
+	h.res.paused[term] = true
 }
 
 // inject runs one round of the scenario's fault.
@@ -356,6 +461,8 @@ func (h *harness) inject(round int) {
 	case faultJump:
 		h.jump(round, minWrites)
 		h.kill(3 + h.rng.IntN(5))
+	case faultDelete:
+		h.deleteHeld(minWrites)
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}
@@ -363,17 +470,25 @@ func (h *harness) inject(round int) {
 }
 
 type fired struct {
-	c   string
-	tok uint64
-	at  time.Duration
+	c    string
+	tok  uint64
+	at   time.Duration
+	term string
 }
 
 // arm sets a trap that runs f on the holder and reports what it hit.
 func (h *harness) arm(onRead bool, minWrites int, f func(c string)) <-chan fired {
+	return h.armHold(onRead, false, minWrites, f)
+}
+
+// armHold is arm; with hold, the holder the trap hits is asked to keep its
+// lease until the lease's context ends, so that the engine's reaction to
+// the fault (a step-down, a loss) is what ends the tenure.
+func (h *harness) armHold(onRead, hold bool, minWrites int, f func(c string)) <-chan fired {
 	ch := make(chan fired, 1)
-	h.reg.setTrap(&trap{onRead: onRead, minWrites: minWrites, fire: func(c string, tok uint64, at time.Duration) {
+	h.reg.setTrap(&trap{onRead: onRead, hold: hold, minWrites: minWrites, fire: func(c, term string, tok uint64, at time.Duration) {
 		f(c)
-		ch <- fired{c, tok, at}
+		ch <- fired{c, tok, at, term}
 	}})
 	return ch
 }
@@ -407,8 +522,10 @@ func (h *harness) stop(minWrites int) {
 	if stopErr != nil {
 		h.t.Fatal(stopErr)
 	}
+	h.pause(f.term)
+	defer func() { h.disturb(f.c, f.at, h.reg.now()+h.be.ttl, "SIGSTOP") }()
 	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
-	h.takeover(fmt.Sprintf("%s stopped with token %d", f.c, f.tok), ev.At-f.at)
+	h.takeoverAfter(fmt.Sprintf("%s stopped with token %d", f.c, f.tok), f, ev.At-f.at)
 	h.writesAbove(f.tok, 3, 30*time.Second)
 	// The pause lasts at least the TTL plus half a second.
 	if rest := h.be.ttl + 500*time.Millisecond - (h.reg.now() - f.at); rest > 0 {
@@ -523,7 +640,7 @@ func (h *harness) kill(minWrites int) {
 	h.t.Helper()
 	f := h.waitFired(h.arm(false, minWrites, func(c string) { h.signal(c, syscall.SIGKILL) }), "SIGKILL")
 	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
-	h.takeover(fmt.Sprintf("%s killed with token %d", f.c, f.tok), ev.At-f.at)
+	h.takeoverAfter(fmt.Sprintf("%s killed with token %d", f.c, f.tok), f, ev.At-f.at)
 	h.writesAbove(f.tok, 3, 30*time.Second)
 	h.spawn()
 }
@@ -532,11 +649,12 @@ func (h *harness) kill(minWrites int) {
 // writes; it must step down, a standby takes over, and the partition heals.
 func (h *harness) partition(minWrites int) {
 	h.t.Helper()
-	f := h.waitFired(h.arm(false, minWrites, func(c string) {
+	f := h.waitFired(h.armHold(false, true, minWrites, func(c string) {
 		if k := h.contender(c); k != nil {
 			k.link.cut()
 		}
 	}), "partition")
+	defer func() { h.disturb(f.c, f.at, h.reg.now()+h.be.ttl, "partition") }()
 	var stepped event
 	h.reg.await(fmt.Sprintf("the partitioned %s to end its tenure with token %d", f.c, f.tok), h.be.ttl+30*time.Second, func(s *snapshot) bool {
 		for _, e := range s.events {
@@ -547,8 +665,15 @@ func (h *harness) partition(minWrites int) {
 		}
 		return false
 	})
+	// It kept its lease until the lease's context ended (the trap asked
+	// it to hold): that must have been the step-down at the renew
+	// deadline, since no renew could reach the store.
+	if stepped.Cause != causeStepDown {
+		h.t.Errorf("the partitioned %s's tenure with token %d ended by %q (%s), want a step-down at the renew deadline",
+			f.c, f.tok, stepped.Cause, stepped.Err)
+	}
 	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
-	h.takeover(fmt.Sprintf("%s partitioned with token %d", f.c, f.tok), ev.At-f.at)
+	h.takeoverAfter(fmt.Sprintf("%s partitioned with token %d", f.c, f.tok), f, ev.At-f.at)
 	// The holder stops before anyone else can start: its report that its
 	// tenure ended reached the register before the successor's report
 	// that it acquired (both are sent at once; the engine leaves a third
@@ -567,6 +692,9 @@ func (h *harness) partition(minWrites int) {
 func (h *harness) restartStore() {
 	h.t.Helper()
 	tok := h.working(3, 30*time.Second)
+	h.reg.hold(tok)
+	from := h.reg.now()
+	defer func() { h.disturb("", from, h.reg.now()+h.be.bound(), "store restart") }()
 	// Down for longer than the renew deadline (2/3 of the TTL) in the
 	// short mode, so that the holder steps down and the next acquisition
 	// must get a larger token from the restarted store; random around it
@@ -587,6 +715,42 @@ func (h *harness) restartStore() {
 		return at > 0
 	})
 	h.takeover(fmt.Sprintf("store restarted under token %d", tok), at-back)
+}
+
+// deleteHeld deletes the lock's object in the store after one of the
+// holder's accepted writes, while it holds the lock (the holder is asked
+// to keep its lease until the lease's context ends). The store must not
+// hand the lock to anyone before the holder's claim could have ended
+// (minTakeover), the holder must learn that it lost the lock, and tokens
+// must go on increasing: the checker sees no repeated token, no two
+// holders and no stale write accepted.
+func (h *harness) deleteHeld(minWrites int) {
+	h.t.Helper()
+	f := h.waitFired(h.armHold(false, true, minWrites, func(string) {}), "lock deletion")
+	ctx, cancel := context.WithTimeout(h.t.Context(), 10*time.Second)
+	err := h.be.deleteLock(ctx, h.sc.lock)
+	cancel()
+	if err != nil {
+		h.t.Fatalf("deleting the object of lock %s: %v", h.sc.lock, err)
+	}
+	defer func() { h.disturb(f.c, f.at, h.reg.now()+h.be.ttl, "lock deleted") }()
+	var ev event
+	h.reg.await(fmt.Sprintf("an acquisition after the lock was deleted under %s's token %d", f.c, f.tok), h.be.bound()+30*time.Second,
+		func(s *snapshot) bool {
+			for _, e := range s.events {
+				if e.Kind == "acquired" && e.At > f.at {
+					ev = e
+					return true
+				}
+			}
+			return false
+		})
+	h.takeoverAfter(fmt.Sprintf("lock deleted under %s's token %d", f.c, f.tok), f, ev.At-f.at)
+	h.reg.await(fmt.Sprintf("%s to end its tenure with token %d after the lock was deleted", f.c, f.tok), h.be.ttl+30*time.Second,
+		func(s *snapshot) bool {
+			return slices.ContainsFunc(s.events, func(e event) bool { return e.C == f.c && e.Kind == "releasing" && e.Tok == f.tok })
+		})
+	h.writesAbove(f.tok, 3, 30*time.Second)
 }
 
 // stopAll resumes and reconnects every contender, asks them to stop with
@@ -626,11 +790,12 @@ func (h *harness) stopAll() {
 func (h *harness) latency(minWrites int) {
 	h.t.Helper()
 	d := h.be.ttl / 20
-	f := h.waitFired(h.arm(false, minWrites, func(c string) {
+	f := h.waitFired(h.armHold(false, true, minWrites, func(c string) {
 		if k := h.contender(c); k != nil {
 			k.link.delay(d)
 		}
 	}), "latency")
+	defer func() { h.disturb(f.c, f.at, h.reg.now()+h.be.ttl, "latency") }()
 	until := f.at + 2*h.be.ttl
 	h.reg.await(fmt.Sprintf("writes to go on for %v with %v of latency on %s's link", 2*h.be.ttl, d, f.c), 2*h.be.ttl+30*time.Second,
 		func(s *snapshot) bool {
@@ -666,10 +831,17 @@ func (h *harness) stopAny() {
 	}
 	holding := !slices.ContainsFunc(evs, func(e event) bool { return e.C == c && e.Tok == tok && e.Kind == "releasing" })
 	at := h.reg.now()
+	for i := len(ops) - 1; i >= 0; i-- {
+		if ops[i].C == c && ops[i].Tok == tok {
+			h.pause(ops[i].Term)
+			break
+		}
+	}
+	defer func() { h.disturb(c, at, h.reg.now()+h.be.ttl, "SIGSTOP") }()
 	h.signal(c, syscall.SIGSTOP)
 	if holding {
 		ev, _ := h.acquiredAfter(tok, h.be.bound()+30*time.Second)
-		h.takeover(fmt.Sprintf("%s stopped at a random instant with token %d", c, tok), ev.At-at)
+		h.takeoverAfter(fmt.Sprintf("%s stopped at a random instant with token %d", c, tok), fired{c: c, tok: tok, at: at}, ev.At-at)
 	}
 	pause := h.be.ttl + time.Duration(h.rng.Int64N(int64(h.be.ttl)))
 	if rest := pause - (h.reg.now() - at); rest > 0 {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,6 +119,7 @@ type naiveHeld struct {
 }
 
 func (h *naiveHeld) token() uint64            { return 0 }
+func (h *naiveHeld) validUntil() time.Time    { return time.Time{} }
 func (h *naiveHeld) context() context.Context { return h.ctx }
 
 // renew checks every TTL/2 that its name is still there and writes it
@@ -226,6 +228,20 @@ func TestNaiveConfigMapLock(t *testing.T) {
 	res.linearizable = "n/a (no tokens)"
 	if res.twoHolders == 0 {
 		t.Errorf("no two tenures interleaved on the counter")
+	}
+	// The main checker, the one every baton row passes, must reject this
+	// history: two holders at once as the registers see them.
+	var c catcher
+	checkHistory(&c, be, sc, ops, evs, &result{backend: "naive", fault: sc.fault})
+	rejected := false
+	for i, e := range c.errs {
+		if i < 5 {
+			t.Logf("the checker rejects the naive lock: %s", e)
+		}
+		rejected = rejected || strings.Contains(e, "interleave on the registers")
+	}
+	if !rejected {
+		t.Errorf("the checker did not report two holders at once in the naive lock's history; it reported %q", c.errs)
 	}
 	recordResult(res)
 	t.Logf("naive lock: %d ops, %d acquisitions, %d interleaved tenure pairs, %d lost updates on the unfenced counter",

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The register server: the protected resources and the history.
@@ -46,10 +48,20 @@ type writeReq struct {
 	F    int64  `json:"f"`  // new fenced value
 	P    int64  `json:"p"`  // new unfenced value
 	PExp int64  `json:"pe"` // the unfenced value read before
+	// Live is when (CLOCK_MONOTONIC, ns) the holder last saw its lease's
+	// context live before this write: at the start of the round. VU is
+	// the lease's ValidUntil at that moment, on the same clock (0: the
+	// lock has none, the naive lock).
+	Live int64 `json:"live,omitempty"`
+	VU   int64 `json:"vu,omitempty"`
 }
 
 type writeResp struct {
 	OK bool `json:"ok"`
+	// Hold asks the holder to keep its lease until the lease's context
+	// ends (bounded by holdMax): set for the tenure a fault hit, so that
+	// the engine's own reaction (a step-down, a loss) ends it.
+	Hold bool `json:"hold,omitempty"`
 }
 
 // eventReq is a lock event reported by a contender.
@@ -58,7 +70,25 @@ type eventReq struct {
 	Kind string `json:"kind"` // locking, acquired, releasing, released, stale, error, jumped
 	Tok  uint64 `json:"tok"`
 	Err  string `json:"err,omitempty"`
+	// Cause is why a tenure ended ("releasing" only): one of the cause*
+	// constants.
+	Cause string `json:"cause,omitempty"`
+	// Mono is the contender's CLOCK_MONOTONIC reading (ns) when the event
+	// happened (for "acquired": just after Lock returned); VU the lease's
+	// ValidUntil on the same clock ("acquired", "releasing"; 0: none).
+	Mono int64 `json:"mono,omitempty"`
+	VU   int64 `json:"vu,omitempty"`
 }
+
+// Why a tenure ended, as the contender reports it.
+const (
+	causeDone     = "done"     // it did its rounds and unlocked
+	causeStepDown = "stepdown" // the context ended with ErrStepDown
+	causeLost     = "lost"     // the context ended with ErrLost, not ErrStepDown
+	causeStale    = "stale"    // the fenced register refused its token
+	causeError    = "error"    // the register could not be reached
+	causeTerm     = "term"     // SIGTERM: the scenario ended
+)
 
 // op is one recorded operation on the registers.
 type op struct {
@@ -77,12 +107,19 @@ type op struct {
 	FBefore   int64 // the fenced value before the op
 	PStale    bool  // unfenced write with a token below the largest the counter saw
 	PLost     bool  // unfenced write that overwrote an increment it had not read
+	// Live and VU (writes of a lock with a ValidUntil; else HasVU is
+	// false): the writer's report, on the test's clock (see writeReq).
+	Live, VU time.Duration
+	HasVU    bool
 }
 
 // event is one recorded lock event.
 type event struct {
 	eventReq
-	At time.Duration
+	At time.Duration // when the register received it
+	// CAt and VUAt are Mono and VU on the test's clock (zero if not
+	// reported).
+	CAt, VUAt time.Duration
 }
 
 // trap fires inside the register's handler, under its lock, when an
@@ -91,16 +128,22 @@ type event struct {
 type trap struct {
 	onRead    bool // fire on a read (else on an accepted write)
 	minWrites int  // ... by the holder of the largest token, once it has this many accepted writes
-	fire      func(c string, tok uint64, at time.Duration)
+	// hold: from then on, the holder's write replies ask it to keep its
+	// lease until the lease's context ends (writeResp.Hold).
+	hold bool
+	fire func(c, term string, tok uint64, at time.Duration)
 }
 
 // register is the server and the history.
 type register struct {
 	t     testing.TB
 	start time.Time
-	srv   *http.Server
-	ln    net.Listener
-	done  chan struct{}
+	// startMono is CLOCK_MONOTONIC at start: the contenders run on this
+	// machine, so their readings convert to the test's clock (mono).
+	startMono int64
+	srv       *http.Server
+	ln        net.Listener
+	done      chan struct{}
 
 	mu       sync.Mutex
 	fMax     uint64 // largest token the fenced register accepted
@@ -111,7 +154,8 @@ type register struct {
 	ops      []op
 	events   []event
 	trap     *trap
-	changed  chan struct{} // closed and replaced at every change
+	holds    map[uint64]bool // tokens whose holders are asked to hold (writeResp.Hold)
+	changed  chan struct{}   // closed and replaced at every change
 	// noFence makes the "fenced" register accept every token (for the
 	// test that shows what the checker catches without fencing).
 	noFence bool
@@ -123,8 +167,8 @@ func newRegister(t testing.TB) *register {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &register{t: t, start: time.Now(), ln: ln, done: make(chan struct{}),
-		writesAt: map[uint64]int{}, changed: make(chan struct{})}
+	r := &register{t: t, start: time.Now(), startMono: monoNow(), ln: ln, done: make(chan struct{}),
+		writesAt: map[uint64]int{}, holds: map[uint64]bool{}, changed: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /read", r.serveRead)
 	mux.HandleFunc("POST /write", r.serveWrite)
@@ -144,6 +188,26 @@ func newRegister(t testing.TB) *register {
 func (r *register) url() string { return "http://" + r.ln.Addr().String() }
 
 func (r *register) now() time.Duration { return time.Since(r.start) }
+
+// mono converts a contender's CLOCK_MONOTONIC reading to the test's clock.
+func (r *register) mono(ns int64) time.Duration { return time.Duration(ns - r.startMono) }
+
+// monoNow reads CLOCK_MONOTONIC, the clock of Go's monotonic readings on
+// Linux, shared by every process on the machine.
+func monoNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(err) // cannot fail on Linux
+	}
+	return ts.Nano()
+}
+
+// hold asks the holder of tok to keep its lease until its context ends.
+func (r *register) hold(tok uint64) {
+	r.mu.Lock()
+	r.holds[tok] = true
+	r.mu.Unlock()
+}
 
 // notify wakes every waiter; r.mu is held.
 func (r *register) notify() {
@@ -184,7 +248,8 @@ func (r *register) serveRead(w http.ResponseWriter, req *http.Request) {
 	r.ops = append(r.ops, o)
 	if tr := r.trap; tr != nil && tr.onRead && o.OK && in.Tok == r.fMax && r.writesAt[in.Tok] >= tr.minWrites {
 		r.trap = nil
-		tr.fire(in.C, in.Tok, r.now())
+		r.holds[in.Tok] = r.holds[in.Tok] || tr.hold
+		tr.fire(in.C, in.Term, in.Tok, r.now())
 	}
 	r.notify()
 	r.mu.Unlock()
@@ -199,6 +264,9 @@ func (r *register) serveWrite(w http.ResponseWriter, req *http.Request) {
 	call := r.now()
 	r.mu.Lock()
 	o := op{Seq: len(r.ops), C: in.C, Term: in.Term, Tok: in.Tok, Write: true, Call: call, FIn: in.F, FBefore: r.fVal}
+	if in.VU != 0 {
+		o.Live, o.VU, o.HasVU = r.mono(in.Live), r.mono(in.VU), true
+	}
 	if in.Tok >= r.fMax || r.noFence {
 		r.fMax, r.fVal = max(r.fMax, in.Tok), in.F
 		o.OK = true
@@ -214,11 +282,13 @@ func (r *register) serveWrite(w http.ResponseWriter, req *http.Request) {
 	r.ops = append(r.ops, o)
 	if tr := r.trap; tr != nil && !tr.onRead && o.OK && r.writesAt[in.Tok] >= tr.minWrites {
 		r.trap = nil
-		tr.fire(in.C, in.Tok, r.now())
+		r.holds[in.Tok] = r.holds[in.Tok] || tr.hold
+		tr.fire(in.C, in.Term, in.Tok, r.now())
 	}
+	hold := r.holds[in.Tok]
 	r.notify()
 	r.mu.Unlock()
-	reply(w, writeResp{OK: o.OK})
+	reply(w, writeResp{OK: o.OK, Hold: hold})
 }
 
 func (r *register) serveEvent(w http.ResponseWriter, req *http.Request) {
@@ -226,8 +296,15 @@ func (r *register) serveEvent(w http.ResponseWriter, req *http.Request) {
 	if !decode(w, req, &in) {
 		return
 	}
+	ev := event{eventReq: in, At: r.now()}
+	if in.Mono != 0 {
+		ev.CAt = r.mono(in.Mono)
+	}
+	if in.VU != 0 {
+		ev.VUAt = r.mono(in.VU)
+	}
 	r.mu.Lock()
-	r.events = append(r.events, event{eventReq: in, At: r.now()})
+	r.events = append(r.events, ev)
 	r.notify()
 	r.mu.Unlock()
 	reply(w, struct{}{})

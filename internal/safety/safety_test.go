@@ -38,6 +38,7 @@ func common(t *testing.T, be *backendEnv, network bool) {
 	}
 	runScenario(t, be, scenario{fault: faultDrift, rates: driftRates})
 	runScenario(t, be, scenario{fault: faultJump})
+	runScenario(t, be, scenario{fault: faultDelete})
 	if long() {
 		runScenario(t, be, scenario{fault: faultStopAny})
 		if network {
@@ -101,6 +102,8 @@ func kubeObject(t *testing.T, be *backendEnv) {
 	runScenario(t, be, scenario{fault: faultKill})
 	// They write the holder's wall clock into the object, like the Lease.
 	runScenario(t, be, scenario{fault: faultJump})
+	// Each has its own object to delete.
+	runScenario(t, be, scenario{fault: faultDelete})
 }
 
 // throttled runs the HTTP 429 scenario on a Kubernetes backend: a fraction
