@@ -1,6 +1,9 @@
 package baton
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // MaxNameLength is the longest lock name baton accepts. It is the limit of a
 // Kubernetes object name (a DNS subdomain), so a name that works on one
@@ -31,7 +34,9 @@ func ValidateName(name string) error {
 				return fmt.Errorf("%w: %q: each dot-separated part must start and end with a lower-case letter or digit", ErrInvalidName, name)
 			}
 		default:
-			return fmt.Errorf("%w: %q has the character %q at byte %d; use lower-case letters, digits, '-' and '.'", ErrInvalidName, name, c, i)
+			// Name the whole character, not its first byte: 'ä', not 'Ã'.
+			r, _ := utf8.DecodeRuneInString(name[i:])
+			return fmt.Errorf("%w: %q has the character %q at byte %d; use lower-case letters, digits, '-' and '.'", ErrInvalidName, name, r, i)
 		}
 	}
 	return nil

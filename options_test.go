@@ -81,6 +81,8 @@ func TestValidateName(t *testing.T) {
 		strings.Repeat("a", 254): "254 characters long, at most 253",
 		"Upper":                  `has the character 'U' at byte 0`,
 		"a/b":                    `has the character '/' at byte 1`,
+		"ä":                      `"ä" has the character 'ä' at byte 0`,
+		"a\xffb":                 `has the character '�' at byte 1`,
 		"../x":                   "must start and end with a lower-case letter or digit",
 		"-x":                     "must start and end",
 		"x.":                     "must start and end",
