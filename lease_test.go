@@ -225,8 +225,8 @@ func TestTryLockHeld(t *testing.T) {
 	if !errors.Is(err, baton.ErrHeld) || !errors.As(err, &held) || held.Holder != "other" || held.Token != 1 {
 		t.Fatalf("TryLock = %v, want ErrHeld by other with token 1", err)
 	}
-	if !strings.Contains(err.Error(), `"jobs.nightly"`) || !strings.Contains(err.Error(), `"other"`) {
-		t.Fatalf("message %q should name the lock and the holder", err)
+	if want := `baton: lock "jobs.nightly" is held by "other" (token 1)`; err.Error() != want {
+		t.Fatalf("message %q, want %q: the lock and the holder, each named once", err, want)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 )
 
@@ -55,7 +56,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 	start := m.cfg.clock.Now()
 	l, err := m.try(ctx, context.WithoutCancel(ctx), NewNonce(), false)
 	if err != nil {
-		return nil, fmt.Errorf("baton: lock %q: %w", m.name, err)
+		return nil, m.wrap(err)
 	}
 	m.observe(Event{Kind: EventAcquired, Name: m.name, Holder: m.cfg.identity, Token: l.Token(), Duration: m.cfg.clock.Since(start)})
 	return l, nil
@@ -76,9 +77,18 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) {
 	l, err := m.lock(ctx, context.WithoutCancel(ctx), nil)
 	if err != nil {
-		return nil, fmt.Errorf("baton: lock %q: %w", m.name, err)
+		return nil, m.wrap(err)
 	}
 	return l, nil
+}
+
+// wrap prefixes err with the lock's name, unless err names it already (a
+// HeldError does), so that no message says `lock "x": lock "x" is held`.
+func (m *Mutex) wrap(err error) error {
+	if strings.Contains(err.Error(), fmt.Sprintf("lock %q", m.name)) {
+		return fmt.Errorf("baton: %w", err)
+	}
+	return fmt.Errorf("baton: lock %q: %w", m.name, err)
 }
 
 // lock waits for the lock; parent is the parent of the Lease's context;
