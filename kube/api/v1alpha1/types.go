@@ -15,6 +15,17 @@ const (
 	// ProtocolVersion is the record format that this package describes
 	// and that baton's kube backend writes (see DistributedLockStatus).
 	ProtocolVersion = 1
+	// ProtocolVersionPendingToken marks an object as baton creates it:
+	// its creator's token is the resourceVersion the API server gave the
+	// object, not yet written as a number; status.token and the creator's
+	// entry hold the placeholder 1, and the annotation baton.dev/token is
+	// "resourceVersion". The first write of the object by a client that
+	// knows this (the creator's renewal or release, another acquisition)
+	// writes the numbers, removes the annotation and sets
+	// ProtocolVersion. Clients that do not know it refuse to write such
+	// an object instead of issuing token 2 after it. Future formats
+	// (waiters, read/write modes) take versions above 2.
+	ProtocolVersionPendingToken = 2
 )
 
 // DistributedLock is a named lock of one namespace that up to
@@ -129,8 +140,11 @@ type DistributedLockSpec struct {
 // (not by a controller), always with a conditional update of the whole
 // object.
 type DistributedLockStatus struct {
-	// Token is the last fencing token issued for the lock (0: none yet).
-	// It only ever grows, by one per acquisition.
+	// Token is the last fencing token issued for the lock (0: none yet,
+	// on an object an administrator created; its first acquisition takes
+	// the object's resourceVersion). It only ever grows, by one per
+	// acquisition after the first. See ProtocolVersionPendingToken for
+	// the placeholder of a newly created object.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Token int64 `json:"token,omitempty"`
