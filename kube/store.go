@@ -191,7 +191,10 @@ func (s *store) written(name, rv string) (object, bool) {
 // req.TTL is rounded up to whole seconds for leaseDurationSeconds; a TTL
 // under one second is rejected with an error matching
 // baton.ErrInvalidOptions. An object created by another application or
-// tool returns an *ApplicationError.
+// tool returns an *ApplicationError. A missing object that this process
+// last saw held is not created before that claim could have expired (see
+// Deleted lock objects in the package documentation): TryAcquire returns a
+// *baton.HeldError until then.
 func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
 	const op = "acquire"
 	if err := baton.ValidateName(key); err != nil {
