@@ -378,9 +378,8 @@ func (s *DistributedLockStore) written(name, rv string) (*v1alpha1.DistributedLo
 // check refuses objects this version must not write or cannot decide on.
 func check(l *v1alpha1.DistributedLock) error {
 	st := &l.Status
-	if st.ProtocolVersion == v1alpha1.ProtocolVersionPendingToken && pendingToken(l) {
-		// Known: the token annotation says what it means.
-	} else if st.ProtocolVersion > v1alpha1.ProtocolVersion {
+	pending := st.ProtocolVersion == v1alpha1.ProtocolVersionPendingToken && pendingToken(l) // known: see resolveToken
+	if st.ProtocolVersion > v1alpha1.ProtocolVersion && !pending {
 		return errCorrupt(fmt.Errorf("status.protocolVersion %d is newer than this baton knows (%d): "+
 			"the lock uses features (such as waiters or read/write modes) of a newer baton; upgrade this client",
 			st.ProtocolVersion, v1alpha1.ProtocolVersion))
@@ -542,7 +541,11 @@ func dlGrant(l *v1alpha1.DistributedLock, h *v1alpha1.Holder, ttl time.Duration)
 // conditional write that also removes the entries judged expired: a
 // create (spec.capacity from WithCapacity) that fails if the object
 // exists, or an update on the resourceVersion read. The new entry gets
-// token status.token+1. If the lock is full it returns a
+// token status.token+1 (a created object: its resourceVersion; see
+// create). A missing object that this process last saw held is not created
+// before that claim could have expired (see Deleted lock objects in the
+// package documentation): until then TryAcquire returns a
+// *baton.HeldError. If the lock is full it returns a
 // *baton.HeldError naming the live holder whose entry ends soonest, with
 // RetryAfter its remaining time as judged here; if req's owner already
 // holds a slot, a *baton.HeldError naming it.

@@ -50,7 +50,11 @@ const (
 // status.token is the last fencing token issued for the lock; every
 // acquisition takes status.token+1, stores it in its holder entry and in
 // status.token, in the same conditional write, so tokens strictly increase
-// across all holders, releases and expiries. Release removes the holder's
+// across all holders, releases and expiries. The acquisition that creates
+// the object takes the resourceVersion the API server gives it (see
+// ProtocolVersionPendingToken), which is larger than every token issued on
+// an earlier object of the same name, so deleting the object never makes
+// tokens repeat. Release removes the holder's
 // entry and keeps status.token. Tokens are unsigned 64-bit numbers in
 // baton's API; the object stores them as int64 (JSON integers, so kubectl
 // and printer columns show plain numbers); baton refuses to issue a token
