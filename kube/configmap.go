@@ -149,7 +149,7 @@ func (*configMapKind) decode(obj runtime.Object) (object, bool, error) {
 }
 
 func decodeConfigMap(cm *corev1.ConfigMap) (object, error) {
-	o := object{name: cm.Name, rv: cm.ResourceVersion, raw: cm}
+	o := object{name: cm.Name, rv: cm.ResourceVersion, uid: string(cm.UID), raw: cm}
 	o.app, o.hasApp = cm.Labels[LabelApplication]
 	a := cm.Annotations
 	s, ok := a[AnnotationToken]
@@ -158,7 +158,7 @@ func decodeConfigMap(cm *corev1.ConfigMap) (object, error) {
 	}
 	o.baton = true
 	var err error
-	if o.token, err = parseToken(s); err != nil {
+	if o.token, o.pending, err = parseToken(s, o.rv); err != nil {
 		return o, errCorrupt(err)
 	}
 	o.holder, o.nonce = a[AnnotationHolder], a[AnnotationNonce]
@@ -210,7 +210,7 @@ func encodeConfigMap(o object) *corev1.ConfigMap {
 			a[k] = v
 		}
 	}
-	set(AnnotationToken, strconv.FormatUint(o.token, 10))
+	set(AnnotationToken, tokenAnnotation(o))
 	set(AnnotationNonce, o.nonce)
 	set(AnnotationHolder, o.holder)
 	set(AnnotationDuration, strconv.FormatInt(int64(o.durationSec), 10))

@@ -104,6 +104,21 @@ type DistributedLockStore struct {
 	// last is, per lock name, the object as this process last wrote it,
 	// so that a Renew or Release of that version needs no read first.
 	last map[string]*v1alpha1.DistributedLock
+	// claims is, per lock name, the claim this process last saw on the
+	// object (or saw end with the object's deletion); see missing.
+	claims map[string]claimSeen
+}
+
+// claimSeen is the last claim this process saw on one lock object: the
+// first holder and the lock's token (for a HeldError), the longest lease
+// duration among its entries, and, once the object was seen missing, when
+// that was first seen on this process's monotonic clock.
+type claimSeen struct {
+	holder string
+	token  uint64
+	ttl    time.Duration
+	gone   bool
+	at     time.Time
 }
 
 var (
@@ -171,15 +186,19 @@ func NewDistributedLock(c client.WithWatch, namespace string, opts ...Distribute
 	if cfg.capacity < 1 || cfg.capacity > math.MaxInt32 {
 		return nil, fmt.Errorf("kube: NewDistributedLock: WithCapacity(%d): the capacity must be at least 1", cfg.capacity)
 	}
-	s, err := newStore(namespace, &dlKind{c: c, ns: namespace}, cfg.opts)
+	k := &dlKind{c: c, ns: namespace}
+	s, err := newStore(namespace, k, cfg.opts)
 	if err != nil {
 		return nil, fmt.Errorf("kube: NewDistributedLock: %w", err)
 	}
-	return &DistributedLockStore{
+	d := &DistributedLockStore{
 		base: s, c: c, cap: int32(cfg.capacity),
-		seen: map[string]map[entryKey]time.Time{},
-		last: map[string]*v1alpha1.DistributedLock{},
-	}, nil
+		seen:   map[string]map[entryKey]time.Time{},
+		last:   map[string]*v1alpha1.DistributedLock{},
+		claims: map[string]claimSeen{},
+	}
+	k.owner = d
+	return d, nil
 }
 
 // NewDistributedLockForConfig returns a store for DistributedLock objects
@@ -248,6 +267,7 @@ func (s *DistributedLockStore) observe(l *v1alpha1.DistributedLock) []time.Durat
 	now := s.base.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.noteClaimLocked(l)
 	seen := s.seen[l.Name]
 	if seen == nil {
 		seen = map[entryKey]time.Time{}
@@ -274,6 +294,58 @@ func (s *DistributedLockStore) observe(l *v1alpha1.DistributedLock) []time.Durat
 	return rem
 }
 
+// noteClaimLocked records the claim on l (none if it has no holder
+// entries) as the last one this process saw. s.mu must be held.
+func (s *DistributedLockStore) noteClaimLocked(l *v1alpha1.DistributedLock) {
+	hs := l.Status.Holders
+	if len(hs) == 0 {
+		delete(s.claims, l.Name)
+		return
+	}
+	c := claimSeen{holder: hs[0].Identity, token: uint64(max(0, l.Status.Token))}
+	for i := range hs {
+		c.ttl = max(c.ttl, entryTTL(&hs[i]))
+	}
+	s.claims[l.Name] = c
+}
+
+// missing records that the lock object name does not exist, as this
+// process sees now, and returns the claim last seen on it and how long it
+// may still last, exactly as the Lease store does (see store.missing): a
+// deletion counts as a new version of the record first seen when this
+// process first saw the object missing, so the wait is the longest lease
+// duration among the entries last seen, from then. last, if set, is the
+// object's final state (a watch's Deleted event).
+func (s *DistributedLockStore) missing(name string, last *v1alpha1.DistributedLock) (claimSeen, time.Duration) {
+	now := s.base.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, had := s.claims[name]
+	if last != nil {
+		s.noteClaimLocked(last)
+		if c, ok := s.claims[name]; ok && had {
+			c.ttl = max(c.ttl, prev.ttl)
+			if prev.gone {
+				c.gone, c.at = true, prev.at // keep the moment first seen missing
+			}
+			s.claims[name] = c
+		}
+	}
+	c, ok := s.claims[name]
+	if !ok {
+		return claimSeen{}, 0
+	}
+	if !c.gone {
+		c.gone, c.at = true, now
+		s.claims[name] = c
+	}
+	rem := max(0, c.at.Add(c.ttl).Sub(now))
+	if rem == 0 {
+		delete(s.claims, name) // over; nothing left to protect
+	}
+	return c, rem
+}
+
 // wrote records that this process produced l with a write sent at sent.
 // mine, if set, is the entry that write created or renewed: its count
 // starts at sent, which is no later than any other process can see it.
@@ -287,6 +359,7 @@ func (s *DistributedLockStore) wrote(l *v1alpha1.DistributedLock, sent time.Time
 		}
 		seen[*mine] = sent
 	}
+	s.noteClaimLocked(l)
 	s.last[l.Name] = l.DeepCopy()
 	s.mu.Unlock()
 }
@@ -305,7 +378,8 @@ func (s *DistributedLockStore) written(name, rv string) (*v1alpha1.DistributedLo
 // check refuses objects this version must not write or cannot decide on.
 func check(l *v1alpha1.DistributedLock) error {
 	st := &l.Status
-	if st.ProtocolVersion > v1alpha1.ProtocolVersion {
+	pending := st.ProtocolVersion == v1alpha1.ProtocolVersionPendingToken && pendingToken(l) // known: see resolveToken
+	if st.ProtocolVersion > v1alpha1.ProtocolVersion && !pending {
 		return errCorrupt(fmt.Errorf("status.protocolVersion %d is newer than this baton knows (%d): "+
 			"the lock uses features (such as waiters or read/write modes) of a newer baton; upgrade this client",
 			st.ProtocolVersion, v1alpha1.ProtocolVersion))
@@ -365,7 +439,51 @@ func (s *DistributedLockStore) get(ctx context.Context, name string) (*v1alpha1.
 		}
 		return nil, err
 	}
+	if err := resolveToken(l); err != nil {
+		return nil, err
+	}
 	return l, nil
+}
+
+// pendingToken reports an object whose creator has not written its token
+// yet (AnnotationToken is TokenFromResourceVersion).
+func pendingToken(l *v1alpha1.DistributedLock) bool {
+	return l.Annotations[AnnotationToken] == TokenFromResourceVersion
+}
+
+// resolveToken fills in the token of an object whose creator has not
+// written it yet: the object's resourceVersion, which is the creator's
+// token if the object has not changed since its creation, and larger
+// otherwise. The object is created with placeholder tokens of 1 (the
+// schema's minimum) and status.protocolVersion
+// v1alpha1.ProtocolVersionPendingToken, which older clients refuse to
+// write.
+func resolveToken(l *v1alpha1.DistributedLock) error {
+	if !pendingToken(l) || l.ResourceVersion == "" {
+		return nil
+	}
+	rv, err := parseResourceVersion(l.ResourceVersion)
+	if err != nil {
+		return errCorrupt(err)
+	}
+	if rv > math.MaxInt64 {
+		return errCorrupt(fmt.Errorf("resourceVersion %d exceeds the largest token a DistributedLock stores", rv))
+	}
+	l.Status.Token = int64(rv)
+	for i := range l.Status.Holders {
+		l.Status.Holders[i].Token = int64(rv)
+	}
+	return nil
+}
+
+// settleToken makes next, about to be written, carry its tokens as plain
+// numbers (resolveToken filled them in when it was read): it drops the
+// pending-token annotation and the protocol version that marks it.
+func settleToken(next *v1alpha1.DistributedLock) {
+	if pendingToken(next) {
+		delete(next.Annotations, AnnotationToken)
+	}
+	next.Status.ProtocolVersion = v1alpha1.ProtocolVersion
 }
 
 // isCRDMissing tells the 404 of a resource the API server does not serve
@@ -414,7 +532,8 @@ func microNow(now time.Time, prev *metav1.MicroTime) *metav1.MicroTime {
 }
 
 func dlGrant(l *v1alpha1.DistributedLock, h *v1alpha1.Holder, ttl time.Duration) baton.Grant {
-	return baton.Grant{Key: l.Name, Holder: h.Identity, Nonce: h.Nonce, Token: uint64(h.Token), TTL: ttl, Version: l.ResourceVersion}
+	return baton.Grant{Key: l.Name, Holder: h.Identity, Nonce: h.Nonce, Token: uint64(h.Token), TTL: ttl,
+		Version: versionOf(l.ResourceVersion, string(l.UID))}
 }
 
 // TryAcquire takes a slot of the lock key for req if fewer than
@@ -422,7 +541,11 @@ func dlGrant(l *v1alpha1.DistributedLock, h *v1alpha1.Holder, ttl time.Duration)
 // conditional write that also removes the entries judged expired: a
 // create (spec.capacity from WithCapacity) that fails if the object
 // exists, or an update on the resourceVersion read. The new entry gets
-// token status.token+1. If the lock is full it returns a
+// token status.token+1 (a created object: its resourceVersion; see
+// create). A missing object that this process last saw held is not created
+// before that claim could have expired (see Deleted lock objects in the
+// package documentation): until then TryAcquire returns a
+// *baton.HeldError. If the lock is full it returns a
 // *baton.HeldError naming the live holder whose entry ends soonest, with
 // RetryAfter its remaining time as judged here; if req's owner already
 // holds a slot, a *baton.HeldError naming it.
@@ -445,22 +568,13 @@ func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req b
 	var lastErr error
 	for range s.base.o.maxConflicts {
 		cur, err := s.get(ctx, key)
-		if apierrors.IsNotFound(err) {
-			now := microNow(s.base.now(), nil)
-			h := v1alpha1.Holder{
-				Identity: req.Holder, Nonce: req.Nonce, Token: 1, LeaseDurationSeconds: dur,
-				AcquireTime: now, RenewTime: now,
+		if apierrors.IsNotFound(err) && !isCRDMissing(err) {
+			if gone, rem := s.missing(key, nil); rem > 0 {
+				return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted while %q held it (token %d); "+
+					"its claim may last until one lease duration after this process first saw it missing: %w", op, ns, key,
+					gone.holder, gone.token, &baton.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
 			}
-			l := &v1alpha1.DistributedLock{
-				ObjectMeta: metav1.ObjectMeta{Name: key, Namespace: ns, Labels: map[string]string{LabelApplication: s.base.o.app}},
-				Spec:       v1alpha1.DistributedLockSpec{LeaseDurationSeconds: dur, Capacity: s.cap, Application: s.base.o.app},
-				Status: v1alpha1.DistributedLockStatus{
-					Token: 1, Holders: []v1alpha1.Holder{h}, ProtocolVersion: v1alpha1.ProtocolVersion,
-				},
-			}
-			mine := keyOf(&h)
-			sent := s.base.now()
-			err := s.c.Create(ctx, l)
+			g, err := s.create(ctx, key, req, dur)
 			if apierrors.IsAlreadyExists(err) {
 				lastErr = err
 				continue
@@ -468,8 +582,7 @@ func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req b
 			if err != nil {
 				return baton.Grant{}, s.fail(ctx, op, "create", key, err)
 			}
-			s.wrote(l, sent, &mine)
-			return dlGrant(l, &l.Status.Holders[0], req.TTL), nil
+			return g, nil
 		}
 		if err != nil {
 			return baton.Grant{}, s.fail(ctx, op, "get", key, err)
@@ -502,13 +615,14 @@ func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req b
 			return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %d of %d slots held: %w", op, ns, key, len(live), capacityOf(cur),
 				&baton.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[soonest]})
 		}
-		if cur.Status.Token == math.MaxInt64 {
-			return baton.Grant{}, s.fail(ctx, op, "update", key, errCorrupt(fmt.Errorf("the fencing token is at its maximum")))
+		token, err := nextToken(cur)
+		if err != nil {
+			return baton.Grant{}, s.fail(ctx, op, "update", key, err)
 		}
 		next := cur.DeepCopy()
 		now := microNow(s.base.now(), nil)
 		h := v1alpha1.Holder{
-			Identity: req.Holder, Nonce: req.Nonce, Token: cur.Status.Token + 1, LeaseDurationSeconds: dur,
+			Identity: req.Holder, Nonce: req.Nonce, Token: token, LeaseDurationSeconds: dur,
 			AcquireTime: now, RenewTime: now,
 		}
 		next.Spec.LeaseDurationSeconds = dur
@@ -517,7 +631,7 @@ func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req b
 		if cur.Status.Token > 0 {
 			next.Status.Transitions = cur.Status.Transitions + 1
 		}
-		next.Status.ProtocolVersion = v1alpha1.ProtocolVersion
+		settleToken(next)
 		mine := keyOf(&h)
 		sent := s.base.now()
 		err = s.update(ctx, next)
@@ -534,6 +648,64 @@ func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req b
 	// Every attempt lost its conditional write: others won the lock.
 	return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: contended: lost %d conditional writes in a row to other writers (last: %v): %w",
 		op, ns, key, s.base.o.maxConflicts, lastErr, &baton.HeldError{Key: key})
+}
+
+// create creates the lock object key with req's entry. Its token is the
+// resourceVersion the API server gives the new object, which is larger
+// than that of every write before it, and so than every token issued on an
+// earlier object of the same name (see "Fencing tokens" in the package
+// documentation). The object carries the annotation
+// AnnotationToken=TokenFromResourceVersion and placeholder tokens until
+// the creator's first renewal or release, or another acquisition, writes
+// them as numbers.
+func (s *DistributedLockStore) create(ctx context.Context, key string, req baton.Request, dur int32) (baton.Grant, error) {
+	now := microNow(s.base.now(), nil)
+	h := v1alpha1.Holder{
+		Identity: req.Holder, Nonce: req.Nonce, Token: 1, LeaseDurationSeconds: dur,
+		AcquireTime: now, RenewTime: now,
+	}
+	l := &v1alpha1.DistributedLock{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: key, Namespace: s.base.ns,
+			Labels:      map[string]string{LabelApplication: s.base.o.app},
+			Annotations: map[string]string{AnnotationToken: TokenFromResourceVersion},
+		},
+		Spec: v1alpha1.DistributedLockSpec{LeaseDurationSeconds: dur, Capacity: s.cap, Application: s.base.o.app},
+		Status: v1alpha1.DistributedLockStatus{
+			Token: 1, Holders: []v1alpha1.Holder{h}, ProtocolVersion: v1alpha1.ProtocolVersionPendingToken,
+		},
+	}
+	mine := keyOf(&h)
+	sent := s.base.now()
+	if err := s.c.Create(ctx, l); err != nil {
+		return baton.Grant{}, err
+	}
+	if err := resolveToken(l); err != nil {
+		return baton.Grant{}, err
+	}
+	s.wrote(l, sent, &mine)
+	return dlGrant(l, &l.Status.Holders[0], req.TTL), nil
+}
+
+// nextToken is the token of the next acquisition of cur: status.token+1,
+// or, on an object on which no token was issued yet (status.token 0: an
+// administrator created it), its resourceVersion, which is larger than
+// every token issued on an earlier object of the same name.
+func nextToken(cur *v1alpha1.DistributedLock) (int64, error) {
+	switch t := cur.Status.Token; {
+	case t == math.MaxInt64:
+		return 0, errCorrupt(fmt.Errorf("the fencing token is at its maximum"))
+	case t > 0:
+		return t + 1, nil
+	}
+	rv, err := parseResourceVersion(cur.ResourceVersion)
+	if err != nil {
+		return 0, errCorrupt(err)
+	}
+	if rv > math.MaxInt64 {
+		return 0, errCorrupt(fmt.Errorf("resourceVersion %d exceeds the largest token a DistributedLock stores", rv))
+	}
+	return int64(rv), nil
 }
 
 // Renew rewrites g's entry (renewTime, leaseDurationSeconds from g.TTL)
@@ -590,14 +762,16 @@ func (s *DistributedLockStore) change(ctx context.Context, op string, g baton.Gr
 		return fmt.Errorf("kube: %s %s/%s (holder %q, token %d): %w: %s",
 			op, ns, g.Key, g.Holder, g.Token, baton.ErrLost, fmt.Sprintf(why, args...))
 	}
+	rv, uid := splitVersion(g.Version)
 	var lastErr error
 	for attempt := range s.base.o.maxConflicts {
-		cur, cached := s.written(g.Key, g.Version)
+		cur, cached := s.written(g.Key, rv)
 		if !cached || attempt > 0 {
 			var err error
 			cur, err = s.get(ctx, g.Key)
-			if apierrors.IsNotFound(err) {
-				return lost("the object does not exist")
+			if apierrors.IsNotFound(err) && !isCRDMissing(err) {
+				s.missing(g.Key, nil)
+				return lost("the lock object was deleted (only baton release --force frees a lock safely)")
 			}
 			if err != nil {
 				return s.fail(ctx, op, "get", g.Key, err)
@@ -615,12 +789,23 @@ func (s *DistributedLockStore) change(ctx context.Context, op string, g baton.Gr
 			}
 		}
 		switch {
+		case uid != "" && string(cur.UID) != uid:
+			return lost("the lock object was deleted and created again (uid %s, granted on uid %s)", cur.UID, uid)
 		case i < 0:
 			return lost("its entry is gone (released, force-released, or expired and removed by another holder)")
 		case rem[i] <= 0:
 			return lost("the claim expired (not renewed for %v as seen from this process)", entryTTL(&cur.Status.Holders[i]))
 		}
 		next := cur.DeepCopy()
+		if pendingToken(next) {
+			// Write the creator's token as the number it is: no other
+			// token was issued on this object, and readers took its
+			// current resourceVersion meanwhile, which is no smaller.
+			h := &next.Status.Holders[i]
+			h.Token = min(int64(min(g.Token, math.MaxInt64)), h.Token)
+			next.Status.Token = h.Token
+			settleToken(next)
+		}
 		mine, err := f(next, i)
 		if err != nil {
 			return fmt.Errorf("kube: %s %s/%s: %w", op, ns, g.Key, err)
@@ -632,7 +817,8 @@ func (s *DistributedLockStore) change(ctx context.Context, op string, g baton.Gr
 			continue
 		}
 		if apierrors.IsNotFound(err) && !isNamespaceNotFound(err) {
-			return lost("the object was deleted")
+			s.missing(g.Key, nil)
+			return lost("the lock object was deleted (only baton release --force frees a lock safely)")
 		}
 		if err != nil {
 			return s.fail(ctx, op, "update", g.Key, err)
@@ -767,6 +953,7 @@ func (s *DistributedLockStore) ForceRelease(ctx context.Context, key string) err
 		}
 		next := cur.DeepCopy()
 		next.Status.Holders = nil
+		settleToken(next) // keeps the resolved status.token, at least the creator's
 		sent := s.base.now()
 		err = s.update(ctx, next)
 		if apierrors.IsConflict(err) {
@@ -796,8 +983,21 @@ const dlResource = "distributedlocks.baton.dev"
 // The record logic of DistributedLocks (several holders) lives in
 // DistributedLockStore; the single-holder methods are not used.
 type dlKind struct {
-	c  client.WithWatch
-	ns string
+	c     client.WithWatch
+	ns    string
+	owner *DistributedLockStore
+}
+
+// absent implements absenceObserver: the watch saw the object missing.
+func (k *dlKind) absent(name string, last runtime.Object) {
+	l, _ := last.(*v1alpha1.DistributedLock)
+	if l != nil {
+		l = l.DeepCopy()
+		if resolveToken(l) != nil || check(l) != nil {
+			l = nil // judge from what was seen before
+		}
+	}
+	k.owner.missing(name, l)
 }
 
 var errNotSingleHolder = errors.New("kube: internal error: DistributedLocks are not single-holder objects")

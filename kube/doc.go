@@ -27,11 +27,86 @@
 //
 // Only the owner of a claim (holder identity plus the per-acquisition
 // nonce, compared on the object inside the same conditional write) can
-// renew or release it. Fencing tokens start at 1 and grow by one with each
-// acquisition; release clears the holder but never deletes the object, so
-// the token survives releases, expiries and restarts of every client, and
-// goes backwards only if someone deletes the object (or restores etcd from
-// an older backup).
+// renew or release it. Fencing tokens grow by one with each acquisition;
+// release clears the holder but never deletes the object, so the token
+// survives releases, expiries and restarts of every client. Tokens do not
+// repeat or go backwards when someone deletes the object either (see
+// Fencing tokens); only restoring etcd from an older backup, or moving the
+// locks to another cluster, can do that.
+//
+// # Deleted lock objects
+//
+// baton never deletes a lock object; `baton release --force`
+// (ForceRelease) is the sanctioned way to free a lock whose holder is
+// stuck: it clears the holder and keeps the token counter. An operator
+// may still run kubectl delete on a held object. Then:
+//
+//   - The holder's next Renew (and Release) finds the object missing, or
+//     replaced by an object with another uid, and returns an error
+//     matching baton.ErrLost; it never creates the object again. The
+//     holder's lock ends there; until then (at most one renew interval)
+//     it may still act, which is what fencing tokens are for.
+//   - A store that has seen a claim on the object and then finds it
+//     missing (by a read, or by its watch's Deleted event, whose final
+//     state is the newest claim) does not create it before that claim
+//     could have expired: the holder's validity ends at most one lease
+//     duration after its last renewal, which came before the deletion,
+//     which came before this process saw the object missing. So the
+//     absence counts like a new version of the record first seen at that
+//     moment, on this process's monotonic clock, and TryAcquire returns a
+//     *baton.HeldError (the last holder and token seen, RetryAfter the
+//     rest of the lease duration) until it has passed, unless a newer
+//     object appears, which is judged like any object. An object deleted
+//     while free costs no wait.
+//   - A process that never saw the claim (it started after the deletion)
+//     cannot know it, and may create the object at once, while the former
+//     holder runs until its next renewal. Its token is still larger than
+//     the former holder's, so a fenced resource refuses the former
+//     holder's writes.
+//
+// # Fencing tokens
+//
+// The token of an acquisition that updates an existing object is the
+// object's last token plus one. The token of an acquisition that creates
+// the object is the resourceVersion the API server gives the new object.
+// Kubernetes 1.35 made resourceVersions comparable (KEP-5504): for one
+// resource they are positive decimal integers, larger for later writes;
+// every etcd-backed API server has always issued them so, as etcd
+// revisions, one counter for the whole cluster. Every acquisition is a
+// write, so each token is at most the resourceVersion of the write that
+// issued it, and the object's creation comes after its deletion, which
+// comes after every write of the object before it: the first token of a
+// recreated object is larger than every token issued on the deleted one.
+// baton reads resourceVersions as numbers only for this, and refuses (with
+// baton.ErrCorruptRecord) an API server whose resourceVersions are not
+// integers. Objects created before this scheme (tokens from 1) keep
+// counting from their annotation; once deleted, their next object starts
+// above the cluster's resourceVersion.
+//
+// The creator learns its token from the create's response; it cannot be
+// in the create request. So a new object carries the annotation
+// baton.dev/token=resourceVersion (TokenFromResourceVersion) until its
+// creator's first renewal or release writes the number; readers meanwhile
+// take the object's current resourceVersion, which is the creator's token
+// or, if someone else changed the object, a larger number. Older baton
+// versions cannot read that annotation and refuse the object
+// (baton.ErrCorruptRecord) instead of issuing token 2 after it.
+//
+// Why not a separate counter? The alternative is a companion "epoch"
+// object per lock, bumped by a conditional write whenever the lock object
+// is created. It costs one more read and write per creation, which is per
+// acquisition for schedule's per-slot locks (a new lock name for every
+// run), a second object per lock name that could collide with a user's
+// lock name, and it is itself lost to kubectl delete. The resourceVersion
+// is free, cannot be deleted, and orders writes across the whole cluster.
+//
+// To reset a counter on purpose (for example after the fenced resource was
+// restored and remembers lower tokens), free the lock (`baton release
+// --force`) and set the annotation to the token before the next one you
+// want: `kubectl annotate lease NAME baton.dev/token=N --overwrite`
+// (ConfigMap: the same annotation; DistributedLock: status.token with
+// kubectl edit). Deleting the object does not reset the counter to 1; it
+// continues above the cluster's resourceVersion.
 //
 // # Clock model: expiry by local observation
 //
@@ -78,7 +153,9 @@
 //	spec.leaseTransitions      acquisitions since the object was created
 //	                           (the first holder has 0)
 //	metadata.annotations:
-//	  baton.dev/token          last fencing token, decimal uint64 ("42")
+//	  baton.dev/token          last fencing token, decimal uint64 ("42"),
+//	                           or "resourceVersion" on a new object (see
+//	                           Fencing tokens)
 //	  baton.dev/nonce          the holder's nonce; absent when released
 //	metadata.labels:
 //	  baton.dev/app            the owning application (WithApplication)
@@ -131,7 +208,7 @@
 //	  verbs: ["get", "watch", "create", "update"]
 //
 // (deploy/rbac/rbac.yaml ships it with a ServiceAccount and RoleBinding). No
-// delete: baton never deletes lock objects. List (baton status) also
+// delete: baton never deletes lock objects (see Deleted lock objects). List (baton status) also
 // needs "list". A denied request returns an error matching
 // baton.ErrForbidden that names the namespace, the resource, the verb and
 // the rule above; the engine does not retry it. A missing namespace

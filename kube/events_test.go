@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -28,7 +29,9 @@ func TestEventObserverRecordsLeadership(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	var token uint64
 	err = el.Run(ctx, func(ctx context.Context, l *baton.Lease) error {
+		token = l.Token()
 		cancel() // one short term, then a graceful shutdown (release)
 		<-ctx.Done()
 		return nil
@@ -51,9 +54,9 @@ func TestEventObserverRecordsLeadership(t *testing.T) {
 		got[e.Reason] = e.Message
 	}
 	for reason, want := range map[string]string{
-		kube.ReasonStartedLeading: "pod-a started leading with fencing token 1",
-		kube.ReasonReleased:       "pod-a released the lock (token 1)",
-		kube.ReasonStoppedLeading: "pod-a stopped leading (token 1)",
+		kube.ReasonStartedLeading: fmt.Sprintf("pod-a started leading with fencing token %d", token),
+		kube.ReasonReleased:       fmt.Sprintf("pod-a released the lock (token %d)", token),
+		kube.ReasonStoppedLeading: fmt.Sprintf("pod-a stopped leading (token %d)", token),
 	} {
 		if !strings.Contains(got[reason], want) {
 			t.Errorf("event %s: message %q, want %q (all: %v)", reason, got[reason], want, got)

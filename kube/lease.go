@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/baton-go/baton"
@@ -150,15 +149,14 @@ func (*leaseKind) decode(obj runtime.Object) (object, bool, error) {
 // create (no token annotation) decodes with baton false; an unreadable
 // token is an error that the store reports as a corrupt record.
 func decodeLease(l *coordinationv1.Lease) (object, error) {
-	o := object{name: l.Name, rv: l.ResourceVersion, raw: l}
+	o := object{name: l.Name, rv: l.ResourceVersion, uid: string(l.UID), raw: l}
 	o.app, o.hasApp = l.Labels[LabelApplication]
 	if s, ok := l.Annotations[AnnotationToken]; ok {
 		o.baton = true
-		t, err := parseToken(s)
-		if err != nil {
+		var err error
+		if o.token, o.pending, err = parseToken(s, o.rv); err != nil {
 			return o, errCorrupt(err)
 		}
-		o.token = t
 	}
 	o.nonce = l.Annotations[AnnotationNonce]
 	sp := &l.Spec
@@ -210,7 +208,7 @@ func encodeLease(o object) *coordinationv1.Lease {
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	l.Annotations[AnnotationToken] = strconv.FormatUint(o.token, 10)
+	l.Annotations[AnnotationToken] = tokenAnnotation(o)
 	if o.nonce != "" {
 		l.Annotations[AnnotationNonce] = o.nonce
 	} else {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,8 +68,11 @@ func TestLeaseObjectFormat(t *testing.T) {
 	if sp.LeaseTransitions == nil || *sp.LeaseTransitions != 0 {
 		t.Errorf("leaseTransitions = %v, want 0 for the first holder", sp.LeaseTransitions)
 	}
-	if got := l.Annotations[kube.AnnotationToken]; got != "1" || g.Token != 1 {
-		t.Errorf("token annotation %q, grant token %d; want \"1\" and 1", got, g.Token)
+	// The creator's token is the new object's resourceVersion, written as
+	// a number with the creator's first renewal or release.
+	if got := l.Annotations[kube.AnnotationToken]; got != kube.TokenFromResourceVersion || strconv.FormatUint(g.Token, 10) != l.ResourceVersion {
+		t.Errorf("token annotation %q, grant token %d, resourceVersion %s; want %q and the resourceVersion",
+			got, g.Token, l.ResourceVersion, kube.TokenFromResourceVersion)
 	}
 	if got := l.Annotations[kube.AnnotationNonce]; got != g.Nonce {
 		t.Errorf("nonce annotation %q, want %q", got, g.Nonce)
@@ -93,17 +97,18 @@ func TestLeaseObjectFormat(t *testing.T) {
 	if _, ok := l.Annotations[kube.AnnotationNonce]; ok {
 		t.Errorf("after release the nonce annotation is still set")
 	}
-	if got := l.Annotations[kube.AnnotationToken]; got != "1" {
-		t.Errorf("after release token annotation %q, want \"1\"", got)
+	if got, want := l.Annotations[kube.AnnotationToken], strconv.FormatUint(g.Token, 10); got != want {
+		t.Errorf("after release token annotation %q, want %q", got, want)
 	}
 	g2, err := s.TryAcquire(ctx, "nightly", req("pod-b", 2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l, _ = leases.Get(ctx, "nightly", metav1.GetOptions{})
-	if g2.Token != 2 || l.Annotations[kube.AnnotationToken] != "2" || *l.Spec.LeaseTransitions != 1 || *l.Spec.HolderIdentity != "pod-b" {
-		t.Errorf("second holder: token %d (annotation %q), transitions %d, holder %q; want 2, 1, pod-b",
-			g2.Token, l.Annotations[kube.AnnotationToken], *l.Spec.LeaseTransitions, *l.Spec.HolderIdentity)
+	if g2.Token != g.Token+1 || l.Annotations[kube.AnnotationToken] != strconv.FormatUint(g2.Token, 10) ||
+		*l.Spec.LeaseTransitions != 1 || *l.Spec.HolderIdentity != "pod-b" {
+		t.Errorf("second holder: token %d (annotation %q), transitions %d, holder %q; want %d, 1, pod-b",
+			g2.Token, l.Annotations[kube.AnnotationToken], *l.Spec.LeaseTransitions, *l.Spec.HolderIdentity, g.Token+1)
 	}
 }
 
@@ -518,7 +523,7 @@ func TestConfigMapObjectFormat(t *testing.T) {
 	}
 	a := cm.Annotations
 	want := map[string]string{
-		kube.AnnotationToken: "1", kube.AnnotationNonce: g.Nonce, kube.AnnotationHolder: "pod-a",
+		kube.AnnotationToken: kube.TokenFromResourceVersion, kube.AnnotationNonce: g.Nonce, kube.AnnotationHolder: "pod-a",
 		kube.AnnotationDuration: "2", kube.AnnotationTransitions: "0",
 	}
 	for k, v := range want {
@@ -541,8 +546,8 @@ func TestConfigMapObjectFormat(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after release: %v", err)
 	}
-	if _, held := cm.Annotations[kube.AnnotationHolder]; held || cm.Annotations[kube.AnnotationToken] != "1" {
-		t.Errorf("after release annotations %v; want no holder and token 1", cm.Annotations)
+	if _, held := cm.Annotations[kube.AnnotationHolder]; held || cm.Annotations[kube.AnnotationToken] != strconv.FormatUint(g.Token, 10) {
+		t.Errorf("after release annotations %v; want no holder and token %d", cm.Annotations, g.Token)
 	}
 }
 

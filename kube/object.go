@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -14,9 +16,18 @@ import (
 // documentation for what each holds.
 const (
 	// AnnotationToken holds the last fencing token issued for the lock, as
-	// a decimal uint64 ("42"). It is set on create (to "1") and only ever
-	// incremented, by one, on each acquisition; release keeps it.
+	// a decimal uint64 ("42"), or TokenFromResourceVersion on an object
+	// whose creator has not written its token yet. It is incremented, by
+	// one, on each acquisition; release keeps it. See "Fencing tokens" in
+	// the package documentation.
 	AnnotationToken = "baton.dev/token"
+	// TokenFromResourceVersion is the value of AnnotationToken on a lock
+	// object as baton creates it: the creator's token is the
+	// resourceVersion the API server gave the object, which the creator
+	// learns from the create's response and writes as a number with its
+	// first renewal or release. Until then, readers take the object's
+	// current resourceVersion (never smaller) as its token.
+	TokenFromResourceVersion = "resourceVersion"
 	// AnnotationNonce holds the current holder's per-acquisition nonce. It
 	// is removed on release.
 	AnnotationNonce = "baton.dev/nonce"
@@ -30,14 +41,18 @@ const (
 type object struct {
 	name string
 	rv   string // metadata.resourceVersion; "" for an object to create
+	uid  string // metadata.uid; "" for an object to create
 
 	app    string // value of LabelApplication
 	hasApp bool   // LabelApplication is present
 	baton  bool   // AnnotationToken is present: baton created the object
 
-	holder      string
-	nonce       string
-	token       uint64
+	holder string
+	nonce  string
+	token  uint64
+	// pending: AnnotationToken is TokenFromResourceVersion; token is the
+	// object's resourceVersion (0 on an object to create).
+	pending     bool
 	durationSec int32 // leaseDurationSeconds; 0 if unset
 	acquire     time.Time
 	renew       time.Time
@@ -68,13 +83,62 @@ type kind interface {
 	watch(ctx context.Context, name, resourceVersion string) (watch.Interface, error)
 }
 
-// parseToken decodes AnnotationToken.
-func parseToken(s string) (uint64, error) {
-	t, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("annotation %s=%q is not a decimal uint64", AnnotationToken, s)
+// parseToken decodes AnnotationToken of an object at resourceVersion rv.
+func parseToken(s, rv string) (t uint64, pending bool, err error) {
+	if s == TokenFromResourceVersion {
+		if rv == "" {
+			return 0, true, nil // an object to create
+		}
+		t, err := parseResourceVersion(rv)
+		return t, true, err
 	}
-	return t, nil
+	t, err = strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("annotation %s=%q is not a decimal uint64", AnnotationToken, s)
+	}
+	return t, false, nil
+}
+
+// parseResourceVersion reads a resourceVersion as the number it is. Since
+// Kubernetes 1.35 (KEP-5504, "comparable resource versions") the API
+// promises that resourceVersions of one resource are positive decimal
+// integers without leading zeros, larger for later writes
+// (k8s.io/apimachinery/pkg/util/resourceversion); every API server backed
+// by etcd has always issued them so (they are etcd revisions).
+func parseResourceVersion(rv string) (uint64, error) {
+	if _, err := resourceversion.CompareResourceVersion(rv, "1"); err != nil {
+		return 0, fmt.Errorf("resourceVersion %q is not a positive decimal integer, so baton cannot derive a fencing token from it "+
+			"(the API server must issue comparable resource versions, as Kubernetes 1.35 and later promise): %w", rv, err)
+	}
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("resourceVersion %q does not fit a 64-bit fencing token: %w", rv, err)
+	}
+	return n, nil
+}
+
+// versionOf is the Grant.Version of o: its resourceVersion and uid, so
+// that a renewal can tell a replaced object (deleted and created again)
+// from the one it was granted.
+func versionOf(rv, uid string) string {
+	if uid == "" {
+		return rv
+	}
+	return rv + "/" + uid
+}
+
+// splitVersion undoes versionOf.
+func splitVersion(v string) (rv, uid string) {
+	rv, uid, _ = strings.Cut(v, "/")
+	return rv, uid
+}
+
+// tokenAnnotation is the value of AnnotationToken that encodes o.
+func tokenAnnotation(o object) string {
+	if o.pending {
+		return TokenFromResourceVersion
+	}
+	return strconv.FormatUint(o.token, 10)
 }
 
 // durationSeconds rounds ttl up to whole seconds, as leaseDurationSeconds

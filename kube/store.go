@@ -48,14 +48,26 @@ func (s *store) sweepLocked(now time.Time) {
 }
 
 // observation is when this process first saw one version of an object, on
-// its monotonic clock.
+// its monotonic clock, or first saw the object missing after it had seen
+// it held (gone).
 type observation struct {
 	rv  string
 	at  time.Time
 	ttl time.Duration // the object's lease duration
+	// holder and token are the object's, for the HeldError of a gone
+	// object. holder is empty if the version was free.
+	holder string
+	token  uint64
+	// gone: the object was deleted while (as last seen here) held; at is
+	// when this process first saw it missing, rv is empty.
+	gone bool
 	// obj is the object as this process last wrote it (rv is its
 	// version), or nil if the version was only seen.
 	obj *object
+}
+
+func observe(o object, at time.Time) observation {
+	return observation{rv: o.rv, at: at, ttl: o.ttl(), holder: o.holder, token: o.token}
 }
 
 func newStore(namespace string, k kind, opts []Option) (*store, error) {
@@ -83,19 +95,65 @@ func (s *store) now() time.Time { return s.o.clock.Now() }
 // produced it). Any change to the object restarts the count. Zero for a
 // free object or an expired claim.
 func (s *store) remaining(o object) time.Duration {
-	if o.holder == "" {
-		return 0
-	}
 	now := s.now()
 	s.mu.Lock()
 	obs, ok := s.seen[o.name]
 	if !ok || obs.rv != o.rv {
-		obs = observation{rv: o.rv, at: now, ttl: o.ttl()}
+		obs = observe(o, now)
 		s.seen[o.name] = obs
 		s.sweepLocked(now)
 	}
 	s.mu.Unlock()
+	if o.holder == "" {
+		return 0
+	}
 	return max(0, obs.at.Add(o.ttl()).Sub(now))
+}
+
+// missing records that the lock object name does not exist, as this
+// process sees now, and returns the claim it last saw on it and how long
+// that claim may still last: a holder's validity ends at most one lease
+// duration after its last renewal, which the API server applied before the
+// deletion, which happened before this process saw the object missing. So
+// a deletion is treated like a new version of the record, first seen at
+// the moment this process first saw the object missing: the wait is the
+// claim's lease duration from then (on this process's monotonic clock,
+// never compared with another machine's). last, if set, is the object's
+// final state (a watch's Deleted event), which is newer than anything
+// seen before. Zero if the object was free when last seen, or never seen.
+func (s *store) missing(name string, last *object) (observation, time.Duration) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	obs, ok := s.seen[name]
+	switch {
+	case last != nil && last.holder == "":
+		delete(s.seen, name) // it was free when deleted
+		return observation{}, 0
+	case last != nil && ok && obs.gone:
+		// Already seen missing: keep that moment, learn the final claim.
+		obs.ttl, obs.holder, obs.token = max(obs.ttl, last.ttl()), last.holder, last.token
+		s.seen[name] = obs
+	case last != nil:
+		ttl := last.ttl()
+		if ok {
+			ttl = max(ttl, obs.ttl) // a duration seen before may have been longer
+		}
+		obs, ok = observe(*last, now), true
+		obs.ttl = ttl
+	case !ok:
+		return observation{}, 0
+	}
+	if !obs.gone {
+		if obs.holder == "" {
+			delete(s.seen, name) // released before it was deleted
+			return observation{}, 0
+		}
+		obs = observation{at: now, ttl: obs.ttl, holder: obs.holder, token: obs.token, gone: true}
+		s.seen[name] = obs
+		s.sweepLocked(now)
+	}
+	return obs, max(0, obs.at.Add(obs.ttl).Sub(now))
 }
 
 // wrote records that this process produced version rv of name with a
@@ -104,7 +162,9 @@ func (s *store) remaining(o object) time.Duration {
 // other observer.
 func (s *store) wrote(o object, sent time.Time) {
 	s.mu.Lock()
-	s.seen[o.name] = observation{rv: o.rv, at: sent, ttl: o.ttl(), obj: &o}
+	obs := observe(o, sent)
+	obs.obj = &o
+	s.seen[o.name] = obs
 	s.sweepLocked(sent)
 	s.mu.Unlock()
 }
@@ -131,7 +191,10 @@ func (s *store) written(name, rv string) (object, bool) {
 // req.TTL is rounded up to whole seconds for leaseDurationSeconds; a TTL
 // under one second is rejected with an error matching
 // baton.ErrInvalidOptions. An object created by another application or
-// tool returns an *ApplicationError.
+// tool returns an *ApplicationError. A missing object that this process
+// last saw held is not created before that claim could have expired (see
+// Deleted lock objects in the package documentation): TryAcquire returns a
+// *baton.HeldError until then.
 func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
 	const op = "acquire"
 	if err := baton.ValidateName(key); err != nil {
@@ -150,11 +213,20 @@ func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 	var lastErr error
 	for attempt := range s.o.maxConflicts {
 		cur, err := s.current(ctx, key, attempt == 0)
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) && !isNamespaceNotFound(err) {
+			if gone, rem := s.missing(key, nil); rem > 0 {
+				return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted while %q held it (token %d); "+
+					"its claim may last until one lease duration after this process first saw it missing: %w", op, s.ns, key,
+					gone.holder, gone.token, &baton.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
+			}
+			// The token is the resourceVersion the API server gives
+			// the new object, larger than that of every write before,
+			// so larger than every token issued on an earlier object of
+			// this name (see "Fencing tokens" in the package doc).
 			wall := s.now()
 			next := object{
 				name: key, app: s.o.app, hasApp: true, baton: true,
-				holder: req.Holder, nonce: req.Nonce, token: 1, durationSec: dur,
+				holder: req.Holder, nonce: req.Nonce, pending: true, durationSec: dur,
 				acquire: wall, renew: wall,
 			}
 			sent := s.now()
@@ -188,7 +260,7 @@ func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 		wall := s.now()
 		next := cur
 		next.holder, next.nonce = req.Holder, req.Nonce
-		next.token = cur.token + 1
+		next.token, next.pending = cur.token+1, false
 		next.durationSec = dur
 		next.acquire, next.renew = wall, wall
 		next.transitions = cur.transitions + 1
@@ -230,7 +302,7 @@ func (s *store) current(ctx context.Context, key string, useView bool) (object, 
 }
 
 func grant(o object, req baton.Request) baton.Grant {
-	return baton.Grant{Key: o.name, Holder: o.holder, Nonce: o.nonce, Token: o.token, TTL: req.TTL, Version: o.rv}
+	return baton.Grant{Key: o.name, Holder: o.holder, Nonce: o.nonce, Token: o.token, TTL: req.TTL, Version: versionOf(o.rv, o.uid)}
 }
 
 // checkApplication refuses objects of another application or tool.
@@ -295,20 +367,24 @@ func (s *store) change(ctx context.Context, op string, g baton.Grant, f func(*ob
 		return fmt.Errorf("kube: %s %s/%s (holder %q, token %d): %w: %s",
 			op, s.ns, g.Key, g.Holder, g.Token, baton.ErrLost, fmt.Sprintf(why, args...))
 	}
+	rv, uid := splitVersion(g.Version)
 	var lastErr error
 	for attempt := range s.o.maxConflicts {
-		cur, cached := s.written(g.Key, g.Version)
+		cur, cached := s.written(g.Key, rv)
 		if !cached || attempt > 0 {
 			var err error
 			cur, err = s.k.get(ctx, g.Key)
-			if apierrors.IsNotFound(err) {
-				return object{}, lost("the object does not exist")
+			if apierrors.IsNotFound(err) && !isNamespaceNotFound(err) {
+				s.missing(g.Key, nil)
+				return object{}, lost("the lock object was deleted (only baton release --force frees a lock safely)")
 			}
 			if err != nil {
 				return object{}, s.fail(ctx, op, "get", g.Key, err)
 			}
 		}
 		switch {
+		case uid != "" && cur.uid != uid:
+			return object{}, lost("the lock object was deleted and created again (uid %s, granted on uid %s)", cur.uid, uid)
 		case cur.holder == "":
 			return object{}, lost("the lock was released")
 		case cur.holder != g.Holder || cur.nonce != g.Nonce || !cur.baton:
@@ -317,6 +393,13 @@ func (s *store) change(ctx context.Context, op string, g baton.Grant, f func(*ob
 			return object{}, lost("the claim expired (not renewed for %v as seen from this process)", cur.ttl())
 		}
 		next := cur
+		if next.pending {
+			// Write the creator's token (the object's resourceVersion
+			// at creation) as the number it is; no other token was
+			// issued on this object, and it is no larger than the
+			// current resourceVersion that readers took meanwhile.
+			next.token, next.pending = min(g.Token, cur.token), false
+		}
 		if err := f(&next); err != nil {
 			return object{}, fmt.Errorf("kube: %s %s/%s: %w", op, s.ns, g.Key, err)
 		}
@@ -327,7 +410,8 @@ func (s *store) change(ctx context.Context, op string, g baton.Grant, f func(*ob
 			continue
 		}
 		if apierrors.IsNotFound(err) && !isNamespaceNotFound(err) {
-			return object{}, lost("the object was deleted")
+			s.missing(g.Key, nil)
+			return object{}, lost("the lock object was deleted (only baton release --force frees a lock safely)")
 		}
 		if err != nil {
 			return object{}, s.fail(ctx, op, "update", g.Key, err)
@@ -420,6 +504,7 @@ func (s *store) ForceRelease(ctx context.Context, key string) error {
 		}
 		next := cur
 		next.holder, next.nonce = "", ""
+		next.pending = false // keeps cur.token: the current resourceVersion, at least the creator's
 		sent := s.now()
 		updated, err := s.k.update(ctx, next)
 		if apierrors.IsConflict(err) {

@@ -150,9 +150,39 @@ func (s *store) invalidate(sw *sharedWatch) {
 	s.mu.Unlock()
 }
 
+// absenceObserver is implemented by kinds that keep their own observation
+// of claims (DistributedLock): the watch tells them when it sees the
+// object missing.
+type absenceObserver interface {
+	// absent records that name does not exist, as seen now; last is its
+	// final state (a Deleted event's object) or nil.
+	absent(name string, last runtime.Object)
+}
+
+// sawMissing records that the watch saw key missing (last: the object's
+// final state, from a Deleted event, or nil), so that a contender of this
+// process does not create it before the claim last seen could have
+// expired (see store.missing).
+func (s *store) sawMissing(key string, last runtime.Object) {
+	if a, ok := s.k.(absenceObserver); ok {
+		a.absent(key, last)
+		return
+	}
+	var final *object
+	if d, ok := s.k.(decoder); ok && last != nil {
+		if o, ok, err := d.decode(last); ok && err == nil {
+			final = &o
+		}
+	}
+	s.missing(key, final)
+}
+
 // event applies one watch event to the view and wakes the subscribers if
 // the holder changed (or the event cannot be judged).
-func (s *store) event(sw *sharedWatch, ev watch.Event) {
+func (s *store) event(key string, sw *sharedWatch, ev watch.Event) {
+	if ev.Type == watch.Deleted {
+		s.sawMissing(key, ev.Object)
+	}
 	d, canDecode := s.k.(decoder)
 	var (
 		o       object
@@ -163,7 +193,7 @@ func (s *store) event(sw *sharedWatch, ev watch.Event) {
 		o, decoded, err = d.decode(ev.Object)
 		decoded = decoded && err == nil
 	}
-	if decoded && ev.Type != watch.Deleted && o.holder != "" {
+	if decoded && ev.Type != watch.Deleted {
 		s.remaining(o) // counts the claim from now if this version is new
 	}
 	s.mu.Lock()
@@ -212,6 +242,7 @@ func (s *store) startWatch(ctx context.Context, key, rv string) (w watch.Interfa
 			rv, exists = o.rv, true
 		case apierrors.IsNotFound(err):
 			o, err = object{}, nil
+			s.sawMissing(key, nil)
 		default:
 			return nil, "", object{}, false, false, err
 		}
@@ -247,7 +278,7 @@ func (s *store) runWatch(ctx context.Context, key string, sw *sharedWatch) {
 			continue
 		}
 		rv = nrv
-		if read && exists && o.holder != "" {
+		if read && exists && canDecode {
 			s.remaining(o)
 		}
 		// A watch resumed from a known version replays what it missed;
@@ -257,7 +288,7 @@ func (s *store) runWatch(ctx context.Context, key string, sw *sharedWatch) {
 		s.established(sw, o, exists, read && canDecode)
 		started := time.Now()
 		var live bool
-		rv, live = s.consume(ctx, sw, w, rv)
+		rv, live = s.consume(ctx, key, sw, w, rv)
 		w.Stop()
 		s.invalidate(sw)
 		if !live {
@@ -274,7 +305,7 @@ func (s *store) runWatch(ctx context.Context, key string, sw *sharedWatch) {
 // consume reads w's events until it ends, applying each to the view, and
 // returns the last resourceVersion seen ("" after 410 Gone) and whether ctx
 // is still live.
-func (s *store) consume(ctx context.Context, sw *sharedWatch, w watch.Interface, rv string) (string, bool) {
+func (s *store) consume(ctx context.Context, key string, sw *sharedWatch, w watch.Interface, rv string) (string, bool) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -297,7 +328,7 @@ func (s *store) consume(ctx context.Context, sw *sharedWatch, w watch.Interface,
 				if m, err := meta.Accessor(ev.Object); err == nil {
 					rv = m.GetResourceVersion()
 				}
-				s.event(sw, ev)
+				s.event(key, sw, ev)
 			}
 		}
 	}

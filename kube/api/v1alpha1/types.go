@@ -15,6 +15,17 @@ const (
 	// ProtocolVersion is the record format that this package describes
 	// and that baton's kube backend writes (see DistributedLockStatus).
 	ProtocolVersion = 1
+	// ProtocolVersionPendingToken marks an object as baton creates it:
+	// its creator's token is the resourceVersion the API server gave the
+	// object, not yet written as a number; status.token and the creator's
+	// entry hold the placeholder 1, and the annotation baton.dev/token is
+	// "resourceVersion". The first write of the object by a client that
+	// knows this (the creator's renewal or release, another acquisition)
+	// writes the numbers, removes the annotation and sets
+	// ProtocolVersion. Clients that do not know it refuse to write such
+	// an object instead of issuing token 2 after it. Future formats
+	// (waiters, read/write modes) take versions above 2.
+	ProtocolVersionPendingToken = 2
 )
 
 // DistributedLock is a named lock of one namespace that up to
@@ -39,7 +50,11 @@ const (
 // status.token is the last fencing token issued for the lock; every
 // acquisition takes status.token+1, stores it in its holder entry and in
 // status.token, in the same conditional write, so tokens strictly increase
-// across all holders, releases and expiries. Release removes the holder's
+// across all holders, releases and expiries. The acquisition that creates
+// the object takes the resourceVersion the API server gives it (see
+// ProtocolVersionPendingToken), which is larger than every token issued on
+// an earlier object of the same name, so deleting the object never makes
+// tokens repeat. Release removes the holder's
 // entry and keeps status.token. Tokens are unsigned 64-bit numbers in
 // baton's API; the object stores them as int64 (JSON integers, so kubectl
 // and printer columns show plain numbers); baton refuses to issue a token
@@ -129,8 +144,11 @@ type DistributedLockSpec struct {
 // (not by a controller), always with a conditional update of the whole
 // object.
 type DistributedLockStatus struct {
-	// Token is the last fencing token issued for the lock (0: none yet).
-	// It only ever grows, by one per acquisition.
+	// Token is the last fencing token issued for the lock (0: none yet,
+	// on an object an administrator created; its first acquisition takes
+	// the object's resourceVersion). It only ever grows, by one per
+	// acquisition after the first. See ProtocolVersionPendingToken for
+	// the placeholder of a newly created object.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Token int64 `json:"token,omitempty"`
