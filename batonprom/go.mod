@@ -2,9 +2,7 @@ module github.com/baton-go/baton/batonprom
 
 go 1.26.0
 
-replace (
-	github.com/baton-go/baton => ..
-)
+replace github.com/baton-go/baton => ..
 
 require github.com/baton-go/baton v0.0.0-00010101000000-000000000000
 

@@ -20,7 +20,10 @@ require (
 	github.com/baton-go/baton/redisstore v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.4
 	github.com/redis/go-redis/v9 v9.23.0
+	go.etcd.io/etcd/client/v3 v3.7.0
 	go.uber.org/goleak v1.3.0
+	go.uber.org/zap v1.27.1
+	golang.org/x/sys v0.50.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -89,9 +92,6 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.0 // indirect
-	go.etcd.io/etcd/client/v3 v3.7.0 // indirect
-	go.uber.org/zap v1.27.1 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	google.golang.org/grpc v1.82.1 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab // indirect
