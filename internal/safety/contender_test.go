@@ -181,7 +181,7 @@ func (c *client) send(ev eventReq, err error) {
 // process was descheduled in between (more than a millisecond), they are
 // read again, so that a busy machine does not move ValidUntil late. The
 // earlier reading is used: if anything, ValidUntil and now come out early.
-func monoVU(h held, clk clock.Clock, rate float64) (vu, now int64) {
+func monoVU(h held, clk baton.Clock, rate float64) (vu, now int64) {
 	v := h.validUntil()
 	var c time.Time
 	for range 10 {
@@ -260,7 +260,7 @@ func contenderMain() int {
 type tenures struct {
 	c    *client
 	rng  *rand.Rand
-	clk  clock.Clock
+	clk  baton.Clock
 	rate float64
 	ttl  time.Duration
 	id   string
