@@ -923,7 +923,7 @@ func (s *DistributedLockStore) List(ctx context.Context) ([]baton.Record, error)
 	}
 	out := make([]baton.Record, 0, len(ls.Items))
 	for i := range ls.Items {
-		if check(&ls.Items[i]) == nil {
+		if check(&ls.Items[i]) == nil && resolveToken(&ls.Items[i]) == nil {
 			out = append(out, s.record(&ls.Items[i]))
 		}
 	}

@@ -390,6 +390,12 @@ func TestDistributedLockPrinterColumns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A created object carries a placeholder token until its first write
+	// after the creation (package kube, "Fencing tokens"); kubectl shows
+	// the real one from the first renew on.
+	if g, err = s.Renew(ctx, g); err != nil {
+		t.Fatal(err)
+	}
 	rc := rest.CopyConfig(cfg)
 	rc.GroupVersion = &v1alpha1.GroupVersion
 	rc.APIPath = "/apis"

@@ -57,6 +57,27 @@ func (kv *etcdKV) put(key, value string) {
 	}
 }
 
+// putAcrossElection is put for a write sent while the cluster may still be
+// settling a leader change: etcd answers 503 ("request timed out", "leader
+// changed") until the member it reached follows the new leader, so the
+// write is retried, at a short pace, for up to a minute. A put is
+// idempotent.
+func (kv *etcdKV) putAcrossElection(key, value string) {
+	kv.t.Helper()
+	b64 := base64.StdEncoding.EncodeToString
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := kv.call("/v3/kv/put", map[string]string{"key": b64([]byte(key)), "value": b64([]byte(value))}, &struct{}{})
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "503") || time.Now().After(deadline) {
+			kv.t.Fatalf("put %s: %v", key, err)
+		}
+		time.Sleep(100 * time.Millisecond) // a retry pace, not a wait for an event
+	}
+}
+
 func (kv *etcdKV) get(key string) (string, error) {
 	var resp struct {
 		Kvs []struct {

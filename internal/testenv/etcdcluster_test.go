@@ -24,7 +24,7 @@ func TestEtcdCluster(t *testing.T) {
 	next := c.WaitLeader(15*time.Second, lead)
 	t.Logf("leader %d killed; member %d leads", lead, next)
 	other := 3 - lead - next
-	kv(other).put("b", "2") // a quorum of two serves writes
+	kv(other).putAcrossElection("b", "2") // a quorum of two serves writes
 	if v := kv(next).mustGet("a"); v != "1" {
 		t.Fatalf("a = %q after the leader change, want 1", v)
 	}
@@ -41,7 +41,7 @@ func TestEtcdCluster(t *testing.T) {
 	next = c.WaitLeader(15*time.Second, lead)
 	t.Logf("leader %d paused; member %d leads", lead, next)
 	c.Members[lead].Resume()
-	kv(lead).put("c", "3") // the resumed member follows the new leader and forwards the write
+	kv(lead).putAcrossElection("c", "3") // the resumed member follows the new leader and forwards the write
 	if v := kv(next).mustGet("c"); v != "3" {
 		t.Fatalf("c = %q, want 3", v)
 	}
