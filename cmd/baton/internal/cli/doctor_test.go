@@ -88,7 +88,7 @@ func userKubeconfig(t *testing.T, ns, user string, rules []rbacv1.PolicyRule) st
 
 func shippedRules(t *testing.T) []rbacv1.PolicyRule {
 	t.Helper()
-	data, err := os.ReadFile("../../deploy/rbac/rbac.yaml")
+	data, err := os.ReadFile("../../../../deploy/rbac/rbac.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func controlPlane(t *testing.T) *rest.Config {
 		ctrllog.SetLogger(logr.Discard())
 		env := &envtest.Environment{
 			BinaryAssetsDirectory: assets,
-			CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{filepath.Join("..", "..", "deploy", "crd")}, ErrorIfPathMissing: true},
+			CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{filepath.Join("..", "..", "..", "..", "deploy", "crd")}, ErrorIfPathMissing: true},
 		}
 		cfg, err := env.Start()
 		if err != nil {
@@ -158,29 +158,34 @@ func TestKubeLeaseBackend(t *testing.T) {
 func TestKubeCRDBackend(t *testing.T) {
 	t.Parallel()
 	kc, _ := kubeconfig(t)
+	// Tokens strictly grow from lock to lock. The first one is the
+	// resourceVersion the API server gave the new object (package kube,
+	// "Fencing tokens"), so only the order is asserted.
+	var last uint64
 	for i := 1; i <= 2; i++ {
 		code, _, stderr := runCLI(t, "lock", "--backend", "crd", "--kubeconfig", kc, "--name", "migrate", "--", "true")
 		if code != 0 {
 			t.Fatalf("lock %d: exit %d: %s", i, code, stderr)
 		}
-	}
-	code, out, stderr := runCLI(t, "status", "--backend", "crd", "--kubeconfig", kc, "migrate", "-o", "json")
-	if code != 0 {
-		t.Fatalf("status: exit %d: %s", code, stderr)
-	}
-	var st struct {
-		Held  bool   `json:"held"`
-		Token uint64 `json:"token"`
-	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("status -o json: %v\n%s", err, out)
-	}
-	if st.Held || st.Token != 2 {
-		t.Errorf("status after two locks = %+v, want free with token 2", st)
+		code, out, stderr := runCLI(t, "status", "--backend", "crd", "--kubeconfig", kc, "migrate", "-o", "json")
+		if code != 0 {
+			t.Fatalf("status: exit %d: %s", code, stderr)
+		}
+		var st struct {
+			Held  bool   `json:"held"`
+			Token uint64 `json:"token"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status -o json: %v\n%s", err, out)
+		}
+		if st.Held || st.Token <= last {
+			t.Errorf("status after lock %d = %+v, want free with a token above %d", i, st, last)
+		}
+		last = st.Token
 	}
 	// doctor's name check reads the DistributedLock too: the lock above
 	// was taken without --app, so another application collides with it.
-	code, out, _ = runCLI(t, "doctor", "--backend", "crd", "--kubeconfig", kc, "--name", "migrate", "--app", "billing")
+	code, out, _ := runCLI(t, "doctor", "--backend", "crd", "--kubeconfig", kc, "--name", "migrate", "--app", "billing")
 	if code != 1 || !strings.Contains(out, `belongs to application "", not "billing"`) {
 		t.Errorf("doctor --backend crd with a colliding name: exit %d, output:\n%s", code, out)
 	}
