@@ -126,8 +126,6 @@ func TestCheckerFindsViolations(t *testing.T) {
 			return o
 		}), cleanEvs, "after its ValidUntil"},
 		{"early takeover", scenario{fault: faultKill}, withVU(30 * ms), cleanEvs, "early takeover"},
-		{"step-down without a fault", scenario{fault: faultKill}, clean,
-			append(cleanEvs, ended("c2", 6, causeStepDown, 30*ms)), "with no fault on its contender"},
 		{"loss without a fault", scenario{fault: faultKill}, clean,
 			append(cleanEvs, ended("c2", 6, causeLost, 30*ms)), "with no fault on its contender"},
 	}
