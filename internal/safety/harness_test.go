@@ -132,6 +132,9 @@ type contender struct {
 	outMu  sync.Mutex
 	done   chan struct{}
 	killed bool // by the harness: its exit status is not checked
+	// wallOff is the net step of its wall clock (jump), guarded by the
+	// harness's mu.
+	wallOff time.Duration
 }
 
 func (c *contender) output() string {
@@ -586,6 +589,13 @@ func (h *harness) jump(round, minWrites int) {
 			if id == holder {
 				sig = holderStep
 			}
+			h.mu.Lock()
+			if sig == jumpForward {
+				h.contenders[id].wallOff += jumpBy
+			} else {
+				h.contenders[id].wallOff -= jumpBy
+			}
+			h.mu.Unlock()
 			h.signal(id, sig)
 		}
 	}), "clock step")
@@ -601,9 +611,23 @@ func (h *harness) jump(round, minWrites int) {
 	// The lock changes hands among stepped clocks (tenures end on their
 	// own after a few dozen rounds) and the new holder works.
 	h.writesAbove(f.tok, 3, h.be.bound()+30*time.Second)
-	if h.be.renewTime != nil {
-		h.steppedRenewTime()
+	if h.be.renewTime == nil {
+		return
 	}
+	// Steps alternate by round, so a contender's steps can cancel out (the
+	// holder of both rounds is back at +0): only a live contender whose
+	// clock is still off can write a stepped renew time.
+	h.mu.Lock()
+	off := false
+	for _, c := range h.contenders {
+		off = off || !c.killed && c.wallOff != 0
+	}
+	h.mu.Unlock()
+	if !off {
+		h.t.Logf("round %d: every live contender's wall-clock steps cancelled out; no stepped renew time to look for", round)
+		return
+	}
+	h.steppedRenewTime()
 }
 
 // steppedRenewTime waits until the lock's object carries a renew time
