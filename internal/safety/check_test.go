@@ -426,8 +426,10 @@ func tenuresOf(evs []event) []*tenure {
 // context at the renew deadline, a third of the TTL before ValidUntil,
 // from a timer; on a machine so loaded that the timer's goroutine waits
 // longer than that, the context ends late. A holder that never steps down
-// goes on for seconds.
-const liveSlack = 250 * time.Millisecond
+// goes on for seconds. 250 ms held on a quiet machine; with a second test
+// run beside the suite (2 cores) a keeper was seen 603 ms late, so the
+// slack is 1 s.
+const liveSlack = time.Second
 
 // checkValidity checks the holders' ValidUntil, on the machine's
 // monotonic clock (the contenders are processes on this machine): a write

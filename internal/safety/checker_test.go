@@ -122,7 +122,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 			return o
 		}), cleanEvs, "lost update on the unfenced counter"},
 		{"live after ValidUntil", scenario{fault: faultKill}, with(func(o []op) []op {
-			o[1].Live, o[1].VU, o[1].HasVU = 400*ms, 11*ms, true
+			o[1].Live, o[1].VU, o[1].HasVU = 1500*ms, 11*ms, true
 			return o
 		}), cleanEvs, "after its ValidUntil"},
 		{"early takeover", scenario{fault: faultKill}, withVU(30 * ms), cleanEvs, "early takeover"},
