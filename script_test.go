@@ -168,11 +168,7 @@ func next(t *testing.T, ch <-chan baton.Event, k baton.EventKind) baton.Event {
 // Step reaches it.
 func awaitTimer(t *testing.T, clk *clocktest.FakeClock) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := clk.AwaitWaiters(ctx, func(n int) bool { return n > 0 }); err != nil {
-		t.Fatal("nothing waits on the fake clock after a minute")
-	}
+	clocktest.AwaitTimer(t, clk)
 }
 
 func closed(ch <-chan struct{}) bool {

@@ -6,6 +6,7 @@ package clocktest
 import (
 	"context"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/baton-go/baton"
@@ -165,3 +166,14 @@ func (t *timer) fire(now time.Time) {
 
 func (t *timer) C() <-chan time.Time { return t.ch }
 func (t *timer) Stop() bool          { return t.c.remove(t) }
+
+// AwaitTimer waits until some timer waits on clk, so that a Step reaches
+// it, and fails tb if none does within a minute.
+func AwaitTimer(tb testing.TB, clk *FakeClock) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := clk.AwaitWaiters(ctx, func(n int) bool { return n > 0 }); err != nil {
+		tb.Fatal("nothing waits on the fake clock after a minute")
+	}
+}

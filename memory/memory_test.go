@@ -376,11 +376,7 @@ func next(t *testing.T, ch <-chan baton.Event, want baton.EventKind) baton.Event
 // its next timer.
 func awaitTimer(t *testing.T, clk *clocktest.FakeClock) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := clk.AwaitWaiters(ctx, func(n int) bool { return n > 0 }); err != nil {
-		t.Fatal("nothing waits on the fake clock after a minute")
-	}
+	clocktest.AwaitTimer(t, clk)
 }
 
 // Timing for the engine tests: TTL 10s, renew every 3s, step down 7s
