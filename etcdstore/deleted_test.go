@@ -67,8 +67,9 @@ func TestClaimKeyDeleted(t *testing.T) {
 }
 
 // TestTokensAfterDeletion: tokens strictly increase across releases,
-// deletions of the claim key by hand and acquisitions by Stores that never
-// saw the deleted claim (which may acquire at once).
+// deletions of every key of the lock by hand (the claim, its guard, /last
+// and the release marker) and acquisitions by Stores that never saw the
+// deleted claim (which may then acquire at once).
 func TestTokensAfterDeletion(t *testing.T) {
 	srv := startEtcd(t)
 	client := connect(t, srv.Endpoint())
@@ -86,11 +87,15 @@ func TestTokensAfterDeletion(t *testing.T) {
 		}
 		last = g.Token
 		if i%2 == 0 {
-			r, err := client.Delete(t.Context(), ck)
-			if err != nil || r.Deleted != 1 {
+			r, err := client.Delete(t.Context(), ck, clientv3WithPrefix()...)
+			if err != nil || r.Deleted < 2 {
 				t.Fatalf("round %d: delete: %v %+v", i, err, r)
 			}
-			last = max(last, uint64(r.Header.Revision))
+			rg, err := client.Delete(t.Context(), etcdstore.GuardKey(s, "job"))
+			if err != nil || rg.Deleted != 1 {
+				t.Fatalf("round %d: delete the guard: %v %+v", i, err, rg)
+			}
+			last = max(last, uint64(rg.Header.Revision))
 		} else if err := s.Release(t.Context(), g); err != nil {
 			t.Fatal(err)
 		}
@@ -126,5 +131,74 @@ func TestClaimKeyDeletedSibling(t *testing.T) {
 	var he *baton.HeldError
 	if !errors.As(err, &he) || he.Holder != "a" || he.RetryAfter <= 0 {
 		t.Fatalf("another holder of the same Store: %v; want held by a until its deadline", err)
+	}
+}
+
+// TestClaimKeyDeletedUnseen: after a hand deletion of the claim key (and
+// of every other key under the lock's name), a Store that never saw the
+// claim does not acquire while the claim's guard is in place: its attempt
+// names the deleted claim's holder and token, and Get and List report the
+// lock held. The holder's Store deletes the guard once the claim ended by
+// its clock; the contender then acquires, with a larger token.
+// ForceRelease frees a guarded lock at once.
+func TestClaimKeyDeletedUnseen(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "fair"}[fair], func(t *testing.T) {
+			srv := startEtcd(t)
+			client := connect(t, srv.Endpoint())
+			opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(fair)}
+			a := newStore(t, client, opts...)
+			const ttl = 2 * time.Second
+			holder := lock(t, newMutex(t, a, "job", "holder", ttl))
+			ck, _, _ := a.Keys("job")
+			del, err := client.Delete(t.Context(), ck, clientv3WithPrefix()...)
+			if err != nil || del.Deleted < 2 {
+				t.Fatalf("deleting the keys under %q: %v, %+v", ck, err, del)
+			}
+
+			b := newStore(t, connect(t, srv.Endpoint()), opts...)
+			req := baton.Request{Holder: "standby", Nonce: baton.NewNonce(), TTL: ttl}
+			_, err = b.TryAcquire(t.Context(), "job", req)
+			var he *baton.HeldError
+			if !errors.As(err, &he) || he.Holder != "holder" || he.Token != holder.Token() || he.RetryAfter <= 0 {
+				t.Fatalf("a Store that never saw the deleted claim: %v; want held by holder, token %d, with a RetryAfter", err, holder.Token())
+			}
+			if r, err := b.Get(t.Context(), "job"); err != nil || !r.Held() || r.Holder != "holder" || r.Token != holder.Token() {
+				t.Errorf("Get of the guarded lock: %+v, %v; want held by holder with token %d", r, err, holder.Token())
+			}
+			if rs, err := b.List(t.Context()); err != nil || len(rs) != 1 || !rs[0].Held() || rs[0].Key != "job" {
+				t.Errorf("List with the guarded lock: %+v, %v; want job, held", rs, err)
+			}
+
+			// The holder's Store notices, ends the lease, and frees the
+			// guard at the claim's deadline: the standby then acquires.
+			within(t, 2*ttl, "the holder's lease to end", holder.Done())
+			standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", ttl))
+			got := within(t, 5*ttl, "the standby to acquire", standby)
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			if !got.at.After(holder.ValidUntil()) {
+				t.Errorf("the standby acquired %v before the holder's validity ended", holder.ValidUntil().Sub(got.at))
+			}
+			if tok := got.lease.Token(); tok <= uint64(del.Header.Revision) {
+				t.Errorf("token %d, not above the deletion's revision %d", tok, del.Header.Revision)
+			}
+
+			if fair {
+				return // the standby's place stays in the queue as the holder's: ForceRelease keeps it
+			}
+			// ForceRelease frees the lock at once, guard included.
+			if _, err := client.Delete(t.Context(), ck); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.ForceRelease(t.Context(), "job"); err != nil {
+				t.Fatal(err)
+			}
+			c := newStore(t, connect(t, srv.Endpoint()), opts...)
+			if _, err := c.TryAcquire(t.Context(), "job", baton.Request{Holder: "third", Nonce: baton.NewNonce(), TTL: ttl}); err != nil {
+				t.Errorf("after ForceRelease: %v; want acquired at once", err)
+			}
+		})
 	}
 }

@@ -65,6 +65,9 @@
 //	                 transaction that ends a claim on release or clean-up; never
 //	                 expires. A claim key that vanished after the marker's last
 //	                 write was deleted by someone else (see "Deleted claims").
+//	P .guard/N       the claim's guard: same value, lease and mod revision as the
+//	                 claim; put and deleted with it, but outlives a claim key deleted
+//	                 by hand (see "Deleted claims"). No lock name starts with a dot.
 //	P N /queue/ID    fair mode only: a waiter's place (and, once it acquires, the
 //	                 holder's until its claim ends), attached to its Store's
 //	                 lease; ordered by create revision. Value: the claim value
@@ -170,7 +173,7 @@
 // # Deleted claims
 //
 // A claim key deleted by someone else while held (`etcdctl del`, or
-// ForceRelease) is not a free lock until the claim could have expired
+// ForceRelease for contenders that saw the claim) is not a free lock until the claim could have expired
 // (DESIGN invariant 3):
 //
 //   - The holder: Renew is answered locally only within the TTL plus one
@@ -194,14 +197,26 @@
 //     puts at the claim's deadline once it noticed (usually well before the
 //     grace ends). If etcd reports the claim's lease gone (its holder
 //     died), the contender acquires at once.
-//     A Store that never saw the claim acquires at once: it has nothing to
-//     wait for.
+//   - A contender that never saw the claim is stopped by its guard (P
+//     .guard/N, below): a key with the claim's value, put on the claim's
+//     lease by the same transaction (so at the same revision), that every
+//     acquire requires absent. A hand deletion of the claim key, or of
+//     every key of the lock (`etcdctl del --prefix P N`), leaves the guard:
+//     it goes at the claim's deadline, deleted by the holder's Store with
+//     the release marker, or with the holder's lease if that Store is gone.
+//     Meanwhile an attempt answers HeldError naming the deleted claim's
+//     holder and token, with RetryAfter a verification period (the guard's
+//     deletion wakes no watch); Get and List report the lock held.
+//     ForceRelease deletes the guard too: it is the sanctioned way to free
+//     a lock at once.
 //   - Tokens are still mod revisions: the next claim's is above the
 //     deletion's revision.
 //
-// Stores of earlier versions write no release marker; contenders of this
-// version that saw one of their claims treat its release as a deletion and
-// wait as above.
+// Stores of earlier versions write no release marker and no guard:
+// contenders of this version that saw one of their claims treat its
+// release as a deletion and wait as above, and while Stores of both
+// versions share a lock, one of an earlier version can acquire over a
+// guard. Upgrade every Store before relying on the guard.
 //
 // # Watch
 //

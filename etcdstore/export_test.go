@@ -52,3 +52,6 @@ func KeptAlive(ctx context.Context, s *Store, name string, until time.Time) erro
 		s.mu.Lock()
 	}
 }
+
+// GuardKey returns the key of the guard of name's claim (see guardKey).
+func GuardKey(s *Store, name string) string { return s.guardKey(name) }

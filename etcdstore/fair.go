@@ -174,10 +174,16 @@ func (s *Store) dropOps(e *entry) []clientv3.Op {
 		[]clientv3.Op{clientv3.OpDelete(e.key)}, nil)}
 	if e.claimVal != "" {
 		ck, _, _ := s.Keys(e.name)
+		gk := s.guardKey(e.name)
 		ops = append(ops, clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(ck), "=", e.claimVal),
 				clientv3.Compare(clientv3.LeaseValue(ck), "=", int64(e.lease.id))},
-			[]clientv3.Op{clientv3.OpDelete(ck), clientv3.OpPut(s.releasedKey(e.name), "0")}, nil))
+			[]clientv3.Op{clientv3.OpDelete(ck), clientv3.OpPut(s.releasedKey(e.name), "0")}, nil),
+			// The guard of that claim, even if its key was deleted by hand.
+			clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(gk), "=", e.claimVal),
+					clientv3.Compare(clientv3.LeaseValue(gk), "=", int64(e.lease.id))},
+				[]clientv3.Op{clientv3.OpDelete(gk)}, nil))
 	}
 	return ops
 }
@@ -236,6 +242,7 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 		}
 	}
 	ck, lk, qp := s.Keys(name)
+	gk := s.guardKey(name)
 	if e != nil && readFirst {
 		// A read costs etcd no disk sync; most attempts with a place find
 		// the lock handed to them or still held. With the watch up, the
@@ -254,7 +261,8 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 				clientv3.OpGet(ck, o...),
 				clientv3.OpGet(qp, append(clientv3.WithLastCreate(), append(o, clientv3.WithMaxCreateRev(e.rev-1))...)...),
 				clientv3.OpGet(e.key, o...),
-				clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), append(o, clientv3.WithMinCreateRev(e.rev+1))...)...)).Commit()
+				clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), append(o, clientv3.WithMinCreateRev(e.rev+1))...)...),
+				clientv3.OpGet(gk, o...)).Commit() // the guard last: see guardOf
 		}
 		// The member must also have this place's key and the last
 		// observation, or it would report the place lost.
@@ -337,8 +345,10 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
 		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
-		acquire := []clientv3.Op{clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck)}
-		const getIdx = 2 // the claim read in the success branch
+		acquire := []clientv3.Op{clientv3.OpPut(gk, val, clientv3.WithLease(l.id)),
+			clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck)}
+		const getIdx = 3 // the claim read in the success branch
+		free := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0), clientv3.Compare(clientv3.CreateRevision(gk), "=", 0)}
 		var (
 			resp *clientv3.TxnResponse
 			qk   string // the queue key this attempt may put
@@ -364,22 +374,20 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 				els = append(els, clientv3.OpPut(qk, val+handoffMark, clientv3.WithLease(l.id)), clientv3.OpGet(qk))
 			}
 			resp, err = s.client.Txn(ctx).
-				If(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0),
-					clientv3.Compare(clientv3.CreateRevision(qp), "=", 0).WithPrefix()}, released...)...).
+				If(append(append(free, clientv3.Compare(clientv3.CreateRevision(qp), "=", 0).WithPrefix()), released...)...).
 				Then(acquire...).
-				Else(els...).
+				Else(append(els, clientv3.OpGet(gk))...). // the guard last: see guardOf
 				Commit()
 		} else {
 			// The waiter behind this place, for the release to hand over to.
 			next := clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1))...)
 			resp, err = s.client.Txn(ctx).
-				If(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0),
-					clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev),
-					clientv3.Compare(clientv3.CreateRevision(qp), ">", e.rev-1).WithPrefix()}, released...)...).
+				If(append(append(free, clientv3.Compare(clientv3.CreateRevision(e.key), "=", e.rev),
+					clientv3.Compare(clientv3.CreateRevision(qp), ">", e.rev-1).WithPrefix()), released...)...).
 				Then(append(acquire, next)...).
 				Else(clientv3.OpGet(ck),
 					clientv3.OpGet(qp, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))...),
-					clientv3.OpGet(e.key), next).
+					clientv3.OpGet(e.key), next, clientv3.OpGet(gk)).
 				Commit()
 		}
 		s.unpin(l)
@@ -458,10 +466,18 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 // marker's condition failed. e is the attempt's place, or nil.
 func ghostFair(e *entry, resp *clientv3.TxnResponse) bool {
 	rs := resp.Responses
-	if kvOrNil(rs[0].GetResponseRange().GetKvs()) != nil || kvOrNil(rs[1].GetResponseRange().GetKvs()) != nil {
+	if kvOrNil(rs[0].GetResponseRange().GetKvs()) != nil || kvOrNil(rs[1].GetResponseRange().GetKvs()) != nil || guardOf(resp) != nil {
 		return false
 	}
 	return e == nil || kvOrNil(rs[2].GetResponseRange().GetKvs()) != nil
+}
+
+// guardOf returns the claim's guard (see guardKey) as a fair attempt's
+// read or failed acquire transaction read it (always its last response),
+// or nil.
+func guardOf(resp *clientv3.TxnResponse) *mvccpb.KeyValue {
+	rs := resp.Responses
+	return kvOrNil(rs[len(rs)-1].GetResponseRange().GetKvs())
 }
 
 // handedTo reports whether claim (the claim key, or nil) was handed to the
@@ -533,7 +549,8 @@ func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek 
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(ck), "=", token), clientv3.Compare(clientv3.Value(ck), "=", e.claimVal)).
 			Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck),
-				clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1))...)).
+				clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1))...),
+				clientv3.OpPut(s.guardKey(name), val, clientv3.WithLease(l.id))).
 			Commit()
 		if err == nil && !resp.Succeeded {
 			err = errors.New("the claim handed to this waiter changed before it was collected")
@@ -631,6 +648,7 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 	ck, _, _ := s.Keys(name)
 	claimKV := kvOrNil(resp.Responses[0].GetResponseRange().GetKvs())
 	aheadKV := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs())
+	var guard *mvccpb.KeyValue
 	he := &baton.HeldError{Key: name}
 	if claimKV != nil {
 		v, err := decodeValue(claimKV.Value)
@@ -643,6 +661,14 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 			s.seen[name] = &seenClaim{mod: claimKV.ModRevision, lease: claimKV.Lease, holder: v.holder, ttl: v.ttl}
 			s.mu.Unlock()
 		}
+	} else if guard = guardOf(resp); guard != nil {
+		// Deleted by hand: held until its guard goes (see guarded).
+		v, err := decodeValue(guard.Value)
+		if err != nil {
+			return s.corrupt(name, string(guard.Key), err)
+		}
+		_, _, poll := leaseTiming(v.ttl)
+		he.Holder, he.Token, he.RetryAfter = v.holder, uint64(guard.ModRevision), poll
 	} else {
 		// The claim seen last is gone while a queue key ahead still
 		// waits: its grace (see ghost) runs from now.
@@ -654,8 +680,11 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 	}
 	obs := observation{target: ck, mod: modOf(resp.Responses[0].GetResponseRange().GetKvs()),
 		rev: resp.Header.Revision, holder: he.Holder, token: he.Token}
-	if aheadKV != nil {
+	switch {
+	case aheadKV != nil:
 		obs.target, obs.mod = string(aheadKV.Key), aheadKV.ModRevision
+	case guard != nil:
+		obs.target, obs.mod = string(guard.Key), guard.ModRevision // its deletion frees the lock
 	}
 	heldErr := fmt.Errorf("etcdstore: %w", he)
 	s.mu.Lock()

@@ -165,11 +165,32 @@ func (s *Store) Fair() bool { return s.fair }
 // ForceRelease) or with its lease.
 func (s *Store) releasedKey(name string) string { return s.prefix + name + "/released" }
 
+// guardKey is the guard of lock name's claim: every transaction that
+// writes the claim key puts the guard with the same value, on the same
+// lease, at the same revision (so its mod revision is the claim's token),
+// and every one that ends the claim deletes it. An acquire requires both
+// absent. Deleting the claim key by hand (etcdctl del) leaves the guard in
+// place: it goes when the holder's Store ends the claim at its deadline
+// (see reap), or with the holder's lease, so a contender that never saw
+// the deleted claim still cannot acquire while its holder may be valid.
+// It lives apart from the lock's own keys (lock names never start with a
+// dot), so that deleting them all (etcdctl del --prefix PREFIX+NAME)
+// leaves it too; only ForceRelease, or deleting it by name, frees a
+// claim at once.
+func (s *Store) guardKey(name string) string { return s.prefix + guardDir + name }
+
+// guardDir is the part of the prefix under which guards live.
+const guardDir = ".guard/"
+
 // Keys returns the etcd keys of lock name:
 //
 //	claim:  <prefix><name>           exists while the lock is held; attached to the holder's lease
 //	last:   <prefix><name>/last      the last acquisition; never expires
 //	queue:  <prefix><name>/queue/    prefix of the fair-mode waiters' keys
+//
+// Two more keys are not returned: the release marker
+// <prefix><name>/released and the claim's guard <prefix>.guard/<name>
+// (see "Deleted claims" in the package documentation).
 func (s *Store) Keys(name string) (claim, last, queue string) {
 	return s.prefix + name, s.prefix + name + "/last", s.prefix + name + "/queue/"
 }
@@ -271,6 +292,7 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 		return baton.Grant{}, err
 	}
 	ck, lk, _ := s.Keys(name)
+	gk := s.guardKey(name)
 	start := time.Now()
 	timeout, pause := firstReleaseAttempt, releaseBackoff
 	var first time.Time // the send time of the first attempt on the current lease
@@ -283,7 +305,7 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 			first = sent
 		}
 		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
-		cond := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)}
+		cond := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0), clientv3.Compare(clientv3.CreateRevision(gk), "=", 0)}
 		s.mu.Lock()
 		sc := s.seen[name]
 		s.mu.Unlock()
@@ -294,8 +316,9 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		resp, err := s.client.Txn(actx).
 			If(cond...).
-			Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck)).
-			Else(clientv3.OpGet(ck)).
+			Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(gk, val, clientv3.WithLease(l.id)),
+				clientv3.OpPut(lk, val), clientv3.OpGet(ck)).
+			Else(clientv3.OpGet(ck), clientv3.OpGet(gk)).
 			Commit()
 		cancel()
 		s.unpin(l)
@@ -319,7 +342,7 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
 		if resp.Succeeded {
-			kv, err := firstKV(resp, 2)
+			kv, err := firstKV(resp, 3)
 			if err != nil {
 				return baton.Grant{}, s.wrap(name, "acquire", err)
 			}
@@ -328,7 +351,11 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 			s.mu.Unlock()
 			return s.granted(name, req, l, sent, kv.ModRevision, "", nil)
 		}
-		if sc != nil && len(resp.Responses[0].GetResponseRange().GetKvs()) == 0 {
+		claimGone := len(resp.Responses[0].GetResponseRange().GetKvs()) == 0
+		if guard := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs()); claimGone && guard != nil {
+			return baton.Grant{}, s.guarded(f, name, guard, resp.Header.Revision)
+		}
+		if sc != nil && claimGone {
 			// The claim seen last vanished without a release.
 			if err := s.ghost(ctx, f, name, sc, resp.Header.Revision); err != nil {
 				return baton.Grant{}, err
@@ -388,6 +415,25 @@ func (s *Store) ghost(ctx context.Context, f *follower, name string, sc *seenCla
 	_, _, poll := leaseTiming(sc.ttl)
 	return fmt.Errorf("etcdstore: %w (its key was deleted without a release; it counts as held until it could have expired, %v from now)",
 		&baton.HeldError{Key: name, Holder: sc.holder, Token: uint64(sc.mod), RetryAfter: min(wait, poll)}, wait.Round(time.Millisecond))
+}
+
+// guarded returns the HeldError for a lock whose claim key is gone while
+// its guard (see guardKey) is still in place: the claim was deleted by
+// hand and its holder may still be valid. The guard goes at the claim's
+// deadline or with its holder's lease, which wakes no watch: the attempt
+// is retried every verification period of the claim's TTL.
+func (s *Store) guarded(f *follower, name string, guard *mvccpb.KeyValue, rev int64) error {
+	v, err := decodeValue(guard.Value)
+	if err != nil {
+		return s.corrupt(name, string(guard.Key), err)
+	}
+	_, _, poll := leaseTiming(v.ttl)
+	he := &baton.HeldError{Key: name, Holder: v.holder, Token: uint64(guard.ModRevision), RetryAfter: poll}
+	s.mu.Lock()
+	s.observeLocked(f, observation{target: string(guard.Key), mod: guard.ModRevision, rev: rev, holder: v.holder, token: he.Token})
+	s.mu.Unlock()
+	return fmt.Errorf("etcdstore: %w (its claim key was deleted without a release; its guard %q stays until the claim ends by its holder's clock)",
+		he, guard.Key)
 }
 
 // siblingHolds returns a HeldError if this Store has a claim on name for
@@ -705,8 +751,12 @@ func transient(err error) bool {
 // still c's; waiters (fair mode, if ours) whether anyone still queues.
 func (s *Store) deleteClaim(ctx context.Context, c *claim, handoff bool) (ours, waiters bool, err error) {
 	ck, lk, qp := s.Keys(c.name)
-	release := []clientv3.Op{clientv3.OpDelete(ck)}
-	var els []clientv3.Op
+	gk := s.guardKey(c.name)
+	release := []clientv3.Op{clientv3.OpDelete(ck), clientv3.OpDelete(gk)}
+	// If the claim key was deleted by hand, its guard is still c's (same
+	// mod revision): c has ended by its holder's clock, so it goes.
+	els := []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(gk), "=", c.token)},
+		[]clientv3.Op{clientv3.OpDelete(gk)}, nil)}
 	if c.entry != "" {
 		// The queue key is unique to this claim: deleting it needs no condition.
 		release = append(release, clientv3.OpDelete(c.entry), clientv3.OpGet(qp, clientv3.WithPrefix(), clientv3.WithCountOnly()))
@@ -726,7 +776,8 @@ func (s *Store) deleteClaim(ctx context.Context, c *claim, handoff bool) (ours, 
 		// The waiter's queue key is touched (its mod revision moves; value
 		// and lease stay) so that the waiter behind it, which watches it,
 		// learns that it is next in line (see "Fair mode").
-		hand := []clientv3.Op{clientv3.OpPut(ck, n.val, clientv3.WithLease(clientv3.LeaseID(n.lease))), clientv3.OpPut(lk, n.val),
+		hand := []clientv3.Op{clientv3.OpPut(ck, n.val, clientv3.WithLease(clientv3.LeaseID(n.lease))),
+			clientv3.OpPut(gk, n.val, clientv3.WithLease(clientv3.LeaseID(n.lease))), clientv3.OpPut(lk, n.val),
 			clientv3.OpPut(n.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}
 		if c.entry != "" {
 			hand = append(hand, clientv3.OpDelete(c.entry))
@@ -753,8 +804,8 @@ func (s *Store) deleteClaim(ctx context.Context, c *claim, handoff bool) (ours, 
 		}
 		rs = inner.GetResponses()
 	}
-	if c.entry != "" && len(rs) > 2 {
-		waiters = rs[2].GetResponseRange().GetCount() > 0
+	if c.entry != "" && len(rs) > 3 {
+		waiters = rs[3].GetResponseRange().GetCount() > 0 // after the claim's and guard's deletes and the entry's
 	}
 	return true, waiters, nil
 }
@@ -768,7 +819,7 @@ func (s *Store) forgetLocked(c *claim) {
 }
 
 // ForceRelease implements baton.ForceReleaser: it deletes the claim key
-// whoever holds it, keeping the /last record (and with it the fencing
+// and its guard (see guardKey) whoever holds them, keeping the /last record (and with it the fencing
 // token's history). The former holder's Store notices within its
 // verification period (a third of the TTL; see the package documentation)
 // and its Renew then fails with ErrLost. Contenders that saw the claim
@@ -782,14 +833,13 @@ func (s *Store) ForceRelease(ctx context.Context, name string) error {
 	}
 	ck, lk, _ := s.Keys(name)
 	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(ck), ">", 0)).
-		Then(clientv3.OpDelete(ck)).
-		Else(clientv3.OpGet(lk, clientv3.WithCountOnly())).
+		Then(clientv3.OpDelete(ck), clientv3.OpDelete(s.guardKey(name)), clientv3.OpGet(lk, clientv3.WithCountOnly())).
 		Commit()
 	if err != nil {
 		return s.wrap(name, "force release", err)
 	}
-	if !resp.Succeeded && resp.Responses[0].GetResponseRange().Count == 0 {
+	rs := resp.Responses
+	if rs[0].GetResponseDeleteRange().Deleted+rs[1].GetResponseDeleteRange().Deleted+rs[2].GetResponseRange().Count == 0 {
 		return fmt.Errorf("etcdstore: lock %q: %w", name, baton.ErrNotFound)
 	}
 	return nil
@@ -808,12 +858,16 @@ func (s *Store) Get(ctx context.Context, name string) (baton.Record, error) {
 		return baton.Record{}, err
 	}
 	ck, lk, _ := s.Keys(name)
-	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(ck), clientv3.OpGet(lk)).Commit()
+	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(ck), clientv3.OpGet(lk), clientv3.OpGet(s.guardKey(name))).Commit()
 	if err != nil {
 		return baton.Record{}, s.wrap(name, "get", err)
 	}
 	claimKV := kvOrNil(resp.Responses[0].GetResponseRange().Kvs)
 	lastKV := kvOrNil(resp.Responses[1].GetResponseRange().Kvs)
+	if claimKV == nil {
+		// A claim deleted by hand is held until its guard goes.
+		claimKV = kvOrNil(resp.Responses[2].GetResponseRange().Kvs)
+	}
 	if claimKV == nil && lastKV == nil {
 		return baton.Record{}, fmt.Errorf("etcdstore: lock %q: %w", name, baton.ErrNotFound)
 	}
@@ -890,31 +944,37 @@ func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: list %q: %w", s.prefix, mapErr(err))
 	}
-	type pair struct{ claim, last *mvccpb.KeyValue }
+	type pair struct{ claim, last, guard *mvccpb.KeyValue }
 	byName := map[string]*pair{}
 	for _, kv := range resp.Kvs {
 		rest := strings.TrimPrefix(string(kv.Key), s.prefix)
-		name, suffix, _ := strings.Cut(rest, "/")
-		if baton.ValidateName(name) != nil {
+		name, suffix, sub := strings.Cut(rest, "/")
+		if guarded, ok := strings.CutPrefix(rest, guardDir); ok {
+			name, suffix, sub = guarded, "", false
+		}
+		if baton.ValidateName(name) != nil || sub && suffix != "last" {
 			continue
 		}
 		p := byName[name]
 		if p == nil {
 			p = &pair{}
+			byName[name] = p
 		}
 		switch {
-		case !strings.Contains(rest, "/"):
+		case !sub && rest != name:
+			p.guard = kv
+		case !sub:
 			p.claim = kv
-		case suffix == "last":
-			p.last = kv
 		default:
-			continue
+			p.last = kv
 		}
-		byName[name] = p
 	}
 	ttls := map[int64]time.Duration{}
 	recs := make([]baton.Record, 0, len(byName))
 	for name, p := range byName {
+		if p.claim == nil {
+			p.claim = p.guard // a claim deleted by hand is held until its guard goes
+		}
 		r, err := s.record(ctx, name, p.claim, p.last, ttls)
 		if err != nil {
 			return nil, err
