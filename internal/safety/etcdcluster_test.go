@@ -35,7 +35,6 @@ func TestSafetyEtcdCluster(t *testing.T) {
 		runClusterScenario(t, be, faultLeaderKill, func(h *harness) { leaderKill(h, cl) })
 	})
 	t.Run("claim_key_deleted", func(t *testing.T) {
-		t.Skip(etcdDeleteGap)
 		runClusterScenario(t, be, faultKeyDeleted, func(h *harness) { deleteClaimKey(h, cl) })
 	})
 }

@@ -24,22 +24,9 @@ func runScenario(t *testing.T, be *backendEnv, sc scenario) {
 	name := strings.NewReplacer(" + ", "_and_", " ", "_").Replace(sc.fault)
 	sc.lock = "safety-" + strings.ToLower(strings.ReplaceAll(name, "_", "-"))
 	t.Run(name, func(t *testing.T) {
-		if be.name == "etcd" && sc.fault == faultDelete {
-			t.Skip(etcdDeleteGap)
-		}
 		newHarness(t, be, sc).run()
 	})
 }
-
-// etcdDeleteGap is why the etcd rows that delete the claim key by hand do
-// not run: they fail, and the failure is real. A contender that never saw
-// the claim that was deleted (it was waiting out an earlier one) acquires
-// at once, while the deleted claim's holder still acts within its
-// validity: the register sees two holders (fencing rejected every stale
-// write). Closing it needs a server-side check (a key on the holder's etcd
-// lease that outlives a hand-deleted claim key); see issue 13 and
-// docs/safety.md. Every other backend runs the row.
-const etcdDeleteGap = "known gap, issue 13: a hand-deleted etcd claim key lets a contender that never saw the claim take over while its holder is valid"
 
 // common runs the scenarios every backend supports, and the long mode's
 // extras; partition-like faults need a network store.
