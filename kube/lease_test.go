@@ -151,12 +151,15 @@ func TestFirstObservation(t *testing.T) {
 	b := newLease(t, cfg, ns) // a process starting now
 	seen := time.Now()
 	_, err = b.TryAcquire(ctx, "old", req("pod-b", 2*time.Second))
+	took := time.Since(seen)
 	var held *baton.HeldError
 	if !errors.As(err, &held) {
 		t.Fatalf("TryAcquire of a lease renewed (by its renewTime) an hour ago, first seen now: %v; want ErrHeld", err)
 	}
-	if held.RetryAfter < 1900*time.Millisecond || held.RetryAfter > 2*time.Second {
-		t.Errorf("RetryAfter = %v, want the full lease duration 2s counted from the first observation", held.RetryAfter)
+	// Counted from the observation, which the call made between seen and
+	// seen+took: however slow the machine, RetryAfter is within that.
+	if held.RetryAfter < 2*time.Second-took || held.RetryAfter > 2*time.Second {
+		t.Errorf("RetryAfter = %v (the call took %v), want the full lease duration 2s counted from the first observation", held.RetryAfter, took)
 	}
 	for {
 		g2, err := b.TryAcquire(ctx, "old", req("pod-b", 2*time.Second))
@@ -323,7 +326,7 @@ func TestReleaseTakenOverThroughWatch(t *testing.T) {
 	defer r.l.Unlock(context.Background())
 	d := r.at.Sub(released)
 	t.Logf("handover %v after Unlock returned", d)
-	if d > time.Second {
+	if d > 2500*time.Millisecond { // half the retry period (jittered by 10%): only the watch wakes it this soon, however slow the machine
 		t.Errorf("the standby took over %v after the release; a watch should wake it well before its retry period 5s", d)
 	}
 	if r.l.Token() <= l.Token() {
