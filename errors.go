@@ -32,8 +32,21 @@ var (
 	// overwrites such a record on its own: doing so could reset the fencing
 	// counter. An administrator must inspect and remove it.
 	ErrCorruptRecord = errors.New("corrupt lock record")
-	// ErrForbidden: the store refused the operation for lack of permission.
+	// ErrForbidden: the store refused the operation for lack of permission,
+	// or did not accept the credentials. The engine does not retry it.
 	ErrForbidden = errors.New("permission denied by the store")
+	// ErrUnavailable: the store could not be reached: connection refused,
+	// no route, a name that does not resolve, no answer in time. The
+	// engine retries it (the store may come back); a caller that wants to
+	// give up sooner bounds the wait with its context. Backends wrap it
+	// with the address they tried.
+	ErrUnavailable = errors.New("store unavailable")
+	// ErrMisconfigured: the store answers, but the setup cannot work as
+	// given: a missing namespace or custom resource definition, a TLS
+	// failure (unknown authority, wrong host name, TLS spoken to a plain
+	// server), an invalid address. The engine does not retry it. Backends
+	// name the cause and the fix in the wrapping error.
+	ErrMisconfigured = errors.New("store misconfigured")
 	// ErrGraceExceeded: an Elector's work did not return within the grace
 	// period after its term ended.
 	ErrGraceExceeded = errors.New("work did not stop within the grace period")
@@ -65,5 +78,5 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 // isPermanent reports errors that retrying cannot fix.
 func isPermanent(err error) bool {
 	return errors.Is(err, ErrInvalidName) || errors.Is(err, ErrCorruptRecord) ||
-		errors.Is(err, ErrForbidden) || errors.Is(err, ErrInvalidOptions)
+		errors.Is(err, ErrForbidden) || errors.Is(err, ErrInvalidOptions) || errors.Is(err, ErrMisconfigured)
 }

@@ -3,6 +3,7 @@ package baton_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -421,6 +422,34 @@ func TestLockRetriesTransientError(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Lock did not retry after transient errors")
+	}
+}
+
+// A Lock that stops waiting while the store cannot be reached keeps that
+// cause: it is not reported as held, and it matches ErrUnavailable.
+func TestLockStoppedKeepsLastCause(t *testing.T) {
+	unreachable := fmt.Errorf("dial tcp 127.0.0.1:1: connect: connection refused: %w", baton.ErrUnavailable)
+	m, clk := newMutex(t, failing{newScript(), unreachable})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.Lock(ctx)
+		errc <- err
+	}()
+	awaitTimer(t, clk) // the first attempt failed; Lock waits to retry
+	cancel()
+	err := <-errc
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, baton.ErrUnavailable) || errors.Is(err, baton.ErrHeld) ||
+		!strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Lock = %v, want context.Canceled with the last cause, ErrUnavailable, not held", err)
+	}
+}
+
+// ErrMisconfigured is not retried.
+func TestLockStopsOnMisconfigured(t *testing.T) {
+	m, _ := newMutex(t, failing{newScript(), fmt.Errorf("namespace %q does not exist: %w", "x", baton.ErrMisconfigured)})
+	if _, err := m.Lock(context.Background()); !errors.Is(err, baton.ErrMisconfigured) {
+		t.Fatalf("Lock = %v, want ErrMisconfigured at once", err)
 	}
 }
 

@@ -128,15 +128,17 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 		}
 		changes = ch
 	}
-	var lastHeld *HeldError // the holder seen at the last attempt that reached the store
+	var lastErr error // why the last attempt before ctx ended did not acquire
 	// One nonce for every attempt of this call: only one of them can
 	// acquire, and a store that hands the lock to a waiter (etcdstore's
 	// fair mode) can then write the claim with the nonce the waiter will
 	// present.
 	nonce := NewNonce()
+	// stopped keeps the last attempt's cause (a HeldError only if the
+	// lock was held at that attempt; an unreachable store otherwise).
 	stopped := func() error {
-		if lastHeld != nil {
-			return fmt.Errorf("%w; stopped waiting: %w", lastHeld, ctx.Err())
+		if lastErr != nil {
+			return fmt.Errorf("%w; stopped waiting: %w", lastErr, ctx.Err())
 		}
 		return ctx.Err()
 	}
@@ -150,7 +152,7 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 		wait := jitter(m.cfg.retryPeriod)
 		switch {
 		case errors.As(err, &held):
-			lastHeld = held
+			lastErr = held
 			if observe != nil {
 				observe(held.Holder)
 			}
@@ -170,6 +172,7 @@ func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (
 		case isPermanent(err):
 			return nil, err
 		default:
+			lastErr = err
 			m.cfg.logger.Warn("baton: acquire failed; retrying", "lock", m.name, "err", err, "retry_in", wait)
 		}
 		if canWatch && changes == nil && held != nil {
@@ -213,7 +216,7 @@ func (m *Mutex) try(ctx, parent context.Context, nonce string, waiting bool) (*L
 	if err != nil {
 		var held *HeldError
 		if errors.As(err, &held) {
-			m.observe(Event{Kind: EventHeld, Name: m.name, Holder: held.Holder, Token: held.Token})
+			m.observe(Event{Kind: EventHeld, Name: m.name, Holder: held.Holder, Token: held.Token, Duration: held.RetryAfter})
 		}
 		return nil, err
 	}

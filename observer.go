@@ -10,6 +10,9 @@ const (
 	// Elector's campaign); Duration is how long it waited.
 	EventAcquired EventKind = iota + 1
 	// EventHeld: an attempt found the lock held by Holder (a conflict).
+	// Duration is the backend's estimate of how long that claim can still
+	// last as judged from this process (HeldError.RetryAfter), 0 if it
+	// gave none.
 	EventHeld
 	// EventRenewed: a renewal succeeded; Duration is its latency.
 	EventRenewed
