@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/storeerr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -188,6 +189,12 @@ func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 		return nil, err
 	}
 	where := strings.Join(cfg.Endpoints, ",")
+	// gRPC retries a refused connection until the deadline and then
+	// reports only the deadline: one plain dial per endpoint first makes
+	// an unreachable etcd fail at once, with its cause.
+	if err := dialAny(ctx, cfg.Endpoints, min(cc.DialTimeout, 2*time.Second)); err != nil {
+		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, storeerr.Classify(err))
+	}
 	client, err := clientv3.New(cc)
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))
@@ -199,30 +206,60 @@ func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			// gRPC keeps retrying a connection that fails and reports only
 			// the deadline; find out why with one plain dial.
-			err = fmt.Errorf("no answer within %v%s: %w", cc.DialTimeout, diagnose(ctx, cfg.Endpoints[0], cc.TLS), err)
+			if why := storeerr.Classify(diagnose(ctx, cfg.Endpoints[0], cc.TLS)); why != nil {
+				err = fmt.Errorf("no answer within %v (%w): %w", cc.DialTimeout, why, err)
+			} else {
+				err = fmt.Errorf("%w: no answer within %v: %w", baton.ErrUnavailable, cc.DialTimeout, err)
+			}
 		}
 		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))
 	}
 	return client, nil
 }
 
-// diagnose dials endpoint once (with TLS if tc is not nil) and describes
-// what failed, or returns "".
-func diagnose(ctx context.Context, endpoint string, tc *tls.Config) string {
-	host := endpoint
-	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
-		host = u.Host
+// dialAny returns nil once a TCP connection to one of endpoints succeeds,
+// and the first endpoint's error if none does, each dial bounded by d.
+func dialAny(ctx context.Context, endpoints []string, d time.Duration) error {
+	var first error
+	for _, ep := range endpoints {
+		dctx, cancel := context.WithTimeout(ctx, d)
+		var dialer net.Dialer
+		conn, err := dialer.DialContext(dctx, "tcp", hostPort(ep))
+		cancel()
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
 	}
+	return first
+}
+
+// hostPort returns the host:port of an endpoint URL (or the endpoint, if
+// it is not a URL).
+func hostPort(endpoint string) string {
+	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return endpoint
+}
+
+// diagnose dials endpoint once (with TLS if tc is not nil) and returns
+// what failed, or nil.
+func diagnose(ctx context.Context, endpoint string, tc *tls.Config) error {
+	host := hostPort(endpoint)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
-		return fmt.Sprintf(" (%v)", err)
+		return err
 	}
 	defer conn.Close()
 	if tc == nil {
-		return ""
+		return nil
 	}
 	tc = tc.Clone()
 	if tc.ServerName == "" {
@@ -231,15 +268,15 @@ func diagnose(ctx context.Context, endpoint string, tc *tls.Config) string {
 	tc.NextProtos = []string{"h2"}
 	tconn := tls.Client(conn, tc)
 	if err := tconn.HandshakeContext(ctx); err != nil {
-		return fmt.Sprintf(" (TLS handshake with %s: %v)", host, err)
+		return fmt.Errorf("TLS handshake with %s: %w", host, err)
 	}
 	// TLS 1.3 servers report a missing client certificate only on the
 	// first read.
 	_ = tconn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 	if _, err := tconn.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Sprintf(" (TLS with %s: %v)", host, err)
+		return fmt.Errorf("TLS with %s: %w", host, err)
 	}
-	return ""
+	return nil
 }
 
 // OpenStore is Open followed by New: what a command-line tool calls for

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/storeerr"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -1031,15 +1032,21 @@ func (s *Store) wrap(name, op string, err error) error {
 	return fmt.Errorf("etcdstore: lock %q: %s: %w", name, op, mapErr(err))
 }
 
-// mapErr adds baton.ErrForbidden to etcd's authorization errors, so that
-// the engine stops retrying.
+// mapErr adds baton's sentinels to etcd's errors: baton.ErrForbidden to
+// authorization errors, so that the engine stops retrying, and
+// baton.ErrUnavailable to a store that cannot be reached (gRPC
+// Unavailable: no connection, no leader), as storeerr does for the
+// transport errors every backend meets.
 func mapErr(err error) error {
 	var ee rpctypes.EtcdError
 	if errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrAuthFailed) ||
 		errors.Is(err, rpctypes.ErrUserEmpty) || errors.As(err, &ee) && ee.Code() == codes.PermissionDenied {
 		return fmt.Errorf("%w: %w", baton.ErrForbidden, err)
 	}
-	return err
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable && !errors.Is(err, baton.ErrUnavailable) {
+		return fmt.Errorf("%w: %w", baton.ErrUnavailable, err)
+	}
+	return storeerr.Classify(err)
 }
 
 func (s *Store) corrupt(name, key string, err error) error {

@@ -423,9 +423,9 @@ func (s *DistributedLockStore) checkApplication(l *v1alpha1.DistributedLock) err
 // fail reports an error of the API server; see store.fail. A missing CRD
 // gets its own message.
 func (s *DistributedLockStore) fail(ctx context.Context, op, verb, name string, err error) error {
-	if meta.IsNoMatchError(err) {
-		return fmt.Errorf("kube: %s %s %s/%s: the DistributedLock CRD is not installed in the cluster "+
-			"(kubectl apply -f deploy/crd/baton.dev_distributedlocks.yaml): %w", op, dlResource, s.base.ns, name, err)
+	if meta.IsNoMatchError(err) || isCRDMissing(err) {
+		return fmt.Errorf("kube: %s %s %s/%s: %w: the DistributedLock CRD is not installed in the cluster; "+
+			"install it once (kubectl apply -k deploy/crd) or use another backend: %w", op, dlResource, s.base.ns, name, baton.ErrMisconfigured, err)
 	}
 	return s.base.fail(ctx, op, verb, name, err)
 }
@@ -487,15 +487,26 @@ func settleToken(next *v1alpha1.DistributedLock) {
 }
 
 // isCRDMissing tells the 404 of a resource the API server does not serve
-// (the CRD is not installed) from the 404 of a missing object, which
-// names the resource in its details.
+// (the CRD is not installed) from the 404 of a missing object. The API
+// server answers a path it does not serve with a plain-text "404 page not
+// found", which client-go turns into a NotFound status with the cause
+// UnexpectedServerResponse (and the resource and name it asked for); a
+// missing object comes as a Status of the server's own.
 func isCRDMissing(err error) bool {
 	var st apierrors.APIStatus
 	if !apierrors.IsNotFound(err) || !errors.As(err, &st) {
 		return false
 	}
 	d := st.Status().Details
-	return d == nil || d.Kind == ""
+	if d == nil || d.Kind == "" {
+		return true
+	}
+	for _, c := range d.Causes {
+		if c.Type == metav1.CauseTypeUnexpectedServerResponse {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *DistributedLockStore) update(ctx context.Context, l *v1alpha1.DistributedLock) error {
@@ -867,7 +878,7 @@ func (s *DistributedLockStore) read(ctx context.Context, op, key string) (*v1alp
 		return nil, err
 	}
 	l, err := s.get(ctx, key)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) && !isCRDMissing(err) {
 		return nil, fmt.Errorf("kube: %s %s %s/%s: %w", op, dlResource, s.base.ns, key, baton.ErrNotFound)
 	}
 	if err != nil {

@@ -212,5 +212,10 @@
 // needs "list". A denied request returns an error matching
 // baton.ErrForbidden that names the namespace, the resource, the verb and
 // the rule above; the engine does not retry it. A missing namespace
-// returns an error matching ErrNamespaceNotFound that says so.
+// returns an error matching ErrNamespaceNotFound and baton.ErrMisconfigured
+// that says so, and a missing DistributedLock CRD one matching
+// baton.ErrMisconfigured that says how to install it: the engine does not
+// retry them either. An API server that cannot be reached gives an error
+// matching baton.ErrUnavailable (retried), and a TLS setup that cannot
+// work one matching baton.ErrMisconfigured.
 package kube

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/storeerr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -14,8 +16,9 @@ var (
 	// application (see WithApplication) or by a tool other than baton. The
 	// error unwraps to *ApplicationError.
 	ErrOtherApplication = errors.New("lock object belongs to another application")
-	// ErrNamespaceNotFound: the store's namespace does not exist. It is not
-	// permanent for the engine: the namespace may be created later.
+	// ErrNamespaceNotFound: the store's namespace does not exist. It also
+	// matches baton.ErrMisconfigured, so the engine does not retry it: a
+	// lock that waits for a namespace nobody creates would wait forever.
 	ErrNamespaceNotFound = errors.New("namespace not found")
 )
 
@@ -73,6 +76,10 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		// client-go's rate limiter reports a wait that cannot finish
 		// before the deadline without wrapping the context's error.
 		return fmt.Errorf("kube: %s %s: %w (%v)", op, where, ctx.Err(), err)
+	case strings.Contains(err.Error(), "would exceed context deadline"):
+		// The same, before the deadline has passed: the request would not
+		// be sent in time, which is the deadline's doing.
+		return fmt.Errorf("kube: %s %s: %w (%v)", op, where, context.DeadlineExceeded, err)
 	case errors.Is(err, baton.ErrCorruptRecord):
 		return fmt.Errorf("kube: %s %s: %w", op, where, err)
 	case apierrors.IsForbidden(err):
@@ -87,10 +94,10 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		return fmt.Errorf("kube: %s %s: %w: the API server did not accept the credentials (%v)",
 			op, where, baton.ErrForbidden, apiMessage(err))
 	case verb == "create" && isNamespaceNotFound(err):
-		return fmt.Errorf("kube: %s %s: %w: namespace %q does not exist; create it or configure another namespace",
-			op, where, ErrNamespaceNotFound, s.ns)
+		return fmt.Errorf("kube: %s %s: %w (%w): namespace %q does not exist; create it or configure another namespace",
+			op, where, ErrNamespaceNotFound, baton.ErrMisconfigured, s.ns)
 	}
-	return fmt.Errorf("kube: %s %s: %w", op, where, err)
+	return fmt.Errorf("kube: %s %s: %w", op, where, storeerr.Classify(err))
 }
 
 // isNamespaceNotFound reports the 404 of a create in a missing namespace.

@@ -10,7 +10,8 @@ import (
 
 // ParseURL parses a redis:// or rediss:// (TLS) URL with redis.ParseURL and
 // applies baton's defaults: ContextTimeoutEnabled, so that the deadlines of
-// the contexts baton passes bound every call.
+// the contexts baton passes bound every call, and DialerRetries 1, so that
+// a server that refuses connections is reported as such at once.
 //
 // The URL carries what go-redis supports, among others:
 //
@@ -26,6 +27,13 @@ func ParseURL(url string) (*redis.Options, error) {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	opt.ContextTimeoutEnabled = true
+	if opt.DialerRetries == 0 {
+		// One dial per command attempt: go-redis's default of five, with
+		// pauses, would make a refused connection look like a timeout
+		// (the caller's deadline passes first) and hide its cause. The
+		// engine retries acquisitions itself.
+		opt.DialerRetries = 1
+	}
 	return opt, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/storeerr"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -479,7 +480,7 @@ func (s *Store) wrap(name, key, op string, err error) error {
 		strings.Contains(msg, "user executing the script can't run this command"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w", op, name, key, baton.ErrForbidden, err)
 	}
-	return fmt.Errorf("redisstore: %s lock %q (key %s): %w", op, name, key, err)
+	return fmt.Errorf("redisstore: %s lock %q (key %s): %w", op, name, key, storeerr.Classify(err))
 }
 
 // reply reads the array a script returned.

@@ -1,0 +1,87 @@
+// Package storeerr classifies the transport errors that every network
+// backend meets (a refused connection, a failed TLS handshake), so that
+// each store reports them with the same sentinel: baton.ErrUnavailable
+// for a store that cannot be reached, baton.ErrMisconfigured for a
+// connection that cannot work as configured. Store-specific answers
+// (permission, missing resources) are the backends' own to classify;
+// this package knows only the standard library's errors.
+package storeerr
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/baton-go/baton"
+)
+
+// Classify returns err wrapped with baton.ErrUnavailable or
+// baton.ErrMisconfigured and a hint naming the fix, if err is a transport
+// failure it recognises and is not classified yet; otherwise err itself.
+func Classify(err error) error {
+	if err == nil || errors.Is(err, baton.ErrUnavailable) || errors.Is(err, baton.ErrMisconfigured) || errors.Is(err, baton.ErrForbidden) {
+		return err
+	}
+	if hint, ok := tlsProblem(err); ok {
+		return fmt.Errorf("%w: %w (%s)", baton.ErrMisconfigured, err, hint)
+	}
+	if hint, ok := unreachable(err); ok {
+		return fmt.Errorf("%w: %w (%s)", baton.ErrUnavailable, err, hint)
+	}
+	return err
+}
+
+// tlsProblem recognises a TLS handshake that cannot succeed as configured.
+func tlsProblem(err error) (hint string, ok bool) {
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		record   tls.RecordHeaderError
+		verify   *tls.CertificateVerificationError
+		alert    tls.AlertError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		return "the server's certificate is signed by an authority the client does not trust: give the CA file that signed it", true
+	case errors.As(err, &hostname):
+		return "the server's certificate does not name the host dialled: use a host name the certificate lists", true
+	case errors.As(err, &invalid):
+		return "the server's certificate is not valid (expired, or not for server use): renew it", true
+	case errors.As(err, &record), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		// net/http reports the record header error of an HTTP answer
+		// with that text alone.
+		return "the server did not answer in TLS: use a plain URL (http://, redis://), or enable TLS on the server", true
+	case errors.As(err, &verify):
+		return "the server's certificate could not be verified: check the CA file and the host name", true
+	case errors.As(err, &alert):
+		return "the server refused the TLS connection: does it require a client certificate (and accept this one)?", true
+	}
+	return "", false
+}
+
+// unreachable recognises a store that could not be reached.
+func unreachable(err error) (hint string, ok bool) {
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return fmt.Sprintf("the host name %q does not resolve: check the address", dns.Name), true
+	case errors.As(err, &dns):
+		return "the host name could not be resolved now: check DNS", true
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "nothing listens at that address: is the server running, and are the host and port right?", true
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "no route to the host: check the address and the network", true
+	case errors.Is(err, syscall.ETIMEDOUT):
+		return "the connection timed out: check the address, the network and firewalls", true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return "the connection could not be made: check the address and that the server runs", true
+	}
+	return "", false
+}

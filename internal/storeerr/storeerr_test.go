@@ -1,0 +1,69 @@
+package storeerr_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/storeerr"
+)
+
+// Real failures, made on the loopback interface, not built by hand.
+
+func TestRefused(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	_, err = net.Dial("tcp", addr)
+	got := storeerr.Classify(err)
+	if !errors.Is(got, baton.ErrUnavailable) || !strings.Contains(got.Error(), "is the server running") {
+		t.Errorf("Classify(%v) = %v; want ErrUnavailable with a hint", err, got)
+	}
+}
+
+func TestUnknownHost(t *testing.T) {
+	_, err := net.DefaultResolver.LookupHost(context.Background(), "no-such-host.invalid")
+	got := storeerr.Classify(err)
+	if !errors.Is(got, baton.ErrUnavailable) || !strings.Contains(got.Error(), "does not resolve") {
+		t.Errorf("Classify(%v) = %v; want ErrUnavailable naming the host", err, got)
+	}
+}
+
+func TestTLS(t *testing.T) {
+	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tlsSrv.Close()
+	plain := httptest.NewServer(http.NotFoundHandler())
+	defer plain.Close()
+	for _, tc := range []struct {
+		name, url, hint string
+	}{
+		{"unknown authority", tlsSrv.URL, "authority"},
+		{"TLS to a plain server", "https://" + strings.TrimPrefix(plain.URL, "http://"), "did not answer in TLS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{}}}
+			_, err := c.Get(tc.url)
+			got := storeerr.Classify(err)
+			if !errors.Is(got, baton.ErrMisconfigured) || !strings.Contains(got.Error(), tc.hint) {
+				t.Errorf("Classify(%v) = %v; want ErrMisconfigured, hint %q", err, got, tc.hint)
+			}
+		})
+	}
+}
+
+func TestOthersUnchanged(t *testing.T) {
+	for _, err := range []error{nil, errors.New("something else"), baton.ErrForbidden, context.Canceled} {
+		if got := storeerr.Classify(err); got != err {
+			t.Errorf("Classify(%v) = %v; want it unchanged", err, got)
+		}
+	}
+}
