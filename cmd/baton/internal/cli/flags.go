@@ -88,10 +88,12 @@ func (f *storeFlags) validate() error {
 		if len(f.redisURLs) != 1 {
 			return usageErrorf("--backend redis needs exactly one --redis-url, got %d", len(f.redisURLs))
 		}
+		return checkRedisURLs(f.redisURLs)
 	case "redlock":
 		if n := len(f.redisURLs); n < 3 || n%2 == 0 {
 			return usageErrorf("--backend redlock needs an odd number of --redis-url, at least 3 (independent servers), got %d", n)
 		}
+		return checkRedisURLs(f.redisURLs)
 	default:
 		return usageErrorf("unknown backend %q (available: %s)", f.backend, strings.Join(backends, ", "))
 	}
@@ -99,6 +101,16 @@ func (f *storeFlags) validate() error {
 }
 
 // store is what the commands need from a backend.
+// checkRedisURLs reports the first --redis-url that does not parse.
+func checkRedisURLs(urls []string) error {
+	for _, u := range urls {
+		if _, err := redisstore.ParseURL(u); err != nil {
+			return usageErrorf("--redis-url %q: %w; write it as redis://host:port (rediss:// for TLS)", u, err)
+		}
+	}
+	return nil
+}
+
 type store interface {
 	baton.Backend
 }
@@ -158,7 +170,10 @@ type lockFlags struct {
 	ttl           time.Duration
 	renewDeadline time.Duration
 	retryPeriod   time.Duration
-	fs            *pflag.FlagSet // to tell flags given from defaults
+	// connectTimeout bounds the retries of an unreachable store at
+	// start-up (see openReachable).
+	connectTimeout time.Duration
+	fs             *pflag.FlagSet // to tell flags given from defaults
 }
 
 func (f *lockFlags) register(fs *pflag.FlagSet) {
@@ -168,6 +183,7 @@ func (f *lockFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.identity, "identity", "", "holder identity shown to others (default: host name plus a random suffix)")
 	fs.DurationVar(&f.ttl, "ttl", baton.DefaultTTL, "lease duration: how long a claim lasts after each renewal (at least 1s)")
 	fs.DurationVar(&f.renewDeadline, "renew-deadline", 0, "step down (and stop CMD) when renewals have failed for this long; shorter than --ttl (default 2/3 of --ttl: 10s)")
+	fs.DurationVar(&f.connectTimeout, "connect-timeout", DefaultConnectTimeout, "at start-up, how long to keep trying a store that cannot be reached before exiting with code 69")
 	fs.DurationVar(&f.retryPeriod, "retry-period", 0, "how often to retry acquiring or a failed renewal; shorter than --renew-deadline (default 2/15 of --ttl: 2s)")
 }
 
@@ -183,6 +199,9 @@ func (f *lockFlags) validate(log *slog.Logger) error {
 	}
 	if err := f.storeFlags.validate(); err != nil {
 		return err
+	}
+	if f.connectTimeout <= 0 {
+		return usageErrorf("--connect-timeout must be positive, got %v", f.connectTimeout)
 	}
 	if _, err := baton.NewMutex(validationOnly{}, f.name, f.options(log)...); err != nil {
 		return &exitError{code: ExitUsage, err: err}

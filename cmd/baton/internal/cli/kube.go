@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/kube"
 )
 
@@ -83,8 +84,17 @@ func (f *kubeFlags) restConfig() (*rest.Config, string, error) {
 	overrides.Context.Namespace = f.namespace
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
 	cfg, err := cc.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		// client-go would only suggest KUBERNETES_MASTER: name what was looked for.
+		tried := strings.Join(rules.GetLoadingPrecedence(), ", ")
+		if tried == "" {
+			tried = "no file"
+		}
+		return nil, "", fmt.Errorf("connecting to Kubernetes: %w: no kubeconfig found (looked for: %s) and not running in a cluster; "+
+			"give --kubeconfig, or set KUBECONFIG to an existing file", baton.ErrMisconfigured, tried)
+	}
 	if err != nil {
-		return nil, "", fmt.Errorf("connecting to Kubernetes: %w", err)
+		return nil, "", fmt.Errorf("connecting to Kubernetes: %w: %w", baton.ErrMisconfigured, err)
 	}
 	ns, _, err := cc.Namespace()
 	if err != nil {

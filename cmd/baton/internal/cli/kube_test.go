@@ -60,6 +60,35 @@ func stopControlPlane() error {
 	return plane.Stop()
 }
 
+// bareKubeconfig starts an API server of its own, without baton's CRD,
+// for the rest of t, and returns a kubeconfig for its admin in namespace
+// default.
+func bareKubeconfig(t *testing.T) string {
+	t.Helper()
+	env := &envtest.Environment{BinaryAssetsDirectory: testenv.KubeAssets(t)}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting a second kube-apiserver and etcd: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	return writeKubeconfig(t, cfg, "default")
+}
+
+// writeKubeconfig writes a kubeconfig for cfg's user in namespace ns.
+func writeKubeconfig(t *testing.T, cfg *rest.Config, ns string) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin", Namespace: ns}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // kubeconfig writes a kubeconfig for the control plane's admin whose
 // context's namespace is a new namespace, and returns its path and the
 // namespace.
@@ -75,16 +104,7 @@ func kubeconfig(t *testing.T) (path, ns string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin", Namespace: created.Name}
-	kc.CurrentContext = "envtest"
-	path = filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path, created.Name
+	return writeKubeconfig(t, cfg, created.Name), created.Name
 }
 
 // baton lock, status and release on Lease objects of a real API server,

@@ -65,12 +65,22 @@ func (a *app) lockCommand() *cobra.Command {
 var errWaitTimeout = errors.New("wait ran out")
 
 func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []string) error {
-	st, where, err := f.open()
+	connect := f.connectTimeout
+	if !wait.forever && wait.d > 0 {
+		connect = min(connect, wait.d) // never wait longer than asked
+	}
+	st, where, err := a.openReachable(ctx, &f.storeFlags, f.name, connect)
 	if err != nil {
 		return err
 	}
 	defer closeStore(st)
-	mu, err := baton.NewMutex(st, f.name, f.options(a.log)...)
+	opts := f.options(a.log)
+	if wait.forever || wait.d > 0 {
+		waiting := newWaitReporter(a.log, f.name)
+		defer waiting.Close()
+		opts = append(opts, baton.WithObserver(waiting))
+	}
+	mu, err := baton.NewMutex(st, f.name, opts...)
 	if err != nil {
 		return &exitError{code: ExitUsage, err: err}
 	}
@@ -118,7 +128,8 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 		case errors.As(err, &held) && !wait.forever:
 			return failf(ExitHeld, "lock %q is still held by %s after waiting %v", f.name, describeHolder(held), wait.d)
 		case errors.Is(err, errWaitTimeout):
-			return failf(ExitHeld, "lock %q: gave up after waiting %v: %w", f.name, wait.d, err)
+			// Not held at the last attempt: the message keeps its cause.
+			return failf(exitCodeOf(err), "lock %q: gave up after waiting %v: %w", f.name, wait.d, err)
 		}
 		return err
 	}

@@ -52,6 +52,10 @@ func TestLockHeldTimesOut(t *testing.T) {
 	if out := p.stdout.String(); out != "" {
 		t.Errorf("CMD ran: %q", out)
 	}
+	// At the default log level it said what it waited for.
+	if want := `level=INFO msg="waiting for the lock" lock=busy holder=holder-x token=1`; !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("stderr:\n%s\nwant %q", p.stderr, want)
+	}
 
 	p = startCLI(t, "lock", nil, lockArgs(dir, "busy", "--wait", "0", "--", exe(), cmdEnv)...)
 	if code := p.wait(15 * time.Second); code != 75 {
@@ -59,6 +63,9 @@ func TestLockHeldTimesOut(t *testing.T) {
 	}
 	if want := `baton: lock "busy" is held by "holder-x" (token 1); not waiting (--wait 0)`; !strings.Contains(p.stderr.String(), want) {
 		t.Errorf("stderr:\n%s\nwant %q", p.stderr, want)
+	}
+	if strings.Contains(p.stderr.String(), "waiting for the lock") {
+		t.Errorf("--wait 0 said it waits:\n%s", p.stderr)
 	}
 }
 

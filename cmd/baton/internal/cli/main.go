@@ -26,9 +26,18 @@ const (
 	// ExitUsage: invalid command line (unknown flag, bad value, impossible
 	// timing, invalid lock name, missing command).
 	ExitUsage = 2
+	// ExitUnavailable (EX_UNAVAILABLE from sysexits.h): the store could not
+	// be reached, for --connect-timeout at start-up or when --wait ran out.
+	ExitUnavailable = 69
 	// ExitHeld (EX_TEMPFAIL from sysexits.h): `baton lock` gave up because
-	// the lock was still held when --wait ran out.
+	// another owner held the lock at its last attempt.
 	ExitHeld = 75
+	// ExitNoPermission (EX_NOPERM): the store refused the credentials or
+	// the operation (RBAC, ACL, etcd roles).
+	ExitNoPermission = 77
+	// ExitConfig (EX_CONFIG): the store answers but the setup cannot work:
+	// a missing namespace or CRD, a TLS setup that fails.
+	ExitConfig = 78
 	// ExitCannotRun: the command was found but could not be started.
 	ExitCannotRun = 126
 	// ExitNotFound: the command was not found.
@@ -42,7 +51,12 @@ const exitCodesHelp = `Exit codes:
         while CMD ran)
   2     usage error: unknown flag, invalid value, impossible timing, invalid
         lock name, missing CMD
-  75    "lock": the lock was still held by another owner when --wait ran out
+  69    the store could not be reached (for --connect-timeout at start-up,
+        or at the last attempt when --wait ran out)
+  75    "lock": another owner held the lock at the last attempt before --wait
+        ran out
+  77    the store refused the credentials or the operation (RBAC, ACL, roles)
+  78    the store's setup cannot work: missing namespace or CRD, TLS failure
   126   CMD could not be started
   127   CMD was not found
   128+N "run" and "lock" were stopped by signal N before CMD started`
@@ -187,6 +201,6 @@ func runE(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, 
 		if errors.As(err, &ee) {
 			return err
 		}
-		return &exitError{code: ExitFailure, err: err}
+		return &exitError{code: exitCodeOf(err), err: err}
 	}
 }

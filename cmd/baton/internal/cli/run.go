@@ -97,7 +97,7 @@ func commandArgs(cmd *cobra.Command, args []string) ([]string, error) {
 }
 
 func (a *app) run(ctx context.Context, f *lockFlags, httpAddr string, argv []string) error {
-	st, where, err := f.open()
+	st, where, err := a.openReachable(ctx, &f.storeFlags, f.name, f.connectTimeout)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,9 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr string, argv []str
 		// abandon a term whose CMD may still run.
 		baton.WithGrace(f.ttl+5*time.Second),
 	)
-	var observers []baton.Observer
+	waiting := newWaitReporter(a.log, f.name)
+	defer waiting.Close()
+	observers := []baton.Observer{waiting}
 	if obs, err := f.kube.eventObserver(f.backend, a.log); err != nil {
 		a.log.Warn("not recording Kubernetes Events", "err", err)
 	} else if obs != nil {

@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/baton-go/baton"
+)
+
+// DefaultConnectTimeout is --connect-timeout's default.
+const DefaultConnectTimeout = 10 * time.Second
+
+// openReachable opens the store and reads lock name once, retrying while
+// the store cannot be reached (baton.ErrUnavailable), for at most
+// timeout: one log line per failed attempt, then an error with
+// ExitUnavailable that names the cause and the fix. Other errors (a
+// missing namespace or CRD, permission, TLS) are returned at once. Once
+// the store has answered, losing it is the engine's to retry.
+func (a *app) openReachable(ctx context.Context, f *storeFlags, name string, timeout time.Duration) (store, string, error) {
+	start := time.Now()
+	pause := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		st, where, err := f.open()
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, max(timeout-time.Since(start), time.Second))
+			_, err = st.Get(pctx, name)
+			cancel()
+			if err == nil || errors.Is(err, baton.ErrNotFound) {
+				return st, where, nil
+			}
+			closeStore(st)
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				err = fmt.Errorf("%w: no answer: %w", baton.ErrUnavailable, err)
+			}
+		}
+		if !errors.Is(err, baton.ErrUnavailable) {
+			return nil, "", err
+		}
+		left := timeout - time.Since(start)
+		if left <= 0 || ctx.Err() != nil {
+			return nil, "", failf(ExitUnavailable, "cannot reach the %s store (%d attempts in %v): %w\n"+
+				"Check that the store runs and that its address is right; --connect-timeout (now %v) sets how long to keep trying at start-up.",
+				f.backend, attempt, time.Since(start).Round(time.Millisecond), err, timeout)
+		}
+		wait := min(pause, left)
+		a.log.Warn("cannot reach the store; retrying", "backend", f.backend, "attempt", attempt, "retry_in", wait.Round(time.Millisecond),
+			"gives_up_in", left.Round(time.Second), "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+// exitCodeOf is the one place that maps an error to the exit code of the
+// baton command (see exitCodesHelp): an error that carries a code keeps
+// it; otherwise the baton sentinel it matches decides.
+func exitCodeOf(err error) int {
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, baton.ErrInvalidOptions), errors.Is(err, baton.ErrInvalidName):
+		return ExitUsage
+	case errors.Is(err, baton.ErrForbidden):
+		return ExitNoPermission
+	case errors.Is(err, baton.ErrMisconfigured):
+		return ExitConfig
+	case errors.Is(err, baton.ErrUnavailable):
+		return ExitUnavailable
+	}
+	return ExitFailure
+}

@@ -1,0 +1,129 @@
+package cli_test
+
+import (
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/baton-go/baton/cmd/baton/internal/cli"
+)
+
+// closedPort returns a loopback address where nothing listens.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// unreachableKubeconfig writes a kubeconfig whose API server does not run.
+func unreachableKubeconfig(t *testing.T) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["gone"] = &clientcmdapi.Cluster{Server: "https://" + closedPort(t), InsecureSkipTLSVerify: true}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	kc.Contexts["gone"] = &clientcmdapi.Context{Cluster: "gone", AuthInfo: "u", Namespace: "default"}
+	kc.CurrentContext = "gone"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A store that cannot be reached: lock and run try for --connect-timeout,
+// with a line per attempt, then exit 69 naming the cause and the fix; the
+// same on every network backend.
+func TestUnreachableStore(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		backend string
+		flags   []string
+	}{
+		{"redis", []string{"--redis-url", "redis://" + closedPort(t)}},
+		{"etcd", []string{"--endpoints", "http://" + closedPort(t)}},
+		{"lease", []string{"--kubeconfig", unreachableKubeconfig(t)}},
+	} {
+		for _, cmd := range []string{"lock", "run"} {
+			t.Run(tc.backend+"/"+cmd, func(t *testing.T) {
+				t.Parallel()
+				args := append([]string{cmd, "--backend", tc.backend, "--name", "job", "--connect-timeout", "1s"}, tc.flags...)
+				start := time.Now()
+				code, _, stderr := runCLI(t, append(args, "--", "true")...)
+				took := time.Since(start)
+				if code != cli.ExitUnavailable {
+					t.Fatalf("exit %d, want %d (cannot reach the store); stderr:\n%s", code, cli.ExitUnavailable, stderr)
+				}
+				for _, want := range []string{"cannot reach the " + tc.backend + " store", "connection refused", "--connect-timeout", "cannot reach the store; retrying"} {
+					if !strings.Contains(stderr, want) {
+						t.Errorf("stderr lacks %q:\n%s", want, stderr)
+					}
+				}
+				// A hang guard, not a speed target: bounded by the flag
+				// plus one attempt's own bound.
+				if took > 30*time.Second {
+					t.Errorf("took %v with --connect-timeout 1s", took)
+				}
+			})
+		}
+	}
+}
+
+// Setups that cannot work are not retried: they exit at once with the
+// documented code and say what to fix.
+func TestMisconfiguredStore(t *testing.T) {
+	t.Parallel()
+	kc, _ := kubeconfig(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"missing namespace", []string{"--backend", "lease", "--kubeconfig", kc, "-n", "no-such-ns"}, cli.ExitConfig, `namespace "no-such-ns" does not exist`},
+		{"missing kubeconfig", []string{"--backend", "lease", "--kubeconfig", filepath.Join(t.TempDir(), "missing")}, cli.ExitConfig, "missing"},
+		{"redis URL without a scheme", []string{"--backend", "redis", "--redis-url", "localhost:16390"}, cli.ExitUsage, `--redis-url "localhost:16390"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"lock", "--name", "job"}, tc.args...), "--", "true")
+			code, _, stderr := runCLI(t, args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, want %d; stderr should name %q:\n%s", code, tc.code, tc.want, stderr)
+			}
+		})
+	}
+}
+
+// A KUBECONFIG that names a missing file is named in the error, not
+// client-go's advice to set KUBERNETES_MASTER.
+func TestKubeconfigEnvMissing(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope")
+	t.Setenv("KUBECONFIG", missing)
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	code, _, stderr := runCLI(t, "lock", "--backend", "lease", "--name", "job", "--", "true")
+	if code != cli.ExitConfig || !strings.Contains(stderr, missing) || strings.Contains(stderr, "KUBERNETES_MASTER") {
+		t.Errorf("exit %d, want %d naming %s:\n%s", code, cli.ExitConfig, missing, stderr)
+	}
+}
+
+// A cluster without the DistributedLock CRD: --backend crd exits at once
+// with the code for a setup that cannot work, and says how to install it.
+// (A second API server: the shared one has the CRD, and removing it
+// would break the tests that run beside this one.)
+func TestMissingCRD(t *testing.T) {
+	t.Parallel()
+	kc := bareKubeconfig(t)
+	code, _, stderr := runCLI(t, "lock", "--backend", "crd", "--kubeconfig", kc, "--name", "job", "--", "true")
+	if code != cli.ExitConfig || !strings.Contains(stderr, "CRD is not installed") || !strings.Contains(stderr, "kubectl apply -k deploy/crd") {
+		t.Errorf("exit %d, want %d saying the CRD is missing and how to install it:\n%s", code, cli.ExitConfig, stderr)
+	}
+}
