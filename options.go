@@ -99,7 +99,13 @@ func WithIdentity(id string) Option { return func(c *config) { c.identity = id }
 // Default: SystemClock().
 func WithClock(clk Clock) Option { return func(c *config) { c.clock = clk } }
 
-// WithLogger sets the structured logger. Default: slog.Default().
+// WithLogger sets the structured logger. Default: slog.Default(), which
+// writes Info and above to the standard logger (stderr). baton logs, at
+// Info: a new leader, started and stopped leading (Elector); at Warn: an
+// acquire, renew or release that failed and is retried, and a lock lost.
+// Each line names the lock; none repeats more often than the retry
+// period. Debug lines (watches, polling) are off by default. Pass
+// slog.New(slog.DiscardHandler) to silence baton.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithObserver sets a hook that receives an Event for every acquisition,

@@ -55,6 +55,10 @@ type Config struct {
 	// ServerName, if set, is the name checked against the members'
 	// certificates instead of the endpoint's host.
 	ServerName string
+	// Logger receives the etcd client's own logs (reconnections, retries).
+	// Nil discards them: Store reports what matters through its errors
+	// and its own logger (WithLogger).
+	Logger *zap.Logger
 }
 
 // ParseEndpoints splits a comma-separated list of endpoints, as given to a
@@ -151,8 +155,8 @@ func (c Config) TLSConfig() (*tls.Config, error) {
 
 // ClientConfig returns the clientv3.Config that Open uses: cfg's endpoints,
 // TLS and credentials, gRPC keepalive pings every 10s (5s timeout) so that
-// a dead connection is noticed, and a client logger that discards (the
-// Store logs what matters through slog).
+// a dead connection is noticed, and cfg.Logger as the client's logger
+// (one that discards if nil: the Store logs what matters through slog).
 func (c Config) ClientConfig() (clientv3.Config, error) {
 	if err := c.validate(); err != nil {
 		return clientv3.Config{}, err
@@ -165,6 +169,10 @@ func (c Config) ClientConfig() (clientv3.Config, error) {
 	if dial == 0 {
 		dial = DefaultDialTimeout
 	}
+	logger := c.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
 	return clientv3.Config{
 		Endpoints:            c.Endpoints,
 		DialTimeout:          dial,
@@ -173,7 +181,7 @@ func (c Config) ClientConfig() (clientv3.Config, error) {
 		TLS:                  tc,
 		Username:             c.Username,
 		Password:             c.Password,
-		Logger:               zap.NewNop(),
+		Logger:               logger,
 	}, nil
 }
 

@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/spf13/pflag"
+	"go.uber.org/zap"
 
 	"github.com/baton-go/baton/etcdstore"
 )
@@ -19,6 +21,8 @@ type etcdFlags struct {
 	user      string
 	password  string
 	fair      bool
+
+	log *slog.Logger // receives the etcd client's logs, if set
 }
 
 func (f *etcdFlags) register(fs *pflag.FlagSet) {
@@ -36,7 +40,12 @@ func (f *etcdFlags) config() etcdstore.Config {
 	if u, p, ok := strings.Cut(user, ":"); ok && password == "" {
 		user, password = u, p
 	}
+	var logger *zap.Logger
+	if f.log != nil {
+		logger = zapLogger(f.log)
+	}
 	return etcdstore.Config{
+		Logger:    logger,
 		Endpoints: etcdstore.ParseEndpoints(f.endpoints),
 		CAFile:    f.cacert, CertFile: f.cert, KeyFile: f.key,
 		Username: user, Password: password,

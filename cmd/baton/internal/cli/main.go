@@ -92,8 +92,9 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 
-	logLevel string
-	log      *slog.Logger
+	logLevel  string
+	logFormat string
+	log       *slog.Logger
 }
 
 // Main runs the baton command with args (without the program name) and
@@ -154,6 +155,7 @@ takeover with a larger token, and a handover on release.
 		},
 	}
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text (key=value) or json (one object per line)")
 	root.SetVersionTemplate("{{.Version}}")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: ExitUsage, err: err}
@@ -176,15 +178,12 @@ func (a *app) setupLogging() error {
 	default:
 		return usageErrorf("invalid --log-level %q (want debug, info, warn or error)", a.logLevel)
 	}
-	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{
-		Level: level,
-		ReplaceAttr: func(groups []string, at slog.Attr) slog.Attr {
-			if len(groups) == 0 && at.Key == slog.TimeKey && at.Value.Kind() == slog.KindTime {
-				return slog.String(slog.TimeKey, at.Value.Time().Format("15:04:05.000"))
-			}
-			return at
-		},
-	}))
+	h, err := newHandler(a.stderr, a.logFormat, level)
+	if err != nil {
+		return err
+	}
+	a.log = slog.New(h)
+	libraryLogs.use(a.log)
 	return nil
 }
 

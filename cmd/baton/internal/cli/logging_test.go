@@ -1,0 +1,71 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Text log lines carry the date, milliseconds and the zone.
+func TestLogTimeHasDateAndZone(t *testing.T) {
+	t.Parallel()
+	p := startCLI(t, "lock", nil, "lock", "--name", "job", "--dir", t.TempDir(), "--log-level", "debug", "--", "true")
+	if code := p.wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.stderr)
+	}
+	line := strings.SplitN(p.stderr.String(), "\n", 2)[0]
+	if !regexp.MustCompile(`^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d\d:\d\d) level=DEBUG msg=acquiring lock=job `).MatchString(line) {
+		t.Errorf("first log line %q: want time=<date>T<time>.<ms><zone> level=DEBUG msg=acquiring lock=job ...", line)
+	}
+}
+
+// --log-format json writes one JSON object per line, with an RFC 3339
+// time.
+func TestLogFormatJSON(t *testing.T) {
+	t.Parallel()
+	p := startCLI(t, "lock", nil, "lock", "--name", "job", "--dir", t.TempDir(), "--log-level", "debug", "--log-format", "json", "--", "true")
+	if code := p.wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(p.stderr.String()), "\n")
+	for _, l := range lines {
+		var rec struct {
+			Time  time.Time `json:"time"`
+			Level string    `json:"level"`
+			Msg   string    `json:"msg"`
+			Lock  string    `json:"lock"`
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.Time.IsZero() || rec.Level == "" {
+			t.Errorf("log line %q: %v; want a JSON object with time and level", l, err)
+		}
+	}
+	if !strings.Contains(lines[0], `"level":"DEBUG","msg":"acquiring","lock":"job"`) {
+		t.Errorf("first line %q", lines[0])
+	}
+	if code, _, stderr := runCLI(t, "lock", "--name", "job", "--log-format", "xml", "--", "true"); code != 2 || !strings.Contains(stderr, `invalid --log-format "xml" (want text or json)`) {
+		t.Errorf("--log-format xml: exit %d:\n%s", code, stderr)
+	}
+}
+
+// go-redis's own lines go through baton's handler (at the debug level,
+// marked source=go-redis), never raw onto stderr.
+func TestRedisClientLogsRouted(t *testing.T) {
+	t.Parallel()
+	addr := closedPort(t)
+	p := startCLI(t, "lock", nil, "lock", "--name", "job", "--backend", "redis", "--redis-url", "redis://"+addr,
+		"--connect-timeout", "1s", "--log-level", "debug", "--", "true")
+	if code := p.wait(30 * time.Second); code != 69 {
+		t.Fatalf("exit %d, want 69:\n%s", code, p.stderr)
+	}
+	out := p.stderr.String()
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(l, "redis: ") {
+			t.Errorf("an unrouted go-redis line: %q", l)
+		}
+	}
+	if !strings.Contains(out, "level=DEBUG msg=\"connection pool: failed to dial after 1 attempts: dial tcp "+addr) || !strings.Contains(out, "source=go-redis") {
+		t.Errorf("no routed go-redis line in:\n%s", out)
+	}
+}
