@@ -34,9 +34,10 @@ type Store struct {
 	bootID string
 	// now reads the machine clock; wall the wall clock (status only).
 	// Tests replace them.
-	now  func() (int64, error)
-	wall func() time.Time
-	seen seenClaims // see seen.go
+	now      func() (int64, error)
+	wall     func() time.Time
+	seen     seenClaims // see seen.go
+	readOnly bool       // see ReadOnly
 }
 
 var (
@@ -49,7 +50,17 @@ var (
 type Option func(*options)
 
 type options struct {
-	perm fs.FileMode
+	perm     fs.FileMode
+	readOnly bool
+}
+
+// ReadOnly opens the store for reading only (Get, List, Watch), as status
+// views need: New then neither creates the directory nor checks that it is
+// writable, and every operation that would write (TryAcquire, Renew,
+// Release, ForceRelease) fails with an error matching baton.ErrForbidden.
+// A missing directory reads as one without locks (List) or records (Get).
+func ReadOnly() Option {
+	return func(o *options) { o.readOnly = true }
 }
 
 // WithPermissions sets the mode of the lock and record files the store
@@ -95,6 +106,17 @@ func New(dir string, opts ...Option) (*Store, error) {
 	if _, err := machineNow(); err != nil {
 		return nil, err
 	}
+	st := &Store{
+		dir:      abs,
+		perm:     o.perm,
+		bootID:   bootID,
+		now:      machineNow,
+		wall:     time.Now,
+		readOnly: o.readOnly,
+	}
+	if o.readOnly {
+		return st, nil
+	}
 	switch fi, err := os.Stat(abs); {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(abs, dirPerm(o.perm)); err != nil {
@@ -115,13 +137,7 @@ func New(dir string, opts ...Option) (*Store, error) {
 	if err := os.Remove(probe.Name()); err != nil {
 		return nil, fmt.Errorf("file: lock directory %s: removing probe file: %w", abs, err)
 	}
-	return &Store{
-		dir:    abs,
-		perm:   o.perm,
-		bootID: bootID,
-		now:    machineNow,
-		wall:   time.Now,
-	}, nil
+	return st, nil
 }
 
 // dirPerm adds search bits where perm has read bits.
@@ -311,6 +327,9 @@ func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
 		return nil, err
 	}
 	entries, err := os.ReadDir(s.dir)
+	if s.readOnly && errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // see ReadOnly
+	}
 	if err != nil {
 		return nil, fmt.Errorf("file: listing locks: %w", err)
 	}
@@ -395,6 +414,9 @@ func (s *Store) checkOwned(g baton.Grant, old *record, now int64) error {
 func (s *Store) locked(ctx context.Context, key string, fn func(p paths, old *record, now int64) error) error {
 	if err := baton.ValidateName(key); err != nil {
 		return fmt.Errorf("file: %w", err)
+	}
+	if s.readOnly {
+		return fmt.Errorf("file: lock %q: %w: the store was opened read-only (file.ReadOnly)", key, baton.ErrForbidden)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -650,3 +650,51 @@ func TestWithMutex(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A read-only store writes nothing: it neither creates its directory nor
+// probes it (the directory's modification time does not move), it reads
+// what a writer wrote, and it refuses to write.
+func TestReadOnly(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none")
+	ro, err := New(missing, ReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := ro.List(context.Background()); err != nil || len(recs) != 0 {
+		t.Errorf("List of a missing directory: %v, %v; want no locks", recs, err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the read-only store created its directory: %v", err)
+	}
+
+	dir := t.TempDir()
+	w, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := w.TryAcquire(context.Background(), "job", baton.Request{Holder: "h", Nonce: "n", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err = New(dir, ReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ro.Get(context.Background(), "job"); err != nil || r.Holder != "h" || r.Token != g.Token {
+		t.Errorf("Get: %+v, %v; want held by h with token %d", r, err, g.Token)
+	}
+	if _, err := ro.TryAcquire(context.Background(), "other", baton.Request{Holder: "x", Nonce: "m", TTL: time.Minute}); !errors.Is(err, baton.ErrForbidden) {
+		t.Errorf("TryAcquire on a read-only store: %v, want ErrForbidden", err)
+	}
+	after, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("the directory changed (mtime %v -> %v): the read-only store wrote to it", before.ModTime(), after.ModTime())
+	}
+}

@@ -51,19 +51,28 @@ func DefaultDir() string {
 	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "baton")
 	}
-	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
+	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) && isDir(home) {
 		return filepath.Join(home, ".local", "state", "baton")
 	}
 	return filepath.Join(os.TempDir(), "baton-"+strconv.Itoa(uid))
 }
 
 // storeFlags select a backend.
+// isDir reports whether path is an existing directory: a home such as
+// /nonexistent (the home of system users) is none.
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
 type storeFlags struct {
 	backend   string
 	dir       string
 	kube      kubeFlags
 	etcd      etcdFlags
 	redisURLs []string
+	// readOnly opens the file backend for reading only (status).
+	readOnly bool
 }
 
 func (f *storeFlags) register(fs *pflag.FlagSet) {
@@ -155,7 +164,11 @@ func (f *storeFlags) open() (store, string, error) {
 		}
 		return r, "redlock over " + strings.Join(where, ", "), nil
 	}
-	s, err := file.New(f.dir)
+	var opts []file.Option
+	if f.readOnly {
+		opts = append(opts, file.ReadOnly())
+	}
+	s, err := file.New(f.dir, opts...)
 	if err != nil {
 		return nil, "", fmt.Errorf("opening the file store: %w", err)
 	}

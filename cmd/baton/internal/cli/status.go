@@ -143,6 +143,7 @@ func (a *app) statusCommand() *cobra.Command {
 				_, err := fmt.Fprintf(a.stdout, "No locks in %s (it does not exist).\n", f.dir)
 				return err
 			}
+			f.readOnly = true // operators without write access may look
 			st, where, err := f.open()
 			if err != nil {
 				return err

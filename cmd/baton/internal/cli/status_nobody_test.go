@@ -1,0 +1,96 @@
+package cli_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/file"
+)
+
+// asNobody runs the CLI with args as the user nobody (65534) with HOME
+// /nonexistent, as a system service would, and returns its exit code and
+// output. The test binary is copied where nobody may execute it. It needs
+// root to switch users.
+func asNobody(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("switching to the user nobody needs root (CI runs as root)")
+	}
+	dir := t.TempDir()
+	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "baton")
+	copyFile(t, exe(), bin)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = []string{roleEnv + "=cli", "HOME=/nonexistent", "PATH=/usr/bin:/bin", "TMPDIR=" + os.TempDir(), "GORACE=atexit_sleep_ms=0"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatal(err)
+		}
+	}
+	return cmd.ProcessState.ExitCode(), string(out)
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	src, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// baton status needs no write access: an operator without it (here the
+// user nobody, on a directory root writes) sees the locks; and with a home
+// that does not exist the default directory falls back to the temporary
+// directory, as the help says.
+func TestStatusAsNobody(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st, err := file.New(dir, file.WithPermissions(0o644))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.TryAcquire(context.Background(), "nightly", baton.Request{Holder: "root-job", Nonce: "n", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out := asNobody(t, "status", "--dir", dir, "nightly")
+	if code != 0 || !strings.Contains(out, "root-job") {
+		t.Errorf("status as nobody on a directory it cannot write: exit %d:\n%s", code, out)
+	}
+	code, out = asNobody(t, "status")
+	want := "No locks in " + filepath.Join(os.TempDir(), "baton-65534") + " (it does not exist)."
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("status as nobody with HOME=/nonexistent: exit %d:\n%s\nwant %q", code, out, want)
+	}
+}
