@@ -4,9 +4,13 @@
 //
 // # Using it
 //
-// A Mutex locks a name on a Backend (package file for processes on one
-// machine, package memory for one process; a backend for another store
-// implements the same seam and passes the same conformance suite):
+// A Mutex locks a name on a Backend: package file for processes on one
+// machine, package memory for one process, and, each in its own module so
+// that its dependencies stay out of the others' builds, kube (Kubernetes
+// Lease, ConfigMap and the DistributedLock resource), etcdstore (etcd)
+// and redisstore (one Redis server, or Redlock over several). Every
+// backend implements the same seam and passes the same conformance suite
+// (batontest):
 //
 //	mu, err := baton.NewMutex(store, "nightly-report")
 //	lease, err := mu.Lock(ctx)

@@ -146,3 +146,21 @@ func TestTTLAloneScalesTheOtherTimings(t *testing.T) {
 		}
 	}
 }
+
+// Shell completion offers the backends and output formats.
+func TestCompletionValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"__complete", "lock", "--backend", ""}, "file\nlease\nconfigmap\ncrd\netcd\nredis\nredlock\n:4\n"},
+		{[]string{"__complete", "status", "-o", ""}, "wide\njson\nyaml\n:4\n"},
+		{[]string{"__complete", "run", "--log-format", ""}, "text\njson\n:4\n"},
+	} {
+		code, out, stderr := runCLI(t, tc.args...)
+		if code != 0 || out != tc.want {
+			t.Errorf("%v: exit %d, stdout %q (want %q), stderr %q", tc.args, code, out, tc.want, stderr)
+		}
+	}
+}

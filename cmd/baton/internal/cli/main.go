@@ -161,6 +161,7 @@ takeover with a larger token, and a handover on release.
 		return &exitError{code: ExitUsage, err: err}
 	})
 	root.AddCommand(a.runCommand(), a.lockCommand(), a.statusCommand(), a.releaseCommand(), a.doctorCommand(), a.demoCommand(), a.demoWorkerCommand(), a.versionCommand())
+	registerCompletions(root)
 	return root
 }
 

@@ -50,6 +50,11 @@ func TestRedisBackends(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("lock after the holder released: exit %d, stderr %q", code, stderr)
 			}
+			// A free lock's TTL is unknown on Redis: "-", not "0ms".
+			code, out, _ = runCLI(t, args("status", "nightly", "-o", "wide")...)
+			if fields := strings.Fields(strings.Split(out, "\n")[1]); code != 0 || len(fields) < 7 || fields[1] != "<none>" || fields[6] != "-" {
+				t.Errorf("status -o wide of the free lock: exit %d:\n%s\nwant HOLDER <none> and TTL -", code, out)
+			}
 			f.checkFencing(t)
 		})
 	}

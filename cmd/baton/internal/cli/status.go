@@ -74,18 +74,22 @@ type LockStatusList struct {
 	Items []LockStatus `json:"items"`
 }
 
+// seconds is d in seconds to the millisecond: 11.475, not
+// 11.474592746999999.
+func seconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }
+
 func newLockStatus(r baton.Record) LockStatus {
 	s := LockStatus{
 		Name:        r.Key,
 		Held:        r.Held(),
 		Holder:      r.Holder,
 		Token:       r.Token,
-		TTLSeconds:  r.TTL.Seconds(),
+		TTLSeconds:  seconds(r.TTL),
 		Transitions: r.Transitions,
 		Version:     r.Version,
 	}
 	if s.Held {
-		s.ExpiresInSeconds = r.Remaining.Seconds()
+		s.ExpiresInSeconds = seconds(r.Remaining)
 	}
 	if !r.AcquireTime.IsZero() {
 		t := r.AcquireTime
@@ -292,7 +296,11 @@ func (v *statusView) printTable(recs []baton.Record, now time.Time) error {
 			if version == "" {
 				version = "-"
 			}
-			row += fmt.Sprintf("\t%s\t%s\t%s", humanDuration(r.TTL), ago(r.AcquireTime, now), version)
+			ttl := "-" // the store keeps no TTL for a free lock (Redis)
+			if r.TTL > 0 {
+				ttl = humanDuration(r.TTL)
+			}
+			row += fmt.Sprintf("\t%s\t%s\t%s", ttl, ago(r.AcquireTime, now), version)
 		}
 		fmt.Fprintln(tw, row)
 	}

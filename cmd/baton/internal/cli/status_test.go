@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,6 +123,10 @@ func TestStatusJSONAndYAML(t *testing.T) {
 	if one.Name != "alpha" || !one.Held || one.Holder != "holder-a" || one.Token != 1 || one.TTLSeconds != 60 ||
 		one.ExpiresInSeconds <= 50 || strconv.FormatUint(one.Transitions, 10) != transitions(t, dir, "alpha") || one.AcquireTime == nil || one.RenewTime == nil {
 		t.Errorf("json: %+v", one)
+	}
+	// Seconds to the millisecond: at most three decimals.
+	if m := regexp.MustCompile(`"expiresInSeconds": ?[0-9]+\.[0-9]{4,}`).FindString(out); m != "" {
+		t.Errorf("json: %s: want milliseconds at most", m)
 	}
 	for _, key := range []string{`"name"`, `"held"`, `"holder"`, `"token"`, `"ttlSeconds"`, `"expiresInSeconds"`, `"acquireTime"`, `"renewTime"`, `"transitions"`} {
 		if !strings.Contains(out, key) {
