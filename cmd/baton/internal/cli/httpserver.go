@@ -26,7 +26,10 @@ import (
 //	/metrics  Prometheus metrics: baton's for the lock (package batonprom),
 //	          the Go runtime's and the process's
 //
-// /leader lets a readiness probe route a Service to the leader only.
+// /leader is for scripts and monitoring; do not use it as a readiness
+// probe: standbys would never be Ready, and a rolling update waits for
+// new Pods to become Ready, so it would stall. Route a Service to the
+// leader with --leader-label instead.
 type statusServer struct {
 	el      *baton.Elector
 	srv     *http.Server

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/kube"
 )
 
 const runLong = `Run CMD only while this process is the leader of lock NAME.
@@ -58,6 +59,7 @@ func (a *app) runCommand() *cobra.Command {
 	var (
 		f        lockFlags
 		httpAddr string
+		label    string
 	)
 	cmd := &cobra.Command{
 		Use:   "run --name NAME [flags] -- CMD [ARGS...]",
@@ -78,12 +80,18 @@ func (a *app) runCommand() *cobra.Command {
 					return usageErrorf("--http %q: want HOST:PORT or :PORT: %w", httpAddr, err)
 				}
 			}
-			return a.run(cmd.Context(), &f, httpAddr, argv)
+			if label != "" {
+				if _, _, err := kube.ParseLabel(label); err != nil {
+					return usageErrorf("--leader-label: %w", err)
+				}
+			}
+			return a.run(cmd.Context(), &f, httpAddr, label, argv)
 		}),
 	}
 	cmd.Flags().SetInterspersed(false)
 	f.register(cmd.Flags())
-	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /healthz, /readyz, /leader (200 only while leading, for a readiness probe) and /metrics (Prometheus) on this address, such as :8080")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /healthz, /readyz (200 while healthy and campaigning: use it for readiness), /leader (200 only while leading) and /metrics (Prometheus) on this address, such as :8080")
+	cmd.Flags().StringVar(&label, "leader-label", "", "Kubernetes: put this KEY=VALUE label on this replica's Pod ($POD_NAME, else the host name) while it leads, and take it from any other Pod, so that a Service can select the leader; needs get, list and patch on pods")
 	return cmd
 }
 
@@ -96,7 +104,11 @@ func commandArgs(cmd *cobra.Command, args []string) ([]string, error) {
 	return args, nil
 }
 
-func (a *app) run(ctx context.Context, f *lockFlags, httpAddr string, argv []string) error {
+func (a *app) run(ctx context.Context, f *lockFlags, httpAddr, label string, argv []string) error {
+	labeler, err := f.newLeaderLabel(label, a.log)
+	if err != nil {
+		return err
+	}
 	st, where, err := a.openReachable(ctx, &f.storeFlags, f.name, f.connectTimeout)
 	if err != nil {
 		return err
@@ -161,6 +173,8 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr string, argv []str
 			cancel() // a signal arrived, or CMD cannot start: stop campaigning
 			return err
 		}
+		labeler.lead(ctx)
+		defer labeler.unlead() // before Run releases the lock
 		if _, stopped := s.supervise(ctx, l, c); stopped {
 			if s.signaled() != nil {
 				cancel() // stopped on a loss while a signal asked to stop
