@@ -7,7 +7,12 @@
 //   - Elector (gocron.WithDistributedElector): all jobs run on one replica,
 //     the leader of a baton.Elector; the others skip every run until they
 //     lead. Leadership ends before the claim can expire in the store, so
-//     two schedulers never both pass the leader check at once.
+//     two schedulers never both pass the leader check at once. The check
+//     is made when a run fires, so across a handover one slot can run on
+//     both sides: the old leader's run fired before its term ended, and the
+//     new leader's timer for the same slot fired late (a loaded machine)
+//     after its term began. Use the Locker (with WithMinHold) where a slot
+//     must never run twice.
 //   - Locker (gocron.WithDistributedLocker or WithDistributedJobLocker):
 //     every run of a job takes that job's baton.Mutex first; a scheduler
 //     that finds it held skips the run. Work spreads over replicas, but a
