@@ -125,6 +125,8 @@ func Run(t *testing.T, h Harness) {
 		{"ValidNames", s.testValidNames},
 		{"CanceledContext", s.testCanceledContext},
 		{"Lease", s.testLease},
+		{"ForceRelease", s.testForceRelease},
+		{"WaiterWatcher", s.testWaiterWatcher},
 	} {
 		t.Run(st.name, st.f)
 	}

@@ -1,0 +1,106 @@
+package batontest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+)
+
+// The optional interfaces, checked as fstest.TestFS checks a file
+// system's: each subtest is skipped if the backend does not implement its
+// interface, and holds it to its documented contract otherwise.
+
+// testForceRelease: ForceRelease frees a held key whoever holds it and
+// keeps the fencing counter (a contender acquires at once, with a larger
+// token); it returns nil for a free key and an error matching ErrNotFound
+// for a key that has no record.
+func (s *suite) testForceRelease(t *testing.T) {
+	e := s.setup(t)
+	a := e.client()
+	fr, ok := a.(baton.ForceReleaser)
+	if !ok {
+		t.Skip("the backend does not implement baton.ForceReleaser")
+	}
+	ttl := s.longTTL()
+	held := e.acquire(a, "force.held", request("holder-a", ttl))
+	if err := fr.ForceRelease(e.ctx, "force.held"); err != nil {
+		t.Fatalf("ForceRelease of a held key: %v", err)
+	}
+	b := e.client() // a contender that did not see the claim
+	g, err := b.TryAcquire(e.ctx, "force.held", request("holder-b", ttl))
+	if err != nil {
+		t.Fatalf("TryAcquire after ForceRelease: %v; want the key free at once", err)
+	}
+	if g.Token <= held.Token {
+		t.Errorf("token %d after ForceRelease of token %d: the counter went back", g.Token, held.Token)
+	}
+	e.release(b, g)
+
+	freed := e.acquire(a, "force.free", request("holder-a", ttl))
+	e.release(a, freed)
+	if err := fr.ForceRelease(e.ctx, "force.free"); err != nil {
+		t.Errorf("ForceRelease of a free key: %v, want nil", err)
+	}
+	if err := fr.ForceRelease(e.ctx, "force.never"); !errors.Is(err, baton.ErrNotFound) {
+		t.Errorf("ForceRelease of a key with no record: %v, want ErrNotFound", err)
+	}
+}
+
+// testWaiterWatcher: a waiter's watch wakes it when the holder releases
+// (no other waiter is queued, so nothing reserves the key for another),
+// and its channel is closed when its context ends.
+func (s *suite) testWaiterWatcher(t *testing.T) {
+	e := s.setup(t)
+	a, b := e.client(), e.client()
+	ww, ok := b.(baton.WaiterWatcher)
+	if !ok {
+		t.Skip("the backend does not implement baton.WaiterWatcher")
+	}
+	ttl := s.longTTL()
+	held := e.acquire(a, "waiter.watch", request("holder-a", ttl))
+	if _, err := b.TryAcquire(e.ctx, "waiter.watch", baton.Request{Holder: "holder-b", Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}); !errors.Is(err, baton.ErrHeld) {
+		t.Fatalf("TryAcquire of a held key: %v, want ErrHeld", err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	ch, err := ww.WatchWaiter(ctx, "waiter.watch", "holder-b")
+	if err != nil {
+		t.Fatalf("WatchWaiter: %v", err)
+	}
+	drainNow(ch) // wake-ups before the release are allowed, and not the point
+	e.release(a, held)
+	select {
+	case _, ok := <-ch:
+		if !ok {
+			t.Fatal("the waiter's watch closed instead of waking it on the release")
+		}
+	case <-time.After(s.reactBound()):
+		t.Fatalf("the waiter's watch did not wake it within %v of the release", s.reactBound())
+	}
+	cancel()
+	deadline := time.After(eventTimeout)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the waiter's watch channel is still open %v after its context ended", eventTimeout)
+		}
+	}
+}
+
+// drainNow takes what ch holds now, without waiting.
+func drainNow(ch <-chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
