@@ -31,7 +31,7 @@ type Elector struct {
 // Option; WithGrace, WithReleaseOnCancel, OnStartedLeading, OnStoppedLeading
 // and OnNewLeader apply to electors only.
 func NewElector(b Backend, name string, opts ...Option) (*Elector, error) {
-	m, err := NewMutex(b, name, opts...)
+	m, err := newMutex(b, name, true, opts)
 	if err != nil {
 		return nil, err
 	}

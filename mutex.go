@@ -25,8 +25,15 @@ type Mutex struct {
 
 // NewMutex returns a Mutex for the lock name on b. It validates the name
 // (see ValidateName) and the options; errors name the values involved and
-// match ErrInvalidName or ErrInvalidOptions.
+// match ErrInvalidName or ErrInvalidOptions. Elector-only options
+// (WithGrace, WithReleaseOnCancel and the On... callbacks) are refused: a
+// Mutex would ignore them.
 func NewMutex(b Backend, name string, opts ...Option) (*Mutex, error) {
+	return newMutex(b, name, false, opts)
+}
+
+// newMutex is NewMutex, and NewElector's Mutex if forElector.
+func newMutex(b Backend, name string, forElector bool, opts []Option) (*Mutex, error) {
 	if b == nil {
 		return nil, fmt.Errorf("baton: %w: backend is nil", ErrInvalidOptions)
 	}
@@ -34,6 +41,9 @@ func NewMutex(b Backend, name string, opts ...Option) (*Mutex, error) {
 		return nil, fmt.Errorf("baton: %w", err)
 	}
 	cfg, err := newConfig(opts)
+	if err == nil {
+		err = cfg.checkKind(forElector)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("baton: lock %q: %w", name, err)
 	}

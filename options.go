@@ -43,7 +43,9 @@ type config struct {
 	logger           *slog.Logger
 	observer         Observer
 
-	// Elector only.
+	// Elector only. electorOnly names the Elector-only options given, so
+	// that NewMutex can refuse them.
+	electorOnly     []string
 	grace           time.Duration
 	graceSet        bool
 	releaseOnCancel bool
@@ -115,30 +117,57 @@ func WithObserver(o Observer) Option { return func(c *config) { c.observer = o }
 // WithGrace (Elector) sets how long Run waits for work to return after its
 // term ended. Default: TTL - RenewDeadline, the time between stepping down
 // and the earliest moment another replica can take over.
-func WithGrace(d time.Duration) Option { return func(c *config) { c.grace, c.graceSet = d, true } }
+func WithGrace(d time.Duration) Option {
+	return func(c *config) { c.grace, c.graceSet = d, true; c.electorOption("WithGrace") }
+}
 
 // WithReleaseOnCancel (Elector) sets whether Run releases the lock when its
 // context ends and work has returned, so that a standby takes over at once
 // instead of after the TTL. Default true.
-func WithReleaseOnCancel(release bool) Option { return func(c *config) { c.releaseOnCancel = release } }
+func WithReleaseOnCancel(release bool) Option {
+	return func(c *config) { c.releaseOnCancel = release; c.electorOption("WithReleaseOnCancel") }
+}
 
 // OnStartedLeading (Elector) registers a callback run when a term starts,
 // before work. It must not block.
 func OnStartedLeading(f func(ctx context.Context, l *Lease)) Option {
-	return func(c *config) { c.onStarted = f }
+	return func(c *config) { c.onStarted = f; c.electorOption("OnStartedLeading") }
 }
 
 // OnStoppedLeading (Elector) registers a callback run when a term ended and
 // its work returned (or the grace period ran out), with the reason the term
 // ended. It must not block.
 func OnStoppedLeading(f func(l *Lease, cause error)) Option {
-	return func(c *config) { c.onStopped = f }
+	return func(c *config) { c.onStopped = f; c.electorOption("OnStoppedLeading") }
 }
 
 // OnNewLeader (Elector) registers a callback run when the observed leader
 // changes, including to this process. It must not block.
 func OnNewLeader(f func(identity string)) Option {
-	return func(c *config) { c.onNewLeader = f }
+	return func(c *config) { c.onNewLeader = f; c.electorOption("OnNewLeader") }
+}
+
+// electorOption records that the Elector-only option name was given.
+func (c *config) electorOption(name string) { c.electorOnly = append(c.electorOnly, name) }
+
+// CheckOptions reports, without a Backend, whether opts are valid for a
+// Mutex (forElector false) or an Elector (true): the error NewMutex or
+// NewElector would return for them, matching ErrInvalidOptions, or nil.
+// Command-line tools call it to reject flags before opening a store.
+func CheckOptions(forElector bool, opts ...Option) error {
+	c, err := newConfig(opts)
+	if err != nil {
+		return err
+	}
+	return c.checkKind(forElector)
+}
+
+// checkKind refuses Elector-only options for a Mutex.
+func (c *config) checkKind(forElector bool) error {
+	if !forElector && len(c.electorOnly) > 0 {
+		return fmt.Errorf("%w: %s apply only to an Elector (use NewElector)", ErrInvalidOptions, strings.Join(c.electorOnly, ", "))
+	}
+	return nil
 }
 
 func newConfig(opts []Option) (*config, error) {

@@ -1,12 +1,14 @@
 package baton_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/memory"
 )
 
 func TestOptionsRejectImpossibleTimings(t *testing.T) {
@@ -125,5 +127,34 @@ func TestOptionsErrorNamesDefaults(t *testing.T) {
 	want := `baton: lock "ok": invalid options: retry period 2s must be shorter than renew deadline 1.333333333s (the default, 2/3 of the TTL)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("NewMutex = %v\nwant %s", err, want)
+	}
+}
+
+// Elector-only options are refused by NewMutex (which would ignore them)
+// and accepted by NewElector; CheckOptions says the same without a
+// Backend.
+func TestElectorOnlyOptions(t *testing.T) {
+	only := []baton.Option{
+		baton.WithGrace(time.Second), baton.WithReleaseOnCancel(false),
+		baton.OnStartedLeading(func(context.Context, *baton.Lease) {}),
+		baton.OnStoppedLeading(func(*baton.Lease, error) {}),
+		baton.OnNewLeader(func(string) {}),
+	}
+	_, err := baton.NewMutex(memory.New(), "job", only...)
+	want := "WithGrace, WithReleaseOnCancel, OnStartedLeading, OnStoppedLeading, OnNewLeader apply only to an Elector"
+	if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), want) {
+		t.Errorf("NewMutex with Elector-only options: %v; want ErrInvalidOptions naming them", err)
+	}
+	if _, err := baton.NewElector(memory.New(), "job", only...); err != nil {
+		t.Errorf("NewElector: %v", err)
+	}
+	if err := baton.CheckOptions(false, only...); !errors.Is(err, baton.ErrInvalidOptions) {
+		t.Errorf("CheckOptions for a Mutex: %v", err)
+	}
+	if err := baton.CheckOptions(true, only...); err != nil {
+		t.Errorf("CheckOptions for an Elector: %v", err)
+	}
+	if err := baton.CheckOptions(false, baton.WithTTL(10*time.Second), baton.WithRenewDeadline(10*time.Second)); !errors.Is(err, baton.ErrInvalidOptions) {
+		t.Errorf("CheckOptions of impossible timings: %v", err)
 	}
 }
