@@ -2,8 +2,10 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +158,36 @@ func TestDoctorKube(t *testing.T) {
 	if !strings.Contains(out, "rbac list leases.coordination.k8s.io    WARN") {
 		t.Errorf("list should be a warning, not a failure:\n%s", out)
 	}
+	// A namespaced Role cannot grant reading the namespace: doctor says it
+	// cannot tell, and does not claim the first acquire will work.
+	wantRows(t, out, map[string]doctorRow{
+		"namespace " + ns: {"WARN", fmt.Sprintf(`cannot tell whether namespace %s exists: this identity may not get namespaces `+
+			`(namespaces %q is forbidden: User "shipped" cannot get resource "namespaces" in API group "" in the namespace %q)`, ns, ns, ns)},
+		"name nightly": {"PASS", fmt.Sprintf("no lease %s/nightly: no other application uses the name (the first acquire creates it if namespace %s exists)", ns, ns)},
+	})
+	if fix := doctorFix(out, "namespace "+ns); fix != "  an operator can check with: kubectl get namespace "+ns {
+		t.Errorf("the namespace row's fix is %q", fix)
+	}
+
+	// A user who may not read leases: the store row's error spans lines
+	// (it quotes the Role rule); the table keeps its first line and
+	// prints the rest under Fixes.
+	noLeases := userKubeconfig(t, ns, "no-leases", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}})
+	code, out, _ = runCLI(t, "doctor", "--backend", "lease", "--kubeconfig", noLeases, "--name", "nightly")
+	t.Logf("doctor, no permission on leases:\n%s", out)
+	rows := doctorTable(t, out) // fails if a line break split a row
+	wantStore := fmt.Sprintf(`no permission: kube: get leases.coordination.k8s.io %s/nightly: permission denied by the store: the API server denied the verb "get" on leases.coordination.k8s.io in namespace %q `+
+		`(leases.coordination.k8s.io "nightly" is forbidden: User "no-leases" cannot get resource "leases" in API group "coordination.k8s.io" in the namespace %q). `+
+		`Bind this identity to a Role in namespace %q with the rule: (continued below)`, ns, ns, ns, ns)
+	if code != 1 || rows["store"] != (doctorRow{"FAIL", wantStore}) {
+		t.Errorf("exit %d, store row %+v; want 1 and FAIL %q", code, rows["store"], wantStore)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		"name nightly": {"SKIP", fmt.Sprintf("not checked: this identity may not get leases.coordination.k8s.io in namespace %s (see the rbac get row)", ns)},
+	})
+	if fix := doctorFix(out, "store"); !strings.HasPrefix(fix, "  - apiGroups: [\"coordination.k8s.io\"]\n") || !strings.HasSuffix(fix, "\n  give this identity the permissions the error names (the store refused the operation or the credentials)") {
+		t.Errorf("the store row's rest and fix:\n%s", fix)
+	}
 
 	// Another application holds the name: the name check fails.
 	if code, _, stderr := runCLI(t, "lock", "--backend", "lease", "--kubeconfig", admin, "--app", "billing", "--name", "nightly", "--", "true"); code != 0 {
@@ -195,5 +227,146 @@ func TestDoctorFile(t *testing.T) {
 	code, out, _ = runCLI(t, "doctor", "--dir", t.TempDir(), "--identity", "fixed", "--ttl", "10s", "--renew-deadline", "10s")
 	if code != 1 || !strings.Contains(out, "renew deadline 10s must be shorter than TTL 10s") || !strings.Contains(out, "identity  WARN") {
 		t.Errorf("doctor with bad timing: exit %d, output:\n%s", code, out)
+	}
+}
+
+// doctorRow is one row of doctor's table.
+type doctorRow struct{ result, detail string }
+
+// doctorTable parses doctor's table by the columns of its header. It fails
+// the test if a line of the table does not fit the columns (a detail with a
+// line break would do that) or names an unknown result.
+func doctorTable(t *testing.T, out string) map[string]doctorRow {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	resultCol, detailCol := strings.Index(lines[0], "RESULT"), strings.Index(lines[0], "DETAIL")
+	if !strings.HasPrefix(lines[0], "CHECK ") || resultCol < 0 || detailCol < resultCol {
+		t.Fatalf("doctor output does not start with the table header:\n%s", out)
+	}
+	rows := map[string]doctorRow{}
+	for _, l := range lines[1:] {
+		if l == "" {
+			break
+		}
+		if len(l) <= detailCol || l[resultCol-1] != ' ' || l[detailCol-1] != ' ' {
+			t.Fatalf("broken table line %q in:\n%s", l, out)
+		}
+		name, result := strings.TrimSpace(l[:resultCol]), strings.TrimSpace(l[resultCol:detailCol])
+		if name == "" || !slices.Contains([]string{"PASS", "WARN", "FAIL", "SKIP"}, result) {
+			t.Fatalf("broken table line %q in:\n%s", l, out)
+		}
+		rows[name] = doctorRow{result, l[detailCol:]}
+	}
+	return rows
+}
+
+// wantRows checks rows of doctor's output, exactly.
+func wantRows(t *testing.T, out string, want map[string]doctorRow) {
+	t.Helper()
+	rows := doctorTable(t, out)
+	for name, w := range want {
+		if got, ok := rows[name]; !ok {
+			t.Errorf("no row %q in:\n%s", name, out)
+		} else if got != w {
+			t.Errorf("row %q:\n got %s %q\nwant %s %q", name, got.result, got.detail, w.result, w.detail)
+		}
+	}
+}
+
+// doctorFix returns the text under "Fixes:" for the check named name.
+func doctorFix(out, name string) string {
+	_, fixes, _ := strings.Cut(out, "\nFixes:\n")
+	for _, block := range strings.Split(fixes, "\n\n") {
+		if head, body, ok := strings.Cut(strings.TrimLeft(block, "\n"), "\n"); ok && strings.HasPrefix(head, name+" (") {
+			return strings.TrimRight(body, "\n")
+		}
+	}
+	return ""
+}
+
+// An API server without baton's CRD: --backend crd fails the CRD row with
+// the command that installs it, the store row names the cause, and the
+// name is not said to be free.
+func TestDoctorCRDMissing(t *testing.T) {
+	t.Parallel()
+	kc := bareKubeconfig(t)
+	code, out, stderr := runCLI(t, "doctor", "--backend", "crd", "--kubeconfig", kc, "--name", "m")
+	t.Logf("doctor, no CRD:\n%s", out)
+	if code != 1 {
+		t.Errorf("exit %d, want 1; stderr %s", code, stderr)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		"namespace default":              {"PASS", "exists"},
+		"crd distributedlocks.baton.dev": {"FAIL", "the DistributedLock CRD is not installed: the API server does not serve baton.dev/v1alpha1"},
+		"name m":                         {"SKIP", "not checked: the DistributedLock CRD is not installed"},
+	})
+	if fix := doctorFix(out, "crd distributedlocks.baton.dev"); !strings.Contains(fix, "kubectl apply -k deploy/crd") {
+		t.Errorf("the CRD row's fix %q does not say how to install it", fix)
+	}
+}
+
+// A namespace that does not exist fails its row, and the name check does
+// not call the name free; in a namespace that exists, with the CRD, every
+// row passes.
+func TestDoctorKubeNamespace(t *testing.T) {
+	t.Parallel()
+	kc, ns := kubeconfig(t)
+	host := controlPlane(t).Host
+	code, out, stderr := runCLI(t, "doctor", "--backend", "lease", "--kubeconfig", kc, "-n", "no-such-ns", "--name", "nightly")
+	t.Logf("doctor -n no-such-ns:\n%s", out)
+	if code != 1 {
+		t.Errorf("exit %d, want 1; stderr %s", code, stderr)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		"store":                               {"PASS", "reached leases in namespace no-such-ns at " + host},
+		"namespace no-such-ns":                {"FAIL", "namespace no-such-ns does not exist: every lock there fails"},
+		"rbac get leases.coordination.k8s.io": {"PASS", "allowed in namespace no-such-ns"},
+		"name nightly":                        {"SKIP", "not checked: namespace no-such-ns does not exist"},
+	})
+	if fix := doctorFix(out, "namespace no-such-ns"); !strings.HasPrefix(fix, "  create it (kubectl create namespace no-such-ns)") {
+		t.Errorf("the namespace row's fix is %q", fix)
+	}
+
+	code, out, stderr = runCLI(t, "doctor", "--backend", "crd", "--kubeconfig", kc, "--name", "m")
+	t.Logf("doctor --backend crd:\n%s", out)
+	if code != 0 {
+		t.Errorf("exit %d, want 0; stderr %s", code, stderr)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		"namespace " + ns:                {"PASS", "exists"},
+		"crd distributedlocks.baton.dev": {"PASS", "installed: the API server serves distributedlocks in baton.dev/v1alpha1"},
+		"name m":                         {"PASS", "no crd " + ns + "/m yet: the first acquire creates it"},
+	})
+}
+
+// Stores that cannot be reached: the store row names the cause; the rows
+// that need the store fail or are skipped.
+func TestDoctorUnreachable(t *testing.T) {
+	t.Parallel()
+	redisAddr, etcdAddr := closedPort(t), closedPort(t)
+	for _, tc := range []struct {
+		backend string
+		flags   []string
+		want    map[string]doctorRow
+	}{
+		{"lease", []string{"--kubeconfig", unreachableKubeconfig(t)}, map[string]doctorRow{
+			"kubernetes": {"SKIP", "not checked: the API server cannot be reached (see the store row)"},
+		}},
+		{"redis", []string{"--redis-url", "redis://" + redisAddr}, map[string]doctorRow{}},
+		{"etcd", []string{"--endpoints", "http://" + etcdAddr}, map[string]doctorRow{}},
+	} {
+		t.Run(tc.backend, func(t *testing.T) {
+			t.Parallel()
+			code, out, stderr := runCLI(t, append([]string{"doctor", "--backend", tc.backend, "--name", "job"}, tc.flags...)...)
+			t.Logf("doctor:\n%s", out)
+			if code != 1 {
+				t.Errorf("exit %d, want 1; stderr %s", code, stderr)
+			}
+			rows := doctorTable(t, out)
+			if got := rows["store"]; got.result != "FAIL" || !strings.HasPrefix(got.detail, "unreachable: ") {
+				t.Errorf("store row %+v, want FAIL naming the cause", got)
+			}
+			wantRows(t, out, tc.want)
+		})
 	}
 }
