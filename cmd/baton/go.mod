@@ -91,7 +91,7 @@ require (
 require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/api/v3 v3.7.0 // indirect
 	go.etcd.io/etcd/client/v3 v3.7.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect

@@ -19,8 +19,9 @@ settings, the identity and the store's reachability (and the lock's holder
 with --name); on Kubernetes, that the namespace exists, that the
 DistributedLock CRD is installed (--backend crd), every verb the lock needs
 (with SelfSubjectAccessReview) and whether the lock name is already used by
-another application. Prints one row per check and, for each problem, the
-fix. Exits 1 if any check fails.`
+another application; on Redis, each server's persistence (INFO persistence).
+Prints one row per check and, for each problem, the fix. Exits 1 if any
+check fails.`
 
 // The results of a check. SKIP marks a check that could not run because
 // an earlier row failed (its detail names the row).
@@ -101,8 +102,7 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 			checks = append(checks, a.kubeChecks(ctx, f)...)
 		}
 	case "redis", "redlock":
-		checks = append(checks, check{"persistence", "WARN", "baton cannot read the server's persistence settings with the lock ACL",
-			"run Redis with appendonly yes and appendfsync always: without it a restart frees every lock and restarts fencing tokens (docs/backends.md)"})
+		checks = append(checks, redisChecks(ctx, f.redisURLs)...)
 	}
 	return checks
 }

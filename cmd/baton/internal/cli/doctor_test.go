@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/testenv"
 )
 
 // userKubeconfig adds a user to the control plane, binds it to rules in
@@ -369,4 +370,71 @@ func TestDoctorUnreachable(t *testing.T) {
 			wantRows(t, out, tc.want)
 		})
 	}
+}
+
+// Real redis-server processes: the persistence row reads INFO persistence
+// and CONFIG GET appendfsync, as far as the user's ACL allows, and prints
+// URLs without their passwords.
+func TestDoctorRedisPersistence(t *testing.T) {
+	t.Parallel()
+	const password = "s3cret-pw"
+	off := testenv.StartRedis(t)
+	on := testenv.StartRedis(t, testenv.AppendOnly(), testenv.RedisArgs(
+		"--user", "lockonly", "on", ">"+password, "~*", "&*", "+@all", "-info", "-config",
+		"--user", "noconfig", "on", ">"+password, "~*", "&*", "+@all", "-config"))
+	everysec := testenv.StartRedis(t, testenv.RedisArgs("--appendonly", "yes", "--appendfsync", "everysec"))
+	as := func(user string) string { return "redis://" + user + ":" + password + "@" + on.Addr() }
+	shown := func(user string) string { return "redis://" + user + ":xxxxx@" + on.Addr() }
+	row := func(url string) string { return "persistence " + url }
+	for _, tc := range []struct {
+		name string
+		url  string
+		code int
+		want doctorRow
+		fix  string // a part of the row's fix; none if empty
+	}{
+		{"aof off", off.URL(), 0,
+			doctorRow{"WARN", "append-only file off (aof_enabled:0): a restart or crash frees every held lock and restarts fencing tokens"},
+			"run the server with appendonly yes and appendfsync always"},
+		{"aof always", on.URL(), 0,
+			doctorRow{"PASS", "append-only file on (aof_enabled:1), appendfsync always: every acknowledged write survives a restart"}, ""},
+		{"aof everysec", everysec.URL(), 0,
+			doctorRow{"WARN", "append-only file on, but appendfsync everysec: a crash can lose the last writes, so a claim can vanish and a fencing token can repeat"},
+			"appendfsync always"},
+		{"CONFIG denied", as("noconfig"), 0,
+			doctorRow{"PASS", "append-only file on (aof_enabled:1); this user may not run CONFIG GET, so appendfsync is not known: it must be always (check: redis-cli -u " + shown("noconfig") + " CONFIG GET appendfsync)"}, ""},
+		{"INFO denied", as("lockonly"), 0,
+			doctorRow{"WARN", "cannot tell whether a restart keeps the locks: this user may not run INFO (NOPERM this user has no permissions to run the 'info' command)"},
+			"an operator runs: redis-cli -u " + shown("lockonly") + " INFO persistence"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := runCLI(t, "doctor", "--backend", "redis", "--redis-url", tc.url, "--name", "job")
+			t.Logf("doctor:\n%s", out)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %s", code, tc.code, stderr)
+			}
+			name := row(strings.ReplaceAll(tc.url, password, "xxxxx"))
+			wantRows(t, out, map[string]doctorRow{name: tc.want})
+			if fix := doctorFix(out, name); !strings.Contains(fix, tc.fix) || (tc.fix == "") != (fix == "") {
+				t.Errorf("fix %q, want one with %q", fix, tc.fix)
+			}
+			if strings.Contains(out+stderr, password) {
+				t.Errorf("the output shows the password")
+			}
+		})
+	}
+
+	// Redlock: one row per server; a server that does not answer fails.
+	gone := "redis://" + closedPort(t)
+	code, out, _ := runCLI(t, "doctor", "--backend", "redlock", "--redis-url", on.URL(), "--redis-url", off.URL(), "--redis-url", gone)
+	t.Logf("doctor --backend redlock:\n%s", out)
+	if code != 1 {
+		t.Errorf("redlock with a server down: exit %d, want 1", code)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		row(on.URL()):  {"PASS", "append-only file on (aof_enabled:1), appendfsync always: every acknowledged write survives a restart"},
+		row(off.URL()): {"WARN", "append-only file off (aof_enabled:0): a restart or crash frees every held lock and restarts fencing tokens"},
+		row(gone): {"FAIL", "unreachable: store unavailable: dial tcp " + strings.TrimPrefix(gone, "redis://") +
+			": connect: connection refused (nothing listens at that address: is the server running, and are the host and port right?)"},
+	})
 }
