@@ -93,7 +93,7 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/api/v3 v3.7.0 // indirect
-	go.etcd.io/etcd/client/v3 v3.7.0 // indirect
+	go.etcd.io/etcd/client/v3 v3.7.0
 	go.uber.org/zap v1.27.1 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	google.golang.org/grpc v1.82.1 // indirect

@@ -19,9 +19,9 @@ settings, the identity and the store's reachability (and the lock's holder
 with --name); on Kubernetes, that the namespace exists, that the
 DistributedLock CRD is installed (--backend crd), every verb the lock needs
 (with SelfSubjectAccessReview) and whether the lock name is already used by
-another application; on Redis, each server's persistence (INFO persistence).
-Prints one row per check and, for each problem, the fix. Exits 1 if any
-check fails.`
+another application; on Redis, each server's persistence (INFO persistence);
+on etcd, each endpoint's status and version. Prints one row per check and,
+for each problem, the fix. Exits 1 if any check fails.`
 
 // The results of a check. SKIP marks a check that could not run because
 // an earlier row failed (its detail names the row).
@@ -103,6 +103,8 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 		}
 	case "redis", "redlock":
 		checks = append(checks, redisChecks(ctx, f.redisURLs)...)
+	case "etcd":
+		checks = append(checks, etcdChecks(ctx, &f.etcd)...)
 	}
 	return checks
 }

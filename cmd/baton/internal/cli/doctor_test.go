@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -437,4 +438,58 @@ func TestDoctorRedisPersistence(t *testing.T) {
 		row(gone): {"FAIL", "unreachable: store unavailable: dial tcp " + strings.TrimPrefix(gone, "redis://") +
 			": connect: connection refused (nothing listens at that address: is the server running, and are the host and port right?)"},
 	})
+}
+
+// Real etcd servers: each endpoint's row shows the server's version; an
+// endpoint that does not answer warns while another answers, and fails
+// when none does.
+func TestDoctorEtcd(t *testing.T) {
+	t.Parallel()
+	e := testenv.StartEtcd(t)
+	version := etcdVersion(t)
+	gone := "http://" + closedPort(t)
+	refused := func(ep string) string {
+		return "unreachable: store unavailable: dial tcp " + strings.TrimPrefix(ep, "http://") +
+			": connect: connection refused (nothing listens at that address: is the server running, and are the host and port right?)"
+	}
+	code, out, stderr := runCLI(t, "doctor", "--backend", "etcd", "--endpoints", e.Endpoint()+","+gone, "--name", "job")
+	t.Logf("doctor, one endpoint down:\n%s", out)
+	if code != 0 {
+		t.Errorf("exit %d, want 0; stderr %s", code, stderr)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		"store":                {"PASS", "reached etcd at " + e.Endpoint() + "," + gone},
+		"etcd " + e.Endpoint(): {"PASS", "etcd " + version + ", leader"},
+		"etcd " + gone:         {"WARN", refused(gone)},
+	})
+	if fix := doctorFix(out, "etcd "+gone); !strings.HasSuffix(fix, "then exit 69; the lock works meanwhile through the endpoints that answer") {
+		t.Errorf("the down endpoint's fix is %q", fix)
+	}
+
+	code, out, _ = runCLI(t, "doctor", "--backend", "etcd", "--endpoints", gone, "--name", "job")
+	t.Logf("doctor, no endpoint answers:\n%s", out)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantRows(t, out, map[string]doctorRow{"etcd " + gone: {"FAIL", refused(gone)}})
+}
+
+// etcdVersion is the version the test etcd binary reports.
+func etcdVersion(t *testing.T) string {
+	t.Helper()
+	bin, err := testenv.FindEtcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatalf("%s --version: %v", bin, err)
+	}
+	for line := range strings.Lines(string(out)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "etcd Version: "); ok {
+			return v
+		}
+	}
+	t.Fatalf("%s --version says no version:\n%s", bin, out)
+	return ""
 }
