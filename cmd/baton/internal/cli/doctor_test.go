@@ -221,6 +221,9 @@ func TestDoctorFile(t *testing.T) {
 	if code != 1 || !strings.Contains(out, `lock "busy" is held right now by identity "pod-1"`) {
 		t.Errorf("doctor with an identity in use: exit %d, output:\n%s", code, out)
 	}
+	wantRows(t, out, map[string]doctorRow{
+		"store": {"PASS", fmt.Sprintf(`reached file store %s; lock "busy" is held by "pod-1" (token %d)`, shared, l.Token())},
+	})
 
 	code, out, stderr := runCLI(t, "doctor", "--dir", t.TempDir(), "--name", "x", "--ttl", "30s")
 	if code != 0 || !strings.Contains(out, "TTL 30s, renew deadline 20s") || !strings.Contains(out, "store     PASS") {
