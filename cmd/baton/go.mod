@@ -94,7 +94,7 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.0 // indirect
-	go.etcd.io/etcd/client/v3 v3.7.0 // indirect
+	go.etcd.io/etcd/client/v3 v3.7.0
 	golang.org/x/sys v0.50.0 // indirect
 	google.golang.org/grpc v1.82.1 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect

@@ -10,29 +10,32 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	authzv1 "k8s.io/api/authorization/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/kube"
-	"github.com/baton-go/baton/kube/api/v1alpha1"
 )
 
 const doctorLong = `Check that baton can work here, without taking any lock: the timing
-settings, the identity, the store's reachability and, on Kubernetes, every
-verb the lock needs (with SelfSubjectAccessReview) and whether the lock name
-is already used by another application. Prints one row per check and, for
-each problem, the fix. Exits 1 if any check fails.`
+settings, the identity and the store's reachability (and the lock's holder
+with --name); on Kubernetes, that the namespace exists, that the
+DistributedLock CRD is installed (--backend crd), every verb the lock needs
+(with SelfSubjectAccessReview) and whether the lock name is already used by
+another application; on Redis, each server's persistence (INFO persistence);
+on etcd, each endpoint's status and version. Prints one row per check and,
+for each problem, the fix. Exits 1 if any check fails.`
+
+// The results of a check. SKIP marks a check that could not run because
+// an earlier row failed (its detail names the row).
+const (
+	resultPass = "PASS"
+	resultWarn = "WARN"
+	resultFail = "FAIL"
+	resultSkip = "SKIP"
+)
 
 // check is one row of the doctor's report.
 type check struct {
 	name   string
-	result string // PASS, WARN or FAIL
+	result string // one of the result constants
 	detail string
 	fix    string
 }
@@ -73,67 +76,85 @@ func (a *app) doctorCommand() *cobra.Command {
 }
 
 func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
-	name := f.name
-	if name == "" {
-		name = "doctor"
-	}
-	var checks []check
-	// Timing: baton's own validation, then what the values mean.
-	m, err := baton.NewMutex(validationOnly{}, name, f.options(a.log)...)
-	if err != nil {
-		checks = append(checks, check{"timing", "FAIL", err.Error(),
-			"choose --ttl, --renew-deadline and --retry-period with retry < renew deadline < TTL minus the safety margin; or give --ttl alone, and the others scale with it"})
-	} else {
-		ttl := f.ttl
-		rd := ttl * 2 / 3
-		if f.fs != nil && f.fs.Changed("renew-deadline") {
-			rd = f.renewDeadline
-		}
-		margin := baton.DefaultSafetyMargin(ttl)
-		checks = append(checks, check{"timing", "PASS", fmt.Sprintf(
-			"TTL %v, renew deadline %v: a holder cut off from the store stops %v after its last good renew, %v before anyone else may take over",
-			ttl, rd, rd, ttl-margin-rd), ""})
-	}
-	if f.identity == "" {
-		id := "<host>-<random>"
-		if m != nil {
-			id = m.Identity()
-		}
-		checks = append(checks, check{"identity", "PASS", fmt.Sprintf("default identity (here %s): the host name plus a random suffix, new for every process", id), ""})
-	} else {
-		checks = append(checks, check{"identity", "WARN", fmt.Sprintf("--identity %q is fixed: two replicas started with the same value are shown as one holder (baton still tells them apart by a per-acquisition nonce)", f.identity),
-			"give every replica its own identity, such as the pod name, or leave --identity out"})
-	}
-
+	checks := []check{timingCheck(f, a)}
+	checks = append(checks, identityCheck(f, a))
 	st, where, err := f.open()
 	if err != nil {
-		return append(checks, check{"store", "FAIL", err.Error(), "check the backend flags and that the store is reachable"})
-	}
-	defer closeStore(st)
-	c, rec := a.storeCheck(ctx, st, where, f.name)
-	checks = append(checks, c)
-	if f.identity != "" && f.name != "" {
-		if rec.Held() && rec.Holder == f.identity {
-			checks = append(checks, check{"identity in use", "FAIL",
+		checks = append(checks, storeFailure(err))
+	} else {
+		defer closeStore(st)
+		var c check
+		var rec baton.Record
+		c, rec, err = a.storeCheck(ctx, st, where, f.name)
+		checks = append(checks, c)
+		if f.identity != "" && f.name != "" && rec.Held() && rec.Holder == f.identity {
+			checks = append(checks, check{"identity in use", resultFail,
 				fmt.Sprintf("lock %q is held right now by identity %q, the one given here: if that is another process, two replicas share an identity", f.name, f.identity),
 				"give every replica its own identity, such as the pod name, or leave --identity out (the default adds a random suffix)"})
 		}
 	}
 	switch f.backend {
 	case "lease", "configmap", "crd":
-		checks = append(checks, a.kubeChecks(ctx, f)...)
+		switch {
+		case errors.Is(err, baton.ErrUnavailable):
+			checks = append(checks, check{"kubernetes", resultSkip, "not checked: the API server cannot be reached (see the store row)", ""})
+		case f.kube.loaded != nil: // else the store row says why there is no client configuration
+			checks = append(checks, a.kubeChecks(ctx, f)...)
+		}
 	case "redis", "redlock":
-		checks = append(checks, check{"persistence", "WARN", "baton cannot read the server's persistence settings with the lock ACL",
-			"run Redis with appendonly yes and appendfsync always: without it a restart frees every lock and restarts fencing tokens (docs/backends.md)"})
+		checks = append(checks, redisChecks(ctx, f.redisURLs)...)
+	case "etcd":
+		checks = append(checks, etcdChecks(ctx, &f.etcd)...)
 	}
 	return checks
 }
 
+// timingCheck validates the timing flags as baton does and says what they
+// mean for a holder cut off from the store.
+func timingCheck(f *lockFlags, a *app) check {
+	if _, err := baton.NewMutex(validationOnly{}, doctorName(f), f.options(a.log)...); err != nil {
+		return check{"timing", resultFail, err.Error(),
+			"choose --ttl, --renew-deadline and --retry-period with retry < renew deadline < TTL minus the safety margin; or give --ttl alone, and the others scale with it"}
+	}
+	ttl := f.ttl
+	rd := ttl * 2 / 3
+	if f.fs != nil && f.fs.Changed("renew-deadline") {
+		rd = f.renewDeadline
+	}
+	margin := baton.DefaultSafetyMargin(ttl)
+	return check{"timing", resultPass, fmt.Sprintf(
+		"TTL %v, renew deadline %v: a holder cut off from the store stops %v after its last good renew, %v before anyone else may take over",
+		ttl, rd, rd, ttl-margin-rd), ""}
+}
+
+// identityCheck warns about a fixed --identity, which replicas may share.
+func identityCheck(f *lockFlags, a *app) check {
+	if f.identity != "" {
+		return check{"identity", resultWarn, fmt.Sprintf("--identity %q is fixed: two replicas started with the same value are shown as one holder (baton still tells them apart by a per-acquisition nonce)", f.identity),
+			"give every replica its own identity, such as the pod name, or leave --identity out"}
+	}
+	id := "<host>-<random>"
+	if m, err := baton.NewMutex(validationOnly{}, doctorName(f), f.options(a.log)...); err == nil {
+		id = m.Identity()
+	}
+	return check{"identity", resultPass, fmt.Sprintf("default identity (here %s): the host name plus a random suffix, new for every process", id), ""}
+}
+
+// doctorName is the lock name the timing and identity checks validate
+// with: --name, or a placeholder.
+func doctorName(f *lockFlags) string {
+	if f.name == "" {
+		return "doctor"
+	}
+	return f.name
+}
+
 // storeCheck reads the lock (or any lock) to show that the store answers.
 // It also returns the record of the lock name when it exists (else the zero
-// Record), for the checks that depend on it.
-func (a *app) storeCheck(ctx context.Context, st store, where, name string) (check, baton.Record) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// Record), for the checks that depend on it, and the error of a store that
+// did not answer.
+func (a *app) storeCheck(ctx context.Context, st store, where, name string) (check, baton.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 	defer cancel()
 	probe := name
 	if probe == "" {
@@ -142,142 +163,89 @@ func (a *app) storeCheck(ctx context.Context, st store, where, name string) (che
 	r, err := st.Get(ctx, probe)
 	switch {
 	case errors.Is(err, baton.ErrNotFound):
-		return check{"store", "PASS", "reached " + where, ""}, baton.Record{}
+		return check{"store", resultPass, "reached " + where, ""}, baton.Record{}, nil
 	case err != nil:
-		return check{"store", "FAIL", err.Error(), "check the backend flags, the network path and the permissions to read lock records"}, baton.Record{}
-	case name == "":
-		return check{"store", "PASS", "reached " + where, ""}, baton.Record{}
-	case r.Held():
-		return check{"store", "PASS", fmt.Sprintf("reached %s; lock %q is held by %q (token %d)", where, name, r.Holder, r.Token), ""}, r
-	default:
-		return check{"store", "PASS", "reached " + where, ""}, r
+		return storeFailure(err), baton.Record{}, err
+	case name != "" && r.Held():
+		return check{"store", resultPass, fmt.Sprintf("reached %s; lock %q is held by %q (token %d)", where, name, r.Holder, r.Token), ""}, r, nil
+	case name != "":
+		return check{"store", resultPass, "reached " + where, ""}, r, nil
 	}
+	return check{"store", resultPass, "reached " + where, ""}, baton.Record{}, nil
 }
 
-// kubeChecks asks the API server, with SelfSubjectAccessReview, whether
-// this identity may use each verb a lock needs, and whether the lock
-// object (if it exists) belongs to this application.
-func (a *app) kubeChecks(ctx context.Context, f *lockFlags) []check {
-	cfg, ns, err := f.kube.restConfig()
-	if err != nil {
-		return []check{{"kubernetes", "FAIL", err.Error(), ""}}
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return []check{{"kubernetes", "FAIL", err.Error(), ""}}
-	}
-	gvr := schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
-	switch f.backend {
-	case "configmap":
-		gvr = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	case "crd":
-		gvr = v1alpha1.Resource
-	}
-	group, resource := gvr.Group, gvr.Resource
-	qualified := resource
-	if group != "" {
-		qualified += "." + group
-	}
-	var checks []check
-	var missing []string
-	for _, verb := range []string{"get", "watch", "create", "update", "list"} {
-		review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource},
-		}}
-		res, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-		name := fmt.Sprintf("rbac %s %s", verb, qualified)
-		switch {
-		case err != nil:
-			checks = append(checks, check{name, "FAIL", "SelfSubjectAccessReview failed: " + err.Error(), "check the connection and that this identity may create selfsubjectaccessreviews (every authenticated user may by default)"})
-		case res.Status.Allowed:
-			checks = append(checks, check{name, "PASS", "allowed in namespace " + ns, ""})
-		case verb == "list":
-			checks = append(checks, check{name, "WARN", "denied in namespace " + ns + ": only `baton status` without a NAME needs it",
-				fmt.Sprintf("for operators only: a Role in namespace %s with\n- apiGroups: [%q]\n  resources: [%q]\n  verbs: [\"list\"]", ns, group, resource)})
-		default:
-			missing = append(missing, verb)
-			checks = append(checks, check{name, "FAIL", "denied in namespace " + ns + reason(res.Status), ""})
-		}
-	}
-	if len(missing) > 0 {
-		fix := fmt.Sprintf("bind this identity to a Role in namespace %s with the rule (deploy/rbac has it):\n- apiGroups: [%q]\n  resources: [%q]\n  verbs: [\"get\", \"watch\", \"create\", \"update\"]\nmissing now: %s",
-			ns, group, resource, strings.Join(missing, ", "))
-		for i := range checks {
-			if checks[i].result == "FAIL" && strings.HasPrefix(checks[i].name, "rbac ") {
-				checks[i].fix = fix
-				break // one fix for all the missing verbs
-			}
-		}
-	}
-	events := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
-		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "events"},
-	}}
-	if res, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, events, metav1.CreateOptions{}); err == nil && !res.Status.Allowed {
-		checks = append(checks, check{"rbac create events", "WARN", "denied in namespace " + ns + ": leadership changes are logged but not recorded as Events",
-			fmt.Sprintf("a Role in namespace %s with\n- apiGroups: [\"\"]\n  resources: [\"events\"]\n  verbs: [\"create\"]", ns)})
-	} else if err == nil {
-		checks = append(checks, check{"rbac create events", "PASS", "allowed in namespace " + ns, ""})
-	}
-	if f.name != "" {
-		checks = append(checks, nameCheck(ctx, cfg, gvr, f.backend, ns, f.name, f.kube.app))
-	}
-	return checks
+// storeCheckTimeout bounds the store row's read.
+const storeCheckTimeout = 10 * time.Second
+
+// storeFailure is the store row for a store that could not be opened or
+// read: its detail starts with the cause, by the baton sentinel the error
+// matches, and its fix is the one for that cause.
+func storeFailure(err error) check {
+	cause, fix := diagnose(err)
+	return check{"store", resultFail, cause + ": " + err.Error(), fix}
 }
 
-func reason(s authzv1.SubjectAccessReviewStatus) string {
-	if s.Reason != "" {
-		return ": " + s.Reason
-	}
-	return ""
-}
-
-// nameCheck tells whether the lock object exists and whose it is. It reads
-// only the object's metadata, with the "get" verb the lock needs anyway.
-func nameCheck(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionResource, backend, ns, name, app string) check {
-	label := "name " + name
-	mc, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return check{label, "FAIL", err.Error(), ""}
-	}
-	meta, err := mc.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+// diagnose names the cause of a store error, by the baton sentinel it
+// matches, and the fix for that cause.
+func diagnose(err error) (cause, fix string) {
 	switch {
-	case apierrors.IsNotFound(err):
-		return check{label, "PASS", fmt.Sprintf("no %s %s/%s yet: the first acquire creates it", backend, ns, name), ""}
-	case err != nil:
-		return check{label, "FAIL", err.Error(), ""}
+	case errors.Is(err, baton.ErrForbidden):
+		return "no permission", "give this identity the permissions the error names (the store refused the operation or the credentials)"
+	case errors.Is(err, baton.ErrMisconfigured):
+		return "misconfigured", "the store answers, but the setup cannot work as given: apply the fix the error names; no lock can be taken until then"
+	case errors.Is(err, baton.ErrUnavailable):
+		return "unreachable", "start the store or correct its address (the error says which); baton lock and run retry an unreachable store for --connect-timeout, then exit 69"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer in time", "check the address, the network path and the store's load"
 	}
-	// A DistributedLock is baton's kind; a Lease or ConfigMap is baton's
-	// if it carries the token annotation.
-	if _, ok := meta.Annotations[kube.AnnotationToken]; !ok && gvr.Group != "baton.dev" {
-		return check{label, "FAIL", fmt.Sprintf("%s %s/%s exists but was not made by baton (another tool uses this name)", backend, ns, name),
-			"pick another lock name; baton never takes over another tool's object"}
-	}
-	if have := meta.Labels[kube.LabelApplication]; have != app {
-		return check{label, "FAIL", fmt.Sprintf("%s %s/%s belongs to application %q, not %q: the two would block each other", backend, ns, name, have, app),
-			"give one of the applications another lock name, or the same --app if they really share the lock"}
-	}
-	return check{label, "PASS", fmt.Sprintf("%s %s/%s belongs to application %q", backend, ns, name, app), ""}
+	return "error", "check the backend flags, the network path and the permissions to read lock records"
 }
 
+// printChecks writes the table of checks and, below it, each check's fix
+// and the lines of its detail after the first: a table cell holds one
+// line, or tabwriter would misalign the rows that follow.
 func printChecks(w io.Writer, checks []check) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tRESULT\tDETAIL")
 	for _, c := range checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.name, c.result, c.detail)
+		first, rest := splitDetail(c.detail)
+		if rest != "" {
+			first += " (continued below)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", oneLine(c.name), c.result, first)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	first := true
 	for _, c := range checks {
-		if c.fix == "" {
+		_, rest := splitDetail(c.detail)
+		if c.fix == "" && rest == "" {
 			continue
 		}
 		if first {
 			fmt.Fprintln(w, "\nFixes:")
 			first = false
 		}
-		fmt.Fprintf(w, "\n%s (%s):\n  %s\n", c.name, c.result, strings.ReplaceAll(c.fix, "\n", "\n  "))
+		fmt.Fprintf(w, "\n%s (%s):\n", oneLine(c.name), c.result)
+		for _, text := range []string{rest, c.fix} {
+			if text != "" {
+				fmt.Fprintf(w, "  %s\n", strings.ReplaceAll(text, "\n", "\n  "))
+			}
+		}
 	}
 	return nil
+}
+
+// splitDetail returns a detail's first line, for the table, and the rest.
+// Tabs become spaces: tabwriter would read them as cell separators.
+func splitDetail(detail string) (first, rest string) {
+	detail = strings.ReplaceAll(strings.TrimSpace(detail), "\t", " ")
+	first, rest, _ = strings.Cut(detail, "\n")
+	return strings.TrimSpace(first), strings.TrimSpace(rest)
+}
+
+// oneLine makes a check name safe for a table cell.
+func oneLine(s string) string {
+	return strings.NewReplacer("\n", " ", "\t", " ").Replace(s)
 }

@@ -2,8 +2,11 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/testenv"
 )
 
 // userKubeconfig adds a user to the control plane, binds it to rules in
@@ -156,6 +160,36 @@ func TestDoctorKube(t *testing.T) {
 	if !strings.Contains(out, "rbac list leases.coordination.k8s.io    WARN") {
 		t.Errorf("list should be a warning, not a failure:\n%s", out)
 	}
+	// A namespaced Role cannot grant reading the namespace: doctor says it
+	// cannot tell, and does not claim the first acquire will work.
+	wantRows(t, out, map[string]doctorRow{
+		"namespace " + ns: {"WARN", fmt.Sprintf(`cannot tell whether namespace %s exists: this identity may not get namespaces `+
+			`(namespaces %q is forbidden: User "shipped" cannot get resource "namespaces" in API group "" in the namespace %q)`, ns, ns, ns)},
+		"name nightly": {"PASS", fmt.Sprintf("no lease %s/nightly: no other application uses the name (the first acquire creates it if namespace %s exists)", ns, ns)},
+	})
+	if fix := doctorFix(out, "namespace "+ns); fix != "  an operator can check with: kubectl get namespace "+ns {
+		t.Errorf("the namespace row's fix is %q", fix)
+	}
+
+	// A user who may not read leases: the store row's error spans lines
+	// (it quotes the Role rule); the table keeps its first line and
+	// prints the rest under Fixes.
+	noLeases := userKubeconfig(t, ns, "no-leases", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}})
+	code, out, _ = runCLI(t, "doctor", "--backend", "lease", "--kubeconfig", noLeases, "--name", "nightly")
+	t.Logf("doctor, no permission on leases:\n%s", out)
+	rows := doctorTable(t, out) // fails if a line break split a row
+	wantStore := fmt.Sprintf(`no permission: kube: get leases.coordination.k8s.io %s/nightly: permission denied by the store: the API server denied the verb "get" on leases.coordination.k8s.io in namespace %q `+
+		`(leases.coordination.k8s.io "nightly" is forbidden: User "no-leases" cannot get resource "leases" in API group "coordination.k8s.io" in the namespace %q). `+
+		`Bind this identity to a Role in namespace %q with the rule: (continued below)`, ns, ns, ns, ns)
+	if code != 1 || rows["store"] != (doctorRow{"FAIL", wantStore}) {
+		t.Errorf("exit %d, store row %+v; want 1 and FAIL %q", code, rows["store"], wantStore)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		"name nightly": {"SKIP", fmt.Sprintf("not checked: this identity may not get leases.coordination.k8s.io in namespace %s (see the rbac get row)", ns)},
+	})
+	if fix := doctorFix(out, "store"); !strings.HasPrefix(fix, "  - apiGroups: [\"coordination.k8s.io\"]\n") || !strings.HasSuffix(fix, "\n  give this identity the permissions the error names (the store refused the operation or the credentials)") {
+		t.Errorf("the store row's rest and fix:\n%s", fix)
+	}
 
 	// Another application holds the name: the name check fails.
 	if code, _, stderr := runCLI(t, "lock", "--backend", "lease", "--kubeconfig", admin, "--app", "billing", "--name", "nightly", "--", "true"); code != 0 {
@@ -187,6 +221,9 @@ func TestDoctorFile(t *testing.T) {
 	if code != 1 || !strings.Contains(out, `lock "busy" is held right now by identity "pod-1"`) {
 		t.Errorf("doctor with an identity in use: exit %d, output:\n%s", code, out)
 	}
+	wantRows(t, out, map[string]doctorRow{
+		"store": {"PASS", fmt.Sprintf(`reached file store %s; lock "busy" is held by "pod-1" (token %d)`, shared, l.Token())},
+	})
 
 	code, out, stderr := runCLI(t, "doctor", "--dir", t.TempDir(), "--name", "x", "--ttl", "30s")
 	if code != 0 || !strings.Contains(out, "TTL 30s, renew deadline 20s") || !strings.Contains(out, "store     PASS") {
@@ -196,4 +233,266 @@ func TestDoctorFile(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "renew deadline 10s must be shorter than TTL 10s") || !strings.Contains(out, "identity  WARN") {
 		t.Errorf("doctor with bad timing: exit %d, output:\n%s", code, out)
 	}
+}
+
+// doctorRow is one row of doctor's table.
+type doctorRow struct{ result, detail string }
+
+// doctorTable parses doctor's table by the columns of its header. It fails
+// the test if a line of the table does not fit the columns (a detail with a
+// line break would do that) or names an unknown result.
+func doctorTable(t *testing.T, out string) map[string]doctorRow {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	resultCol, detailCol := strings.Index(lines[0], "RESULT"), strings.Index(lines[0], "DETAIL")
+	if !strings.HasPrefix(lines[0], "CHECK ") || resultCol < 0 || detailCol < resultCol {
+		t.Fatalf("doctor output does not start with the table header:\n%s", out)
+	}
+	rows := map[string]doctorRow{}
+	for _, l := range lines[1:] {
+		if l == "" {
+			break
+		}
+		if len(l) <= detailCol || l[resultCol-1] != ' ' || l[detailCol-1] != ' ' {
+			t.Fatalf("broken table line %q in:\n%s", l, out)
+		}
+		name, result := strings.TrimSpace(l[:resultCol]), strings.TrimSpace(l[resultCol:detailCol])
+		if name == "" || !slices.Contains([]string{"PASS", "WARN", "FAIL", "SKIP"}, result) {
+			t.Fatalf("broken table line %q in:\n%s", l, out)
+		}
+		rows[name] = doctorRow{result, l[detailCol:]}
+	}
+	return rows
+}
+
+// wantRows checks rows of doctor's output, exactly.
+func wantRows(t *testing.T, out string, want map[string]doctorRow) {
+	t.Helper()
+	rows := doctorTable(t, out)
+	for name, w := range want {
+		if got, ok := rows[name]; !ok {
+			t.Errorf("no row %q in:\n%s", name, out)
+		} else if got != w {
+			t.Errorf("row %q:\n got %s %q\nwant %s %q", name, got.result, got.detail, w.result, w.detail)
+		}
+	}
+}
+
+// doctorFix returns the text under "Fixes:" for the check named name.
+func doctorFix(out, name string) string {
+	_, fixes, _ := strings.Cut(out, "\nFixes:\n")
+	for _, block := range strings.Split(fixes, "\n\n") {
+		if head, body, ok := strings.Cut(strings.TrimLeft(block, "\n"), "\n"); ok && strings.HasPrefix(head, name+" (") {
+			return strings.TrimRight(body, "\n")
+		}
+	}
+	return ""
+}
+
+// An API server without baton's CRD: --backend crd fails the CRD row with
+// the command that installs it, the store row names the cause, and the
+// name is not said to be free.
+func TestDoctorCRDMissing(t *testing.T) {
+	t.Parallel()
+	kc := bareKubeconfig(t)
+	code, out, stderr := runCLI(t, "doctor", "--backend", "crd", "--kubeconfig", kc, "--name", "m")
+	t.Logf("doctor, no CRD:\n%s", out)
+	if code != 1 {
+		t.Errorf("exit %d, want 1; stderr %s", code, stderr)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		"namespace default":              {"PASS", "exists"},
+		"crd distributedlocks.baton.dev": {"FAIL", "the DistributedLock CRD is not installed: the API server does not serve baton.dev/v1alpha1"},
+		"name m":                         {"SKIP", "not checked: the DistributedLock CRD is not installed"},
+	})
+	if fix := doctorFix(out, "crd distributedlocks.baton.dev"); !strings.Contains(fix, "kubectl apply -k deploy/crd") {
+		t.Errorf("the CRD row's fix %q does not say how to install it", fix)
+	}
+}
+
+// A namespace that does not exist fails its row, and the name check does
+// not call the name free; in a namespace that exists, with the CRD, every
+// row passes.
+func TestDoctorKubeNamespace(t *testing.T) {
+	t.Parallel()
+	kc, ns := kubeconfig(t)
+	host := controlPlane(t).Host
+	code, out, stderr := runCLI(t, "doctor", "--backend", "lease", "--kubeconfig", kc, "-n", "no-such-ns", "--name", "nightly")
+	t.Logf("doctor -n no-such-ns:\n%s", out)
+	if code != 1 {
+		t.Errorf("exit %d, want 1; stderr %s", code, stderr)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		"store":                               {"PASS", "reached leases in namespace no-such-ns at " + host},
+		"namespace no-such-ns":                {"FAIL", "namespace no-such-ns does not exist: every lock there fails"},
+		"rbac get leases.coordination.k8s.io": {"PASS", "allowed in namespace no-such-ns"},
+		"name nightly":                        {"SKIP", "not checked: namespace no-such-ns does not exist"},
+	})
+	if fix := doctorFix(out, "namespace no-such-ns"); !strings.HasPrefix(fix, "  create it (kubectl create namespace no-such-ns)") {
+		t.Errorf("the namespace row's fix is %q", fix)
+	}
+
+	code, out, stderr = runCLI(t, "doctor", "--backend", "crd", "--kubeconfig", kc, "--name", "m")
+	t.Logf("doctor --backend crd:\n%s", out)
+	if code != 0 {
+		t.Errorf("exit %d, want 0; stderr %s", code, stderr)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		"namespace " + ns:                {"PASS", "exists"},
+		"crd distributedlocks.baton.dev": {"PASS", "installed: the API server serves distributedlocks in baton.dev/v1alpha1"},
+		"name m":                         {"PASS", "no crd " + ns + "/m yet: the first acquire creates it"},
+	})
+}
+
+// Stores that cannot be reached: the store row names the cause; the rows
+// that need the store fail or are skipped.
+func TestDoctorUnreachable(t *testing.T) {
+	t.Parallel()
+	redisAddr, etcdAddr := closedPort(t), closedPort(t)
+	for _, tc := range []struct {
+		backend string
+		flags   []string
+		want    map[string]doctorRow
+	}{
+		{"lease", []string{"--kubeconfig", unreachableKubeconfig(t)}, map[string]doctorRow{
+			"kubernetes": {"SKIP", "not checked: the API server cannot be reached (see the store row)"},
+		}},
+		{"redis", []string{"--redis-url", "redis://" + redisAddr}, map[string]doctorRow{}},
+		{"etcd", []string{"--endpoints", "http://" + etcdAddr}, map[string]doctorRow{}},
+	} {
+		t.Run(tc.backend, func(t *testing.T) {
+			t.Parallel()
+			code, out, stderr := runCLI(t, append([]string{"doctor", "--backend", tc.backend, "--name", "job"}, tc.flags...)...)
+			t.Logf("doctor:\n%s", out)
+			if code != 1 {
+				t.Errorf("exit %d, want 1; stderr %s", code, stderr)
+			}
+			rows := doctorTable(t, out)
+			if got := rows["store"]; got.result != "FAIL" || !strings.HasPrefix(got.detail, "unreachable: ") {
+				t.Errorf("store row %+v, want FAIL naming the cause", got)
+			}
+			wantRows(t, out, tc.want)
+		})
+	}
+}
+
+// Real redis-server processes: the persistence row reads INFO persistence
+// and CONFIG GET appendfsync, as far as the user's ACL allows, and prints
+// URLs without their passwords.
+func TestDoctorRedisPersistence(t *testing.T) {
+	t.Parallel()
+	const password = "s3cret-pw"
+	off := testenv.StartRedis(t)
+	on := testenv.StartRedis(t, testenv.AppendOnly(), testenv.RedisArgs(
+		"--user", "lockonly", "on", ">"+password, "~*", "&*", "+@all", "-info", "-config",
+		"--user", "noconfig", "on", ">"+password, "~*", "&*", "+@all", "-config"))
+	everysec := testenv.StartRedis(t, testenv.RedisArgs("--appendonly", "yes", "--appendfsync", "everysec"))
+	as := func(user string) string { return "redis://" + user + ":" + password + "@" + on.Addr() }
+	shown := func(user string) string { return "redis://" + user + ":xxxxx@" + on.Addr() }
+	row := func(url string) string { return "persistence " + url }
+	for _, tc := range []struct {
+		name string
+		url  string
+		code int
+		want doctorRow
+		fix  string // a part of the row's fix; none if empty
+	}{
+		{"aof off", off.URL(), 0,
+			doctorRow{"WARN", "append-only file off (aof_enabled:0): a restart or crash frees every held lock and restarts fencing tokens"},
+			"run the server with appendonly yes and appendfsync always"},
+		{"aof always", on.URL(), 0,
+			doctorRow{"PASS", "append-only file on (aof_enabled:1), appendfsync always: every acknowledged write survives a restart"}, ""},
+		{"aof everysec", everysec.URL(), 0,
+			doctorRow{"WARN", "append-only file on, but appendfsync everysec: a crash can lose the last writes, so a claim can vanish and a fencing token can repeat"},
+			"appendfsync always"},
+		{"CONFIG denied", as("noconfig"), 0,
+			doctorRow{"PASS", "append-only file on (aof_enabled:1); this user may not run CONFIG GET, so appendfsync is not known: it must be always (check: redis-cli -u " + shown("noconfig") + " CONFIG GET appendfsync)"}, ""},
+		{"INFO denied", as("lockonly"), 0,
+			doctorRow{"WARN", "cannot tell whether a restart keeps the locks: this user may not run INFO (NOPERM this user has no permissions to run the 'info' command)"},
+			"an operator runs: redis-cli -u " + shown("lockonly") + " INFO persistence"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := runCLI(t, "doctor", "--backend", "redis", "--redis-url", tc.url, "--name", "job")
+			t.Logf("doctor:\n%s", out)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %s", code, tc.code, stderr)
+			}
+			name := row(strings.ReplaceAll(tc.url, password, "xxxxx"))
+			wantRows(t, out, map[string]doctorRow{name: tc.want})
+			if fix := doctorFix(out, name); !strings.Contains(fix, tc.fix) || (tc.fix == "") != (fix == "") {
+				t.Errorf("fix %q, want one with %q", fix, tc.fix)
+			}
+			if strings.Contains(out+stderr, password) {
+				t.Errorf("the output shows the password")
+			}
+		})
+	}
+
+	// Redlock: one row per server; a server that does not answer fails.
+	gone := "redis://" + closedPort(t)
+	code, out, _ := runCLI(t, "doctor", "--backend", "redlock", "--redis-url", on.URL(), "--redis-url", off.URL(), "--redis-url", gone)
+	t.Logf("doctor --backend redlock:\n%s", out)
+	if code != 1 {
+		t.Errorf("redlock with a server down: exit %d, want 1", code)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		row(on.URL()):  {"PASS", "append-only file on (aof_enabled:1), appendfsync always: every acknowledged write survives a restart"},
+		row(off.URL()): {"WARN", "append-only file off (aof_enabled:0): a restart or crash frees every held lock and restarts fencing tokens"},
+		row(gone): {"FAIL", "unreachable: store unavailable: dial tcp " + strings.TrimPrefix(gone, "redis://") +
+			": connect: connection refused (nothing listens at that address: is the server running, and are the host and port right?)"},
+	})
+}
+
+// Real etcd servers: each endpoint's row shows the server's version; an
+// endpoint that does not answer warns while another answers, and fails
+// when none does.
+func TestDoctorEtcd(t *testing.T) {
+	t.Parallel()
+	e := testenv.StartEtcd(t)
+	version := etcdVersion(t)
+	gone := "http://" + closedPort(t)
+	refused := func(ep string) string {
+		return "unreachable: store unavailable: dial tcp " + strings.TrimPrefix(ep, "http://") +
+			": connect: connection refused (nothing listens at that address: is the server running, and are the host and port right?)"
+	}
+	code, out, stderr := runCLI(t, "doctor", "--backend", "etcd", "--endpoints", e.Endpoint()+","+gone, "--name", "job")
+	t.Logf("doctor, one endpoint down:\n%s", out)
+	if code != 0 {
+		t.Errorf("exit %d, want 0; stderr %s", code, stderr)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		"store":                {"PASS", "reached etcd at " + e.Endpoint() + "," + gone},
+		"etcd " + e.Endpoint(): {"PASS", "etcd " + version + ", leader"},
+		"etcd " + gone:         {"WARN", refused(gone)},
+	})
+	if fix := doctorFix(out, "etcd "+gone); !strings.HasSuffix(fix, "then exit 69; the lock works meanwhile through the endpoints that answer") {
+		t.Errorf("the down endpoint's fix is %q", fix)
+	}
+
+	code, out, _ = runCLI(t, "doctor", "--backend", "etcd", "--endpoints", gone, "--name", "job")
+	t.Logf("doctor, no endpoint answers:\n%s", out)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantRows(t, out, map[string]doctorRow{"etcd " + gone: {"FAIL", refused(gone)}})
+}
+
+// etcdVersion is the version the test etcd binary reports.
+func etcdVersion(t *testing.T) string {
+	t.Helper()
+	bin, err := testenv.FindEtcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatalf("%s --version: %v", bin, err)
+	}
+	for line := range strings.Lines(string(out)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "etcd Version: "); ok {
+			return v
+		}
+	}
+	t.Fatalf("%s --version says no version:\n%s", bin, out)
+	return ""
 }

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/baton-go/baton/internal/storeerr"
+)
+
+// etcdCheckTimeout bounds the questions doctor asks one etcd endpoint.
+const etcdCheckTimeout = 5 * time.Second
+
+// etcdChecks asks each endpoint for its status (clientv3 Status): one row
+// per endpoint, with the server's version. An endpoint that does not
+// answer fails if none answers, and warns otherwise (the others serve the
+// lock).
+func etcdChecks(ctx context.Context, f *etcdFlags) []check {
+	cfg := f.config()
+	cc, err := cfg.ClientConfig()
+	if err != nil {
+		return []check{{"etcd", resultFail, err.Error(), "check --endpoints, --cacert, --cert, --key, --user and --password"}}
+	}
+	client, err := clientv3.New(cc)
+	if err != nil {
+		return []check{storeFailureNamed("etcd", err)}
+	}
+	defer client.Close()
+	checks := make([]check, 0, len(cfg.Endpoints))
+	answered := false
+	for _, ep := range cfg.Endpoints {
+		c, ok := endpointCheck(ctx, client, ep)
+		answered = answered || ok
+		checks = append(checks, c)
+	}
+	for i := range checks {
+		if checks[i].result == resultFail && answered {
+			checks[i].result = resultWarn
+			checks[i].fix += "; the lock works meanwhile through the endpoints that answer"
+		}
+	}
+	return checks
+}
+
+// endpointCheck is the row of one endpoint: its version and role if it
+// answers Status, else why not. It reports whether the endpoint answered.
+func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string) (check, bool) {
+	label := "etcd " + endpoint
+	ctx, cancel := context.WithTimeout(ctx, etcdCheckTimeout)
+	defer cancel()
+	// gRPC retries a refused connection until the deadline and then
+	// reports only the deadline: one plain dial first names the cause.
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", endpointHost(endpoint))
+	if err != nil {
+		return storeFailureNamed(label, storeerr.Classify(err)), false
+	}
+	conn.Close()
+	st, err := client.Status(ctx, endpoint)
+	if err != nil {
+		return storeFailureNamed(label, storeerr.Classify(err)), false
+	}
+	role := "follower"
+	switch {
+	case st.IsLearner:
+		role = "learner (not voting)"
+	case st.Header != nil && st.Leader == st.Header.MemberId:
+		role = "leader"
+	}
+	detail := fmt.Sprintf("etcd %s, %s", st.Version, role)
+	if len(st.Errors) > 0 {
+		return check{label, resultWarn, detail + "; the member reports: " + strings.Join(st.Errors, "; "),
+			"see etcdctl alarm list and etcdctl endpoint status on that member; a NOSPACE alarm refuses every write until it is cleared"}, true
+	}
+	return check{label, resultPass, detail, ""}, true
+}
+
+// storeFailureNamed is storeFailure for a row of another name.
+func storeFailureNamed(label string, err error) check {
+	c := storeFailure(err)
+	c.name = label
+	return c
+}
+
+// endpointHost returns the host:port of an endpoint URL, or the endpoint
+// itself if it is not a URL.
+func endpointHost(endpoint string) string {
+	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return endpoint
+}

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/baton-go/baton/internal/storeerr"
+	"github.com/baton-go/baton/redisstore"
+)
+
+// redisCheckTimeout bounds the questions doctor asks one Redis server.
+const redisCheckTimeout = 5 * time.Second
+
+// aofFix is the fix for a server whose restart would lose claims or
+// counters.
+const aofFix = "run the server with appendonly yes and appendfsync always (redis.conf, or CONFIG SET appendonly yes, CONFIG SET appendfsync always, then CONFIG REWRITE): " +
+	"without them a restart or crash frees held locks and can repeat fencing tokens (docs/backends.md)"
+
+// redisChecks reads the persistence settings of each server, one row per
+// --redis-url.
+func redisChecks(ctx context.Context, urls []string) []check {
+	checks := make([]check, 0, len(urls))
+	for _, u := range urls {
+		checks = append(checks, persistenceCheck(ctx, u))
+	}
+	return checks
+}
+
+// persistenceCheck asks the server at rawURL for INFO persistence and, if
+// the append-only file is on, for its appendfsync setting.
+func persistenceCheck(ctx context.Context, rawURL string) check {
+	shown := redactURL(rawURL)
+	label := "persistence " + shown
+	opt, err := redisstore.ParseURL(rawURL)
+	if err != nil {
+		return check{label, resultFail, err.Error(), "write the URL as redis://[user:password@]host:port[/db] (rediss:// for TLS)"}
+	}
+	opt.MaxRetries = -1 // one question, one attempt: the row reports what happened
+	client := redis.NewClient(opt)
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
+	defer cancel()
+
+	info, err := client.Info(ctx, "persistence").Result()
+	switch {
+	case redis.IsPermissionError(err):
+		return check{label, resultWarn, fmt.Sprintf("cannot tell whether a restart keeps the locks: this user may not run INFO (%v)", err),
+			fmt.Sprintf("an operator runs: redis-cli -u %s INFO persistence\nand looks for aof_enabled:1; then: redis-cli -u %s CONFIG GET appendfsync\nshould say always. Otherwise: %s", shown, shown, aofFix)}
+	case err != nil:
+		return redisFailure(label, err)
+	}
+	aof, ok := infoField(info, "aof_enabled")
+	switch {
+	case !ok:
+		return check{label, resultWarn, "cannot tell whether a restart keeps the locks: INFO persistence has no aof_enabled field", aofFix}
+	case aof != "1":
+		return check{label, resultWarn, fmt.Sprintf("append-only file off (aof_enabled:%s): a restart or crash frees every held lock and restarts fencing tokens", aof), aofFix}
+	}
+	return appendfsyncCheck(ctx, client, label, shown)
+}
+
+// appendfsyncCheck is the row of a server whose append-only file is on:
+// it passes with appendfsync always, or when the ACL hides the setting
+// (it says so), and warns with any other setting.
+func appendfsyncCheck(ctx context.Context, client *redis.Client, label, shown string) check {
+	vals, err := client.ConfigGet(ctx, "appendfsync").Result()
+	fsync := vals["appendfsync"]
+	switch {
+	case redis.IsPermissionError(err):
+		return check{label, resultPass, fmt.Sprintf("append-only file on (aof_enabled:1); this user may not run CONFIG GET, so appendfsync is not known: it must be always (check: redis-cli -u %s CONFIG GET appendfsync)", shown), ""}
+	case err != nil:
+		return check{label, resultPass, fmt.Sprintf("append-only file on (aof_enabled:1); CONFIG GET appendfsync failed (%v), so appendfsync is not known: it must be always", err), ""}
+	case fsync == "always":
+		return check{label, resultPass, "append-only file on (aof_enabled:1), appendfsync always: every acknowledged write survives a restart", ""}
+	}
+	return check{label, resultWarn, fmt.Sprintf("append-only file on, but appendfsync %s: a crash can lose the last writes, so a claim can vanish and a fencing token can repeat", fsync), aofFix}
+}
+
+// redisFailure is the row of a server that did not answer INFO: the
+// cause first.
+func redisFailure(label string, err error) check {
+	if redis.IsAuthError(err) {
+		return check{label, resultFail, "the server refused the credentials: " + err.Error(),
+			"give the user and password of a Redis user in the URL: redis://user:password@host:port"}
+	}
+	err = storeerr.Classify(err)
+	cause, fix := diagnose(err)
+	return check{label, resultFail, cause + ": " + err.Error(), fix}
+}
+
+// infoField returns the value of a field of an INFO reply.
+func infoField(info, field string) (string, bool) {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
