@@ -77,7 +77,7 @@ func (a *app) doctorCommand() *cobra.Command {
 
 func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 	checks := []check{timingCheck(f, a)}
-	checks = append(checks, identityCheck(f, a))
+	checks = append(checks, identityCheck(f))
 	st, where, err := f.open()
 	if err != nil {
 		checks = append(checks, storeFailure(err))
@@ -112,7 +112,7 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 // timingCheck validates the timing flags as baton does and says what they
 // mean for a holder cut off from the store.
 func timingCheck(f *lockFlags, a *app) check {
-	if _, err := baton.NewMutex(validationOnly{}, doctorName(f), f.options(a.log)...); err != nil {
+	if err := baton.CheckOptions(false, f.options(a.log)...); err != nil {
 		return check{"timing", resultFail, err.Error(),
 			"choose --ttl, --renew-deadline and --retry-period with retry < renew deadline < TTL minus the safety margin; or give --ttl alone, and the others scale with it"}
 	}
@@ -128,25 +128,12 @@ func timingCheck(f *lockFlags, a *app) check {
 }
 
 // identityCheck warns about a fixed --identity, which replicas may share.
-func identityCheck(f *lockFlags, a *app) check {
+func identityCheck(f *lockFlags) check {
 	if f.identity != "" {
 		return check{"identity", resultWarn, fmt.Sprintf("--identity %q is fixed: two replicas started with the same value are shown as one holder (baton still tells them apart by a per-acquisition nonce)", f.identity),
 			"give every replica its own identity, such as the pod name, or leave --identity out"}
 	}
-	id := "<host>-<random>"
-	if m, err := baton.NewMutex(validationOnly{}, doctorName(f), f.options(a.log)...); err == nil {
-		id = m.Identity()
-	}
-	return check{"identity", resultPass, fmt.Sprintf("default identity (here %s): the host name plus a random suffix, new for every process", id), ""}
-}
-
-// doctorName is the lock name the timing and identity checks validate
-// with: --name, or a placeholder.
-func doctorName(f *lockFlags) string {
-	if f.name == "" {
-		return "doctor"
-	}
-	return f.name
+	return check{"identity", resultPass, fmt.Sprintf("default identity (here %s): the host name plus a random suffix, new for every process", baton.DefaultIdentity()), ""}
 }
 
 // storeCheck reads the lock (or any lock) to show that the store answers.

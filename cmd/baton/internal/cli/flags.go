@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -216,8 +214,8 @@ func (f *lockFlags) validate(log *slog.Logger) error {
 	if f.connectTimeout <= 0 {
 		return usageErrorf("--connect-timeout must be positive, got %v", f.connectTimeout)
 	}
-	if _, err := baton.NewMutex(validationOnly{}, f.name, f.options(log)...); err != nil {
-		return &exitError{code: ExitUsage, err: err}
+	if err := baton.CheckOptions(false, f.options(log)...); err != nil {
+		return &exitError{code: ExitUsage, err: fmt.Errorf("lock %q: %w", f.name, err)}
 	}
 	return nil
 }
@@ -242,23 +240,6 @@ func (f *lockFlags) options(log *slog.Logger) []baton.Option {
 // that it is dead before anyone else can acquire the lock.
 func (f *lockFlags) killLead() time.Duration {
 	return max(baton.DefaultSafetyMargin(f.ttl), 100*time.Millisecond)
-}
-
-// validationOnly lets baton.NewMutex check a name and options before any
-// store is opened. It is never called.
-type validationOnly struct{}
-
-var errValidationOnly = errors.New("validation only")
-
-func (validationOnly) TryAcquire(context.Context, string, baton.Request) (baton.Grant, error) {
-	return baton.Grant{}, errValidationOnly
-}
-func (validationOnly) Renew(context.Context, baton.Grant) (baton.Grant, error) {
-	return baton.Grant{}, errValidationOnly
-}
-func (validationOnly) Release(context.Context, baton.Grant) error { return errValidationOnly }
-func (validationOnly) Get(context.Context, string) (baton.Record, error) {
-	return baton.Record{}, errValidationOnly
 }
 
 // waitValue is the --wait flag: a non-negative duration, or "forever".
