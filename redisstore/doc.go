@@ -80,8 +80,7 @@
 //	               WithHandoverWindow).
 //
 // The lock name in braces is a Redis Cluster hash tag: all keys of a lock
-// live in one slot, as a script on a cluster requires (the tests use single
-// servers only; Cluster is untested). Lock names are validated with
+// live in one slot, as a script on a cluster requires. Lock names are validated with
 // baton.ValidateName and never contain braces.
 //
 // A key of another type, a lock value that does not parse, a fence without
@@ -127,6 +126,28 @@
 //     checks tokens rejects the new holder's writes until the counter
 //     passes the largest token it has seen: fencing fails safe, the lock
 //     does not.
+//
+// # Topologies
+//
+// Open (and the CLI's --redis-url) takes, beside redis:// and rediss://:
+//
+//	redis+sentinel://[user:password@]S1:26379,S2:26379,S3:26379/PRIMARY[/DB]
+//	redis+cluster://[user:password@]N1:7000,N2:7000,N3:7000
+//
+// The first names the sentinels and the name under which they monitor the
+// primary (`sentinel monitor PRIMARY ...`); the client asks them for the
+// primary and follows failovers. The second names several cluster nodes
+// (every primary, ideally: one is refused, so that the client finds the
+// cluster while a node is down); every lock's keys share a hash slot. The
+// rediss+ forms use TLS with the system's roots. user and password are the
+// data nodes' ACL credentials. A URL with no primary name, a cluster given
+// one node, or a replica's address given as a plain redis:// URL (its
+// writes fail with READONLY: baton.ErrMisconfigured, not retried) are
+// refused with an error that says so. The conformance suite runs on both
+// topologies (TestConformanceSentinel: a primary, a replica and three
+// sentinels; TestConformanceCluster: three primaries), and
+// TestSentinelFailover acquires through the same Store after the primary
+// is killed and the replica promoted.
 //
 // Replication does not make locks safe: Redis replicates asynchronously,
 // so a failover (Sentinel, Cluster) can promote a replica that never

@@ -37,7 +37,17 @@ func ParseURL(url string) (*redis.Options, error) {
 	return opt, nil
 }
 
-func openClient(url string, o options) (*redis.Client, error) {
+func openClient(url string, o options) (redis.UniversalClient, error) {
+	if topo, ok, err := parseTopology(url); ok || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		if len(o.clientOptions) > 0 {
+			return nil, fmt.Errorf("redisstore: %w: WithClientOptions applies to redis:// URLs; for %s build the client with go-redis and pass it to New",
+				baton.ErrInvalidOptions, topo.kind)
+		}
+		return topo.client(), nil
+	}
 	opt, err := ParseURL(url)
 	if err != nil {
 		return nil, err
@@ -48,8 +58,9 @@ func openClient(url string, o options) (*redis.Client, error) {
 	return redis.NewClient(opt), nil
 }
 
-// Open returns a Store on the Redis server at url (see ParseURL) that owns
-// its client: Close closes it. It does not contact the server; the first
+// Open returns a Store on the Redis server at url (see ParseURL), or on a
+// Sentinel-managed primary or a Redis Cluster (see "Topologies" in the
+// package documentation), that owns its client: Close closes it. It does not contact the server; the first
 // operation does.
 func Open(url string, opts ...Option) (*Store, error) {
 	o := newOptions(opts)

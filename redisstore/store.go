@@ -476,6 +476,9 @@ func (s *Store) wrap(name, key, op string, err error) error {
 		return fmt.Errorf("redisstore: %s lock %q: %w: %s", op, name, baton.ErrCorruptRecord, strings.TrimSpace(strings.TrimPrefix(msg, corruptCode)))
 	case strings.Contains(msg, "WRONGTYPE"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %v", op, name, key, baton.ErrCorruptRecord, err)
+	case strings.HasPrefix(msg, "READONLY"):
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the server is a read-only replica: give the primary's address, or a %s:// URL that follows failovers (%v)",
+			op, name, key, baton.ErrMisconfigured, schemeSentinel, err)
 	case strings.HasPrefix(msg, "NOPERM"), strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"),
 		strings.Contains(msg, "user executing the script can't run this command"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w", op, name, key, baton.ErrForbidden, err)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +32,9 @@ type redisConfig struct {
 	appendOnly bool
 	args       []string
 	tls        *RedisTLS
+	// sentinel, if not empty, runs the server as a sentinel with this
+	// configuration (see redisSentinelOf).
+	sentinel string
 }
 
 // RedisTLS names the PEM files of a TLS listener. With it, the server
@@ -170,7 +175,19 @@ func (r *RedisServer) Log() string {
 	return r.proc.log.String()
 }
 
-func (r *RedisServer) args() []string {
+func (r *RedisServer) args() ([]string, error) {
+	if r.cfg.sentinel != "" {
+		// A sentinel rewrites its configuration file: it lives in Dir, and
+		// a restart keeps what the sentinel learnt.
+		conf := filepath.Join(r.Dir, "sentinel.conf")
+		if _, err := os.Stat(conf); errors.Is(err, fs.ErrNotExist) {
+			if err := os.WriteFile(conf, []byte(r.cfg.sentinel), 0o600); err != nil {
+				return nil, err
+			}
+		}
+		return []string{conf, "--sentinel", "--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1",
+			"--dir", r.Dir, "--logfile", "", "--daemonize", "no"}, nil
+	}
 	a := []string{
 		"--bind", "127.0.0.1",
 		"--dir", r.Dir,
@@ -191,7 +208,7 @@ func (r *RedisServer) args() []string {
 	} else {
 		a = append(a, "--appendonly", "no")
 	}
-	return append(a, r.cfg.args...)
+	return append(a, r.cfg.args...), nil
 }
 
 func (r *RedisServer) start() error {
@@ -200,7 +217,11 @@ func (r *RedisServer) start() error {
 	if r.proc != nil {
 		return errors.New("already running")
 	}
-	cmd := exec.Command(r.bin, r.args()...)
+	args, err := r.args()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(r.bin, args...)
 	cmd.Dir = r.Dir
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -208,7 +229,11 @@ func (r *RedisServer) start() error {
 	}
 	cmd.Stderr = cmd.Stdout
 	setPdeathsig(cmd)
-	p, ready, err := startProc(cmd, out, "Ready to accept connections")
+	readyLine := "Ready to accept connections"
+	if r.cfg.sentinel != "" {
+		readyLine = "+monitor master"
+	}
+	p, ready, err := startProc(cmd, out, readyLine)
 	if err != nil {
 		return err
 	}

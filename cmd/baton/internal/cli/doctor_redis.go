@@ -35,6 +35,12 @@ func redisChecks(ctx context.Context, urls []string) []check {
 func persistenceCheck(ctx context.Context, rawURL string) check {
 	shown := redactURL(rawURL)
 	label := "persistence " + shown
+	if err := redisstore.CheckURL(rawURL); err == nil && strings.Contains(strings.SplitN(rawURL, "://", 2)[0], "+") {
+		// A Sentinel or Cluster URL names sentinels or seeds, not every
+		// data node: this row does not ask them one by one.
+		return check{label, resultWarn, "cannot tell from a Sentinel or Cluster URL whether every data node keeps the locks across a restart",
+			"on each primary and replica an operator runs: redis-cli -h HOST -p PORT INFO persistence\nand looks for aof_enabled:1 and appendfsync always. Otherwise: " + aofFix}
+	}
 	opt, err := redisstore.ParseURL(rawURL)
 	if err != nil {
 		return check{label, resultFail, err.Error(), "write the URL as redis://[user:password@]host:port[/db] (rediss:// for TLS)"}

@@ -78,7 +78,7 @@ func (f *storeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.dir, "dir", "", dirHelp)
 	f.kube.register(fs)
 	f.etcd.register(fs)
-	fs.StringArrayVar(&f.redisURLs, "redis-url", nil, "redis and redlock backends: redis[s]://[user:password@]host:port[/db]; give it once for redis, three or more times (an odd number of independent servers) for redlock")
+	fs.StringArrayVar(&f.redisURLs, "redis-url", nil, "redis and redlock backends: redis[s]://[user:password@]host:port[/db], or redis+sentinel://S1:26379,.../PRIMARY (a Sentinel-managed primary) or redis+cluster://N1:7000,N2:7000,... (a Redis Cluster); give it once for redis, three or more times (an odd number of independent servers) for redlock")
 }
 
 func (f *storeFlags) validate() error {
@@ -111,8 +111,8 @@ func (f *storeFlags) validate() error {
 // checkRedisURLs reports the first --redis-url that does not parse.
 func checkRedisURLs(urls []string) error {
 	for _, u := range urls {
-		if _, err := redisstore.ParseURL(u); err != nil {
-			return usageErrorf("--redis-url %q: %w; write it as redis://host:port (rediss:// for TLS)", u, err)
+		if err := redisstore.CheckURL(u); err != nil {
+			return usageErrorf("--redis-url %q: %w; write it as redis://host:port (rediss:// for TLS), redis+sentinel://S1:26379,.../PRIMARY or redis+cluster://N1:7000,N2:7000,...", redactURL(u), err)
 		}
 	}
 	return nil

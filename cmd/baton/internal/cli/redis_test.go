@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-go/baton/cmd/baton/internal/cli"
 	"github.com/baton-go/baton/internal/testenv"
 )
 
@@ -57,5 +58,29 @@ func TestRedisBackends(t *testing.T) {
 			}
 			f.checkFencing(t)
 		})
+	}
+}
+
+// baton lock and status reach a Sentinel-managed primary and a Redis
+// Cluster through their documented URL forms; bad topology URLs are usage
+// errors.
+func TestRedisTopologies(t *testing.T) {
+	t.Parallel()
+	sentinel := testenv.StartRedisSentinel(t)
+	cluster := testenv.StartRedisCluster(t, 3)
+	for _, url := range []string{sentinel.URL(), cluster.URL()} {
+		code, _, stderr := runCLI(t, "lock", "--backend", "redis", "--redis-url", url, "--name", "topo", "--wait", "0", "--", "true")
+		if code != 0 {
+			t.Fatalf("lock via %s: exit %d:\n%s", url, code, stderr)
+		}
+		code, out, stderr := runCLI(t, "status", "--backend", "redis", "--redis-url", url, "topo", "-o", "json")
+		if code != 0 || !strings.Contains(out, `"name": "topo"`) {
+			t.Errorf("status via %s: exit %d:\n%s%s", url, code, out, stderr)
+		}
+	}
+	for _, bad := range []string{"redis+sentinel://127.0.0.1:26379", "redis+cluster://127.0.0.1:7000"} {
+		if code, _, stderr := runCLI(t, "lock", "--backend", "redis", "--redis-url", bad, "--name", "topo", "--", "true"); code != cli.ExitUsage {
+			t.Errorf("lock --redis-url %s: exit %d, want %d:\n%s", bad, code, cli.ExitUsage, stderr)
+		}
 	}
 }

@@ -1,0 +1,155 @@
+package redisstore
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/baton-go/baton"
+)
+
+// The URL forms of the highly available topologies (see the package
+// documentation, "Topologies"):
+//
+//	redis+sentinel://[user:password@]HOST:PORT[,HOST:PORT...]/PRIMARY[/DB]
+//	redis+cluster://[user:password@]HOST:PORT,HOST:PORT[,...]
+//
+// The hosts are the sentinels' (first form) or the cluster nodes' (second);
+// user and password are the data nodes' ACL credentials. rediss+sentinel
+// and rediss+cluster use TLS with the system's roots.
+const (
+	schemeSentinel = "redis+sentinel"
+	schemeCluster  = "redis+cluster"
+)
+
+// topology is a parsed redis+sentinel:// or redis+cluster:// URL.
+type topology struct {
+	kind     string // "Sentinel" or "Cluster"
+	failover *redis.FailoverOptions
+	cluster  *redis.ClusterOptions
+}
+
+func (t topology) client() redis.UniversalClient {
+	if t.failover != nil {
+		return redis.NewFailoverClient(t.failover)
+	}
+	return redis.NewClusterClient(t.cluster)
+}
+
+// parseTopology parses raw if its scheme is a topology's; ok reports
+// whether it is.
+func parseTopology(raw string) (t topology, ok bool, err error) {
+	scheme, _, found := strings.Cut(raw, "://")
+	tls := strings.HasPrefix(scheme, "rediss+")
+	switch strings.Replace(scheme, "rediss+", "redis+", 1) {
+	case schemeSentinel, schemeCluster:
+	default:
+		return topology{}, false, nil
+	}
+	if !found {
+		return topology{}, true, fmt.Errorf("redisstore: %w: %q: want %s://HOST:PORT[,HOST:PORT...]", baton.ErrInvalidOptions, redact(raw), scheme)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return topology{}, true, fmt.Errorf("redisstore: %w: %v", baton.ErrInvalidOptions, err)
+	}
+	addrs, err := hostList(u.Host)
+	if err != nil {
+		return topology{}, true, fmt.Errorf("redisstore: %w: %s: %v", baton.ErrInvalidOptions, u.Redacted(), err)
+	}
+	user, pass := u.User.Username(), ""
+	if p, set := u.User.Password(); set {
+		pass = p
+	}
+	if strings.HasSuffix(scheme, "sentinel") {
+		t, err = sentinelTopology(u, addrs, user, pass)
+	} else {
+		t, err = clusterTopology(u, addrs, user, pass)
+	}
+	if err == nil && tls {
+		t.setTLS(addrs)
+	}
+	return t, true, err
+}
+
+func sentinelTopology(u *url.URL, addrs []string, user, pass string) (topology, error) {
+	path := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if path[0] == "" {
+		return topology{}, fmt.Errorf("redisstore: %w: %s names no primary: write %s://SENTINEL:PORT,.../PRIMARY-NAME (the name the sentinels monitor, as in `sentinel monitor NAME ...`)",
+			baton.ErrInvalidOptions, u.Redacted(), u.Scheme)
+	}
+	db := 0
+	if len(path) > 1 {
+		n, err := strconv.Atoi(path[1])
+		if err != nil || n < 0 || len(path) > 2 {
+			return topology{}, fmt.Errorf("redisstore: %w: %s: after the primary name only a database number may follow", baton.ErrInvalidOptions, u.Redacted())
+		}
+		db = n
+	}
+	return topology{kind: "Sentinel", failover: &redis.FailoverOptions{
+		MasterName: path[0], SentinelAddrs: addrs, Username: user, Password: pass, DB: db,
+		ContextTimeoutEnabled: true, DialerRetries: 1,
+	}}, nil
+}
+
+func clusterTopology(u *url.URL, addrs []string, user, pass string) (topology, error) {
+	if len(addrs) < 2 {
+		return topology{}, fmt.Errorf("redisstore: %w: %s gives one node: give several (every primary, ideally), so that the client finds the cluster while one is down; for a single server use redis://",
+			baton.ErrInvalidOptions, u.Redacted())
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		return topology{}, fmt.Errorf("redisstore: %w: %s: a cluster has only database 0, there is no path", baton.ErrInvalidOptions, u.Redacted())
+	}
+	return topology{kind: "Cluster", cluster: &redis.ClusterOptions{
+		Addrs: addrs, Username: user, Password: pass, ContextTimeoutEnabled: true, DialerRetries: 1,
+	}}, nil
+}
+
+// setTLS turns TLS on with the system's roots (rediss+ schemes).
+func (t *topology) setTLS(addrs []string) {
+	host, _, _ := net.SplitHostPort(addrs[0])
+	tc := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	if t.failover != nil {
+		t.failover.TLSConfig = tc
+	} else {
+		t.cluster.TLSConfig = tc
+	}
+}
+
+// hostList splits "h1:p1,h2:p2" and checks each part.
+func hostList(hosts string) ([]string, error) {
+	var addrs []string
+	for _, h := range strings.Split(hosts, ",") {
+		if _, port, err := net.SplitHostPort(h); err != nil || port == "" {
+			return nil, fmt.Errorf("address %q: want HOST:PORT", h)
+		}
+		addrs = append(addrs, h)
+	}
+	return addrs, nil
+}
+
+// redact hides a password in a URL that does not parse.
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable URL)"
+}
+
+// CheckURL reports whether raw is a URL Open accepts (redis://, rediss://,
+// or a topology's form), without contacting anything. Errors match
+// baton.ErrInvalidOptions and say what is wrong.
+func CheckURL(raw string) error {
+	if _, ok, err := parseTopology(raw); ok {
+		return err
+	}
+	if _, err := ParseURL(raw); err != nil {
+		return fmt.Errorf("%w: %w", baton.ErrInvalidOptions, err)
+	}
+	return nil
+}

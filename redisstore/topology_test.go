@@ -1,0 +1,106 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/batontest"
+	"github.com/baton-go/baton/internal/testenv"
+	"github.com/baton-go/baton/redisstore"
+)
+
+// openURL opens a Store on url with prefix, closed at the end of t.
+func openURL(t testing.TB, url, prefix string) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.Open(url, redisstore.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// The conformance suite on a Sentinel-managed primary (one replica, three
+// sentinels) reached through a redis+sentinel:// URL.
+func TestConformanceSentinel(t *testing.T) {
+	topo := testenv.StartRedisSentinel(t)
+	batontest.Run(t, batontest.Harness{
+		Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+			prefix := uniquePrefix()
+			return func(t *testing.T) baton.Backend { return openURL(t, topo.URL(), prefix) }
+		},
+	})
+}
+
+// The conformance suite on a Redis Cluster of three primaries reached
+// through a redis+cluster:// URL: each lock's keys share a hash slot.
+func TestConformanceCluster(t *testing.T) {
+	c := testenv.StartRedisCluster(t, 3)
+	batontest.Run(t, batontest.Harness{
+		Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+			prefix := uniquePrefix()
+			return func(t *testing.T) baton.Backend { return openURL(t, c.URL(), prefix) }
+		},
+	})
+}
+
+// After the primary is killed and the sentinels promote the replica, the
+// same Store (its client follows the sentinels) acquires again. Tokens
+// are logged, not asserted: replication is asynchronous, so the replica
+// may have missed the last writes (see "Topologies").
+func TestSentinelFailover(t *testing.T) {
+	topo := testenv.StartRedisSentinel(t)
+	s := openURL(t, topo.URL(), uniquePrefix())
+	ctx := t.Context()
+	g, err := s.TryAcquire(ctx, "job", request("a", 2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	old := topo.Primary()
+	old.Kill()
+	topo.AwaitFailover(t, old, 60*time.Second)
+	var g2 baton.Grant
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		g2, err = s.TryAcquire(ctx, "job", request("b", 2*time.Second))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the client reconnects to the new primary on its own schedule
+	}
+	if err != nil {
+		t.Fatalf("TryAcquire after the failover: %v", err)
+	}
+	t.Logf("token %d before the failover, %d after", g.Token, g2.Token)
+	if err := s.Release(ctx, g2); err != nil {
+		t.Errorf("Release after the failover: %v", err)
+	}
+}
+
+// Bad topology input gives an error naming the problem, and a replica
+// given as the primary is refused as misconfigured, not retried.
+func TestTopologyBadInput(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"redis+sentinel://127.0.0.1:26379", "names no primary"},
+		{"redis+sentinel://127.0.0.1:26379/", "names no primary"},
+		{"redis+cluster://127.0.0.1:7000", "gives one node"},
+		{"redis+cluster://127.0.0.1", `address "127.0.0.1": want HOST:PORT`},
+	} {
+		if _, err := redisstore.Open(tc.url); !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q): %v; want ErrInvalidOptions saying %q", tc.url, err, tc.want)
+		}
+	}
+	topo := testenv.StartRedisSentinel(t)
+	replica := openURL(t, "redis://"+topo.Servers[1].Addr(), uniquePrefix())
+	_, err := replica.TryAcquire(context.Background(), "job", request("a", time.Minute))
+	if !errors.Is(err, baton.ErrMisconfigured) || !strings.Contains(err.Error(), "read-only replica") {
+		t.Errorf("TryAcquire on a replica: %v; want ErrMisconfigured naming the replica", err)
+	}
+}
