@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -385,6 +386,7 @@ func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
 // names returns the sorted lock names that have a fence key.
 func (s *Store) names(ctx context.Context) ([]string, error) {
 	pattern := globEscape(s.prefix) + "{*}:fence"
+	var mu sync.Mutex // a Cluster's masters are scanned concurrently
 	seen := map[string]bool{}
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
@@ -392,7 +394,9 @@ func (s *Store) names(ctx context.Context) ([]string, error) {
 			k := it.Val()
 			name, ok := strings.CutPrefix(k, s.prefix+"{")
 			if name, ok = strings.CutSuffix(name, "}:fence"); ok && baton.ValidateName(name) == nil {
+				mu.Lock()
 				seen[name] = true
+				mu.Unlock()
 			}
 		}
 		return it.Err()
