@@ -106,26 +106,35 @@
 //
 // # Fencing tokens, persistence and restarts
 //
-// Tokens come from the fence key's counter, which only the acquire script
-// (and Redlock's raise step, which only raises it) changes and nothing
-// deletes. They strictly increase for as long as the server keeps its data. Whether it does depends on its configuration:
+// A token is the fence key's counter plus one, or the server's clock
+// (TIME) in microseconds if that is larger; the counter (which only the
+// acquire script and Redlock's raise step change, and nothing deletes)
+// then takes the token. So tokens strictly increase while the server keeps
+// its data, and also when it loses the counter (a restart without durable
+// persistence, a promoted replica that missed the last writes), under one
+// assumption: the clock of the server that issues the next token has not
+// gone back, since the last token was issued, by more than the outage
+// lasted (NTP slews; a clock stepped back an hour can repeat tokens).
+// Tokens are therefore large numbers (about 1.8e15 in 2026, below 2^53,
+// which Lua keeps exact, until the 23rd century). Claims are another
+// matter; whether a server keeps them depends on its configuration:
 //
 //   - appendonly yes, appendfsync always: every acknowledged write is on
 //     disk before the reply. After a restart, claims and counters are back
 //     (a claim keeps its absolute expiry time, so one that ran out during
-//     the downtime is gone). Tokens keep increasing. This is the
-//     configuration to use for locks.
+//     the downtime is gone). This is the configuration to use for locks.
 //   - appendonly yes, appendfsync everysec (Redis's default with AOF): a
-//     crash can lose the last second of writes, including acquisitions and
-//     counter increments. Tokens can repeat; a claim can vanish.
+//     crash can lose the last second of writes: a claim can vanish, so a
+//     second holder can acquire while the first still runs; its token is
+//     larger (the clock), so a resource that checks tokens refuses the
+//     first holder's later writes (TestTokensAfterLostWrites).
 //   - no persistence, or RDB snapshots only: a restart loses every claim and
 //     every counter. A lock held during the restart becomes free at once,
 //     so another process can acquire it while the old holder still runs;
 //     the old holder's next renew fails with baton.ErrLost and its lease's
-//     context ends, but only then. Tokens restart at 1, so a resource that
-//     checks tokens rejects the new holder's writes until the counter
-//     passes the largest token it has seen: fencing fails safe, the lock
-//     does not.
+//     context ends, but only then. The new holder's token is larger than
+//     the old one's (TestRestartWithoutPersistence): fencing holds, the
+//     lock does not.
 //
 // # Topologies
 //

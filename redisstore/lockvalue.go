@@ -21,9 +21,14 @@ type lockValue struct {
 	holder, nonce string
 }
 
-// maxTokenDigits matches the scripts, which keep tokens exact in Lua's
-// numbers (doubles).
-const maxTokenDigits = 15
+// maxTokenDigits and maxToken match the scripts, which keep tokens exact
+// in Lua's numbers (doubles: integers up to 2^53). Tokens follow the
+// server's clock in microseconds (about 1.8e15 in 2026), which reaches
+// 2^53 in the 23rd century.
+const (
+	maxTokenDigits = 16
+	maxToken       = 1 << 53
+)
 
 // decodeLockValue parses a lock key's value. It accepts what the scripts
 // accept and reports what is wrong otherwise.
@@ -45,6 +50,9 @@ func decodeLockValue(v string) (lockValue, error) {
 	token, err := digits("token", parts[0], maxTokenDigits)
 	if err != nil {
 		return lockValue{}, err
+	}
+	if token > maxToken {
+		return lockValue{}, fmt.Errorf("lock value %q: token %d is above 2^53, which the scripts cannot keep exact", truncate(v), token)
 	}
 	ttl, err := digits("ttl", parts[1], 12)
 	if err != nil {

@@ -32,7 +32,8 @@ func TestDecodeLockValueRejects(t *testing.T) {
 		"1 2 3 5 nonce", // no holder after the nonce
 		"1 2 3 9 short", // nonce longer than the rest
 		"-1 2 3 1 nh", "1 +2 3 1 nh", "1 2 x 1 nh", "1 2 3 x nh",
-		"1234567890123456 2 3 1 nh", // token beyond Lua's exact integers
+		"9007199254740993 2 3 1 nh",  // token beyond Lua's exact integers (2^53)
+		"12345678901234567 2 3 1 nh", // 17 digits
 	} {
 		if l, err := decodeLockValue(v); err == nil {
 			t.Errorf("decode(%q) = %+v, want an error", v, l)

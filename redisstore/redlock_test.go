@@ -145,20 +145,23 @@ func TestRedlockTokensRaised(t *testing.T) {
 	// another quorum while they were unreachable, say).
 	s0 := newClient(t, servers[0].Addr())
 	_, fence, _ := mustNew(t, s0, redisstore.WithPrefix(prefix)).Keys(key)
-	if err := s0.HSet(ctx, fence, "token", 41, "transitions", 0, "holder", "").Err(); err != nil {
+	// Its counter is ahead of the servers' clocks (in microseconds), so
+	// the counter, not a clock, decides the token.
+	ahead := uint64(time.Now().UnixMicro()) + 1e12
+	if err := s0.HSet(ctx, fence, "token", ahead, "transitions", 0, "holder", "").Err(); err != nil {
 		t.Fatal(err)
 	}
 	g, err := r.TryAcquire(ctx, key, request("a", time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Token != 42 {
-		t.Fatalf("token %d, want 42 (the largest counter plus one)", g.Token)
+	if g.Token != ahead+1 {
+		t.Fatalf("token %d, want %d (the largest counter plus one)", g.Token, ahead+1)
 	}
 	for i := 1; i < 3; i++ {
 		rec, err := newStore(t, servers[i].Addr(), prefix).Get(ctx, key)
-		if err != nil || rec.Token != 42 {
-			t.Errorf("server %d after the acquire: %+v, %v; want its counter raised to 42", i, rec, err)
+		if err != nil || rec.Token != ahead+1 {
+			t.Errorf("server %d after the acquire: %+v, %v; want its counter raised to %d", i, rec, err, ahead+1)
 		}
 	}
 	if err := r.Release(ctx, g); err != nil {

@@ -30,7 +30,7 @@ const (
 local function corrupt(msg) return redis.error_reply('` + corruptCode + ` ' .. msg) end
 `
 	luaIsuint = `
-local function isuint(v) return type(v) == 'string' and #v <= 15 and string.match(v, '^%d+$') ~= nil end
+local function isuint(v) return type(v) == 'string' and #v <= 16 and string.match(v, '^%d+$') ~= nil and tonumber(v) <= 9007199254740992 end
 `
 	luaNum = `
 local function num(n) return string.format('%.0f', n) end
@@ -49,7 +49,7 @@ local function readlock(k)
   local v = redis.call('GET', k)
   if not v then return nil end
   local tok, ttl, acq, owner = string.match(v, '^(%d+) (%d+) (%d+) (%d+ .+)$')
-  if not tok or #tok > 15 then return nil, corrupt(k .. ' is not a lock value') end
+  if not tok or #tok > 16 or tonumber(tok) > 9007199254740992 then return nil, corrupt(k .. ' is not a lock value') end
   return {tok, ttl, acq, owner}
 end
 -- holderof returns the holder an owner part names ("<n> <nonce of n bytes><holder>"), or nil.
@@ -148,7 +148,13 @@ if nxt and nxt ~= ARGV[1] then
 end
 if nxt then redis.call('DEL', KEYS[5]) end
 if ARGV[5] == '1' and redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then redis.call('LREM', KEYS[3], 0, ARGV[1]) end
-local token = tonumber(ftoken) + 1
+-- The token is the counter plus one, or the server's clock in
+-- microseconds if that is larger: a server that lost the counter (a
+-- restart without a durable append-only file, a promoted replica that
+-- missed the last increments) still issues tokens above every earlier one,
+-- as long as its clock has not gone back by more than the outage lasted.
+local tnow = redis.call('TIME')
+local token = math.max(tonumber(ftoken) + 1, tonumber(tnow[1]) * 1000000 + tonumber(tnow[2]))
 local trans = tonumber(ftrans)
 if ftoken ~= '0' and flast ~= ARGV[1] then trans = trans + 1 end
 local ts = num(token)

@@ -149,8 +149,8 @@ func TestForceRelease(t *testing.T) {
 		t.Errorf("ForceRelease of a free lock: %v", err)
 	}
 	g2, err := a.TryAcquire(ctx, "forced", request("b", time.Minute))
-	if err != nil || g2.Token != g.Token+1 {
-		t.Errorf("TryAcquire after a forced release = token %d, %v; want %d", g2.Token, err, g.Token+1)
+	if err != nil || g2.Token <= g.Token {
+		t.Errorf("TryAcquire after a forced release = token %d, %v; want above %d", g2.Token, err, g.Token)
 	}
 }
 
