@@ -181,7 +181,12 @@ func (a *app) demo(ctx context.Context) (err error) {
 		return err
 	}
 
-	// 2. Crash: SIGKILL the leader's supervisor.
+	// 2. Crash: SIGKILL the leader's supervisor. On a loaded machine the
+	// first leader may have stepped down meanwhile: crash the leader of now.
+	first, err = d.currentLeader(ctx, changes, first)
+	if err != nil {
+		return err
+	}
 	r1 := d.replica(first.Holder)
 	if r1 == nil {
 		return fmt.Errorf("demo: the leader %q is not one of the replicas", first.Holder)
@@ -206,7 +211,11 @@ func (a *app) demo(ctx context.Context) (err error) {
 		return err
 	}
 
-	// 3. Handover: SIGTERM the new leader; it releases the lock.
+	// 3. Handover: SIGTERM the new leader (of now); it releases the lock.
+	second, err = d.currentLeader(ctx, changes, second)
+	if err != nil {
+		return err
+	}
 	r2 := d.replica(second.Holder)
 	if r2 == nil {
 		return fmt.Errorf("demo: the leader %q is not one of the replicas", second.Holder)
@@ -321,6 +330,19 @@ func (d *demo) startReplica(id string) error {
 	d.replicas = append(d.replicas, r)
 	d.say("started %s (pid %d)", id, c.Pid())
 	return nil
+}
+
+// currentLeader returns the leader now, telling of a change since last
+// (a leader that stepped down on a loaded machine, and its successor).
+func (d *demo) currentLeader(ctx context.Context, changes <-chan struct{}, last baton.Record) (baton.Record, error) {
+	now, err := d.waitLeader(ctx, changes, 0, 15*time.Second)
+	if err != nil {
+		return baton.Record{}, err
+	}
+	if now.Token != last.Token {
+		d.event("%s leads (token %d): %s (token %d) stepped down meanwhile (a busy machine?)", now.Holder, now.Token, last.Holder, last.Token)
+	}
+	return now, nil
 }
 
 // waitLeader waits until the lock is held with a token larger than after.

@@ -24,33 +24,41 @@ func TestDemo(t *testing.T) {
 	if !ok {
 		t.Fatalf("no timeline:\n%s", out)
 	}
+	// On a busy machine a leader may step down and lead again: the story
+	// then has more leaders. What must hold: tokens only grow, the crashed
+	// replica never leads after its crash, and the crash and the handover
+	// are told.
 	leads := regexp.MustCompile(`\+\d+\.\d\ds\s+(replica-\d) leads \(token (\d+)\)`).FindAllStringSubmatch(timeline, -1)
-	if len(leads) != 3 {
-		t.Fatalf("want 3 leaders in the timeline:\n%s", timeline)
+	if len(leads) < 3 {
+		t.Fatalf("want at least 3 leaders in the timeline:\n%s", timeline)
 	}
 	var prev uint64
-	seen := map[string]bool{}
 	for _, m := range leads {
 		tok, _ := strconv.ParseUint(m[2], 10, 64)
 		if tok <= prev {
 			t.Errorf("token %d after %d: tokens must grow:\n%s", tok, prev, timeline)
 		}
-		if seen[m[1]] {
-			t.Errorf("%s led twice:\n%s", m[1], timeline)
-		}
-		prev, seen[m[1]] = tok, true
+		prev = tok
+	}
+	crashed := regexp.MustCompile(`SIGKILL (replica-\d)'s supervisor`).FindStringSubmatch(timeline)
+	if crashed == nil {
+		t.Fatalf("timeline lacks the crash:\n%s", timeline)
+	}
+	_, afterCrash, _ := strings.Cut(timeline, crashed[0])
+	if strings.Contains(afterCrash, crashed[1]+" leads") {
+		t.Errorf("%s led after its crash:\n%s", crashed[1], timeline)
 	}
 	if !regexp.MustCompile(`replica-\d.s CMD \(pid \d+\) is gone too`).MatchString(out) {
 		t.Errorf("the crashed replica's CMD was not seen to die:\n%s", out)
 	}
-	for _, want := range []string{"SIGKILL replica-", "after the crash", "SIGTERM replica-", "after the SIGTERM"} {
+	for _, want := range []string{"after the crash", "SIGTERM replica-", "after the SIGTERM"} {
 		if !strings.Contains(timeline, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, timeline)
 		}
 	}
 	// Workers printed their tokens.
-	if !regexp.MustCompile(`\[replica-\d\] token 2: working`).MatchString(out) {
-		t.Errorf("no worker output with token 2:\n%s", out)
+	if !regexp.MustCompile(`\[replica-\d\] token \d+: working`).MatchString(out) {
+		t.Errorf("no worker output with a token:\n%s", out)
 	}
 	// The temporary directory is gone.
 	m := regexp.MustCompile(`on the file backend in (\S+)`).FindStringSubmatch(out)

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,7 +58,15 @@ func awaitStatus(t *testing.T, url string, code int) string {
 func TestRunHTTPLeaderEndpoint(t *testing.T) {
 	t.Parallel()
 	dir, f := t.TempDir(), newFence(t)
-	withHTTP := func(args []string) []string { return append([]string{"run", "--http", "127.0.0.1:0"}, args[1:]...) }
+	// Long timings: the roles must stay put until the SIGTERM, and on a
+	// busy machine a 1.4s renew deadline can pass (a step-down is then
+	// correct, but the standby would lead and count no conflict). The
+	// handover is a release: it does not wait for the TTL.
+	slow := []string{"--ttl", "20s", "--renew-deadline", "15s", "--retry-period", "2s"}
+	withHTTP := func(args []string) []string {
+		i := slices.Index(args, "--") // the later flags win: put them after runArgs's timing
+		return slices.Concat([]string{"run", "--http", "127.0.0.1:0"}, args[1:i], slow, args[i:])
+	}
 	a := startCLI(t, "sup-a", f.env(), withHTTP(runArgs(dir, "web", "sup-a", worker()...))...)
 	urlA := statusAddr(t, a)
 	f.waitWrite(t, "write by sup-a", 15*time.Second, false, func(w fenceWrite) bool { return w.Holder == "sup-a" })
@@ -122,7 +131,15 @@ func is(want float64) func(float64) bool { return func(v float64) bool { return 
 func TestRunHTTPMetrics(t *testing.T) {
 	t.Parallel()
 	dir, f := t.TempDir(), newFence(t)
-	withHTTP := func(args []string) []string { return append([]string{"run", "--http", "127.0.0.1:0"}, args[1:]...) }
+	// Long timings: the roles must stay put until the SIGTERM, and on a
+	// busy machine a 1.4s renew deadline can pass (a step-down is then
+	// correct, but the standby would lead and count no conflict). The
+	// handover is a release: it does not wait for the TTL.
+	slow := []string{"--ttl", "20s", "--renew-deadline", "15s", "--retry-period", "2s"}
+	withHTTP := func(args []string) []string {
+		i := slices.Index(args, "--") // the later flags win: put them after runArgs's timing
+		return slices.Concat([]string{"run", "--http", "127.0.0.1:0"}, args[1:i], slow, args[i:])
+	}
 	a := startCLI(t, "sup-a", f.env(), withHTTP(runArgs(dir, "metered", "sup-a", worker()...))...)
 	urlA := statusAddr(t, a)
 	f.waitWrite(t, "write by sup-a", 15*time.Second, false, func(w fenceWrite) bool { return w.Holder == "sup-a" })

@@ -94,7 +94,11 @@ func TestRunLeaderLabel(t *testing.T) {
 	}
 	lw := watchLabels(t, cs, ns)
 	run := func(pod string) *proc {
-		args := append([]string{"run", "--backend", "lease", "--kubeconfig", kc, "--name", "web", "--leader-label", "role=leader"}, timing...)
+		// Timings longer than the other tests': the label's moves are
+		// counted, and on a busy machine a 1.4s renew deadline can pass
+		// (a correct step-down, but one more move).
+		args := []string{"run", "--backend", "lease", "--kubeconfig", kc, "--name", "web", "--leader-label", "role=leader",
+			"--ttl", "6s", "--renew-deadline", "4s", "--retry-period", "1s"}
 		return startCLI(t, pod, []string{"POD_NAME=" + pod}, append(args, "--", "sleep", "600")...)
 	}
 	a := run("pod-a")
