@@ -111,7 +111,8 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // zapLogger returns a zap logger (for the etcd client) that writes into l
-// with the source "etcd-client", its levels mapped onto slog's.
+// with the source "etcd-client", its levels mapped onto slog's (see
+// slogLevel).
 func zapLogger(l *slog.Logger) *zap.Logger {
 	return zap.New(zapCore{l: l.With("source", "etcd-client")})
 }
@@ -120,16 +121,17 @@ type zapCore struct {
 	l *slog.Logger
 }
 
+// slogLevel maps the etcd client's levels one step down: it warns of
+// every retried request during a leader change, which baton itself
+// reports when it matters (a failed renew, a lost lock).
 func slogLevel(lvl zapcore.Level) slog.Level {
 	switch {
-	case lvl < zapcore.InfoLevel:
+	case lvl <= zapcore.InfoLevel:
 		return slog.LevelDebug
-	case lvl == zapcore.InfoLevel:
-		return slog.LevelInfo
 	case lvl == zapcore.WarnLevel:
-		return slog.LevelWarn
+		return slog.LevelInfo
 	}
-	return slog.LevelError
+	return slog.LevelWarn
 }
 
 func (c zapCore) Enabled(lvl zapcore.Level) bool {
