@@ -48,8 +48,8 @@ type EventObserver struct {
 	component string
 	log       *slog.Logger
 
-	// view, refs and refWarned belong to the run goroutine; see
-	// involvedObject.
+	// view is fixed by NewEventObserver; refs and refWarned belong to
+	// the run goroutine. See involvedObject.
 	view      LockStore
 	refs      map[string]cachedRef
 	refWarned bool
