@@ -40,7 +40,7 @@ TESTFLAGS ?=
 # tree as it is. bench/, tools/testbin and tools/crdgen are modules of
 # their own, outside this list: they have their own targets. tools/image's
 # test builds and checks the container image (make image).
-MODULES = . internal/testenv kube etcdstore redisstore fence batonprom schedule \
+MODULES = . internal/testenv kube deploy etcdstore redisstore fence batonprom schedule \
 	adapter/batonlock adapter/gocronlock adapter/logrbridge cmd/baton internal/safety \
 	tools/image
 

@@ -28,16 +28,31 @@ const (
 // `kubectl describe lease NAME` and `kubectl get events` show leadership
 // changes. It needs the "create" verb on events in the namespace.
 //
+// Each Event's involvedObject names the lock object by kind, apiVersion,
+// namespace, name and uid (and its resourceVersion when known): kubectl
+// describe lists only the Events whose involvedObject.uid is the
+// object's. The uid comes from the store's view of the object if the
+// observer was given the store (WithLockStore), else from one GET of the
+// object per term (which needs the "get" verb the lock protocol already
+// uses). An Event whose object cannot be read is still recorded, without
+// a uid: kubectl get events shows it, kubectl describe does not.
+//
 // Observe never blocks the lock engine: events go through a bounded queue
 // to one goroutine; when the queue is full, events are dropped and counted
 // in a log line. Close stops the goroutine after sending what is queued.
 type EventObserver struct {
 	client    kubernetes.Interface
 	namespace string
-	kind      string // "Lease" or "ConfigMap"
+	kind      string // "Lease", "ConfigMap" or "DistributedLock"
 	apiVer    string
 	component string
 	log       *slog.Logger
+
+	// view is fixed by NewEventObserver; refs and refWarned belong to
+	// the run goroutine. See involvedObject.
+	view      LockStore
+	refs      map[string]cachedRef
+	refWarned bool
 
 	queue chan baton.Event
 	done  chan struct{}
@@ -51,9 +66,9 @@ type EventObserver struct {
 // NewEventObserver returns an observer that records events in namespace on
 // lock objects of kind "Lease", "ConfigMap" or "DistributedLock", with component as the
 // event's source (for example "baton"). Call Close when done.
-func NewEventObserver(client kubernetes.Interface, namespace, kind, component string, log *slog.Logger) (*EventObserver, error) {
+func NewEventObserver(client kubernetes.Interface, namespace, kind, component string, log *slog.Logger, opts ...EventOption) (*EventObserver, error) {
 	o := &EventObserver{client: client, namespace: namespace, kind: kind, component: component, log: log,
-		queue: make(chan baton.Event, 64), done: make(chan struct{})}
+		refs: map[string]cachedRef{}, queue: make(chan baton.Event, 64), done: make(chan struct{})}
 	switch kind {
 	case "Lease":
 		o.apiVer = "coordination.k8s.io/v1"
@@ -69,6 +84,12 @@ func NewEventObserver(client kubernetes.Interface, namespace, kind, component st
 	}
 	if o.log == nil {
 		o.log = slog.Default()
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if err := o.checkView(); err != nil {
+		return nil, err
 	}
 	go o.run()
 	return o, nil
@@ -139,12 +160,10 @@ func (o *EventObserver) record(ctx context.Context, e baton.Event) error {
 	}
 	now := metav1.NewTime(time.Now())
 	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: e.Name + "-", Namespace: o.namespace},
-		InvolvedObject: corev1.ObjectReference{
-			Kind: o.kind, APIVersion: o.apiVer, Namespace: o.namespace, Name: e.Name,
-		},
-		Reason: reason, Message: msg, Type: typ,
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: e.Name + "-", Namespace: o.namespace},
+		InvolvedObject: o.involvedObject(ctx, e),
 		Source:         corev1.EventSource{Component: o.component},
+		Reason:         reason, Message: msg, Type: typ,
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		ReportingController: "baton.dev/" + o.component, ReportingInstance: e.Holder,
 	}
