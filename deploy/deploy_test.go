@@ -48,7 +48,10 @@ var kustomizations = []struct {
 		"RoleBinding/baton-example/baton-locks",
 		"Role/baton-example/baton-distributedlocks",
 		"RoleBinding/baton-example/baton-distributedlocks",
+		"Role/baton-example/baton-leader-label",
+		"RoleBinding/baton-example/baton-leader-label",
 		"Deployment/baton-example/nightly-report",
+		"Service/baton-example/nightly-report-leader",
 	}},
 	{"rbac", []string{
 		"Namespace//baton",
@@ -263,5 +266,50 @@ func absent(t *testing.T, what string, err error) {
 		t.Fatalf("%s exists before the apply: the cluster is not empty for it", what)
 	case !apierrors.IsNotFound(err):
 		t.Fatalf("reading %s: %v", what, err)
+	}
+}
+
+// The example cannot stall a rolling update on leadership: readiness asks
+// /readyz (healthy and campaigning), never /leader, and the leader is
+// routed to by its label: the leader-label flag, POD_NAME from the
+// downward API, the pods Role, and a Service that selects the label.
+func TestExampleRoutesByLabel(t *testing.T) {
+	var dep, svc *unstructured.Unstructured
+	roles := map[string]bool{}
+	for _, o := range render(t, "example") {
+		switch o.GetKind() {
+		case "Deployment":
+			dep = o
+		case "Service":
+			svc = o
+		case "Role":
+			roles[o.GetName()] = true
+		}
+	}
+	if dep == nil || svc == nil || !roles["baton-leader-label"] {
+		t.Fatalf("example renders Deployment %v, Service %v, Roles %v", dep != nil, svc != nil, roles)
+	}
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	if path, _, _ := unstructured.NestedString(c, "readinessProbe", "httpGet", "path"); path != "/readyz" {
+		t.Errorf("readiness probe path %q, want /readyz: a probe on leadership stalls rollouts", path)
+	}
+	args, _, _ := unstructured.NestedStringSlice(c, "args")
+	if !slices.Contains(args, "--leader-label=baton.dev/role=leader") {
+		t.Errorf("args %v lack --leader-label=baton.dev/role=leader", args)
+	}
+	envs, _, _ := unstructured.NestedSlice(c, "env")
+	podName := false
+	for _, e := range envs {
+		m := e.(map[string]any)
+		if p, _, _ := unstructured.NestedString(m, "valueFrom", "fieldRef", "fieldPath"); m["name"] == "POD_NAME" && p == "metadata.name" {
+			podName = true
+		}
+	}
+	if !podName {
+		t.Errorf("env lacks POD_NAME from metadata.name")
+	}
+	if sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector"); sel["baton.dev/role"] != "leader" {
+		t.Errorf("Service selector %v does not select the leader label", sel)
 	}
 }

@@ -106,7 +106,7 @@ func (f *kubeFlags) restConfig() (*rest.Config, string, error) {
 
 // eventObserver records leadership changes as Kubernetes Events on the lock
 // object, for the Kubernetes backends; nil for the others.
-func (f *kubeFlags) eventObserver(backend string, log *slog.Logger) (*kube.EventObserver, error) {
+func (f *kubeFlags) eventObserver(backend string, st store, log *slog.Logger) (*kube.EventObserver, error) {
 	kind := map[string]string{"lease": "Lease", "configmap": "ConfigMap", "crd": "DistributedLock"}[backend]
 	if kind == "" {
 		return nil, nil
@@ -119,5 +119,9 @@ func (f *kubeFlags) eventObserver(backend string, log *slog.Logger) (*kube.Event
 	if err != nil {
 		return nil, err
 	}
-	return kube.NewEventObserver(cs, ns, kind, "baton", log)
+	var opts []kube.EventOption
+	if ls, ok := st.(kube.LockStore); ok {
+		opts = append(opts, kube.WithLockStore(ls)) // the object's uid from the store's view: no GET per term
+	}
+	return kube.NewEventObserver(cs, ns, kind, "baton", log, opts...)
 }

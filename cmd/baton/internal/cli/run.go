@@ -123,7 +123,7 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr, label string, arg
 	waiting := newWaitReporter(a.log, f.name)
 	defer waiting.Close()
 	observers := []baton.Observer{waiting}
-	if obs, err := f.kube.eventObserver(f.backend, a.log); err != nil {
+	if obs, err := f.kube.eventObserver(f.backend, st, a.log); err != nil {
 		a.log.Warn("not recording Kubernetes Events", "err", err)
 	} else if obs != nil {
 		defer obs.Close()
