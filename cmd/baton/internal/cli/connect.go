@@ -41,9 +41,13 @@ func (a *app) openReachable(ctx context.Context, f *storeFlags, name string, tim
 		}
 		left := timeout - time.Since(start)
 		if left <= 0 || ctx.Err() != nil {
-			return nil, "", failf(ExitUnavailable, "cannot reach the %s store (%d attempts in %v): %w\n"+
+			tries := "1 attempt"
+			if attempt > 1 {
+				tries = fmt.Sprintf("%d attempts in %v", attempt, time.Since(start).Round(time.Millisecond))
+			}
+			return nil, "", failf(ExitUnavailable, "cannot reach the %s store (%s): %w\n"+
 				"Check that the store runs and that its address is right; --connect-timeout (now %v) sets how long to keep trying at start-up.",
-				f.backend, attempt, time.Since(start).Round(time.Millisecond), err, timeout)
+				f.backend, tries, err, timeout)
 		}
 		wait := min(pause, left)
 		a.log.Warn("cannot reach the store; retrying", "backend", f.backend, "attempt", attempt, "retry_in", wait.Round(time.Millisecond),

@@ -66,8 +66,8 @@ var errWaitTimeout = errors.New("wait ran out")
 
 func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []string) error {
 	connect := f.connectTimeout
-	if !wait.forever && wait.d > 0 {
-		connect = min(connect, wait.d) // never wait longer than asked
+	if !wait.forever {
+		connect = min(connect, wait.d) // never wait longer than asked: --wait 0 tries once
 	}
 	st, where, err := a.openReachable(ctx, &f.storeFlags, f.name, connect)
 	if err != nil {

@@ -127,3 +127,12 @@ func TestMissingCRD(t *testing.T) {
 		t.Errorf("exit %d, want %d saying the CRD is missing and how to install it:\n%s", code, cli.ExitConfig, stderr)
 	}
 }
+
+// --wait 0 tries an unreachable store once: no retries, exit 69 at once.
+func TestUnreachableWaitZero(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := runCLI(t, "lock", "--backend", "redis", "--redis-url", "redis://"+closedPort(t), "--name", "job", "--wait", "0", "--", "true")
+	if code != cli.ExitUnavailable || !strings.Contains(stderr, "(1 attempt)") || strings.Contains(stderr, "retrying") {
+		t.Errorf("exit %d, want %d after one attempt:\n%s", code, cli.ExitUnavailable, stderr)
+	}
+}
