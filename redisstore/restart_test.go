@@ -218,18 +218,19 @@ func TestTokensAfterLostWrites(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	prefix := uniquePrefix()
 	var last uint64
-	for round := range 3 {
+	for round := range 4 {
 		a := newStore(t, srv.Addr(), prefix)
+		// A claim whose release was lost comes back with the restart:
+		// the administrator's way out keeps the counter.
+		if err := a.ForceRelease(ctx, "amnesia"); err != nil && !errors.Is(err, baton.ErrNotFound) {
+			t.Fatal(err)
+		}
 		got := cycle(t, ctx, a, "amnesia", 5)
 		if got <= last {
-			t.Fatalf("round %d: token %d after %d", round, got, last)
+			t.Fatalf("round %d: token %d after %d, the last one issued before the crash", round, got, last)
 		}
 		last = got
 		srv.Kill() // at once: the last writes may not be on disk
 		srv.Start()
-	}
-	b := newStore(t, srv.Addr(), prefix)
-	if got := cycle(t, ctx, b, "amnesia", 1); got <= last {
-		t.Errorf("token %d after the crashes, not above the last one issued, %d", got, last)
 	}
 }
