@@ -127,9 +127,12 @@ func TestDeletedWhileHeldNoStandby(t *testing.T) {
 	}
 }
 
-// TestDeletedAfterRelease: an object deleted while free costs no wait.
+// TestDeletedAfterRelease: an object deleted after this process saw it
+// free still costs a lease duration: someone may have acquired it after
+// that look, and the deletion took that claim away unseen. (A watch's
+// Deleted event, which carries the final state, can prove it free.)
 func TestDeletedAfterRelease(t *testing.T) {
-	a, b, _, k := newMemStores(t)
+	a, b, clk, k := newMemStores(t)
 	ctx := context.Background()
 	g, err := a.TryAcquire(ctx, "x", baton.Request{Holder: "a", Nonce: "n1", TTL: 6 * time.Second})
 	if err != nil {
@@ -143,9 +146,11 @@ func TestDeletedAfterRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.remove("x")
+	heldErr(t, errOf(b.TryAcquire(ctx, "x", baton.Request{Holder: "b", Nonce: "n2", TTL: time.Second})), "b right after the deletion")
+	clk.Step(6 * time.Second)
 	g2, err := b.TryAcquire(ctx, "x", baton.Request{Holder: "b", Nonce: "n2", TTL: time.Second})
 	if err != nil {
-		t.Fatalf("acquire of an object deleted while free: %v", err)
+		t.Fatalf("acquire a lease duration after the deletion: %v", err)
 	}
 	if g2.Token <= g.Token {
 		t.Fatalf("token after the deletion %d, before %d; want larger", g2.Token, g.Token)

@@ -56,13 +56,17 @@
 //     moment, on this process's monotonic clock, and TryAcquire returns a
 //     *baton.HeldError (the last holder and token seen, RetryAfter the
 //     rest of the lease duration) until it has passed, unless a newer
-//     object appears, which is judged like any object. An object deleted
-//     while free costs no wait.
-//   - A process that never saw the claim (it started after the deletion)
-//     cannot know it, and may create the object at once, while the former
-//     holder runs until its next renewal. Its token is still larger than
-//     the former holder's, so a fenced resource refuses the former
-//     holder's writes.
+//     object appears, which is judged like any object. An object this
+//     process last saw free costs the same wait (a claim made after that
+//     look may have been deleted with it, unseen: the safety suite's
+//     loaded runs found exactly that); only a watch's Deleted event whose
+//     final state is free proves it free.
+//   - A process that never saw the object (it started after the deletion)
+//     cannot know of the claim, and may create the object at once, while
+//     the former holder runs until its next renewal. Its token is still
+//     larger than the former holder's, so a fenced resource refuses the
+//     former holder's writes. Free a lock on purpose with ForceRelease
+//     (baton release --force), never by deleting its object.
 //
 // # Fencing tokens
 //

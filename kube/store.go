@@ -120,7 +120,7 @@ func (s *store) remaining(o object) time.Duration {
 // claim's lease duration from then (on this process's monotonic clock,
 // never compared with another machine's). last, if set, is the object's
 // final state (a watch's Deleted event), which is newer than anything
-// seen before. Zero if the object was free when last seen, or never seen.
+// seen before. Zero if the final state was free, or the object was never seen.
 func (s *store) missing(name string, last *object) (observation, time.Duration) {
 	now := s.now()
 	s.mu.Lock()
@@ -145,10 +145,11 @@ func (s *store) missing(name string, last *object) (observation, time.Duration) 
 		return observation{}, 0
 	}
 	if !obs.gone {
-		if obs.holder == "" {
-			delete(s.seen, name) // released before it was deleted
-			return observation{}, 0
-		}
+		// Free when last seen here is not free when deleted: a claim made
+		// after this process last looked (its watch lagging, or no watch)
+		// may have been deleted with the object, and its holder may still
+		// act. Only the object's final state (last, from a watch's Deleted
+		// event) proves it free. So the wait is the same either way.
 		obs = observation{at: now, ttl: obs.ttl, holder: obs.holder, token: obs.token, gone: true}
 		s.seen[name] = obs
 		s.sweepLocked(now)
@@ -215,9 +216,13 @@ func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 		cur, err := s.current(ctx, key, attempt == 0)
 		if apierrors.IsNotFound(err) && !isNamespaceNotFound(err) {
 			if gone, rem := s.missing(key, nil); rem > 0 {
-				return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted while %q held it (token %d); "+
+				who := fmt.Sprintf("while %q held it (token %d)", gone.holder, gone.token)
+				if gone.holder == "" {
+					who = fmt.Sprintf("after this process last saw it free (token %d); a claim made since may have gone with it", gone.token)
+				}
+				return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted %s; "+
 					"its claim may last until one lease duration after this process first saw it missing: %w", op, s.ns, key,
-					gone.holder, gone.token, &baton.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
+					who, &baton.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
 			}
 			// The token is the resourceVersion the API server gives
 			// the new object, larger than that of every write before,
