@@ -74,16 +74,11 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 		return err
 	}
 	defer closeStore(st)
-	opts := f.options(a.log)
-	if wait.forever || wait.d > 0 {
-		waiting := newWaitReporter(a.log, f.name)
-		defer waiting.Close()
-		opts = append(opts, baton.WithObserver(waiting))
-	}
-	mu, err := baton.NewMutex(st, f.name, opts...)
+	mu, stopReports, err := a.lockMutex(st, f, wait)
 	if err != nil {
-		return &exitError{code: ExitUsage, err: err}
+		return err
 	}
+	defer stopReports()
 	waitCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	s := &supervisor{argv: argv, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, log: a.log, lead: f.killLead(), stop: cancel, lifecycle: slog.LevelDebug}
@@ -151,6 +146,22 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 	}
 	a.unlock(l)
 	return exitCode(code)
+}
+
+// lockMutex returns the Mutex of lock: one that says what it waits for,
+// unless --wait 0 tries once; stop ends those reports.
+func (a *app) lockMutex(st store, f *lockFlags, wait waitValue) (mu *baton.Mutex, stop func(), err error) {
+	opts, stop := f.options(a.log), func() {}
+	if wait.forever || wait.d > 0 {
+		waiting := newWaitReporter(a.log, f.name)
+		opts, stop = append(opts, baton.WithObserver(waiting)), waiting.Close
+	}
+	mu, err = baton.NewMutex(st, f.name, opts...)
+	if err != nil {
+		stop()
+		return nil, nil, &exitError{code: ExitUsage, err: err}
+	}
+	return mu, stop, nil
 }
 
 // describeHolder names the holder of a HeldError: `"web-1" (token 3)`.
