@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -149,7 +150,8 @@ func (*configMapKind) decode(obj runtime.Object) (object, bool, error) {
 }
 
 func decodeConfigMap(cm *corev1.ConfigMap) (object, error) {
-	o := object{name: cm.Name, rv: cm.ResourceVersion, uid: string(cm.UID), raw: cm}
+	o := object{name: cm.Name, rv: cm.ResourceVersion, uid: string(cm.UID), deleting: cm.DeletionTimestamp != nil, raw: cm}
+	o.claimed = slices.Contains(cm.Finalizers, FinalizerClaim)
 	o.app, o.hasApp = cm.Labels[LabelApplication]
 	a := cm.Annotations
 	s, ok := a[AnnotationToken]
@@ -193,6 +195,7 @@ func encodeConfigMap(o object) *corev1.ConfigMap {
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: o.name}}
 	}
 	cm.ResourceVersion = o.rv
+	cm.Finalizers = withClaimFinalizer(cm.Finalizers, o.holder != "", cm.DeletionTimestamp != nil)
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -514,6 +515,7 @@ func (s *DistributedLockStore) update(ctx context.Context, l *v1alpha1.Distribut
 		// Never write without a precondition.
 		return fmt.Errorf("kube: internal error: update of %q without a resourceVersion", l.Name)
 	}
+	l.Finalizers = withClaimFinalizer(l.Finalizers, len(l.Status.Holders) > 0, l.DeletionTimestamp != nil)
 	return s.c.Update(ctx, l)
 }
 
@@ -605,6 +607,14 @@ func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req b
 			return baton.Grant{}, err
 		}
 		rem := s.observe(cur)
+		if cur.DeletionTimestamp != nil {
+			err := s.finish(ctx, cur, rem)
+			if errRetry(err) {
+				lastErr = err
+				continue
+			}
+			return baton.Grant{}, err
+		}
 		var live []v1alpha1.Holder
 		soonest := -1
 		for i := range cur.Status.Holders {
@@ -661,6 +671,48 @@ func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req b
 		op, ns, key, s.base.o.maxConflicts, lastErr, &baton.HeldError{Key: key})
 }
 
+// finish handles cur, an object being deleted, which is never acquired:
+// while any of its entries lasts (rem, as judged here) it returns a
+// *baton.HeldError naming the one that ends last; once none does, it
+// removes them with an update on cur's resourceVersion, which removes
+// FinalizerClaim so that the API server completes the deletion, and
+// returns errFinished for TryAcquire to read again (or the Conflict of a
+// lost race). While finalizers of others keep the object, it returns a
+// *baton.HeldError.
+func (s *DistributedLockStore) finish(ctx context.Context, cur *v1alpha1.DistributedLock, rem []time.Duration) error {
+	const op = "acquire"
+	ns, key := s.base.ns, cur.Name
+	last := -1
+	for i := range rem {
+		if rem[i] > 0 && (last < 0 || rem[i] > rem[last]) {
+			last = i
+		}
+	}
+	if last >= 0 {
+		h := &cur.Status.Holders[last]
+		return fmt.Errorf("kube: %s %s/%s: the object is being deleted, which finishes when its claims end: %w", op, ns, key,
+			&baton.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[last]})
+	}
+	if len(cur.Status.Holders) == 0 && !slices.Contains(cur.Finalizers, FinalizerClaim) {
+		return fmt.Errorf("kube: %s %s/%s: the lock object is being deleted and waits for finalizers that are not baton's; "+
+			"it can be acquired once it is gone: %w", op, ns, key, &baton.HeldError{Key: key, RetryAfter: time.Second})
+	}
+	next := cur.DeepCopy()
+	next.Status.Holders = nil
+	sent := s.base.now()
+	err := s.update(ctx, next)
+	switch {
+	case apierrors.IsConflict(err):
+		return err
+	case apierrors.IsNotFound(err) && !isCRDMissing(err):
+		return errFinished // someone else finished it
+	case err != nil:
+		return s.fail(ctx, op, "update", key, err)
+	}
+	s.wrote(next, sent, nil) // no entries: its final state is free
+	return errFinished
+}
+
 // create creates the lock object key with req's entry. Its token is the
 // resourceVersion the API server gives the new object, which is larger
 // than that of every write before it, and so than every token issued on an
@@ -680,6 +732,7 @@ func (s *DistributedLockStore) create(ctx context.Context, key string, req baton
 			Name: key, Namespace: s.base.ns,
 			Labels:      map[string]string{LabelApplication: s.base.o.app},
 			Annotations: map[string]string{AnnotationToken: TokenFromResourceVersion},
+			Finalizers:  []string{FinalizerClaim},
 		},
 		Spec: v1alpha1.DistributedLockSpec{LeaseDurationSeconds: dur, Capacity: s.cap, Application: s.base.o.app},
 		Status: v1alpha1.DistributedLockStatus{
@@ -727,6 +780,10 @@ func nextToken(cur *v1alpha1.DistributedLock) (int64, error) {
 func (s *DistributedLockStore) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 	var out baton.Grant
 	err := s.change(ctx, "renew", g, func(l *v1alpha1.DistributedLock, i int) (*entryKey, error) {
+		if l.DeletionTimestamp != nil {
+			return nil, fmt.Errorf("%w: the lock object is being deleted (kubectl delete?); it is freed when its claims end "+
+				"(only baton release --force frees a lock safely)", baton.ErrLost)
+		}
 		dur, err := leaseSeconds(g.TTL)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", baton.ErrInvalidOptions, err)
@@ -959,7 +1016,7 @@ func (s *DistributedLockStore) ForceRelease(ctx context.Context, key string) err
 		if err := s.checkApplication(cur); err != nil {
 			return err
 		}
-		if len(cur.Status.Holders) == 0 {
+		if len(cur.Status.Holders) == 0 && !slices.Contains(cur.Finalizers, FinalizerClaim) {
 			return nil
 		}
 		next := cur.DeepCopy()

@@ -13,9 +13,11 @@ import (
 
 // sameFields reports whether a and b hold the same record, times aside
 // (they are for people only, and one outside what RFC 3339 can write
-// reads back as unset).
+// reads back as unset) and FinalizerClaim aside (a write puts it on a held
+// object whatever the object had).
 func sameFields(a, b object) bool {
 	a.raw, b.raw, a.rv, b.rv = nil, nil, "", ""
+	a.claimed, b.claimed = false, false
 	a.acquire, a.renew, b.acquire, b.renew = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	return a == b
 }

@@ -39,34 +39,42 @@
 // baton never deletes a lock object; `baton release --force`
 // (ForceRelease) is the sanctioned way to free a lock whose holder is
 // stuck: it clears the holder and keeps the token counter. An operator
-// may still run kubectl delete on a held object. Then:
+// may still run kubectl delete on a held object. A held object carries
+// the finalizer FinalizerClaim, added by the acquiring write and removed
+// by the release, so the deletion only marks it deleting
+// (metadata.deletionTimestamp) and the claim stays on the server:
 //
-//   - The holder's next Renew (and Release) finds the object missing, or
-//     replaced by an object with another uid, and returns an error
-//     matching baton.ErrLost; it never creates the object again. The
-//     holder's lock ends there; until then (at most one renew interval)
-//     it may still act, which is what fencing tokens are for.
-//   - A store that has seen a claim on the object and then finds it
-//     missing (by a read, or by its watch's Deleted event, whose final
-//     state is the newest claim) does not create it before that claim
-//     could have expired: the holder's validity ends at most one lease
-//     duration after its last renewal, which came before the deletion,
-//     which came before this process saw the object missing. So the
-//     absence counts like a new version of the record first seen at that
-//     moment, on this process's monotonic clock, and TryAcquire returns a
-//     *baton.HeldError (the last holder and token seen, RetryAfter the
-//     rest of the lease duration) until it has passed, unless a newer
-//     object appears, which is judged like any object. An object this
-//     process last saw free costs the same wait (a claim made after that
-//     look may have been deleted with it, unseen: the safety suite's
-//     loaded runs found exactly that); only a watch's Deleted event whose
-//     final state is free proves it free.
-//   - A process that never saw the object (it started after the deletion)
-//     cannot know of the claim, and may create the object at once, while
-//     the former holder runs until its next renewal. Its token is still
-//     larger than the former holder's, so a fenced resource refuses the
-//     former holder's writes. Free a lock on purpose with ForceRelease
-//     (baton release --force), never by deleting its object.
+//   - The holder's next Renew sees the mark and returns an error matching
+//     baton.ErrLost; it never renews a deleting object. Until then (at
+//     most one renew interval) it may still act, which is what fencing
+//     tokens are for. Its Release (its work has stopped) clears the claim
+//     and lets the deletion finish at once.
+//   - Every contender, including a process that started after the
+//     deletion and never saw the object before, reads the deleting object
+//     and judges its claim as any other: one lease duration from the
+//     moment it first saw this version (the deletion is a new version).
+//     TryAcquire returns a *baton.HeldError until then; after, it clears
+//     the expired claim, which removes the finalizer so that the API
+//     server completes the deletion, and creates the object anew. A
+//     deleting object is never acquired.
+//   - If every replica is gone while one held the lock, nobody clears the
+//     claim: the object (and a namespace being deleted) stays Terminating
+//     until ForceRelease (baton release --force NAME) removes the
+//     finalizer, or someone removes it by hand.
+//
+// An object without the finalizer (written by an older baton, or whose
+// finalizer someone removed by hand) goes at once. Then the holder's next
+// Renew (and Release) finds it missing, or replaced by an object with
+// another uid, and returns an error matching baton.ErrLost; it never
+// creates the object again. A store that has seen the object (held, or
+// free: a claim made after that look may have gone with it) and then finds
+// it missing does not create it before that claim could have expired: the
+// absence counts like a new version of the record first seen at that
+// moment, on this process's monotonic clock, unless a watch's Deleted
+// event, whose final state is free, proves it free. A process that never
+// saw such an object cannot know of its claim, and may create the object
+// at once; its token is still larger than the former holder's, so a fenced
+// resource refuses the former holder's writes.
 //
 // # Fencing tokens
 //
@@ -212,7 +220,8 @@
 //	  verbs: ["get", "watch", "create", "update"]
 //
 // (deploy/rbac/rbac.yaml ships it with a ServiceAccount and RoleBinding). No
-// delete: baton never deletes lock objects (see Deleted lock objects). List (baton status) also
+// delete: baton never deletes lock objects (see Deleted lock objects); it
+// adds and removes the finalizer FinalizerClaim with update. List (baton status) also
 // needs "list". A denied request returns an error matching
 // baton.ErrForbidden that names the namespace, the resource, the verb and
 // the rule above; the engine does not retry it. A missing namespace

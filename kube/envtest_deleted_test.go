@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -24,7 +25,9 @@ type deleteKind struct {
 	plane  func(t *testing.T) *rest.Config
 	open   func(t *testing.T, cfg *rest.Config, ns string) baton.Backend
 	remove func(t *testing.T, ns, name string) error
-	exists func(t *testing.T, ns, name string) (bool, error)
+	// deleting reports whether the object exists and whether it is
+	// being deleted (metadata.deletionTimestamp set).
+	deleting func(t *testing.T, ns, name string) (exists, deleting bool, err error)
 }
 
 func deleteKinds() []deleteKind {
@@ -37,9 +40,9 @@ func deleteKinds() []deleteKind {
 		remove: func(t *testing.T, ns, name string) error {
 			return adminClient(t).CoordinationV1().Leases(ns).Delete(t.Context(), name, metav1.DeleteOptions{})
 		},
-		exists: func(t *testing.T, ns, name string) (bool, error) {
-			_, err := adminClient(t).CoordinationV1().Leases(ns).Get(t.Context(), name, metav1.GetOptions{})
-			return found(err)
+		deleting: func(t *testing.T, ns, name string) (bool, bool, error) {
+			l, err := adminClient(t).CoordinationV1().Leases(ns).Get(t.Context(), name, metav1.GetOptions{})
+			return found(err, l)
 		},
 	}, {
 		name:  "ConfigMap",
@@ -54,9 +57,9 @@ func deleteKinds() []deleteKind {
 		remove: func(t *testing.T, ns, name string) error {
 			return adminClient(t).CoreV1().ConfigMaps(ns).Delete(t.Context(), name, metav1.DeleteOptions{})
 		},
-		exists: func(t *testing.T, ns, name string) (bool, error) {
-			_, err := adminClient(t).CoreV1().ConfigMaps(ns).Get(t.Context(), name, metav1.GetOptions{})
-			return found(err)
+		deleting: func(t *testing.T, ns, name string) (bool, bool, error) {
+			cm, err := adminClient(t).CoreV1().ConfigMaps(ns).Get(t.Context(), name, metav1.GetOptions{})
+			return found(err, cm)
 		},
 	}, {
 		name:  "DistributedLock",
@@ -67,19 +70,22 @@ func deleteKinds() []deleteKind {
 		remove: func(t *testing.T, ns, name string) error {
 			return dlAdmin(t).Delete(t.Context(), &v1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 		},
-		exists: func(t *testing.T, ns, name string) (bool, error) {
+		deleting: func(t *testing.T, ns, name string) (bool, bool, error) {
 			l := &v1alpha1.DistributedLock{}
 			err := dlAdmin(t).Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, l)
-			return found(err)
+			return found(err, l)
 		},
 	}}
 }
 
-func found(err error) (bool, error) {
+func found(err error, o metav1.Object) (exists, deleting bool, _ error) {
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return false, false, nil
 	}
-	return err == nil, err
+	if err != nil {
+		return false, false, err
+	}
+	return true, o.GetDeletionTimestamp() != nil, nil
 }
 
 // acquireEventually retries TryAcquire while the lock is held, waiting
@@ -146,8 +152,10 @@ func TestDeletedWhileHeld(t *testing.T) {
 			if _, err := a.Renew(ctx, ga); !errors.Is(err, baton.ErrLost) {
 				t.Fatalf("the holder's renew of the deleted object: %v; want ErrLost", err)
 			}
-			if ok, err := k.exists(t, ns, key); err != nil || ok {
-				t.Fatalf("after the holder's renew the object exists (%v, %v); the holder must not recreate it", ok, err)
+			// FinalizerClaim keeps the object, being deleted, until the
+			// claim ends; the holder neither recreates nor frees it.
+			if ok, del, err := k.deleting(t, ns, key); err != nil || !ok || !del {
+				t.Fatalf("after the holder's renew: exists %v, deleting %v (%v); want the object kept, being deleted", ok, del, err)
 			}
 			gb, at := acquireEventually(ctx, t, b, key, rb)
 			if at.Before(deleted.Add(ttl)) {
@@ -175,42 +183,56 @@ func TestDeletedWhileHeld(t *testing.T) {
 }
 
 // TestDeletedWhileHeldNoStandby: with nobody waiting, the holder's renew
-// of the deleted object gets ErrLost and leaves it deleted; its own next
-// acquisition waits for its former claim to end and gets a larger token.
+// of the object being deleted gets ErrLost and leaves it (FinalizerClaim
+// keeps it until the claim ends). Then either its own next acquisition
+// waits for its former claim to end, or its release (its work has
+// stopped) lets the deletion finish at once; the next token is larger.
 func TestDeletedWhileHeldNoStandby(t *testing.T) {
 	for _, k := range deleteKinds() {
-		t.Run(k.name, func(t *testing.T) {
-			cfg := k.plane(t)
-			ns := newNamespace(t)
-			a := k.open(t, cfg, ns)
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			const key, ttl = "deleted", 2 * time.Second
-			ga, err := a.TryAcquire(ctx, key, req("a", ttl))
-			if err != nil {
-				t.Fatal(err)
-			}
-			deleted := time.Now()
-			if err := k.remove(t, ns, key); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := a.Renew(ctx, ga); !errors.Is(err, baton.ErrLost) {
-				t.Fatalf("renew of the deleted object: %v; want ErrLost", err)
-			}
-			if err := a.Release(ctx, ga); !errors.Is(err, baton.ErrLost) {
-				t.Fatalf("release of the deleted object: %v; want ErrLost", err)
-			}
-			if ok, err := k.exists(t, ns, key); err != nil || ok {
-				t.Fatalf("after renew and release the object exists (%v, %v); they must not recreate it", ok, err)
-			}
-			g2, at := acquireEventually(ctx, t, a, key, req("a", ttl))
-			if at.Before(deleted.Add(ttl)) {
-				t.Errorf("reacquired %v after the deletion; not before one lease duration (%v) may pass", at.Sub(deleted), ttl)
-			}
-			if g2.Token <= ga.Token {
-				t.Errorf("token after the deletion %d, before %d; want larger", g2.Token, ga.Token)
-			}
-		})
+		for _, released := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/released=%v", k.name, released), func(t *testing.T) {
+				cfg := k.plane(t)
+				ns := newNamespace(t)
+				a := k.open(t, cfg, ns)
+				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+				defer cancel()
+				const key, ttl = "deleted", 2 * time.Second
+				ga, err := a.TryAcquire(ctx, key, req("a", ttl))
+				if err != nil {
+					t.Fatal(err)
+				}
+				deleted := time.Now()
+				if err := k.remove(t, ns, key); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := a.Renew(ctx, ga); !errors.Is(err, baton.ErrLost) {
+					t.Fatalf("renew of the deleted object: %v; want ErrLost", err)
+				}
+				if ok, del, err := k.deleting(t, ns, key); err != nil || !ok || !del {
+					t.Fatalf("after the renew: exists %v, deleting %v (%v); want the object kept, being deleted", ok, del, err)
+				}
+				if !released {
+					g2, at := acquireEventually(ctx, t, a, key, req("a", ttl))
+					if at.Before(deleted.Add(ttl)) {
+						t.Errorf("reacquired %v after the deletion; not before one lease duration (%v) may pass", at.Sub(deleted), ttl)
+					}
+					if g2.Token <= ga.Token {
+						t.Errorf("token after the deletion %d, before %d; want larger", g2.Token, ga.Token)
+					}
+					return
+				}
+				if err := a.Release(ctx, ga); err != nil {
+					t.Fatalf("release of the object being deleted: %v", err)
+				}
+				if ok, _, err := k.deleting(t, ns, key); err != nil || ok {
+					t.Fatalf("after the release the object exists (%v, %v); want it gone", ok, err)
+				}
+				g2, err := a.TryAcquire(ctx, key, req("a", ttl))
+				if err != nil || g2.Token <= ga.Token {
+					t.Fatalf("acquire after the release: token %d, %v; want more than %d, at once", g2.Token, err, ga.Token)
+				}
+			})
+		}
 	}
 }
 

@@ -161,7 +161,8 @@ func TestEventObserverRecordsWithoutObject(t *testing.T) {
 }
 
 // deletingBackend deletes the Lease right after acquiring it, so that the
-// observer finds no object to read.
+// observer finds no object to read: it removes the Lease's finalizer and
+// deletes it, as an operator forcing a deletion would.
 type deletingBackend struct {
 	*kube.LeaseStore
 	cs kubernetes.Interface
@@ -169,8 +170,12 @@ type deletingBackend struct {
 
 func (b *deletingBackend) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
 	g, err := b.LeaseStore.TryAcquire(ctx, key, req)
+	leases := b.cs.CoordinationV1().Leases(b.Namespace())
 	if err == nil {
-		err = b.cs.CoordinationV1().Leases(b.Namespace()).Delete(ctx, key, metav1.DeleteOptions{})
+		_, err = leases.Patch(ctx, key, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	}
+	if err == nil {
+		err = leases.Delete(ctx, key, metav1.DeleteOptions{})
 	}
 	return g, err
 }

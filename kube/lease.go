@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/baton-go/baton"
@@ -149,7 +150,8 @@ func (*leaseKind) decode(obj runtime.Object) (object, bool, error) {
 // create (no token annotation) decodes with baton false; an unreadable
 // token is an error that the store reports as a corrupt record.
 func decodeLease(l *coordinationv1.Lease) (object, error) {
-	o := object{name: l.Name, rv: l.ResourceVersion, uid: string(l.UID), raw: l}
+	o := object{name: l.Name, rv: l.ResourceVersion, uid: string(l.UID), deleting: l.DeletionTimestamp != nil, raw: l}
+	o.claimed = slices.Contains(l.Finalizers, FinalizerClaim)
 	o.app, o.hasApp = l.Labels[LabelApplication]
 	if s, ok := l.Annotations[AnnotationToken]; ok {
 		o.baton = true
@@ -199,6 +201,7 @@ func encodeLease(o object) *coordinationv1.Lease {
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: o.name}}
 	}
 	l.ResourceVersion = o.rv
+	l.Finalizers = withClaimFinalizer(l.Finalizers, o.holder != "", l.DeletionTimestamp != nil)
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +35,29 @@ const (
 	// LabelApplication names the application that owns the lock name (see
 	// WithApplication). It is set on create and never changed by baton.
 	LabelApplication = "baton.dev/app"
+	// FinalizerClaim is on a lock object while it holds a claim: baton
+	// adds it with the acquisition and removes it with the release (or
+	// ForceRelease), in the same conditional writes. It turns kubectl
+	// delete of a held object into a deletion that waits for the claim to
+	// end (see Deleted lock objects in the package documentation).
+	FinalizerClaim = "baton.dev/claim"
 )
+
+// withClaimFinalizer returns fs with FinalizerClaim present if held and
+// absent if not, leaving other finalizers as they are. It never adds the
+// finalizer to an object being deleted (the API server refuses that); no
+// write of baton's needs to, since a deleting object is never acquired or
+// renewed.
+func withClaimFinalizer(fs []string, held, deleting bool) []string {
+	has := slices.Contains(fs, FinalizerClaim)
+	switch {
+	case held && !has && !deleting:
+		return append(slices.Clone(fs), FinalizerClaim)
+	case !held && has:
+		return slices.DeleteFunc(slices.Clone(fs), func(f string) bool { return f == FinalizerClaim })
+	}
+	return fs
+}
 
 // object is one lock record as read from (or to be written to) the API
 // server, independent of the Kubernetes kind that holds it.
@@ -42,6 +65,11 @@ type object struct {
 	name string
 	rv   string // metadata.resourceVersion; "" for an object to create
 	uid  string // metadata.uid; "" for an object to create
+	// deleting: metadata.deletionTimestamp is set (someone deleted the
+	// object; FinalizerClaim, or another finalizer, keeps it until
+	// removed).
+	deleting bool
+	claimed  bool // FinalizerClaim is on the object
 
 	app    string // value of LabelApplication
 	hasApp bool   // LabelApplication is present

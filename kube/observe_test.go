@@ -53,6 +53,7 @@ func (k *memKind) create(_ context.Context, o object) (object, error) {
 	k.rv++
 	o.rv = strconv.Itoa(k.rv)
 	o.uid = "uid-" + o.rv
+	o.claimed = o.holder != "" // as encodeLease writes it
 	if o.pending {
 		o.token = uint64(k.rv) // as decodeLease reads it
 	}
@@ -60,13 +61,29 @@ func (k *memKind) create(_ context.Context, o object) (object, error) {
 	return o, nil
 }
 
-// remove deletes name, as kubectl delete does; the deletion is a write,
-// as it is in etcd.
+// remove deletes name at once, as kubectl delete does to an object
+// without finalizers (one that an older baton wrote, or whose finalizer
+// someone removed by hand); the deletion is a write, as it is in etcd.
 func (k *memKind) remove(name string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.objs, name)
 	k.rv++
+}
+
+// deleteObject is kubectl delete as the API server applies it: an object
+// with FinalizerClaim is marked deleting (a write), one without is gone.
+func (k *memKind) deleteObject(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.rv++
+	o, ok := k.objs[name]
+	if !ok || !o.claimed {
+		delete(k.objs, name)
+		return
+	}
+	o.deleting, o.rv = true, strconv.Itoa(k.rv)
+	k.objs[name] = o
 }
 
 func (k *memKind) update(_ context.Context, o object) (object, error) {
@@ -88,6 +105,14 @@ func (k *memKind) update(_ context.Context, o object) (object, error) {
 	o.rv = strconv.Itoa(k.rv)
 	if o.pending {
 		o.token = uint64(k.rv)
+	}
+	// As encodeLease writes the finalizer, and the API server refuses to
+	// add one to an object being deleted.
+	o.deleting = cur.deleting
+	o.claimed = o.holder != "" && (cur.claimed || !cur.deleting)
+	if o.deleting && !o.claimed {
+		delete(k.objs, o.name) // the last finalizer is gone
+		return o, nil
 	}
 	k.objs[o.name] = o
 	return o, nil

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -192,10 +193,13 @@ func (s *store) written(name, rv string) (object, bool) {
 // req.TTL is rounded up to whole seconds for leaseDurationSeconds; a TTL
 // under one second is rejected with an error matching
 // baton.ErrInvalidOptions. An object created by another application or
-// tool returns an *ApplicationError. A missing object that this process
-// last saw held is not created before that claim could have expired (see
-// Deleted lock objects in the package documentation): TryAcquire returns a
-// *baton.HeldError until then.
+// tool returns an *ApplicationError. An object being deleted is never
+// acquired: while its claim lasts TryAcquire returns a *baton.HeldError,
+// and once the claim has expired it clears the claim, which removes
+// FinalizerClaim and lets the deletion finish, and creates the object
+// anew. A missing object that this process last saw held is not created
+// before that claim could have expired. See Deleted lock objects in the
+// package documentation.
 func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
 	const op = "acquire"
 	if err := baton.ValidateName(key); err != nil {
@@ -214,72 +218,20 @@ func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 	var lastErr error
 	for attempt := range s.o.maxConflicts {
 		cur, err := s.current(ctx, key, attempt == 0)
-		if apierrors.IsNotFound(err) && !isNamespaceNotFound(err) {
-			if gone, rem := s.missing(key, nil); rem > 0 {
-				who := fmt.Sprintf("while %q held it (token %d)", gone.holder, gone.token)
-				if gone.holder == "" {
-					who = fmt.Sprintf("after this process last saw it free (token %d); a claim made since may have gone with it", gone.token)
-				}
-				return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted %s; "+
-					"its claim may last until one lease duration after this process first saw it missing: %w", op, s.ns, key,
-					who, &baton.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
-			}
-			// The token is the resourceVersion the API server gives
-			// the new object, larger than that of every write before,
-			// so larger than every token issued on an earlier object of
-			// this name (see "Fencing tokens" in the package doc).
-			wall := s.now()
-			next := object{
-				name: key, app: s.o.app, hasApp: true, baton: true,
-				holder: req.Holder, nonce: req.Nonce, pending: true, durationSec: dur,
-				acquire: wall, renew: wall,
-			}
-			sent := s.now()
-			created, err := s.k.create(ctx, next)
-			if apierrors.IsAlreadyExists(err) {
-				lastErr = err
-				continue
-			}
-			if err != nil {
-				return baton.Grant{}, s.fail(ctx, op, "create", key, err)
-			}
-			s.wrote(created, sent)
-			return grant(created, req), nil
-		}
-		if err != nil {
+		var g baton.Grant
+		switch {
+		case apierrors.IsNotFound(err) && !isNamespaceNotFound(err):
+			g, err = s.create(ctx, key, req, dur)
+		case err != nil:
 			return baton.Grant{}, s.fail(ctx, op, "get", key, err)
+		default:
+			g, err = s.take(ctx, cur, req, dur)
 		}
-		if err := s.checkApplication(cur); err != nil {
-			return baton.Grant{}, err
-		}
-		if cur.holder != "" {
-			if rem := s.remaining(cur); rem > 0 {
-				return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w", op, s.ns, key, &baton.HeldError{
-					Key: key, Holder: cur.holder, Token: cur.token, RetryAfter: rem,
-				})
-			}
-		}
-		if cur.token == math.MaxUint64 {
-			return baton.Grant{}, s.fail(ctx, op, "update", key, errCorrupt(fmt.Errorf("the fencing token is at its maximum")))
-		}
-		wall := s.now()
-		next := cur
-		next.holder, next.nonce = req.Holder, req.Nonce
-		next.token, next.pending = cur.token+1, false
-		next.durationSec = dur
-		next.acquire, next.renew = wall, wall
-		next.transitions = cur.transitions + 1
-		sent := s.now()
-		updated, err := s.k.update(ctx, next)
-		if apierrors.IsConflict(err) {
+		if errRetry(err) {
 			lastErr = err
 			continue
 		}
-		if err != nil {
-			return baton.Grant{}, s.fail(ctx, op, "update", key, err)
-		}
-		s.wrote(updated, sent)
-		return grant(updated, req), nil
+		return g, err
 	}
 	// Every attempt lost its conditional write to another writer: the lock
 	// is contended, and others won it (each conflict is a write that
@@ -288,6 +240,138 @@ func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 	// treating contention as a failure.
 	return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: contended: lost %d conditional writes in a row to other writers (last: %v): %w",
 		op, s.ns, key, s.o.maxConflicts, lastErr, &baton.HeldError{Key: key})
+}
+
+// errFinished is returned by take after it let a deletion finish: the
+// object is gone, and TryAcquire reads again.
+var errFinished = errors.New("kube: the deletion of the lock object finished")
+
+// errRetry reports whether TryAcquire reads again after err: a lost race
+// (the object appeared, or changed, since it was read) or a deletion it
+// finished.
+func errRetry(err error) bool {
+	return apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) || errors.Is(err, errFinished)
+}
+
+// create creates the missing lock object key for req, unless this process
+// last saw a claim on it that may still last. The token is the
+// resourceVersion the API server gives the new object, larger than that of
+// every write before, so larger than every token issued on an earlier
+// object of this name (see "Fencing tokens" in the package doc). A lost
+// race returns the API server's AlreadyExists error as it is.
+func (s *store) create(ctx context.Context, key string, req baton.Request, dur int32) (baton.Grant, error) {
+	const op = "acquire"
+	if gone, rem := s.missing(key, nil); rem > 0 {
+		who := fmt.Sprintf("while %q held it (token %d)", gone.holder, gone.token)
+		if gone.holder == "" {
+			who = fmt.Sprintf("after this process last saw it free (token %d); a claim made since may have gone with it", gone.token)
+		}
+		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted %s; "+
+			"its claim may last until one lease duration after this process first saw it missing: %w", op, s.ns, key,
+			who, &baton.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
+	}
+	wall := s.now()
+	next := object{
+		name: key, app: s.o.app, hasApp: true, baton: true,
+		holder: req.Holder, nonce: req.Nonce, pending: true, durationSec: dur,
+		acquire: wall, renew: wall,
+	}
+	sent := s.now()
+	created, err := s.k.create(ctx, next)
+	if apierrors.IsAlreadyExists(err) {
+		return baton.Grant{}, err
+	}
+	if err != nil {
+		return baton.Grant{}, s.fail(ctx, op, "create", key, err)
+	}
+	s.wrote(created, sent)
+	return grant(created, req), nil
+}
+
+// take acquires the existing object cur for req if its claim has expired
+// as judged here, with an update on cur's resourceVersion; a lost race
+// returns the API server's Conflict error as it is. An object being
+// deleted is never acquired; see finish.
+func (s *store) take(ctx context.Context, cur object, req baton.Request, dur int32) (baton.Grant, error) {
+	const op = "acquire"
+	key := cur.name
+	if err := s.checkApplication(cur); err != nil {
+		return baton.Grant{}, err
+	}
+	if cur.holder != "" {
+		if rem := s.remaining(cur); rem > 0 {
+			being := ""
+			if cur.deleting {
+				being = "; the object is being deleted, which finishes when this claim ends"
+			}
+			return baton.Grant{}, fmt.Errorf("kube: %s %s/%s%s: %w", op, s.ns, key, being, &baton.HeldError{
+				Key: key, Holder: cur.holder, Token: cur.token, RetryAfter: rem,
+			})
+		}
+	}
+	if cur.deleting {
+		return baton.Grant{}, s.finish(ctx, cur)
+	}
+	if cur.token == math.MaxUint64 {
+		return baton.Grant{}, s.fail(ctx, op, "update", key, errCorrupt(fmt.Errorf("the fencing token is at its maximum")))
+	}
+	wall := s.now()
+	next := cur
+	next.holder, next.nonce = req.Holder, req.Nonce
+	next.token, next.pending = cur.token+1, false
+	next.durationSec = dur
+	next.acquire, next.renew = wall, wall
+	next.transitions = cur.transitions + 1
+	sent := s.now()
+	updated, err := s.k.update(ctx, next)
+	if apierrors.IsConflict(err) {
+		return baton.Grant{}, err
+	}
+	if err != nil {
+		return baton.Grant{}, s.fail(ctx, op, "update", key, err)
+	}
+	s.wrote(updated, sent)
+	return grant(updated, req), nil
+}
+
+// finish clears the expired (or released) claim of cur, an object being
+// deleted, with an update on its resourceVersion. That removes
+// FinalizerClaim, so the API server completes the deletion unless other
+// finalizers remain. It returns errFinished, a Conflict (someone wrote
+// first) for TryAcquire to read again, or a *baton.HeldError while other
+// finalizers keep the object.
+func (s *store) finish(ctx context.Context, cur object) error {
+	const op = "acquire"
+	if !cur.claimed && cur.holder == "" {
+		return fmt.Errorf("kube: %s %s/%s: the lock object is being deleted and waits for finalizers that are not baton's; "+
+			"it can be acquired once it is gone: %w", op, s.ns, cur.name, &baton.HeldError{Key: cur.name, RetryAfter: time.Second})
+	}
+	next := cur
+	next.holder, next.nonce = "", ""
+	sent := s.now()
+	updated, err := s.k.update(ctx, next)
+	switch {
+	case apierrors.IsConflict(err):
+		return err
+	case apierrors.IsNotFound(err) && !isNamespaceNotFound(err):
+		return errFinished // someone else finished it
+	case err != nil:
+		return s.fail(ctx, op, "update", cur.name, err)
+	}
+	s.settled(updated, sent)
+	return errFinished
+}
+
+// settled records updated, an object this process wrote at sent. An
+// object being deleted that it left without a claim is gone (or waits for
+// finalizers of others, never to be acquired again): its final state is
+// free, so it costs no wait once missing.
+func (s *store) settled(updated object, sent time.Time) {
+	if updated.deleting && updated.holder == "" {
+		s.missing(updated.name, &updated)
+		return
+	}
+	s.wrote(updated, sent)
 }
 
 // current returns the object key: from the live watch's view if useView
@@ -323,15 +407,19 @@ func (s *store) checkApplication(o object) error {
 
 // Renew bumps renewTime (and sets leaseDurationSeconds from g.TTL) with an
 // update conditional on the resourceVersion read, if the object still
-// names g's holder and nonce and the claim has not expired as judged by
-// this process (counted from the send time of its own last write). It
-// returns an error matching baton.ErrLost otherwise.
+// names g's holder and nonce, is not being deleted, and the claim has not
+// expired as judged by this process (counted from the send time of its own
+// last write). It returns an error matching baton.ErrLost otherwise.
 func (s *store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 	const op = "renew"
 	next, err := s.change(ctx, op, g, func(o *object) error {
 		dur, err := durationSeconds(g.TTL)
 		if err != nil {
 			return fmt.Errorf("%w: %v", baton.ErrInvalidOptions, err)
+		}
+		if o.deleting {
+			return fmt.Errorf("%w: the lock object is being deleted (kubectl delete?); it is freed when this claim ends "+
+				"(only baton release --force frees a lock safely)", baton.ErrLost)
 		}
 		o.durationSec = dur
 		o.renew = s.now()
@@ -343,11 +431,12 @@ func (s *store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 	return grant(next, baton.Request{TTL: g.TTL}), nil
 }
 
-// Release clears holderIdentity and the nonce with an update conditional
-// on the resourceVersion read, if the object still names g's holder and
-// nonce and the claim has not expired as judged by this process. The
-// object and its fencing token stay. It returns an error matching
-// baton.ErrLost otherwise.
+// Release clears holderIdentity and the nonce (and removes FinalizerClaim)
+// with an update conditional on the resourceVersion read, if the object
+// still names g's holder and nonce and the claim has not expired as judged
+// by this process. The object and its fencing token stay, unless someone
+// deleted the object meanwhile: then the release lets the deletion finish.
+// It returns an error matching baton.ErrLost otherwise.
 func (s *store) Release(ctx context.Context, g baton.Grant) error {
 	_, err := s.change(ctx, "release", g, func(o *object) error {
 		o.holder, o.nonce = "", ""
@@ -421,7 +510,7 @@ func (s *store) change(ctx context.Context, op string, g baton.Grant, f func(*ob
 		if err != nil {
 			return object{}, s.fail(ctx, op, "update", g.Key, err)
 		}
-		s.wrote(updated, sent)
+		s.settled(updated, sent)
 		return updated, nil
 	}
 	return object{}, fmt.Errorf("kube: %s %s/%s: the object kept changing under us; gave up after %d conflicts: %w",
@@ -481,9 +570,12 @@ func (s *store) record(o object) baton.Record {
 // ForceRelease implements baton.ForceReleaser: it clears the holder of key
 // whoever holds it, with an update conditional on the resourceVersion read
 // (conflicts re-read and retry). The object and its fencing token stay, so
-// the next holder gets a larger token. An object of another application is
-// refused, as for TryAcquire. It returns an error matching baton.ErrNotFound
-// if the object does not exist, and nil if it is already free.
+// the next holder gets a larger token; on an object being deleted, it lets
+// the deletion finish (the next object's tokens are larger still). It
+// removes FinalizerClaim, also one left without a holder. An object of
+// another application is refused, as for TryAcquire. It returns an error
+// matching baton.ErrNotFound if the object does not exist, and nil if it
+// is already free.
 func (s *store) ForceRelease(ctx context.Context, key string) error {
 	const op = "force-release"
 	if err := baton.ValidateName(key); err != nil {
@@ -504,7 +596,7 @@ func (s *store) ForceRelease(ctx context.Context, key string) error {
 		if err := s.checkApplication(cur); err != nil {
 			return err
 		}
-		if cur.holder == "" {
+		if cur.holder == "" && !cur.claimed {
 			return nil
 		}
 		next := cur
@@ -519,7 +611,7 @@ func (s *store) ForceRelease(ctx context.Context, key string) error {
 		if err != nil {
 			return s.fail(ctx, op, "update", key, err)
 		}
-		s.wrote(updated, sent)
+		s.settled(updated, sent)
 		return nil
 	}
 	return fmt.Errorf("kube: %s %s/%s: the object kept changing under us; gave up after %d conflicts: %w",

@@ -338,11 +338,18 @@ func (h *harness) takeoverAfter(what string, f fired, d time.Duration) {
 	h.t.Helper()
 	h.res.takeovers = append(h.res.takeovers, d)
 	lo := h.be.minTakeover()
-	ops, _ := h.reg.history()
+	ops, evs := h.reg.history()
 	for i := len(ops) - 1; i >= 0; i-- {
 		if o := ops[i]; o.C == f.c && o.Tok == f.tok && o.HasVU {
 			lo = min(lo, o.VU-f.at)
 			break
+		}
+	}
+	// A holder that learnt of the fault (a lost renew) ends its tenure and
+	// releases; a successor after that release is on time.
+	for _, e := range evs {
+		if e.C == f.c && e.Tok == f.tok && e.Kind == "releasing" && e.At-f.at <= d {
+			lo = min(lo, e.At-f.at)
 		}
 	}
 	if d < lo {
