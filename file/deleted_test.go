@@ -107,8 +107,8 @@ func TestDeletedRecordRetryAfter(t *testing.T) {
 	}
 	clk.advance(8 * time.Second) // the standby last saw 2 s left
 	removeRecord(t, dir, "job")
-	if _, err := standby.Get(bg, "job"); !errors.Is(err, baton.ErrNotFound) {
-		t.Fatalf("Get after the deletion: %v, want ErrNotFound", err)
+	if rec := mustGet(t, standby, "job"); !rec.Held() || rec.Token != g.Token {
+		t.Fatalf("Get after the deletion = %+v; want the claim its guard keeps", rec)
 	}
 	clk.advance(time.Second)
 	_, err := standby.TryAcquire(bg, "job", req("b", "m", ttl))
@@ -140,12 +140,19 @@ func TestDeletedWhileHeldNoStandby(t *testing.T) {
 	_, err = s.TryAcquire(bg, "job", req("a", "n2", ttl))
 	wantHeld(t, err, "a", g.Token, ttl)
 
-	// A Store that never saw the claim (a new process) cannot know of it,
-	// but its token is larger all the same; so are the tokens after each
-	// further deletion.
+	// The holder's release (its work has stopped) freed the claim in the
+	// guard; a Store that never saw the record (a new process) acquires,
+	// with a larger token. After each further deletion, a new Store finds
+	// the deleted claim in the guard and waits it out; tokens keep growing.
 	last := g.Token
 	for i := range 4 {
-		g2 := mustAcquire(t, newStore(t, dir, clk), "job", req("c", baton.NewNonce(), ttl))
+		c := newStore(t, dir, clk)
+		if i > 0 {
+			_, err := c.TryAcquire(bg, "job", req("c", baton.NewNonce(), ttl))
+			wantHeld(t, err, "c", last, ttl)
+			clk.advance(ttl)
+		}
+		g2 := mustAcquire(t, c, "job", req("c", baton.NewNonce(), ttl))
 		if g2.Token <= last {
 			t.Fatalf("deletion %d: token %d after %d", i, g2.Token, last)
 		}
@@ -244,6 +251,7 @@ func TestEpochFile(t *testing.T) {
 		t.Fatalf("epoch file of a record from before epoch files: %d, %v, %v", e, found, err)
 	}
 	removeRecord(t, dir, "old")
+	clk.advance(time.Second) // the deleted claim, kept in the guard, ends
 	if g := mustAcquire(t, newStore(t, dir, clk), "old", req("h", "n", time.Second)); g.Token != 1<<epochShift|1 {
 		t.Fatalf("token after the deletion %d, want %d", g.Token, uint64(1<<epochShift|1))
 	}
@@ -257,6 +265,7 @@ func TestEpochFile(t *testing.T) {
 	// A corrupt epoch file stops the lock and is left alone.
 	mustAcquire(t, s, "bad", req("h", "n", time.Second))
 	removeRecord(t, dir, "bad")
+	clk.advance(time.Second)
 	for _, junk := range []string{"", "{}", `{"version":1,"key":"bad","epoch":-1}`, `{"version":1,"key":"other","epoch":1}`,
 		`{"version":1,"key":"bad","epoch":1,"x":0}`, `{"version":1,"key":"bad","epoch":1} {}`} {
 		if err := os.WriteFile(epochPath(dir, "bad"), []byte(junk), 0o600); err != nil {
@@ -288,5 +297,50 @@ func TestEpochFile(t *testing.T) {
 		if strings.HasSuffix(n, ".tmp") {
 			t.Errorf("temporary file left: %s", n)
 		}
+	}
+}
+
+// A Store that never saw the record (a process started after the
+// deletion) finds the claim in the guard and waits until it expires, on
+// the machine's clock, with the holder's last renewal counted; the holder
+// learns of the loss at its renew. ForceRelease frees a claim kept only
+// in the guard.
+func TestDeletedUnseenClaimHolds(t *testing.T) {
+	dir, clk := t.TempDir(), newFakeClock()
+	holder := newStore(t, dir, clk)
+	const ttl = 10 * time.Second
+	g := mustAcquire(t, holder, "job", req("a", "n", ttl))
+	clk.advance(4 * time.Second)
+	g, err := holder.Renew(bg, g) // the claim now ends at 14 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeRecord(t, dir, "job")
+	clk.advance(3 * time.Second)
+	late := newStore(t, dir, clk)
+	_, err = late.TryAcquire(bg, "job", req("b", "m", ttl))
+	wantHeld(t, err, "a", g.Token, 7*time.Second)
+	if _, err := holder.Renew(bg, g); !errors.Is(err, baton.ErrLost) {
+		t.Fatalf("the holder's renew after the deletion: %v, want ErrLost", err)
+	}
+	clk.advance(7*time.Second - time.Nanosecond)
+	_, err = late.TryAcquire(bg, "job", req("b", "m", ttl))
+	wantHeld(t, err, "a", g.Token, time.Nanosecond)
+	clk.advance(time.Nanosecond)
+	g2 := mustAcquire(t, late, "job", req("b", "m", ttl))
+	if g2.Token <= g.Token {
+		t.Fatalf("token %d after %d", g2.Token, g.Token)
+	}
+
+	removeRecord(t, dir, "job")
+	if err := newStore(t, dir, clk).ForceRelease(bg, "job"); err != nil {
+		t.Fatalf("ForceRelease of a claim kept only in the guard: %v", err)
+	}
+	g3 := mustAcquire(t, newStore(t, dir, clk), "job", req("c", "o", ttl))
+	if g3.Token <= g2.Token {
+		t.Fatalf("token %d after %d", g3.Token, g2.Token)
+	}
+	if err := newStore(t, dir, clk).ForceRelease(bg, "none"); !errors.Is(err, baton.ErrNotFound) {
+		t.Fatalf("ForceRelease of a lock never taken: %v, want ErrNotFound", err)
 	}
 }

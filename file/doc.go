@@ -70,9 +70,10 @@
 //
 // # Files
 //
-// For a lock NAME the directory holds NAME.lock (empty, used only for
-// flock; never removed, since removing a lock file while another process
-// waits on it would let two processes lock different files), NAME.json
+// For a lock NAME the directory holds NAME.lock (used for flock, and
+// holding a copy of the record, its guard: see Deleted records; never
+// removed, since removing a lock file while another process waits on it
+// would let two processes lock different files), NAME.json
 // (the record), NAME.epoch (the epoch of the fencing counter, below), and
 // briefly NAME.json.tmp and NAME.epoch.tmp. Names longer than 200 bytes are
 // shortened to their first 160 bytes, '~' and 32 hex digits of their
@@ -113,16 +114,21 @@
 // If NAME.json is deleted while its claim is live (rm by an operator or a
 // clean-up job), the holder is not told at once: it keeps working until
 // its next renew, which then fails with an error matching baton.ErrLost and
-// never recreates the record. A Store that has seen the claim (it made it,
-// or read it in TryAcquire, Renew or Get) refuses to acquire, with a
-// *baton.HeldError naming the last holder and token seen, until the claim
-// could have expired: the later of the expiry it last saw and the moment
-// it first found the record missing plus the claim's TTL, both on the
-// machine's monotonic clock (the holder may have renewed after it last
-// looked). A standby waiting on the lock has seen the claim, so it does not
-// start while the holder may still run. A Store that never saw the claim (a
-// process started after the deletion) cannot know of it and may acquire at
-// once; its token is still larger than all before.
+// never recreates the record. Every write of the record first writes a
+// copy of it, the guard, into NAME.lock, which rm NAME.json leaves (the
+// lock file is never removed). So a Store that finds the record missing
+// reads the last claim from the guard, even if it never saw the record (a
+// process started after the deletion), and refuses to acquire, with a
+// *baton.HeldError naming that claim's holder and token, until the claim
+// has expired on the machine's monotonic clock. A Store that also saw the
+// claim in the record waits for the later of that and its own rule: the
+// expiry it last saw, or the moment it first found the record missing plus
+// the claim's TTL (the rule for a lock file without a guard, as an older
+// version leaves it). Get reports a guarded claim as held. The holder's
+// Release of a deleted record (its work has stopped) still returns ErrLost
+// but frees its claim in the guard, and ForceRelease frees a claim kept
+// only in the guard. Deleting NAME.lock as well is outside the protocol: it
+// breaks the file lock that every write relies on.
 //
 // # Record format
 //

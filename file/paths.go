@@ -8,7 +8,8 @@ import (
 
 // File names. For a lock NAME the store uses
 //
-//	NAME.lock      empty; only ever opened for flock, never replaced or removed
+//	NAME.lock      opened for flock, never replaced or removed; holds a copy
+//	               of the record, its guard (see guard.go)
 //	NAME.json      the record, replaced atomically by rename
 //	NAME.json.tmp  the next record while it is being written (under the flock)
 //	NAME.epoch     the epoch of the fencing counter (see epoch.go); written

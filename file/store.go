@@ -187,7 +187,13 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 // overflow (see epoch.go).
 func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record) error {
 	if old == nil {
-		if held := s.seen.missing(key, now); held != nil {
+		// Deleted (or never created): the claim kept in the guard, and
+		// any this Store saw, must end first; the later one decides.
+		held, seen := s.guardHeld(p, key, now), s.seen.missing(key, now)
+		if seen != nil && (held == nil || seen.RetryAfter > held.RetryAfter) {
+			held = seen
+		}
+		if held != nil {
 			return held
 		}
 		e, err := s.newEpoch(p, key, nil)
@@ -249,6 +255,9 @@ func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 // holds it and the claim has not expired, keeping the fencing counter.
 func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 	return s.locked(ctx, g.Key, func(p paths, old *record, now int64) error {
+		if old == nil {
+			s.freeGuard(p, g)
+		}
 		if err := s.checkOwned(g, old, now); err != nil {
 			return err
 		}
@@ -271,6 +280,11 @@ func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 func (s *Store) ForceRelease(ctx context.Context, key string) error {
 	return s.locked(ctx, key, func(p paths, old *record, now int64) error {
 		switch {
+		case old == nil && s.guardHeld(p, key, now) != nil:
+			// Deleted while held: free the claim its guard keeps.
+			r := free(*s.readGuard(p, key))
+			s.seen.forget(key)
+			return s.writeGuard(p, &r)
 		case old == nil:
 			return fmt.Errorf("file: lock %q: %w (%s)", key, baton.ErrNotFound, p.record)
 		case old.holder == "":
@@ -312,6 +326,9 @@ func (s *Store) Get(ctx context.Context, key string) (baton.Record, error) {
 	}
 	if r == nil {
 		s.seen.missing(key, now) // starts the count if a claim was seen
+		if s.guardHeld(p, key, now) != nil {
+			return s.readGuard(p, key).toRecord(now, s.bootID), nil // deleted while held
+		}
 		return baton.Record{}, fmt.Errorf("file: lock %q: %w (%s)", key, baton.ErrNotFound, p.record)
 	}
 	s.seen.saw(key, r, now, s.bootID)
@@ -522,6 +539,9 @@ func readFile(path string) ([]byte, error) {
 // write replaces the record at p.record with r (see replace). The caller
 // holds the file lock, so nobody else uses p.temp.
 func (s *Store) write(p paths, r *record) error {
+	if err := s.writeGuard(p, r); err != nil { // first: see guard.go
+		return err
+	}
 	if err := s.replace(p.temp, p.record, r.encode()); err != nil {
 		return fmt.Errorf("file: writing the record for lock %q: %w", r.key, err)
 	}
