@@ -361,18 +361,22 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 		}
 		b = st
 	case "redis", "redlock":
-		var urls []string
-		for _, a := range strings.Split(target, ",") {
-			urls = append(urls, "redis://"+a)
+		urls := []string{target} // a topology's URL (redis+sentinel://), as it is
+		var opts []redisstore.Option
+		if !strings.Contains(target, "://") {
+			urls = nil
+			for _, a := range strings.Split(target, ",") {
+				urls = append(urls, "redis://"+a)
+			}
+			// Short timeouts, so that a partition shows as failed calls
+			// rather than calls that wait for the engine's deadline.
+			opts = append(opts, redisstore.WithClientOptions(func(o *redis.Options) {
+				o.DialTimeout = 300 * time.Millisecond
+				o.ReadTimeout = 300 * time.Millisecond
+				o.WriteTimeout = 300 * time.Millisecond
+			}))
 		}
-		// Short timeouts, so that a partition shows as failed calls
-		// rather than calls that wait for the engine's deadline.
-		timeouts := redisstore.WithClientOptions(func(o *redis.Options) {
-			o.DialTimeout = 300 * time.Millisecond
-			o.ReadTimeout = 300 * time.Millisecond
-			o.WriteTimeout = 300 * time.Millisecond
-		})
-		st, closer, err := redisstore.OpenURLs(urls, timeouts)
+		st, closer, err := redisstore.OpenURLs(urls, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
