@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton/etcdstore"
+	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
 )
 
@@ -22,8 +23,10 @@ import (
 // harness (spawn, traps, checker) with their own fault step, so that they
 // need no new fault in the harness.
 const (
-	faultLeaderKill = "3 members: raft leader killed while held"
-	faultKeyDeleted = "claim key deleted while held"
+	faultLeaderKill  = "3 members: raft leader killed while held"
+	faultKeyDeleted  = "claim key deleted while held"
+	faultLeaderPause = "3 members: raft leader paused while held"
+	faultMemberCut   = "3 members: raft leader cut from the clients while held"
 )
 
 // TestSafetyEtcdCluster runs the two rows; 0 stale writes accepted, no
@@ -37,6 +40,23 @@ func TestSafetyEtcdCluster(t *testing.T) {
 	t.Run("claim_key_deleted", func(t *testing.T) {
 		runClusterScenario(t, be, faultKeyDeleted, func(h *harness) { deleteClaimKey(h, cl) })
 	})
+	t.Run("leader_paused", func(t *testing.T) {
+		runClusterScenario(t, be, faultLeaderPause, func(h *harness) { leaderPause(h, cl) })
+	})
+	t.Run("leader_cut", func(t *testing.T) {
+		proxies := make([]*faultproxy.Proxy, len(cl.Members))
+		var addrs []string
+		for i, m := range cl.Members {
+			p, err := faultproxy.New(m.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			proxies[i] = p
+			addrs = append(addrs, p.Addr())
+		}
+		runClusterScenario(t, balancedEnv(t, addrs), faultMemberCut, func(h *harness) { leaderCut(h, cl, proxies) })
+	})
 }
 
 // clusterEnv is the etcd backend on cl. Contenders reach it through one
@@ -49,6 +69,11 @@ func clusterEnv(t *testing.T, cl *testenv.EtcdCluster) *backendEnv {
 	for _, m := range cl.Members {
 		addrs = append(addrs, m.Addr())
 	}
+	return balancedEnv(t, addrs)
+}
+
+// balancedEnv is the etcd backend reached through one balancer over addrs.
+func balancedEnv(t *testing.T, addrs []string) *backendEnv {
 	lb := newBalancer(t, addrs)
 	head := max(ttl/10, 500*time.Millisecond)
 	life := (ttl + head + time.Second - 1).Truncate(time.Second)
@@ -125,6 +150,72 @@ func leaderKill(h *harness, cl *testenv.EtcdCluster) {
 	}
 	h.writesAbove(f.tok, 3, 30*time.Second)
 	cl.Members[lead].Start()
+}
+
+// leaderPause stops the raft leader (SIGSTOP) right after one of the
+// holder's accepted writes, for twice the TTL: clients on it hang, the
+// other two members elect a leader, and the lock must go on there; then it
+// resumes (and rejoins as a follower).
+func leaderPause(h *harness, cl *testenv.EtcdCluster) {
+	h.t.Helper()
+	lead := cl.WaitLeader(30 * time.Second)
+	disturbMember(h, lead, "leader pause", func() { cl.Members[lead].Pause() }, func() { cl.Members[lead].Resume() },
+		func() int { return cl.WaitLeader(30*time.Second, lead) })
+}
+
+// leaderCut cuts the raft leader off from the clients (its proxy stops
+// forwarding; the members still reach each other) right after one of the
+// holder's accepted writes, for twice the TTL: clients on it see their
+// calls hang and must reconnect through the balancer to another member.
+// The leader stays leader; the lock must go on through the others.
+func leaderCut(h *harness, cl *testenv.EtcdCluster, proxies []*faultproxy.Proxy) {
+	h.t.Helper()
+	lead := cl.WaitLeader(30 * time.Second)
+	disturbMember(h, lead, "leader cut", proxies[lead].Cut, proxies[lead].Restore, func() int { return lead })
+}
+
+// disturbMember applies start to member m after one of the holder's
+// accepted writes, waits for leader() and for writes accepted after that
+// by any holder (the liveness bound applies from leader()'s return), keeps the disturbance for
+// twice the TTL, ends it with stop, and waits for the lock to change hands
+// with larger tokens.
+func disturbMember(h *harness, m int, what string, start, stop func(), leader func() int) {
+	h.t.Helper()
+	var at0 time.Duration
+	f := h.waitFired(h.arm(false, 3+h.rng.IntN(5), func(string) {
+		start()
+		at0 = h.reg.now()
+	}), what)
+	ended := false
+	end := func() {
+		if !ended {
+			ended = true
+			stop()
+		}
+	}
+	defer end()
+	next := leader()
+	ready := h.reg.now()
+	h.t.Logf("%s held token %d; %s of member %d; leader %d %v later", f.c, f.tok, what, m, next, ready-at0)
+	var at time.Duration
+	h.reg.await(fmt.Sprintf("an accepted write after the %s", what), h.be.bound()+30*time.Second, func(s *snapshot) bool {
+		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= ready; i-- {
+			if o := s.ops[i]; o.Write && o.OK {
+				at = o.Ret
+			}
+		}
+		return at > 0
+	})
+	// Measured from the election: a lease's clock restarts with it.
+	h.takeover(fmt.Sprintf("%s under token %d", what, f.tok), at-ready)
+	if rest := 2*h.be.ttl - (h.reg.now() - at0); rest > 0 {
+		time.Sleep(rest) // the disturbance lasts; nothing to await
+	}
+	end()
+	if _, ok := h.acquiredAfter(f.tok, 60*time.Second); !ok {
+		h.t.Fatalf("no acquisition after token %d", f.tok)
+	}
+	h.writesAbove(f.tok, 3, 30*time.Second)
 }
 
 // deleteClaimKey deletes the lock's claim key (as `etcdctl del` would)
