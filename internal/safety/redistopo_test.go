@@ -13,8 +13,8 @@ import (
 // that can lose acknowledged writes, as production ones often do: no
 // persistence at all (a restart forgets every claim and the fencing
 // counter), appendfsync everysec with kill -9 (the last second of writes
-// may be lost), and a Sentinel failover (the primary killed with -9; the
-// replica it promotes may have missed the last writes). A lost claim lets
+// may be lost), a Sentinel failover and a Cluster failover (the primary
+// killed with -9; the replica promoted may have missed the last writes). A lost claim lets
 // a contender in while the holder still works until its next renew,
 // which fencing must cover: the checker requires 0 stale writes accepted,
 // no token issued twice or going backwards, and the new holder's writes
@@ -37,6 +37,17 @@ func TestSafetyRedisAmnesia(t *testing.T) {
 				old.Kill()
 				topo.AwaitFailover(t, old, 60*time.Second)
 				old.Start() // the sentinels make it a replica of the new primary
+			}}
+		runScenario(t, be, scenario{fault: faultRestart})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		topo := testenv.StartRedisClusterWithReplicas(t, 3)
+		be := &backendEnv{name: "redis", ttl: ttl, claimLife: ttl,
+			newLink: func(*testing.T) link { return local(topo.URL()) },
+			restart: func(t *testing.T, _ time.Duration) {
+				// The primary serving the lock's keys (all in its name's
+				// hash slot): runScenario names the lock after the fault.
+				topo.Failover(t, topo.SlotOwner(t, "safety-store-restart"), 60*time.Second)
 			}}
 		runScenario(t, be, scenario{fault: faultRestart})
 	})

@@ -142,11 +142,12 @@ func awaitCond(t testing.TB, timeout time.Duration, what string, cond func() boo
 	}
 }
 
-// RedisCluster is a Redis Cluster of primaries (no replicas) on loopback
-// ports, its 16384 slots spread evenly. Everything is stopped in
-// t.Cleanup.
+// RedisCluster is a Redis Cluster of primaries on loopback ports, its
+// 16384 slots spread evenly, with or without replicas. Everything is
+// stopped in t.Cleanup.
 type RedisCluster struct {
-	Nodes []*RedisServer
+	Nodes    []*RedisServer // the primaries, in slot order
+	Replicas []*RedisServer // Replicas[i] replicates Nodes[i]; none by default
 }
 
 // StartRedisCluster starts n (at least 3) cluster-enabled servers, assigns
@@ -198,3 +199,75 @@ func (c *RedisCluster) Addrs() []string {
 
 // URL returns the redis+cluster:// URL of the cluster (redisstore's form).
 func (c *RedisCluster) URL() string { return "redis+cluster://" + strings.Join(c.Addrs(), ",") }
+
+// StartRedisClusterWithReplicas is StartRedisCluster with one replica per
+// primary (Replicas[i] replicates Nodes[i]), so that killing a primary
+// makes the cluster promote its replica, as production clusters run.
+func StartRedisClusterWithReplicas(t testing.TB, n int, opts ...RedisOption) *RedisCluster {
+	t.Helper()
+	c := StartRedisCluster(t, n, opts...)
+	for _, primary := range c.Nodes {
+		id, err := redisCall(primary.Addr(), "CLUSTER", "MYID")
+		if err != nil {
+			t.Fatalf("testenv: CLUSTER MYID on %s: %v", primary.Addr(), err)
+		}
+		r := StartRedis(t, append(opts, RedisArgs("--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"))...)
+		if _, err := redisCall(r.Addr(), "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(c.Nodes[0].Port)); err != nil {
+			t.Fatalf("testenv: CLUSTER MEET from %s: %v", r.Addr(), err)
+		}
+		awaitCond(t, 30*time.Second, "replica "+r.Addr()+" to learn its primary", func() bool {
+			_, err := redisCall(r.Addr(), "CLUSTER", "REPLICATE", fmt.Sprint(id))
+			return err == nil
+		})
+		c.Replicas = append(c.Replicas, r)
+	}
+	awaitCond(t, 60*time.Second, "every replica to sync with its primary", func() bool {
+		for _, r := range c.Replicas {
+			info, err := redisCall(r.Addr(), "INFO", "replication")
+			s, _ := info.(string)
+			if err != nil || !strings.Contains(s, "master_link_status:up") {
+				return false
+			}
+		}
+		return true
+	})
+	return c
+}
+
+// SlotOwner returns the index in Nodes of the primary that served key's
+// slot when the cluster started.
+func (c *RedisCluster) SlotOwner(t testing.TB, key string) int {
+	t.Helper()
+	r, err := redisCall(c.Nodes[0].Addr(), "CLUSTER", "KEYSLOT", key)
+	slot, ok := r.(int64)
+	if err != nil || !ok {
+		t.Fatalf("testenv: CLUSTER KEYSLOT %q: %v (%v)", key, r, err)
+	}
+	return int(slot) * len(c.Nodes) / 16384
+}
+
+// AwaitPromotion waits until the replica of Nodes[i] answers as a primary.
+func (c *RedisCluster) AwaitPromotion(t testing.TB, i int, timeout time.Duration) {
+	t.Helper()
+	r := c.Replicas[i]
+	awaitCond(t, timeout, "replica "+r.Addr()+" to be promoted", func() bool { return role(r.Addr()) == "master" })
+}
+
+// Failover kills the primary Nodes[i] (SIGKILL), waits for the cluster to
+// promote its replica, starts the killed server again (it rejoins as a
+// replica of the new primary) and waits for it to sync; then the two swap
+// places in Nodes and Replicas, so that Failover(t, i) can run again.
+func (c *RedisCluster) Failover(t testing.TB, i int, timeout time.Duration) {
+	t.Helper()
+	old := c.Nodes[i]
+	old.Kill()
+	c.AwaitPromotion(t, i, timeout)
+	old.Start()
+	awaitCond(t, timeout, "the old primary "+old.Addr()+" to rejoin as a replica", func() bool {
+		info, err := redisCall(old.Addr(), "INFO", "replication")
+		s, _ := info.(string)
+		return err == nil && strings.Contains(s, "role:slave") && strings.Contains(s, "master_link_status:up")
+	})
+	c.Nodes[i], c.Replicas[i] = c.Replicas[i], old
+}
