@@ -160,9 +160,15 @@
 //
 // Replication does not make locks safe: Redis replicates asynchronously,
 // so a failover (Sentinel, Cluster) can promote a replica that never
-// received an acquisition or a counter increment. The same lock can then be
-// acquired twice, and a token can repeat. WAIT on the replicas narrows but
-// does not close this window. Where a lock must survive a store failure
+// received an acquisition or a renewal. The same lock can then be acquired
+// twice while the first holder works until its next renew; tokens still
+// grow (they follow the server's clock, see Fencing tokens), so fencing
+// holds. WithReplicaAcks makes each acquisition and renewal wait for n
+// replicas' acknowledgement (WAIT), so that a failover loses a claim only
+// with those replicas; it narrows the window (a replica can still lose an
+// acknowledged write in a crash of its own) but does not close it: WAIT is
+// not consensus. The safety suite's TestSafetyRedisAmnesia rows run a
+// Sentinel and a Cluster failover. Where a lock must survive a store failure
 // with its guarantees, use the etcd or Kubernetes backends, whose writes
 // are committed by consensus; Redlock (below) spreads the risk over
 // independent servers but has weaker tokens.

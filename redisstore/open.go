@@ -80,7 +80,7 @@ func Open(url string, opts ...Option) (*Store, error) {
 // (at least 3, an odd number) that owns its clients: Close closes them.
 func OpenRedlock(urls []string, opts ...Option) (*Redlock, error) {
 	o := newOptions(opts)
-	if err := o.validate(); err != nil {
+	if err := o.validateRedlock(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	if err := checkInstances(len(urls)); err != nil {

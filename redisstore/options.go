@@ -19,6 +19,8 @@ type options struct {
 	driftFactor    float64
 	handover       time.Duration
 	clientOptions  []func(*redis.Options)
+	acks           int // WithReplicaAcks
+	ackTimeout     time.Duration
 }
 
 func newOptions(opts []Option) options {
@@ -37,9 +39,21 @@ func newOptions(opts []Option) options {
 	return o
 }
 
+// validateRedlock is validate, plus what Redlock refuses.
+func (o options) validateRedlock() error {
+	if o.acks > 0 {
+		return fmt.Errorf("%w: WithReplicaAcks applies to one server, Sentinel or Cluster; Redlock's servers are independent primaries", baton.ErrInvalidOptions)
+	}
+	return o.validate()
+}
+
 func (o options) validate() error {
 	if strings.ContainsAny(o.prefix, "{}") {
 		return fmt.Errorf("%w: key prefix %q must not contain '{' or '}' (the lock name is the hash tag)", baton.ErrInvalidOptions, o.prefix)
+	}
+	if o.acks < 0 || (o.acks > 0 && o.ackTimeout <= 0) {
+		return fmt.Errorf("%w: WithReplicaAcks(%d, %v): want a replica count of at least 0 and, with replicas, a positive timeout",
+			baton.ErrInvalidOptions, o.acks, o.ackTimeout)
 	}
 	if o.driftFactor < 0 || o.driftFactor >= 0.5 {
 		return fmt.Errorf("%w: drift factor %v is not in [0, 0.5)", baton.ErrInvalidOptions, o.driftFactor)

@@ -79,7 +79,7 @@ var (
 // subscribers but leaves the clients open.
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Redlock, error) {
 	o := newOptions(opts)
-	if err := o.validate(); err != nil {
+	if err := o.validateRedlock(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	if err := checkInstances(len(clients)); err != nil {

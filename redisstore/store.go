@@ -42,9 +42,13 @@ type Store struct {
 	client   redis.UniversalClient
 	prefix   string
 	handover time.Duration // 0: no FIFO of waiters
-	hub      *hub
-	last     atomic.Pointer[keys] // see keySet
-	owned    []io.Closer          // clients that Open created; Close closes them
+	// acks replicas must acknowledge each acquisition and renewal, within
+	// ackTimeout (WithReplicaAcks); 0: no WAIT.
+	acks       int
+	ackTimeout time.Duration
+	hub        *hub
+	last       atomic.Pointer[keys] // see keySet
+	owned      []io.Closer          // clients that Open created; Close closes them
 }
 
 var (
@@ -67,15 +71,25 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := o.validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
+	switch client.(type) {
+	case *redis.Client, *redis.ClusterClient:
+	default:
+		if o.acks > 0 {
+			return nil, fmt.Errorf("redisstore: %w: WithReplicaAcks needs a client of one server, a Sentinel primary or a Cluster, not %T",
+				baton.ErrInvalidOptions, client)
+		}
+	}
 	return newStore(client, o), nil
 }
 
 func newStore(client redis.UniversalClient, o options) *Store {
 	return &Store{
-		client:   client,
-		prefix:   o.prefix,
-		handover: o.handover,
-		hub:      newHub(client, o.linger, o.healthInterval),
+		client:     client,
+		prefix:     o.prefix,
+		handover:   o.handover,
+		acks:       o.acks,
+		ackTimeout: o.ackTimeout,
+		hub:        newHub(client, o.linger, o.healthInterval),
 	}
 }
 
@@ -176,14 +190,28 @@ func (s *Store) acquire(ctx context.Context, key string, req baton.Request) (acq
 	if s.handover > 0 && (req.Waiting || s.hub.watching(channel)) {
 		waits = "1"
 	}
-	v, err := acquireScript.Run(ctx, s.client, k.all, req.Holder, ownerArg(req.Holder, req.Nonce), millis(req.TTL), channel, waits).Slice()
+	sc, done, err := s.conn(ctx, lock)
+	if err != nil {
+		return acquireResult{}, s.wrap(key, lock, "acquire", err)
+	}
+	defer done()
+	v, err := acquireScript.Run(ctx, sc, k.all, req.Holder, ownerArg(req.Holder, req.Nonce), millis(req.TTL), channel, waits).Slice()
 	if err != nil {
 		return acquireResult{}, s.wrap(key, lock, "acquire", err)
 	}
 	rep := reply{v: v}
 	if rep.int(0) == 1 && len(v) == 2 {
 		r := acquireResult{acquired: true, token: rep.uint(1)}
-		return r, rep.check(s, key, lock, r.token > 0)
+		if err := rep.check(s, key, lock, r.token > 0); err != nil {
+			return r, err
+		}
+		if err := s.awaitAcks(ctx, sc); err != nil {
+			// Undo the claim that a failover could lose: release it
+			// (owner-checked; a failure leaves it to expire).
+			_ = releaseScript.Run(ctx, sc, k.all, req.Holder, ownerArg(req.Holder, req.Nonce), channel, millis(s.handover)).Err()
+			return acquireResult{}, s.wrap(key, lock, "acquire", fmt.Errorf("%w; the claim was released", err))
+		}
+		return r, nil
 	}
 	r := acquireResult{holder: rep.str(1), token: rep.uint(2), pttl: time.Duration(rep.int(3)) * time.Millisecond}
 	return r, rep.check(s, key, lock, len(v) == 4 && rep.int(0) == 0)
@@ -217,11 +245,16 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	}
 	k := s.keySet(g.Key)
 	lock, channel := k.lock, k.channel
+	sc, done, err := s.conn(ctx, lock)
+	if err != nil {
+		return s.wrap(g.Key, lock, op, err)
+	}
+	defer done()
 	var cmd *redis.Cmd
 	if script == releaseScript {
-		cmd = script.Run(ctx, s.client, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover))
+		cmd = script.Run(ctx, sc, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover))
 	} else {
-		cmd = script.Run(ctx, s.client, k.all[:2], ownerArg(g.Holder, g.Nonce), millis(g.TTL))
+		cmd = script.Run(ctx, sc, k.all[:2], ownerArg(g.Holder, g.Nonce), millis(g.TTL))
 	}
 	v, err := cmd.Slice()
 	if err != nil {
@@ -229,7 +262,13 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	}
 	rep := reply{v: v}
 	if rep.int(0) == 1 {
-		return rep.check(s, g.Key, lock, len(v) == 2)
+		if err := rep.check(s, g.Key, lock, len(v) == 2); err != nil || script == releaseScript {
+			return err
+		}
+		if err := s.awaitAcks(ctx, sc); err != nil {
+			return s.wrap(g.Key, lock, op, err) // a renewal a failover could lose is no renewal
+		}
+		return nil
 	}
 	holder, token := rep.str(1), rep.uint(2)
 	if err := rep.check(s, g.Key, lock, len(v) == 3); err != nil {

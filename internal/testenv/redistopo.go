@@ -24,8 +24,8 @@ type RedisSentinel struct {
 	Sentinels []*RedisServer
 }
 
-// StartRedisSentinel starts the topology and returns once the sentinels
-// know the replica (so that a failover can promote it).
+// StartRedisSentinel starts the topology and returns once the replica is in
+// sync and the sentinels know it (so that a failover can promote it).
 func StartRedisSentinel(t testing.TB, opts ...RedisOption) *RedisSentinel {
 	t.Helper()
 	primary := StartRedis(t, opts...)
@@ -46,6 +46,11 @@ func StartRedisSentinel(t testing.TB, opts ...RedisOption) *RedisSentinel {
 			}
 		}
 		return true
+	})
+	awaitCond(t, 30*time.Second, "the replica to sync with the primary", func() bool {
+		info, err := redisCall(replica.Addr(), "INFO", "replication")
+		r, _ := info.(string)
+		return err == nil && strings.Contains(r, "master_link_status:up")
 	})
 	return s
 }
