@@ -369,8 +369,37 @@ func successorOf(kv *mvccpb.KeyValue) *successor {
 	return &successor{key: string(kv.Key), rev: kv.CreateRevision, mod: kv.ModRevision, lease: kv.Lease, val: v}
 }
 
-// heldFair handles a fair attempt that did not acquire.
+// heldFair handles a fair attempt that did not acquire: it returns the
+// HeldError that the failed transaction or read (resp) shows, after
+// registering the place that the transaction put (qk, on lease l, for an
+// attempt without a place e) or updating place e with what it saw; or an
+// error matching baton.ErrLost if e's key is gone, or
+// baton.ErrCorruptRecord for a value that does not parse.
 func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek entryKey, e *entry, l *lease, qk string, resp *clientv3.TxnResponse) error {
+	he, obs, err := s.heldObservation(name, req, resp)
+	if err != nil {
+		return err
+	}
+	heldErr := fmt.Errorf("etcdstore: %w", he)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case e == nil && qk != "": // enqueued now
+		return s.enqueuedLocked(ctx, name, req, ek, l, qk, he, obs, resp, heldErr)
+	case e != nil:
+		return s.placeHeldLocked(name, req, e, he, obs, resp, heldErr)
+	}
+	return heldErr
+}
+
+// heldObservation reads, from a fair attempt's failed transaction or read
+// (resp: the claim, the key ahead, ..., the guard last), who holds the
+// lock and what the attempt waits for: the key ahead if any, else the
+// guard of a claim deleted by hand, else the claim. It records a claim of
+// another holder as the one this Store saw last (see ghost), and starts
+// the grace of a claim seen last that is gone while a queue key ahead
+// still waits.
+func (s *Store) heldObservation(name string, req baton.Request, resp *clientv3.TxnResponse) (*baton.HeldError, observation, error) {
 	ck, _, _ := s.Keys(name)
 	claimKV := kvOrNil(resp.Responses[0].GetResponseRange().GetKvs())
 	aheadKV := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs())
@@ -379,7 +408,7 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 	if claimKV != nil {
 		v, err := decodeValue(claimKV.Value)
 		if err != nil {
-			return s.corrupt(name, ck, err)
+			return nil, observation{}, s.corrupt(name, ck, err)
 		}
 		he.Holder, he.Token = v.holder, uint64(claimKV.ModRevision)
 		if v.holder != req.Holder {
@@ -391,7 +420,7 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 		// Deleted by hand: held until its guard goes (see guarded).
 		v, err := decodeValue(guard.Value)
 		if err != nil {
-			return s.corrupt(name, string(guard.Key), err)
+			return nil, observation{}, s.corrupt(name, string(guard.Key), err)
 		}
 		_, _, poll := leaseTiming(v.ttl)
 		he.Holder, he.Token, he.RetryAfter = v.holder, uint64(guard.ModRevision), poll
@@ -412,59 +441,74 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 	case guard != nil:
 		obs.target, obs.mod = string(guard.Key), guard.ModRevision // its deletion frees the lock
 	}
-	heldErr := fmt.Errorf("etcdstore: %w", he)
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	return he, obs, nil
+}
+
+// enqueuedLocked registers the place that a failed fair acquire
+// transaction (resp) put at qk on lease l, with what it saw (he, obs), and
+// returns heldErr. The place becomes the holder's entry unless the Store
+// is closed or the lease dead (the key then expires with the lease), or a
+// sibling attempt of the same holder enqueued first or the last Watch
+// ended meanwhile (the place is then doomed: the session removes it).
+// s.mu must be held.
+func (s *Store) enqueuedLocked(ctx context.Context, name string, req baton.Request, ek entryKey, l *lease, qk string, he *baton.HeldError, obs observation, resp *clientv3.TxnResponse, heldErr error) error {
+	claimKV := kvOrNil(resp.Responses[0].GetResponseRange().GetKvs())
+	aheadKV := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs())
+	own := kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())
+	if own == nil {
+		return fmt.Errorf("etcdstore: lock %q: unexpected transaction response: the queue key %q read after its put is missing", name, qk)
+	}
+	claimVal, _ := handedValue(own.Value)
+	ne := &entry{name: name, holder: req.Holder, key: qk, rev: own.CreateRevision, claimVal: claimVal, lease: l, since: time.Now(), obs: obs}
+	ne.aheadHolder, ne.aheadNonce = ownerOf(aheadKV)
+	l.entries[ne] = struct{}{}
+	if claimKV != nil && ne.aheadHolder != "" && he.Holder == ne.aheadHolder && claimNonce(claimKV) == ne.aheadNonce {
+		ne.first = true // the key ahead is the holder's
+	}
 	switch {
-	case e == nil && qk != "": // enqueued now
-		own := kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())
-		if own == nil {
-			return fmt.Errorf("etcdstore: lock %q: unexpected transaction response: the queue key %q read after its put is missing", name, qk)
+	case s.closed || l.dead != nil:
+		delete(l.entries, ne) // the key expires with the lease
+	case s.entries[ek] != nil || !s.watchingLocked(name) && !req.Waiting:
+		// A sibling attempt of the same holder enqueued first, or the
+		// last Watch ended meanwhile: this place is not needed.
+		ne.doomed = true
+		s.pokeLocked()
+	default:
+		s.entries[ek] = ne
+		s.addOwnerLocked(ne, ctx)
+		s.specChangedLocked(name)
+	}
+	return heldErr
+}
+
+// placeHeldLocked updates place e from a failed attempt's transaction or
+// read (resp, which saw he and obs) and returns heldErr; or, if e's key
+// is gone and no sibling attempt of the same holder acquired with it,
+// removes e and returns an error matching baton.ErrLost. A newer
+// observation replaces e's, which is then no longer known to be next in
+// line. s.mu must be held.
+func (s *Store) placeHeldLocked(name string, req baton.Request, e *entry, he *baton.HeldError, obs observation, resp *clientv3.TxnResponse, heldErr error) error {
+	if kvOrNil(resp.Responses[2].GetResponseRange().GetKvs()) == nil {
+		if e.consumed || he.Holder == req.Holder {
+			// A sibling attempt of the same holder acquired with this
+			// place: the lock is held, by us.
+			return heldErr
 		}
-		claimVal, _ := handedValue(own.Value)
-		ne := &entry{name: name, holder: req.Holder, key: qk, rev: own.CreateRevision, claimVal: claimVal, lease: l, since: time.Now(), obs: obs}
-		ne.aheadHolder, ne.aheadNonce = ownerOf(aheadKV)
-		l.entries[ne] = struct{}{}
-		if claimKV != nil && ne.aheadHolder != "" && he.Holder == ne.aheadHolder && claimNonce(claimKV) == ne.aheadNonce {
-			ne.first = true // the key ahead is the holder's
+		if e.lost == nil {
+			e.lost = errors.New("its queue key was deleted (its lease expired, or an administrator removed it)")
 		}
-		switch {
-		case s.closed || l.dead != nil:
-			delete(l.entries, ne) // the key expires with the lease
-		case s.entries[ek] != nil || !s.watchingLocked(name) && !req.Waiting:
-			// A sibling attempt of the same holder enqueued first, or the
-			// last Watch ended meanwhile: this place is not needed.
-			ne.doomed = true
-			s.pokeLocked()
-		default:
-			s.entries[ek] = ne
-			s.addOwnerLocked(ne, ctx)
-			s.specChangedLocked(name)
+		why := e.lost
+		s.removeEntryLocked(e)
+		return fmt.Errorf("etcdstore: lock %q: %w: the waiter's place in the queue is gone: %w", name, baton.ErrLost, why)
+	}
+	if obs.rev > e.obs.rev {
+		e.obs = obs
+		e.aheadHolder, e.aheadNonce = ownerOf(kvOrNil(resp.Responses[1].GetResponseRange().GetKvs()))
+		e.first = false
+		if n := successorOf(kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())); n != nil {
+			e.next = n
 		}
-		return heldErr
-	case e != nil:
-		if kvOrNil(resp.Responses[2].GetResponseRange().GetKvs()) == nil {
-			if e.consumed || he.Holder == req.Holder {
-				// A sibling attempt of the same holder acquired with this
-				// place: the lock is held, by us.
-				return heldErr
-			}
-			if e.lost == nil {
-				e.lost = errors.New("its queue key was deleted (its lease expired, or an administrator removed it)")
-			}
-			why := e.lost
-			s.removeEntryLocked(e)
-			return fmt.Errorf("etcdstore: lock %q: %w: the waiter's place in the queue is gone: %w", name, baton.ErrLost, why)
-		}
-		if obs.rev > e.obs.rev {
-			e.obs = obs
-			e.aheadHolder, e.aheadNonce = ownerOf(aheadKV)
-			e.first = false
-			if n := successorOf(kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())); n != nil {
-				e.next = n
-			}
-			s.specChangedLocked(name)
-		}
+		s.specChangedLocked(name)
 	}
 	return heldErr
 }
