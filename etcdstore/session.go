@@ -306,35 +306,10 @@ type kaSent struct {
 // deletes expired claims' keys and abandoned queue entries.
 func (s *Store) run() {
 	defer s.wg.Done()
-	lc := clientv3.RetryLeaseClient(s.client)
-	events := make(chan kaEvent)
-	var (
-		st       *kaStream
-		opening  bool
-		pending  []kaSent // keepalives sent on st, in order; etcd answers them in order
-		reopenAt time.Time
-		backoff  time.Duration
-	)
-	reset := func(why error) {
-		if st == nil {
-			return
-		}
-		st.cancel()
-		st, pending = nil, nil
-		s.mu.Lock()
-		for _, l := range s.leases {
-			l.inflight = false
-		}
-		s.mu.Unlock()
-		backoff = min(max(2*backoff, 50*time.Millisecond), maxBackoff)
-		reopenAt = time.Now().Add(backoff)
-		if s.ctx.Err() == nil {
-			s.log.Warn("etcdstore: lease keepalive stream failed; reopening", "err", why, "retry_in", backoff)
-		}
-	}
+	k := &keepalives{s: s, lc: clientv3.RetryLeaseClient(s.client), events: make(chan kaEvent)}
 	defer func() {
-		if st != nil {
-			st.cancel()
+		if k.st != nil {
+			k.st.cancel()
 		}
 	}()
 	timer := time.NewTimer(time.Hour)
@@ -342,66 +317,125 @@ func (s *Store) run() {
 	for {
 		now := time.Now()
 		s.mu.Lock()
-		sw := s.sweepLocked(now, st != nil)
+		sw := s.sweepLocked(now, k.st != nil)
 		s.mu.Unlock()
 		if sw.stalled {
-			reset(errors.New("no keepalive answer within the stall timeout"))
+			k.reset(errors.New("no keepalive answer within the stall timeout"))
 		}
-		if st != nil {
-			for _, p := range sw.sends {
-				p.at = time.Now()
-				if err := st.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(p.id)}); err != nil {
-					reset(err)
-					break
-				}
-				pending = append(pending, p)
-			}
-		}
-		wake := sw.wake
-		if st == nil && sw.needStream && !opening {
-			if d := time.Until(reopenAt); d > 0 {
-				wake = min(wake, d)
-			} else {
-				opening = true
-				s.wg.Add(1)
-				go s.openStream(lc, events)
-			}
-		}
-		timer.Reset(max(wake, time.Millisecond))
+		k.send(sw.sends)
+		timer.Reset(max(k.open(sw), time.Millisecond))
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-s.poke:
 		case <-timer.C:
-		case ev := <-events:
-			switch {
-			case ev.from == nil: // an open attempt ended
-				opening = false
-				if ev.err != nil {
-					backoff = min(max(2*backoff, 50*time.Millisecond), maxBackoff)
-					reopenAt = time.Now().Add(backoff)
-					if s.ctx.Err() == nil {
-						s.log.Warn("etcdstore: cannot open the lease keepalive stream", "err", ev.err, "retry_in", backoff)
-					}
-					continue
-				}
-				st = ev.opened
-				s.wg.Add(1)
-				go s.receive(st, events)
-			case ev.from != st: // from a stream already reset
-			case ev.err != nil:
-				reset(ev.err)
-			case len(pending) == 0 || int64(pending[0].id) != ev.resp.ID:
-				reset(fmt.Errorf("keepalive answer for lease %x out of order", ev.resp.ID))
-			default:
-				p := pending[0]
-				pending = pending[1:]
-				backoff = 0
-				s.mu.Lock()
-				s.keptAliveLocked(p.l, p.at, ev.resp.TTL)
-				s.mu.Unlock()
-			}
+		case ev := <-k.events:
+			k.handle(ev)
 		}
+	}
+}
+
+// keepalives is the session loop's keepalive stream state. It is owned by
+// the loop's goroutine (run); the leases it touches are guarded by s.mu,
+// which its methods take where they touch them.
+type keepalives struct {
+	s        *Store
+	lc       pb.LeaseClient
+	events   chan kaEvent // from openStream and receive
+	st       *kaStream
+	opening  bool
+	pending  []kaSent // keepalives sent on st, in order; etcd answers them in order
+	reopenAt time.Time
+	backoff  time.Duration
+}
+
+// reset drops the stream (if any) after it failed for why: no keepalive is
+// in flight any more, and a new stream opens after a growing backoff.
+func (k *keepalives) reset(why error) {
+	s := k.s
+	if k.st == nil {
+		return
+	}
+	k.st.cancel()
+	k.st, k.pending = nil, nil
+	s.mu.Lock()
+	for _, l := range s.leases {
+		l.inflight = false
+	}
+	s.mu.Unlock()
+	k.backoff = min(max(2*k.backoff, 50*time.Millisecond), maxBackoff)
+	k.reopenAt = time.Now().Add(k.backoff)
+	if s.ctx.Err() == nil {
+		s.log.Warn("etcdstore: lease keepalive stream failed; reopening", "err", why, "retry_in", k.backoff)
+	}
+}
+
+// send sends the keepalives the sweep decided on the stream, if there is
+// one, recording each one's send time, in order; a failed send resets the
+// stream.
+func (k *keepalives) send(sends []kaSent) {
+	if k.st == nil {
+		return
+	}
+	for _, p := range sends {
+		p.at = time.Now()
+		if err := k.st.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(p.id)}); err != nil {
+			k.reset(err)
+			return
+		}
+		k.pending = append(k.pending, p)
+	}
+}
+
+// open starts opening a stream if the sweep needs one, none is open or
+// opening, and the backoff has passed. It returns how long the loop may
+// sleep: the sweep's wake-up, or sooner if the backoff ends first.
+func (k *keepalives) open(sw sweep) time.Duration {
+	wake := sw.wake
+	if k.st == nil && sw.needStream && !k.opening {
+		if d := time.Until(k.reopenAt); d > 0 {
+			wake = min(wake, d)
+		} else {
+			k.opening = true
+			k.s.wg.Add(1)
+			go k.s.openStream(k.lc, k.events)
+		}
+	}
+	return wake
+}
+
+// handle acts on an event of the stream: an open attempt's result, an
+// answer (matched to the oldest pending keepalive, which it acknowledges
+// under s.mu), or a failure (which resets the stream). Events from a
+// stream already reset are ignored; an answer out of order resets it.
+func (k *keepalives) handle(ev kaEvent) {
+	s := k.s
+	switch {
+	case ev.from == nil: // an open attempt ended
+		k.opening = false
+		if ev.err != nil {
+			k.backoff = min(max(2*k.backoff, 50*time.Millisecond), maxBackoff)
+			k.reopenAt = time.Now().Add(k.backoff)
+			if s.ctx.Err() == nil {
+				s.log.Warn("etcdstore: cannot open the lease keepalive stream", "err", ev.err, "retry_in", k.backoff)
+			}
+			return
+		}
+		k.st = ev.opened
+		s.wg.Add(1)
+		go s.receive(k.st, k.events)
+	case ev.from != k.st: // from a stream already reset
+	case ev.err != nil:
+		k.reset(ev.err)
+	case len(k.pending) == 0 || int64(k.pending[0].id) != ev.resp.ID:
+		k.reset(fmt.Errorf("keepalive answer for lease %x out of order", ev.resp.ID))
+	default:
+		p := k.pending[0]
+		k.pending = k.pending[1:]
+		k.backoff = 0
+		s.mu.Lock()
+		s.keptAliveLocked(p.l, p.at, ev.resp.TTL)
+		s.mu.Unlock()
 	}
 }
 
@@ -492,29 +526,7 @@ func (s *Store) sweepLocked(now time.Time, haveStream bool) sweep {
 		default:
 			due(l.lastSent.Add(l.every))
 		}
-		if len(l.claims)+len(l.entries) > 0 && !l.verifying {
-			retry := l.verifyFailed.Add(verifyPause)
-			if now.Before(l.nextVerify) && (!l.verifyNow || now.Before(retry)) {
-				due(l.nextVerify)
-				if l.verifyNow {
-					due(retry)
-				}
-			} else {
-				l.verifying, l.verifyNow = true, false
-				l, id := l, l.id
-				s.goTask(func(ctx context.Context) { s.verify(ctx, l, id) })
-			}
-		}
-		for e := range l.entries {
-			if e.doomed && !e.deleting {
-				if now.Before(e.retryAt) {
-					due(e.retryAt)
-				} else {
-					e.deleting = true
-					s.goTask(func(ctx context.Context) { s.dropEntry(ctx, e) })
-				}
-			}
-		}
+		s.leaseTasksLocked(l, now, due)
 	}
 	for _, c := range s.claims {
 		if c.lost == nil {
@@ -534,6 +546,38 @@ func (s *Store) sweepLocked(now time.Time, haveStream bool) sweep {
 		}
 	}
 	return sw
+}
+
+// leaseTasksLocked starts the background work that lease l is due for at
+// now: a verification of its attached keys (at most one at a time, every
+// verification period, sooner when asked for but not within verifyPause
+// of a failed one), and the deletion of its abandoned queue entries (one
+// at a time each, retried at their retryAt). It tells due when to look
+// again. s.mu must be held.
+func (s *Store) leaseTasksLocked(l *lease, now time.Time, due func(time.Time)) {
+	if len(l.claims)+len(l.entries) > 0 && !l.verifying {
+		retry := l.verifyFailed.Add(verifyPause)
+		if now.Before(l.nextVerify) && (!l.verifyNow || now.Before(retry)) {
+			due(l.nextVerify)
+			if l.verifyNow {
+				due(retry)
+			}
+		} else {
+			l.verifying, l.verifyNow = true, false
+			id := l.id
+			s.goTask(func(ctx context.Context) { s.verify(ctx, l, id) })
+		}
+	}
+	for e := range l.entries {
+		if e.doomed && !e.deleting {
+			if now.Before(e.retryAt) {
+				due(e.retryAt)
+			} else {
+				e.deleting = true
+				s.goTask(func(ctx context.Context) { s.dropEntry(ctx, e) })
+			}
+		}
+	}
 }
 
 // reap deletes the key of an expired claim if it is still that claim's
@@ -563,25 +607,37 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 	sent := time.Now()
 	resp, err := s.client.TimeToLive(ctx, id, clientv3.WithAttachedKeys())
 	s.mu.Lock()
+	claims, entries, ok := s.verifiedLocked(l, id, sent, resp, err)
+	s.mu.Unlock()
+	if err != nil && ctx.Err() == nil {
+		s.log.Debug("etcdstore: lease verification failed", "lease", fmt.Sprintf("%x", int64(id)), "err", err)
+	}
+	if ok {
+		s.confirmGone(ctx, id, claims, entries)
+	}
+}
+
+// verifiedLocked applies the answer (resp, err) of the verification of
+// lease l (id) sent at sent: it schedules the next one, wakes Renew calls
+// that wait for it (they look once s.mu is released, after the claims'
+// verified times are updated here), declares the lease gone if etcd says
+// so, extends its acknowledged life, and marks as verified at sent the
+// claims whose keys are attached. It returns, with ok, the claims and
+// queue entries created before sent whose keys are missing; ok is false
+// if the verification failed or the lease is gone. s.mu must be held.
+func (s *Store) verifiedLocked(l *lease, id clientv3.LeaseID, sent time.Time, resp *clientv3.LeaseTimeToLiveResponse, err error) (claims []*claim, entries []*entry, ok bool) {
 	l.verifying = false
 	l.nextVerify = time.Now().Add(l.verifyEvery)
-	// Wake Renew calls that wait for a verification; they look once s.mu
-	// is released, after the claims' verified times are updated below.
 	l.broadcast()
 	if err != nil {
 		l.verifyFailed = time.Now()
 	}
 	if err != nil || l.dead != nil {
-		s.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			s.log.Debug("etcdstore: lease verification failed", "lease", fmt.Sprintf("%x", int64(id)), "err", err)
-		}
-		return
+		return nil, nil, false
 	}
 	if resp.TTL < 0 {
 		s.leaseGoneLocked(l, fmt.Errorf("etcd reports lease %x expired or revoked", int64(id)), false)
-		s.mu.Unlock()
-		return
+		return nil, nil, false
 	}
 	if until := sent.Add(time.Duration(resp.TTL) * time.Second); until.After(l.aliveUntil) {
 		l.aliveUntil = until // TTL is rounded down: a safe bound
@@ -590,10 +646,6 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 	for _, k := range resp.Keys {
 		attached[string(k)] = true
 	}
-	var (
-		claims  []*claim
-		entries []*entry
-	)
 	for c := range l.claims {
 		ck, _, _ := s.Keys(c.name)
 		switch {
@@ -613,12 +665,16 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 			entries = append(entries, e)
 		}
 	}
-	s.mu.Unlock()
+	return claims, entries, true
+}
 
-	// A key missing from the list is confirmed with a linearizable read
-	// before its claim is declared lost.
-	// A claim is named by its mod revision (its token), a queue key by its
-	// create revision.
+// confirmGone confirms, with a linearizable read each, that the keys of
+// claims and entries missing from lease id's attached keys are gone
+// (absent, on another lease, or rewritten: a claim is named by its mod
+// revision, its token, a queue key by its create revision), and only then
+// marks them lost. A read that fails proves nothing: the key is left to
+// the next verification.
+func (s *Store) confirmGone(ctx context.Context, id clientv3.LeaseID, claims []*claim, entries []*entry) {
 	gone := func(key string, rev int64, claim bool) bool {
 		r, err := s.client.Get(ctx, key)
 		if err != nil {
