@@ -292,8 +292,16 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 	if err := s.siblingHolds(name, req); err != nil {
 		return baton.Grant{}, err
 	}
-	ck, lk, _ := s.Keys(name)
-	gk := s.guardKey(name)
+	return s.acquirePlain(ctx, name, req, f)
+}
+
+// acquirePlain sends TryAcquire's transaction (plainTxn) outside fair mode
+// and acts on its answer. It sends it again once with a new lease if etcd
+// reports the Store's lease not found; after a transient failure, with
+// growing timeouts and pauses, for as long as a release would try
+// (lastReleaseAttempt) and ctx allows; and after a claim seen last turned
+// out to have been released (see ghost). f is the name's follower, or nil.
+func (s *Store) acquirePlain(ctx context.Context, name string, req baton.Request, f *follower) (baton.Grant, error) {
 	start := time.Now()
 	timeout, pause := firstReleaseAttempt, releaseBackoff
 	var first time.Time // the send time of the first attempt on the current lease
@@ -305,23 +313,7 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 		if first.IsZero() {
 			first = sent
 		}
-		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
-		cond := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0), clientv3.Compare(clientv3.CreateRevision(gk), "=", 0)}
-		s.mu.Lock()
-		sc := s.seen[name]
-		s.mu.Unlock()
-		if sc != nil {
-			// Free only if the claim last seen was released since.
-			cond = append(cond, clientv3.Compare(clientv3.ModRevision(s.releasedKey(name)), ">", sc.mod))
-		}
-		actx, cancel := context.WithTimeout(ctx, timeout)
-		resp, err := s.client.Txn(actx).
-			If(cond...).
-			Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(gk, val, clientv3.WithLease(l.id)),
-				clientv3.OpPut(lk, val), clientv3.OpGet(ck)).
-			Else(clientv3.OpGet(ck), clientv3.OpGet(gk)).
-			Commit()
-		cancel()
+		resp, sc, err := s.plainTxn(ctx, name, req, l, timeout)
 		s.unpin(l)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
@@ -343,7 +335,7 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
 		if resp.Succeeded {
-			kv, err := firstKV(resp, 3)
+			kv, err := firstKV(resp, plainClaimIdx)
 			if err != nil {
 				return baton.Grant{}, s.wrap(name, "acquire", err)
 			}
@@ -352,29 +344,79 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 			s.mu.Unlock()
 			return s.granted(name, req, l, sent, kv.ModRevision, "", nil)
 		}
-		claimGone := len(resp.Responses[0].GetResponseRange().GetKvs()) == 0
-		if guard := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs()); claimGone && guard != nil {
-			return baton.Grant{}, s.guarded(f, name, guard, resp.Header.Revision)
+		g, again, err := s.plainHeld(ctx, name, req, f, l, first, sc, resp)
+		if again {
+			continue // the claim seen last could have expired by now: acquire without the condition
 		}
-		if sc != nil && claimGone {
-			// The claim seen last vanished without a release.
-			if err := s.ghost(ctx, f, name, sc, resp.Header.Revision); err != nil {
-				return baton.Grant{}, err
-			}
-			continue // it could have expired by now: acquire without the condition
-		}
-		kv, err := firstKV(resp, 0)
-		if err != nil {
-			return baton.Grant{}, s.wrap(name, "acquire", err)
-		}
-		if s.ownOrphan(name, req, l, kv) {
-			// An earlier attempt of this request (same holder and nonce,
-			// on this lease) was applied though its answer was lost: the
-			// claim is ours since then, and first is its send time.
-			return s.granted(name, req, l, first, kv.ModRevision, "", nil)
-		}
-		return baton.Grant{}, s.held(f, name, kv, observation{target: ck, mod: kv.ModRevision, rev: resp.Header.Revision})
+		return g, err
 	}
+}
+
+// plainClaimIdx is the index, in the success branch of plainTxn, of the
+// read of the claim just written.
+const plainClaimIdx = 3
+
+// plainTxn sends one acquiring transaction on lease l, within timeout. It
+// succeeds only if the claim and its guard are absent and the claim last
+// seen by this Store (sc, returned) was released since; the success branch
+// puts the claim and the guard on l and the /last record, and reads the
+// claim back (plainClaimIdx); the failure branch reads the claim and the
+// guard.
+func (s *Store) plainTxn(ctx context.Context, name string, req baton.Request, l *lease, timeout time.Duration) (*clientv3.TxnResponse, *seenClaim, error) {
+	ck, lk, _ := s.Keys(name)
+	gk := s.guardKey(name)
+	val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
+	cond := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0), clientv3.Compare(clientv3.CreateRevision(gk), "=", 0)}
+	s.mu.Lock()
+	sc := s.seen[name]
+	s.mu.Unlock()
+	if sc != nil {
+		// Free only if the claim last seen was released since.
+		cond = append(cond, clientv3.Compare(clientv3.ModRevision(s.releasedKey(name)), ">", sc.mod))
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := s.client.Txn(actx).
+		If(cond...).
+		Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(gk, val, clientv3.WithLease(l.id)),
+			clientv3.OpPut(lk, val), clientv3.OpGet(ck)).
+		Else(clientv3.OpGet(ck), clientv3.OpGet(gk)).
+		Commit()
+	return resp, sc, err
+}
+
+// plainHeld acts on a plainTxn that failed (resp): a claim deleted by hand
+// whose guard remains counts as held (see guarded); a claim seen last (sc)
+// that vanished without a release is judged by ghost, and again reports
+// that the transaction should be sent once more; a claim that an earlier
+// attempt of this request wrote on l, though its answer was lost, is
+// granted with first, that attempt's send time; any other claim is
+// reported held.
+func (s *Store) plainHeld(ctx context.Context, name string, req baton.Request, f *follower, l *lease, first time.Time, sc *seenClaim, resp *clientv3.TxnResponse) (g baton.Grant, again bool, err error) {
+	ck, _, _ := s.Keys(name)
+	claimGone := len(resp.Responses[0].GetResponseRange().GetKvs()) == 0
+	if guard := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs()); claimGone && guard != nil {
+		return baton.Grant{}, false, s.guarded(f, name, guard, resp.Header.Revision)
+	}
+	if sc != nil && claimGone {
+		// The claim seen last vanished without a release.
+		if err := s.ghost(ctx, f, name, sc, resp.Header.Revision); err != nil {
+			return baton.Grant{}, false, err
+		}
+		return baton.Grant{}, true, nil
+	}
+	kv, err := firstKV(resp, 0)
+	if err != nil {
+		return baton.Grant{}, false, s.wrap(name, "acquire", err)
+	}
+	if s.ownOrphan(name, req, l, kv) {
+		// An earlier attempt of this request (same holder and nonce, on
+		// this lease) was applied though its answer was lost: the claim
+		// is ours since then, and first is its send time.
+		g, err = s.granted(name, req, l, first, kv.ModRevision, "", nil)
+		return g, false, err
+	}
+	return baton.Grant{}, false, s.held(f, name, kv, observation{target: ck, mod: kv.ModRevision, rev: resp.Header.Revision})
 }
 
 // ghost applies DESIGN invariant 3 to sc, a claim of another owner that
