@@ -119,16 +119,16 @@ func (s *Store) readPlace(ctx context.Context, name string, req baton.Request, e
 	// The member must also have this place's key and the last
 	// observation, or it would report the place lost.
 	s.mu.Lock()
-	min, serializable := e.obs.rev, f != nil
+	atLeast, serializable := e.obs.rev, f != nil
 	if f != nil {
-		min, serializable = max(min, f.seen), !f.broken
+		atLeast, serializable = max(atLeast, f.seen), !f.broken
 	}
 	s.mu.Unlock()
 	var resp *clientv3.TxnResponse
 	if serializable {
 		resp, err = read(true)
 	}
-	if !serializable || err == nil && resp.Header.Revision < min {
+	if !serializable || err == nil && resp.Header.Revision < atLeast {
 		resp, err = read(false)
 	}
 	if err != nil {
