@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/baton-go/baton"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -62,6 +63,9 @@ func NewConfigMap(client kubernetes.Interface, namespace string, opts ...Option)
 	s, err := newStore(namespace, &configMapKind{c: client.CoreV1().ConfigMaps(namespace)}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("kube: NewConfigMap: %w", err)
+	}
+	if s.o.adopt {
+		return nil, fmt.Errorf("kube: NewConfigMap: %w: WithAdoption applies to Leases only", baton.ErrInvalidOptions)
 	}
 	return &ConfigMapStore{s}, nil
 }

@@ -192,6 +192,9 @@ func NewDistributedLock(c client.WithWatch, namespace string, opts ...Distribute
 	if err != nil {
 		return nil, fmt.Errorf("kube: NewDistributedLock: %w", err)
 	}
+	if s.o.adopt {
+		return nil, fmt.Errorf("kube: NewDistributedLock: %w: WithAdoption applies to Leases only", baton.ErrInvalidOptions)
+	}
 	d := &DistributedLockStore{
 		base: s, c: c, cap: int32(cfg.capacity),
 		seen:   map[string]map[entryKey]time.Time{},

@@ -56,6 +56,7 @@ func NewLease(client kubernetes.Interface, namespace string, opts ...Option) (*L
 	if err != nil {
 		return nil, fmt.Errorf("kube: NewLease: %w", err)
 	}
+	s.adoptable = true
 	return &LeaseStore{s}, nil
 }
 

@@ -33,6 +33,7 @@ type options struct {
 	burst        int
 	maxConflicts int
 	clock        baton.PassiveClock
+	adopt        bool // WithAdoption
 }
 
 // WithApplication names the application that owns the lock names used
@@ -48,6 +49,24 @@ type options struct {
 // alphanumerics, '-', '_' and '.', starting and ending with an
 // alphanumeric).
 func WithApplication(name string) Option { return func(o *options) { o.app = name } }
+
+// WithAdoption lets a LeaseStore take over Leases that baton did not
+// create: those of client-go's leaderelection (LeaseLock), which writes the
+// same spec fields (holderIdentity, leaseDurationSeconds, renewTime, ...),
+// so that a fleet can move from client-go to baton one replica at a time.
+// Such a Lease is judged like baton's own: a claim held by a client-go
+// leader expires only after the Lease stayed unchanged for its
+// leaseDurationSeconds as observed here, and every write is conditional on
+// the resourceVersion read, as client-go's are, so a mixed fleet never has
+// two leaders (client-go keeps RenewDeadline below LeaseDuration). The first
+// acquisition by baton writes its annotations and label and counts tokens
+// from the Lease's resourceVersion, larger than every token issued on an
+// earlier object of that name; client-go keeps other fields of the objects
+// it updates, so the counter survives client-go's terms. Without this
+// option such a Lease is refused with an *ApplicationError (Foreign). Only
+// NewLease and NewLeaseForConfig accept it: a ConfigMap written by another
+// tool has no record baton could judge.
+func WithAdoption() Option { return func(o *options) { o.adopt = true } }
 
 // WithRateLimit sets the QPS and burst of the client that NewLeaseForConfig
 // builds (default DefaultQPS, DefaultBurst). NewLease ignores it: the

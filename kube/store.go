@@ -21,6 +21,10 @@ type store struct {
 	k  kind
 	o  options
 
+	// adoptable: the kind's objects written by other tools can be judged
+	// (Leases; see WithAdoption).
+	adoptable bool
+
 	mu      sync.Mutex
 	seen    map[string]observation  // by object name; see sweepLocked
 	sweepAt int                     // sweep seen when it grows past this
@@ -295,6 +299,12 @@ func (s *store) create(ctx context.Context, key string, req baton.Request, dur i
 func (s *store) take(ctx context.Context, cur object, req baton.Request, dur int32) (baton.Grant, error) {
 	const op = "acquire"
 	key := cur.name
+	if !cur.baton && s.o.adopt && s.adoptable {
+		var err error
+		if cur, err = s.adopt(cur); err != nil {
+			return baton.Grant{}, s.fail(ctx, op, "update", key, err)
+		}
+	}
 	if err := s.checkApplication(cur); err != nil {
 		return baton.Grant{}, err
 	}
@@ -332,6 +342,24 @@ func (s *store) take(ctx context.Context, cur object, req baton.Request, dur int
 	}
 	s.wrote(updated, sent)
 	return grant(updated, req), nil
+}
+
+// adopt returns cur, a Lease another tool wrote (client-go leader
+// election), as baton's: with this store's application and, as its last
+// token, its resourceVersion, which is larger than every token issued on
+// an earlier object of this name (see WithAdoption). Its claim, if any, is
+// judged as any other.
+func (s *store) adopt(cur object) (object, error) {
+	rv, err := parseResourceVersion(cur.rv)
+	if err != nil {
+		return cur, errCorrupt(err)
+	}
+	if cur.holder != "" && cur.durationSec <= 0 {
+		return cur, errCorrupt(fmt.Errorf("held by %q without spec.leaseDurationSeconds", cur.holder))
+	}
+	cur.baton, cur.app, cur.hasApp = true, s.o.app, true
+	cur.token, cur.pending = rv, false
+	return cur, nil
 }
 
 // finish clears the expired (or released) claim of cur, an object being
