@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-const faultAPIServerKill = "2 API servers: the holder's API server killed while held"
+const faultAPIServerKill = "2 API servers: the API server of the holder killed while held"
 
 // TestSafetyTwoAPIServers runs the Lease backend on two kube-apiservers
 // that share one etcd, as a highly available control plane does, with the
@@ -55,7 +55,7 @@ func TestSafetyTwoAPIServers(t *testing.T) {
 		restart: func(t *testing.T, _ time.Duration) { t.Fatal("not used") },
 	}
 	kill := []func(){
-		func() { killSharedAPIServer(t) },
+		func() { killSharedAPIServer(t, second.pid()) },
 		second.kill,
 	}
 	start := []func(){
@@ -83,9 +83,9 @@ func TestSafetyTwoAPIServers(t *testing.T) {
 }
 
 // killSharedAPIServer kills the shared control plane's kube-apiserver
-// (see restartAPIServer) and reaps it.
-func killSharedAPIServer(t *testing.T) {
-	pid, err := apiServerPID()
+// (see restartAPIServer), not the one whose pid is other, and reaps it.
+func killSharedAPIServer(t *testing.T, other int) {
+	pid, err := apiServerPID(other)
 	if err != nil {
 		t.Error(err)
 		return
@@ -179,6 +179,16 @@ func (s *apiServer) start(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// pid is the server's process ID, or 0 while it is stopped.
+func (s *apiServer) pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // kill stops the server with SIGKILL and reaps it; a stopped one is left.

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -356,8 +357,9 @@ func restartAPIServer(t *testing.T, down time.Duration) {
 }
 
 // apiServerPID finds the shared kube-apiserver: the process whose command
-// line names certDir (envtest does not expose its process).
-func apiServerPID() (int, error) {
+// line names certDir (envtest does not expose its process), other than the
+// processes in not (a second API server started with the same flags).
+func apiServerPID(not ...int) (int, error) {
 	want := []byte("--cert-dir=" + certDir)
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
@@ -365,7 +367,7 @@ func apiServerPID() (int, error) {
 	}
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
+		if err != nil || slices.Contains(not, pid) {
 			continue
 		}
 		cmd, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))

@@ -89,7 +89,7 @@ func balancedEnv(t *testing.T, addrs []string) *backendEnv {
 // the harness's own: warm up, inject each round, stop, check.
 func runClusterScenario(t *testing.T, be *backendEnv, fault string, inject func(h *harness)) {
 	sc := scenario{fault: fault, rounds: rounds()}
-	sc.lock = "safety-etcd3-" + strings.NewReplacer(" ", "-", ":", "").Replace(strings.ToLower(fault))
+	sc.lock = "safety-" + be.name + "-" + strings.NewReplacer(" ", "-", ":", "").Replace(strings.ToLower(fault))
 	h := newHarness(t, be, sc)
 	start := time.Now()
 	for range K {
