@@ -583,95 +583,110 @@ func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req b
 	}
 	var lastErr error
 	for range s.base.o.maxConflicts {
-		cur, err := s.get(ctx, key)
-		if apierrors.IsNotFound(err) && !isCRDMissing(err) {
-			if gone, rem := s.missing(key, nil); rem > 0 {
-				return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted while %q held it (token %d); "+
-					"its claim may last until one lease duration after this process first saw it missing: %w", op, ns, key,
-					gone.holder, gone.token, &baton.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
-			}
-			g, err := s.create(ctx, key, req, dur)
-			if apierrors.IsAlreadyExists(err) {
-				lastErr = err
-				continue
-			}
-			if err != nil {
-				return baton.Grant{}, s.fail(ctx, op, "create", key, err)
-			}
-			return g, nil
-		}
-		if err != nil {
-			return baton.Grant{}, s.fail(ctx, op, "get", key, err)
-		}
-		if err := check(cur); err != nil {
-			return baton.Grant{}, s.fail(ctx, op, "get", key, err)
-		}
-		if err := s.checkApplication(cur); err != nil {
-			return baton.Grant{}, err
-		}
-		rem := s.observe(cur)
-		if cur.DeletionTimestamp != nil {
-			err := s.finish(ctx, cur, rem)
-			if errRetry(err) {
-				lastErr = err
-				continue
-			}
-			return baton.Grant{}, err
-		}
-		var live []v1alpha1.Holder
-		soonest := -1
-		for i := range cur.Status.Holders {
-			h := &cur.Status.Holders[i]
-			if rem[i] <= 0 {
-				continue
-			}
-			if h.Identity == req.Holder && h.Nonce == req.Nonce {
-				return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: already held by this owner: %w", op, ns, key,
-					&baton.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[i]})
-			}
-			live = append(live, *h)
-			if soonest < 0 || rem[i] < rem[soonest] {
-				soonest = i
-			}
-		}
-		if len(live) >= capacityOf(cur) {
-			h := &cur.Status.Holders[soonest]
-			return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %d of %d slots held: %w", op, ns, key, len(live), capacityOf(cur),
-				&baton.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[soonest]})
-		}
-		token, err := nextToken(cur)
-		if err != nil {
-			return baton.Grant{}, s.fail(ctx, op, "update", key, err)
-		}
-		next := cur.DeepCopy()
-		now := microNow(s.base.now(), nil)
-		h := v1alpha1.Holder{
-			Identity: req.Holder, Nonce: req.Nonce, Token: token, LeaseDurationSeconds: dur,
-			AcquireTime: now, RenewTime: now,
-		}
-		next.Spec.LeaseDurationSeconds = dur
-		next.Status.Holders = append(live, h)
-		next.Status.Token = h.Token
-		if cur.Status.Token > 0 {
-			next.Status.Transitions = cur.Status.Transitions + 1
-		}
-		settleToken(next)
-		mine := keyOf(&h)
-		sent := s.base.now()
-		err = s.update(ctx, next)
-		if apierrors.IsConflict(err) {
+		g, err := s.attempt(ctx, key, req, dur)
+		if errRetry(err) {
 			lastErr = err
 			continue
 		}
-		if err != nil {
-			return baton.Grant{}, s.fail(ctx, op, "update", key, err)
-		}
-		s.wrote(next, sent, &mine)
-		return dlGrant(next, &h, req.TTL), nil
+		return g, err
 	}
 	// Every attempt lost its conditional write: others won the lock.
 	return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: contended: lost %d conditional writes in a row to other writers (last: %v): %w",
 		op, ns, key, s.base.o.maxConflicts, lastErr, &baton.HeldError{Key: key})
+}
+
+// attempt is one round of TryAcquire: read the object, decide, and write
+// conditionally. A lost race, or a deletion it let finish, returns an
+// error errRetry accepts, for TryAcquire to read again.
+func (s *DistributedLockStore) attempt(ctx context.Context, key string, req baton.Request, dur int32) (baton.Grant, error) {
+	const op = "acquire"
+	ns := s.base.ns
+	cur, err := s.get(ctx, key)
+	switch {
+	case apierrors.IsNotFound(err) && !isCRDMissing(err):
+		if gone, rem := s.missing(key, nil); rem > 0 {
+			return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted while %q held it (token %d); "+
+				"its claim may last until one lease duration after this process first saw it missing: %w", op, ns, key,
+				gone.holder, gone.token, &baton.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
+		}
+		g, err := s.create(ctx, key, req, dur)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return baton.Grant{}, s.fail(ctx, op, "create", key, err)
+		}
+		return g, err
+	case err != nil:
+		return baton.Grant{}, s.fail(ctx, op, "get", key, err)
+	}
+	if err := check(cur); err != nil {
+		return baton.Grant{}, s.fail(ctx, op, "get", key, err)
+	}
+	if err := s.checkApplication(cur); err != nil {
+		return baton.Grant{}, err
+	}
+	rem := s.observe(cur)
+	if cur.DeletionTimestamp != nil {
+		return baton.Grant{}, s.finish(ctx, cur, rem)
+	}
+	return s.takeSlot(ctx, cur, rem, req, dur)
+}
+
+// takeSlot adds req's entry to cur, dropping the entries judged expired
+// (rem), with an update on cur's resourceVersion, if fewer than capacity
+// entries are live; a lost race returns the API server's Conflict error as
+// it is.
+func (s *DistributedLockStore) takeSlot(ctx context.Context, cur *v1alpha1.DistributedLock, rem []time.Duration,
+	req baton.Request, dur int32) (baton.Grant, error) {
+	const op = "acquire"
+	ns, key := s.base.ns, cur.Name
+	var live []v1alpha1.Holder
+	soonest := -1
+	for i := range cur.Status.Holders {
+		h := &cur.Status.Holders[i]
+		if rem[i] <= 0 {
+			continue
+		}
+		if h.Identity == req.Holder && h.Nonce == req.Nonce {
+			return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: already held by this owner: %w", op, ns, key,
+				&baton.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[i]})
+		}
+		live = append(live, *h)
+		if soonest < 0 || rem[i] < rem[soonest] {
+			soonest = i
+		}
+	}
+	if len(live) >= capacityOf(cur) {
+		h := &cur.Status.Holders[soonest]
+		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %d of %d slots held: %w", op, ns, key, len(live), capacityOf(cur),
+			&baton.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[soonest]})
+	}
+	token, err := nextToken(cur)
+	if err != nil {
+		return baton.Grant{}, s.fail(ctx, op, "update", key, err)
+	}
+	next := cur.DeepCopy()
+	now := microNow(s.base.now(), nil)
+	h := v1alpha1.Holder{
+		Identity: req.Holder, Nonce: req.Nonce, Token: token, LeaseDurationSeconds: dur,
+		AcquireTime: now, RenewTime: now,
+	}
+	next.Spec.LeaseDurationSeconds = dur
+	next.Status.Holders = append(live, h)
+	next.Status.Token = h.Token
+	if cur.Status.Token > 0 {
+		next.Status.Transitions = cur.Status.Transitions + 1
+	}
+	settleToken(next)
+	mine := keyOf(&h)
+	sent := s.base.now()
+	err = s.update(ctx, next)
+	switch {
+	case apierrors.IsConflict(err):
+		return baton.Grant{}, err
+	case err != nil:
+		return baton.Grant{}, s.fail(ctx, op, "update", key, err)
+	}
+	s.wrote(next, sent, &mine)
+	return dlGrant(next, &h, req.TTL), nil
 }
 
 // finish handles cur, an object being deleted, which is never acquired:
