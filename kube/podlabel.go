@@ -49,6 +49,16 @@ func PodName() (string, error) {
 // before the cut-off one's validity has ended, so a former leader keeps
 // the label at most one round trip past its validity end.
 //
+// While it leads, the Pod also carries the annotation
+// AnnotationPodDeletionCost set to LeaderDeletionCost, so that a
+// ReplicaSet that scales down (a Deployment's rolling update, kubectl
+// scale) deletes the standbys before the leader: in a rolling update the
+// leader's Pod goes last among the old ones, and leadership moves once,
+// to a new Pod, instead of from old Pod to old Pod. Lead removes it from
+// the other Pods with the label, Unlead from this Pod. (A Pod's own
+// deletion cost, set by someone else, is overwritten while it leads and
+// removed after.)
+//
 // It needs get, list and patch on pods in the namespace: grant them in a
 // Role of their own (deploy/example has one), apart from the lock's.
 type LeaderLabel struct {
@@ -56,6 +66,15 @@ type LeaderLabel struct {
 	ns, pod    string
 	key, value string
 }
+
+// AnnotationPodDeletionCost is the Pod annotation a ReplicaSet reads to
+// choose which Pods to delete first when it scales down: lower costs go
+// first (Kubernetes 1.22 and later).
+const AnnotationPodDeletionCost = "controller.kubernetes.io/pod-deletion-cost"
+
+// LeaderDeletionCost is the deletion cost LeaderLabel gives the leader's
+// Pod; Pods without the annotation count as 0.
+const LeaderDeletionCost = "1000"
 
 // NewLeaderLabel returns a LeaderLabel for Pod pod in namespace ns; label
 // is "KEY=VALUE".
@@ -108,14 +127,22 @@ func (l *LeaderLabel) Lead(ctx context.Context) error {
 	return l.patch(ctx, l.pod, &v)
 }
 
-// Unlead removes the label from this Pod.
+// Unlead removes the label and the deletion cost from this Pod.
 func (l *LeaderLabel) Unlead(ctx context.Context) error { return l.patch(ctx, l.pod, nil) }
 
-// patch sets the label on Pod name to *value, or removes it if value is
-// nil (a merge patch; removing a label that is not there is no error, nor
-// is a Pod that is gone).
+// patch sets the label on Pod name to *value, and its deletion cost to
+// LeaderDeletionCost, or removes both if value is nil (a merge patch;
+// removing what is not there is no error, nor is a Pod that is gone).
 func (l *LeaderLabel) patch(ctx context.Context, name string, value *string) error {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{l.key: value}}})
+	var cost *string
+	if value != nil {
+		c := LeaderDeletionCost
+		cost = &c
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels":      map[string]*string{l.key: value},
+		"annotations": map[string]*string{AnnotationPodDeletionCost: cost},
+	}})
 	if err != nil {
 		return err
 	}

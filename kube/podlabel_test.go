@@ -41,6 +41,22 @@ func labelled(t *testing.T, cs kubernetes.Interface, ns string) []string {
 	return names
 }
 
+// deletionCosts returns the Pods' pod-deletion-cost annotations.
+func deletionCosts(t *testing.T, cs kubernetes.Interface, ns string) map[string]string {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	costs := map[string]string{}
+	for _, p := range pods.Items {
+		if v, ok := p.Annotations[kube.AnnotationPodDeletionCost]; ok {
+			costs[p.Name] = v
+		}
+	}
+	return costs
+}
+
 // Lead moves the label to this Pod, taking it from any other (a cut-off
 // former leader's); Unlead removes it; other labels stay.
 func TestLeaderLabel(t *testing.T) {
@@ -73,8 +89,15 @@ func TestLeaderLabel(t *testing.T) {
 	if got := labelled(t, cs, ns); len(got) != 1 || got[0] != "pod-b" {
 		t.Fatalf("after b leads: labelled %v", got)
 	}
+	// The leader's Pod alone carries the deletion cost.
+	if got := deletionCosts(t, cs, ns); got["pod-b"] != kube.LeaderDeletionCost || got["pod-a"] != "" {
+		t.Fatalf("after b leads: deletion costs %v", got)
+	}
 	if err := b.Unlead(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if got := deletionCosts(t, cs, ns); len(got) != 0 {
+		t.Fatalf("after b's term: deletion costs %v", got)
 	}
 	if got := labelled(t, cs, ns); len(got) != 0 {
 		t.Fatalf("after b's term: labelled %v", got)
