@@ -8,9 +8,25 @@ import (
 // Backend is the seam between baton's lock engine and a coordination store.
 //
 // A Backend performs atomic operations on one record per key and reports
-// what it saw. It owns no timers and no goroutines of its own beyond a
-// single call: all timing (renew cadence, step-down, validity end, retry),
-// logging and metrics live in the engine (Mutex, Lease, Elector).
+// what it saw. Every decision about a lock's time lives in the engine
+// (Mutex, Lease, Elector): renew cadence, step-down, validity end, retry,
+// logging and metrics. A Backend never ends, extends or hands over a claim
+// on a timer of its own. It may run goroutines and timers for its
+// connection to the store, and must say which in its documentation; the
+// stores in this repository do:
+//
+//   - memory and file: none beyond a call, except file's Watch (an
+//     inotify reader per watched lock, ended with the watch's context);
+//   - kube: a shared watch per watched lock object, re-established after
+//     errors, ended with the last watch's context;
+//   - redisstore: one subscriber connection for release notices, kept while
+//     any lock was watched in the last minute, and a periodic health check
+//     of it;
+//   - etcdstore: a session goroutine that keeps its etcd leases alive and
+//     deletes claims at their deadline (the reaper), followers that watch
+//     locks and the fair queue, and the timers that pace them. The claim's
+//     validity is still the engine's: the reaper only removes a claim the
+//     holder can no longer count as valid.
 //
 // Every method must be safe for concurrent use. Every state change must be a
 // single conditional operation on the store (compare-and-swap on a version,
