@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -82,9 +80,9 @@ func EtcdNoFsync() EtcdOption { return func(c *etcdConfig) { c.unsafeSync = true
 // acknowledged, even after Kill). It is killed in t.Cleanup. Methods are safe
 // for concurrent use.
 type Etcd struct {
-	t   testing.TB
-	bin string
-	cfg etcdConfig
+	server // Start, Stop (SIGTERM, SIGKILL after 15s), Kill, Restart, Log, Pause, Resume
+	bin    string
+	cfg    etcdConfig
 
 	// ClientPort is the client (gRPC and HTTP) port on 127.0.0.1.
 	ClientPort int
@@ -99,11 +97,13 @@ type Etcd struct {
 	// name and initialCluster make the process a member of a cluster
 	// (EtcdCluster); empty, it is a cluster of one named "baton-test".
 	name, initialCluster string
+}
 
-	mu     sync.Mutex
-	proc   *proc // nil while stopped
-	last   *proc // the latest process, for Log
-	paused bool  // stopped with SIGSTOP (Pause), not yet continued
+// newEtcd returns a stopped member; StartEtcd and StartEtcdCluster start it.
+func newEtcd(t testing.TB, bin string, cfg etcdConfig, name, dir string) *Etcd {
+	e := &Etcd{bin: bin, cfg: cfg, name: name, Dir: dir}
+	e.server = server{t: t, kind: "etcd", addr: e.Addr, launch: e.launch, stopSig: syscall.SIGTERM, stopTimeout: etcdStopTimeout}
+	return e
 }
 
 // FindEtcd returns the path of the etcd binary: $BATON_ETCD_BIN if set, else
@@ -149,10 +149,11 @@ func StartEtcd(t testing.TB, opts ...EtcdOption) *Etcd {
 	if err != nil {
 		unavailable(t, "%v", err)
 	}
-	e := &Etcd{t: t, bin: bin, Dir: filepath.Join(t.TempDir(), "data")}
+	var cfg etcdConfig
 	for _, o := range opts {
-		o(&e.cfg)
+		o(&cfg)
 	}
+	e := newEtcd(t, bin, cfg, "", filepath.Join(t.TempDir(), "data"))
 	if e.cfg.autoTLS {
 		files, _ := WriteTLSFiles(t)
 		e.cfg.tls = &EtcdTLS{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile, ClientCertAuth: true}
@@ -248,47 +249,6 @@ func (e *Etcd) ClientTLS() *tls.Config {
 	return c
 }
 
-// Running reports whether the process is running.
-func (e *Etcd) Running() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.proc != nil
-}
-
-// Start starts a stopped server again with the same data directory and
-// ports, and returns once it is healthy. It fails the test if it cannot.
-func (e *Etcd) Start() {
-	e.t.Helper()
-	if err := e.start(); err != nil {
-		e.t.Fatalf("testenv: restart etcd on %s: %v", e.Addr(), err)
-	}
-}
-
-// Stop shuts the server down with SIGTERM and waits for it to exit (it is
-// killed if it has not exited after 15s). Its data stays in Dir.
-func (e *Etcd) Stop() { e.stop(syscall.SIGTERM) }
-
-// Kill kills the server with SIGKILL (a crash) and waits for it to exit.
-// Every write it acknowledged is still in Dir.
-func (e *Etcd) Kill() { e.stop(syscall.SIGKILL) }
-
-// Restart stops the server with SIGTERM and starts it again.
-func (e *Etcd) Restart() {
-	e.t.Helper()
-	e.Stop()
-	e.Start()
-}
-
-// Log returns what the current (or last) process wrote to stderr.
-func (e *Etcd) Log() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.last == nil {
-		return ""
-	}
-	return e.last.log.String()
-}
-
 func (e *Etcd) args() []string {
 	name := e.name
 	if name == "" {
@@ -334,12 +294,8 @@ func (e *Etcd) peerURL() string {
 	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.PeerPort))
 }
 
-func (e *Etcd) start() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.proc != nil {
-		return errors.New("already running")
-	}
+// launch starts etcd and returns it once it is healthy.
+func (e *Etcd) launch() (*proc, error) {
 	cmd := exec.Command(e.bin, e.args()...)
 	cmd.Dir = filepath.Dir(e.Dir)
 	// ETCD_* variables of the caller would be read as flags.
@@ -350,21 +306,19 @@ func (e *Etcd) start() error {
 	}
 	out, err := cmd.StderrPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd.Stdout = nil
 	setPdeathsig(cmd)
 	p, _, err := startProc(cmd, out, "")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	e.last = p
 	if err := e.waitHealthy(p); err != nil {
 		p.kill()
-		return err
+		return p, err
 	}
-	e.proc = p
-	return nil
+	return p, nil
 }
 
 // waitHealthy polls the metrics listener's /health until etcd reports
@@ -402,47 +356,4 @@ func (e *Etcd) waitHealthy(p *proc) error {
 		}
 		last = fmt.Sprintf("/health: %s %s %s", resp.Status, h.Health, h.Reason)
 	}
-}
-
-func (e *Etcd) stop(sig syscall.Signal) {
-	e.mu.Lock()
-	p, paused := e.proc, e.paused
-	e.proc, e.paused = nil, false
-	e.mu.Unlock()
-	if p == nil {
-		return
-	}
-	if paused && sig != syscall.SIGKILL {
-		// A stopped process handles SIGTERM only once continued.
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	}
-	p.stop(sig, etcdStopTimeout)
-}
-
-// Pause stops the running process with SIGSTOP: it keeps its sockets but
-// answers nothing, as a member whose machine or VM is frozen. Resume
-// continues it. Pausing a stopped or paused server does nothing.
-func (e *Etcd) Pause() { e.signal(syscall.SIGSTOP, true) }
-
-// Resume continues a paused process with SIGCONT.
-func (e *Etcd) Resume() { e.signal(syscall.SIGCONT, false) }
-
-// Paused reports whether the process is paused.
-func (e *Etcd) Paused() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.paused
-}
-
-func (e *Etcd) signal(sig syscall.Signal, pause bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.proc == nil || e.paused == pause {
-		return
-	}
-	if err := e.proc.cmd.Process.Signal(sig); err != nil {
-		e.t.Errorf("testenv: etcd on %s: %v: %v", e.Addr(), sig, err)
-		return
-	}
-	e.paused = pause
 }

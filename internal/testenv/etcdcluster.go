@@ -57,7 +57,7 @@ func StartEtcdCluster(t testing.TB, opts ...EtcdOption) *EtcdCluster {
 	c := &EtcdCluster{t: t}
 	token := fmt.Sprintf("baton-test-%d-%d", os.Getpid(), time.Now().UnixNano())
 	for i := range clusterSize {
-		m := &Etcd{t: t, bin: bin, cfg: cfg, name: fmt.Sprintf("member%d", i), Dir: filepath.Join(root, fmt.Sprintf("member%d", i))}
+		m := newEtcd(t, bin, cfg, fmt.Sprintf("member%d", i), filepath.Join(root, fmt.Sprintf("member%d", i)))
 		m.cfg.args = append(append([]string(nil), cfg.args...), "--initial-cluster-token="+token)
 		c.Members = append(c.Members, m)
 		t.Cleanup(m.Kill)

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -50,8 +49,8 @@ const PostgresUser = "postgres"
 // it is for tests only. It is stopped in t.Cleanup. Methods are safe for
 // concurrent use.
 type Postgres struct {
-	t   testing.TB
-	bin string // directory holding initdb and postgres
+	server        // Start, Stop (SIGINT: fast shutdown), Kill, Restart, Log
+	bin    string // directory holding initdb and postgres
 	// Port is the TCP port on 127.0.0.1.
 	Port int
 	// Dir is the server's own directory (owned by the server's user): it
@@ -60,9 +59,6 @@ type Postgres struct {
 
 	runAs *pgUser // nil unless the tests run as root
 	args  []string
-
-	mu   sync.Mutex
-	proc *proc // nil while stopped
 }
 
 type pgUser struct{ uid, gid uint32 }
@@ -134,7 +130,10 @@ func StartPostgres(t testing.TB, opts ...PostgresOption) *Postgres {
 	if err != nil {
 		unavailable(t, "%v", err)
 	}
-	p := &Postgres{t: t, bin: bin, Dir: t.TempDir()}
+	p := &Postgres{bin: bin, Dir: t.TempDir()}
+	// Stop is a fast shutdown (SIGINT: open transactions roll back,
+	// connections close), killed after postgresStopTimeout.
+	p.server = server{t: t, kind: "postgres", addr: p.Addr, launch: p.launch, stopSig: syscall.SIGINT, stopTimeout: postgresStopTimeout}
 	for _, o := range opts {
 		o(p)
 	}
@@ -259,52 +258,9 @@ func (p *Postgres) DSNFor(database string) string {
 // Addr returns "127.0.0.1:port".
 func (p *Postgres) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)) }
 
-// Running reports whether the server is running.
-func (p *Postgres) Running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.proc != nil
-}
-
-// Log returns what the current (or last) postmaster wrote to its log.
-func (p *Postgres) Log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.proc == nil {
-		return ""
-	}
-	return p.proc.log.String()
-}
-
-// Start starts a stopped server again on the same port and cluster. It
-// fails the test if the server cannot start.
-func (p *Postgres) Start() {
-	p.t.Helper()
-	if err := p.start(); err != nil {
-		p.t.Fatalf("testenv: restart postgres on %s: %v", p.Addr(), err)
-	}
-}
-
-// Stop shuts the server down (fast shutdown: SIGINT, which rolls back open
-// transactions and closes connections) and waits for it to exit; after
-// postgresStopTimeout it kills it.
-func (p *Postgres) Stop() {
-	p.mu.Lock()
-	pr := p.proc
-	p.proc = nil
-	p.mu.Unlock()
-	if pr == nil {
-		return
-	}
-	pr.stop(syscall.SIGINT, postgresStopTimeout)
-}
-
-func (p *Postgres) start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.proc != nil {
-		return errors.New("already running")
-	}
+// launch starts the postmaster and returns it once it accepts TCP
+// connections.
+func (p *Postgres) launch() (*proc, error) {
 	args := append([]string{
 		"-D", p.dataDir(),
 		"-k", p.Dir,
@@ -319,15 +275,15 @@ func (p *Postgres) start() error {
 	cmd := p.command("postgres", args...)
 	out, err := cmd.StderrPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd.Stdout = nil // postgres logs to stderr
 	pr, ready, err := startProc(cmd, out, "ready to accept connections")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := pr.awaitReady("postgres", ready, postgresStartTimeout); err != nil {
-		return err
+		return pr, err
 	}
 	// The log line comes once the postmaster accepts connections; check the
 	// TCP listener as well, so that a caller never races it.
@@ -340,10 +296,9 @@ func (p *Postgres) start() error {
 		}
 		if time.Now().After(deadline) {
 			pr.kill()
-			return fmt.Errorf("postgres said it was ready but %s does not accept connections: %v", p.Addr(), err)
+			return pr, fmt.Errorf("postgres said it was ready but %s does not accept connections: %v", p.Addr(), err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	p.proc = pr
-	return nil
+	return pr, nil
 }

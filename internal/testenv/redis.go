@@ -60,19 +60,17 @@ func WithRedisTLS(t RedisTLS) RedisOption { return func(c *redisConfig) { c.tls 
 
 // RedisServer is a redis-server process on a free loopback port, with its
 // own data directory in t.TempDir(). Without AppendOnly it persists nothing
-// (save "" and appendonly no): a restart loses every key. It is stopped in
-// t.Cleanup. Methods are safe for concurrent use.
+// (save "" and appendonly no): a restart (Stop, or Kill, then Start) loses
+// every key; with it, Start loads the data before it accepts connections.
+// It is killed in t.Cleanup. Methods are safe for concurrent use.
 type RedisServer struct {
-	t   testing.TB
-	bin string
-	cfg redisConfig
+	server // Start, Stop (SIGTERM), Kill, Restart, Log, Pause, Resume
+	bin    string
+	cfg    redisConfig
 	// Port is the TCP port on 127.0.0.1; it stays the same across restarts.
 	Port int
 	// Dir is the data directory (RDB/AOF files); it survives restarts.
 	Dir string
-
-	mu   sync.Mutex
-	proc *proc // nil while stopped
 }
 
 // FindRedisServer returns the path of redis-server: $BATON_REDIS_SERVER if
@@ -101,7 +99,8 @@ func StartRedis(t testing.TB, opts ...RedisOption) *RedisServer {
 	if err != nil {
 		unavailable(t, "%v", err)
 	}
-	r := &RedisServer{t: t, bin: bin, Dir: t.TempDir()}
+	r := &RedisServer{bin: bin, Dir: t.TempDir()}
+	r.server = server{t: t, kind: "redis-server", addr: r.Addr, launch: r.launch, stopSig: syscall.SIGTERM}
 	for _, o := range opts {
 		o(&r.cfg)
 	}
@@ -131,48 +130,6 @@ func (r *RedisServer) URL() string {
 		return "rediss://" + r.Addr()
 	}
 	return "redis://" + r.Addr()
-}
-
-// Running reports whether the process is running.
-func (r *RedisServer) Running() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.proc != nil
-}
-
-// Start starts a stopped server again on the same port and directory. With
-// AppendOnly it loads its data before it accepts connections. It fails the
-// test if the server cannot start.
-func (r *RedisServer) Start() {
-	r.t.Helper()
-	if err := r.start(); err != nil {
-		r.t.Fatalf("testenv: restart redis-server on %s: %v", r.Addr(), err)
-	}
-}
-
-// Stop shuts the server down with SIGTERM and waits for it to exit. Without
-// AppendOnly it saves nothing, so its data is gone.
-func (r *RedisServer) Stop() { r.stop(syscall.SIGTERM) }
-
-// Kill kills the server with SIGKILL (a crash) and waits for it to exit.
-func (r *RedisServer) Kill() { r.stop(syscall.SIGKILL) }
-
-// Restart stops the server with SIGTERM and starts it again on the same port
-// and directory.
-func (r *RedisServer) Restart() {
-	r.t.Helper()
-	r.Stop()
-	r.Start()
-}
-
-// Log returns what the current (or last) process wrote to its log.
-func (r *RedisServer) Log() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.proc == nil {
-		return ""
-	}
-	return r.proc.log.String()
 }
 
 func (r *RedisServer) args() ([]string, error) {
@@ -211,21 +168,19 @@ func (r *RedisServer) args() ([]string, error) {
 	return append(a, r.cfg.args...), nil
 }
 
-func (r *RedisServer) start() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.proc != nil {
-		return errors.New("already running")
-	}
+// launch starts redis-server and returns it once it accepts connections
+// (a sentinel: once it monitors the primary). With AppendOnly it loads its
+// data first.
+func (r *RedisServer) launch() (*proc, error) {
 	args, err := r.args()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd := exec.Command(r.bin, args...)
 	cmd.Dir = r.Dir
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd.Stderr = cmd.Stdout
 	setPdeathsig(cmd)
@@ -235,24 +190,9 @@ func (r *RedisServer) start() error {
 	}
 	p, ready, err := startProc(cmd, out, readyLine)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := p.awaitReady("redis-server", ready, redisStartTimeout); err != nil {
-		return err
-	}
-	r.proc = p
-	return nil
-}
-
-func (r *RedisServer) stop(sig syscall.Signal) {
-	r.mu.Lock()
-	p := r.proc
-	r.proc = nil
-	r.mu.Unlock()
-	if p == nil {
-		return
-	}
-	p.stop(sig, 0)
+	return p, p.awaitReady("redis-server", ready, redisStartTimeout)
 }
 
 func freePort() (int, error) {
