@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -185,8 +186,9 @@ func campaignBaton(ctx context.Context, t *testing.T, cfg *rest.Config, ns strin
 // by another tool holds no record baton could judge.
 func TestAdoptionLeasesOnly(t *testing.T) {
 	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
-	if _, err := kube.NewConfigMapForConfig(cfg, "ns", kube.WithAdoption()); !errors.Is(err, baton.ErrInvalidOptions) {
-		t.Errorf("NewConfigMapForConfig with WithAdoption: %v; want ErrInvalidOptions", err)
+	_, err := kube.NewConfigMapForConfig(cfg, "ns", kube.WithAdoption())
+	if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "WithAdoption applies to Leases only") {
+		t.Errorf("NewConfigMapForConfig with WithAdoption: %v; want ErrInvalidOptions saying it is for Leases", err)
 	}
 	if _, err := kube.NewLeaseForConfig(cfg, "ns", kube.WithAdoption()); err != nil {
 		t.Errorf("NewLeaseForConfig with WithAdoption: %v", err)

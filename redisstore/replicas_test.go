@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,11 +65,13 @@ func acquireRenewRelease(t *testing.T, url string, opts ...redisstore.Option) {
 func TestReplicaAcksInvalid(t *testing.T) {
 	url := "redis://127.0.0.1:1"
 	for _, o := range []redisstore.Option{redisstore.WithReplicaAcks(-1, time.Second), redisstore.WithReplicaAcks(1, 0)} {
-		if _, err := redisstore.Open(url, o); !errors.Is(err, baton.ErrInvalidOptions) {
-			t.Errorf("Open with a bad WithReplicaAcks: %v; want ErrInvalidOptions", err)
+		_, err := redisstore.Open(url, o)
+		if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "want a replica count of at least 0 and, with replicas, a positive timeout") {
+			t.Errorf("Open with a bad WithReplicaAcks: %v; want ErrInvalidOptions saying what is wanted", err)
 		}
 	}
-	if _, err := redisstore.OpenRedlock([]string{url, url, url}, redisstore.WithReplicaAcks(1, time.Second)); !errors.Is(err, baton.ErrInvalidOptions) {
-		t.Errorf("OpenRedlock with WithReplicaAcks: %v; want ErrInvalidOptions", err)
+	_, err := redisstore.OpenRedlock([]string{url, url, url}, redisstore.WithReplicaAcks(1, time.Second))
+	if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "Redlock's servers are independent primaries") {
+		t.Errorf("OpenRedlock with WithReplicaAcks: %v; want ErrInvalidOptions saying why", err)
 	}
 }
