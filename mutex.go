@@ -104,117 +104,31 @@ func (m *Mutex) wrap(err error) error {
 // lock waits for the lock; parent is the parent of the Lease's context;
 // observe (optional) is told the holder seen at every conflict.
 func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (*Lease, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	start := m.cfg.clock.Now()
-	var changes <-chan struct{}
-	// The watches' context is made at the first watch: an uncontended
-	// Lock never watches, and a child of a cancellable ctx costs a
-	// registration with it.
-	var watchCtx context.Context
-	stopWatch := context.CancelFunc(func() {})
-	defer func() { stopWatch() }()
-	w, canWatch := m.b.(Watcher)
-	watches := 0
-	startWatch := func() {
-		watches++
-		if watchCtx == nil {
-			watchCtx, stopWatch = context.WithCancel(ctx)
-		}
-		var (
-			ch  <-chan struct{}
-			err error
-		)
-		if ww, ok := w.(WaiterWatcher); ok && observe == nil {
-			// Only this contender's chances matter, not who else holds.
-			ch, err = ww.WatchWaiter(watchCtx, m.name, m.cfg.identity)
-		} else {
-			ch, err = w.Watch(watchCtx, m.name)
-		}
-		if err != nil {
-			m.cfg.logger.Debug("baton: watch failed; polling", "lock", m.name, "err", err)
-			return
-		}
-		changes = ch
-	}
-	var lastErr error // why the last attempt before ctx ended did not acquire
+	_, canWatch := m.b.(Watcher)
 	// One nonce for every attempt of this call: only one of them can
 	// acquire, and a store that hands the lock to a waiter (etcdstore's
 	// fair mode) can then write the claim with the nonce the waiter will
 	// present.
-	nonce := NewNonce()
-	// stopped keeps the last attempt's cause (a HeldError only if the
-	// lock was held at that attempt; an unreachable store otherwise).
-	stopped := func() error {
-		if lastErr != nil {
-			return fmt.Errorf("%w; stopped waiting: %w", lastErr, ctx.Err())
-		}
-		return ctx.Err()
+	return m.cfg.await(ctx, parent, m.name, lockAttempts{m, NewNonce(), observe}, canWatch, observe)
+}
+
+// lockAttempts are the attempts of one Mutex.lock call.
+type lockAttempts struct {
+	m       *Mutex
+	nonce   string
+	observe func(holder string)
+}
+
+func (a lockAttempts) claim(ctx, parent context.Context) (*Lease, error) {
+	return a.m.try(ctx, parent, a.nonce, true)
+}
+
+func (a lockAttempts) watch(ctx context.Context) (<-chan struct{}, error) {
+	if ww, ok := a.m.b.(WaiterWatcher); ok && a.observe == nil {
+		// Only this contender's chances matter, not who else holds.
+		return ww.WatchWaiter(ctx, a.m.name, a.m.cfg.identity)
 	}
-	for {
-		l, err := m.try(ctx, parent, nonce, true)
-		if err == nil {
-			m.observe(Event{Kind: EventAcquired, Name: m.name, Holder: m.cfg.identity, Token: l.Token(), Duration: m.cfg.clock.Since(start)})
-			return l, nil
-		}
-		var held *HeldError
-		wait := jitter(m.cfg.retryPeriod)
-		switch {
-		case errors.As(err, &held):
-			lastErr = held
-			if observe != nil {
-				observe(held.Holder)
-			}
-			switch {
-			case changes != nil && held.RetryAfter > 0:
-				// The watch reports releases and takeovers; retry on our
-				// own only when the claim can first expire, so an idle
-				// standby makes no requests of its own.
-				wait = held.RetryAfter
-			case changes != nil:
-				wait = jitter(m.cfg.ttl) // a safety net for a silent watch
-			case held.RetryAfter > 0 && held.RetryAfter < wait:
-				wait = held.RetryAfter
-			}
-		case ctx.Err() != nil:
-			return nil, stopped()
-		case isPermanent(err):
-			return nil, err
-		default:
-			lastErr = err
-			m.cfg.logger.Warn("baton: acquire failed; retrying", "lock", m.name, "err", err, "retry_in", wait)
-		}
-		if canWatch && changes == nil && held != nil {
-			// Watch only once the lock is found held, so that an
-			// uncontended Lock costs one acquire and nothing more. The
-			// first time, try again at once: a release between that
-			// attempt and the watch's start would otherwise be missed
-			// until the retry. (A watch that broke is restarted too, but
-			// then the wait below bounds the retries.)
-			startWatch()
-			if changes != nil && watches == 1 {
-				continue
-			}
-		}
-		t := m.cfg.clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, stopped()
-		case _, ok := <-changes:
-			t.Stop()
-			if !ok {
-				changes = nil
-			}
-		case <-t.C():
-		}
-		if ctx.Err() != nil {
-			// Woken by the watch (closed because ctx ended) or the timer
-			// just as ctx ended: report the wait, not a fresh attempt.
-			return nil, stopped()
-		}
-	}
+	return a.m.b.(Watcher).Watch(ctx, a.m.name)
 }
 
 // try makes one attempt with nonce; waiting says whether the caller will
@@ -238,9 +152,11 @@ func (m *Mutex) try(ctx, parent context.Context, nonce string, waiting bool) (*L
 	return newLease(m, parent, g, sent), nil
 }
 
-func (m *Mutex) observe(e Event) {
-	if m.cfg.observer != nil {
-		m.cfg.observer.Observe(e)
+func (m *Mutex) observe(e Event) { m.cfg.observe(e) }
+
+func (c *config) observe(e Event) {
+	if c.observer != nil {
+		c.observer.Observe(e)
 	}
 }
 

@@ -1,0 +1,155 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// A claimer makes the attempts that a waiting Mutex.Lock or
+// Semaphore.Acquire repeats: on one lock, or on every slot of a semaphore.
+type claimer interface {
+	// claim makes one attempt. parent is the parent of the Lease's context.
+	// If everything it tried is held, the error matches ErrHeld and
+	// unwraps to the *HeldError that can end first.
+	claim(ctx, parent context.Context) (*Lease, error)
+	// watch opens a watch of what claim contends for (see Watcher). It is
+	// called only if the backend is a Watcher.
+	watch(ctx context.Context) (<-chan struct{}, error)
+}
+
+// await repeats c's attempts until one acquires, ctx ends, or an attempt
+// fails with an error that retrying cannot fix (invalid name, corrupt
+// record, permission, misconfiguration). name names the lock or semaphore
+// in log lines; observe (optional) is told the holder seen at every
+// conflict.
+//
+// While everything is held it waits for the backend's watch, if canWatch,
+// retrying on its own only when the backend expects the claim seen to end
+// first (HeldError.RetryAfter); without a watch it retries every
+// RetryPeriod with jitter, and no later than that.
+func (c *config) await(ctx, parent context.Context, name string, cl claimer, canWatch bool, observe func(holder string)) (*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	start := c.clock.Now()
+	w := watching{open: cl.watch}
+	defer w.stop()
+	var lastErr error // why the last attempt before ctx ended did not acquire
+	// stopped keeps the last attempt's cause (a HeldError only if the
+	// lock was held at that attempt; an unreachable store otherwise).
+	stopped := func() error {
+		if lastErr != nil {
+			return fmt.Errorf("%w; stopped waiting: %w", lastErr, ctx.Err())
+		}
+		return ctx.Err()
+	}
+	for {
+		l, err := cl.claim(ctx, parent)
+		if err == nil {
+			c.observe(Event{Kind: EventAcquired, Name: l.Name(), Holder: c.identity, Token: l.Token(), Duration: c.clock.Since(start)})
+			return l, nil
+		}
+		var held *HeldError
+		wait := jitter(c.retryPeriod)
+		switch {
+		case errors.As(err, &held):
+			lastErr = err
+			if observe != nil {
+				observe(held.Holder)
+			}
+			wait = c.heldWait(held, w.changes != nil)
+		case ctx.Err() != nil:
+			return nil, stopped()
+		case isPermanent(err):
+			return nil, err
+		default:
+			lastErr = err
+			c.logger.Warn("baton: acquire failed; retrying", "lock", name, "err", err, "retry_in", wait)
+		}
+		if canWatch && w.changes == nil && held != nil {
+			// Watch only once the lock is found held, so that an
+			// uncontended Lock costs one acquire and nothing more. The
+			// first time, try again at once: a release between that
+			// attempt and the watch's start would otherwise be missed
+			// until the retry. (A watch that broke is restarted too, but
+			// then the wait below bounds the retries.)
+			if w.start(ctx, c, name) && w.started == 1 {
+				continue
+			}
+		}
+		if !c.sleep(ctx, wait, &w) {
+			return nil, stopped()
+		}
+	}
+}
+
+// heldWait is how long to wait after finding held busy: with a watch, until
+// the claim can first end (the watch reports releases and takeovers before
+// that, so an idle standby makes no requests of its own), or a TTL as a
+// safety net for a silent watch; without one, the retry period or less.
+func (c *config) heldWait(held *HeldError, watched bool) time.Duration {
+	wait := jitter(c.retryPeriod)
+	switch {
+	case watched && held.RetryAfter > 0:
+		return held.RetryAfter
+	case watched:
+		return jitter(c.ttl)
+	case held.RetryAfter > 0 && held.RetryAfter < wait:
+		return held.RetryAfter
+	}
+	return wait
+}
+
+// sleep waits for d, a change reported by w, or the end of ctx. It returns
+// false if ctx ended: woken by the watch (closed because ctx ended) or the
+// timer just as ctx ended, the caller reports the wait, not a fresh
+// attempt.
+func (c *config) sleep(ctx context.Context, d time.Duration, w *watching) bool {
+	t := c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case _, ok := <-w.changes:
+		if !ok {
+			w.changes = nil
+		}
+	case <-t.C():
+	}
+	return ctx.Err() == nil
+}
+
+// watching is await's watch: opened once the lock is found held, in a
+// context that await's return ends.
+type watching struct {
+	open    func(ctx context.Context) (<-chan struct{}, error)
+	changes <-chan struct{} // nil until opened, and after it broke
+	started int
+	// The watches' context is made at the first watch: an uncontended
+	// Lock never watches, and a child of a cancellable ctx costs a
+	// registration with it.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// start opens the watch and reports whether it is open.
+func (w *watching) start(ctx context.Context, c *config, name string) bool {
+	w.started++
+	if w.ctx == nil {
+		w.ctx, w.cancel = context.WithCancel(ctx)
+	}
+	ch, err := w.open(w.ctx)
+	if err != nil {
+		c.logger.Debug("baton: watch failed; polling", "lock", name, "err", err)
+		return false
+	}
+	w.changes = ch
+	return true
+}
+
+func (w *watching) stop() {
+	if w.cancel != nil {
+		w.cancel()
+	}
+}
