@@ -103,3 +103,29 @@ func ExampleElector() {
 	// leading with token 1
 	// Run: context canceled
 }
+
+// A Semaphore lets a few holders work at once. Each lease is of one slot,
+// and its token fences writes per slot (Lease.Name).
+func ExampleSemaphore() {
+	store := memory.New()
+	exporters, err := baton.NewSemaphore(store, "exporters", 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	a, _ := exporters.TryAcquire(ctx)
+	b, _ := exporters.TryAcquire(ctx)
+	_, err = exporters.TryAcquire(ctx)
+	fmt.Println("third holder refused:", errors.Is(err, baton.ErrHeld))
+	fmt.Println("two slots:", a.Name() != b.Name())
+
+	a.Unlock(ctx)
+	c, _ := exporters.Acquire(ctx) // gets the slot a freed
+	fmt.Println("same slot, larger token:", c.Name() == a.Name() && c.Token() > a.Token())
+	b.Unlock(ctx)
+	c.Unlock(ctx)
+	// Output:
+	// third holder refused: true
+	// two slots: true
+	// same slot, larger token: true
+}

@@ -104,6 +104,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Exclusive", func(t *testing.T) {
 		t.Run("TryAcquire", s.testExclusiveTryAcquire)
 		t.Run("Mutex", s.testExclusiveMutex)
+		t.Run("Semaphore", s.testExclusiveSemaphore)
 	})
 
 	for _, st := range []struct {
@@ -125,6 +126,7 @@ func Run(t *testing.T, h Harness) {
 		{"ValidNames", s.testValidNames},
 		{"CanceledContext", s.testCanceledContext},
 		{"Lease", s.testLease},
+		{"Semaphore", s.testSemaphore},
 		{"ForceRelease", s.testForceRelease},
 		{"WaiterWatcher", s.testWaiterWatcher},
 	} {
