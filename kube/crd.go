@@ -29,14 +29,18 @@ import (
 // It implements baton.Backend, baton.Watcher, baton.Lister and
 // baton.ForceReleaser, and is safe for concurrent use.
 //
-// A DistributedLock holds what a Lease cannot: up to spec.capacity holders
-// at once, each with its own fencing token and its own expiry. With
-// capacity 1 (the default) it is a mutex with exactly the guarantees of
-// LeaseStore; with capacity N a counting semaphore: N contenders hold it at
-// once, each TryAcquire of a free slot issues the next token of the lock's
-// single counter (so the N holders have distinct tokens, each larger than
-// every token issued before), and the N+1st gets baton.ErrHeld.
-//
+// A DistributedLock is a mutex with exactly the guarantees of LeaseStore,
+// in a resource of baton's own (with an application name, a schema and
+// kubectl columns). Its spec.capacity must be 1 (the default). An object
+// with a larger capacity (a counting semaphore, which baton's first
+// versions kept in one object) is refused with baton.ErrMisconfigured:
+// its holders shared one token counter, so a protected resource could not
+// fence them, and the Mutex's first guarantee is one holder. For several
+// holders use baton.NewSemaphore, which keeps one object per slot, each a
+// mutex with its own tokens. The store still reads, renews and releases
+// the entries of such an object, so holders from older versions end
+// cleanly.
+
 // # Guarantees
 //
 // As for LeaseStore (see the package documentation): every state change is
@@ -96,7 +100,6 @@ import (
 type DistributedLockStore struct {
 	base *store // namespace, options, error reporting, Watch
 	c    client.WithWatch
-	cap  int32
 
 	mu sync.Mutex
 	// seen is, per lock name, when this process first saw each holder
@@ -130,28 +133,14 @@ var (
 )
 
 // DistributedLockOption configures NewDistributedLock. Every Option
-// (WithApplication, WithRateLimit, WithMaxConflicts, WithClock) is one, and
-// so is WithCapacity.
+// (WithApplication, WithRateLimit, WithMaxConflicts, WithClock) is one.
 type DistributedLockOption interface {
 	applyDistributedLock(*dlConfig)
 }
 
-type dlConfig struct {
-	opts     []Option
-	capacity int
-}
+type dlConfig struct{ opts []Option }
 
 func (o Option) applyDistributedLock(c *dlConfig) { c.opts = append(c.opts, o) }
-
-type capacityOption int
-
-func (n capacityOption) applyDistributedLock(c *dlConfig) { c.capacity = int(n) }
-
-// WithCapacity sets spec.capacity of the DistributedLock objects the store
-// creates (default 1): how many holders may hold one lock at once. It does
-// not change existing objects: an object's spec.capacity (which an
-// administrator may set with kubectl) always decides.
-func WithCapacity(n int) DistributedLockOption { return capacityOption(n) }
 
 // Scheme returns a runtime.Scheme that knows the baton.dev/v1alpha1 types,
 // for building a client for NewDistributedLock.
@@ -178,14 +167,10 @@ func NewDistributedLock(c client.WithWatch, namespace string, opts ...Distribute
 		return nil, fmt.Errorf("kube: NewDistributedLock: the client's scheme does not know %s; build the client with kube.Scheme()", gvk)
 	}
 	var cfg dlConfig
-	cfg.capacity = 1
 	for _, o := range opts {
 		if o != nil {
 			o.applyDistributedLock(&cfg)
 		}
-	}
-	if cfg.capacity < 1 || cfg.capacity > math.MaxInt32 {
-		return nil, fmt.Errorf("kube: NewDistributedLock: WithCapacity(%d): the capacity must be at least 1", cfg.capacity)
 	}
 	k := &dlKind{c: c, ns: namespace}
 	s, err := newStore(namespace, k, cfg.opts)
@@ -196,7 +181,7 @@ func NewDistributedLock(c client.WithWatch, namespace string, opts ...Distribute
 		return nil, fmt.Errorf("kube: NewDistributedLock: %w: WithAdoption applies to Leases only", baton.ErrInvalidOptions)
 	}
 	d := &DistributedLockStore{
-		base: s, c: c, cap: int32(cfg.capacity),
+		base: s, c: c,
 		seen:   map[string]map[entryKey]time.Time{},
 		last:   map[string]*v1alpha1.DistributedLock{},
 		claims: map[string]claimSeen{},
@@ -552,11 +537,11 @@ func dlGrant(l *v1alpha1.DistributedLock, h *v1alpha1.Holder, ttl time.Duration)
 		Version: versionOf(l.ResourceVersion, string(l.UID))}
 }
 
-// TryAcquire takes a slot of the lock key for req if fewer than
-// spec.capacity entries are live as judged by this process, with one
-// conditional write that also removes the entries judged expired: a
-// create (spec.capacity from WithCapacity) that fails if the object
-// exists, or an update on the resourceVersion read. The new entry gets
+// TryAcquire takes the lock key for req if no entry is live as judged by
+// this process, with one conditional write that also removes the entries
+// judged expired: a create that fails if the object exists, or an update
+// on the resourceVersion read. An object whose spec.capacity is above 1
+// is refused with baton.ErrMisconfigured (see DistributedLockStore). The new entry gets
 // token status.token+1 (a created object: its resourceVersion; see
 // create). A missing object that this process last saw held is not created
 // before that claim could have expired (see Deleted lock objects in the
@@ -623,6 +608,9 @@ func (s *DistributedLockStore) attempt(ctx context.Context, key string, req bato
 	if err := s.checkApplication(cur); err != nil {
 		return baton.Grant{}, err
 	}
+	if err := checkCapacity(cur); err != nil {
+		return baton.Grant{}, err
+	}
 	rem := s.observe(cur)
 	if cur.DeletionTimestamp != nil {
 		return baton.Grant{}, s.finish(ctx, cur, rem)
@@ -630,9 +618,21 @@ func (s *DistributedLockStore) attempt(ctx context.Context, key string, req bato
 	return s.takeSlot(ctx, cur, rem, req, dur)
 }
 
+// checkCapacity refuses to acquire an object with spec.capacity above 1: a
+// counting semaphore, which a lock is not (see DistributedLockStore).
+func checkCapacity(cur *v1alpha1.DistributedLock) error {
+	n := capacityOf(cur)
+	if n <= 1 {
+		return nil
+	}
+	return fmt.Errorf("kube: acquire %s/%s: %w: the DistributedLock has spec.capacity %d, but a lock has one holder; "+
+		"for up to %d holders use baton.NewSemaphore(store, %q, %d), which keeps one object per slot; "+
+		"to use this object as a lock, set its capacity to 1: kubectl -n %s patch distributedlock %s --type merge -p '{\"spec\":{\"capacity\":1}}'",
+		cur.Namespace, cur.Name, baton.ErrMisconfigured, n, n, cur.Name, n, cur.Namespace, cur.Name)
+}
+
 // takeSlot adds req's entry to cur, dropping the entries judged expired
-// (rem), with an update on cur's resourceVersion, if fewer than capacity
-// entries are live; a lost race returns the API server's Conflict error as
+// (rem), with an update on cur's resourceVersion, if no entry is live; a lost race returns the API server's Conflict error as
 // it is.
 func (s *DistributedLockStore) takeSlot(ctx context.Context, cur *v1alpha1.DistributedLock, rem []time.Duration,
 	req baton.Request, dur int32) (baton.Grant, error) {
@@ -654,9 +654,9 @@ func (s *DistributedLockStore) takeSlot(ctx context.Context, cur *v1alpha1.Distr
 			soonest = i
 		}
 	}
-	if len(live) >= capacityOf(cur) {
+	if len(live) > 0 {
 		h := &cur.Status.Holders[soonest]
-		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %d of %d slots held: %w", op, ns, key, len(live), capacityOf(cur),
+		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w", op, ns, key,
 			&baton.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[soonest]})
 	}
 	token, err := nextToken(cur)
@@ -752,7 +752,7 @@ func (s *DistributedLockStore) create(ctx context.Context, key string, req baton
 			Annotations: map[string]string{AnnotationToken: TokenFromResourceVersion},
 			Finalizers:  []string{FinalizerClaim},
 		},
-		Spec: v1alpha1.DistributedLockSpec{LeaseDurationSeconds: dur, Capacity: s.cap, Application: s.base.o.app},
+		Spec: v1alpha1.DistributedLockSpec{LeaseDurationSeconds: dur, Capacity: 1, Application: s.base.o.app},
 		Status: v1alpha1.DistributedLockStatus{
 			Token: 1, Holders: []v1alpha1.Holder{h}, ProtocolVersion: v1alpha1.ProtocolVersionPendingToken,
 		},

@@ -115,7 +115,7 @@ func TestDLAdminCreatedTakesResourceVersion(t *testing.T) {
 	var last uint64
 	for i := range 3 {
 		l := &v1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x"},
-			Spec: v1alpha1.DistributedLockSpec{LeaseDurationSeconds: 10, Capacity: 2}}
+			Spec: v1alpha1.DistributedLockSpec{LeaseDurationSeconds: 10, Capacity: 1}}
 		if err := c.Create(ctx, l); err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,59 +37,77 @@ func fakeReq(holder string) baton.Request {
 	return baton.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: 10 * time.Second}
 }
 
-// TestDLPerHolderObservation: with two holders, one renewing keeps only
-// its own entry alive; a contender takes the other's slot once it has seen
-// that entry unchanged for its TTL, although the object kept changing.
-func TestDLPerHolderObservation(t *testing.T) {
-	s, clk, _ := newFakeDLs(t, 3, WithCapacity(2))
-	a, b, c := s[0], s[1], s[2]
+// TestDLCapacityAboveOne: an object with spec.capacity above 1, as baton's
+// first versions wrote for a counting semaphore, is refused for acquiring
+// with ErrMisconfigured naming the fix, also through a waiting Mutex; its
+// holders still renew and release their entries; once its capacity is set
+// to 1, a contender waits for the live entry and then takes the lock with
+// a larger token.
+func TestDLCapacityAboveOne(t *testing.T) {
+	s, clk, c := newFakeDLs(t, 3)
+	a, b, newcomer := s[0], s[1], s[2]
 	ctx := context.Background()
-	const ttl = 10 * time.Second
-	ga, err := a.TryAcquire(ctx, "pool", fakeReq("a"))
+	now := metav1.NewMicroTime(clk.Now())
+	entry := func(id string, token int64) v1alpha1.Holder {
+		return v1alpha1.Holder{Identity: id, Nonce: id + "-nonce", Token: token, LeaseDurationSeconds: 10, AcquireTime: &now, RenewTime: &now}
+	}
+	old := &v1alpha1.DistributedLock{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns"},
+		Spec:       v1alpha1.DistributedLockSpec{LeaseDurationSeconds: 10, Capacity: 2},
+		Status:     v1alpha1.DistributedLockStatus{Token: 6, Holders: []v1alpha1.Holder{entry("a", 5), entry("b", 6)}},
+	}
+	if err := c.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newcomer.TryAcquire(ctx, "pool", fakeReq("new"))
+	for _, want := range []string{"spec.capacity 2", "baton.NewSemaphore(store, \"pool\", 2)", "kubectl -n ns patch distributedlock pool"} {
+		if !errors.Is(err, baton.ErrMisconfigured) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("TryAcquire of a capacity-2 object: %v; want ErrMisconfigured mentioning %q", err, want)
+		}
+	}
+	m, err := baton.NewMutex(newcomer, "pool", baton.WithIdentity("new"), baton.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
-	gb, err := b.TryAcquire(ctx, "pool", fakeReq("b"))
-	if err != nil {
+	if _, err := m.Lock(ctx); !errors.Is(err, baton.ErrMisconfigured) {
+		t.Fatalf("Mutex.Lock of a capacity-2 object: %v; want ErrMisconfigured at once", err)
+	}
+
+	grant := func(h v1alpha1.Holder) baton.Grant {
+		var cur v1alpha1.DistributedLock
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "pool"}, &cur); err != nil {
+			t.Fatal(err)
+		}
+		return baton.Grant{Key: "pool", Holder: h.Identity, Nonce: h.Nonce, Token: uint64(h.Token), TTL: 10 * time.Second,
+			Version: versionOf(cur.ResourceVersion, string(cur.UID))}
+	}
+	ga, err := a.Renew(ctx, grant(entry("a", 5)))
+	if err != nil || ga.Token != 5 {
+		t.Fatalf("renew by an old holder: token %d, %v; want 5", ga.Token, err)
+	}
+	if err := b.Release(ctx, grant(entry("b", 6))); err != nil {
+		t.Fatalf("release by an old holder: %v", err)
+	}
+
+	var cur v1alpha1.DistributedLock
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "pool"}, &cur); err != nil {
 		t.Fatal(err)
 	}
-	if gb.Token != ga.Token+1 {
-		t.Fatalf("tokens %d, %d; want consecutive", ga.Token, gb.Token)
+	cur.Spec.Capacity = 1
+	if err := c.Update(ctx, &cur); err != nil {
+		t.Fatal(err)
 	}
-	// c sees both entries at t=0.
-	_, err = c.TryAcquire(ctx, "pool", fakeReq("c"))
+	_, err = newcomer.TryAcquire(ctx, "pool", fakeReq("new"))
 	var held *baton.HeldError
-	if !errors.As(err, &held) || held.RetryAfter != ttl {
-		t.Fatalf("TryAcquire of a full lock: %v; want ErrHeld with RetryAfter %v", err, ttl)
+	if !errors.As(err, &held) || held.Holder != "a" {
+		t.Fatalf("TryAcquire once capacity is 1, with a's entry live: %v; want ErrHeld naming a", err)
 	}
-	for step := range 4 {
-		clk.Step(ttl / 4)
-		if ga, err = a.Renew(ctx, ga); err != nil {
-			t.Fatalf("renew by a: %v", err)
-		}
-		_, err = c.TryAcquire(ctx, "pool", fakeReq("c"))
-		if step < 3 {
-			if !errors.As(err, &held) || held.Holder != "b" || held.RetryAfter != ttl-time.Duration(step+1)*ttl/4 {
-				t.Fatalf("after %v: %v; want ErrHeld naming b with RetryAfter %v", time.Duration(step+1)*ttl/4, err, ttl-time.Duration(step+1)*ttl/4)
-			}
-		}
+	if err := a.Release(ctx, grant(entry("a", 5))); err != nil {
+		t.Fatalf("release by a: %v", err)
 	}
-	// At t=TTL b's entry has been unchanged for its TTL as c sees it.
-	if err != nil {
-		t.Fatalf("TryAcquire after b's entry expired: %v", err)
-	}
-	recs, err := c.Holders(ctx, "pool")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != 2 || recs[0].Holder != "a" || recs[1].Holder != "c" || recs[1].Token != gb.Token+1 {
-		t.Fatalf("holders after the takeover: %+v", recs)
-	}
-	if _, err := b.Renew(ctx, gb); !errors.Is(err, baton.ErrLost) {
-		t.Fatalf("renew by b after its entry was removed: %v; want ErrLost", err)
-	}
-	if _, err := a.Renew(ctx, ga); err != nil {
-		t.Fatalf("renew by a: %v", err)
+	g, err := newcomer.TryAcquire(ctx, "pool", fakeReq("new"))
+	if err != nil || g.Token <= 6 {
+		t.Fatalf("TryAcquire after both old holders left: token %d, %v; want above 6", g.Token, err)
 	}
 }
 

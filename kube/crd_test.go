@@ -117,174 +117,6 @@ func TestDistributedLockConformance(t *testing.T) {
 	})
 }
 
-// TestDistributedLockSemaphore: with capacity 3, three holders hold the
-// lock at once with three distinct, increasing tokens; a fourth gets
-// ErrHeld; when one releases, the fourth gets a larger token.
-func TestDistributedLockSemaphore(t *testing.T) {
-	t.Parallel()
-	cfg := crdPlane(t)
-	ns := newNamespace(t)
-	ctx := t.Context()
-	stores := make([]*kube.DistributedLockStore, 4)
-	for i := range stores {
-		stores[i] = newDL(t, cfg, ns, kube.WithCapacity(3), kube.WithApplication("render"))
-	}
-	const ttl = time.Minute
-	var grants []baton.Grant
-	for i, who := range []string{"pod-a", "pod-b", "pod-c"} {
-		g, err := stores[i].TryAcquire(ctx, "gpu", req(who, ttl))
-		if err != nil {
-			t.Fatalf("TryAcquire by %s (holder %d of 3): %v", who, i+1, err)
-		}
-		if len(grants) > 0 && g.Token <= grants[len(grants)-1].Token {
-			t.Fatalf("token of %s = %d, want more than %d", who, g.Token, grants[len(grants)-1].Token)
-		}
-		grants = append(grants, g)
-	}
-	// Each holder renews its own entry; the others are unaffected.
-	for i, g := range grants {
-		g2, err := stores[i].Renew(ctx, g)
-		if err != nil {
-			t.Fatalf("Renew by %s: %v", g.Holder, err)
-		}
-		if g2.Token != g.Token {
-			t.Fatalf("Renew changed the token of %s: %d -> %d", g.Holder, g.Token, g2.Token)
-		}
-		grants[i] = g2
-	}
-	_, err := stores[3].TryAcquire(ctx, "gpu", req("pod-d", ttl))
-	var held *baton.HeldError
-	if !errors.As(err, &held) {
-		t.Fatalf("TryAcquire by a 4th contender with 3 slots held: %v; want ErrHeld", err)
-	}
-	if held.RetryAfter <= 0 || held.RetryAfter > ttl {
-		t.Errorf("HeldError.RetryAfter = %v, want in (0, %v]", held.RetryAfter, ttl)
-	}
-	t.Logf("4th contender: %v", err)
-
-	recs, err := stores[3].Holders(ctx, "gpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != 3 {
-		t.Fatalf("Holders = %d records, want 3", len(recs))
-	}
-	for i, r := range recs {
-		if r.Holder != grants[i].Holder || r.Token != grants[i].Token || !r.Held() {
-			t.Errorf("Holders[%d] = %q token %d held %v; want %q token %d held", i, r.Holder, r.Token, r.Held(), grants[i].Holder, grants[i].Token)
-		}
-	}
-
-	if err := stores[1].Release(ctx, grants[1]); err != nil {
-		t.Fatalf("Release by pod-b: %v", err)
-	}
-	if _, err := stores[1].Renew(ctx, grants[1]); !errors.Is(err, baton.ErrLost) {
-		t.Fatalf("Renew after Release: %v; want ErrLost", err)
-	}
-	g4, err := stores[3].TryAcquire(ctx, "gpu", req("pod-d", ttl))
-	if err != nil {
-		t.Fatalf("TryAcquire by the 4th contender after a release: %v", err)
-	}
-	if g4.Token <= grants[2].Token {
-		t.Fatalf("token of the 4th holder = %d, want more than %d", g4.Token, grants[2].Token)
-	}
-	// The other holders still hold their slots.
-	for _, i := range []int{0, 2} {
-		if _, err := stores[i].Renew(ctx, grants[i]); err != nil {
-			t.Errorf("Renew by %s after the 4th took a slot: %v", grants[i].Holder, err)
-		}
-	}
-	if _, err := stores[1].TryAcquire(ctx, "gpu", req("pod-b", ttl)); !errors.Is(err, baton.ErrHeld) {
-		t.Errorf("TryAcquire of a full semaphore again: %v; want ErrHeld", err)
-	}
-
-	var l v1alpha1.DistributedLock
-	if err := dlAdmin(t).Get(ctx, client.ObjectKey{Namespace: ns, Name: "gpu"}, &l); err != nil {
-		t.Fatal(err)
-	}
-	if l.Spec.Capacity != 3 || l.Spec.Application != "render" || l.Status.Token != int64(g4.Token) ||
-		len(l.Status.Holders) != 3 || l.Status.Transitions != 3 || l.Labels[kube.LabelApplication] != "render" {
-		t.Errorf("object: capacity %d, application %q, token %d, %d holders, transitions %d, labels %v",
-			l.Spec.Capacity, l.Spec.Application, l.Status.Token, len(l.Status.Holders), l.Status.Transitions, l.Labels)
-	}
-	if err := stores[0].ForceRelease(ctx, "gpu"); err != nil {
-		t.Fatal(err)
-	}
-	for _, i := range []int{0, 2} {
-		if _, err := stores[i].Renew(ctx, grants[i]); !errors.Is(err, baton.ErrLost) {
-			t.Errorf("Renew by %s after ForceRelease: %v; want ErrLost", grants[i].Holder, err)
-		}
-	}
-	g5, err := stores[2].TryAcquire(ctx, "gpu", req("pod-e", ttl))
-	if err != nil || g5.Token <= g4.Token {
-		t.Fatalf("TryAcquire after ForceRelease: token %d, %v; want more than %d", g5.Token, err, g4.Token)
-	}
-}
-
-// TestDistributedLockPerHolderExpiry: with capacity 2, one holder keeps
-// renewing (so the object changes all the time) while the other stops; a
-// contender takes the dead holder's slot after its TTL, judged per entry,
-// and not before.
-func TestDistributedLockPerHolderExpiry(t *testing.T) {
-	t.Parallel()
-	cfg := crdPlane(t)
-	ns := newNamespace(t)
-	ctx := t.Context()
-	a := newDL(t, cfg, ns, kube.WithCapacity(2))
-	b := newDL(t, cfg, ns, kube.WithCapacity(2))
-	c := newDL(t, cfg, ns, kube.WithCapacity(2))
-	const ttl = 2 * time.Second
-	ga, err := a.TryAcquire(ctx, "pool", req("live", ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent := time.Now()
-	gb, err := b.TryAcquire(ctx, "pool", req("dead", ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = gb // "dead" never renews
-	deadline := time.Now().Add(4 * ttl)
-	var took time.Time
-	var gc baton.Grant
-	for attempt := 0; time.Now().Before(deadline); attempt++ {
-		if ga, err = a.Renew(ctx, ga); err != nil {
-			t.Fatalf("the live holder's renew: %v", err)
-		}
-		gc, err = c.TryAcquire(ctx, "pool", req("new", ttl))
-		if err == nil {
-			took = time.Now()
-			break
-		}
-		var held *baton.HeldError
-		if !errors.As(err, &held) {
-			t.Fatalf("TryAcquire: %v", err)
-		}
-		// On its first look the contender sees both entries for the
-		// first time; from then on the live one is always newer.
-		if attempt > 0 && held.Holder != "dead" {
-			t.Errorf("HeldError names %q, want the entry that ends first, %q", held.Holder, "dead")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if took.IsZero() {
-		t.Fatalf("the dead holder's slot was never freed while the other holder kept renewing")
-	}
-	if took.Sub(sent) < ttl-50*time.Millisecond {
-		t.Fatalf("the dead holder's slot was taken %v after it was acquired, before its TTL %v", took.Sub(sent), ttl)
-	}
-	if gc.Token <= gb.Token {
-		t.Errorf("token %d, want more than %d", gc.Token, gb.Token)
-	}
-	if _, err := a.Renew(ctx, ga); err != nil {
-		t.Errorf("the live holder lost its slot: %v", err)
-	}
-	if _, err := b.Renew(ctx, gb); !errors.Is(err, baton.ErrLost) {
-		t.Errorf("the dead holder's renew: %v; want ErrLost", err)
-	}
-	t.Logf("slot taken over %v after the dead holder's acquire (TTL %v)", took.Sub(sent).Round(time.Millisecond), ttl)
-}
-
 // TestDistributedLockSchema: the API server rejects impossible values
 // (leaseDurationSeconds 0 or above a day, capacity 0) and defaults
 // capacity to 1.
@@ -595,8 +427,8 @@ func bindDL(t *testing.T, cfg *rest.Config, ns, user string, role *rbacv1.Role) 
 	}
 }
 
-// TestDistributedLockNeedsScheme: a client whose scheme lacks the type, and
-// an impossible capacity, are refused at construction.
+// TestDistributedLockNeedsScheme: a client whose scheme lacks the type is
+// refused at construction.
 func TestDistributedLockNeedsScheme(t *testing.T) {
 	c, err := client.NewWithWatch(controlPlane(t), client.Options{})
 	if err != nil {
@@ -604,8 +436,5 @@ func TestDistributedLockNeedsScheme(t *testing.T) {
 	}
 	if _, err := kube.NewDistributedLock(c, "default"); err == nil || !strings.Contains(err.Error(), "kube.Scheme()") {
 		t.Fatalf("NewDistributedLock with a client that does not know the type: %v", err)
-	}
-	if _, err := kube.NewDistributedLockForConfig(controlPlane(t), "default", kube.WithCapacity(0)); err == nil {
-		t.Fatal("WithCapacity(0) accepted")
 	}
 }

@@ -28,11 +28,9 @@ const (
 	ProtocolVersionPendingToken = 2
 )
 
-// DistributedLock is a named lock of one namespace that up to
-// spec.capacity holders can hold at once, each with its own fencing token
-// and its own expiry: with capacity 1 (the default) a mutex, with capacity
-// N a counting semaphore. baton's kube backend (kube.NewDistributedLock)
-// keeps it; people read it with kubectl:
+// DistributedLock is a named lock of one namespace: one holder at a time,
+// with fencing tokens and an expiry. baton's kube backend
+// (kube.NewDistributedLock) keeps it; people read it with kubectl:
 //
 //	$ kubectl get distributedlocks
 //	NAME      HOLDER          TOKEN   RENEWED                AGE
@@ -83,8 +81,9 @@ const (
 //     holder entry, so a crashed waiter cannot block the queue forever.
 //   - Read/write locks: a mode per holder entry (and per waiter): "Write"
 //     (exclusive: the only holder) or "Read" (shared with other readers,
-//     at most spec.capacity of them). An absent mode means what it means
-//     today: one of spec.capacity interchangeable slots.
+//     at most spec.capacity of them; readers take no fencing token of
+//     their own). An absent mode means what it means today: the one
+//     holder.
 //
 // Both change what a correct writer must do, so a client that does not
 // know them must not write such an object: an Update from a client whose
@@ -113,7 +112,7 @@ type DistributedLock struct {
 
 // DistributedLockSpec is the lock's configuration. baton writes it when it
 // creates the object; an administrator may create the object beforehand
-// (for example to set capacity) or edit it.
+// (for example to set the application) or edit it.
 type DistributedLockSpec struct {
 	// LeaseDurationSeconds is the lease duration of the most recent
 	// acquisition or renewal, as on a coordination.k8s.io Lease. Each
@@ -123,10 +122,14 @@ type DistributedLockSpec struct {
 	// +kubebuilder:validation:Maximum=86400
 	LeaseDurationSeconds int32 `json:"leaseDurationSeconds"`
 
-	// Capacity is how many holders may hold the lock at once: 1 makes a
-	// mutex, N a counting semaphore. Lowering it below the number of
-	// current holders takes nothing away from them; new acquisitions wait
-	// until fewer than Capacity hold it.
+	// Capacity is how many holders may hold the lock at once. It must be
+	// 1: baton's first versions made a counting semaphore of one object
+	// with a larger capacity, whose holders shared one token counter and
+	// so could not be fenced; baton now refuses to acquire such an object
+	// (a semaphore is baton.Semaphore: one object per slot), while the
+	// holders it still has renew and release their entries. Setting it to 1
+	// takes nothing away from them; new acquisitions wait until none is
+	// left.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
 	// +optional
