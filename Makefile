@@ -40,7 +40,7 @@ TESTFLAGS ?=
 # tree as it is. bench/, tools/testbin and tools/crdgen are modules of
 # their own, outside this list: they have their own targets. tools/image's
 # test builds and checks the container image (make image).
-MODULES = . internal/testenv kube deploy etcdstore redisstore fence batonprom schedule \
+MODULES = . internal/testenv kubestore deploy etcdstore redisstore fence batonprom schedule \
 	adapter/batonlock adapter/gocronlock adapter/logrbridge cmd/baton internal/safety \
 	tools/image
 
@@ -123,7 +123,7 @@ bench: testbin packages
 	GO='$(GO)' bash bench/run.sh
 
 bench-micro:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./memory ./file .
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./memstore ./filestore .
 
 bench-scale: testbin packages
 	cd bench && KUBEBUILDER_ASSETS="$$(GO='$(GO)' bash ../tools/testbin/build.sh)" && \
@@ -181,7 +181,7 @@ mutants: deps
 	GO='$(GO)' bash internal/safety/mutants.sh
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime $(FUZZTIME) ./file
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime $(FUZZTIME) ./filestore
 	$(GO) test -run '^$$' -fuzz FuzzValidateName -fuzztime $(FUZZTIME) .
 	cd etcdstore && $(GO) test -run '^$$' -fuzz FuzzDecodeValue -fuzztime $(FUZZTIME) .
 	cd redisstore && $(GO) test -run '^$$' -fuzz FuzzDecodeLockValue -fuzztime $(FUZZTIME) .

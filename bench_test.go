@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/file"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/filestore"
+	"github.com/baton-go/baton/memstore"
 )
 
 // The engine's cost over the raw backend: a nonce, a keeper goroutine, and
@@ -31,9 +31,9 @@ func benchmarkTryLockUnlock(b *testing.B, store baton.Backend) {
 }
 
 func BenchmarkMutexTryLockUnlock(b *testing.B) {
-	b.Run("memory", func(b *testing.B) { benchmarkTryLockUnlock(b, memory.New()) })
+	b.Run("memory", func(b *testing.B) { benchmarkTryLockUnlock(b, memstore.New()) })
 	b.Run("file", func(b *testing.B) {
-		s, err := file.New(b.TempDir())
+		s, err := filestore.New(b.TempDir())
 		if err != nil {
 			b.Fatal(err)
 		}

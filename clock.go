@@ -19,7 +19,7 @@ type Clock interface {
 }
 
 // A PassiveClock only tells the time. Stores that judge expiry locally
-// (package memory) need no more.
+// (package memstore) need no more.
 type PassiveClock interface {
 	Now() time.Time
 	Since(t time.Time) time.Duration

@@ -4,9 +4,9 @@
 //
 // # Using it
 //
-// A Mutex locks a name on a Backend: package file for processes on one
-// machine, package memory for one process, and, each in its own module so
-// that its dependencies stay out of the others' builds, kube (Kubernetes
+// A Mutex locks a name on a Backend: package filestore for processes on one
+// machine, package memstore for one process, and, each in its own module so
+// that its dependencies stay out of the others' builds, kubestore (Kubernetes
 // Lease, ConfigMap and the DistributedLock resource), etcdstore (etcd)
 // and redisstore (one Redis server, or Redlock over several). Every
 // backend implements the same seam and passes the same conformance suite

@@ -9,7 +9,7 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/clocktest"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 )
 
 type term struct {
@@ -252,7 +252,7 @@ func TestElectorStopsOnPermanentError(t *testing.T) {
 // Two electors misconfigured with one identity: only the one in a term
 // reports leading, though both see "me" as the holder.
 func TestElectorIsLeaderIsOwnTermNotIdentity(t *testing.T) {
-	b := memory.New()
+	b := memstore.New()
 	opts := []baton.Option{baton.WithIdentity("me"), quiet}
 	a, err := baton.NewElector(b, "jobs.nightly", opts...)
 	if err != nil {

@@ -9,11 +9,11 @@ import (
 	"sync"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 )
 
 func ExampleMutex() {
-	store := memory.New() // one process; use package file, or a network store, across processes
+	store := memstore.New() // one process; use package filestore, or a network store, across processes
 	mu, err := baton.NewMutex(store, "nightly-report")
 	if err != nil {
 		log.Fatal(err)
@@ -30,7 +30,7 @@ func ExampleMutex() {
 }
 
 func ExampleMutex_TryLock() {
-	store := memory.New()
+	store := memstore.New()
 	a, _ := baton.NewMutex(store, "migrate", baton.WithIdentity("replica-a"))
 	b, _ := baton.NewMutex(store, "migrate", baton.WithIdentity("replica-b"))
 
@@ -66,7 +66,7 @@ func ExampleLease_Token() {
 		return nil
 	}
 
-	store := memory.New()
+	store := memstore.New()
 	m, _ := baton.NewMutex(store, "ledger")
 	old, _ := m.TryLock(context.Background())
 	_ = old.Unlock(context.Background()) // imagine: old's process paused past its TTL instead
@@ -81,7 +81,7 @@ func ExampleLease_Token() {
 }
 
 func ExampleElector() {
-	store := memory.New()
+	store := memstore.New()
 	el, err := baton.NewElector(store, "scheduler",
 		baton.WithIdentity("replica-a"),
 		baton.WithLogger(slog.New(slog.DiscardHandler)),
@@ -107,7 +107,7 @@ func ExampleElector() {
 // A Semaphore lets a few holders work at once. Each lease is of one slot,
 // and its token fences writes per slot (Lease.Name).
 func ExampleSemaphore() {
-	store := memory.New()
+	store := memstore.New()
 	exporters, err := baton.NewSemaphore(store, "exporters", 2)
 	if err != nil {
 		log.Fatal(err)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/clocktest"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 )
 
 // Defaults: TTL 15s, renew deadline 10s, retry 2s, renew every 5s, margin 300ms.
@@ -538,7 +538,7 @@ func TestEventsOfTryLockAndFailedRelease(t *testing.T) {
 // short tenures (the timer is still armed for the last one's start) renews,
 // and so does one taken after the timer fired with nothing left to start.
 func TestLeaseKeeperStartsOnRealClock(t *testing.T) {
-	b := memory.New()
+	b := memstore.New()
 	obs, ev := events()
 	// The renew interval leaves the check below that the timer is still
 	// armed half a second, against a stall of the machine.

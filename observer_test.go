@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 )
 
 // kindRecorder is an Observer that keeps the kinds it saw, in order.
@@ -33,7 +33,7 @@ func TestObserversSkipsNilAndCallsEachInOrder(t *testing.T) {
 		nil,
 		baton.ObserverFunc(func(e baton.Event) { b.Observe(e); order = append(order, "b") }),
 	)
-	m, err := baton.NewMutex(memory.New(), "observed", baton.WithObserver(both))
+	m, err := baton.NewMutex(memstore.New(), "observed", baton.WithObserver(both))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 )
 
 func TestOptionsRejectImpossibleTimings(t *testing.T) {
@@ -140,12 +140,12 @@ func TestElectorOnlyOptions(t *testing.T) {
 		baton.OnStoppedLeading(func(*baton.Lease, error) {}),
 		baton.OnNewLeader(func(string) {}),
 	}
-	_, err := baton.NewMutex(memory.New(), "job", only...)
+	_, err := baton.NewMutex(memstore.New(), "job", only...)
 	want := "WithGrace, WithReleaseOnCancel, OnStartedLeading, OnStoppedLeading, OnNewLeader apply only to an Elector"
 	if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), want) {
 		t.Errorf("NewMutex with Elector-only options: %v; want ErrInvalidOptions naming them", err)
 	}
-	if _, err := baton.NewElector(memory.New(), "job", only...); err != nil {
+	if _, err := baton.NewElector(memstore.New(), "job", only...); err != nil {
 		t.Errorf("NewElector: %v", err)
 	}
 	if err := baton.CheckOptions(false, only...); !errors.Is(err, baton.ErrInvalidOptions) {

@@ -6,11 +6,11 @@ import (
 	"testing"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 )
 
 func TestNewSemaphoreRejectsBadInput(t *testing.T) {
-	store := memory.New()
+	store := memstore.New()
 	long := strings.Repeat("a", baton.MaxNameLength-3)
 	for _, tc := range []struct {
 		name, lock string
@@ -39,7 +39,7 @@ func TestNewSemaphoreRejectsBadInput(t *testing.T) {
 }
 
 func TestSemaphoreSlotNames(t *testing.T) {
-	sem, err := baton.NewSemaphore(memory.New(), "jobs", 3)
+	sem, err := baton.NewSemaphore(memstore.New(), "jobs", 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/batonprom"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -268,7 +268,7 @@ func TestLockNamesAreSeparateSeries(t *testing.T) {
 // a second contender's TryLock counts a conflict.
 func TestMutexOnMemoryStore(t *testing.T) {
 	c, reg := newCollector(t)
-	store := memory.New()
+	store := memstore.New()
 	ctx := context.Background()
 	m, err := baton.NewMutex(store, "reports", baton.WithIdentity("worker-1"), baton.WithObserver(c), quiet)
 	if err != nil {
@@ -318,7 +318,7 @@ func TestMutexOnMemoryStore(t *testing.T) {
 
 // failingRenew is a memory store whose renewals fail on demand.
 type failingRenew struct {
-	*memory.Store
+	*memstore.Store
 	fail atomic.Bool
 }
 
@@ -333,7 +333,7 @@ func (s *failingRenew) Renew(ctx context.Context, g baton.Grant) (baton.Grant, e
 // revoked; renewals failing until the renew deadline are a step-down.
 func TestLossReasonsOnMemoryStore(t *testing.T) {
 	c, reg := newCollector(t)
-	store := &failingRenew{Store: memory.New()}
+	store := &failingRenew{Store: memstore.New()}
 	ctx := context.Background()
 	m, err := baton.NewMutex(store, "sync", baton.WithTTL(time.Second), baton.WithRetryPeriod(50*time.Millisecond), baton.WithObserver(c), quiet)
 	if err != nil {
@@ -375,7 +375,7 @@ func TestLossReasonsOnMemoryStore(t *testing.T) {
 // the leader exports 1, the standby 0, and the standby takes over when the
 // leader stops.
 func TestElectorsOnMemoryStore(t *testing.T) {
-	store := memory.New()
+	store := memstore.New()
 	type replica struct {
 		reg     *prometheus.Registry
 		el      *baton.Elector

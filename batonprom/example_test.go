@@ -12,7 +12,7 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/batonprom"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 )
 
 // A Mutex reports to a Collector on its own registry; baton_leader is 1
@@ -27,7 +27,7 @@ func Example() {
 	}
 	metrics.Init("nightly-report") // export 0 before the first attempt
 
-	m, err := baton.NewMutex(memory.New(), "nightly-report", baton.WithObserver(metrics))
+	m, err := baton.NewMutex(memstore.New(), "nightly-report", baton.WithObserver(metrics))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func ExampleCollector_Observe() {
 		log.Fatal(err)
 	}
 	logEvents := baton.ObserverFunc(func(e baton.Event) { fmt.Println("event:", e.Kind, e.Name) })
-	m, err := baton.NewMutex(memory.New(), "reports", baton.WithObserver(baton.Observers(metrics, logEvents)))
+	m, err := baton.NewMutex(memstore.New(), "reports", baton.WithObserver(baton.Observers(metrics, logEvents)))
 	if err != nil {
 		log.Fatal(err)
 	}

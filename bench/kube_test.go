@@ -1,6 +1,6 @@
 package bench
 
-// Kubernetes: baton's Lease backend (kube.LeaseStore under baton.Elector)
+// Kubernetes: baton's Lease backend (kubestore.LeaseStore under baton.Elector)
 // beside client-go's tools/leaderelection (LeaseLock, ReleaseOnCancel) on one
 // envtest control plane (kube-apiserver + etcd from tools/testbin) in one run.
 //
@@ -39,7 +39,7 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/internal/testenv"
-	"github.com/baton-go/baton/kube"
+	"github.com/baton-go/baton/kubestore"
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -281,11 +281,11 @@ func countedConfig(cfg *rest.Config, c *kubeCounter) *rest.Config {
 }
 
 var kubeBaton = kubeLibrary{
-	name:   "baton kube.LeaseStore",
-	config: "baton.Elector on kube.NewLeaseForConfig (its own client, QPS 20/burst 40), WithTTL/WithRenewDeadline/WithRetryPeriod as given, renew interval TTL/3 (default), release on cancel (default); standbys watch the Lease (field selector) and retry when it changes or when the claim can first expire",
+	name:   "baton kubestore.LeaseStore",
+	config: "baton.Elector on kubestore.NewLeaseForConfig (its own client, QPS 20/burst 40), WithTTL/WithRenewDeadline/WithRetryPeriod as given, renew interval TTL/3 (default), release on cancel (default); standbys watch the Lease (field selector) and retry when it changes or when the claim can first expire",
 	newCand: func(t *testing.T, cfg *rest.Config, lock, id string, tm kubeTiming) *kubeCand {
 		c := newKubeCandShell(id)
-		store, err := kube.NewLeaseForConfig(countedConfig(cfg, c.count), kubeNamespace, kube.WithApplication("bench"))
+		store, err := kubestore.NewLeaseForConfig(countedConfig(cfg, c.count), kubeNamespace, kubestore.WithApplication("bench"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,7 +56,7 @@ if want micro; then
 		"$GO" version
 		echo "load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) at the start (the machine may be shared: times are noisy)"
 	} >"$out/micro.txt"
-	step micro bash -c "set -o pipefail; cd '$root' && '$GO' test -run '^\$' -bench . -benchmem -count $micro_count -benchtime $micro_time ./memory ./file . | tee -a '$out/micro.txt'"
+	step micro bash -c "set -o pipefail; cd '$root' && '$GO' test -run '^\$' -bench . -benchmem -count $micro_count -benchtime $micro_time ./memstore ./filestore . | tee -a '$out/micro.txt'"
 fi
 cd "$here"
 if want redis; then

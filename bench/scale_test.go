@@ -39,10 +39,10 @@ import (
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/bench/internal/procstat"
 	"github.com/baton-go/baton/etcdstore"
-	"github.com/baton-go/baton/file"
+	"github.com/baton-go/baton/filestore"
 	"github.com/baton-go/baton/internal/testenv"
-	"github.com/baton-go/baton/kube"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/kubestore"
+	"github.com/baton-go/baton/memstore"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
@@ -98,17 +98,17 @@ func scaleBackends(t *testing.T) []scaleBackend {
 	)
 	return []scaleBackend{
 		{
-			name: "memory", config: "memory.New(): in-process map; the store's work is in this process's CPU",
+			name: "memory", config: "memstore.New(): in-process map; the store's work is in this process's CPU",
 			sizes: scaleSizes, idle: idleElectors,
 			open: func(t *testing.T) scaleStore {
-				return scaleStore{backend: memory.New(), close: func() {}}
+				return scaleStore{backend: memstore.New(), close: func() {}}
 			},
 		},
 		{
-			name: "file", config: "file.New(t.TempDir()): one record file per lock with fsync on every write, in-process; 1, 100 and 1,000 locks: 10,000 would need 2,000 renewals (4,000 fsyncs) a second, more than this shared disk sustains (see the text)",
+			name: "file", config: "filestore.New(t.TempDir()): one record file per lock with fsync on every write, in-process; 1, 100 and 1,000 locks: 10,000 would need 2,000 renewals (4,000 fsyncs) a second, more than this shared disk sustains (see the text)",
 			sizes: []int{1, 100, 1000}, idle: 100, // each watching elector holds an inotify instance
 			open: func(t *testing.T) scaleStore {
-				s, err := file.New(t.TempDir())
+				s, err := filestore.New(t.TempDir())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -174,13 +174,13 @@ func scaleBackends(t *testing.T) []scaleBackend {
 		},
 		{
 			name:   "kube Lease",
-			config: "kube.NewLeaseForConfig with WithRateLimit(500, 1000) on one envtest API server; 10,000 Leases would be 2,000 writes a second to the shared test API server, so 1 and 100 only",
+			config: "kubestore.NewLeaseForConfig with WithRateLimit(500, 1000) on one envtest API server; 10,000 Leases would be 2,000 writes a second to the shared test API server, so 1 and 100 only",
 			sizes:  []int{1, 100}, idle: 100,
 			open: func(t *testing.T) scaleStore {
 				kubeOnce.Do(func() { kubeCfg = startKubePlane(t) })
 				c := newKubeCounter()
-				s, err := kube.NewLeaseForConfig(countedConfig(kubeCfg, c), kubeNamespace,
-					kube.WithApplication("bench-scale"), kube.WithRateLimit(500, 1000))
+				s, err := kubestore.NewLeaseForConfig(countedConfig(kubeCfg, c), kubeNamespace,
+					kubestore.WithApplication("bench-scale"), kubestore.WithRateLimit(500, 1000))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/fence"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 )
 
 // Two holders of one lock write a file through a Register. The first
@@ -20,7 +20,7 @@ import (
 // rejected.
 func Example() {
 	ctx := context.Background()
-	store := memory.New()
+	store := memstore.New()
 	var reg fence.Register
 	dir, err := os.MkdirTemp("", "fence-example")
 	if err != nil {

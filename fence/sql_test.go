@@ -17,7 +17,7 @@ import (
 	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/fence"
 	"github.com/baton-go/baton/internal/testenv"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 )
 
 // One PostgreSQL serves all subtests; each uses its own tables.
@@ -391,7 +391,7 @@ func maxU(a, b uint64) uint64 {
 func testPausedHolder(ctx context.Context, t *testing.T, db *sql.DB) {
 	g, data := newGuard(ctx, t, db, "paused")
 	storeClock := clocktest.NewFakeClock(time.Now())
-	store := memory.New(memory.WithClock(storeClock))
+	store := memstore.New(memstore.WithClock(storeClock))
 	a, err := baton.NewMutex(store, "report", baton.WithIdentity("replica-a"))
 	if err != nil {
 		t.Fatal(err)

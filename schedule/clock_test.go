@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 	"github.com/baton-go/baton/schedule"
 )
 
@@ -86,7 +86,7 @@ func TestWallClockStepBackward(t *testing.T) {
 }
 
 // failingStore refuses every acquisition, as an unreachable store would.
-type failingStore struct{ *memory.Store }
+type failingStore struct{ *memstore.Store }
 
 func (failingStore) TryAcquire(context.Context, string, baton.Request) (baton.Grant, error) {
 	return baton.Grant{}, errors.New("dial tcp: connection refused")
@@ -114,7 +114,7 @@ func TestLockStoreUnreachable(t *testing.T) {
 }
 
 func TestRunWithoutJobs(t *testing.T) {
-	s, err := schedule.New(memory.New(), schedule.NewMemoryLedger(), schedule.WithLogger(quiet))
+	s, err := schedule.New(memstore.New(), schedule.NewMemoryLedger(), schedule.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

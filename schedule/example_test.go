@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 	"github.com/baton-go/baton/schedule"
 )
 
@@ -18,7 +18,7 @@ import (
 func Example() {
 	// In production: a networked backend (kube, etcd, redis) and a
 	// RunLogLedger, or on one machine the file backend and a FileLedger.
-	store := memory.New()
+	store := memstore.New()
 	ledger := schedule.NewMemoryLedger()
 	quiet := slog.New(slog.DiscardHandler)
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/fence"
-	"github.com/baton-go/baton/file"
+	"github.com/baton-go/baton/filestore"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/schedule"
 )
@@ -185,7 +185,7 @@ func TestExactlyOnceSkewedReplicasFileBackend(t *testing.T) {
 	var once sync.Once
 	var stops []func()
 	for i, off := range offs {
-		store, err := file.New(filepath.Join(dir, "locks"))
+		store, err := filestore.New(filepath.Join(dir, "locks"))
 		if err != nil {
 			t.Fatal(err)
 		}

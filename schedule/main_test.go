@@ -11,7 +11,7 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/clocktest"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 	"github.com/baton-go/baton/schedule"
 )
 
@@ -128,7 +128,7 @@ func (c *counter) snapshot() map[time.Time]int {
 type fakeEnv struct {
 	wall    *clocktest.FakeClock // base of every replica's wall clock and timers
 	lockClk *clocktest.FakeClock
-	store   *memory.Store
+	store   *memstore.Store
 	ledger  *schedule.MemoryLedger
 }
 
@@ -137,7 +137,7 @@ func newFakeEnv(start time.Time) *fakeEnv {
 	return &fakeEnv{
 		wall:    clocktest.NewFakeClock(start),
 		lockClk: lockClk,
-		store:   memory.New(memory.WithClock(lockClk)),
+		store:   memstore.New(memstore.WithClock(lockClk)),
 		ledger:  schedule.NewMemoryLedger(),
 	}
 }

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 	"github.com/baton-go/baton/schedule"
 )
 
 func TestNewRejectsInvalidOptions(t *testing.T) {
-	store, ledger := memory.New(), schedule.NewMemoryLedger()
+	store, ledger := memstore.New(), schedule.NewMemoryLedger()
 	for _, tc := range []struct {
 		name   string
 		b      baton.Backend
@@ -38,7 +38,7 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 }
 
 func TestAddRejectsInvalidJobs(t *testing.T) {
-	s, err := schedule.New(memory.New(), schedule.NewMemoryLedger(), schedule.WithLogger(quiet))
+	s, err := schedule.New(memstore.New(), schedule.NewMemoryLedger(), schedule.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

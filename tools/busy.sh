@@ -3,7 +3,7 @@
 # the tests hold on a slow, shared machine (make test-loaded).
 #
 #   tools/busy.sh make test
-#   BUSY=4 tools/busy.sh go test -race -count=1 -run Conformance ./kube
+#   BUSY=4 tools/busy.sh go test -race -count=1 -run Conformance ./kubestore
 #
 # BUSY is the number of loops (default: nproc). The loops are killed when
 # the command ends, however it ends; the exit status is the command's.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton/adapter/batonlock"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -16,7 +16,7 @@ import (
 // client-go's LeaderElector on a baton backend (here the in-process memory
 // store; in production etcdstore, redisstore or kube).
 func Example() {
-	store := memory.New()
+	store := memstore.New()
 	lock, err := batonlock.New(store, "my-controller", "replica-a",
 		batonlock.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
@@ -49,7 +49,7 @@ func Example() {
 
 // A controller-runtime manager electing its leader on a baton backend.
 func Example_controllerRuntime() {
-	store := memory.New() // etcdstore.New(...), redisstore.New(...), kube.NewLeaseForConfig(...)
+	store := memstore.New() // etcdstore.New(...), redisstore.New(...), kubestore.NewLeaseForConfig(...)
 	id := "replica-a"     // unique per replica: e.g. the pod name plus a random suffix
 	lock, err := batonlock.New(store, "my-operator", id)
 	if err != nil {

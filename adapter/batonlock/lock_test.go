@@ -11,7 +11,7 @@ import (
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/adapter/batonlock"
 	"github.com/baton-go/baton/clocktest"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -27,7 +27,7 @@ func record(id string) resourcelock.LeaderElectionRecord {
 func TestMapping(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktest.NewFakeClock(time.Now())
-	store := memory.New(memory.WithClock(clk))
+	store := memstore.New(memstore.WithClock(clk))
 	a := newLock(t, store, "controller", "a", nil)
 	b := newLock(t, store, "controller", "b", nil)
 
@@ -119,7 +119,7 @@ func TestMapping(t *testing.T) {
 }
 
 func TestLeaseDurationTooShort(t *testing.T) {
-	l := newLock(t, memory.New(), "controller", "a", nil)
+	l := newLock(t, memstore.New(), "controller", "a", nil)
 	err := l.Create(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "a"})
 	if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "lease duration 0s is shorter than 1s") {
 		t.Errorf("Create with LeaseDurationSeconds 0: %v, want ErrInvalidOptions naming the duration", err)
@@ -127,17 +127,17 @@ func TestLeaseDurationTooShort(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	if _, err := batonlock.New(memory.New(), "Bad_Name", "a"); !errors.Is(err, baton.ErrInvalidName) {
+	if _, err := batonlock.New(memstore.New(), "Bad_Name", "a"); !errors.Is(err, baton.ErrInvalidName) {
 		t.Errorf("New with an invalid name: %v, want ErrInvalidName", err)
 	}
-	if _, err := batonlock.New(memory.New(), "good", " "); !errors.Is(err, baton.ErrInvalidOptions) {
+	if _, err := batonlock.New(memstore.New(), "good", " "); !errors.Is(err, baton.ErrInvalidOptions) {
 		t.Errorf("New with a blank identity: %v, want ErrInvalidOptions", err)
 	}
-	l, err := batonlock.New(memory.New(), "good", "a")
+	l, err := batonlock.New(memstore.New(), "good", "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Identity() != "a" || l.Describe() != "good (baton *memory.Store)" {
+	if l.Identity() != "a" || l.Describe() != "good (baton *memstore.Store)" {
 		t.Errorf("Identity, Describe = %q, %q", l.Identity(), l.Describe())
 	}
 }
@@ -148,7 +148,7 @@ func TestNewValidates(t *testing.T) {
 // like NotFound; a successful renew restores it.
 func TestGetFailsFastWhileRenewalsFail(t *testing.T) {
 	ctx := context.Background()
-	a := newLock(t, memory.New(), "controller", "a", nil)
+	a := newLock(t, memstore.New(), "controller", "a", nil)
 	if err := a.Create(ctx, record("a")); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestGetFailsFastWhileRenewalsFail(t *testing.T) {
 // Get of client-go's release on cancel still reads, and the release runs.
 func TestGetAfterRenewCancelled(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memstore.New()
 	a := newLock(t, store, "controller", "a", nil)
 	if err := a.Create(ctx, record("a")); err != nil {
 		t.Fatal(err)
@@ -205,7 +205,7 @@ func TestGetAfterRenewCancelled(t *testing.T) {
 // someone else's, and cannot be renewed or released through this Lock.
 func TestSameIdentityElsewhere(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memstore.New()
 	a1 := newLock(t, store, "controller", "a", nil)
 	a2 := newLock(t, store, "controller", "a", nil)
 	if err := a1.Create(ctx, record("a")); err != nil {

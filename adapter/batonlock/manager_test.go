@@ -13,7 +13,7 @@ import (
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
-	"github.com/baton-go/baton/kube"
+	"github.com/baton-go/baton/kubestore"
 	"github.com/baton-go/baton/redisstore"
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
@@ -49,7 +49,7 @@ func TestManagerFailover(t *testing.T) {
 	t.Run("lease", func(t *testing.T) {
 		ns := newNamespace(t, cfg)
 		failover(t, cfg, func(t *testing.T, id string) *batonlock.Lock {
-			store, err := kube.NewLeaseForConfig(cfg, ns, kube.WithApplication("batonlock-test"))
+			store, err := kubestore.NewLeaseForConfig(cfg, ns, kubestore.WithApplication("batonlock-test"))
 			if err != nil {
 				t.Fatal(err)
 			}

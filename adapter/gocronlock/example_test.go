@@ -8,14 +8,14 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/adapter/gocronlock"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 	"github.com/go-co-op/gocron/v2"
 )
 
 // Each run of a job takes the job's lock first; the scheduler that does
 // not get it skips the run.
 func ExampleLocker() {
-	store := memory.New() // in production: a store all replicas share
+	store := memstore.New() // in production: a store all replicas share
 	locker, err := gocronlock.NewLocker(store,
 		gocronlock.WithPrefix("billing."),
 		gocronlock.WithMinHold(time.Second))
@@ -48,7 +48,7 @@ func ExampleLocker() {
 
 // All jobs of a scheduler run on the replica that leads.
 func ExampleElector() {
-	store := memory.New() // in production: a store all replicas share
+	store := memstore.New() // in production: a store all replicas share
 	el, err := baton.NewElector(store, "billing-scheduler")
 	if err != nil {
 		log.Fatal(err)

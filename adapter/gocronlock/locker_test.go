@@ -8,29 +8,29 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/adapter/gocronlock"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 )
 
 func TestLockerNames(t *testing.T) {
 	ctx := context.Background()
-	l, err := gocronlock.NewLocker(memory.New(), gocronlock.WithPrefix("billing."), gocronlock.WithLogger(quiet()))
+	l, err := gocronlock.NewLocker(memstore.New(), gocronlock.WithPrefix("billing."), gocronlock.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Lock(ctx, "main.Report"); !errors.Is(err, baton.ErrInvalidName) {
 		t.Errorf("Lock with gocron's default job name: %v, want ErrInvalidName", err)
 	}
-	if _, err := gocronlock.NewLocker(memory.New(), gocronlock.WithPrefix("Billing/")); !errors.Is(err, baton.ErrInvalidName) {
+	if _, err := gocronlock.NewLocker(memstore.New(), gocronlock.WithPrefix("Billing/")); !errors.Is(err, baton.ErrInvalidName) {
 		t.Errorf("NewLocker with an invalid prefix: %v, want ErrInvalidName", err)
 	}
-	if _, err := gocronlock.NewLocker(memory.New(), gocronlock.WithMutexOptions(baton.WithTTL(time.Millisecond))); !errors.Is(err, baton.ErrInvalidOptions) {
+	if _, err := gocronlock.NewLocker(memstore.New(), gocronlock.WithMutexOptions(baton.WithTTL(time.Millisecond))); !errors.Is(err, baton.ErrInvalidOptions) {
 		t.Errorf("NewLocker with a 1ms TTL: %v, want ErrInvalidOptions", err)
 	}
 }
 
 func TestLockerHeldAndIdentity(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memstore.New()
 	a, err := gocronlock.NewLocker(store, gocronlock.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestLockerHeldAndIdentity(t *testing.T) {
 
 func TestLockerMinHold(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memstore.New()
 	const hold = 300 * time.Millisecond
 	l, err := gocronlock.NewLocker(store, gocronlock.WithMinHold(hold), gocronlock.WithLogger(quiet()))
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/adapter/logrbridge"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 	"github.com/go-logr/logr/funcr"
 	"go.uber.org/goleak"
 )
@@ -50,7 +50,7 @@ next:
 func TestBatonLinesReachLogr(t *testing.T) {
 	var s sink
 	log := funcr.New(s.write, funcr.Options{Verbosity: 4}).WithName("baton")
-	store := memory.New()
+	store := memstore.New()
 	m, err := baton.NewMutex(store, "report", baton.WithIdentity("worker-1"), baton.WithTTL(time.Second),
 		baton.WithLogger(logrbridge.Logger(log).With("app", "billing")))
 	if err != nil {
@@ -103,7 +103,7 @@ func TestVerbosityFilters(t *testing.T) {
 // controller-runtime program, logrbridge.Logger(ctrl.Log.WithName("baton")).
 func Example() {
 	log := funcr.New(func(prefix, args string) { fmt.Println(prefix, args) }, funcr.Options{Verbosity: 4})
-	m, err := baton.NewMutex(memory.New(), "nightly-report",
+	m, err := baton.NewMutex(memstore.New(), "nightly-report",
 		baton.WithIdentity("worker-1"),
 		baton.WithLogger(logrbridge.Logger(log.WithName("baton"))))
 	if err != nil {

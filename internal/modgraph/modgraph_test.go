@@ -19,7 +19,7 @@ var localModules = []string{
 }
 
 func TestRootOnlyConsumerGraph(t *testing.T) {
-	mods := consumerGraph(t, "github.com/baton-go/baton", "github.com/baton-go/baton/memory")
+	mods := consumerGraph(t, "github.com/baton-go/baton", "github.com/baton-go/baton/memstore")
 	// The consumer, baton and what the root module requires.
 	if len(mods) > 5 {
 		t.Errorf("a program importing only the root package has %d modules in its graph, want at most 5: %v", len(mods), mods)

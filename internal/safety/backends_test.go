@@ -28,8 +28,8 @@ import (
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
-	"github.com/baton-go/baton/kube"
-	"github.com/baton-go/baton/kube/api/v1alpha1"
+	"github.com/baton-go/baton/kubestore"
+	"github.com/baton-go/baton/kubestore/api/v1alpha1"
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -306,11 +306,11 @@ func renewTimeReader(t *testing.T, cfg *rest.Config, name, ns string) func(conte
 	var err error
 	switch name {
 	case "lease":
-		b, err = kube.NewLeaseForConfig(cfg, ns)
+		b, err = kubestore.NewLeaseForConfig(cfg, ns)
 	case "configmap":
-		b, err = kube.NewConfigMapForConfig(cfg, ns)
+		b, err = kubestore.NewConfigMapForConfig(cfg, ns)
 	default:
-		b, err = kube.NewDistributedLockForConfig(cfg, ns)
+		b, err = kubestore.NewDistributedLockForConfig(cfg, ns)
 	}
 	if err != nil {
 		t.Fatalf("opening the %s store as the admin: %v", name, err)

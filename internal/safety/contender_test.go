@@ -22,8 +22,8 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/etcdstore"
-	"github.com/baton-go/baton/file"
-	"github.com/baton-go/baton/kube"
+	"github.com/baton-go/baton/filestore"
+	"github.com/baton-go/baton/kubestore"
 	"github.com/baton-go/baton/redisstore"
 	"github.com/redis/go-redis/v9"
 	"k8s.io/client-go/rest"
@@ -355,7 +355,7 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 	closeFn := noClose
 	switch backend := os.Getenv(envBackend); backend {
 	case "file":
-		st, err := file.New(target)
+		st, err := filestore.New(target)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -394,11 +394,11 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 		var err error
 		switch backend {
 		case "lease":
-			b, err = kube.NewLeaseForConfig(cfg, ns, kube.WithClock(clk))
+			b, err = kubestore.NewLeaseForConfig(cfg, ns, kubestore.WithClock(clk))
 		case "configmap":
-			b, err = kube.NewConfigMapForConfig(cfg, ns, kube.WithClock(clk))
+			b, err = kubestore.NewConfigMapForConfig(cfg, ns, kubestore.WithClock(clk))
 		default:
-			b, err = kube.NewDistributedLockForConfig(cfg, ns, kube.WithClock(clk))
+			b, err = kubestore.NewDistributedLockForConfig(cfg, ns, kubestore.WithClock(clk))
 		}
 		if err != nil {
 			return nil, nil, err

@@ -6,7 +6,7 @@ replace (
 	github.com/baton-go/baton => ../..
 	github.com/baton-go/baton/etcdstore => ../../etcdstore
 	github.com/baton-go/baton/internal/testenv => ../../internal/testenv
-	github.com/baton-go/baton/kube => ../../kube
+	github.com/baton-go/baton/kubestore => ../../kubestore
 	github.com/baton-go/baton/redisstore => ../../redisstore
 )
 
@@ -16,7 +16,7 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/baton-go/baton/etcdstore v0.0.0-00010101000000-000000000000
 	github.com/baton-go/baton/internal/testenv v0.0.0-00010101000000-000000000000
-	github.com/baton-go/baton/kube v0.0.0-00010101000000-000000000000
+	github.com/baton-go/baton/kubestore v0.0.0-00010101000000-000000000000
 	github.com/baton-go/baton/redisstore v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.4
 	github.com/redis/go-redis/v9 v9.23.0

@@ -20,7 +20,7 @@ import (
 // settimeofday (or an NTP step) changes what time.Now returns: the wall
 // reading moves, the monotonic reading does not. Every wall-clock reading
 // the lock engine and the Kubernetes stores take goes through this clock
-// (baton.WithClock, kube.WithClock): the engine measures with the
+// (baton.WithClock, kubestore.WithClock): the engine measures with the
 // monotonic reading only; the Kubernetes stores write the wall reading
 // into acquireTime and renewTime, where a naive peer would compare it with
 // its own clock. The file, Redis and etcd stores read no wall time at all

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates, from the Go types in kube/api/v1alpha1:
-#   kube/api/v1alpha1/zz_generated.deepcopy.go   DeepCopy methods
+# Regenerates, from the Go types in kubestore/api/v1alpha1:
+#   kubestore/api/v1alpha1/zz_generated.deepcopy.go   DeepCopy methods
 #   deploy/crd/baton.dev_distributedlocks.yaml   the CustomResourceDefinition
 # with controller-gen, pinned in this directory's own go.mod so that the
 # main module never depends on controller-tools. Run from anywhere:
@@ -14,6 +14,6 @@ trap 'rm -rf "$bin"' EXIT
 (cd "$here" && "$GO" build -o "$bin/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen)
 cd "$root"
 "$bin/controller-gen" \
-	object paths=./kube/api/... \
-	crd:crdVersions=v1 paths=./kube/api/... output:crd:artifacts:config=deploy/crd
-echo "generated kube/api/v1alpha1/zz_generated.deepcopy.go and deploy/crd/" >&2
+	object paths=./kubestore/api/... \
+	crd:crdVersions=v1 paths=./kubestore/api/... output:crd:artifacts:config=deploy/crd
+echo "generated kubestore/api/v1alpha1/zz_generated.deepcopy.go and deploy/crd/" >&2

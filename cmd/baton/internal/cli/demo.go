@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/file"
+	"github.com/baton-go/baton/filestore"
 	"github.com/baton-go/baton/internal/supervise"
 )
 
@@ -105,7 +105,7 @@ type demo struct {
 	start time.Time
 	exe   string
 	dir   string
-	store *file.Store
+	store *filestore.Store
 
 	mu       sync.Mutex // serializes output
 	timeline []string
@@ -148,7 +148,7 @@ func (a *app) demo(ctx context.Context) (err error) {
 		return fmt.Errorf("demo: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	st, err := file.New(dir)
+	st, err := filestore.New(dir)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

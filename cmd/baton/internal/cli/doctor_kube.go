@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/baton-go/baton/internal/storeerr"
-	"github.com/baton-go/baton/kube"
-	"github.com/baton-go/baton/kube/api/v1alpha1"
+	"github.com/baton-go/baton/kubestore"
+	"github.com/baton-go/baton/kubestore/api/v1alpha1"
 )
 
 // kubeCheckTimeout bounds the Kubernetes checks together.
@@ -226,11 +226,11 @@ func nameCheck(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRes
 	}
 	// A DistributedLock is baton's kind; a Lease or ConfigMap is baton's
 	// if it carries the token annotation.
-	if _, ok := meta.Annotations[kube.AnnotationToken]; !ok && gvr.Group != v1alpha1.Group {
+	if _, ok := meta.Annotations[kubestore.AnnotationToken]; !ok && gvr.Group != v1alpha1.Group {
 		return check{label, resultFail, fmt.Sprintf("%s %s/%s exists but was not made by baton (another tool uses this name)", backend, ns, name),
 			"pick another lock name; baton never takes over another tool's object"}
 	}
-	if have := meta.Labels[kube.LabelApplication]; have != app {
+	if have := meta.Labels[kubestore.LabelApplication]; have != app {
 		return check{label, resultFail, fmt.Sprintf("%s %s/%s belongs to application %q, not %q: the two would block each other", backend, ns, name, have, app),
 			"give one of the applications another lock name, or the same --app if they really share the lock"}
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/file"
+	"github.com/baton-go/baton/filestore"
 	"github.com/baton-go/baton/redisstore"
 )
 
@@ -162,11 +162,11 @@ func (f *storeFlags) open() (store, string, error) {
 		}
 		return r, "redlock over " + strings.Join(where, ", "), nil
 	}
-	var opts []file.Option
+	var opts []filestore.Option
 	if f.readOnly {
-		opts = append(opts, file.ReadOnly())
+		opts = append(opts, filestore.ReadOnly())
 	}
-	s, err := file.New(f.dir, opts...)
+	s, err := filestore.New(f.dir, opts...)
 	if err != nil {
 		return nil, "", fmt.Errorf("opening the file store: %w", err)
 	}

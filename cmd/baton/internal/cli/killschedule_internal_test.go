@@ -14,12 +14,12 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/internal/supervise"
-	"github.com/baton-go/baton/memory"
+	"github.com/baton-go/baton/memstore"
 )
 
 // unreachable is a store whose renewals fail: the holder steps down at the
 // renew deadline, while its claim is still valid until S + TTL - margin.
-type unreachable struct{ *memory.Store }
+type unreachable struct{ *memstore.Store }
 
 func (unreachable) Renew(context.Context, baton.Grant) (baton.Grant, error) {
 	return baton.Grant{}, errors.New("store unreachable")
@@ -55,7 +55,7 @@ func TestKillScheduleBeforeValidityEnd(t *testing.T) {
 	t.Parallel()
 	const ttl = time.Second
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mu, err := baton.NewMutex(unreachable{memory.New()}, "sched",
+	mu, err := baton.NewMutex(unreachable{memstore.New()}, "sched",
 		baton.WithTTL(ttl), baton.WithRenewDeadline(500*time.Millisecond), baton.WithRetryPeriod(100*time.Millisecond), baton.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/kube"
+	"github.com/baton-go/baton/kubestore"
 )
 
 // kubeFlags are kubectl's connection flags, for the Kubernetes backends.
@@ -55,15 +55,15 @@ func (f *kubeFlags) open(backend string) (store, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	opts := []kube.Option{kube.WithApplication(f.app)}
+	opts := []kubestore.Option{kubestore.WithApplication(f.app)}
 	var st store
 	switch backend {
 	case "configmap":
-		st, err = kube.NewConfigMapForConfig(cfg, ns, opts...)
+		st, err = kubestore.NewConfigMapForConfig(cfg, ns, opts...)
 	case "crd":
-		st, err = kube.NewDistributedLockForConfig(cfg, ns, kube.WithApplication(f.app))
+		st, err = kubestore.NewDistributedLockForConfig(cfg, ns, kubestore.WithApplication(f.app))
 	default:
-		st, err = kube.NewLeaseForConfig(cfg, ns, opts...)
+		st, err = kubestore.NewLeaseForConfig(cfg, ns, opts...)
 	}
 	if err != nil {
 		return nil, "", err
@@ -106,7 +106,7 @@ func (f *kubeFlags) restConfig() (*rest.Config, string, error) {
 
 // eventObserver records leadership changes as Kubernetes Events on the lock
 // object, for the Kubernetes backends; nil for the others.
-func (f *kubeFlags) eventObserver(backend string, st store, log *slog.Logger) (*kube.EventObserver, error) {
+func (f *kubeFlags) eventObserver(backend string, st store, log *slog.Logger) (*kubestore.EventObserver, error) {
 	kind := map[string]string{"lease": "Lease", "configmap": "ConfigMap", "crd": "DistributedLock"}[backend]
 	if kind == "" {
 		return nil, nil
@@ -119,9 +119,9 @@ func (f *kubeFlags) eventObserver(backend string, st store, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	var opts []kube.EventOption
-	if ls, ok := st.(kube.LockStore); ok {
-		opts = append(opts, kube.WithLockStore(ls)) // the object's uid from the store's view: no GET per term
+	var opts []kubestore.EventOption
+	if ls, ok := st.(kubestore.LockStore); ok {
+		opts = append(opts, kubestore.WithLockStore(ls)) // the object's uid from the store's view: no GET per term
 	}
-	return kube.NewEventObserver(cs, ns, kind, "baton", log, opts...)
+	return kubestore.NewEventObserver(cs, ns, kind, "baton", log, opts...)
 }

@@ -120,7 +120,7 @@ func TestKubeLeaseBackend(t *testing.T) {
 		append(timing, "--", exe(), cmdFenceWorker)...)...)
 	first := f.waitWrite(t, "write by the holder", 30*time.Second, false, func(fenceWrite) bool { return true })
 	// A new Lease's first token is the resourceVersion the API server
-	// gave it (package kube, "Fencing tokens"): some positive number.
+	// gave it (package kubestore, "Fencing tokens"): some positive number.
 	if first.Token == 0 || first.Holder != "pod-a" {
 		t.Fatalf("first write %+v, want a token by pod-a", first)
 	}
@@ -179,7 +179,7 @@ func TestKubeCRDBackend(t *testing.T) {
 	t.Parallel()
 	kc, _ := kubeconfig(t)
 	// Tokens strictly grow from lock to lock. The first one is the
-	// resourceVersion the API server gave the new object (package kube,
+	// resourceVersion the API server gave the new object (package kubestore,
 	// "Fencing tokens"), so only the order is asserted.
 	var last uint64
 	for i := 1; i <= 2; i++ {

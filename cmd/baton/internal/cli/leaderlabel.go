@@ -5,14 +5,14 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/baton-go/baton/kube"
+	"github.com/baton-go/baton/kubestore"
 )
 
 // leaderLabel puts --leader-label on this replica's Pod while it leads
-// (see kube.LeaderLabel). Failures are logged, not fatal: the lock, not
+// (see kubestore.LeaderLabel). Failures are logged, not fatal: the lock, not
 // the label, decides who leads.
 type leaderLabel struct {
-	l   *kube.LeaderLabel
+	l   *kubestore.LeaderLabel
 	log *slog.Logger
 }
 
@@ -28,11 +28,11 @@ func (f *lockFlags) newLeaderLabel(label string, log *slog.Logger) (*leaderLabel
 	if err != nil {
 		return nil, err
 	}
-	pod, err := kube.PodName()
+	pod, err := kubestore.PodName()
 	if err != nil {
 		return nil, err
 	}
-	l, err := kube.NewLeaderLabel(cfg, ns, pod, label)
+	l, err := kubestore.NewLeaderLabel(cfg, ns, pod, label)
 	if err != nil {
 		return nil, err
 	}

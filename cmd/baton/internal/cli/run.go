@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/kube"
+	"github.com/baton-go/baton/kubestore"
 )
 
 const runLong = `Run CMD only while this process is the leader of lock NAME.
@@ -81,7 +81,7 @@ func (a *app) runCommand() *cobra.Command {
 				}
 			}
 			if label != "" {
-				if _, _, err := kube.ParseLabel(label); err != nil {
+				if _, _, err := kubestore.ParseLabel(label); err != nil {
 					return usageErrorf("--leader-label: %w", err)
 				}
 			}

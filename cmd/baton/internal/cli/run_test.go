@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/file"
+	"github.com/baton-go/baton/filestore"
 	"github.com/baton-go/baton/internal/supervise"
 )
 
@@ -20,9 +20,9 @@ func runArgs(dir, name, identity string, cmd ...string) []string {
 
 func worker(flags ...string) []string { return append([]string{exe(), cmdFenceWorker}, flags...) }
 
-func openStore(t *testing.T, dir string) *file.Store {
+func openStore(t *testing.T, dir string) *filestore.Store {
 	t.Helper()
-	st, err := file.New(dir)
+	st, err := filestore.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/file"
+	"github.com/baton-go/baton/filestore"
 )
 
 // asNobody runs the CLI with args as the user nobody (65534) with HOME
@@ -72,7 +72,7 @@ func copyFile(t *testing.T, from, to string) {
 func TestStatusAsNobody(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	st, err := file.New(dir, file.WithPermissions(0o644))
+	st, err := filestore.New(dir, filestore.WithPermissions(0o644))
 	if err != nil {
 		t.Fatal(err)
 	}

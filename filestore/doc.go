@@ -1,0 +1,174 @@
+// Package file is a baton backend for processes on one machine: it keeps
+// lock records in a directory of the local file system. It is the embedded
+// default of the baton CLI, and a way to coordinate cron jobs, services and
+// scripts on a single host without a network store.
+//
+//	store, err := filestore.New("/var/lib/myapp/locks")
+//	m, err := baton.NewMutex(store, "nightly-report")
+//
+// # Guarantees
+//
+// The store has the lease semantics of the networked backends: a claim
+// lasts for its TTL after the store applies an acquire or renew; only its
+// owner (Holder and Nonce) can renew or release it; after it expires
+// anyone may take it over; and every acquisition gets a fencing token
+// larger than all tokens issued before for that lock name. The counter
+// survives release, the end of every process, reboots, and the deletion of
+// the record file (see Deleted records); it goes backwards only if someone
+// deletes the epoch file too, or restores older files.
+//
+// Every change is a read-modify-write of one record under an exclusive
+// flock(2) on the lock's .lock file; the new record is written to a
+// temporary file, fsynced, renamed over the old one, and the directory is
+// fsynced, so a crash (of a process or of the machine) leaves the old or
+// the new record, never a torn one. Readers (Get, List, status views)
+// take no lock: a rename is atomic.
+//
+// A record that cannot be decoded is never overwritten, since that could
+// reset the fencing counter: every operation on that lock returns an error
+// matching baton.ErrCorruptRecord that names the file, until an
+// administrator repairs or removes it.
+//
+// # One machine, local file system
+//
+// All processes using a directory must run on the same machine (or in
+// containers on it that bind-mount the directory) and in the same time
+// namespace (the default; see below). Do not put the directory on NFS or
+// another network file system: flock there is emulated or local to one
+// client, and the clock below is not shared across machines. Use the
+// Kubernetes, etcd or Redis backends across machines.
+//
+// Processes that can open the lock files can hold their flock and so block
+// a lock; processes that can write the directory can rewrite records. New
+// creates a missing directory with mode 0o700 and files with 0o600 (see
+// WithPermissions); share it only with cooperating processes.
+//
+// # Clock model
+//
+// Expiry is judged on the machine's monotonic clock, which every process
+// on the machine reads alike and which never jumps when the wall clock is
+// set: CLOCK_MONOTONIC on Linux, CLOCK_UPTIME_RAW on macOS. These are the
+// clocks behind the monotonic reading of Go's time.Now, so the store and
+// the lock engine (baton.Lease) measure a lease on the same clock and the
+// holder's validity (send time + TTL - margin) always ends before the
+// store's expiry (apply time + TTL). Both clocks stop while the machine is
+// suspended, for every process at once; a clock that counts suspend
+// (CLOCK_BOOTTIME) would let a contender take over right after resume while
+// the holder's engine, on Go's clock, still counts its lease as valid.
+//
+// A claim stores its expiry as a reading of that clock together with the
+// boot ID (/proc/sys/kernel/random/boot_id on Linux, the
+// kern.bootsessionuuid sysctl on macOS). The monotonic clock restarts at
+// boot, so a claim made in another boot always counts as expired: after a
+// reboot every lock is free, and its fencing counter continues where it
+// was. Linux time namespaces (used by checkpoint/restore tools) shift the
+// monotonic clock; processes in different time namespaces must not share a
+// lock directory.
+//
+// The wall-clock times in a record (acquire_time, renew_time) are only for
+// people reading status views; the store never compares them.
+//
+// # Files
+//
+// For a lock NAME the directory holds NAME.lock (used for flock, and
+// holding a copy of the record, its guard: see Deleted records; never
+// removed, since removing a lock file while another process waits on it
+// would let two processes lock different files), NAME.json
+// (the record), NAME.epoch (the epoch of the fencing counter, below), and
+// briefly NAME.json.tmp and NAME.epoch.tmp. Names longer than 200 bytes are
+// shortened to their first 160 bytes, '~' and 32 hex digits of their
+// SHA-256; the record holds the full name. List and the status views show
+// the records only.
+//
+// The sanctioned way to free a held lock is a forced release (baton
+// release NAME --force, or Store.ForceRelease): it keeps the counter, and
+// the holder learns of it at its next renew. Do not delete NAME.json to free
+// a lock; it does not free it sooner (see Deleted records).
+//
+// # Fencing tokens and the epoch file
+//
+// A token is epoch<<40 | n. n is kept in the record and incremented by
+// each acquisition, which writes the record only. The epoch is kept in
+// NAME.epoch, one line of JSON such as
+//
+//	{"version":1,"key":"nightly-report","epoch":3}
+//
+// written (durably, before the record) only when the record must be
+// created (the lock's first acquisition: epoch 0, so the first tokens are
+// 1, 2, ...; or the record file was deleted: the epoch goes up by one), when
+// n would pass 2^40-1, and once for a record that has no epoch file
+// (written by an older version of this package, whose tokens simply
+// continue). So deleting NAME.json cannot make tokens repeat. A corrupt
+// epoch file is treated like a corrupt record: reported with its path,
+// never overwritten.
+//
+// To reset a lock's counter on purpose (tokens start at 1 again), stop
+// every process that uses the lock, delete NAME.json and NAME.epoch, and
+// make the resources that check the lock's tokens forget the largest token
+// they saw (or they refuse the new holders' writes). Deleting NAME.epoch
+// alone does no harm as long as the record stays: the next acquisition
+// writes it again from the record's token.
+//
+// # Deleted records
+//
+// If NAME.json is deleted while its claim is live (rm by an operator or a
+// clean-up job), the holder is not told at once: it keeps working until
+// its next renew, which then fails with an error matching baton.ErrLost and
+// never recreates the record. Every write of the record first writes a
+// copy of it, the guard, into NAME.lock, which rm NAME.json leaves (the
+// lock file is never removed). So a Store that finds the record missing
+// reads the last claim from the guard, even if it never saw the record (a
+// process started after the deletion), and refuses to acquire, with a
+// *baton.HeldError naming that claim's holder and token, until the claim
+// has expired on the machine's monotonic clock. A Store that also saw the
+// claim in the record waits for the later of that and its own rule: the
+// expiry it last saw, or the moment it first found the record missing plus
+// the claim's TTL (the rule for a lock file without a guard, as an older
+// version leaves it). Get reports a guarded claim as held. The holder's
+// Release of a deleted record (its work has stopped) still returns ErrLost
+// but frees its claim in the guard, and ForceRelease frees a claim kept
+// only in the guard. Deleting NAME.lock as well is outside the protocol: it
+// breaks the file lock that every write relies on.
+//
+// # Record format
+//
+// NAME.json is one JSON object on one line, with exactly these fields:
+//
+//		{"version":1,"key":"nightly-report","holder":"host-1a2b3c4d","nonce":"0011223344556677",
+//		 "token":42,"ttl_ns":15000000000,"boot_id":"3c454b82-b157-4c7f-9f86-6d594cb37345",
+//		 "expires_mono_ns":86412345678901,"acquire_time":"2025-01-02T03:04:05.123456789Z",
+//		 "renew_time":"2025-01-02T03:04:10.123456789Z","transitions":7}
+//
+//	  - version: the format version, 1. Other versions are refused as corrupt
+//	    (a newer program wrote them), not overwritten.
+//	  - key: the lock name (baton.ValidateName).
+//	  - holder, nonce: the owner of the current or last claim; both empty when
+//	    the lock is free (released). At most 1024 bytes each.
+//	  - token: the last fencing token issued, at least 1.
+//	  - ttl_ns: the TTL of the last acquire or renew, in nanoseconds (at most
+//	    366 days).
+//	  - boot_id, expires_mono_ns: the boot in which the claim was made and the
+//	    reading of the monotonic clock at which it ends; "" and 0 when free.
+//	  - acquire_time, renew_time: wall-clock times (RFC 3339, UTC) of the last
+//	    acquisition and of the last acquire or renew. Information only.
+//	  - transitions: how many acquisitions went to a holder other than the
+//	    previous one (a released record has no holder, so the acquisition
+//	    after a release counts); always less than token.
+//
+// A claim is held while holder is set, boot_id is the current boot and the
+// monotonic clock is below expires_mono_ns. The decoder is strict: unknown,
+// missing, duplicate or mistyped fields, values out of range, inconsistent
+// combinations (a holder without nonce or boot_id, a free record with an
+// expiry) and data after the object make the record corrupt.
+//
+// # Watching
+//
+// On Linux, Store.Watch uses inotify on the directory, so a waiting
+// baton.Mutex wakes as soon as the record changes. Elsewhere Watch returns
+// an error and the engine polls.
+//
+// # Platforms
+//
+// Linux and macOS. On other systems (Windows included) the package
+// compiles but New returns an error.
+package filestore

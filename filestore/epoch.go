@@ -1,0 +1,152 @@
+package filestore
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// A fencing token is epoch<<epochShift | n. The epoch of a lock is kept in
+// its companion file NAME.epoch, apart from the record. It is written only
+// when the record has to be created (the record file is missing: the
+// lock's first acquisition, or someone deleted the record), when n would
+// overflow, and once for a record that has no epoch file (one written
+// before epoch files existed, or whose epoch file was deleted). Every
+// other acquisition increments n in the record alone, so the counter costs
+// no extra write (and no fsync) in the common case, and deleting NAME.json
+// cannot make a token repeat: the next record starts in a larger epoch.
+//
+// The first record of a lock (no epoch file) is in epoch 0, so its tokens
+// are 1, 2, ... as before epoch files existed; records written before then
+// continue likewise.
+const (
+	epochShift = 40
+	nMask      = 1<<epochShift - 1
+	maxEpoch   = 1<<(64-epochShift) - 1
+	epochLen   = 1 << 10 // bytes of an epoch file
+)
+
+// epochFile is the content of NAME.epoch: one JSON object on one line.
+type epochFile struct {
+	Version int    `json:"version"`
+	Key     string `json:"key"`
+	Epoch   uint64 `json:"epoch"`
+}
+
+// firstToken returns the first token of epoch e.
+func firstToken(e uint64) uint64 { return e<<epochShift | 1 }
+
+// nextToken returns the token after old if it stays in old's epoch.
+func nextToken(old uint64) (uint64, bool) {
+	if old&nMask == nMask {
+		return 0, false
+	}
+	return old + 1, true
+}
+
+// newEpoch returns the epoch for a record that starts a new epoch, and
+// writes it to key's epoch file durably (temporary file, fsync, rename,
+// directory fsync) before the caller writes a record with a token of that
+// epoch, so the epoch file is never behind a record on disk, even after a
+// crash. old is the current record when n would overflow, nil when the
+// record is missing. The caller holds the key's file lock.
+func (s *Store) newEpoch(p paths, key string, old *record) (uint64, error) {
+	cur, found, err := readEpoch(key, p.epoch)
+	if err != nil {
+		return 0, err
+	}
+	var e uint64
+	switch {
+	case old != nil:
+		e = max(cur, old.token>>epochShift) + 1
+	case found:
+		e = cur + 1
+	default:
+		e = 0 // the lock's first record, or an administrator reset the counter
+	}
+	if e > maxEpoch {
+		return 0, fmt.Errorf("file: lock %q: the fencing counter is exhausted (epoch %d in %s)", key, cur, p.epoch)
+	}
+	return e, s.writeEpoch(p, key, e)
+}
+
+// keepEpoch writes the epoch of old's token to key's epoch file if there
+// is none, so that deleting the record later cannot make tokens repeat.
+// It costs a stat per acquisition and a write once per lock.
+func (s *Store) keepEpoch(p paths, key string, old *record) error {
+	_, err := os.Lstat(p.epoch)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("file: lock %q: %w", key, err)
+	}
+	return s.writeEpoch(p, key, old.token>>epochShift)
+}
+
+func (s *Store) writeEpoch(p paths, key string, e uint64) error {
+	b, _ := json.Marshal(epochFile{Version: recordVersion, Key: key, Epoch: e}) // strings and integers only
+	if err := s.replace(p.epochTemp, p.epoch, append(b, '\n')); err != nil {
+		return fmt.Errorf("file: writing the epoch file of lock %q: %w", key, err)
+	}
+	return nil
+}
+
+// readEpoch returns the epoch in path, and whether the file exists. A file
+// that does not decode strictly is corrupt: overwriting it could make tokens
+// repeat.
+func readEpoch(key, path string) (uint64, bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("file: lock %q: %w", key, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, epochLen+1))
+	if err != nil {
+		return 0, false, fmt.Errorf("file: lock %q: reading %s: %w", key, path, err)
+	}
+	e, err := decodeEpoch(key, data)
+	if err != nil {
+		return 0, false, fmt.Errorf("file: %s: %w", path, err)
+	}
+	return e, true, nil
+}
+
+// decodeEpoch parses an epoch file for key strictly. Every error matches
+// baton.ErrCorruptRecord.
+func decodeEpoch(key string, data []byte) (uint64, error) {
+	if len(data) > epochLen {
+		return 0, corrupt("%d bytes, more than an epoch file can have", len(data))
+	}
+	var w struct {
+		Version *int    `json:"version"`
+		Key     *string `json:"key"`
+		Epoch   *uint64 `json:"epoch"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return 0, notJSON(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return 0, corrupt("data after the epoch object")
+	}
+	switch {
+	case w.Version == nil || w.Key == nil || w.Epoch == nil:
+		return 0, corrupt("an epoch file needs the fields version, key and epoch")
+	case *w.Version != recordVersion:
+		return 0, corrupt("epoch file format version %d; this program reads version %d", *w.Version, recordVersion)
+	case *w.Key != key:
+		return 0, corrupt("epoch file is for lock %q", *w.Key)
+	case *w.Epoch > maxEpoch:
+		return 0, corrupt("epoch %d is not in 0..%d", *w.Epoch, uint64(maxEpoch))
+	}
+	return *w.Epoch, nil
+}

@@ -1,0 +1,99 @@
+package filestore
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	"go.uber.org/goleak"
+)
+
+// helperEnv is set to "1" in the child processes of
+// TestCrossProcessExclusion; TestMain sends them to helperMain.
+const helperEnv = "BATON_FILE_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		// A child process of TestCrossProcessExclusion.
+		os.Exit(helperMain())
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// fakeClock is a machine clock that moves only when told.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(int64(1000 * time.Hour)) // a machine up for a while
+	return c
+}
+
+func (c *fakeClock) now() (int64, error)     { return c.ns.Load(), nil }
+func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// newStore returns a Store on dir; with clk, its machine clock is clk.
+func newStore(t testing.TB, dir string, clk *fakeClock) *Store {
+	t.Helper()
+	s, err := New(dir)
+	if err != nil {
+		t.Fatalf("New(%q): %v", dir, err)
+	}
+	if clk != nil {
+		s.now = clk.now
+	}
+	return s
+}
+
+func req(holder, nonce string, ttl time.Duration) baton.Request {
+	return baton.Request{Holder: holder, Nonce: nonce, TTL: ttl}
+}
+
+func mustAcquire(t *testing.T, s *Store, key string, r baton.Request) baton.Grant {
+	t.Helper()
+	g, err := s.TryAcquire(context.Background(), key, r)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q, %+v): %v", key, r, err)
+	}
+	if g.Key != key || g.Holder != r.Holder || g.Nonce != r.Nonce || g.TTL != r.TTL {
+		t.Fatalf("TryAcquire(%q, %+v) = %+v: grant does not match the request", key, r, g)
+	}
+	return g
+}
+
+func mustGet(t *testing.T, s *Store, key string) baton.Record {
+	t.Helper()
+	rec, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	return rec
+}
+
+func readBytes(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func recordPath(dir, key string) string { return filepath.Join(dir, fileBase(key)+recordSuffix) }

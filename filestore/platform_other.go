@@ -1,0 +1,23 @@
+//go:build !linux && !darwin
+
+package filestore
+
+import (
+	"fmt"
+	"io/fs"
+	"runtime"
+)
+
+// errUnsupported is returned by New on platforms without the guarantees the
+// store relies on (an advisory file lock and a machine-wide monotonic clock
+// with a boot ID), or where they are not implemented yet.
+var errUnsupported = fmt.Errorf("file: the file backend is not supported on %s/%s (only Linux and macOS)", runtime.GOOS, runtime.GOARCH)
+
+func machineNow() (int64, error)  { return 0, errUnsupported }
+func readBootID() (string, error) { return "", errUnsupported }
+
+type lockHandle int
+
+func openLockFile(string, fs.FileMode) (lockHandle, error) { return -1, errUnsupported }
+func (lockHandle) tryLock() (bool, error)                  { return false, errUnsupported }
+func (lockHandle) close()                                  {}

@@ -1,0 +1,591 @@
+package filestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/baton-go/baton"
+)
+
+// DefaultPermissions is the mode of the files the store creates, before the
+// umask. New creates a missing directory with the same bits plus the
+// matching search (x) bits: 0o700 by default.
+const DefaultPermissions fs.FileMode = 0o600
+
+// Store is a baton.Backend (and baton.Watcher, baton.Lister) that keeps its
+// records in a directory on the local file system. See the package
+// documentation.
+//
+// A Store holds no open files or goroutines between calls, so it needs no
+// Close; any number of Stores, in any number of processes on the machine,
+// may use one directory at once. Its methods are safe for concurrent use.
+type Store struct {
+	dir    string
+	perm   fs.FileMode
+	bootID string
+	// now reads the machine clock; wall the wall clock (status only).
+	// Tests replace them.
+	now      func() (int64, error)
+	wall     func() time.Time
+	seen     seenClaims // see seen.go
+	readOnly bool       // see ReadOnly
+}
+
+var (
+	_ baton.Backend = (*Store)(nil)
+	_ baton.Watcher = (*Store)(nil)
+	_ baton.Lister  = (*Store)(nil)
+)
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	perm     fs.FileMode
+	readOnly bool
+}
+
+// ReadOnly opens the store for reading only (Get, List, Watch), as status
+// views need: New then neither creates the directory nor checks that it is
+// writable, and every operation that would write (TryAcquire, Renew,
+// Release, ForceRelease) fails with an error matching baton.ErrForbidden.
+// A missing directory reads as one without locks (List) or records (Get).
+func ReadOnly() Option {
+	return func(o *options) { o.readOnly = true }
+}
+
+// WithPermissions sets the mode of the lock and record files the store
+// creates (subject to the umask; the owner needs read and write). A missing
+// directory is created with these bits plus search bits where they have
+// read bits: WithPermissions(0o660) gives 0o770, for a directory shared by
+// a group. Default DefaultPermissions. Anyone who can open a lock file can
+// also hold its flock and so block the lock; anyone who can write the
+// directory can rewrite records. Share the directory only with processes
+// you trust to follow the protocol.
+func WithPermissions(perm fs.FileMode) Option {
+	return func(o *options) { o.perm = perm }
+}
+
+// New returns a Store on the directory dir, creating it (and its parents)
+// if it does not exist. It fails if dir is not a directory, is not
+// writable, or the platform is not supported (only Linux and macOS are).
+//
+// dir should be on a local file system that survives reboots if fencing
+// tokens are to keep increasing across reboots: not a tmpfs such as
+// /run/user/UID, and not NFS (see the package documentation).
+func New(dir string, opts ...Option) (*Store, error) {
+	o := options{perm: DefaultPermissions}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.perm&^fs.ModePerm != 0 || o.perm&0o600 != 0o600 {
+		return nil, fmt.Errorf("file: %w: permissions %v must be permission bits only and include owner read and write (0o600)", baton.ErrInvalidOptions, o.perm)
+	}
+	if dir == "" {
+		return nil, fmt.Errorf("file: %w: lock directory is empty", baton.ErrInvalidOptions)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("file: lock directory %q: %w", dir, err)
+	}
+	bootID, err := readBootID()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := machineNow(); err != nil {
+		return nil, err
+	}
+	st := &Store{
+		dir:      abs,
+		perm:     o.perm,
+		bootID:   bootID,
+		now:      machineNow,
+		wall:     time.Now,
+		readOnly: o.readOnly,
+	}
+	if o.readOnly {
+		return st, nil
+	}
+	switch fi, err := os.Stat(abs); {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(abs, dirPerm(o.perm)); err != nil {
+			return nil, fmt.Errorf("file: creating lock directory: %w", err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("file: lock directory: %w", err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("file: lock directory %s is not a directory (mode %v)", abs, fi.Mode())
+	}
+	// Check writability by writing: permission bits do not tell about
+	// read-only mounts, ACLs or root.
+	probe, err := os.CreateTemp(abs, ".baton-probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("file: lock directory %s is not writable: %w", abs, err)
+	}
+	_ = probe.Close()
+	if err := os.Remove(probe.Name()); err != nil {
+		return nil, fmt.Errorf("file: lock directory %s: removing probe file: %w", abs, err)
+	}
+	return st, nil
+}
+
+// dirPerm adds search bits where perm has read bits.
+func dirPerm(perm fs.FileMode) fs.FileMode { return perm | (perm&0o444)>>2 }
+
+// Dir returns the absolute path of the lock directory.
+func (s *Store) Dir() string { return s.dir }
+
+// TryAcquire implements baton.Backend. See the package documentation for
+// when a claim counts as expired.
+func (s *Store) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+	if err := baton.ValidateName(key); err != nil {
+		return baton.Grant{}, fmt.Errorf("file: %w", err)
+	}
+	if err := checkRequest(req.Holder, req.Nonce, req.TTL); err != nil {
+		return baton.Grant{}, fmt.Errorf("file: lock %q: %w", key, err)
+	}
+	var g baton.Grant
+	err := s.locked(ctx, key, func(p paths, old *record, now int64) error {
+		r := &record{
+			key:     key,
+			holder:  req.Holder,
+			nonce:   req.Nonce,
+			ttl:     req.TTL,
+			bootID:  s.bootID,
+			expires: now + int64(req.TTL),
+		}
+		if err := s.nextClaim(p, key, old, now, r); err != nil {
+			return err
+		}
+		wall := s.wall()
+		r.acquireTime, r.renewTime = wall, wall
+		if err := s.write(p, r); err != nil {
+			return err
+		}
+		s.seen.saw(key, r, now, s.bootID)
+		g = baton.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: r.token, TTL: req.TTL}
+		return nil
+	})
+	return g, err
+}
+
+// nextClaim fills in r's token and transitions for an acquisition that
+// finds old (nil if the record is missing) at machine time now, or
+// returns a *baton.HeldError if the lock is, or may still be, held. It
+// writes the epoch file when the record must be created or n would
+// overflow (see epoch.go).
+func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record) error {
+	if old == nil {
+		// Deleted (or never created): the claim kept in the guard, and
+		// any this Store saw, must end first; the later one decides.
+		held, seen := s.guardHeld(p, key, now), s.seen.missing(key, now)
+		if seen != nil && (held == nil || seen.RetryAfter > held.RetryAfter) {
+			held = seen
+		}
+		if held != nil {
+			return held
+		}
+		e, err := s.newEpoch(p, key, nil)
+		r.token = firstToken(e)
+		return err
+	}
+	s.seen.saw(key, old, now, s.bootID)
+	if left := old.remaining(now, s.bootID); left > 0 {
+		return &baton.HeldError{Key: key, Holder: old.holder, Token: old.token, RetryAfter: left}
+	}
+	r.transitions = old.transitions
+	if old.holder != r.holder {
+		r.transitions++ // cannot overflow: transitions < token
+	}
+	if t, ok := nextToken(old.token); ok {
+		r.token = t
+		return s.keepEpoch(p, key, old)
+	}
+	e, err := s.newEpoch(p, key, old)
+	r.token = firstToken(e)
+	return err
+}
+
+// Renew implements baton.Backend: it extends g's claim to g.TTL from now,
+// if g's owner still holds it and it has not expired. An expired claim is
+// lost even if nobody has taken it yet.
+func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	if err := baton.ValidateName(g.Key); err != nil {
+		return baton.Grant{}, fmt.Errorf("file: %w", err)
+	}
+	if err := checkRequest(g.Holder, g.Nonce, g.TTL); err != nil {
+		return baton.Grant{}, fmt.Errorf("file: lock %q: %w", g.Key, err)
+	}
+	err := s.locked(ctx, g.Key, func(p paths, old *record, now int64) error {
+		if old == nil {
+			s.seen.missing(g.Key, now) // deleted under its holder; see seen.go
+		}
+		if err := s.checkOwned(g, old, now); err != nil {
+			return err
+		}
+		r := *old
+		r.ttl = g.TTL
+		r.expires = now + int64(g.TTL)
+		r.renewTime = s.wall()
+		if err := s.write(p, &r); err != nil {
+			return err
+		}
+		s.seen.saw(g.Key, &r, now, s.bootID)
+		return nil
+	})
+	if err != nil {
+		return baton.Grant{}, err
+	}
+	g.Version = ""
+	return g, nil
+}
+
+// Release implements baton.Backend: it frees g's key if g's owner still
+// holds it and the claim has not expired, keeping the fencing counter.
+func (s *Store) Release(ctx context.Context, g baton.Grant) error {
+	return s.locked(ctx, g.Key, func(p paths, old *record, now int64) error {
+		if old == nil {
+			s.freeGuard(p, g)
+		}
+		if err := s.checkOwned(g, old, now); err != nil {
+			return err
+		}
+		r := free(*old)
+		if err := s.write(p, &r); err != nil {
+			return err
+		}
+		s.seen.forget(g.Key)
+		return nil
+	})
+}
+
+// ForceRelease frees key whoever holds it, keeping the fencing counter: the
+// next holder gets a larger token. It is an administrator's action (the
+// "release" command of the CLI); a holder whose claim is force-released
+// learns it at its next renew, and until then may still believe it holds
+// the lock, which is what fencing tokens are for. It returns an error
+// matching baton.ErrNotFound if key has no record, and succeeds if the key
+// is already free.
+func (s *Store) ForceRelease(ctx context.Context, key string) error {
+	return s.locked(ctx, key, func(p paths, old *record, now int64) error {
+		switch {
+		case old == nil && s.guardHeld(p, key, now) != nil:
+			// Deleted while held: free the claim its guard keeps.
+			r := free(*s.readGuard(p, key))
+			s.seen.forget(key)
+			return s.writeGuard(p, &r)
+		case old == nil:
+			return fmt.Errorf("file: lock %q: %w (%s)", key, baton.ErrNotFound, p.record)
+		case old.holder == "":
+			s.seen.forget(key)
+			return nil
+		}
+		r := free(*old)
+		if err := s.write(p, &r); err != nil {
+			return err
+		}
+		s.seen.forget(key)
+		return nil
+	})
+}
+
+// free returns r without holder: a record of a released key.
+func free(r record) record {
+	r.holder, r.nonce, r.bootID, r.expires = "", "", "", 0
+	return r
+}
+
+// Get implements baton.Backend. It reads without taking the file lock:
+// records are replaced by rename, so a reader sees the old or the new one.
+func (s *Store) Get(ctx context.Context, key string) (baton.Record, error) {
+	if err := baton.ValidateName(key); err != nil {
+		return baton.Record{}, fmt.Errorf("file: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return baton.Record{}, err
+	}
+	p := s.paths(key)
+	r, err := s.read(key, p.record)
+	if err != nil {
+		return baton.Record{}, err
+	}
+	now, err := s.now()
+	if err != nil {
+		return baton.Record{}, err
+	}
+	if r == nil {
+		s.seen.missing(key, now) // starts the count if a claim was seen
+		if s.guardHeld(p, key, now) != nil {
+			return s.readGuard(p, key).toRecord(now, s.bootID), nil // deleted while held
+		}
+		return baton.Record{}, fmt.Errorf("file: lock %q: %w (%s)", key, baton.ErrNotFound, p.record)
+	}
+	s.seen.saw(key, r, now, s.bootID)
+	return r.toRecord(now, s.bootID), nil
+}
+
+// List implements baton.Lister: the records of all locks in the directory,
+// sorted by name. Records that cannot be read or decoded are left out and
+// reported, each with its path, in the error (an errors.Join); the others
+// are still returned.
+func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(s.dir)
+	if s.readOnly && errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // see ReadOnly
+	}
+	if err != nil {
+		return nil, fmt.Errorf("file: listing locks: %w", err)
+	}
+	now, err := s.now()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		recs []baton.Record
+		errs []error
+	)
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, recordSuffix) || strings.HasPrefix(name, ".") || e.IsDir() {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		path := filepath.Join(s.dir, name)
+		data, err := readFile(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // removed since ReadDir
+		case err != nil:
+			errs = append(errs, fmt.Errorf("file: %w", err))
+			continue
+		}
+		r, err := decodeRecord(data)
+		if err == nil && fileBase(r.key) != strings.TrimSuffix(name, recordSuffix) {
+			err = corrupt("record is for lock %q, whose record file is %s", r.key, fileBase(r.key)+recordSuffix)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("file: %s: %w", path, err))
+			continue
+		}
+		recs = append(recs, r.toRecord(now, s.bootID))
+	}
+	slices.SortFunc(recs, func(a, b baton.Record) int { return strings.Compare(a.Key, b.Key) })
+	return recs, errors.Join(errs...)
+}
+
+// checkRequest validates an owner and TTL before anything is written, so
+// that every record written decodes again.
+func checkRequest(holder, nonce string, ttl time.Duration) error {
+	if err := checkOwner(holder, nonce); err != nil {
+		return fmt.Errorf("%w: %v", baton.ErrInvalidOptions, err)
+	}
+	if ttl <= 0 || ttl > maxTTL {
+		return fmt.Errorf("%w: TTL %v is not in (0, %v]", baton.ErrInvalidOptions, ttl, maxTTL)
+	}
+	return nil
+}
+
+// checkOwned returns nil if old is g's unexpired claim, else an error
+// matching baton.ErrLost that says what happened.
+func (s *Store) checkOwned(g baton.Grant, old *record, now int64) error {
+	lost := func(format string, args ...any) error {
+		return fmt.Errorf("file: lock %q: %w: "+format, append([]any{g.Key, baton.ErrLost}, args...)...)
+	}
+	switch {
+	case old == nil:
+		return lost("the record is gone")
+	case old.holder == "":
+		return lost("it was released (token %d)", old.token)
+	case !old.owns(g.Holder, g.Nonce):
+		return lost("it is now held by %q (token %d)", old.holder, old.token)
+	case old.token != g.Token:
+		return lost("the grant has token %d, the claim token %d", g.Token, old.token)
+	case old.bootID != s.bootID:
+		return lost("the claim was made before the machine rebooted")
+	case now >= old.expires:
+		return lost("the claim expired %v ago", time.Duration(now-old.expires))
+	}
+	return nil
+}
+
+// locked validates key, takes the key's file lock (waiting while ctx
+// allows), reads the record (nil if there is none) and the machine clock,
+// and calls fn, all under the lock. A corrupt record is reported, never
+// passed to fn.
+func (s *Store) locked(ctx context.Context, key string, fn func(p paths, old *record, now int64) error) error {
+	if err := baton.ValidateName(key); err != nil {
+		return fmt.Errorf("file: %w", err)
+	}
+	if s.readOnly {
+		return fmt.Errorf("file: lock %q: %w: the store was opened read-only (filestore.ReadOnly)", key, baton.ErrForbidden)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p := s.paths(key)
+	h, err := s.lock(ctx, p.lock)
+	if err != nil {
+		return fmt.Errorf("file: lock %q: %w", key, err)
+	}
+	defer h.close()
+	old, err := s.read(key, p.record)
+	if err != nil {
+		return err
+	}
+	now, err := s.now()
+	if err != nil {
+		return err
+	}
+	return fn(p, old, now)
+}
+
+// Waiting for a file lock held by another process: flock cannot be
+// interrupted by a context, so poll with LOCK_NB, backing off from
+// minLockWait to maxLockWait. Holders keep the lock only for one read and
+// one write.
+const (
+	minLockWait = 50 * time.Microsecond
+	maxLockWait = 5 * time.Millisecond
+)
+
+func (s *Store) lock(ctx context.Context, path string) (lockHandle, error) {
+	h, err := openLockFile(path, s.perm)
+	if err != nil {
+		return -1, err
+	}
+	var (
+		wait  = minLockWait
+		timer *time.Timer
+	)
+	for {
+		ok, err := h.tryLock()
+		if err != nil {
+			h.close()
+			return -1, fmt.Errorf("flock %s: %w", path, err)
+		}
+		if ok {
+			if timer != nil {
+				timer.Stop()
+			}
+			return h, nil
+		}
+		d := wait/2 + rand.N(wait) // jitter in [wait/2, 3*wait/2)
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			h.close()
+			return -1, fmt.Errorf("waiting for the file lock %s: %w", path, ctx.Err())
+		case <-timer.C:
+		}
+		wait = min(2*wait, maxLockWait)
+	}
+}
+
+// read returns the record for key at path, nil if there is none.
+func (s *Store) read(key, path string) (*record, error) {
+	data, err := readFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("file: lock %q: %w", key, err)
+	}
+	r, err := decodeRecord(data)
+	if err == nil && r.key != key {
+		err = corrupt("record is for lock %q", r.key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("file: %s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// readFile reads at most maxRecordLen+1 bytes, so that a huge file is
+// reported as corrupt instead of filling memory.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRecordLen+1))
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	return data, nil
+}
+
+// write replaces the record at p.record with r (see replace). The caller
+// holds the file lock, so nobody else uses p.temp.
+func (s *Store) write(p paths, r *record) error {
+	if err := s.writeGuard(p, r); err != nil { // first: see guard.go
+		return err
+	}
+	if err := s.replace(p.temp, p.record, r.encode()); err != nil {
+		return fmt.Errorf("file: writing the record for lock %q: %w", r.key, err)
+	}
+	return nil
+}
+
+// replace replaces the file at path with data so that a crash leaves
+// either the old or the new content: write temp, fsync it, rename it over
+// path, fsync the directory. The caller holds the file lock that guards
+// temp.
+func (s *Store) replace(temp, path string, data []byte) error {
+	if err := os.Remove(temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err // left over from a crash, and not ours to remove
+	}
+	f, err := os.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, s.perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(temp, path)
+	}
+	if err != nil {
+		_ = os.Remove(temp)
+		return err
+	}
+	return syncDir(s.dir)
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,16 @@
+//go:build !linux && !darwin
+
+package filestore
+
+import (
+	"errors"
+	"testing"
+)
+
+func helperMain() int { return 2 } // no cross-process test here
+
+func TestNewUnsupported(t *testing.T) {
+	if _, err := New(t.TempDir()); !errors.Is(err, errUnsupported) {
+		t.Fatalf("New = %v, want %v", err, errUnsupported)
+	}
+}

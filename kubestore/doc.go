@@ -1,0 +1,234 @@
+// Package kube is a baton backend that keeps locks in Kubernetes objects,
+// so that a workload on Kubernetes needs no other coordination store. The
+// default kind is the Lease (coordination.k8s.io/v1):
+//
+//	store, err := kubestore.NewLeaseForConfig(cfg, "my-namespace", kubestore.WithApplication("billing"))
+//	m, err := baton.NewMutex(store, "nightly-report")
+//
+// LeaseStore implements baton.Backend, baton.Watcher, baton.Lister and
+// baton.ForceReleaser. ConfigMapStore keeps the same record in a ConfigMap's
+// annotations, for clusters whose policies allow only ConfigMaps.
+// DistributedLockStore uses baton's own resource (baton.dev/v1alpha1
+// DistributedLock, installed from deploy/crd) for what a Lease cannot hold:
+// a counting semaphore of up to spec.capacity holders, each with its own
+// fencing token and expiry (see package kubestore/api/v1alpha1 for the type and
+// the plan for FIFO waiting and read/write locks). EventObserver records
+// leadership changes as Kubernetes Events.
+//
+// # Guarantees
+//
+// Every state change is one conditional write: a Create that fails if the
+// object exists, or an Update that carries the resourceVersion read just
+// before, which the API server (and etcd below it) applies only if the
+// object has not changed since. Nothing is ever read, judged and written
+// without that condition. A lost race (409 Conflict) is retried
+// transparently: the store reads the object again and decides again, up to
+// WithMaxConflicts times within the caller's context.
+//
+// Only the owner of a claim (holder identity plus the per-acquisition
+// nonce, compared on the object inside the same conditional write) can
+// renew or release it. Fencing tokens grow by one with each acquisition;
+// release clears the holder but never deletes the object, so the token
+// survives releases, expiries and restarts of every client. Tokens do not
+// repeat or go backwards when someone deletes the object either (see
+// Fencing tokens); only restoring etcd from an older backup, or moving the
+// locks to another cluster, can do that.
+//
+// # Deleted lock objects
+//
+// baton never deletes a lock object; `baton release --force`
+// (ForceRelease) is the sanctioned way to free a lock whose holder is
+// stuck: it clears the holder and keeps the token counter. An operator
+// may still run kubectl delete on a held object. A held object carries
+// the finalizer FinalizerClaim, added by the acquiring write and removed
+// by the release, so the deletion only marks it deleting
+// (metadata.deletionTimestamp) and the claim stays on the server:
+//
+//   - The holder's next Renew sees the mark and returns an error matching
+//     baton.ErrLost; it never renews a deleting object. Until then (at
+//     most one renew interval) it may still act, which is what fencing
+//     tokens are for. Its Release (its work has stopped) clears the claim
+//     and lets the deletion finish at once.
+//   - Every contender, including a process that started after the
+//     deletion and never saw the object before, reads the deleting object
+//     and judges its claim as any other: one lease duration from the
+//     moment it first saw this version (the deletion is a new version).
+//     TryAcquire returns a *baton.HeldError until then; after, it clears
+//     the expired claim, which removes the finalizer so that the API
+//     server completes the deletion, and creates the object anew. A
+//     deleting object is never acquired.
+//   - If every replica is gone while one held the lock, nobody clears the
+//     claim: the object (and a namespace being deleted) stays Terminating
+//     until ForceRelease (baton release --force NAME) removes the
+//     finalizer, or someone removes it by hand.
+//
+// An object without the finalizer (written by an older baton, or whose
+// finalizer someone removed by hand) goes at once. Then the holder's next
+// Renew (and Release) finds it missing, or replaced by an object with
+// another uid, and returns an error matching baton.ErrLost; it never
+// creates the object again. A store that has seen the object (held, or
+// free: a claim made after that look may have gone with it) and then finds
+// it missing does not create it before that claim could have expired: the
+// absence counts like a new version of the record first seen at that
+// moment, on this process's monotonic clock, unless a watch's Deleted
+// event, whose final state is free, proves it free. A process that never
+// saw such an object cannot know of its claim, and may create the object
+// at once; its token is still larger than the former holder's, so a fenced
+// resource refuses the former holder's writes.
+//
+// # Fencing tokens
+//
+// The token of an acquisition that updates an existing object is the
+// object's last token plus one. The token of an acquisition that creates
+// the object is the resourceVersion the API server gives the new object.
+// Kubernetes 1.35 made resourceVersions comparable (KEP-5504): for one
+// resource they are positive decimal integers, larger for later writes;
+// every etcd-backed API server has always issued them so, as etcd
+// revisions, one counter for the whole cluster. Every acquisition is a
+// write, so each token is at most the resourceVersion of the write that
+// issued it, and the object's creation comes after its deletion, which
+// comes after every write of the object before it: the first token of a
+// recreated object is larger than every token issued on the deleted one.
+// baton reads resourceVersions as numbers only for this, and refuses (with
+// baton.ErrCorruptRecord) an API server whose resourceVersions are not
+// integers. Objects created before this scheme (tokens from 1) keep
+// counting from their annotation; once deleted, their next object starts
+// above the cluster's resourceVersion.
+//
+// The creator learns its token from the create's response; it cannot be
+// in the create request. So a new object carries the annotation
+// baton.dev/token=resourceVersion (TokenFromResourceVersion) until its
+// creator's first renewal or release writes the number; readers meanwhile
+// take the object's current resourceVersion, which is the creator's token
+// or, if someone else changed the object, a larger number. Older baton
+// versions cannot read that annotation and refuse the object
+// (baton.ErrCorruptRecord) instead of issuing token 2 after it.
+//
+// Why not a separate counter? The alternative is a companion "epoch"
+// object per lock, bumped by a conditional write whenever the lock object
+// is created. It costs one more read and write per creation, which is per
+// acquisition for schedule's per-slot locks (a new lock name for every
+// run), a second object per lock name that could collide with a user's
+// lock name, and it is itself lost to kubectl delete. The resourceVersion
+// is free, cannot be deleted, and orders writes across the whole cluster.
+//
+// To reset a counter on purpose (for example after the fenced resource was
+// restored and remembers lower tokens), free the lock (`baton release
+// --force`) and set the annotation to the token before the next one you
+// want: `kubectl annotate lease NAME baton.dev/token=N --overwrite`
+// (ConfigMap: the same annotation; DistributedLock: status.token with
+// kubectl edit). Deleting the object does not reset the counter to 1; it
+// continues above the cluster's resourceVersion.
+//
+// # Clock model: expiry by local observation
+//
+// The API server does not expire Leases; someone has to decide that a
+// holder is gone. Comparing the holder's renewTime with the local wall
+// clock would compare two machines' clocks, which can be seconds (or
+// hours) apart. baton never does that (DESIGN invariant 2), and neither
+// does client-go's leader election. Instead each store remembers, per lock
+// object, the last resourceVersion it saw and the time it first saw it, on
+// this process's monotonic clock. A claim held by someone else counts as
+// expired only once this process has seen the object unchanged for its
+// leaseDurationSeconds. Any write to the object, a renewal or anything
+// else, restarts the count. HeldError.RetryAfter and Record.Remaining are
+// the rest of that observation window.
+//
+// Consequences worth knowing:
+//
+//   - A process that sees a held Lease for the first time (it just
+//     started, or never looked at that lock before) waits the full lease
+//     duration from that moment before taking over, even if the holder
+//     died long ago and renewTime is an hour old. A new replica never
+//     steals a live lock; a dead holder is replaced at most one TTL (plus
+//     one poll) after a standby starts watching.
+//   - The holder's own store counts its claim from the send time of its
+//     last successful write, which is no later than the time any other
+//     process can first see that version; so it considers the claim
+//     expired (Renew and Release return baton.ErrLost) no later than any
+//     contender does. baton's engine stops the holder earlier still, at
+//     send time + TTL - margin.
+//   - Only clock *rate* matters, never offsets. The engine's margin
+//     (default max(2% of TTL, 50ms)) covers rate differences.
+//   - renewTime and acquireTime are written for people (kubectl get
+//     leases, baton status). They are never read for a decision.
+//
+// # Object format
+//
+// A lock named NAME is the Lease NAME in the store's namespace (lock names
+// are DNS subdomains, like object names). kubectl sees the real holder:
+//
+//	spec.holderIdentity        the holder's identity; unset when released
+//	spec.leaseDurationSeconds  the TTL rounded up to whole seconds
+//	spec.acquireTime           wall clock of the holder at its acquire
+//	spec.renewTime             wall clock of the holder at its last renew
+//	spec.leaseTransitions      acquisitions since the object was created
+//	                           (the first holder has 0)
+//	metadata.annotations:
+//	  baton.dev/token          last fencing token, decimal uint64 ("42"),
+//	                           or "resourceVersion" on a new object (see
+//	                           Fencing tokens)
+//	  baton.dev/nonce          the holder's nonce; absent when released
+//	metadata.labels:
+//	  baton.dev/app            the owning application (WithApplication)
+//
+// TTLs shorter than one second are rejected (baton.ErrInvalidOptions):
+// leaseDurationSeconds cannot hold them. A TTL that is not a whole number
+// of seconds is rounded up on the object; the holder's engine still
+// measures its validity with the TTL it asked for, which is shorter.
+//
+// A Lease without the baton.dev/token annotation was created by another
+// tool (for example client-go leader election); a Lease whose
+// baton.dev/app label differs from the store's application belongs to
+// another application. TryAcquire never takes either over: it returns an
+// *ApplicationError naming both applications (see WithApplication). A
+// token annotation that is not a decimal number makes every operation on
+// that lock fail with baton.ErrCorruptRecord; it is never overwritten.
+//
+// # Watching
+//
+// Watch opens a watch on the single object (field selector
+// metadata.name=NAME), so a standby wakes within one round trip of a
+// release instead of polling. The Lease and ConfigMap stores wake a
+// waiter only when the holder changes; a renewal only updates the
+// store's view of the object (and restarts the local expiry count), and a
+// refused attempt is answered from that view without a request. So an
+// idle standby sends nothing but its watch while the leader renews.
+// Every write that follows a view is conditional on its resourceVersion:
+// a stale view costs a conflict, never exclusion. Notifications are
+// coalesced, all watches of one name in a process share one API watch, it
+// is re-established when the server ends it, and its goroutine ends with
+// the last watcher's context.
+//
+// # Rate limiting
+//
+// client-go limits requests per client (QPS, Burst). If lock traffic
+// shares a client with the application and the application spends the
+// budget, renewals queue behind it and the holder steps down. Give the
+// store its own client: NewLeaseForConfig copies the *rest.Config and
+// gives the copy its own token-bucket limiter (WithRateLimit, default 20
+// QPS, burst 40). If you build the clientset yourself for NewLease, build
+// it from rest.CopyConfig with its own QPS and Burst.
+//
+// # RBAC
+//
+// Processes taking locks need, in the store's namespace:
+//
+//	rules:
+//	- apiGroups: ["coordination.k8s.io"]
+//	  resources: ["leases"]
+//	  verbs: ["get", "watch", "create", "update"]
+//
+// (deploy/rbac/rbac.yaml ships it with a ServiceAccount and RoleBinding). No
+// delete: baton never deletes lock objects (see Deleted lock objects); it
+// adds and removes the finalizer FinalizerClaim with update. List (baton status) also
+// needs "list". A denied request returns an error matching
+// baton.ErrForbidden that names the namespace, the resource, the verb and
+// the rule above; the engine does not retry it. A missing namespace
+// returns an error matching ErrNamespaceNotFound and baton.ErrMisconfigured
+// that says so, and a missing DistributedLock CRD one matching
+// baton.ErrMisconfigured that says how to install it: the engine does not
+// retry them either. An API server that cannot be reached gives an error
+// matching baton.ErrUnavailable (retried), and a TLS setup that cannot
+// work one matching baton.ErrMisconfigured.
+package kubestore

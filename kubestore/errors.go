@@ -1,0 +1,127 @@
+package kubestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/internal/storeerr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+var (
+	// ErrOtherApplication: the lock object was created by another
+	// application (see WithApplication) or by a tool other than baton. The
+	// error unwraps to *ApplicationError.
+	ErrOtherApplication = errors.New("lock object belongs to another application")
+	// ErrNamespaceNotFound: the store's namespace does not exist. It also
+	// matches baton.ErrMisconfigured, so the engine does not retry it: a
+	// lock that waits for a namespace nobody creates would wait forever.
+	ErrNamespaceNotFound = errors.New("namespace not found")
+)
+
+// ApplicationError reports a lock object that this store must not take
+// over: it was created for another application, or not by baton at all.
+//
+// It matches ErrOtherApplication and also baton.ErrForbidden, so that
+// baton's engine treats it as permanent and Mutex.Lock returns it at once
+// instead of retrying forever: two applications that picked the same lock
+// name would otherwise block each other silently.
+type ApplicationError struct {
+	Namespace, Name string
+	Resource        string // e.g. "leases.coordination.k8s.io"
+	// Want is this store's application; Have is the object's (empty when
+	// the object has no baton.dev/app label).
+	Want, Have string
+	// Foreign reports an object without baton's annotations: created by
+	// client-go leader election, kubectl, or another tool.
+	Foreign bool
+	// Holder is the object's current holderIdentity, for the message.
+	Holder string
+}
+
+func (e *ApplicationError) Error() string {
+	if e.Foreign {
+		return fmt.Sprintf("kube: %s %s/%s was not created by baton (it has no %s annotation; holder %q): "+
+			"it belongs to another tool, such as client-go leader election; baton will not take it over: use another lock name",
+			e.Resource, e.Namespace, e.Name, AnnotationToken, e.Holder)
+	}
+	return fmt.Sprintf("kube: %s %s/%s belongs to application %q (label %s), but this store is for application %q: "+
+		"two applications use the same lock name; give one of them another name",
+		e.Resource, e.Namespace, e.Name, e.Have, LabelApplication, e.Want)
+}
+
+// Is makes errors.Is match ErrOtherApplication and baton.ErrForbidden.
+func (e *ApplicationError) Is(target error) bool {
+	return target == ErrOtherApplication || target == baton.ErrForbidden
+}
+
+// lockVerbs are the verbs a process taking locks needs on the lock objects.
+const lockVerbs = `["get", "watch", "create", "update"]`
+
+// errCorrupt marks a record that cannot be decoded.
+func errCorrupt(err error) error { return fmt.Errorf("%w: %w", baton.ErrCorruptRecord, err) }
+
+// fail turns an error from the API server into one a user can act on,
+// naming the operation, the namespace and the object.
+func (s *store) fail(ctx context.Context, op, verb, name string, err error) error {
+	where := fmt.Sprintf("%s %s/%s", s.k.resource(), s.ns, name)
+	if name == "" {
+		where = fmt.Sprintf("%s in namespace %s", s.k.resource(), s.ns)
+	}
+	switch {
+	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+		// client-go's rate limiter reports a wait that cannot finish
+		// before the deadline without wrapping the context's error.
+		return fmt.Errorf("kube: %s %s: %w (%v)", op, where, ctx.Err(), err)
+	case strings.Contains(err.Error(), "would exceed context deadline"):
+		// The same, before the deadline has passed: the request would not
+		// be sent in time, which is the deadline's doing.
+		return fmt.Errorf("kube: %s %s: %w (%v)", op, where, context.DeadlineExceeded, err)
+	case errors.Is(err, baton.ErrCorruptRecord):
+		return fmt.Errorf("kube: %s %s: %w", op, where, err)
+	case apierrors.IsForbidden(err):
+		rule, who := s.k.rbacRule(lockVerbs), "this identity"
+		if verb == "list" {
+			rule, who = s.k.rbacRule(`["list"]`), "the identity of status views (baton status)"
+		}
+		return fmt.Errorf("kube: %s %s: %w: the API server denied the verb %q on %s in namespace %q (%s). "+
+			"Bind %s to a Role in namespace %q with the rule:\n%s",
+			op, where, baton.ErrForbidden, verb, s.k.resource(), s.ns, apiMessage(err), who, s.ns, rule)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("kube: %s %s: %w: the API server did not accept the credentials (%v)",
+			op, where, baton.ErrForbidden, apiMessage(err))
+	case verb == "create" && isNamespaceNotFound(err):
+		return fmt.Errorf("kube: %s %s: %w (%w): namespace %q does not exist; create it or configure another namespace",
+			op, where, ErrNamespaceNotFound, baton.ErrMisconfigured, s.ns)
+	}
+	return fmt.Errorf("kube: %s %s: %w", op, where, storeerr.Classify(err))
+}
+
+// isNamespaceNotFound reports the 404 of a create in a missing namespace.
+func isNamespaceNotFound(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || !apierrors.IsNotFound(err) {
+		return false
+	}
+	d := st.Status().Details
+	return d != nil && d.Kind == "namespaces"
+}
+
+func apiMessage(err error) string {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return st.Status().Message
+	}
+	return err.Error()
+}
+
+// ctxErr returns a context error that names the operation, or nil.
+func (s *store) ctxErr(ctx context.Context, op, name string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kube: %s %s %s/%s: %w", op, s.k.resource(), s.ns, name, err)
+	}
+	return nil
+}

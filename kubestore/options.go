@@ -1,0 +1,135 @@
+package kubestore
+
+import (
+	"fmt"
+
+	"github.com/baton-go/baton"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// Client-side rate limit of the dedicated client that NewLeaseForConfig
+// builds. A held lock costs one update per renew interval (TTL/3) and a
+// waiter one get per attempt plus a watch, so these leave room for dozens
+// of locks.
+const (
+	DefaultQPS   = 20
+	DefaultBurst = 40
+)
+
+// DefaultMaxConflicts is how many times an operation re-reads the object
+// and decides again after its conditional write lost a race (HTTP 409),
+// before it gives up: TryAcquire then reports the lock as held (by the
+// contenders that won), Renew and Release return a transient error.
+const DefaultMaxConflicts = 16
+
+// Option configures a store.
+type Option func(*options)
+
+type options struct {
+	app          string
+	qps          float32
+	burst        int
+	maxConflicts int
+	clock        baton.PassiveClock
+	adopt        bool // WithAdoption
+}
+
+// WithApplication names the application that owns the lock names used
+// through this store. It is written as the label baton.dev/app when the
+// store creates a lock object, and checked on every acquire: an object
+// created by another application (or by another tool, without baton's
+// annotations) is never taken over; TryAcquire fails with an error matching
+// ErrOtherApplication that names both applications. Without this option the
+// application is "" and the check still applies: a store without an
+// application does not take objects of a named one, and vice versa.
+//
+// The name must be a valid label value (at most 63 characters:
+// alphanumerics, '-', '_' and '.', starting and ending with an
+// alphanumeric).
+func WithApplication(name string) Option { return func(o *options) { o.app = name } }
+
+// WithAdoption lets a LeaseStore take over Leases that baton did not
+// create: those of client-go's leaderelection (LeaseLock), which writes the
+// same spec fields (holderIdentity, leaseDurationSeconds, renewTime, ...),
+// so that a fleet can move from client-go to baton one replica at a time.
+// Such a Lease is judged like baton's own: a claim held by a client-go
+// leader expires only after the Lease stayed unchanged for its
+// leaseDurationSeconds as observed here, and every write is conditional on
+// the resourceVersion read, as client-go's are, so a mixed fleet never has
+// two leaders (client-go keeps RenewDeadline below LeaseDuration). The first
+// acquisition by baton writes its annotations and label and counts tokens
+// from the Lease's resourceVersion, larger than every token issued on an
+// earlier object of that name; client-go keeps other fields of the objects
+// it updates, so the counter survives client-go's terms. Without this
+// option such a Lease is refused with an *ApplicationError (Foreign). Only
+// NewLease and NewLeaseForConfig accept it: a ConfigMap written by another
+// tool has no record baton could judge.
+func WithAdoption() Option { return func(o *options) { o.adopt = true } }
+
+// WithRateLimit sets the QPS and burst of the client that NewLeaseForConfig
+// builds (default DefaultQPS, DefaultBurst). NewLease ignores it: the
+// caller's client carries its own limiter.
+func WithRateLimit(qps float32, burst int) Option {
+	return func(o *options) { o.qps, o.burst = qps, burst }
+}
+
+// WithMaxConflicts sets how many write conflicts an operation absorbs by
+// re-reading and deciding again (default DefaultMaxConflicts).
+func WithMaxConflicts(n int) Option { return func(o *options) { o.maxConflicts = n } }
+
+// WithClock sets the clock the store reads (default: the real clock). For
+// tests. Its monotonic reading measures how long the store has seen an
+// object unchanged; its wall reading is only written into objects
+// (acquireTime, renewTime) for people to read, and never compared with
+// anything, so a stepped wall clock changes nothing but those fields.
+func WithClock(c baton.PassiveClock) Option { return func(o *options) { o.clock = c } }
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{qps: DefaultQPS, burst: DefaultBurst, maxConflicts: DefaultMaxConflicts, clock: baton.SystemClock()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := validLabelValue(o.app); err != nil {
+		return o, fmt.Errorf("WithApplication(%q): %w", o.app, err)
+	}
+	if o.qps <= 0 || o.burst < 1 {
+		return o, fmt.Errorf("WithRateLimit(%v, %d): QPS must be positive and burst at least 1", o.qps, o.burst)
+	}
+	if o.maxConflicts < 1 {
+		return o, fmt.Errorf("WithMaxConflicts(%d): must be at least 1", o.maxConflicts)
+	}
+	return o, nil
+}
+
+// clientForConfig builds a clientset from a copy of cfg with its own token
+// bucket rate limiter.
+func clientForConfig(cfg *rest.Config, opts []Option) (kubernetes.Interface, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("the *rest.Config is nil")
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = o.qps, o.burst
+	c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.qps, o.burst)
+	c.UserAgent = rest.DefaultKubernetesUserAgent() + " baton"
+	return kubernetes.NewForConfig(c)
+}
+
+func validLabelValue(v string) error {
+	if len(v) > 63 {
+		return fmt.Errorf("a label value is at most 63 characters, this one has %d", len(v))
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && ((c != '-' && c != '_' && c != '.') || i == 0 || i == len(v)-1) {
+			return fmt.Errorf("not a valid label value: use alphanumerics, '-', '_' and '.', starting and ending with an alphanumeric")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,647 @@
+package kubestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/baton-go/baton"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// store is the kind-independent part of LeaseStore (and the other kinds):
+// the conditional-write protocol and the local observation of expiry.
+type store struct {
+	ns string
+	k  kind
+	o  options
+
+	// adoptable: the kind's objects written by other tools can be judged
+	// (Leases; see WithAdoption).
+	adoptable bool
+
+	mu      sync.Mutex
+	seen    map[string]observation  // by object name; see sweepLocked
+	sweepAt int                     // sweep seen when it grows past this
+	watches map[string]*sharedWatch // by object name; see Watch
+}
+
+// minSweep is the size below which seen is never swept.
+const minSweep = 64
+
+// sweepLocked drops observations of claims that expired, as judged here,
+// at least one lease duration ago, so that a process that touches many
+// lock names (a scheduler's per-slot locks) does not keep one entry per
+// name forever. Dropping one is safe: should the same version be seen
+// again, its claim is counted from then, which only delays a takeover.
+// It runs when seen has doubled since the last sweep. s.mu must be held.
+func (s *store) sweepLocked(now time.Time) {
+	if len(s.seen) <= max(s.sweepAt, minSweep) {
+		return
+	}
+	for name, obs := range s.seen {
+		if now.Sub(obs.at) > 2*obs.ttl {
+			delete(s.seen, name)
+		}
+	}
+	s.sweepAt = 2 * len(s.seen)
+}
+
+// observation is when this process first saw one version of an object, on
+// its monotonic clock, or first saw the object missing after it had seen
+// it held (gone).
+type observation struct {
+	rv  string
+	at  time.Time
+	ttl time.Duration // the object's lease duration
+	// holder and token are the object's, for the HeldError of a gone
+	// object. holder is empty if the version was free.
+	holder string
+	token  uint64
+	// gone: the object was deleted while (as last seen here) held; at is
+	// when this process first saw it missing, rv is empty.
+	gone bool
+	// obj is the object as this process last wrote it (rv is its
+	// version), or nil if the version was only seen.
+	obj *object
+}
+
+func observe(o object, at time.Time) observation {
+	return observation{rv: o.rv, at: at, ttl: o.ttl(), holder: o.holder, token: o.token}
+}
+
+func newStore(namespace string, k kind, opts []Option) (*store, error) {
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("namespace %q: %s", namespace, errs[0])
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &store{ns: namespace, k: k, o: o, seen: map[string]observation{}, watches: map[string]*sharedWatch{}}, nil
+}
+
+// Namespace returns the namespace the store keeps its objects in.
+func (s *store) Namespace() string { return s.ns }
+
+// Application returns the application set with WithApplication.
+func (s *store) Application() string { return s.o.app }
+
+func (s *store) now() time.Time { return s.o.clock.Now() }
+
+// remaining is how long o's claim still lasts as judged from this process:
+// the object's lease duration, counted from the moment this process first
+// saw the object at its current resourceVersion (or sent the write that
+// produced it). Any change to the object restarts the count. Zero for a
+// free object or an expired claim.
+func (s *store) remaining(o object) time.Duration {
+	now := s.now()
+	s.mu.Lock()
+	obs, ok := s.seen[o.name]
+	if !ok || obs.rv != o.rv {
+		obs = observe(o, now)
+		s.seen[o.name] = obs
+		s.sweepLocked(now)
+	}
+	s.mu.Unlock()
+	if o.holder == "" {
+		return 0
+	}
+	return max(0, obs.at.Add(o.ttl()).Sub(now))
+}
+
+// missing records that the lock object name does not exist, as this
+// process sees now, and returns the claim it last saw on it and how long
+// that claim may still last: a holder's validity ends at most one lease
+// duration after its last renewal, which the API server applied before the
+// deletion, which happened before this process saw the object missing. So
+// a deletion is treated like a new version of the record, first seen at
+// the moment this process first saw the object missing: the wait is the
+// claim's lease duration from then (on this process's monotonic clock,
+// never compared with another machine's). last, if set, is the object's
+// final state (a watch's Deleted event), which is newer than anything
+// seen before. Zero if the final state was free, or the object was never seen.
+func (s *store) missing(name string, last *object) (observation, time.Duration) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	obs, ok := s.seen[name]
+	switch {
+	case last != nil && last.holder == "":
+		delete(s.seen, name) // it was free when deleted
+		return observation{}, 0
+	case last != nil && ok && obs.gone:
+		// Already seen missing: keep that moment, learn the final claim.
+		obs.ttl, obs.holder, obs.token = max(obs.ttl, last.ttl()), last.holder, last.token
+		s.seen[name] = obs
+	case last != nil:
+		ttl := last.ttl()
+		if ok {
+			ttl = max(ttl, obs.ttl) // a duration seen before may have been longer
+		}
+		obs, ok = observe(*last, now), true
+		obs.ttl = ttl
+	case !ok:
+		return observation{}, 0
+	}
+	if !obs.gone {
+		// Free when last seen here is not free when deleted: a claim made
+		// after this process last looked (its watch lagging, or no watch)
+		// may have been deleted with the object, and its holder may still
+		// act. Only the object's final state (last, from a watch's Deleted
+		// event) proves it free. So the wait is the same either way.
+		obs = observation{at: now, ttl: obs.ttl, holder: obs.holder, token: obs.token, gone: true}
+		s.seen[name] = obs
+		s.sweepLocked(now)
+	}
+	return obs, max(0, obs.at.Add(obs.ttl).Sub(now))
+}
+
+// wrote records that this process produced version rv of name with a
+// write sent at sent. The write was applied no earlier than sent, so
+// counting the claim from sent never makes it last longer here than at any
+// other observer.
+func (s *store) wrote(o object, sent time.Time) {
+	s.mu.Lock()
+	obs := observe(o, sent)
+	obs.obj = &o
+	s.seen[o.name] = obs
+	s.sweepLocked(sent)
+	s.mu.Unlock()
+}
+
+// written returns the object at version rv if this process wrote it.
+func (s *store) written(name, rv string) (object, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	obs, ok := s.seen[name]
+	if !ok || obs.obj == nil || obs.rv != rv || rv == "" {
+		return object{}, false
+	}
+	return *obs.obj, true
+}
+
+// TryAcquire takes the lock object key for req if it is free (never
+// created, released) or its claim has expired as judged by this process,
+// with a conditional write: a create that fails if the object exists, or an
+// update on the resourceVersion read. A lost race (409 Conflict) re-reads
+// and decides again, up to WithMaxConflicts times; if every attempt loses,
+// the lock is contended and TryAcquire returns a *baton.HeldError without
+// a holder (other contenders won those races).
+//
+// req.TTL is rounded up to whole seconds for leaseDurationSeconds; a TTL
+// under one second is rejected with an error matching
+// baton.ErrInvalidOptions. An object created by another application or
+// tool returns an *ApplicationError. An object being deleted is never
+// acquired: while its claim lasts TryAcquire returns a *baton.HeldError,
+// and once the claim has expired it clears the claim, which removes
+// FinalizerClaim and lets the deletion finish, and creates the object
+// anew. A missing object that this process last saw held is not created
+// before that claim could have expired. See Deleted lock objects in the
+// package documentation.
+func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+	const op = "acquire"
+	if err := baton.ValidateName(key); err != nil {
+		return baton.Grant{}, fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
+	}
+	if err := s.ctxErr(ctx, op, key); err != nil {
+		return baton.Grant{}, err
+	}
+	if req.Holder == "" || req.Nonce == "" {
+		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: empty holder or nonce", op, s.ns, key, baton.ErrInvalidOptions)
+	}
+	dur, err := durationSeconds(req.TTL)
+	if err != nil {
+		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: %v", op, s.ns, key, baton.ErrInvalidOptions, err)
+	}
+	var lastErr error
+	for attempt := range s.o.maxConflicts {
+		cur, err := s.current(ctx, key, attempt == 0)
+		var g baton.Grant
+		switch {
+		case apierrors.IsNotFound(err) && !isNamespaceNotFound(err):
+			g, err = s.create(ctx, key, req, dur)
+		case err != nil:
+			return baton.Grant{}, s.fail(ctx, op, "get", key, err)
+		default:
+			g, err = s.take(ctx, cur, req, dur)
+		}
+		if errRetry(err) {
+			lastErr = err
+			continue
+		}
+		return g, err
+	}
+	// Every attempt lost its conditional write to another writer: the lock
+	// is contended, and others won it (each conflict is a write that
+	// landed first). Report it as held, by an owner unknown here, so that
+	// the engine waits for the watch or its retry period instead of
+	// treating contention as a failure.
+	return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: contended: lost %d conditional writes in a row to other writers (last: %v): %w",
+		op, s.ns, key, s.o.maxConflicts, lastErr, &baton.HeldError{Key: key})
+}
+
+// errFinished is returned by take after it let a deletion finish: the
+// object is gone, and TryAcquire reads again.
+var errFinished = errors.New("kube: the deletion of the lock object finished")
+
+// errRetry reports whether TryAcquire reads again after err: a lost race
+// (the object appeared, or changed, since it was read) or a deletion it
+// finished.
+func errRetry(err error) bool {
+	return apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) || errors.Is(err, errFinished)
+}
+
+// create creates the missing lock object key for req, unless this process
+// last saw a claim on it that may still last. The token is the
+// resourceVersion the API server gives the new object, larger than that of
+// every write before, so larger than every token issued on an earlier
+// object of this name (see "Fencing tokens" in the package doc). A lost
+// race returns the API server's AlreadyExists error as it is.
+func (s *store) create(ctx context.Context, key string, req baton.Request, dur int32) (baton.Grant, error) {
+	const op = "acquire"
+	if gone, rem := s.missing(key, nil); rem > 0 {
+		who := fmt.Sprintf("while %q held it (token %d)", gone.holder, gone.token)
+		if gone.holder == "" {
+			who = fmt.Sprintf("after this process last saw it free (token %d); a claim made since may have gone with it", gone.token)
+		}
+		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted %s; "+
+			"its claim may last until one lease duration after this process first saw it missing: %w", op, s.ns, key,
+			who, &baton.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
+	}
+	wall := s.now()
+	next := object{
+		name: key, app: s.o.app, hasApp: true, baton: true,
+		holder: req.Holder, nonce: req.Nonce, pending: true, durationSec: dur,
+		acquire: wall, renew: wall,
+	}
+	sent := s.now()
+	created, err := s.k.create(ctx, next)
+	if apierrors.IsAlreadyExists(err) {
+		return baton.Grant{}, err
+	}
+	if err != nil {
+		return baton.Grant{}, s.fail(ctx, op, "create", key, err)
+	}
+	s.wrote(created, sent)
+	return grant(created, req), nil
+}
+
+// take acquires the existing object cur for req if its claim has expired
+// as judged here, with an update on cur's resourceVersion; a lost race
+// returns the API server's Conflict error as it is. An object being
+// deleted is never acquired; see finish.
+func (s *store) take(ctx context.Context, cur object, req baton.Request, dur int32) (baton.Grant, error) {
+	const op = "acquire"
+	key := cur.name
+	if !cur.baton && s.o.adopt && s.adoptable {
+		var err error
+		if cur, err = s.adopt(cur); err != nil {
+			return baton.Grant{}, s.fail(ctx, op, "update", key, err)
+		}
+	}
+	if err := s.checkApplication(cur); err != nil {
+		return baton.Grant{}, err
+	}
+	if cur.holder != "" {
+		if rem := s.remaining(cur); rem > 0 {
+			being := ""
+			if cur.deleting {
+				being = "; the object is being deleted, which finishes when this claim ends"
+			}
+			return baton.Grant{}, fmt.Errorf("kube: %s %s/%s%s: %w", op, s.ns, key, being, &baton.HeldError{
+				Key: key, Holder: cur.holder, Token: cur.token, RetryAfter: rem,
+			})
+		}
+	}
+	if cur.deleting {
+		return baton.Grant{}, s.finish(ctx, cur)
+	}
+	if cur.token == math.MaxUint64 {
+		return baton.Grant{}, s.fail(ctx, op, "update", key, errCorrupt(fmt.Errorf("the fencing token is at its maximum")))
+	}
+	wall := s.now()
+	next := cur
+	next.holder, next.nonce = req.Holder, req.Nonce
+	next.token, next.pending = cur.token+1, false
+	next.durationSec = dur
+	next.acquire, next.renew = wall, wall
+	next.transitions = cur.transitions + 1
+	sent := s.now()
+	updated, err := s.k.update(ctx, next)
+	if apierrors.IsConflict(err) {
+		return baton.Grant{}, err
+	}
+	if err != nil {
+		return baton.Grant{}, s.fail(ctx, op, "update", key, err)
+	}
+	s.wrote(updated, sent)
+	return grant(updated, req), nil
+}
+
+// adopt returns cur, a Lease another tool wrote (client-go leader
+// election), as baton's: with this store's application and, as its last
+// token, its resourceVersion, which is larger than every token issued on
+// an earlier object of this name (see WithAdoption). Its claim, if any, is
+// judged as any other.
+func (s *store) adopt(cur object) (object, error) {
+	rv, err := parseResourceVersion(cur.rv)
+	if err != nil {
+		return cur, errCorrupt(err)
+	}
+	if cur.holder != "" && cur.durationSec <= 0 {
+		return cur, errCorrupt(fmt.Errorf("held by %q without spec.leaseDurationSeconds", cur.holder))
+	}
+	cur.baton, cur.app, cur.hasApp = true, s.o.app, true
+	cur.token, cur.pending = rv, false
+	return cur, nil
+}
+
+// finish clears the expired (or released) claim of cur, an object being
+// deleted, with an update on its resourceVersion. That removes
+// FinalizerClaim, so the API server completes the deletion unless other
+// finalizers remain. It returns errFinished, a Conflict (someone wrote
+// first) for TryAcquire to read again, or a *baton.HeldError while other
+// finalizers keep the object.
+func (s *store) finish(ctx context.Context, cur object) error {
+	const op = "acquire"
+	if !cur.claimed && cur.holder == "" {
+		return fmt.Errorf("kube: %s %s/%s: the lock object is being deleted and waits for finalizers that are not baton's; "+
+			"it can be acquired once it is gone: %w", op, s.ns, cur.name, &baton.HeldError{Key: cur.name, RetryAfter: time.Second})
+	}
+	next := cur
+	next.holder, next.nonce = "", ""
+	sent := s.now()
+	updated, err := s.k.update(ctx, next)
+	switch {
+	case apierrors.IsConflict(err):
+		return err
+	case apierrors.IsNotFound(err) && !isNamespaceNotFound(err):
+		return errFinished // someone else finished it
+	case err != nil:
+		return s.fail(ctx, op, "update", cur.name, err)
+	}
+	s.settled(updated, sent)
+	return errFinished
+}
+
+// settled records updated, an object this process wrote at sent. An
+// object being deleted that it left without a claim is gone (or waits for
+// finalizers of others, never to be acquired again): its final state is
+// free, so it costs no wait once missing.
+func (s *store) settled(updated object, sent time.Time) {
+	if updated.deleting && updated.holder == "" {
+		s.missing(updated.name, &updated)
+		return
+	}
+	s.wrote(updated, sent)
+}
+
+// current returns the object key: from the live watch's view if useView
+// and a watch of key is established (no request; every write that follows
+// is conditional, so a stale view costs a conflict, never exclusion),
+// otherwise read from the API server.
+func (s *store) current(ctx context.Context, key string, useView bool) (object, error) {
+	if useView {
+		if o, exists, ok := s.view(key); ok {
+			if !exists {
+				return object{}, apierrors.NewNotFound(schema.GroupResource{Resource: s.k.resource()}, key)
+			}
+			return o, nil
+		}
+	}
+	return s.k.get(ctx, key)
+}
+
+func grant(o object, req baton.Request) baton.Grant {
+	return baton.Grant{Key: o.name, Holder: o.holder, Nonce: o.nonce, Token: o.token, TTL: req.TTL, Version: versionOf(o.rv, o.uid)}
+}
+
+// checkApplication refuses objects of another application or tool.
+func (s *store) checkApplication(o object) error {
+	if o.baton && o.app == s.o.app {
+		return nil
+	}
+	return &ApplicationError{
+		Namespace: s.ns, Name: o.name, Resource: s.k.resource(),
+		Want: s.o.app, Have: o.app, Foreign: !o.baton, Holder: o.holder,
+	}
+}
+
+// Renew bumps renewTime (and sets leaseDurationSeconds from g.TTL) with an
+// update conditional on the resourceVersion read, if the object still
+// names g's holder and nonce, is not being deleted, and the claim has not
+// expired as judged by this process (counted from the send time of its own
+// last write). It returns an error matching baton.ErrLost otherwise.
+func (s *store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	const op = "renew"
+	next, err := s.change(ctx, op, g, func(o *object) error {
+		dur, err := durationSeconds(g.TTL)
+		if err != nil {
+			return fmt.Errorf("%w: %v", baton.ErrInvalidOptions, err)
+		}
+		if o.deleting {
+			return fmt.Errorf("%w: the lock object is being deleted (kubectl delete?); it is freed when this claim ends "+
+				"(only baton release --force frees a lock safely)", baton.ErrLost)
+		}
+		o.durationSec = dur
+		o.renew = s.now()
+		return nil
+	})
+	if err != nil {
+		return baton.Grant{}, err
+	}
+	return grant(next, baton.Request{TTL: g.TTL}), nil
+}
+
+// Release clears holderIdentity and the nonce (and removes FinalizerClaim)
+// with an update conditional on the resourceVersion read, if the object
+// still names g's holder and nonce and the claim has not expired as judged
+// by this process. The object and its fencing token stay, unless someone
+// deleted the object meanwhile: then the release lets the deletion finish.
+// It returns an error matching baton.ErrLost otherwise.
+func (s *store) Release(ctx context.Context, g baton.Grant) error {
+	_, err := s.change(ctx, "release", g, func(o *object) error {
+		o.holder, o.nonce = "", ""
+		return nil
+	})
+	return err
+}
+
+// change applies f to g's object if it is still g's, with a conditional
+// update, retrying conflicts. If this process wrote the version named by
+// g.Version, the first attempt updates that version without reading it
+// first (one round trip instead of two): the precondition on the
+// resourceVersion makes the update fail if anything changed since.
+func (s *store) change(ctx context.Context, op string, g baton.Grant, f func(*object) error) (object, error) {
+	if err := baton.ValidateName(g.Key); err != nil {
+		return object{}, fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
+	}
+	if err := s.ctxErr(ctx, op, g.Key); err != nil {
+		return object{}, err
+	}
+	lost := func(why string, args ...any) error {
+		return fmt.Errorf("kube: %s %s/%s (holder %q, token %d): %w: %s",
+			op, s.ns, g.Key, g.Holder, g.Token, baton.ErrLost, fmt.Sprintf(why, args...))
+	}
+	rv, uid := splitVersion(g.Version)
+	var lastErr error
+	for attempt := range s.o.maxConflicts {
+		cur, cached := s.written(g.Key, rv)
+		if !cached || attempt > 0 {
+			var err error
+			cur, err = s.k.get(ctx, g.Key)
+			if apierrors.IsNotFound(err) && !isNamespaceNotFound(err) {
+				s.missing(g.Key, nil)
+				return object{}, lost("the lock object was deleted (only baton release --force frees a lock safely)")
+			}
+			if err != nil {
+				return object{}, s.fail(ctx, op, "get", g.Key, err)
+			}
+		}
+		switch {
+		case uid != "" && cur.uid != uid:
+			return object{}, lost("the lock object was deleted and created again (uid %s, granted on uid %s)", cur.uid, uid)
+		case cur.holder == "":
+			return object{}, lost("the lock was released")
+		case cur.holder != g.Holder || cur.nonce != g.Nonce || !cur.baton:
+			return object{}, lost("it is held by %q (token %d)", cur.holder, cur.token)
+		case s.remaining(cur) <= 0:
+			return object{}, lost("the claim expired (not renewed for %v as seen from this process)", cur.ttl())
+		}
+		next := cur
+		if next.pending {
+			// Write the creator's token (the object's resourceVersion
+			// at creation) as the number it is; no other token was
+			// issued on this object, and it is no larger than the
+			// current resourceVersion that readers took meanwhile.
+			next.token, next.pending = min(g.Token, cur.token), false
+		}
+		if err := f(&next); err != nil {
+			return object{}, fmt.Errorf("kube: %s %s/%s: %w", op, s.ns, g.Key, err)
+		}
+		sent := s.now()
+		updated, err := s.k.update(ctx, next)
+		if apierrors.IsConflict(err) {
+			lastErr = err
+			continue
+		}
+		if apierrors.IsNotFound(err) && !isNamespaceNotFound(err) {
+			s.missing(g.Key, nil)
+			return object{}, lost("the lock object was deleted (only baton release --force frees a lock safely)")
+		}
+		if err != nil {
+			return object{}, s.fail(ctx, op, "update", g.Key, err)
+		}
+		s.settled(updated, sent)
+		return updated, nil
+	}
+	return object{}, fmt.Errorf("kube: %s %s/%s: the object kept changing under us; gave up after %d conflicts: %w",
+		op, s.ns, g.Key, s.o.maxConflicts, lastErr)
+}
+
+// Get returns the lock's record. Remaining is judged by local observation:
+// a claim this process has not seen before counts as lasting its full
+// lease duration from now.
+func (s *store) Get(ctx context.Context, key string) (baton.Record, error) {
+	const op = "get"
+	if err := baton.ValidateName(key); err != nil {
+		return baton.Record{}, fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
+	}
+	if err := s.ctxErr(ctx, op, key); err != nil {
+		return baton.Record{}, err
+	}
+	o, err := s.k.get(ctx, key)
+	if apierrors.IsNotFound(err) {
+		return baton.Record{}, fmt.Errorf("kube: %s %s %s/%s: %w", op, s.k.resource(), s.ns, key, baton.ErrNotFound)
+	}
+	if err != nil {
+		return baton.Record{}, s.fail(ctx, op, "get", key, err)
+	}
+	return s.record(o), nil
+}
+
+// List returns the records of every lock object in the namespace (objects
+// with the baton.dev/app label, of any application). It needs the "list"
+// verb, which the Role for running replicas does not: only status views
+// use it.
+func (s *store) List(ctx context.Context) ([]baton.Record, error) {
+	if err := s.ctxErr(ctx, "list", "*"); err != nil {
+		return nil, err
+	}
+	objs, err := s.k.list(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, "list", "list", "", err)
+	}
+	out := make([]baton.Record, 0, len(objs))
+	for _, o := range objs {
+		if o.baton {
+			out = append(out, s.record(o))
+		}
+	}
+	return out, nil
+}
+
+func (s *store) record(o object) baton.Record {
+	return baton.Record{
+		Key: o.name, Holder: o.holder, Nonce: o.nonce, Token: o.token, TTL: o.ttl(),
+		AcquireTime: o.acquire, RenewTime: o.renew, Transitions: uint64(max(0, o.transitions)),
+		Remaining: s.remaining(o), Version: o.rv,
+	}
+}
+
+// ForceRelease implements baton.ForceReleaser: it clears the holder of key
+// whoever holds it, with an update conditional on the resourceVersion read
+// (conflicts re-read and retry). The object and its fencing token stay, so
+// the next holder gets a larger token; on an object being deleted, it lets
+// the deletion finish (the next object's tokens are larger still). It
+// removes FinalizerClaim, also one left without a holder. An object of
+// another application is refused, as for TryAcquire. It returns an error
+// matching baton.ErrNotFound if the object does not exist, and nil if it
+// is already free.
+func (s *store) ForceRelease(ctx context.Context, key string) error {
+	const op = "force-release"
+	if err := baton.ValidateName(key); err != nil {
+		return fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
+	}
+	if err := s.ctxErr(ctx, op, key); err != nil {
+		return err
+	}
+	var lastErr error
+	for attempt := range s.o.maxConflicts {
+		cur, err := s.current(ctx, key, attempt == 0)
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("kube: %s %s %s/%s: %w", op, s.k.resource(), s.ns, key, baton.ErrNotFound)
+		}
+		if err != nil {
+			return s.fail(ctx, op, "get", key, err)
+		}
+		if err := s.checkApplication(cur); err != nil {
+			return err
+		}
+		if cur.holder == "" && !cur.claimed {
+			return nil
+		}
+		next := cur
+		next.holder, next.nonce = "", ""
+		next.pending = false // keeps cur.token: the current resourceVersion, at least the creator's
+		sent := s.now()
+		updated, err := s.k.update(ctx, next)
+		if apierrors.IsConflict(err) {
+			lastErr = err
+			continue
+		}
+		if err != nil {
+			return s.fail(ctx, op, "update", key, err)
+		}
+		s.settled(updated, sent)
+		return nil
+	}
+	return fmt.Errorf("kube: %s %s/%s: the object kept changing under us; gave up after %d conflicts: %w",
+		op, s.ns, key, s.o.maxConflicts, lastErr)
+}
