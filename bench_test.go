@@ -6,13 +6,15 @@ import (
 	"testing"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/filestore"
 	"github.com/baton-go/baton/memstore"
 )
 
 // The engine's cost over the raw backend: a nonce, a keeper goroutine, and
 // the context per lease, around one TryAcquire and one Release.
-func benchmarkTryLockUnlock(b *testing.B, store baton.Backend) {
+func benchmarkTryLockUnlock(b *testing.B, store backend.Backend) {
 	m, err := baton.NewMutex(store, "bench", baton.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		b.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // An Elector runs work on at most one replica at a time: the leader.
@@ -30,7 +32,7 @@ type Elector struct {
 // NewElector returns an Elector for the lock name on b. It accepts every
 // Option; WithGrace, WithReleaseOnCancel, OnStartedLeading, OnStoppedLeading
 // and OnNewLeader apply to electors only.
-func NewElector(b Backend, name string, opts ...Option) (*Elector, error) {
+func NewElector(b backend.Backend, name string, opts ...Option) (*Elector, error) {
 	m, err := newMutex(b, name, true, opts)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/memstore"
 )
@@ -49,7 +51,7 @@ func (r *recorder) options() []baton.Option {
 	}
 }
 
-func newElector(t *testing.T, b baton.Backend, opts ...baton.Option) (*baton.Elector, *clocktest.FakeClock) {
+func newElector(t *testing.T, b backend.Backend, opts ...baton.Option) (*baton.Elector, *clocktest.FakeClock) {
 	t.Helper()
 	clk := clocktest.NewFakeClock(t0)
 	e, err := baton.NewElector(b, "jobs.nightly", append([]baton.Option{baton.WithClock(clk), baton.WithIdentity("me"), quiet}, opts...)...)

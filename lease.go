@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // A Lease is a held lock: the result of Mutex.Lock or Mutex.TryLock, and
@@ -37,7 +39,7 @@ type Lease struct {
 	cancel context.CancelCauseFunc
 
 	mu         sync.Mutex
-	grant      Grant
+	grant      backend.Grant
 	lastSend   time.Time
 	validUntil time.Time
 	lost       error // why the lease ended before Unlock; nil while held
@@ -60,7 +62,7 @@ type Lease struct {
 	unlockErr  error
 }
 
-func newLease(m *Mutex, parent context.Context, g Grant, sent time.Time) *Lease {
+func newLease(m *Mutex, parent context.Context, g backend.Grant, sent time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(parent)
 	l := &Lease{
 		m:          m,
@@ -184,7 +186,7 @@ func (l *Lease) stopKeeper() {
 }
 
 type renewResult struct {
-	g    Grant
+	g    backend.Grant
 	err  error
 	sent time.Time
 }
@@ -265,7 +267,7 @@ func (l *Lease) keep() {
 
 // startRenew sends one renew in its own goroutine, so that the keeper stays
 // on time while the store is slow. The call is cancelled by cancel.
-func (l *Lease) startRenew(g Grant) (<-chan renewResult, context.CancelFunc) {
+func (l *Lease) startRenew(g backend.Grant) (<-chan renewResult, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(l.ctx))
 	ch := make(chan renewResult, 1)
 	sent := l.m.cfg.clock.Now()

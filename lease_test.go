@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/memstore"
 )
 
 // Defaults: TTL 15s, renew deadline 10s, retry 2s, renew every 5s, margin 300ms.
-func newMutex(t *testing.T, b baton.Backend, opts ...baton.Option) (*baton.Mutex, *clocktest.FakeClock) {
+func newMutex(t *testing.T, b backend.Backend, opts ...baton.Option) (*baton.Mutex, *clocktest.FakeClock) {
 	t.Helper()
 	clk := clocktest.NewFakeClock(t0)
 	m, err := baton.NewMutex(b, "jobs.nightly", append([]baton.Option{baton.WithClock(clk), baton.WithIdentity("me"), quiet}, opts...)...)
@@ -389,8 +391,8 @@ type failing struct {
 	err error
 }
 
-func (f failing) TryAcquire(context.Context, string, baton.Request) (baton.Grant, error) {
-	return baton.Grant{}, f.err
+func (f failing) TryAcquire(context.Context, string, backend.Request) (backend.Grant, error) {
+	return backend.Grant{}, f.err
 }
 
 func TestLockStopsOnPermanentError(t *testing.T) {
@@ -458,12 +460,12 @@ type flaky struct {
 	failures int
 }
 
-func (f *flaky) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+func (f *flaky) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
 	f.mu.Lock()
 	if f.failures > 0 {
 		f.failures--
 		f.mu.Unlock()
-		return baton.Grant{}, errors.New("connection refused")
+		return backend.Grant{}, errors.New("connection refused")
 	}
 	f.mu.Unlock()
 	return f.script.TryAcquire(ctx, key, req)

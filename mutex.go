@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // A Mutex is a distributed mutual-exclusion lock named Name on a Backend.
@@ -17,7 +19,7 @@ import (
 // contender with its own nonce, so two goroutines of one process exclude
 // each other like two processes do.
 type Mutex struct {
-	b      Backend
+	b      backend.Backend
 	name   string
 	cfg    *config
 	starts keeperStarts // starts its leases' keepers (real clock)
@@ -28,12 +30,12 @@ type Mutex struct {
 // match ErrInvalidName or ErrInvalidOptions. Elector-only options
 // (WithGrace, WithReleaseOnCancel and the On... callbacks) are refused: a
 // Mutex would ignore them.
-func NewMutex(b Backend, name string, opts ...Option) (*Mutex, error) {
+func NewMutex(b backend.Backend, name string, opts ...Option) (*Mutex, error) {
 	return newMutex(b, name, false, opts)
 }
 
 // newMutex is NewMutex, and NewElector's Mutex if forElector.
-func newMutex(b Backend, name string, forElector bool, opts []Option) (*Mutex, error) {
+func newMutex(b backend.Backend, name string, forElector bool, opts []Option) (*Mutex, error) {
 	if b == nil {
 		return nil, fmt.Errorf("baton: %w: backend is nil", ErrInvalidOptions)
 	}
@@ -104,11 +106,10 @@ func (m *Mutex) wrap(err error) error {
 // lock waits for the lock; parent is the parent of the Lease's context;
 // observe (optional) is told the holder seen at every conflict.
 func (m *Mutex) lock(ctx, parent context.Context, observe func(holder string)) (*Lease, error) {
-	_, canWatch := m.b.(Watcher)
+	_, canWatch := m.b.(backend.Watcher)
 	// One nonce for every attempt of this call: only one of them can
-	// acquire, and a store that hands the lock to a waiter (etcdstore's
-	// fair mode) can then write the claim with the nonce the waiter will
-	// present.
+	// acquire, and a store that hands the lock to a waiter in order can
+	// then write the claim with the nonce the waiter will present.
 	return m.cfg.await(ctx, parent, m.name, lockAttempts{m, NewNonce(), observe}, canWatch, observe)
 }
 
@@ -124,17 +125,17 @@ func (a lockAttempts) claim(ctx, parent context.Context) (*Lease, error) {
 }
 
 func (a lockAttempts) watch(ctx context.Context) (<-chan struct{}, error) {
-	if ww, ok := a.m.b.(WaiterWatcher); ok && a.observe == nil {
+	if ww, ok := a.m.b.(backend.WaiterWatcher); ok && a.observe == nil {
 		// Only this contender's chances matter, not who else holds.
 		return ww.WatchWaiter(ctx, a.m.name, a.m.cfg.identity)
 	}
-	return a.m.b.(Watcher).Watch(ctx, a.m.name)
+	return a.m.b.(backend.Watcher).Watch(ctx, a.m.name)
 }
 
 // try makes one attempt with nonce; waiting says whether the caller will
 // keep trying.
 func (m *Mutex) try(ctx, parent context.Context, nonce string, waiting bool) (*Lease, error) {
-	req := Request{Holder: m.cfg.identity, Nonce: nonce, TTL: m.cfg.ttl, Waiting: waiting}
+	req := backend.Request{Holder: m.cfg.identity, Nonce: nonce, TTL: m.cfg.ttl, Waiting: waiting}
 	sent := m.cfg.clock.Now()
 	g, err := m.b.TryAcquire(ctx, m.name, req)
 	if err != nil {

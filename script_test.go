@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/clocktest"
 )
 
@@ -29,15 +31,15 @@ type script struct {
 	renewBlock chan struct{} // Renew waits for it (or ctx) when set
 	retryAfter time.Duration // HeldError.RetryAfter
 	onRelease  func()
-	renews     chan baton.Grant // every Renew call, buffered
+	renews     chan backend.Grant // every Renew call, buffered
 	watchers   []chan struct{}
 }
 
-func newScript() *script { return &script{renews: make(chan baton.Grant, 64)} }
+func newScript() *script { return &script{renews: make(chan backend.Grant, 64)} }
 
-func (s *script) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+func (s *script) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
 	if err := ctx.Err(); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -45,14 +47,14 @@ func (s *script) TryAcquire(ctx context.Context, key string, req baton.Request) 
 	s.waiting = append(s.waiting, req.Waiting)
 	s.nonces = append(s.nonces, req.Nonce)
 	if s.holder != "" {
-		return baton.Grant{}, &baton.HeldError{Key: key, Holder: s.holder, Token: s.token, RetryAfter: s.retryAfter}
+		return backend.Grant{}, &baton.HeldError{Key: key, Holder: s.holder, Token: s.token, RetryAfter: s.retryAfter}
 	}
 	s.token++
 	s.holder, s.nonce = req.Holder, req.Nonce
-	return baton.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: s.token, TTL: req.TTL}, nil
+	return backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: s.token, TTL: req.TTL}, nil
 }
 
-func (s *script) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+func (s *script) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
 	s.renews <- g
 	s.mu.Lock()
 	block, rerr := s.renewBlock, s.renewErr
@@ -61,21 +63,21 @@ func (s *script) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) 
 		select {
 		case <-block:
 		case <-ctx.Done():
-			return baton.Grant{}, ctx.Err()
+			return backend.Grant{}, ctx.Err()
 		}
 	}
 	if rerr != nil {
-		return baton.Grant{}, rerr
+		return backend.Grant{}, rerr
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.holder != g.Holder || s.nonce != g.Nonce {
-		return baton.Grant{}, fmt.Errorf("%w: not the owner", baton.ErrLost)
+		return backend.Grant{}, fmt.Errorf("%w: not the owner", baton.ErrLost)
 	}
 	return g, nil
 }
 
-func (s *script) Release(ctx context.Context, g baton.Grant) error {
+func (s *script) Release(ctx context.Context, g backend.Grant) error {
 	s.mu.Lock()
 	hook := s.onRelease
 	if s.holder != g.Holder || s.nonce != g.Nonce {
@@ -92,10 +94,10 @@ func (s *script) Release(ctx context.Context, g baton.Grant) error {
 	return nil
 }
 
-func (s *script) Get(ctx context.Context, key string) (baton.Record, error) {
+func (s *script) Get(ctx context.Context, key string) (backend.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return baton.Record{Key: key, Holder: s.holder, Nonce: s.nonce, Token: s.token}, nil
+	return backend.Record{Key: key, Holder: s.holder, Nonce: s.nonce, Token: s.token}, nil
 }
 
 // set makes the store say that holder holds the key (a takeover by another
@@ -127,7 +129,7 @@ func (s *script) notify() {
 	}
 }
 
-// watching is a script that also implements baton.Watcher.
+// watching is a script that also implements backend.Watcher.
 type watching struct{ *script }
 
 func (w watching) Watch(ctx context.Context, key string) (<-chan struct{}, error) {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // MaxSemaphoreLimit is the largest limit NewSemaphore accepts. A waiting
@@ -50,7 +52,7 @@ type Semaphore struct {
 // validates the name (see ValidateName; SlotName of the last slot must be
 // valid too), the limit (1 to MaxSemaphoreLimit) and the options, as
 // NewMutex does; Elector-only options are refused.
-func NewSemaphore(b Backend, name string, limit int, opts ...Option) (*Semaphore, error) {
+func NewSemaphore(b backend.Backend, name string, limit int, opts ...Option) (*Semaphore, error) {
 	if b == nil {
 		return nil, fmt.Errorf("baton: %w: backend is nil", ErrInvalidOptions)
 	}
@@ -118,7 +120,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
 // As with Mutex.Lock, the Lease's context keeps ctx's values but not its
 // cancellation.
 func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
-	_, canWatch := s.slots[0].b.(Watcher)
+	_, canWatch := s.slots[0].b.(backend.Watcher)
 	l, err := s.cfg.await(ctx, context.WithoutCancel(ctx), s.name, slotAttempts{s}, canWatch, nil)
 	if err != nil {
 		return nil, s.wrap(err)
@@ -180,7 +182,7 @@ func (a slotAttempts) watch(ctx context.Context) (<-chan struct{}, error) {
 	out := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	for _, m := range a.s.slots {
-		ch, err := m.b.(Watcher).Watch(ctx, m.name)
+		ch, err := m.b.(backend.Watcher).Watch(ctx, m.name)
 		if err != nil {
 			cancel()
 			wg.Wait()

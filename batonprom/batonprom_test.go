@@ -16,6 +16,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batonprom"
 	"github.com/baton-go/baton/memstore"
 )
@@ -137,7 +139,7 @@ func TestObserveElectorTerms(t *testing.T) {
 	}
 	obs(baton.Event{Kind: baton.EventRenewed, Holder: "me", Token: 7, Duration: 20 * time.Millisecond})
 	obs(baton.Event{Kind: baton.EventRenewFailed, Holder: "me", Token: 7, Err: errors.New("timeout")})
-	stepDown := fmt.Errorf("%w: %w 10s: no renew succeeded", baton.ErrLost, baton.ErrStepDown)
+	stepDown := fmt.Errorf("%w: %w 10s: no renew succeeded", backend.ErrLost, baton.ErrStepDown)
 	obs(baton.Event{Kind: baton.EventLost, Holder: "me", Token: 7, Err: stepDown})
 	if got := leader(); got != 0 {
 		t.Errorf("after the loss: baton_leader = %v, want 0", got)
@@ -207,7 +209,7 @@ baton_renew_failures_total{lock="scheduler"} 1
 
 // baton_leader must return to 0 however the events of a lease arrive.
 func TestLeaderGaugeFollowsLeases(t *testing.T) {
-	revoked := fmt.Errorf("renew: %w", baton.ErrLost)
+	revoked := fmt.Errorf("renew: %w", backend.ErrLost)
 	ev := func(kind baton.EventKind, token uint64) baton.Event {
 		return baton.Event{Kind: kind, Name: "job", Holder: "me", Token: token, Err: revoked}
 	}
@@ -288,7 +290,7 @@ func TestMutexOnMemoryStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.TryLock(ctx); !errors.Is(err, baton.ErrHeld) {
+	if _, err := other.TryLock(ctx); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("TryLock while held: %v", err)
 	}
 	if err := l.Unlock(ctx); err != nil {
@@ -322,9 +324,9 @@ type failingRenew struct {
 	fail atomic.Bool
 }
 
-func (s *failingRenew) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+func (s *failingRenew) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
 	if s.fail.Load() {
-		return baton.Grant{}, errors.New("store unreachable")
+		return backend.Grant{}, errors.New("store unreachable")
 	}
 	return s.Store.Renew(ctx, g)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // testExclusiveTryAcquire: 16 clients, two goroutines each (same holder
@@ -53,7 +55,7 @@ func (s *suite) testExclusiveTryAcquire(t *testing.T) {
 						switch {
 						case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
 							return // the work budget ran out (or would, before the request went out)
-						case errors.Is(err, baton.ErrHeld):
+						case errors.Is(err, backend.ErrHeld):
 							runtime.Gosched()
 							continue
 						}
@@ -85,7 +87,7 @@ func (s *suite) testExclusiveTryAcquire(t *testing.T) {
 // back no earlier than validUntil: the claim could then have expired in
 // the store, which is no failure of the store.
 func lostInTime(err error, validUntil time.Time) bool {
-	return errors.Is(err, baton.ErrLost) && !time.Now().Before(validUntil)
+	return errors.Is(err, backend.ErrLost) && !time.Now().Before(validUntil)
 }
 
 // checkWork checks the outcome of a contention subtest after its
@@ -155,7 +157,7 @@ func (s *suite) testTokensIncrease(t *testing.T) {
 	a, b := e.client(), e.client()
 	long := s.longTTL()
 	var last uint64
-	next := func(what string, g baton.Grant) {
+	next := func(what string, g backend.Grant) {
 		t.Helper()
 		if g.Token <= last {
 			t.Errorf("%s: token %d after token %d; tokens must strictly increase", what, g.Token, last)
@@ -199,7 +201,7 @@ func (s *suite) testTokensIncrease(t *testing.T) {
 // must happen within a few TTLs of sent. Every failed attempt must match
 // ErrHeld; onHeld, if not nil, checks each of them. It returns the grant
 // and the time the successful TryAcquire returned.
-func (e *env) awaitTakeover(b baton.Backend, key string, req baton.Request, sent time.Time, onHeld func(err error)) (baton.Grant, time.Time) {
+func (e *env) awaitTakeover(b backend.Backend, key string, req backend.Request, sent time.Time, onHeld func(err error)) (backend.Grant, time.Time) {
 	e.t.Helper()
 	deadline := sent.Add(3*e.s.h.TTL + eventTimeout)
 	for {
@@ -209,7 +211,7 @@ func (e *env) awaitTakeover(b baton.Backend, key string, req baton.Request, sent
 			checkGrant(e.t, "TryAcquire", g, key, req)
 			return g, now
 		}
-		if !errors.Is(err, baton.ErrHeld) {
+		if !errors.Is(err, backend.ErrHeld) {
 			e.t.Fatalf("TryAcquire(%q) for %q while waiting for expiry: %v", key, req.Holder, err)
 		}
 		if onHeld != nil {
@@ -225,14 +227,14 @@ func (e *env) awaitTakeover(b baton.Backend, key string, req baton.Request, sent
 // awaitNotHeld polls Get on b until the record of key is not held (or
 // gone), which must happen within a few TTLs of sent, and returns the time
 // the Get that said so returned.
-func (e *env) awaitNotHeld(b baton.Backend, key string, sent time.Time) time.Time {
+func (e *env) awaitNotHeld(b backend.Backend, key string, sent time.Time) time.Time {
 	e.t.Helper()
 	deadline := sent.Add(3*e.s.h.TTL + eventTimeout)
 	for {
 		rec, err := b.Get(e.ctx, key)
 		now := time.Now()
 		switch {
-		case errors.Is(err, baton.ErrNotFound):
+		case errors.Is(err, backend.ErrNotFound):
 			return now
 		case err != nil:
 			e.t.Fatalf("Get(%q): %v", key, err)
@@ -264,7 +266,7 @@ func (s *suite) testNotOwner(t *testing.T) {
 	sameNonce.Holder = "holder-b"
 	for _, imp := range []struct {
 		name string
-		g    baton.Grant
+		g    backend.Grant
 	}{
 		{"another holder", otherHolder},
 		{"the same holder with another nonce", otherNonce},
@@ -272,7 +274,7 @@ func (s *suite) testNotOwner(t *testing.T) {
 	} {
 		for _, c := range []struct {
 			name string
-			b    baton.Backend
+			b    backend.Backend
 		}{{"another client", b}, {"the holder's client", a}} {
 			_, err := c.b.Renew(e.ctx, imp.g)
 			checkLost(t, fmt.Sprintf("Renew by %s on %s", imp.name, c.name), err)
@@ -308,7 +310,7 @@ func (s *suite) testNotOwner(t *testing.T) {
 	e.release(a, g2)
 
 	// A grant for a key that was never acquired.
-	never := baton.Grant{Key: "never-acquired", Holder: "holder-a", Nonce: baton.NewNonce(), Token: 1, TTL: ttl}
+	never := backend.Grant{Key: "never-acquired", Holder: "holder-a", Nonce: baton.NewNonce(), Token: 1, TTL: ttl}
 	_, err = a.Renew(e.ctx, never)
 	checkLost(t, "Renew of a key that was never acquired", err)
 	checkLost(t, "Release of a key that was never acquired", a.Release(e.ctx, never))
@@ -337,7 +339,7 @@ func (s *suite) testRenewExtends(t *testing.T) {
 // renewExtends makes one run of testRenewExtends on key. It returns why
 // the run was inconclusive, or "" when it was conclusive (it fails the
 // test if the store got it wrong).
-func (e *env) renewExtends(a, b baton.Backend, key string) (inconclusive string) {
+func (e *env) renewExtends(a, b backend.Backend, key string) (inconclusive string) {
 	t, ttl := e.t, e.s.h.TTL
 	t.Helper()
 	sent := time.Now() // the store starts the claim's TTL after this
@@ -354,7 +356,7 @@ func (e *env) renewExtends(a, b baton.Backend, key string) (inconclusive string)
 		}
 		t.Fatalf("Renew(%q) by its holder %q (token %d) within its TTL: %v", g.Key, g.Holder, g.Token, err)
 	}
-	checkGrant(t, "Renew", ng, g.Key, baton.Request{Holder: g.Holder, Nonce: g.Nonce})
+	checkGrant(t, "Renew", ng, g.Key, backend.Request{Holder: g.Holder, Nonce: g.Nonce})
 	if ng.Token != g.Token {
 		t.Fatalf("Renew(%q) changed the token from %d to %d; a renew keeps the token", g.Key, g.Token, ng.Token)
 	}
@@ -448,7 +450,7 @@ func (s *suite) testGet(t *testing.T) {
 	const key = "get"
 	a, b := e.client(), e.client()
 	_, err := b.Get(e.ctx, key)
-	if !errors.Is(err, baton.ErrNotFound) {
+	if !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("Get of a key never acquired: %v, want an error matching ErrNotFound", err)
 	}
 
@@ -507,9 +509,9 @@ func (s *suite) testGet(t *testing.T) {
 func (s *suite) testList(t *testing.T) {
 	e := s.setup(t)
 	a := e.client()
-	lister, ok := a.(baton.Lister)
+	lister, ok := a.(backend.Lister)
 	if !ok {
-		t.Skip("the backend does not implement baton.Lister")
+		t.Skip("the backend does not implement backend.Lister")
 	}
 	ttl := s.longTTL()
 	held := e.acquire(a, "list.held", request("holder-a", ttl))
@@ -520,7 +522,7 @@ func (s *suite) testList(t *testing.T) {
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
-	found := map[string]baton.Record{}
+	found := map[string]backend.Record{}
 	for _, r := range recs {
 		if _, dup := found[r.Key]; dup {
 			t.Errorf("List returned %q twice", r.Key)
@@ -549,9 +551,9 @@ func (s *suite) testWatch(t *testing.T) {
 	e := s.setup(t)
 	const key = "watch"
 	a, b := e.client(), e.client()
-	w, ok := a.(baton.Watcher)
+	w, ok := a.(backend.Watcher)
 	if !ok {
-		t.Skip("the backend does not implement baton.Watcher")
+		t.Skip("the backend does not implement backend.Watcher")
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
@@ -606,7 +608,7 @@ func (s *suite) testWatch(t *testing.T) {
 // invalidNames are lock names that ValidateName rejects.
 var invalidNames = []string{
 	"", "UPPER", "Mixed", "a/b", "../x", "-x", "x-", ".x", "x.", "a..b", "a.-b",
-	"a_b", "a b", "a\x00b", "ü", "a\nb", strings.Repeat("a", baton.MaxNameLength+1),
+	"a_b", "a b", "a\x00b", "ü", "a\nb", strings.Repeat("a", backend.MaxNameLength+1),
 }
 
 // testInvalidNames: every method rejects names that ValidateName rejects,
@@ -616,10 +618,10 @@ func (s *suite) testInvalidNames(t *testing.T) {
 	b := e.client()
 	ttl := s.longTTL()
 	for _, name := range invalidNames {
-		if baton.ValidateName(name) == nil {
+		if backend.ValidateName(name) == nil {
 			t.Fatalf("batontest bug: ValidateName accepts %s", describe(name))
 		}
-		g := baton.Grant{Key: name, Holder: "holder-a", Nonce: baton.NewNonce(), Token: 1, TTL: ttl}
+		g := backend.Grant{Key: name, Holder: "holder-a", Nonce: baton.NewNonce(), Token: 1, TTL: ttl}
 		ops := []struct {
 			name string
 			f    func() error
@@ -629,7 +631,7 @@ func (s *suite) testInvalidNames(t *testing.T) {
 			{"Renew", func() error { _, err := b.Renew(e.ctx, g); return err }},
 			{"Release", func() error { return b.Release(e.ctx, g) }},
 		}
-		if w, ok := b.(baton.Watcher); ok {
+		if w, ok := b.(backend.Watcher); ok {
 			ops = append(ops, struct {
 				name string
 				f    func() error
@@ -643,12 +645,12 @@ func (s *suite) testInvalidNames(t *testing.T) {
 		for _, op := range ops {
 			what := fmt.Sprintf("%s(%s)", op.name, describe(name))
 			err := noPanic(t, what, op.f)
-			if err != errPanicked && !errors.Is(err, baton.ErrInvalidName) {
+			if err != errPanicked && !errors.Is(err, backend.ErrInvalidName) {
 				t.Errorf("%s: %v; want an error matching ErrInvalidName", what, err)
 			}
 		}
 	}
-	if l, ok := b.(baton.Lister); ok {
+	if l, ok := b.(backend.Lister); ok {
 		recs, err := l.List(e.ctx)
 		if err != nil {
 			t.Fatalf("List: %v", err)
@@ -667,11 +669,11 @@ func (s *suite) testValidNames(t *testing.T) {
 	ttl := s.longTTL()
 	names := []string{
 		"a", "7", "a-b", "a--b", "0.0", "a.b-c.d", "x1.y2-z3",
-		strings.Repeat("z", baton.MaxNameLength),
+		strings.Repeat("z", backend.MaxNameLength),
 		strings.Repeat("ab.", 84) + "c", // 253 bytes with dots
 	}
 	for _, name := range names {
-		if err := baton.ValidateName(name); err != nil {
+		if err := backend.ValidateName(name); err != nil {
 			t.Fatalf("batontest bug: %v", err)
 		}
 		g, err := a.TryAcquire(e.ctx, name, request("holder-a", ttl))
@@ -720,7 +722,7 @@ func (s *suite) testCanceledContext(t *testing.T) {
 			t.Errorf("%s with a canceled context: %v; want an error matching context.Canceled", op.name, err)
 		}
 	}
-	if w, ok := b.(baton.Watcher); ok {
+	if w, ok := b.(backend.Watcher); ok {
 		// Either an error, or a channel that is closed at once.
 		start := time.Now()
 		ch, err := w.Watch(ctx, g.Key)

@@ -1,19 +1,19 @@
-// Package batontest is the conformance suite for baton.Backend
+// Package batontest is the conformance suite for backend.Backend
 // implementations, in the spirit of testing/fstest: a backend's tests call
 // Run, and Run checks the behaviour that baton's engine relies on.
 //
 //	func TestConformance(t *testing.T) {
 //		batontest.Run(t, batontest.Harness{
-//			Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+//			Open: func(t *testing.T) func(t *testing.T) backend.Backend {
 //				srv := startServer(t) // a fresh store, stopped by t.Cleanup
-//				return func(t *testing.T) baton.Backend { return srv.NewClient(t) }
+//				return func(t *testing.T) backend.Backend { return srv.NewClient(t) }
 //			},
 //		})
 //	}
 //
 // # What is checked
 //
-// The contract documented on baton.Backend, baton.Watcher and baton.Lister:
+// The contract documented on backend.Backend, backend.Watcher and backend.Lister:
 // exclusivity under many concurrent contenders (through the raw Backend and
 // through baton.Mutex); fencing tokens that are positive and strictly
 // increase across holders, releases, expiry takeovers and new clients;
@@ -24,7 +24,7 @@
 //
 // Optional capabilities are tested when the backend (the value returned by
 // connect) implements them, and their subtests are skipped otherwise:
-// baton.Watcher (Watch, WakeOnRelease) and baton.Lister (List). Every
+// backend.Watcher (Watch, WakeOnRelease) and backend.Lister (List). Every
 // other failure to reach or use the store fails the test.
 //
 // # Timing
@@ -68,6 +68,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // Harness describes how to reach a backend under test.
@@ -77,7 +79,7 @@ type Harness struct {
 	// it. Clients of one store share state as separate processes would.
 	// Open registers its own cleanup with t.Cleanup. Open and connect are
 	// called from the subtest's goroutine and may call t.Fatal.
-	Open func(t *testing.T) (connect func(t *testing.T) baton.Backend)
+	Open func(t *testing.T) (connect func(t *testing.T) backend.Backend)
 	// TTL is the lease duration used where the suite waits for expiry in
 	// real time. Default 1s, which is also the minimum (baton.MinTTL).
 	// Subtests that run a baton.Mutex use twice this TTL.
@@ -171,7 +173,7 @@ func (s *suite) pollInterval() time.Duration { return s.h.TTL / 50 }
 type env struct {
 	t       *testing.T
 	s       *suite
-	connect func(t *testing.T) baton.Backend
+	connect func(t *testing.T) backend.Backend
 	// ctx ends when the subtest ends or its time budget runs out.
 	ctx context.Context
 }
@@ -191,7 +193,7 @@ func (s *suite) setup(t *testing.T) *env {
 }
 
 // client connects a new client to the subtest's store.
-func (e *env) client() baton.Backend {
+func (e *env) client() backend.Backend {
 	e.t.Helper()
 	b := e.connect(e.t)
 	if b == nil {
@@ -201,12 +203,12 @@ func (e *env) client() baton.Backend {
 }
 
 // request returns a request for holder with a fresh nonce.
-func request(holder string, ttl time.Duration) baton.Request {
-	return baton.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: ttl}
+func request(holder string, ttl time.Duration) backend.Request {
+	return backend.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: ttl}
 }
 
 // acquire takes key for req on b and checks the grant, or fails the test.
-func (e *env) acquire(b baton.Backend, key string, req baton.Request) baton.Grant {
+func (e *env) acquire(b backend.Backend, key string, req backend.Request) backend.Grant {
 	e.t.Helper()
 	g, err := b.TryAcquire(e.ctx, key, req)
 	if err != nil {
@@ -217,7 +219,7 @@ func (e *env) acquire(b baton.Backend, key string, req baton.Request) baton.Gran
 }
 
 // checkGrant checks that g is a grant of key to req's owner.
-func checkGrant(t *testing.T, op string, g baton.Grant, key string, req baton.Request) {
+func checkGrant(t *testing.T, op string, g backend.Grant, key string, req backend.Request) {
 	t.Helper()
 	if g.Key != key || g.Holder != req.Holder || g.Nonce != req.Nonce {
 		t.Fatalf("%s(%q) for %q/%q returned a grant of %q to %q/%q", op, key, req.Holder, req.Nonce, g.Key, g.Holder, g.Nonce)
@@ -228,13 +230,13 @@ func checkGrant(t *testing.T, op string, g baton.Grant, key string, req baton.Re
 }
 
 // renew renews g on b and checks the result, or fails the test.
-func (e *env) renew(b baton.Backend, g baton.Grant) baton.Grant {
+func (e *env) renew(b backend.Backend, g backend.Grant) backend.Grant {
 	e.t.Helper()
 	ng, err := b.Renew(e.ctx, g)
 	if err != nil {
 		e.t.Fatalf("Renew(%q) by its holder %q (token %d): %v", g.Key, g.Holder, g.Token, err)
 	}
-	checkGrant(e.t, "Renew", ng, g.Key, baton.Request{Holder: g.Holder, Nonce: g.Nonce})
+	checkGrant(e.t, "Renew", ng, g.Key, backend.Request{Holder: g.Holder, Nonce: g.Nonce})
 	if ng.Token != g.Token {
 		e.t.Fatalf("Renew(%q) changed the token from %d to %d; a renew keeps the token", g.Key, g.Token, ng.Token)
 	}
@@ -242,7 +244,7 @@ func (e *env) renew(b baton.Backend, g baton.Grant) baton.Grant {
 }
 
 // release releases g on b, or fails the test.
-func (e *env) release(b baton.Backend, g baton.Grant) {
+func (e *env) release(b backend.Backend, g backend.Grant) {
 	e.t.Helper()
 	if err := b.Release(e.ctx, g); err != nil {
 		e.t.Fatalf("Release(%q) by its holder %q (token %d): %v", g.Key, g.Holder, g.Token, err)
@@ -250,7 +252,7 @@ func (e *env) release(b baton.Backend, g baton.Grant) {
 }
 
 // get reads key's record on b, or fails the test.
-func (e *env) get(b baton.Backend, key string) baton.Record {
+func (e *env) get(b backend.Backend, key string) backend.Record {
 	e.t.Helper()
 	r, err := b.Get(e.ctx, key)
 	if err != nil {
@@ -265,19 +267,19 @@ func (e *env) get(b baton.Backend, key string) baton.Record {
 // checkHeld checks that err reports key held by holder with token, with a
 // RetryAfter no longer than ttl. It reports failures with t.Errorf and
 // returns the *HeldError, or nil.
-func checkHeld(t *testing.T, op string, err error, key, holder string, token uint64, ttl time.Duration) *baton.HeldError {
+func checkHeld(t *testing.T, op string, err error, key, holder string, token uint64, ttl time.Duration) *backend.HeldError {
 	t.Helper()
 	if err == nil {
 		t.Errorf("%s succeeded while %q holds %q (token %d); want an error matching ErrHeld", op, holder, key, token)
 		return nil
 	}
-	if !errors.Is(err, baton.ErrHeld) {
+	if !errors.Is(err, backend.ErrHeld) {
 		t.Errorf("%s: error %q does not match ErrHeld", op, err)
 		return nil
 	}
-	var held *baton.HeldError
+	var held *backend.HeldError
 	if !errors.As(err, &held) {
-		t.Errorf("%s: error %q does not unwrap to *baton.HeldError", op, err)
+		t.Errorf("%s: error %q does not unwrap to *backend.HeldError", op, err)
 		return nil
 	}
 	if held.Key != key || held.Holder != holder || held.Token != token {
@@ -296,7 +298,7 @@ func checkLost(t *testing.T, op string, err error) {
 	switch {
 	case err == nil:
 		t.Errorf("%s succeeded; want an error matching ErrLost", op)
-	case !errors.Is(err, baton.ErrLost):
+	case !errors.Is(err, backend.ErrLost):
 		t.Errorf("%s: error %q does not match ErrLost", op, err)
 	}
 }
@@ -323,7 +325,7 @@ func (s *suite) mutexTTL() time.Duration { return 2 * s.h.TTL }
 
 // newMutex returns a Mutex on b for key with identity id, a TTL of
 // mutexTTL, a renew deadline of 3/4 of it, and the given retry period.
-func (e *env) newMutex(b baton.Backend, key, id string, retry time.Duration, opts ...baton.Option) *baton.Mutex {
+func (e *env) newMutex(b backend.Backend, key, id string, retry time.Duration, opts ...baton.Option) *baton.Mutex {
 	e.t.Helper()
 	return e.newMutexTTL(b, key, id, e.s.mutexTTL(), retry, opts...)
 }
@@ -335,12 +337,12 @@ func (e *env) newMutex(b baton.Backend, key, id string, retry time.Duration, opt
 // that reacted only at its next retry, or when the holder's claim could
 // first end, would then be late by seconds, which no busy machine
 // explains.
-func (e *env) newWaitingMutex(b baton.Backend, key, id string, opts ...baton.Option) *baton.Mutex {
+func (e *env) newWaitingMutex(b backend.Backend, key, id string, opts ...baton.Option) *baton.Mutex {
 	e.t.Helper()
 	return e.newMutexTTL(b, key, id, e.s.longTTL(), e.s.slowRetry(), opts...)
 }
 
-func (e *env) newMutexTTL(b baton.Backend, key, id string, ttl, retry time.Duration, opts ...baton.Option) *baton.Mutex {
+func (e *env) newMutexTTL(b backend.Backend, key, id string, ttl, retry time.Duration, opts ...baton.Option) *baton.Mutex {
 	e.t.Helper()
 	m, err := baton.NewMutex(b, key, append([]baton.Option{
 		baton.WithIdentity(id),

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // The subtests in this file run the backend under baton's engine
@@ -76,7 +78,7 @@ func (s *suite) testExclusiveMutex(t *testing.T) {
 					case err == nil:
 					case errors.Is(err, baton.ErrStepDown):
 						lost.Add(1) // no renew succeeded in time: a slow machine
-					case errors.Is(err, baton.ErrLost):
+					case errors.Is(err, backend.ErrLost):
 						at := time.Now()
 						if v, ok := lostAt.Load(l.Token()); ok {
 							at = v.(time.Time)
@@ -110,8 +112,8 @@ func (s *suite) testWakeOnRelease(t *testing.T) {
 	e := s.setup(t)
 	const key = "wake-on-release"
 	a, b := e.client(), e.client()
-	if _, ok := b.(baton.Watcher); !ok {
-		t.Skip("the backend does not implement baton.Watcher; waiters poll every RetryPeriod")
+	if _, ok := b.(backend.Watcher); !ok {
+		t.Skip("the backend does not implement backend.Watcher; waiters poll every RetryPeriod")
 	}
 	holder := e.newWaitingMutex(a, key, "waker-a")
 	heldOpt, held := signal(baton.EventHeld)
@@ -185,7 +187,7 @@ func (s *suite) testCancelWhileWaiting(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) {
 		t.Errorf("Lock canceled while waiting: %v; want an error matching context.Canceled", r.err)
 	}
-	if errors.Is(r.err, context.Canceled) && !errors.Is(r.err, baton.ErrHeld) {
+	if errors.Is(r.err, context.Canceled) && !errors.Is(r.err, backend.ErrHeld) {
 		// The backend did report the holder (the waiter observed EventHeld);
 		// the error lost it on the way out.
 		t.Errorf("Lock canceled while waiting: %q matches context.Canceled but not ErrHeld, although the waiter's "+
@@ -284,7 +286,7 @@ func (s *suite) testLease(t *testing.T) {
 // b) on the way. It returns the lease, the time Lock was called and the
 // lease's first ValidUntil; or, if the holder stepped down on the way, the
 // step-down error, after unlocking.
-func (e *env) holdPastTTL(m *baton.Mutex, b baton.Backend) (l *baton.Lease, sent, firstValid time.Time, stepDown error) {
+func (e *env) holdPastTTL(m *baton.Mutex, b backend.Backend) (l *baton.Lease, sent, firstValid time.Time, stepDown error) {
 	t := e.t
 	t.Helper()
 	key, ttl := m.Name(), e.s.mutexTTL()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // The optional interfaces, checked as fstest.TestFS checks a file
@@ -20,9 +22,9 @@ import (
 func (s *suite) testForceRelease(t *testing.T) {
 	e := s.setup(t)
 	a := e.client()
-	fr, ok := a.(baton.ForceReleaser)
+	fr, ok := a.(backend.ForceReleaser)
 	if !ok {
-		t.Skip("the backend does not implement baton.ForceReleaser")
+		t.Skip("the backend does not implement backend.ForceReleaser")
 	}
 	ttl := s.longTTL()
 	held := e.acquire(a, "force.held", request("holder-a", ttl))
@@ -44,7 +46,7 @@ func (s *suite) testForceRelease(t *testing.T) {
 	if err := fr.ForceRelease(e.ctx, "force.free"); err != nil {
 		t.Errorf("ForceRelease of a free key: %v, want nil", err)
 	}
-	if err := fr.ForceRelease(e.ctx, "force.never"); !errors.Is(err, baton.ErrNotFound) {
+	if err := fr.ForceRelease(e.ctx, "force.never"); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("ForceRelease of a key with no record: %v, want ErrNotFound", err)
 	}
 }
@@ -55,13 +57,13 @@ func (s *suite) testForceRelease(t *testing.T) {
 func (s *suite) testWaiterWatcher(t *testing.T) {
 	e := s.setup(t)
 	a, b := e.client(), e.client()
-	ww, ok := b.(baton.WaiterWatcher)
+	ww, ok := b.(backend.WaiterWatcher)
 	if !ok {
-		t.Skip("the backend does not implement baton.WaiterWatcher")
+		t.Skip("the backend does not implement backend.WaiterWatcher")
 	}
 	ttl := s.longTTL()
 	held := e.acquire(a, "waiter.watch", request("holder-a", ttl))
-	if _, err := b.TryAcquire(e.ctx, "waiter.watch", baton.Request{Holder: "holder-b", Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}); !errors.Is(err, baton.ErrHeld) {
+	if _, err := b.TryAcquire(e.ctx, "waiter.watch", backend.Request{Holder: "holder-b", Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("TryAcquire of a held key: %v, want ErrHeld", err)
 	}
 	ctx, cancel := context.WithCancel(e.ctx)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // The subtests in this file run the backend under baton.Semaphore: N slot
@@ -21,7 +23,7 @@ const semaphoreLimit = 3
 
 // newSemaphore returns a Semaphore of semaphoreLimit slots on b for name,
 // with newMutex's timing.
-func (e *env) newSemaphore(b baton.Backend, name, id string, opts ...baton.Option) *baton.Semaphore {
+func (e *env) newSemaphore(b backend.Backend, name, id string, opts ...baton.Option) *baton.Semaphore {
 	e.t.Helper()
 	ttl := e.s.mutexTTL()
 	sem, err := baton.NewSemaphore(b, name, semaphoreLimit, append([]baton.Option{
@@ -70,8 +72,8 @@ func (s *suite) testSemaphore(t *testing.T) {
 	}
 	last := sems[semaphoreLimit]
 	_, err := last.TryAcquire(e.ctx)
-	var held *baton.HeldError
-	if !errors.As(err, &held) || !errors.Is(err, baton.ErrHeld) {
+	var held *backend.HeldError
+	if !errors.As(err, &held) || !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("TryAcquire with every slot held: %v; want an error matching ErrHeld that unwraps to *HeldError", err)
 	}
 	if !slices.ContainsFunc(leases, func(l *baton.Lease) bool { return l.Name() == held.Key && l.Holder() == held.Holder }) {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 )
 
@@ -53,7 +55,7 @@ func BenchmarkCycle(b *testing.B) {
 		key := uniqueKey("s")
 		cpu(b)
 		for b.Loop() {
-			g, err := s.TryAcquire(ctx, key, baton.Request{Holder: "h", Nonce: baton.NewNonce(), TTL: lockTTL})
+			g, err := s.TryAcquire(ctx, key, backend.Request{Holder: "h", Nonce: baton.NewNonce(), TTL: lockTTL})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -73,7 +75,7 @@ func BenchmarkCycle(b *testing.B) {
 		}
 		cpu(b)
 		for b.Loop() {
-			g, err := s.TryAcquire(ctx, key, baton.Request{Holder: "h", Nonce: baton.NewNonce(), TTL: lockTTL})
+			g, err := s.TryAcquire(ctx, key, backend.Request{Holder: "h", Nonce: baton.NewNonce(), TTL: lockTTL})
 			if err != nil {
 				b.Fatal(err)
 			}

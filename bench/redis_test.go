@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/bench/internal/contend"
 	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
@@ -160,7 +162,7 @@ type storeContender struct {
 }
 
 func (s *storeContender) lock(ctx context.Context) (func(context.Context) error, error) {
-	g, err := s.s.TryAcquire(ctx, s.key, baton.Request{Holder: s.id, Nonce: baton.NewNonce(), TTL: lockTTL})
+	g, err := s.s.TryAcquire(ctx, s.key, backend.Request{Holder: s.id, Nonce: baton.NewNonce(), TTL: lockTTL})
 	if err != nil {
 		return nil, err
 	}

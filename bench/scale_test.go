@@ -8,7 +8,7 @@ package bench
 //
 // Measured while holding, over a window after every lock is held:
 //   - engine renewals per second: Backend.Renew calls, counted by a
-//     wrapping baton.Backend;
+//     wrapping backend.Backend;
 //   - requests that reached the store per second: Redis INFO commandstats,
 //     gRPC calls and stream messages to etcd (client interceptors), HTTP
 //     requests to the API server (the transport); the memory and file
@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/bench/internal/procstat"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/filestore"
@@ -59,18 +61,18 @@ var (
 
 // countingBackend counts the engine's Renew calls.
 type countingBackend struct {
-	baton.Backend
+	backend.Backend
 	renews atomic.Int64
 }
 
-func (c *countingBackend) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+func (c *countingBackend) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
 	c.renews.Add(1)
 	return c.Backend.Renew(ctx, g)
 }
 
 // scaleStore is one backend under test, opened fresh for each run.
 type scaleStore struct {
-	backend baton.Backend
+	backend backend.Backend
 	// storeReqs returns the requests that reached the store so far (nil: the
 	// store is in-process and its operations are the Renew calls).
 	storeReqs func() int64

@@ -1,11 +1,10 @@
 package etcdstore_test
 
 import (
-	"testing"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
 	"github.com/baton-go/baton/etcdstore"
+	"testing"
 )
 
 // conformance runs the batontest suite against one real etcd, each subtest
@@ -14,9 +13,9 @@ import (
 func conformance(t *testing.T, opts ...etcdstore.Option) {
 	srv := startEtcd(t)
 	batontest.Run(t, batontest.Harness{
-		Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+		Open: func(t *testing.T) func(t *testing.T) backend.Backend {
 			prefix := freshPrefix(t)
-			return func(t *testing.T) baton.Backend {
+			return func(t *testing.T) backend.Backend {
 				return newStore(t, connect(t, srv.Endpoint()), append([]etcdstore.Option{etcdstore.WithPrefix(prefix)}, opts...)...)
 			}
 		},

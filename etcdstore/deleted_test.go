@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 )
 
@@ -40,7 +42,7 @@ func TestClaimKeyDeleted(t *testing.T) {
 			deleted := time.Now()
 			within(t, 2*ttl, "the holder's lease to end", holder.Done())
 			ended := time.Now()
-			if err := holder.Err(); !errors.Is(err, baton.ErrLost) || errors.Is(err, baton.ErrStepDown) {
+			if err := holder.Err(); !errors.Is(err, backend.ErrLost) || errors.Is(err, baton.ErrStepDown) {
 				t.Errorf("the holder's lease ended with %v; want ErrLost from the store, not a step-down", err)
 			}
 			got := within(t, 5*ttl, "the standby to acquire", standby)
@@ -56,7 +58,7 @@ func TestClaimKeyDeleted(t *testing.T) {
 			if tok := got.lease.Token(); tok <= holder.Token() || tok <= uint64(del.Header.Revision) {
 				t.Errorf("token %d after the deleted claim's %d and the deletion's revision %d", tok, holder.Token(), del.Header.Revision)
 			}
-			if err := holder.Unlock(t.Context()); !errors.Is(err, baton.ErrLost) {
+			if err := holder.Unlock(t.Context()); !errors.Is(err, backend.ErrLost) {
 				t.Errorf("Unlock of the lost lease: %v, want ErrLost", err)
 			}
 			if err := got.lease.Err(); err != nil {
@@ -78,7 +80,7 @@ func TestTokensAfterDeletion(t *testing.T) {
 	var last uint64
 	for i := range 6 {
 		s := newStore(t, client, etcdstore.WithPrefix(prefix))
-		g, err := s.TryAcquire(t.Context(), "job", baton.Request{Holder: "h", Nonce: baton.NewNonce(), TTL: 10 * time.Second})
+		g, err := s.TryAcquire(t.Context(), "job", backend.Request{Holder: "h", Nonce: baton.NewNonce(), TTL: 10 * time.Second})
 		if err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
@@ -110,7 +112,7 @@ func TestClaimKeyDeletedSibling(t *testing.T) {
 	client := connect(t, srv.Endpoint())
 	s := newStore(t, client, etcdstore.WithPrefix(freshPrefix(t)))
 	const ttl = 3 * time.Second
-	g, err := s.TryAcquire(t.Context(), "job", baton.Request{Holder: "a", Nonce: "n", TTL: ttl})
+	g, err := s.TryAcquire(t.Context(), "job", backend.Request{Holder: "a", Nonce: "n", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,15 +122,15 @@ func TestClaimKeyDeletedSibling(t *testing.T) {
 	}
 	// Wait until the Store noticed: a's Renew fails.
 	for {
-		if _, err := s.Renew(t.Context(), g); errors.Is(err, baton.ErrLost) {
+		if _, err := s.Renew(t.Context(), g); errors.Is(err, backend.ErrLost) {
 			break
 		} else if err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(100 * time.Millisecond) // polling Renew: the subject is the Store's own verification
 	}
-	_, err = s.TryAcquire(t.Context(), "job", baton.Request{Holder: "b", Nonce: "m", TTL: ttl})
-	var he *baton.HeldError
+	_, err = s.TryAcquire(t.Context(), "job", backend.Request{Holder: "b", Nonce: "m", TTL: ttl})
+	var he *backend.HeldError
 	if !errors.As(err, &he) || he.Holder != "a" || he.RetryAfter <= 0 {
 		t.Fatalf("another holder of the same Store: %v; want held by a until its deadline", err)
 	}
@@ -157,9 +159,9 @@ func TestClaimKeyDeletedUnseen(t *testing.T) {
 			}
 
 			b := newStore(t, connect(t, srv.Endpoint()), opts...)
-			req := baton.Request{Holder: "standby", Nonce: baton.NewNonce(), TTL: ttl}
+			req := backend.Request{Holder: "standby", Nonce: baton.NewNonce(), TTL: ttl}
 			_, err = b.TryAcquire(t.Context(), "job", req)
-			var he *baton.HeldError
+			var he *backend.HeldError
 			if !errors.As(err, &he) || he.Holder != "holder" || he.Token != holder.Token() || he.RetryAfter <= 0 {
 				t.Fatalf("a Store that never saw the deleted claim: %v; want held by holder, token %d, with a RetryAfter", err, holder.Token())
 			}
@@ -196,7 +198,7 @@ func TestClaimKeyDeletedUnseen(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := newStore(t, connect(t, srv.Endpoint()), opts...)
-			if _, err := c.TryAcquire(t.Context(), "job", baton.Request{Holder: "third", Nonce: baton.NewNonce(), TTL: ttl}); err != nil {
+			if _, err := c.TryAcquire(t.Context(), "job", backend.Request{Holder: "third", Nonce: baton.NewNonce(), TTL: ttl}); err != nil {
 				t.Errorf("after ForceRelease: %v; want acquired at once", err)
 			}
 		})

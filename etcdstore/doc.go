@@ -1,4 +1,4 @@
-// Package etcdstore provides a baton.Backend on etcd (v3 API, through
+// Package etcdstore provides a backend.Backend on etcd (v3 API, through
 // go.etcd.io/etcd/client/v3): distributed locks and leader election whose
 // fencing tokens are etcd revisions.
 //
@@ -42,7 +42,7 @@
 //   - The holder stops before anyone else can start (see "Leases and
 //     renewal"): a successful acquire or Renew whose request left at S
 //     means etcd keeps the claim at least until S + TTL.
-//   - Losing a claim is reported: Renew fails with baton.ErrLost once the
+//   - Losing a claim is reported: Renew fails with backend.ErrLost once the
 //     Store knows its lease is gone (etcd says so, or no keepalive was
 //     acknowledged in time), the claim's key was deleted or replaced (a
 //     forced release; see "Deleted claims"), or the claim expired; the engine then ends the
@@ -80,7 +80,7 @@
 //
 // (see `etcdctl get --prefix /baton/locks/`); for a claim handed over in
 // fair mode, at= is when its holder queued. A claim value that does not
-// parse is reported as baton.ErrCorruptRecord and never overwritten.
+// parse is reported as backend.ErrCorruptRecord and never overwritten.
 //
 // # Leases and renewal
 //
@@ -245,7 +245,7 @@
 // event, without a request, having read the waiter behind it while it was
 // next in line.
 //
-//   - An attempt that waits (baton.Request.Waiting: every attempt of Lock
+//   - An attempt that waits (backend.Request.Waiting: every attempt of Lock
 //     and of a campaign; or any attempt while a Watch of the lock is open
 //     in the Store, for callers that drive the Backend themselves)
 //     acquires if the lock is free and the queue empty; otherwise the same
@@ -328,7 +328,7 @@
 //     wrote itself.
 //   - A place whose key is gone (the waiter's lease expired while it was cut
 //     off, or an administrator removed it) never acquires: the attempt
-//     fails with an error matching baton.ErrLost (etcd's concurrency.Mutex
+//     fails with an error matching backend.ErrLost (etcd's concurrency.Mutex
 //     returned the lock in that case). The engine treats that error as
 //     transient: it logs it and tries again, at the end of the queue.
 //   - A place is removed when the contexts of the attempts that used it
@@ -374,7 +374,7 @@
 // With etcd authentication on, the user needs read and write permission on
 // the prefix's key range (etcdctl role grant-permission --prefix ROLE
 // readwrite /baton/locks/). Leases need no further permission. Refused
-// operations fail with an error matching baton.ErrForbidden, which stops
+// operations fail with an error matching backend.ErrForbidden, which stops
 // the engine from retrying.
 //
 // # Goroutines

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"time"
 )
 
 // entryKey names a place in a queue: one per lock name and holder identity
@@ -233,21 +232,21 @@ func (s *Store) nextOf(e *entry, r *etcdserverpb.ResponseOp) *successor {
 // keeps the engine's clock model. If the attempt's nonce or TTL is not the
 // one the place queued with (another goroutine of the same holder queued
 // it), one transaction rewrites the claim for the attempt first.
-func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek entryKey, e *entry, claim *mvccpb.KeyValue, next *successor) (baton.Grant, error) {
+func (s *Store) collect(ctx context.Context, name string, req backend.Request, ek entryKey, e *entry, claim *mvccpb.KeyValue, next *successor) (backend.Grant, error) {
 	v, err := decodeValue(claim.Value)
 	if err != nil {
 		ck, _, _ := s.Keys(name)
-		return baton.Grant{}, s.corrupt(name, ck, err)
+		return backend.Grant{}, s.corrupt(name, ck, err)
 	}
 	token := claim.ModRevision
 	live := func() bool { return s.entries[ek] == e && e.lost == nil && !e.doomed && !e.consumed }
-	heldErr := fmt.Errorf("etcdstore: %w", &baton.HeldError{Key: name, Holder: v.holder, Token: uint64(token)})
+	heldErr := fmt.Errorf("etcdstore: %w", &backend.HeldError{Key: name, Holder: v.holder, Token: uint64(token)})
 	s.mu.Lock()
 	if !live() || e.collecting {
 		// A sibling attempt collects it, or the place was abandoned (and
 		// the clean-up deletes the claim with it).
 		s.mu.Unlock()
-		return baton.Grant{}, heldErr
+		return backend.Grant{}, heldErr
 	}
 	e.collecting = true
 	s.mu.Unlock()
@@ -264,12 +263,12 @@ func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek 
 	rewritten := false
 	if v.holder == req.Holder && v.nonce == req.Nonce && v.ttl == req.TTL {
 		if sent, err = s.leaseAlive(ctx, l); err != nil {
-			return baton.Grant{}, s.wrap(name, "acquire", err)
+			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 	} else {
 		ck, lk, qp := s.Keys(name)
 		if l, sent, err = s.leaseFor(ctx, req.TTL); err != nil {
-			return baton.Grant{}, s.wrap(name, "acquire", err)
+			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
 		resp, err := s.client.Txn(ctx).
@@ -283,12 +282,12 @@ func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek 
 		}
 		if err != nil {
 			s.unpin(l)
-			return baton.Grant{}, s.wrap(name, "acquire", err)
+			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		kv, err := firstKV(resp, 2)
 		if err != nil {
 			s.unpin(l)
-			return baton.Grant{}, s.wrap(name, "acquire", err)
+			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		token, next, rewritten = kv.ModRevision, successorOf(kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())), true
 	}
@@ -301,7 +300,7 @@ func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek 
 		// holds the place's value. (A rewritten claim no longer does, and
 		// is this attempt's: it is granted.)
 		s.mu.Unlock()
-		return baton.Grant{}, heldErr
+		return backend.Grant{}, heldErr
 	}
 	e.consumed = true
 	if s.entries[ek] == e {
@@ -325,7 +324,7 @@ func (s *Store) leaseAlive(ctx context.Context, l *lease) (time.Time, error) {
 			return time.Time{}, ErrClosed
 		case l.dead != nil:
 			s.mu.Unlock()
-			return time.Time{}, fmt.Errorf("%w: the waiter's lease ended: %w", baton.ErrLost, l.dead)
+			return time.Time{}, fmt.Errorf("%w: the waiter's lease ended: %w", backend.ErrLost, l.dead)
 		}
 		now := time.Now()
 		if !l.aliveUntil.Before(now.Add(l.ttl)) {
@@ -373,9 +372,9 @@ func successorOf(kv *mvccpb.KeyValue) *successor {
 // HeldError that the failed transaction or read (resp) shows, after
 // registering the place that the transaction put (qk, on lease l, for an
 // attempt without a place e) or updating place e with what it saw; or an
-// error matching baton.ErrLost if e's key is gone, or
-// baton.ErrCorruptRecord for a value that does not parse.
-func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek entryKey, e *entry, l *lease, qk string, resp *clientv3.TxnResponse) error {
+// error matching backend.ErrLost if e's key is gone, or
+// backend.ErrCorruptRecord for a value that does not parse.
+func (s *Store) heldFair(ctx context.Context, name string, req backend.Request, ek entryKey, e *entry, l *lease, qk string, resp *clientv3.TxnResponse) error {
 	he, obs, err := s.heldObservation(name, req, resp)
 	if err != nil {
 		return err
@@ -399,12 +398,12 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 // another holder as the one this Store saw last (see ghost), and starts
 // the grace of a claim seen last that is gone while a queue key ahead
 // still waits.
-func (s *Store) heldObservation(name string, req baton.Request, resp *clientv3.TxnResponse) (*baton.HeldError, observation, error) {
+func (s *Store) heldObservation(name string, req backend.Request, resp *clientv3.TxnResponse) (*backend.HeldError, observation, error) {
 	ck, _, _ := s.Keys(name)
 	claimKV := kvOrNil(resp.Responses[0].GetResponseRange().GetKvs())
 	aheadKV := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs())
 	var guard *mvccpb.KeyValue
-	he := &baton.HeldError{Key: name}
+	he := &backend.HeldError{Key: name}
 	if claimKV != nil {
 		v, err := decodeValue(claimKV.Value)
 		if err != nil {
@@ -451,7 +450,7 @@ func (s *Store) heldObservation(name string, req baton.Request, resp *clientv3.T
 // sibling attempt of the same holder enqueued first or the last Watch
 // ended meanwhile (the place is then doomed: the session removes it).
 // s.mu must be held.
-func (s *Store) enqueuedLocked(ctx context.Context, name string, req baton.Request, ek entryKey, l *lease, qk string, he *baton.HeldError, obs observation, resp *clientv3.TxnResponse, heldErr error) error {
+func (s *Store) enqueuedLocked(ctx context.Context, name string, req backend.Request, ek entryKey, l *lease, qk string, he *backend.HeldError, obs observation, resp *clientv3.TxnResponse, heldErr error) error {
 	claimKV := kvOrNil(resp.Responses[0].GetResponseRange().GetKvs())
 	aheadKV := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs())
 	own := kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())
@@ -484,10 +483,10 @@ func (s *Store) enqueuedLocked(ctx context.Context, name string, req baton.Reque
 // placeHeldLocked updates place e from a failed attempt's transaction or
 // read (resp, which saw he and obs) and returns heldErr; or, if e's key
 // is gone and no sibling attempt of the same holder acquired with it,
-// removes e and returns an error matching baton.ErrLost. A newer
+// removes e and returns an error matching backend.ErrLost. A newer
 // observation replaces e's, which is then no longer known to be next in
 // line. s.mu must be held.
-func (s *Store) placeHeldLocked(name string, req baton.Request, e *entry, he *baton.HeldError, obs observation, resp *clientv3.TxnResponse, heldErr error) error {
+func (s *Store) placeHeldLocked(name string, req backend.Request, e *entry, he *backend.HeldError, obs observation, resp *clientv3.TxnResponse, heldErr error) error {
 	if kvOrNil(resp.Responses[2].GetResponseRange().GetKvs()) == nil {
 		if e.consumed || he.Holder == req.Holder {
 			// A sibling attempt of the same holder acquired with this
@@ -499,7 +498,7 @@ func (s *Store) placeHeldLocked(name string, req baton.Request, e *entry, he *ba
 		}
 		why := e.lost
 		s.removeEntryLocked(e)
-		return fmt.Errorf("etcdstore: lock %q: %w: the waiter's place in the queue is gone: %w", name, baton.ErrLost, why)
+		return fmt.Errorf("etcdstore: lock %q: %w: the waiter's place in the queue is gone: %w", name, backend.ErrLost, why)
 	}
 	if obs.rev > e.obs.rev {
 		e.obs = obs

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -156,7 +158,7 @@ func TestFairHandoff(t *testing.T) {
 	// so that the test decides when each tries again, and a Mutex behind.
 	type waiter struct {
 		s      *etcdstore.Store
-		req    baton.Request
+		req    backend.Request
 		wake   <-chan struct{}
 		cancel context.CancelFunc
 		ctx    context.Context
@@ -164,14 +166,14 @@ func TestFairHandoff(t *testing.T) {
 	var ws []*waiter
 	for _, id := range []string{"w1", "w2", "w3"} {
 		w := &waiter{s: newStore(t, connect(t, srv.Endpoint()), opts...),
-			req: baton.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}}
+			req: backend.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}}
 		w.ctx, w.cancel = context.WithCancel(ctx)
 		defer w.cancel()
 		var err error
 		if w.wake, err = w.s.Watch(w.ctx, "job"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.s.TryAcquire(w.ctx, "job", w.req); !errors.Is(err, baton.ErrHeld) {
+		if _, err := w.s.TryAcquire(w.ctx, "job", w.req); !errors.Is(err, backend.ErrHeld) {
 			t.Fatalf("%s: %v, want ErrHeld", id, err)
 		}
 		awaitQueued(t, queue, id)
@@ -181,7 +183,7 @@ func TestFairHandoff(t *testing.T) {
 	awaitQueued(t, queue, "last")
 
 	// acquire waits for w's wake-ups until its attempt acquires.
-	acquire := func(w *waiter) baton.Grant {
+	acquire := func(w *waiter) backend.Grant {
 		t.Helper()
 		for {
 			within(t, 5*time.Second, w.req.Holder+"'s wake-up", w.wake)
@@ -189,7 +191,7 @@ func TestFairHandoff(t *testing.T) {
 			if err == nil {
 				return g
 			}
-			if !errors.Is(err, baton.ErrHeld) {
+			if !errors.Is(err, backend.ErrHeld) {
 				t.Fatalf("%s: %v", w.req.Holder, err)
 			}
 		}
@@ -232,7 +234,7 @@ func TestFairHandoff(t *testing.T) {
 	if after := claim(); after.ModRevision != kv.ModRevision {
 		t.Fatalf("collecting wrote the claim (mod revision %d, was %d)", after.ModRevision, kv.ModRevision)
 	}
-	if _, err := ws[1].s.TryAcquire(ws[1].ctx, "job", ws[1].req); !errors.Is(err, baton.ErrHeld) {
+	if _, err := ws[1].s.TryAcquire(ws[1].ctx, "job", ws[1].req); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("w2 collecting twice: %v, want ErrHeld", err)
 	}
 	// w2's release hands the lock to w3, which gives up before collecting.
@@ -331,8 +333,8 @@ func TestFairRetryAfterQueueing(t *testing.T) {
 		holder := lock(t, newMutex(t, newStore(t, connect(t, srv.Endpoint()), opts...), "job", "holder", ttl))
 		client, n := connectCounting(t, srv.Endpoint())
 		s := newStore(t, client, opts...)
-		req := baton.Request{Holder: "waiter", Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}
-		if _, err := s.TryAcquire(ctx, "job", req); !errors.Is(err, baton.ErrHeld) {
+		req := backend.Request{Holder: "waiter", Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}
+		if _, err := s.TryAcquire(ctx, "job", req); !errors.Is(err, backend.ErrHeld) {
 			t.Fatalf("first attempt: %v, want ErrHeld", err)
 		}
 		if releaseFirst {
@@ -348,7 +350,7 @@ func TestFairRetryAfterQueueing(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := n.snapshot()["Txn"]
-		if _, err := s.TryAcquire(ctx, "job", req); !errors.Is(err, baton.ErrHeld) {
+		if _, err := s.TryAcquire(ctx, "job", req); !errors.Is(err, backend.ErrHeld) {
 			t.Fatalf("releaseFirst=%v: the attempt after the Watch opened: %v, want ErrHeld", releaseFirst, err)
 		}
 		if got := n.snapshot()["Txn"] - before; got != 0 {
@@ -359,13 +361,13 @@ func TestFairRetryAfterQueueing(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var g baton.Grant
+		var g backend.Grant
 		for {
 			within(t, 5*time.Second, "the waiter's wake-up", wake)
 			if g, err = s.TryAcquire(ctx, "job", req); err == nil {
 				break
 			}
-			if !errors.Is(err, baton.ErrHeld) {
+			if !errors.Is(err, backend.ErrHeld) {
 				t.Fatal(err)
 			}
 		}
@@ -400,24 +402,24 @@ func TestFairCollectFromEvent(t *testing.T) {
 	type waiter struct {
 		s    *etcdstore.Store
 		n    *counts
-		req  baton.Request
+		req  backend.Request
 		wake <-chan struct{}
 	}
 	var ws []*waiter
 	for _, id := range []string{"w0", "w1", "w2", "w3"} {
 		c, n := connectCounting(t, srv.Endpoint())
-		w := &waiter{s: newStore(t, c, opts...), n: n, req: baton.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}}
+		w := &waiter{s: newStore(t, c, opts...), n: n, req: backend.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}}
 		var err error
 		if w.wake, err = w.s.Watch(wctx, "job"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.s.TryAcquire(ctx, "job", w.req); !errors.Is(err, baton.ErrHeld) {
+		if _, err := w.s.TryAcquire(ctx, "job", w.req); !errors.Is(err, backend.ErrHeld) {
 			t.Fatalf("%s: %v, want ErrHeld", id, err)
 		}
 		awaitQueued(t, queue, id)
 		ws = append(ws, w)
 	}
-	acquire := func(w *waiter) baton.Grant {
+	acquire := func(w *waiter) backend.Grant {
 		t.Helper()
 		for {
 			within(t, 5*time.Second, w.req.Holder+"'s wake-up", w.wake)
@@ -425,7 +427,7 @@ func TestFairCollectFromEvent(t *testing.T) {
 			if err == nil {
 				return g
 			}
-			if !errors.Is(err, baton.ErrHeld) {
+			if !errors.Is(err, backend.ErrHeld) {
 				t.Fatalf("%s: %v", w.req.Holder, err)
 			}
 		}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"time"
 )
 
 // fairClaimIdx is the index, in the success branch of a fair acquire
@@ -31,8 +30,8 @@ const fairClaimIdx = 3
 // acquires on the same conditions. (A waiter whose place is first, woken
 // by a change of the claim, skips the read.) The place's key stays as the
 // holder's. A place whose key is gone never acquires: the attempt fails
-// with an error matching baton.ErrLost.
-func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Request, f *follower) (baton.Grant, error) {
+// with an error matching backend.ErrLost.
+func (s *Store) tryAcquireFair(ctx context.Context, name string, req backend.Request, f *follower) (backend.Grant, error) {
 	ek := entryKey{name, req.Holder}
 	s.mu.Lock()
 	e := s.entries[ek]
@@ -40,7 +39,7 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 		why := e.lost
 		s.removeEntryLocked(e)
 		s.mu.Unlock()
-		return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: %w: the waiter's place in the queue is gone: %w", name, baton.ErrLost, why)
+		return backend.Grant{}, fmt.Errorf("etcdstore: lock %q: %w: the waiter's place in the queue is gone: %w", name, backend.ErrLost, why)
 	}
 	queue := f != nil || req.Waiting
 	readFirst := false
@@ -67,7 +66,7 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 	}
 	if e != nil {
 		if err := s.cachedHeld(f, name); err != nil {
-			return baton.Grant{}, err
+			return backend.Grant{}, err
 		}
 	}
 	if e != nil && readFirst {
@@ -78,11 +77,11 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 	}
 	if e == nil && !queue {
 		if err := s.busyHeld(ctx, name); err != nil {
-			return baton.Grant{}, err
+			return backend.Grant{}, err
 		}
 	}
 	if err := s.siblingHolds(name, req); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	return s.acquireFair(ctx, name, req, ek, e, queue)
 }
@@ -101,7 +100,7 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 // to the place and is collected, it is held (or the place is gone), or the
 // read failed. Otherwise the lock is free and the place first in line, and
 // the attempt goes on to acquire.
-func (s *Store) readPlace(ctx context.Context, name string, req baton.Request, ek entryKey, e *entry, f *follower) (g baton.Grant, done bool, err error) {
+func (s *Store) readPlace(ctx context.Context, name string, req backend.Request, ek entryKey, e *entry, f *follower) (g backend.Grant, done bool, err error) {
 	ck, _, qp := s.Keys(name)
 	gk := s.guardKey(name)
 	read := func(serializable bool) (*clientv3.TxnResponse, error) {
@@ -132,7 +131,7 @@ func (s *Store) readPlace(ctx context.Context, name string, req baton.Request, e
 		resp, err = read(false)
 	}
 	if err != nil {
-		return baton.Grant{}, true, s.wrap(name, "acquire", err)
+		return backend.Grant{}, true, s.wrap(name, "acquire", err)
 	}
 	claimKV := kvOrNil(resp.Responses[0].GetResponseRange().GetKvs())
 	aheadKV := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs())
@@ -146,9 +145,9 @@ func (s *Store) readPlace(ctx context.Context, name string, req baton.Request, e
 		s.busy[name] = true
 		delete(s.tail, name)
 		s.mu.Unlock()
-		return baton.Grant{}, true, s.heldFair(ctx, name, req, ek, e, nil, "", resp)
+		return backend.Grant{}, true, s.heldFair(ctx, name, req, ek, e, nil, "", resp)
 	}
-	return baton.Grant{}, false, nil
+	return backend.Grant{}, false, nil
 }
 
 // busyHeld is the look before the write of an attempt that may not queue
@@ -175,7 +174,7 @@ func (s *Store) busyHeld(ctx context.Context, name string) error {
 	if claimKV == nil && tailKV == nil {
 		return nil
 	}
-	he := &baton.HeldError{Key: name}
+	he := &backend.HeldError{Key: name}
 	if claimKV != nil {
 		v, err := decodeValue(claimKV.Value)
 		if err != nil {
@@ -200,13 +199,13 @@ func (s *Store) busyHeld(ctx context.Context, name string) error {
 // (collected), or HeldError. It sends the transaction again only when its
 // first attempt found the Store's lease gone (with a new lease, unless
 // that took the place with it: then the attempt fails with an error
-// matching baton.ErrLost), and after a claim that vanished without a
+// matching backend.ErrLost), and after a claim that vanished without a
 // release turned out to have been released (see ghost).
-func (s *Store) acquireFair(ctx context.Context, name string, req baton.Request, ek entryKey, e *entry, queue bool) (baton.Grant, error) {
+func (s *Store) acquireFair(ctx context.Context, name string, req backend.Request, ek entryKey, e *entry, queue bool) (backend.Grant, error) {
 	for attempt := 0; ; attempt++ {
 		l, sent, err := s.leaseFor(ctx, req.TTL)
 		if err != nil {
-			return baton.Grant{}, s.wrap(name, "acquire", err)
+			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		resp, qk, sc, err := s.fairTxn(ctx, name, req, e, l, queue)
 		s.unpin(l)
@@ -220,9 +219,9 @@ func (s *Store) acquireFair(ctx context.Context, name string, req baton.Request,
 				if !lostNow {
 					continue
 				}
-				return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: %w: the waiter's place in the queue is gone: its lease ended", name, baton.ErrLost)
+				return backend.Grant{}, fmt.Errorf("etcdstore: lock %q: %w: the waiter's place in the queue is gone: its lease ended", name, backend.ErrLost)
 			}
-			return baton.Grant{}, s.wrap(name, "acquire", err)
+			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		s.mu.Lock()
 		s.busy[name] = !resp.Succeeded
@@ -235,7 +234,7 @@ func (s *Store) acquireFair(ctx context.Context, name string, req baton.Request,
 			// Free but for the release marker: the claim seen last
 			// vanished without a release.
 			if err := s.ghostQueued(ctx, name, req, ek, e, l, qk, sc, resp); err != nil {
-				return baton.Grant{}, err
+				return backend.Grant{}, err
 			}
 			continue
 		}
@@ -248,7 +247,7 @@ func (s *Store) acquireFair(ctx context.Context, name string, req baton.Request,
 				return s.collect(ctx, name, req, ek, e, claimKV, s.nextOf(e, resp.Responses[3]))
 			}
 		}
-		return baton.Grant{}, s.heldFair(ctx, name, req, ek, e, l, qk, resp)
+		return backend.Grant{}, s.heldFair(ctx, name, req, ek, e, l, qk, resp)
 	}
 }
 
@@ -261,7 +260,7 @@ func (s *Store) acquireFair(ctx context.Context, name string, req baton.Request,
 // reads the claim, the key ahead (or the queue's tail), and the guard
 // last (see guardOf); without a place, if queue is set, it also puts a
 // new queue key (qk, returned) on l and reads it.
-func (s *Store) fairTxn(ctx context.Context, name string, req baton.Request, e *entry, l *lease, queue bool) (resp *clientv3.TxnResponse, qk string, sc *seenClaim, err error) {
+func (s *Store) fairTxn(ctx context.Context, name string, req backend.Request, e *entry, l *lease, queue bool) (resp *clientv3.TxnResponse, qk string, sc *seenClaim, err error) {
 	ck, lk, qp := s.Keys(name)
 	gk := s.guardKey(name)
 	val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
@@ -315,7 +314,7 @@ func (s *Store) fairTxn(ctx context.Context, name string, req baton.Request, e *
 // otherwise the attempt's error: ghost's, or, if the attempt queued
 // meanwhile, a HeldError that asks for a retry at once (the next attempt
 // acquires with the place).
-func (s *Store) ghostQueued(ctx context.Context, name string, req baton.Request, ek entryKey, e *entry, l *lease, qk string, sc *seenClaim, resp *clientv3.TxnResponse) error {
+func (s *Store) ghostQueued(ctx context.Context, name string, req backend.Request, ek entryKey, e *entry, l *lease, qk string, sc *seenClaim, resp *clientv3.TxnResponse) error {
 	var herr error
 	if e == nil && qk != "" {
 		herr = s.heldFair(ctx, name, req, ek, e, l, qk, resp) // registers the new place
@@ -324,7 +323,7 @@ func (s *Store) ghostQueued(ctx context.Context, name string, req baton.Request,
 		return err
 	}
 	if herr != nil {
-		var he *baton.HeldError
+		var he *backend.HeldError
 		if errors.As(herr, &he) {
 			he.RetryAfter = time.Millisecond
 		}
@@ -338,10 +337,10 @@ func (s *Store) ghostQueued(ctx context.Context, name string, req baton.Request,
 // consumed: its key stays in the queue, as the holder's, until the claim
 // ends (the waiter behind it waits for that key alone), and the place
 // behind it, read by the transaction, is the one a release hands over to.
-func (s *Store) grantedFair(name string, req baton.Request, e *entry, l *lease, sent time.Time, resp *clientv3.TxnResponse) (baton.Grant, error) {
+func (s *Store) grantedFair(name string, req backend.Request, e *entry, l *lease, sent time.Time, resp *clientv3.TxnResponse) (backend.Grant, error) {
 	kv, err := firstKV(resp, fairClaimIdx)
 	if err != nil {
-		return baton.Grant{}, s.wrap(name, "acquire", err)
+		return backend.Grant{}, s.wrap(name, "acquire", err)
 	}
 	held := "" // the holder's queue key: none if it did not queue
 	var next *successor

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/faultproxy"
 )
@@ -78,7 +80,7 @@ func TestPartition(t *testing.T) {
 	if !ended.Before(a.at) {
 		t.Errorf("the standby acquired at %v, before the cut-off holder stepped down at %v", a.at.Sub(cutAt), ended.Sub(cutAt))
 	}
-	if err := holder.Err(); !errors.Is(err, baton.ErrLost) || !errors.Is(err, baton.ErrStepDown) {
+	if err := holder.Err(); !errors.Is(err, backend.ErrLost) || !errors.Is(err, baton.ErrStepDown) {
 		t.Errorf("the holder's lease ended with %v; want ErrLost and ErrStepDown", err)
 	}
 	if a.lease.Token() <= holder.Token() {
@@ -87,8 +89,8 @@ func TestPartition(t *testing.T) {
 	// Healed, the cut-off Store finds its lease gone and cannot touch the
 	// new holder's claim.
 	proxy.Restore()
-	err = cut.Release(t.Context(), baton.Grant{Key: "job", Holder: "cut-off", Nonce: "x", Token: holder.Token(), TTL: ttl})
-	if !errors.Is(err, baton.ErrLost) {
+	err = cut.Release(t.Context(), backend.Grant{Key: "job", Holder: "cut-off", Nonce: "x", Token: holder.Token(), TTL: ttl})
+	if !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Release through the healed Store: %v, want ErrLost", err)
 	}
 	if err := a.lease.Err(); err != nil {
@@ -244,13 +246,13 @@ func TestFairLostWaiter(t *testing.T) {
 	opts := []etcdstore.Option{etcdstore.WithPrefix(prefix), etcdstore.WithFair(true)}
 	ctx := t.Context()
 	const ttl = time.Second
-	req := func(h string) baton.Request { return baton.Request{Holder: h, Nonce: baton.NewNonce(), TTL: ttl} }
+	req := func(h string) backend.Request { return backend.Request{Holder: h, Nonce: baton.NewNonce(), TTL: ttl} }
 	holderClient := connect(t, srv.Endpoint())
 	holder := newStore(t, holderClient, opts...)
 	cut := newStore(t, connect(t, "http://"+proxy.Addr()), opts...)
 	next := newStore(t, connect(t, srv.Endpoint()), opts...)
 
-	g, err := holder.TryAcquire(ctx, "job", baton.Request{Holder: "holder", Nonce: "n", TTL: 30 * time.Second})
+	g, err := holder.TryAcquire(ctx, "job", backend.Request{Holder: "holder", Nonce: "n", TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,10 +264,10 @@ func TestFairLostWaiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cut.TryAcquire(ctx, "job", req("cut-off")); !errors.Is(err, baton.ErrHeld) {
+	if _, err := cut.TryAcquire(ctx, "job", req("cut-off")); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("first waiter: %v, want ErrHeld", err)
 	}
-	if _, err := next.TryAcquire(ctx, "job", req("next")); !errors.Is(err, baton.ErrHeld) {
+	if _, err := next.TryAcquire(ctx, "job", req("next")); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("second waiter: %v, want ErrHeld", err)
 	}
 	_, _, queue := holder.Keys("job")
@@ -281,20 +283,20 @@ func TestFairLostWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The second waiter is first now; woken by its watch, it acquires.
-	var ng baton.Grant
+	var ng backend.Grant
 	for {
 		within(t, 5*time.Second, "a wake-up of the second waiter", wNext)
 		if ng, err = next.TryAcquire(ctx, "job", req("next")); err == nil {
 			break
 		}
-		if !errors.Is(err, baton.ErrHeld) {
+		if !errors.Is(err, backend.ErrHeld) {
 			t.Fatal(err)
 		}
 	}
 	proxy.Restore()
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if cg, err := cut.TryAcquire(tctx, "job", req("cut-off")); !errors.Is(err, baton.ErrLost) {
+	if cg, err := cut.TryAcquire(tctx, "job", req("cut-off")); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("the waiter whose lease expired: grant %+v, %v; want an error matching ErrLost", cg, err)
 	} else {
 		t.Logf("the waiter whose lease expired: %v", err)
@@ -322,21 +324,21 @@ func TestFairHandoffToLostWaiter(t *testing.T) {
 	client := connect(t, srv.Endpoint())
 	first := newStore(t, client, opts...)
 	ck, _, _ := first.Keys("job")
-	g0, err := first.TryAcquire(ctx, "job", baton.Request{Holder: "first", Nonce: "n0", TTL: 30 * time.Second})
+	g0, err := first.TryAcquire(ctx, "job", backend.Request{Holder: "first", Nonce: "n0", TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	type waiter struct {
 		s    *etcdstore.Store
-		req  baton.Request
+		req  backend.Request
 		wake <-chan struct{}
 	}
 	queue := func(s *etcdstore.Store, id string) *waiter {
-		w := &waiter{s: s, req: baton.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}}
+		w := &waiter{s: s, req: backend.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}}
 		if w.wake, err = s.Watch(ctx, "job"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.TryAcquire(ctx, "job", w.req); !errors.Is(err, baton.ErrHeld) {
+		if _, err := s.TryAcquire(ctx, "job", w.req); !errors.Is(err, backend.ErrHeld) {
 			t.Fatalf("%s: %v, want ErrHeld", id, err)
 		}
 		return w
@@ -344,7 +346,7 @@ func TestFairHandoffToLostWaiter(t *testing.T) {
 	h := queue(newStore(t, connect(t, srv.Endpoint()), opts...), "holder")
 	cut := queue(newStore(t, connect(t, "http://"+proxy.Addr()), opts...), "cut-off")
 	next := queue(newStore(t, connect(t, srv.Endpoint()), opts...), "next")
-	acquire := func(w *waiter) baton.Grant {
+	acquire := func(w *waiter) backend.Grant {
 		t.Helper()
 		for {
 			within(t, 10*time.Second, w.req.Holder+"'s wake-up", w.wake)
@@ -352,7 +354,7 @@ func TestFairHandoffToLostWaiter(t *testing.T) {
 			if err == nil {
 				return g
 			}
-			if !errors.Is(err, baton.ErrHeld) {
+			if !errors.Is(err, backend.ErrHeld) {
 				t.Fatalf("%s: %v", w.req.Holder, err)
 			}
 		}
@@ -379,7 +381,7 @@ func TestFairHandoffToLostWaiter(t *testing.T) {
 	proxy.Restore()
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if g, err := cut.s.TryAcquire(tctx, "job", cut.req); !errors.Is(err, baton.ErrLost) {
+	if g, err := cut.s.TryAcquire(tctx, "job", cut.req); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("the cut-off waiter: grant %+v, %v; want an error matching ErrLost", g, err)
 	}
 	if err := next.s.Release(ctx, gn); err != nil {

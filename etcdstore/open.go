@@ -6,16 +6,15 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/internal/storeerr"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"net"
 	"net/url"
 	"os"
 	"strings"
 	"time"
-
-	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/internal/storeerr"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // DefaultDialTimeout is Config.DialTimeout's default.
@@ -95,7 +94,7 @@ func (c Config) tlsOn() bool {
 
 func (c Config) validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("etcdstore: %w: "+format, append([]any{baton.ErrInvalidOptions}, args...)...)
+		return fmt.Errorf("etcdstore: %w: "+format, append([]any{backend.ErrInvalidOptions}, args...)...)
 	}
 	if len(c.Endpoints) == 0 {
 		return bad("no etcd endpoint given")
@@ -189,7 +188,7 @@ func (c Config) ClientConfig() (clientv3.Config, error) {
 // request (MemberList, which needs no permission on any key), bounded by
 // ctx and DialTimeout, so that a wrong endpoint, certificate or password
 // fails here with a clear error rather than at the first lock. A refused
-// user name or password matches baton.ErrForbidden. The caller owns the
+// user name or password matches backend.ErrForbidden. The caller owns the
 // client: pass it to New and Close it after the Store.
 func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 	cc, err := cfg.ClientConfig()
@@ -217,7 +216,7 @@ func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 			if why := storeerr.Classify(diagnose(ctx, cfg.Endpoints[0], cc.TLS)); why != nil {
 				err = fmt.Errorf("no answer within %v (%w): %w", cc.DialTimeout, why, err)
 			} else {
-				err = fmt.Errorf("%w: no answer within %v: %w", baton.ErrUnavailable, cc.DialTimeout, err)
+				err = fmt.Errorf("%w: no answer within %v: %w", backend.ErrUnavailable, cc.DialTimeout, err)
 			}
 		}
 		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))

@@ -3,13 +3,12 @@ package etcdstore_test
 import (
 	"context"
 	"errors"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"testing"
+	"time"
 )
 
 // useLock checks that a Store on c can take, keep past its TTL, and free a
@@ -21,7 +20,7 @@ func useLock(t *testing.T, open func() *clientv3.Client, opts ...etcdstore.Optio
 	const ttl = time.Second
 	sent := time.Now()
 	l := lock(t, newMutex(t, a, "job", "a", ttl))
-	if _, err := b.TryAcquire(t.Context(), "job", baton.Request{Holder: "b", Nonce: "n", TTL: ttl}); !errors.Is(err, baton.ErrHeld) {
+	if _, err := b.TryAcquire(t.Context(), "job", backend.Request{Holder: "b", Nonce: "n", TTL: ttl}); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("TryAcquire while held: %v", err)
 	}
 	// Past the TTL: renewals (keepalives and verification) work too.
@@ -38,7 +37,7 @@ func useLock(t *testing.T, open func() *clientv3.Client, opts ...etcdstore.Optio
 		t.Fatal(err)
 	}
 	within(t, 5*time.Second, "a watch signal after the release", w)
-	g, err := b.TryAcquire(t.Context(), "job", baton.Request{Holder: "b", Nonce: "n", TTL: ttl})
+	g, err := b.TryAcquire(t.Context(), "job", backend.Request{Holder: "b", Nonce: "n", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,18 +132,18 @@ func TestUserPassword(t *testing.T) {
 	}
 
 	err := openFails(t, "with a wrong password", etcdstore.Config{Endpoints: srv.Endpoints(), Username: "locker", Password: "wrong"})
-	if !errors.Is(err, baton.ErrForbidden) {
+	if !errors.Is(err, backend.ErrForbidden) {
 		t.Errorf("wrong password: %v, want ErrForbidden", err)
 	}
 
 	stranger := newStore(t, openOK(t, etcdstore.Config{Endpoints: srv.Endpoints(), Username: "stranger", Password: "stranger-pw"})(),
 		etcdstore.WithPrefix(prefix))
-	if _, err := stranger.TryAcquire(ctx, "job", baton.Request{Holder: "s", Nonce: "n", TTL: time.Second}); !errors.Is(err, baton.ErrForbidden) {
+	if _, err := stranger.TryAcquire(ctx, "job", backend.Request{Holder: "s", Nonce: "n", TTL: time.Second}); !errors.Is(err, backend.ErrForbidden) {
 		t.Errorf("TryAcquire without permission: %v, want ErrForbidden", err)
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := newMutex(t, stranger, "job", "s", time.Second).Lock(lctx); !errors.Is(err, baton.ErrForbidden) || lctx.Err() != nil {
+	if _, err := newMutex(t, stranger, "job", "s", time.Second).Lock(lctx); !errors.Is(err, backend.ErrForbidden) || lctx.Err() != nil {
 		t.Errorf("Lock without permission: %v, want ErrForbidden at once", err)
 	}
 }

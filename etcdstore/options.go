@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 )
 
 // DefaultPrefix is the key prefix used unless WithPrefix says otherwise.
@@ -36,11 +36,11 @@ func newOptions(opts []Option) options {
 func (o options) validate() error {
 	switch {
 	case o.prefix == "":
-		return fmt.Errorf("%w: the key prefix is empty", baton.ErrInvalidOptions)
+		return fmt.Errorf("%w: the key prefix is empty", backend.ErrInvalidOptions)
 	case !strings.HasSuffix(o.prefix, "/"):
-		return fmt.Errorf("%w: the key prefix %q must end with '/', as in %q", baton.ErrInvalidOptions, o.prefix, DefaultPrefix)
+		return fmt.Errorf("%w: the key prefix %q must end with '/', as in %q", backend.ErrInvalidOptions, o.prefix, DefaultPrefix)
 	case strings.ContainsAny(o.prefix, "\x00"):
-		return fmt.Errorf("%w: the key prefix %q contains a NUL byte", baton.ErrInvalidOptions, o.prefix)
+		return fmt.Errorf("%w: the key prefix %q contains a NUL byte", backend.ErrInvalidOptions, o.prefix)
 	}
 	return nil
 }

@@ -2,11 +2,10 @@ package etcdstore
 
 import (
 	"errors"
+	"github.com/baton-go/baton/backend"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/baton-go/baton"
 )
 
 func TestValueRoundTrip(t *testing.T) {
@@ -64,18 +63,18 @@ func FuzzDecodeValue(f *testing.F) {
 }
 
 func TestCheckRequest(t *testing.T) {
-	ok := baton.Request{Holder: "h", Nonce: "n", TTL: time.Second}
+	ok := backend.Request{Holder: "h", Nonce: "n", TTL: time.Second}
 	if err := checkRequest("x", ok); err != nil {
 		t.Fatalf("checkRequest(%+v): %v", ok, err)
 	}
-	for _, r := range []baton.Request{
+	for _, r := range []backend.Request{
 		{Holder: "", Nonce: "n", TTL: time.Second},
 		{Holder: "a b", Nonce: "n", TTL: time.Second},
 		{Holder: "h", Nonce: "", TTL: time.Second},
 		{Holder: "h", Nonce: "n\n", TTL: time.Second},
 		{Holder: "h", Nonce: "n", TTL: 0},
 	} {
-		if err := checkRequest("x", r); !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), `"x"`) {
+		if err := checkRequest("x", r); !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), `"x"`) {
 			t.Errorf("checkRequest(%+v) = %v; want ErrInvalidOptions naming the lock", r, err)
 		}
 	}
@@ -128,7 +127,7 @@ func TestConfigValidate(t *testing.T) {
 		{Endpoints: []string{"http://"}},
 	}
 	for _, c := range bad {
-		if err := c.validate(); !errors.Is(err, baton.ErrInvalidOptions) {
+		if err := c.validate(); !errors.Is(err, backend.ErrInvalidOptions) {
 			t.Errorf("validate(%+v) = %v; want ErrInvalidOptions", c, err)
 		}
 	}
@@ -147,12 +146,12 @@ func TestParseEndpointsAndUser(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	if _, err := New(nil); !errors.Is(err, baton.ErrInvalidOptions) {
+	if _, err := New(nil); !errors.Is(err, backend.ErrInvalidOptions) {
 		t.Errorf("New(nil) = %v, want ErrInvalidOptions", err)
 	}
 	for _, p := range []string{"", "/no-slash", "a\x00/"} {
 		o := newOptions([]Option{WithPrefix(p)})
-		if err := o.validate(); !errors.Is(err, baton.ErrInvalidOptions) {
+		if err := o.validate(); !errors.Is(err, backend.ErrInvalidOptions) {
 			t.Errorf("prefix %q: %v, want ErrInvalidOptions", p, err)
 		}
 	}

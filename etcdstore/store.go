@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/storeerr"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -22,11 +22,11 @@ import (
 
 // ErrClosed is returned (wrapped) by every method of a Store after Close.
 // Renew and Release of a claim made through a closed Store also match
-// baton.ErrLost: the Store no longer keeps its lease alive.
+// backend.ErrLost: the Store no longer keeps its lease alive.
 var ErrClosed = errors.New("etcdstore: store closed")
 
-// Store is a baton.Backend on etcd. It also implements baton.Watcher,
-// baton.Lister and baton.ForceReleaser.
+// Store is a backend.Backend on etcd. It also implements backend.Watcher,
+// backend.Lister and backend.ForceReleaser.
 //
 // A Store keeps one etcd lease per distinct TTL for every claim and queue
 // entry it makes, renews all of them with one keepalive stream, and runs a
@@ -85,10 +85,10 @@ type tailGuess struct {
 }
 
 var (
-	_ baton.Backend       = (*Store)(nil)
-	_ baton.Watcher       = (*Store)(nil)
-	_ baton.Lister        = (*Store)(nil)
-	_ baton.ForceReleaser = (*Store)(nil)
+	_ backend.Backend       = (*Store)(nil)
+	_ backend.Watcher       = (*Store)(nil)
+	_ backend.Lister        = (*Store)(nil)
+	_ backend.ForceReleaser = (*Store)(nil)
 )
 
 // claim is a lock this Store acquired and has not released.
@@ -125,7 +125,7 @@ type claim struct {
 // does).
 func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	if client == nil {
-		return nil, fmt.Errorf("etcdstore: %w: the etcd client is nil", baton.ErrInvalidOptions)
+		return nil, fmt.Errorf("etcdstore: %w: the etcd client is nil", backend.ErrInvalidOptions)
 	}
 	o := newOptions(opts)
 	if err := o.validate(); err != nil {
@@ -262,7 +262,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// TryAcquire implements baton.Backend with one transaction: if the claim
+// TryAcquire implements backend.Backend with one transaction: if the claim
 // key does not exist (CreateRevision == 0), put it with the Store's lease
 // for req.TTL attached, and put the /last record; otherwise read the claim
 // and report its holder. The fencing token is the claim key's mod revision
@@ -274,12 +274,12 @@ func (s *Store) Close() error {
 // HeldError.RetryAfter is the remaining time of the claim if this Store
 // holds it, and 0 otherwise (the watch wakes waiters on release or
 // expiry). In fair mode see the package documentation.
-func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) (baton.Grant, error) {
+func (s *Store) TryAcquire(ctx context.Context, name string, req backend.Request) (backend.Grant, error) {
 	if err := s.check(ctx, name); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if err := checkRequest(name, req); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	f := s.beginAttempt(name)
 	defer s.endAttempt(f)
@@ -287,10 +287,10 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 		return s.tryAcquireFair(ctx, name, req, f)
 	}
 	if err := s.cachedHeld(f, name); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if err := s.siblingHolds(name, req); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	return s.acquirePlain(ctx, name, req, f)
 }
@@ -301,14 +301,14 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 // growing timeouts and pauses, for as long as a release would try
 // (lastReleaseAttempt) and ctx allows; and after a claim seen last turned
 // out to have been released (see ghost). f is the name's follower, or nil.
-func (s *Store) acquirePlain(ctx context.Context, name string, req baton.Request, f *follower) (baton.Grant, error) {
+func (s *Store) acquirePlain(ctx context.Context, name string, req backend.Request, f *follower) (backend.Grant, error) {
 	start := time.Now()
 	timeout, pause := firstReleaseAttempt, releaseBackoff
 	var first time.Time // the send time of the first attempt on the current lease
 	for attempt := 0; ; attempt++ {
 		l, sent, err := s.leaseFor(ctx, req.TTL)
 		if err != nil {
-			return baton.Grant{}, s.wrap(name, "acquire", err)
+			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		if first.IsZero() {
 			first = sent
@@ -327,17 +327,17 @@ func (s *Store) acquirePlain(ctx context.Context, name string, req baton.Request
 			// was applied after all is recognised as ours below.
 			if ctx.Err() == nil && transient(err) && time.Since(start)+pause < lastReleaseAttempt {
 				if !sleepCtx(ctx, pause) {
-					return baton.Grant{}, s.wrap(name, "acquire", fmt.Errorf("%w (after: %w)", ctx.Err(), err))
+					return backend.Grant{}, s.wrap(name, "acquire", fmt.Errorf("%w (after: %w)", ctx.Err(), err))
 				}
 				timeout, pause = min(2*timeout, lastReleaseAttempt), min(2*pause, firstReleaseAttempt)
 				continue
 			}
-			return baton.Grant{}, s.wrap(name, "acquire", err)
+			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		if resp.Succeeded {
 			kv, err := firstKV(resp, plainClaimIdx)
 			if err != nil {
-				return baton.Grant{}, s.wrap(name, "acquire", err)
+				return backend.Grant{}, s.wrap(name, "acquire", err)
 			}
 			s.mu.Lock()
 			delete(s.seen, name)
@@ -362,7 +362,7 @@ const plainClaimIdx = 3
 // puts the claim and the guard on l and the /last record, and reads the
 // claim back (plainClaimIdx); the failure branch reads the claim and the
 // guard.
-func (s *Store) plainTxn(ctx context.Context, name string, req baton.Request, l *lease, timeout time.Duration) (*clientv3.TxnResponse, *seenClaim, error) {
+func (s *Store) plainTxn(ctx context.Context, name string, req backend.Request, l *lease, timeout time.Duration) (*clientv3.TxnResponse, *seenClaim, error) {
 	ck, lk, _ := s.Keys(name)
 	gk := s.guardKey(name)
 	val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
@@ -392,22 +392,22 @@ func (s *Store) plainTxn(ctx context.Context, name string, req baton.Request, l 
 // attempt of this request wrote on l, though its answer was lost, is
 // granted with first, that attempt's send time; any other claim is
 // reported held.
-func (s *Store) plainHeld(ctx context.Context, name string, req baton.Request, f *follower, l *lease, first time.Time, sc *seenClaim, resp *clientv3.TxnResponse) (g baton.Grant, again bool, err error) {
+func (s *Store) plainHeld(ctx context.Context, name string, req backend.Request, f *follower, l *lease, first time.Time, sc *seenClaim, resp *clientv3.TxnResponse) (g backend.Grant, again bool, err error) {
 	ck, _, _ := s.Keys(name)
 	claimGone := len(resp.Responses[0].GetResponseRange().GetKvs()) == 0
 	if guard := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs()); claimGone && guard != nil {
-		return baton.Grant{}, false, s.guarded(f, name, guard, resp.Header.Revision)
+		return backend.Grant{}, false, s.guarded(f, name, guard, resp.Header.Revision)
 	}
 	if sc != nil && claimGone {
 		// The claim seen last vanished without a release.
 		if err := s.ghost(ctx, f, name, sc, resp.Header.Revision); err != nil {
-			return baton.Grant{}, false, err
+			return backend.Grant{}, false, err
 		}
-		return baton.Grant{}, true, nil
+		return backend.Grant{}, true, nil
 	}
 	kv, err := firstKV(resp, 0)
 	if err != nil {
-		return baton.Grant{}, false, s.wrap(name, "acquire", err)
+		return backend.Grant{}, false, s.wrap(name, "acquire", err)
 	}
 	if s.ownOrphan(name, req, l, kv) {
 		// An earlier attempt of this request (same holder and nonce, on
@@ -416,7 +416,7 @@ func (s *Store) plainHeld(ctx context.Context, name string, req baton.Request, f
 		g, err = s.granted(name, req, l, first, kv.ModRevision, "", nil)
 		return g, false, err
 	}
-	return baton.Grant{}, false, s.held(f, name, kv, observation{target: ck, mod: kv.ModRevision, rev: resp.Header.Revision})
+	return backend.Grant{}, false, s.held(f, name, kv, observation{target: ck, mod: kv.ModRevision, rev: resp.Header.Revision})
 }
 
 // ghost applies DESIGN invariant 3 to sc, a claim of another owner that
@@ -457,7 +457,7 @@ func (s *Store) ghost(ctx context.Context, f *follower, name string, sc *seenCla
 	// usually well before the grace ends (the marker wakes no watch).
 	_, _, poll := leaseTiming(sc.ttl)
 	return fmt.Errorf("etcdstore: %w (its key was deleted without a release; it counts as held until it could have expired, %v from now)",
-		&baton.HeldError{Key: name, Holder: sc.holder, Token: uint64(sc.mod), RetryAfter: min(wait, poll)}, wait.Round(time.Millisecond))
+		&backend.HeldError{Key: name, Holder: sc.holder, Token: uint64(sc.mod), RetryAfter: min(wait, poll)}, wait.Round(time.Millisecond))
 }
 
 // guarded returns the HeldError for a lock whose claim key is gone while
@@ -471,7 +471,7 @@ func (s *Store) guarded(f *follower, name string, guard *mvccpb.KeyValue, rev in
 		return s.corrupt(name, string(guard.Key), err)
 	}
 	_, _, poll := leaseTiming(v.ttl)
-	he := &baton.HeldError{Key: name, Holder: v.holder, Token: uint64(guard.ModRevision), RetryAfter: poll}
+	he := &backend.HeldError{Key: name, Holder: v.holder, Token: uint64(guard.ModRevision), RetryAfter: poll}
 	s.mu.Lock()
 	s.observeLocked(f, observation{target: string(guard.Key), mod: guard.ModRevision, rev: rev, holder: v.holder, token: he.Token})
 	s.mu.Unlock()
@@ -483,7 +483,7 @@ func (s *Store) guarded(f *follower, name string, guard *mvccpb.KeyValue, rev in
 // another holder that has not passed its deadline, even if etcd lost it
 // (its key deleted, its lease gone): that holder may not know yet, and
 // its validity lasts until the deadline.
-func (s *Store) siblingHolds(name string, req baton.Request) error {
+func (s *Store) siblingHolds(name string, req backend.Request) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.claims[name]
@@ -495,14 +495,14 @@ func (s *Store) siblingHolds(name string, req baton.Request) error {
 		return nil
 	}
 	return fmt.Errorf("etcdstore: %w (a claim of this Store, lost in etcd, until its deadline)",
-		&baton.HeldError{Key: name, Holder: c.holder, Token: uint64(c.token), RetryAfter: left})
+		&backend.HeldError{Key: name, Holder: c.holder, Token: uint64(c.token), RetryAfter: left})
 }
 
 // ownOrphan reports whether the claim kv was written by an earlier attempt
 // of req through this Store that did not learn its outcome: it holds
 // req's holder and nonce, on lease l, and the Store knows no live claim
 // with its token.
-func (s *Store) ownOrphan(name string, req baton.Request, l *lease, kv *mvccpb.KeyValue) bool {
+func (s *Store) ownOrphan(name string, req backend.Request, l *lease, kv *mvccpb.KeyValue) bool {
 	if kv.Lease != int64(l.id) {
 		return false
 	}
@@ -531,7 +531,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // granted records a successful acquisition of name at token with lease l,
 // sent at sent, and returns its grant. In fair mode entry is the holder's
 // queue key and next the waiter behind it, as read when it acquired.
-func (s *Store) granted(name string, req baton.Request, l *lease, sent time.Time, token int64, entry string, next *successor) (baton.Grant, error) {
+func (s *Store) granted(name string, req backend.Request, l *lease, sent time.Time, token int64, entry string, next *successor) (backend.Grant, error) {
 	now := time.Now()
 	c := &claim{
 		name: name, holder: req.Holder, nonce: req.Nonce, token: token, ttl: req.TTL, lease: l, entry: entry, next: next,
@@ -558,9 +558,9 @@ func (s *Store) granted(name string, req baton.Request, l *lease, sent time.Time
 		// The key may exist; the reaper deletes it (conditionally).
 		c.lost, c.reap = why, true
 		s.pokeLocked()
-		return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: acquired with token %d but %w", name, token, why)
+		return backend.Grant{}, fmt.Errorf("etcdstore: lock %q: acquired with token %d but %w", name, token, why)
 	}
-	return baton.Grant{
+	return backend.Grant{
 		Key: name, Holder: req.Holder, Nonce: req.Nonce, Token: uint64(token), TTL: req.TTL,
 		Version: strconv.FormatInt(token, 10),
 	}, nil
@@ -572,7 +572,7 @@ func (s *Store) held(f *follower, name string, kv *mvccpb.KeyValue, obs observat
 	if err != nil {
 		return s.corrupt(name, string(kv.Key), err)
 	}
-	he := &baton.HeldError{Key: name, Holder: v.holder, Token: uint64(kv.ModRevision)}
+	he := &backend.HeldError{Key: name, Holder: v.holder, Token: uint64(kv.ModRevision)}
 	s.mu.Lock()
 	if c := s.claims[name]; c != nil && c.token == kv.ModRevision && c.lost == nil {
 		he.RetryAfter = max(time.Until(c.deadline), 0)
@@ -586,7 +586,7 @@ func (s *Store) held(f *follower, name string, kv *mvccpb.KeyValue, obs observat
 	return fmt.Errorf("etcdstore: %w", he)
 }
 
-// Renew implements baton.Backend without a request to etcd in the common
+// Renew implements backend.Backend without a request to etcd in the common
 // case. A claim lives as long as the Store's lease for its TTL, which the
 // session loop keeps alive with one keepalive stream for all claims (see
 // the package documentation). Renew checks, on this process's monotonic
@@ -595,20 +595,20 @@ func (s *Store) held(f *follower, name string, kv *mvccpb.KeyValue, obs observat
 // extends the claim's deadline. If the last acknowledgement is not recent
 // enough, Renew asks for a keepalive at once and waits for it (or for ctx).
 //
-// Renew returns an error matching baton.ErrLost if g was not acquired
+// Renew returns an error matching backend.ErrLost if g was not acquired
 // through this Store, was released, expired (not renewed within its TTL),
 // if etcd reported the lease gone or the key deleted or replaced (checked
 // periodically, see the package documentation), or after Close.
-func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
 	if err := s.check(ctx, g.Key); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	s.mu.Lock()
 	for {
 		c, err := s.ownedLocked(g)
 		if err != nil {
 			s.mu.Unlock()
-			return baton.Grant{}, err
+			return backend.Grant{}, err
 		}
 		now := time.Now()
 		l := c.lease
@@ -635,17 +635,17 @@ func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: renew: waiting for %s: %w", g.Key, what, ctx.Err())
+			return backend.Grant{}, fmt.Errorf("etcdstore: lock %q: renew: waiting for %s: %w", g.Key, what, ctx.Err())
 		}
 		s.mu.Lock()
 	}
 }
 
 // ownedLocked returns the live claim g names, or an error matching
-// baton.ErrLost. s.mu must be held.
-func (s *Store) ownedLocked(g baton.Grant) (*claim, error) {
+// backend.ErrLost. s.mu must be held.
+func (s *Store) ownedLocked(g backend.Grant) (*claim, error) {
 	lost := func(format string, args ...any) error {
-		return fmt.Errorf("etcdstore: lock %q: %w: "+format, append([]any{g.Key, baton.ErrLost}, args...)...)
+		return fmt.Errorf("etcdstore: lock %q: %w: "+format, append([]any{g.Key, backend.ErrLost}, args...)...)
 	}
 	c := s.claims[g.Key]
 	switch {
@@ -670,17 +670,17 @@ func (s *Store) ownedLocked(g baton.Grant) (*claim, error) {
 	return c, nil
 }
 
-// Release implements baton.Backend with one transaction: delete the claim
+// Release implements backend.Backend with one transaction: delete the claim
 // key if its mod revision is still g's token (in fair mode, or hand it to
 // the next waiter: see the package documentation). The /last record keeps
 // the token, so the next acquisition gets a larger one (etcd revisions
-// only grow). It returns an error matching baton.ErrLost if g is not a live
+// only grow). It returns an error matching backend.ErrLost if g is not a live
 // claim of this Store or etcd no longer has it. The same transaction puts
 // the release marker (see "Deleted claims" in the package documentation).
 // Transient failures (a raft leader change) are retried within ctx; see
 // "Raft leader changes". If etcd cannot be reached the claim stays until
 // its deadline, when the reaper deletes the key.
-func (s *Store) Release(ctx context.Context, g baton.Grant) error {
+func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	if err := s.check(ctx, g.Key); err != nil {
 		return err
 	}
@@ -701,7 +701,7 @@ func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 	}
 	s.mu.Unlock()
 	if !ours {
-		return fmt.Errorf("etcdstore: lock %q: %w: token %d: the claim key was deleted or replaced", g.Key, baton.ErrLost, c.token)
+		return fmt.Errorf("etcdstore: lock %q: %w: token %d: the claim key was deleted or replaced", g.Key, backend.ErrLost, c.token)
 	}
 	return nil
 }
@@ -861,7 +861,7 @@ func (s *Store) forgetLocked(c *claim) {
 	delete(c.lease.claims, c)
 }
 
-// ForceRelease implements baton.ForceReleaser: it deletes the claim key
+// ForceRelease implements backend.ForceReleaser: it deletes the claim key
 // and its guard (see guardKey) whoever holds them, keeping the /last record (and with it the fencing
 // token's history). The former holder's Store notices within its
 // verification period (a third of the TTL; see the package documentation)
@@ -883,12 +883,12 @@ func (s *Store) ForceRelease(ctx context.Context, name string) error {
 	}
 	rs := resp.Responses
 	if rs[0].GetResponseDeleteRange().Deleted+rs[1].GetResponseDeleteRange().Deleted+rs[2].GetResponseRange().Count == 0 {
-		return fmt.Errorf("etcdstore: lock %q: %w", name, baton.ErrNotFound)
+		return fmt.Errorf("etcdstore: lock %q: %w", name, backend.ErrNotFound)
 	}
 	return nil
 }
 
-// Get implements baton.Backend with one read (a transaction of two gets,
+// Get implements backend.Backend with one read (a transaction of two gets,
 // so the claim and the /last record are from one revision). Remaining is
 // the claim's own deadline if this Store holds it; otherwise it comes from
 // the holder's lease (LeaseTimeToLive, whole seconds rounded up), capped
@@ -896,14 +896,14 @@ func (s *Store) ForceRelease(ctx context.Context, name string) error {
 // (the /last record's version minus one). AcquireTime is the holder's wall
 // clock at the acquisition; RenewTime is the last renew as this Store saw
 // it, or AcquireTime for another Store's claim.
-func (s *Store) Get(ctx context.Context, name string) (baton.Record, error) {
+func (s *Store) Get(ctx context.Context, name string) (backend.Record, error) {
 	if err := s.check(ctx, name); err != nil {
-		return baton.Record{}, err
+		return backend.Record{}, err
 	}
 	ck, lk, _ := s.Keys(name)
 	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(ck), clientv3.OpGet(lk), clientv3.OpGet(s.guardKey(name))).Commit()
 	if err != nil {
-		return baton.Record{}, s.wrap(name, "get", err)
+		return backend.Record{}, s.wrap(name, "get", err)
 	}
 	claimKV := kvOrNil(resp.Responses[0].GetResponseRange().Kvs)
 	lastKV := kvOrNil(resp.Responses[1].GetResponseRange().Kvs)
@@ -912,19 +912,19 @@ func (s *Store) Get(ctx context.Context, name string) (baton.Record, error) {
 		claimKV = kvOrNil(resp.Responses[2].GetResponseRange().Kvs)
 	}
 	if claimKV == nil && lastKV == nil {
-		return baton.Record{}, fmt.Errorf("etcdstore: lock %q: %w", name, baton.ErrNotFound)
+		return backend.Record{}, fmt.Errorf("etcdstore: lock %q: %w", name, backend.ErrNotFound)
 	}
 	return s.record(ctx, name, claimKV, lastKV, map[int64]time.Duration{})
 }
 
 // record builds the Record of name from its claim and /last keys (either
 // may be nil). ttls caches the remaining time of foreign leases.
-func (s *Store) record(ctx context.Context, name string, claimKV, lastKV *mvccpb.KeyValue, ttls map[int64]time.Duration) (baton.Record, error) {
-	rec := baton.Record{Key: name}
+func (s *Store) record(ctx context.Context, name string, claimKV, lastKV *mvccpb.KeyValue, ttls map[int64]time.Duration) (backend.Record, error) {
+	rec := backend.Record{Key: name}
 	if lastKV != nil {
 		v, err := decodeValue(lastKV.Value)
 		if err != nil {
-			return baton.Record{}, s.corrupt(name, string(lastKV.Key), err)
+			return backend.Record{}, s.corrupt(name, string(lastKV.Key), err)
 		}
 		rec.Token = uint64(lastKV.ModRevision)
 		rec.TTL = v.ttl
@@ -937,7 +937,7 @@ func (s *Store) record(ctx context.Context, name string, claimKV, lastKV *mvccpb
 	}
 	v, err := decodeValue(claimKV.Value)
 	if err != nil {
-		return baton.Record{}, s.corrupt(name, string(claimKV.Key), err)
+		return backend.Record{}, s.corrupt(name, string(claimKV.Key), err)
 	}
 	rec.Holder, rec.Nonce, rec.TTL = v.holder, v.nonce, v.ttl
 	rec.Token = uint64(claimKV.ModRevision)
@@ -974,12 +974,12 @@ func (s *Store) record(ctx context.Context, name string, claimKV, lastKV *mvccpb
 	return rec, nil
 }
 
-// List implements baton.Lister with one range read of the prefix (plus a
+// List implements backend.Lister with one range read of the prefix (plus a
 // LeaseTimeToLive per distinct foreign lease, for Remaining): every lock
 // with a claim or a /last record, sorted by name. Fair-mode queue entries
 // are not records; keys under the prefix that baton did not write are
 // skipped.
-func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
+func (s *Store) List(ctx context.Context) ([]backend.Record, error) {
 	if err := s.checkOpen(ctx); err != nil {
 		return nil, fmt.Errorf("etcdstore: list: %w", err)
 	}
@@ -995,7 +995,7 @@ func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
 		if guarded, ok := strings.CutPrefix(rest, guardDir); ok {
 			name, suffix, sub = guarded, "", false
 		}
-		if baton.ValidateName(name) != nil || sub && suffix != "last" {
+		if backend.ValidateName(name) != nil || sub && suffix != "last" {
 			continue
 		}
 		p := byName[name]
@@ -1013,7 +1013,7 @@ func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
 		}
 	}
 	ttls := map[int64]time.Duration{}
-	recs := make([]baton.Record, 0, len(byName))
+	recs := make([]backend.Record, 0, len(byName))
 	for name, p := range byName {
 		if p.claim == nil {
 			p.claim = p.guard // a claim deleted by hand is held until its guard goes
@@ -1024,13 +1024,13 @@ func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
 		}
 		recs = append(recs, r)
 	}
-	slices.SortFunc(recs, func(a, b baton.Record) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(recs, func(a, b backend.Record) int { return strings.Compare(a.Key, b.Key) })
 	return recs, nil
 }
 
 // check validates name and reports an ended context or a closed Store.
 func (s *Store) check(ctx context.Context, name string) error {
-	if err := baton.ValidateName(name); err != nil {
+	if err := backend.ValidateName(name); err != nil {
 		return fmt.Errorf("etcdstore: %w", err)
 	}
 	if err := s.checkOpen(ctx); err != nil {
@@ -1052,9 +1052,9 @@ func (s *Store) checkOpen(ctx context.Context) error {
 }
 
 // checkRequest validates the owner and TTL of a request.
-func checkRequest(name string, req baton.Request) error {
+func checkRequest(name string, req backend.Request) error {
 	bad := func(err error) error {
-		return fmt.Errorf("etcdstore: lock %q: %w: %w", name, baton.ErrInvalidOptions, err)
+		return fmt.Errorf("etcdstore: lock %q: %w: %w", name, backend.ErrInvalidOptions, err)
 	}
 	if err := checkToken("holder", req.Holder); err != nil {
 		return bad(err)
@@ -1068,32 +1068,32 @@ func checkRequest(name string, req baton.Request) error {
 	return nil
 }
 
-// wrap names the lock and the operation, and adds baton.ErrForbidden to
+// wrap names the lock and the operation, and adds backend.ErrForbidden to
 // etcd's permission errors.
 func (s *Store) wrap(name, op string, err error) error {
 	return fmt.Errorf("etcdstore: lock %q: %s: %w", name, op, mapErr(err))
 }
 
-// mapErr adds baton's sentinels to etcd's errors: baton.ErrForbidden to
+// mapErr adds baton's sentinels to etcd's errors: backend.ErrForbidden to
 // authorization errors, so that the engine stops retrying, and
-// baton.ErrUnavailable to a store that cannot be reached (gRPC
+// backend.ErrUnavailable to a store that cannot be reached (gRPC
 // Unavailable: no connection, no leader), as storeerr does for the
 // transport errors every backend meets.
 func mapErr(err error) error {
 	var ee rpctypes.EtcdError
 	if errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrAuthFailed) ||
 		errors.Is(err, rpctypes.ErrUserEmpty) || errors.As(err, &ee) && ee.Code() == codes.PermissionDenied {
-		return fmt.Errorf("%w: %w", baton.ErrForbidden, err)
+		return fmt.Errorf("%w: %w", backend.ErrForbidden, err)
 	}
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable && !errors.Is(err, baton.ErrUnavailable) {
-		return fmt.Errorf("%w: %w", baton.ErrUnavailable, err)
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable && !errors.Is(err, backend.ErrUnavailable) {
+		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 	}
 	return storeerr.Classify(err)
 }
 
 func (s *Store) corrupt(name, key string, err error) error {
 	return fmt.Errorf("etcdstore: lock %q: %w: key %q: %w (baton never overwrites it; inspect it with `etcdctl get %s` and delete it)",
-		name, baton.ErrCorruptRecord, key, err, key)
+		name, backend.ErrCorruptRecord, key, err, key)
 }
 
 // firstKV returns the first key of the i-th response of a transaction,

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
@@ -78,7 +80,7 @@ func connectCounting(t testing.TB, endpoint string) (*clientv3.Client, *counts) 
 	return client, c
 }
 
-func newMutex(t testing.TB, b baton.Backend, name, id string, ttl time.Duration, opts ...baton.Option) *baton.Mutex {
+func newMutex(t testing.TB, b backend.Backend, name, id string, ttl time.Duration, opts ...baton.Option) *baton.Mutex {
 	t.Helper()
 	m, err := baton.NewMutex(b, name, append([]baton.Option{baton.WithIdentity(id), baton.WithTTL(ttl), baton.WithLogger(quietLog)}, opts...)...)
 	if err != nil {
@@ -157,7 +159,7 @@ func TestLeasePerTTL(t *testing.T) {
 	ctx := t.Context()
 	leaseOf := func(name string, ttl time.Duration) int64 {
 		t.Helper()
-		if _, err := s.TryAcquire(ctx, name, baton.Request{Holder: "h", Nonce: baton.NewNonce(), TTL: ttl}); err != nil {
+		if _, err := s.TryAcquire(ctx, name, backend.Request{Holder: "h", Nonce: baton.NewNonce(), TTL: ttl}); err != nil {
 			t.Fatal(err)
 		}
 		ck, _, _ := s.Keys(name)
@@ -188,7 +190,7 @@ func TestAbandonedClaimExpires(t *testing.T) {
 	const ttl = 2 * time.Second
 	kept := lock(t, newMutex(t, s, "kept", "holder", ttl))
 	sent := time.Now()
-	if _, err := s.TryAcquire(t.Context(), "abandoned", baton.Request{Holder: "holder", Nonce: baton.NewNonce(), TTL: ttl}); err != nil {
+	if _, err := s.TryAcquire(t.Context(), "abandoned", backend.Request{Holder: "holder", Nonce: baton.NewNonce(), TTL: ttl}); err != nil {
 		t.Fatal(err)
 	}
 	w, err := other.Watch(t.Context(), "abandoned")
@@ -196,7 +198,7 @@ func TestAbandonedClaimExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		g, err := other.TryAcquire(t.Context(), "abandoned", baton.Request{Holder: "other", Nonce: baton.NewNonce(), TTL: ttl})
+		g, err := other.TryAcquire(t.Context(), "abandoned", backend.Request{Holder: "other", Nonce: baton.NewNonce(), TTL: ttl})
 		if err == nil {
 			if took := time.Since(sent); took < ttl-baton.DefaultSafetyMargin(ttl) {
 				t.Errorf("taken over %v after the acquire was sent; TTL %v", took, ttl)
@@ -206,7 +208,7 @@ func TestAbandonedClaimExpires(t *testing.T) {
 			_ = other.Release(t.Context(), g)
 			break
 		}
-		if !errors.Is(err, baton.ErrHeld) {
+		if !errors.Is(err, backend.ErrHeld) {
 			t.Fatal(err)
 		}
 		within(t, 3*ttl, "a watch signal for the abandoned claim", w)
@@ -232,17 +234,17 @@ func TestForceRelease(t *testing.T) {
 	forced := time.Now()
 	within(t, ttl, "the holder's lease to end after a forced release", l.Done())
 	t.Logf("the holder learned of the forced release after %v", time.Since(forced))
-	if err := l.Err(); !errors.Is(err, baton.ErrLost) || errors.Is(err, baton.ErrStepDown) {
+	if err := l.Err(); !errors.Is(err, backend.ErrLost) || errors.Is(err, baton.ErrStepDown) {
 		t.Errorf("lease ended with %v; want ErrLost without ErrStepDown", err)
 	}
-	g, err := admin.TryAcquire(t.Context(), "job", baton.Request{Holder: "next", Nonce: baton.NewNonce(), TTL: ttl})
+	g, err := admin.TryAcquire(t.Context(), "job", backend.Request{Holder: "next", Nonce: baton.NewNonce(), TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if g.Token <= l.Token() {
 		t.Errorf("token %d after %d", g.Token, l.Token())
 	}
-	if err := admin.ForceRelease(t.Context(), "never"); !errors.Is(err, baton.ErrNotFound) {
+	if err := admin.ForceRelease(t.Context(), "never"); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("ForceRelease of a lock never acquired: %v, want ErrNotFound", err)
 	}
 	if err := admin.Release(t.Context(), g); err != nil {
@@ -263,15 +265,15 @@ func TestCorruptRecord(t *testing.T) {
 	if _, err := client.Put(t.Context(), ck, "hello"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TryAcquire(t.Context(), "bad", baton.Request{Holder: "h", Nonce: "n", TTL: time.Second}); !errors.Is(err, baton.ErrCorruptRecord) {
+	if _, err := s.TryAcquire(t.Context(), "bad", backend.Request{Holder: "h", Nonce: "n", TTL: time.Second}); !errors.Is(err, backend.ErrCorruptRecord) {
 		t.Errorf("TryAcquire: %v, want ErrCorruptRecord", err)
 	}
-	if _, err := s.Get(t.Context(), "bad"); !errors.Is(err, baton.ErrCorruptRecord) || !strings.Contains(err.Error(), ck) {
+	if _, err := s.Get(t.Context(), "bad"); !errors.Is(err, backend.ErrCorruptRecord) || !strings.Contains(err.Error(), ck) {
 		t.Errorf("Get: %v, want ErrCorruptRecord naming %q", err, ck)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if _, err := newMutex(t, s, "bad", "h", time.Second).Lock(ctx); !errors.Is(err, baton.ErrCorruptRecord) {
+	if _, err := newMutex(t, s, "bad", "h", time.Second).Lock(ctx); !errors.Is(err, backend.ErrCorruptRecord) {
 		t.Errorf("Lock: %v, want ErrCorruptRecord", err)
 	}
 	if r, err := client.Get(t.Context(), ck); err != nil || string(r.Kvs[0].Value) != "hello" {
@@ -298,12 +300,12 @@ func TestClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, 2*time.Second, "the lease to end after Close", l.Done())
-	if err := l.Err(); !errors.Is(err, baton.ErrLost) || !errors.Is(err, etcdstore.ErrClosed) {
+	if err := l.Err(); !errors.Is(err, backend.ErrLost) || !errors.Is(err, etcdstore.ErrClosed) {
 		t.Errorf("lease ended with %v; want ErrLost and ErrClosed", err)
 	}
 	for range w { // closed by Close
 	}
-	if _, err := s.TryAcquire(t.Context(), "job", baton.Request{Holder: "h", Nonce: "n", TTL: time.Second}); !errors.Is(err, etcdstore.ErrClosed) {
+	if _, err := s.TryAcquire(t.Context(), "job", backend.Request{Holder: "h", Nonce: "n", TTL: time.Second}); !errors.Is(err, etcdstore.ErrClosed) {
 		t.Errorf("TryAcquire after Close: %v", err)
 	}
 	if _, err := s.Watch(t.Context(), "job"); !errors.Is(err, etcdstore.ErrClosed) {

@@ -3,11 +3,10 @@ package etcdstore
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"time"
 )
 
 // watchMaxBackoff bounds the wait before a broken watch is started again:
@@ -123,7 +122,7 @@ func (f *follower) closeAllLocked() {
 	f.cancel()
 }
 
-// Watch implements baton.Watcher with an etcd watch. All Watch calls for one
+// Watch implements backend.Watcher with an etcd watch. All Watch calls for one
 // lock name in a Store share one etcd watch, which starts no earlier than
 // needed: a plain watcher gets a value once the watch is established (a
 // change may have happened before it) and after every change of the claim
@@ -141,7 +140,7 @@ func (f *follower) closeAllLocked() {
 // so the engine's periodic retries cost nothing.
 //
 // In fair mode an open Watch also makes an acquire attempt queue, as
-// baton.Request.Waiting does: see the package documentation. The channel is closed when ctx ends or the Store
+// backend.Request.Waiting does: see the package documentation. The channel is closed when ctx ends or the Store
 // is closed; a watch that breaks is re-established after a short backoff,
 // with a value sent, since a change may have been missed.
 func (s *Store) Watch(ctx context.Context, name string) (<-chan struct{}, error) {
@@ -295,7 +294,7 @@ func (s *Store) cachedHeld(f *follower, name string) error {
 	if !spec.waiting || f.fresh != f.gen && !pending {
 		return nil
 	}
-	he := &baton.HeldError{Key: name, Holder: spec.obs.holder, Token: spec.obs.token}
+	he := &backend.HeldError{Key: name, Holder: spec.obs.holder, Token: spec.obs.token}
 	if c := s.claims[name]; c != nil && uint64(c.token) == he.Token && c.lost == nil {
 		he.RetryAfter = max(time.Until(c.deadline), 0)
 	}
@@ -344,7 +343,7 @@ func modOf(kvs []*mvccpb.KeyValue) int64 {
 // does not campaign follows the leader of an election. The channel holds
 // the latest record only: a reader that falls behind skips to it. A lock
 // with no record yet is reported as a Record with only Key set.
-func (s *Store) Observe(ctx context.Context, name string) (<-chan baton.Record, error) {
+func (s *Store) Observe(ctx context.Context, name string) (<-chan backend.Record, error) {
 	if err := s.check(ctx, name); err != nil {
 		return nil, err
 	}
@@ -355,7 +354,7 @@ func (s *Store) Observe(ctx context.Context, name string) (<-chan baton.Record, 
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	ch := make(chan baton.Record, 1)
+	ch := make(chan backend.Record, 1)
 	go func() {
 		defer s.wg.Done()
 		defer close(ch)
@@ -368,14 +367,14 @@ func (s *Store) Observe(ctx context.Context, name string) (<-chan baton.Record, 
 	return ch, nil
 }
 
-func (s *Store) observe(ctx context.Context, name string, ch chan baton.Record) {
+func (s *Store) observe(ctx context.Context, name string, ch chan backend.Record) {
 	ck, lk, _ := s.Keys(name)
 	var (
-		last    baton.Record
+		last    backend.Record
 		sent    bool
 		backoff time.Duration
 	)
-	publish := func(r baton.Record) {
+	publish := func(r backend.Record) {
 		if sent && r.Holder == last.Holder && r.Token == last.Token && r.Held() == last.Held() {
 			return
 		}
@@ -413,7 +412,7 @@ func (s *Store) observe(ctx context.Context, name string, ch chan baton.Record) 
 		}
 		claimKV := kvOrNil(resp.Responses[0].GetResponseRange().Kvs)
 		lastKV := kvOrNil(resp.Responses[1].GetResponseRange().Kvs)
-		rec := baton.Record{Key: name}
+		rec := backend.Record{Key: name}
 		if claimKV != nil || lastKV != nil {
 			r, err := s.record(ctx, name, claimKV, lastKV, map[int64]time.Duration{})
 			if err == nil {

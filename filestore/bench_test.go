@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // BenchmarkAcquireRelease measures one uncontended TryAcquire + Release
@@ -14,7 +16,7 @@ import (
 // directory), on the file system of b.TempDir.
 func BenchmarkAcquireRelease(b *testing.B) {
 	s := newStore(b, b.TempDir(), nil)
-	r := baton.Request{Holder: "bench", Nonce: baton.NewNonce(), TTL: time.Minute}
+	r := backend.Request{Holder: "bench", Nonce: baton.NewNonce(), TTL: time.Minute}
 	for b.Loop() {
 		g, err := s.TryAcquire(bg, "bench", r)
 		if err != nil {
@@ -29,7 +31,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // BenchmarkGet measures reading a record, which takes no file lock.
 func BenchmarkGet(b *testing.B) {
 	s := newStore(b, b.TempDir(), nil)
-	if _, err := s.TryAcquire(bg, "bench", baton.Request{Holder: "bench", Nonce: "n", TTL: time.Minute}); err != nil {
+	if _, err := s.TryAcquire(bg, "bench", backend.Request{Holder: "bench", Nonce: "n", TTL: time.Minute}); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {

@@ -3,10 +3,9 @@
 package filestore
 
 import (
-	"testing"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
+	"testing"
 )
 
 // TestConformance runs baton's backend conformance suite. Every subtest gets
@@ -14,9 +13,9 @@ import (
 // processes would have.
 func TestConformance(t *testing.T) {
 	batontest.Run(t, batontest.Harness{
-		Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+		Open: func(t *testing.T) func(t *testing.T) backend.Backend {
 			dir := t.TempDir()
-			return func(t *testing.T) baton.Backend { return newStore(t, dir, nil) }
+			return func(t *testing.T) backend.Backend { return newStore(t, dir, nil) }
 		},
 	})
 }

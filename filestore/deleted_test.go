@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // Issue 13: a lock's record deleted while it is held (rm NAME.json).
@@ -35,7 +37,7 @@ func TestDeletedWhileHeldWithContender(t *testing.T) {
 	holder, standby := newStore(t, dir, clk), newStore(t, dir, clk)
 	const ttl = 10 * time.Second
 
-	var g baton.Grant
+	var g backend.Grant
 	for range 5 { // a few tenures, so that the token is not the first
 		g = mustAcquire(t, holder, "job", req("a", baton.NewNonce(), ttl))
 		if err := holder.Release(bg, g); err != nil {
@@ -57,7 +59,7 @@ func TestDeletedWhileHeldWithContender(t *testing.T) {
 	removeRecord(t, dir, "job")
 	clk.advance(time.Second)
 
-	var granted baton.Grant
+	var granted backend.Grant
 	for i := 0; ; i++ {
 		g2, err := standby.TryAcquire(bg, "job", req("b", "m", ttl))
 		now, _ := clk.now()
@@ -68,7 +70,7 @@ func TestDeletedWhileHeldWithContender(t *testing.T) {
 			granted = g2
 			break
 		}
-		var held *baton.HeldError
+		var held *backend.HeldError
 		if !errors.As(err, &held) || held.Holder != "a" || held.Token != g.Token || held.RetryAfter <= 0 || held.RetryAfter > ttl {
 			t.Fatalf("standby's TryAcquire after the deletion: %v (%+v), want HeldError naming a, token %d, 0 < RetryAfter <= %v", err, held, g.Token, ttl)
 		}
@@ -76,7 +78,7 @@ func TestDeletedWhileHeldWithContender(t *testing.T) {
 			// The holder learns of the loss at its renew, and does not
 			// bring the record back.
 			_, err := holder.Renew(bg, g)
-			wantErr(t, err, baton.ErrLost, "gone")
+			wantErr(t, err, backend.ErrLost, "gone")
 			if _, err := os.Stat(recordPath(dir, "job")); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("record after the holder's failed renew: %v, want none", err)
 			}
@@ -132,8 +134,8 @@ func TestDeletedWhileHeldNoStandby(t *testing.T) {
 	g := mustAcquire(t, s, "job", req("a", "n1", ttl))
 	removeRecord(t, dir, "job")
 	_, err := s.Renew(bg, g)
-	wantErr(t, err, baton.ErrLost, "gone")
-	wantErr(t, s.Release(bg, g), baton.ErrLost, "gone")
+	wantErr(t, err, backend.ErrLost, "gone")
+	wantErr(t, s.Release(bg, g), backend.ErrLost, "gone")
 	if _, err := os.Stat(recordPath(dir, "job")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("record after a failed renew and release: %v, want none", err)
 	}
@@ -197,7 +199,7 @@ func TestDeletedWhileHeldWithMutex(t *testing.T) {
 	}()
 	// Wait until the standby has seen the claim.
 	for {
-		if _, err := m2.TryLock(ctx); errors.Is(err, baton.ErrHeld) {
+		if _, err := m2.TryLock(ctx); errors.Is(err, backend.ErrHeld) {
 			break
 		} else if err != nil || ctx.Err() != nil {
 			t.Fatalf("TryLock while held: %v", err)
@@ -218,7 +220,7 @@ func TestDeletedWhileHeldWithMutex(t *testing.T) {
 		t.Fatalf("standby acquired %v before the deleted claim (token %d) expired (%v)", time.Duration(r.expires-now), r.token, err)
 	}
 	<-l1.Done()
-	if !errors.Is(l1.Err(), baton.ErrLost) {
+	if !errors.Is(l1.Err(), backend.ErrLost) {
 		t.Errorf("holder's lease ended with %v, want ErrLost", l1.Err())
 	}
 	if l2.Token() <= l1.Token() {
@@ -272,7 +274,7 @@ func TestEpochFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := newStore(t, dir, clk).TryAcquire(bg, "bad", req("h", "n", time.Second))
-		wantErr(t, err, baton.ErrCorruptRecord, epochPath(dir, "bad"))
+		wantErr(t, err, backend.ErrCorruptRecord, epochPath(dir, "bad"))
 		if got := readBytes(t, epochPath(dir, "bad")); !bytes.Equal(got, []byte(junk)) {
 			t.Fatalf("epoch file rewritten: %q", got)
 		}
@@ -320,7 +322,7 @@ func TestDeletedUnseenClaimHolds(t *testing.T) {
 	late := newStore(t, dir, clk)
 	_, err = late.TryAcquire(bg, "job", req("b", "m", ttl))
 	wantHeld(t, err, "a", g.Token, 7*time.Second)
-	if _, err := holder.Renew(bg, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := holder.Renew(bg, g); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("the holder's renew after the deletion: %v, want ErrLost", err)
 	}
 	clk.advance(7*time.Second - time.Nanosecond)
@@ -340,7 +342,7 @@ func TestDeletedUnseenClaimHolds(t *testing.T) {
 	if g3.Token <= g2.Token {
 		t.Fatalf("token %d after %d", g3.Token, g2.Token)
 	}
-	if err := newStore(t, dir, clk).ForceRelease(bg, "none"); !errors.Is(err, baton.ErrNotFound) {
+	if err := newStore(t, dir, clk).ForceRelease(bg, "none"); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("ForceRelease of a lock never taken: %v, want ErrNotFound", err)
 	}
 }

@@ -26,7 +26,7 @@
 //
 // A record that cannot be decoded is never overwritten, since that could
 // reset the fencing counter: every operation on that lock returns an error
-// matching baton.ErrCorruptRecord that names the file, until an
+// matching backend.ErrCorruptRecord that names the file, until an
 // administrator repairs or removes it.
 //
 // # One machine, local file system
@@ -113,13 +113,13 @@
 //
 // If NAME.json is deleted while its claim is live (rm by an operator or a
 // clean-up job), the holder is not told at once: it keeps working until
-// its next renew, which then fails with an error matching baton.ErrLost and
+// its next renew, which then fails with an error matching backend.ErrLost and
 // never recreates the record. Every write of the record first writes a
 // copy of it, the guard, into NAME.lock, which rm NAME.json leaves (the
 // lock file is never removed). So a Store that finds the record missing
 // reads the last claim from the guard, even if it never saw the record (a
 // process started after the deletion), and refuses to acquire, with a
-// *baton.HeldError naming that claim's holder and token, until the claim
+// *backend.HeldError naming that claim's holder and token, until the claim
 // has expired on the machine's monotonic clock. A Store that also saw the
 // claim in the record waits for the later of that and its own rule: the
 // expiry it last saw, or the moment it first found the record missing plus
@@ -141,7 +141,7 @@
 //
 //	  - version: the format version, 1. Other versions are refused as corrupt
 //	    (a newer program wrote them), not overwritten.
-//	  - key: the lock name (baton.ValidateName).
+//	  - key: the lock name (backend.ValidateName).
 //	  - holder, nonce: the owner of the current or last claim; both empty when
 //	    the lock is free (released). At most 1024 bytes each.
 //	  - token: the last fencing token issued, at least 1.

@@ -120,7 +120,7 @@ func readEpoch(key, path string) (uint64, bool, error) {
 }
 
 // decodeEpoch parses an epoch file for key strictly. Every error matches
-// baton.ErrCorruptRecord.
+// backend.ErrCorruptRecord.
 func decodeEpoch(key string, data []byte) (uint64, error) {
 	if len(data) > epochLen {
 		return 0, corrupt("%d bytes, more than an epoch file can have", len(data))

@@ -3,9 +3,8 @@ package filestore
 import (
 	"bytes"
 	"fmt"
+	"github.com/baton-go/baton/backend"
 	"os"
-
-	"github.com/baton-go/baton"
 )
 
 // The lock file NAME.lock also keeps a copy of the record, the guard,
@@ -64,16 +63,16 @@ func (s *Store) readGuard(p paths, key string) *record {
 	return &r
 }
 
-// guardHeld returns a *baton.HeldError if key's guard holds a claim that
+// guardHeld returns a *backend.HeldError if key's guard holds a claim that
 // is live at machine time now (the record is missing: someone deleted
 // it), else nil.
-func (s *Store) guardHeld(p paths, key string, now int64) *baton.HeldError {
+func (s *Store) guardHeld(p paths, key string, now int64) *backend.HeldError {
 	g := s.readGuard(p, key)
 	if g == nil || g.holder == "" {
 		return nil
 	}
 	if left := g.remaining(now, s.bootID); left > 0 {
-		return &baton.HeldError{Key: key, Holder: g.holder, Token: g.token, RetryAfter: left}
+		return &backend.HeldError{Key: key, Holder: g.holder, Token: g.token, RetryAfter: left}
 	}
 	return nil
 }
@@ -82,7 +81,7 @@ func (s *Store) guardHeld(p paths, key string, now int64) *baton.HeldError {
 // (the record is missing: someone deleted it under g's holder, whose
 // release says its work has stopped). A failure only makes others wait
 // for the claim to expire, so it is not reported.
-func (s *Store) freeGuard(p paths, g baton.Grant) {
+func (s *Store) freeGuard(p paths, g backend.Grant) {
 	gd := s.readGuard(p, g.Key)
 	if gd == nil || !gd.owns(g.Holder, g.Nonce) || gd.token != g.Token {
 		return

@@ -2,14 +2,13 @@ package filestore
 
 import (
 	"context"
+	"github.com/baton-go/baton/backend"
+	"go.uber.org/goleak"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/baton-go/baton"
-	"go.uber.org/goleak"
 )
 
 // helperEnv is set to "1" in the child processes of
@@ -49,11 +48,11 @@ func newStore(t testing.TB, dir string, clk *fakeClock) *Store {
 	return s
 }
 
-func req(holder, nonce string, ttl time.Duration) baton.Request {
-	return baton.Request{Holder: holder, Nonce: nonce, TTL: ttl}
+func req(holder, nonce string, ttl time.Duration) backend.Request {
+	return backend.Request{Holder: holder, Nonce: nonce, TTL: ttl}
 }
 
-func mustAcquire(t *testing.T, s *Store, key string, r baton.Request) baton.Grant {
+func mustAcquire(t *testing.T, s *Store, key string, r backend.Request) backend.Grant {
 	t.Helper()
 	g, err := s.TryAcquire(context.Background(), key, r)
 	if err != nil {
@@ -65,7 +64,7 @@ func mustAcquire(t *testing.T, s *Store, key string, r baton.Request) baton.Gran
 	return g
 }
 
-func mustGet(t *testing.T, s *Store, key string) baton.Record {
+func mustGet(t *testing.T, s *Store, key string) backend.Record {
 	t.Helper()
 	rec, err := s.Get(context.Background(), key)
 	if err != nil {

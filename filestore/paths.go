@@ -16,7 +16,7 @@ import (
 //	               only when the record must be created or n overflows
 //	NAME.epoch.tmp the next epoch file while it is being written
 //
-// Lock names are at most 253 bytes (baton.MaxNameLength) but file names at
+// Lock names are at most 253 bytes (backend.MaxNameLength) but file names at
 // most 255, so names longer than maxPlainBase are shortened to a prefix, a
 // '~' (which no lock name contains, so shortened and plain names never
 // collide) and 128 bits of the name's SHA-256. The record holds the full

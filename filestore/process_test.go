@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // The cross-process test re-executes the test binary; TestMain sends these
@@ -171,8 +173,8 @@ func helperRun() error {
 	holder := fmt.Sprintf("proc-%d", os.Getpid())
 	pid := os.Getpid()
 	for done := 0; done < rounds; {
-		g, err := s.TryAcquire(ctx, helperKey, baton.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: time.Minute})
-		if errors.Is(err, baton.ErrHeld) {
+		g, err := s.TryAcquire(ctx, helperKey, backend.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: time.Minute})
+		if errors.Is(err, backend.ErrHeld) {
 			t := time.NewTimer(20 * time.Millisecond)
 			select {
 			case _, ok := <-changes:

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/baton-go/baton/backend"
 	"io"
 	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
-
-	"github.com/baton-go/baton"
 )
 
 // recordVersion is the only record format this package reads and writes.
@@ -58,8 +57,8 @@ func (r record) owns(holder, nonce string) bool {
 	return r.holder != "" && r.holder == holder && r.nonce == nonce
 }
 
-func (r record) toRecord(now int64, bootID string) baton.Record {
-	return baton.Record{
+func (r record) toRecord(now int64, bootID string) backend.Record {
+	return backend.Record{
 		Key:         r.key,
 		Holder:      r.holder,
 		Nonce:       r.nonce,
@@ -109,15 +108,15 @@ func (r record) encode() []byte {
 	return append(b, '\n')
 }
 
-// corrupt returns an error matching baton.ErrCorruptRecord.
+// corrupt returns an error matching backend.ErrCorruptRecord.
 func corrupt(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{baton.ErrCorruptRecord}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{backend.ErrCorruptRecord}, args...)...)
 }
 
 // decodeRecord parses a record strictly: one JSON object with exactly the
 // fields of version 1, each once and spelled exactly, values of the right
 // type and range, consistent with each other, and nothing after the object
-// but white space. Every error matches baton.ErrCorruptRecord; the caller
+// but white space. Every error matches backend.ErrCorruptRecord; the caller
 // adds the file's path.
 func decodeRecord(data []byte) (record, error) {
 	if len(data) > maxRecordLen {
@@ -231,7 +230,7 @@ func decodeRecord(data []byte) (record, error) {
 // check reports whether r's fields are consistent. Records that pass encode
 // to JSON that decodes back to them.
 func (r record) check() error {
-	if err := baton.ValidateName(r.key); err != nil {
+	if err := backend.ValidateName(r.key); err != nil {
 		return corrupt("key: %v", err)
 	}
 	if r.token == 0 {

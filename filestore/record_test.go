@@ -2,11 +2,10 @@ package filestore
 
 import (
 	"errors"
+	"github.com/baton-go/baton/backend"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/baton-go/baton"
 )
 
 func validHeld() record {
@@ -119,7 +118,7 @@ func TestDecodeRecordRejects(t *testing.T) {
 			if err == nil {
 				t.Fatalf("decodeRecord(%q) = %+v, want an error", c.data, r)
 			}
-			if !errors.Is(err, baton.ErrCorruptRecord) {
+			if !errors.Is(err, backend.ErrCorruptRecord) {
 				t.Errorf("error %v does not match ErrCorruptRecord", err)
 			}
 			if !strings.Contains(err.Error(), c.want) {
@@ -160,7 +159,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := decodeRecord(data)
 		if err != nil {
-			if !errors.Is(err, baton.ErrCorruptRecord) {
+			if !errors.Is(err, backend.ErrCorruptRecord) {
 				t.Fatalf("error %v does not match ErrCorruptRecord", err)
 			}
 			return

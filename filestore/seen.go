@@ -1,10 +1,9 @@
 package filestore
 
 import (
+	"github.com/baton-go/baton/backend"
 	"sync"
 	"time"
-
-	"github.com/baton-go/baton"
 )
 
 // A Store remembers, per lock, the last live claim it saw (in a record it
@@ -20,7 +19,7 @@ import (
 //
 // on the machine's monotonic clock, which every process reads alike (see
 // the package documentation). Until then TryAcquire refuses with a
-// *baton.HeldError naming the last holder seen.
+// *backend.HeldError naming the last holder seen.
 type seenClaims struct {
 	mu sync.Mutex
 	m  map[string]*seenClaim
@@ -59,7 +58,7 @@ func (c *seenClaims) forget(key string) {
 // missing is called when key's record is missing at machine time now. It
 // returns a HeldError for the last claim seen if that claim could still be
 // live, else nil (and forgets the claim).
-func (c *seenClaims) missing(key string, now int64) *baton.HeldError {
+func (c *seenClaims) missing(key string, now int64) *backend.HeldError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sc := c.m[key]
@@ -74,5 +73,5 @@ func (c *seenClaims) missing(key string, now int64) *baton.HeldError {
 		delete(c.m, key)
 		return nil
 	}
-	return &baton.HeldError{Key: key, Holder: sc.holder, Token: sc.token, RetryAfter: time.Duration(end - now)}
+	return &backend.HeldError{Key: key, Holder: sc.holder, Token: sc.token, RetryAfter: time.Duration(end - now)}
 }

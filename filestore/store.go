@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-go/baton/backend"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -12,8 +13,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/baton-go/baton"
 )
 
 // DefaultPermissions is the mode of the files the store creates, before the
@@ -21,7 +20,7 @@ import (
 // matching search (x) bits: 0o700 by default.
 const DefaultPermissions fs.FileMode = 0o600
 
-// Store is a baton.Backend (and baton.Watcher, baton.Lister) that keeps its
+// Store is a backend.Backend (and backend.Watcher, backend.Lister) that keeps its
 // records in a directory on the local file system. See the package
 // documentation.
 //
@@ -41,9 +40,9 @@ type Store struct {
 }
 
 var (
-	_ baton.Backend = (*Store)(nil)
-	_ baton.Watcher = (*Store)(nil)
-	_ baton.Lister  = (*Store)(nil)
+	_ backend.Backend = (*Store)(nil)
+	_ backend.Watcher = (*Store)(nil)
+	_ backend.Lister  = (*Store)(nil)
 )
 
 // Option configures New.
@@ -57,7 +56,7 @@ type options struct {
 // ReadOnly opens the store for reading only (Get, List, Watch), as status
 // views need: New then neither creates the directory nor checks that it is
 // writable, and every operation that would write (TryAcquire, Renew,
-// Release, ForceRelease) fails with an error matching baton.ErrForbidden.
+// Release, ForceRelease) fails with an error matching backend.ErrForbidden.
 // A missing directory reads as one without locks (List) or records (Get).
 func ReadOnly() Option {
 	return func(o *options) { o.readOnly = true }
@@ -90,10 +89,10 @@ func New(dir string, opts ...Option) (*Store, error) {
 		}
 	}
 	if o.perm&^fs.ModePerm != 0 || o.perm&0o600 != 0o600 {
-		return nil, fmt.Errorf("file: %w: permissions %v must be permission bits only and include owner read and write (0o600)", baton.ErrInvalidOptions, o.perm)
+		return nil, fmt.Errorf("file: %w: permissions %v must be permission bits only and include owner read and write (0o600)", backend.ErrInvalidOptions, o.perm)
 	}
 	if dir == "" {
-		return nil, fmt.Errorf("file: %w: lock directory is empty", baton.ErrInvalidOptions)
+		return nil, fmt.Errorf("file: %w: lock directory is empty", backend.ErrInvalidOptions)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -146,16 +145,16 @@ func dirPerm(perm fs.FileMode) fs.FileMode { return perm | (perm&0o444)>>2 }
 // Dir returns the absolute path of the lock directory.
 func (s *Store) Dir() string { return s.dir }
 
-// TryAcquire implements baton.Backend. See the package documentation for
+// TryAcquire implements backend.Backend. See the package documentation for
 // when a claim counts as expired.
-func (s *Store) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
-	if err := baton.ValidateName(key); err != nil {
-		return baton.Grant{}, fmt.Errorf("file: %w", err)
+func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
+	if err := backend.ValidateName(key); err != nil {
+		return backend.Grant{}, fmt.Errorf("file: %w", err)
 	}
 	if err := checkRequest(req.Holder, req.Nonce, req.TTL); err != nil {
-		return baton.Grant{}, fmt.Errorf("file: lock %q: %w", key, err)
+		return backend.Grant{}, fmt.Errorf("file: lock %q: %w", key, err)
 	}
-	var g baton.Grant
+	var g backend.Grant
 	err := s.locked(ctx, key, func(p paths, old *record, now int64) error {
 		r := &record{
 			key:     key,
@@ -174,7 +173,7 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 			return err
 		}
 		s.seen.saw(key, r, now, s.bootID)
-		g = baton.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: r.token, TTL: req.TTL}
+		g = backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: r.token, TTL: req.TTL}
 		return nil
 	})
 	return g, err
@@ -182,7 +181,7 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 
 // nextClaim fills in r's token and transitions for an acquisition that
 // finds old (nil if the record is missing) at machine time now, or
-// returns a *baton.HeldError if the lock is, or may still be, held. It
+// returns a *backend.HeldError if the lock is, or may still be, held. It
 // writes the epoch file when the record must be created or n would
 // overflow (see epoch.go).
 func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record) error {
@@ -202,7 +201,7 @@ func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record
 	}
 	s.seen.saw(key, old, now, s.bootID)
 	if left := old.remaining(now, s.bootID); left > 0 {
-		return &baton.HeldError{Key: key, Holder: old.holder, Token: old.token, RetryAfter: left}
+		return &backend.HeldError{Key: key, Holder: old.holder, Token: old.token, RetryAfter: left}
 	}
 	r.transitions = old.transitions
 	if old.holder != r.holder {
@@ -217,15 +216,15 @@ func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record
 	return err
 }
 
-// Renew implements baton.Backend: it extends g's claim to g.TTL from now,
+// Renew implements backend.Backend: it extends g's claim to g.TTL from now,
 // if g's owner still holds it and it has not expired. An expired claim is
 // lost even if nobody has taken it yet.
-func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
-	if err := baton.ValidateName(g.Key); err != nil {
-		return baton.Grant{}, fmt.Errorf("file: %w", err)
+func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
+	if err := backend.ValidateName(g.Key); err != nil {
+		return backend.Grant{}, fmt.Errorf("file: %w", err)
 	}
 	if err := checkRequest(g.Holder, g.Nonce, g.TTL); err != nil {
-		return baton.Grant{}, fmt.Errorf("file: lock %q: %w", g.Key, err)
+		return backend.Grant{}, fmt.Errorf("file: lock %q: %w", g.Key, err)
 	}
 	err := s.locked(ctx, g.Key, func(p paths, old *record, now int64) error {
 		if old == nil {
@@ -245,15 +244,15 @@ func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 		return nil
 	})
 	if err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	g.Version = ""
 	return g, nil
 }
 
-// Release implements baton.Backend: it frees g's key if g's owner still
+// Release implements backend.Backend: it frees g's key if g's owner still
 // holds it and the claim has not expired, keeping the fencing counter.
-func (s *Store) Release(ctx context.Context, g baton.Grant) error {
+func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	return s.locked(ctx, g.Key, func(p paths, old *record, now int64) error {
 		if old == nil {
 			s.freeGuard(p, g)
@@ -275,7 +274,7 @@ func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 // "release" command of the CLI); a holder whose claim is force-released
 // learns it at its next renew, and until then may still believe it holds
 // the lock, which is what fencing tokens are for. It returns an error
-// matching baton.ErrNotFound if key has no record, and succeeds if the key
+// matching backend.ErrNotFound if key has no record, and succeeds if the key
 // is already free.
 func (s *Store) ForceRelease(ctx context.Context, key string) error {
 	return s.locked(ctx, key, func(p paths, old *record, now int64) error {
@@ -286,7 +285,7 @@ func (s *Store) ForceRelease(ctx context.Context, key string) error {
 			s.seen.forget(key)
 			return s.writeGuard(p, &r)
 		case old == nil:
-			return fmt.Errorf("file: lock %q: %w (%s)", key, baton.ErrNotFound, p.record)
+			return fmt.Errorf("file: lock %q: %w (%s)", key, backend.ErrNotFound, p.record)
 		case old.holder == "":
 			s.seen.forget(key)
 			return nil
@@ -306,40 +305,40 @@ func free(r record) record {
 	return r
 }
 
-// Get implements baton.Backend. It reads without taking the file lock:
+// Get implements backend.Backend. It reads without taking the file lock:
 // records are replaced by rename, so a reader sees the old or the new one.
-func (s *Store) Get(ctx context.Context, key string) (baton.Record, error) {
-	if err := baton.ValidateName(key); err != nil {
-		return baton.Record{}, fmt.Errorf("file: %w", err)
+func (s *Store) Get(ctx context.Context, key string) (backend.Record, error) {
+	if err := backend.ValidateName(key); err != nil {
+		return backend.Record{}, fmt.Errorf("file: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return baton.Record{}, err
+		return backend.Record{}, err
 	}
 	p := s.paths(key)
 	r, err := s.read(key, p.record)
 	if err != nil {
-		return baton.Record{}, err
+		return backend.Record{}, err
 	}
 	now, err := s.now()
 	if err != nil {
-		return baton.Record{}, err
+		return backend.Record{}, err
 	}
 	if r == nil {
 		s.seen.missing(key, now) // starts the count if a claim was seen
 		if s.guardHeld(p, key, now) != nil {
 			return s.readGuard(p, key).toRecord(now, s.bootID), nil // deleted while held
 		}
-		return baton.Record{}, fmt.Errorf("file: lock %q: %w (%s)", key, baton.ErrNotFound, p.record)
+		return backend.Record{}, fmt.Errorf("file: lock %q: %w (%s)", key, backend.ErrNotFound, p.record)
 	}
 	s.seen.saw(key, r, now, s.bootID)
 	return r.toRecord(now, s.bootID), nil
 }
 
-// List implements baton.Lister: the records of all locks in the directory,
+// List implements backend.Lister: the records of all locks in the directory,
 // sorted by name. Records that cannot be read or decoded are left out and
 // reported, each with its path, in the error (an errors.Join); the others
 // are still returned.
-func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
+func (s *Store) List(ctx context.Context) ([]backend.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -355,7 +354,7 @@ func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
 		return nil, err
 	}
 	var (
-		recs []baton.Record
+		recs []backend.Record
 		errs []error
 	)
 	for _, e := range entries {
@@ -385,7 +384,7 @@ func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
 		}
 		recs = append(recs, r.toRecord(now, s.bootID))
 	}
-	slices.SortFunc(recs, func(a, b baton.Record) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(recs, func(a, b backend.Record) int { return strings.Compare(a.Key, b.Key) })
 	return recs, errors.Join(errs...)
 }
 
@@ -393,19 +392,19 @@ func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
 // that every record written decodes again.
 func checkRequest(holder, nonce string, ttl time.Duration) error {
 	if err := checkOwner(holder, nonce); err != nil {
-		return fmt.Errorf("%w: %v", baton.ErrInvalidOptions, err)
+		return fmt.Errorf("%w: %v", backend.ErrInvalidOptions, err)
 	}
 	if ttl <= 0 || ttl > maxTTL {
-		return fmt.Errorf("%w: TTL %v is not in (0, %v]", baton.ErrInvalidOptions, ttl, maxTTL)
+		return fmt.Errorf("%w: TTL %v is not in (0, %v]", backend.ErrInvalidOptions, ttl, maxTTL)
 	}
 	return nil
 }
 
 // checkOwned returns nil if old is g's unexpired claim, else an error
-// matching baton.ErrLost that says what happened.
-func (s *Store) checkOwned(g baton.Grant, old *record, now int64) error {
+// matching backend.ErrLost that says what happened.
+func (s *Store) checkOwned(g backend.Grant, old *record, now int64) error {
 	lost := func(format string, args ...any) error {
-		return fmt.Errorf("file: lock %q: %w: "+format, append([]any{g.Key, baton.ErrLost}, args...)...)
+		return fmt.Errorf("file: lock %q: %w: "+format, append([]any{g.Key, backend.ErrLost}, args...)...)
 	}
 	switch {
 	case old == nil:
@@ -429,11 +428,11 @@ func (s *Store) checkOwned(g baton.Grant, old *record, now int64) error {
 // and calls fn, all under the lock. A corrupt record is reported, never
 // passed to fn.
 func (s *Store) locked(ctx context.Context, key string, fn func(p paths, old *record, now int64) error) error {
-	if err := baton.ValidateName(key); err != nil {
+	if err := backend.ValidateName(key); err != nil {
 		return fmt.Errorf("file: %w", err)
 	}
 	if s.readOnly {
-		return fmt.Errorf("file: lock %q: %w: the store was opened read-only (filestore.ReadOnly)", key, baton.ErrForbidden)
+		return fmt.Errorf("file: lock %q: %w: the store was opened read-only (filestore.ReadOnly)", key, backend.ErrForbidden)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -18,14 +18,16 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 var bg = context.Background()
 
 func wantHeld(t *testing.T, err error, holder string, token uint64, retryAfter time.Duration) {
 	t.Helper()
-	var held *baton.HeldError
-	if !errors.As(err, &held) || !errors.Is(err, baton.ErrHeld) {
+	var held *backend.HeldError
+	if !errors.As(err, &held) || !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("err = %v, want *HeldError matching ErrHeld", err)
 	}
 	if held.Holder != holder || held.Token != token || held.RetryAfter != retryAfter {
@@ -48,7 +50,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	a, b := newStore(t, dir, clk), newStore(t, dir, clk)
 	const ttl = 10 * time.Second
 
-	if _, err := a.Get(bg, "job"); !errors.Is(err, baton.ErrNotFound) {
+	if _, err := a.Get(bg, "job"); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("Get before any acquire: %v, want ErrNotFound", err)
 	}
 	ga := mustAcquire(t, a, "job", req("a", "n1", ttl))
@@ -77,7 +79,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	forged := ga
 	forged.Token = 7
 	_, err = a.Renew(bg, forged)
-	wantErr(t, err, baton.ErrLost, "the grant has token 7, the claim token 1")
+	wantErr(t, err, backend.ErrLost, "the grant has token 7, the claim token 1")
 
 	// Renew restarts the TTL from now and keeps the token.
 	g2, err := a.Renew(bg, ga)
@@ -99,8 +101,8 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 	before := readBytes(t, recordPath(dir, "job"))
 	_, err = a.Renew(bg, ga)
-	wantErr(t, err, baton.ErrLost, "expired")
-	wantErr(t, a.Release(bg, ga), baton.ErrLost, "expired")
+	wantErr(t, err, backend.ErrLost, "expired")
+	wantErr(t, a.Release(bg, ga), backend.ErrLost, "expired")
 	if after := readBytes(t, recordPath(dir, "job")); !bytes.Equal(before, after) {
 		t.Fatalf("a failed renew or release changed the record:\n%s\n%s", before, after)
 	}
@@ -111,8 +113,8 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatalf("takeover token %d, want 2", gb.Token)
 	}
 	_, err = a.Renew(bg, ga)
-	wantErr(t, err, baton.ErrLost, `held by "b" (token 2)`)
-	wantErr(t, a.Release(bg, ga), baton.ErrLost, `held by "b"`)
+	wantErr(t, err, backend.ErrLost, `held by "b" (token 2)`)
+	wantErr(t, a.Release(bg, ga), backend.ErrLost, `held by "b"`)
 	if rec := mustGet(t, a, "job"); rec.Holder != "b" || rec.Token != 2 || rec.Transitions != 1 || rec.Remaining != ttl {
 		t.Fatalf("after takeover Get = %+v", rec)
 	}
@@ -124,10 +126,10 @@ func TestLeaseLifecycle(t *testing.T) {
 	if rec := mustGet(t, a, "job"); rec.Holder != "" || rec.Nonce != "" || rec.Token != 2 || rec.Held() {
 		t.Fatalf("after release Get = %+v", rec)
 	}
-	wantErr(t, b.Release(bg, gb), baton.ErrLost, "released")
+	wantErr(t, b.Release(bg, gb), backend.ErrLost, "released")
 
 	_, err = b.Renew(bg, gb)
-	wantErr(t, err, baton.ErrLost, "released")
+	wantErr(t, err, backend.ErrLost, "released")
 	if g := mustAcquire(t, a, "job", req("a", "n3", ttl)); g.Token != 3 {
 		t.Fatalf("token after release %d, want 3", g.Token)
 	}
@@ -170,9 +172,9 @@ func TestRebootExpiresClaimKeepsToken(t *testing.T) {
 	if rec := mustGet(t, after, "job"); rec.Holder != "a" || rec.Remaining != 0 || rec.Held() {
 		t.Fatalf("Get after reboot = %+v, want expired", rec)
 	}
-	old := baton.Grant{Key: "job", Holder: "a", Nonce: "n1", Token: 1, TTL: time.Hour}
+	old := backend.Grant{Key: "job", Holder: "a", Nonce: "n1", Token: 1, TTL: time.Hour}
 	_, err := after.Renew(bg, old)
-	wantErr(t, err, baton.ErrLost, "rebooted")
+	wantErr(t, err, backend.ErrLost, "rebooted")
 	if g := mustAcquire(t, after, "job", req("b", "m1", time.Minute)); g.Token != 2 {
 		t.Fatalf("token after reboot %d, want 2", g.Token)
 	}
@@ -185,7 +187,7 @@ func TestRebootExpiresClaimKeepsToken(t *testing.T) {
 func TestTransitions(t *testing.T) {
 	dir, clk := t.TempDir(), newFakeClock()
 	s := newStore(t, dir, clk)
-	step := func(holder string, want uint64) baton.Grant {
+	step := func(holder string, want uint64) backend.Grant {
 		t.Helper()
 		g := mustAcquire(t, s, "t", req(holder, baton.NewNonce(), time.Second))
 		if rec := mustGet(t, s, "t"); rec.Transitions != want {
@@ -221,17 +223,17 @@ func TestCorruptRecordIsNeverOverwritten(t *testing.T) {
 			if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			g := baton.Grant{Key: key, Holder: "host-1a2b3c4d", Nonce: "0011223344556677", Token: 42, TTL: time.Minute}
+			g := backend.Grant{Key: key, Holder: "host-1a2b3c4d", Nonce: "0011223344556677", Token: 42, TTL: time.Minute}
 			_, err := s.TryAcquire(bg, key, req("x", "y", time.Minute))
-			wantErr(t, err, baton.ErrCorruptRecord, path)
+			wantErr(t, err, backend.ErrCorruptRecord, path)
 			_, err = s.Renew(bg, g)
-			wantErr(t, err, baton.ErrCorruptRecord, path)
-			wantErr(t, s.Release(bg, g), baton.ErrCorruptRecord, path)
-			wantErr(t, s.ForceRelease(bg, key), baton.ErrCorruptRecord, path)
+			wantErr(t, err, backend.ErrCorruptRecord, path)
+			wantErr(t, s.Release(bg, g), backend.ErrCorruptRecord, path)
+			wantErr(t, s.ForceRelease(bg, key), backend.ErrCorruptRecord, path)
 			_, err = s.Get(bg, key)
-			wantErr(t, err, baton.ErrCorruptRecord, path)
+			wantErr(t, err, backend.ErrCorruptRecord, path)
 			_, err = s.List(bg)
-			wantErr(t, err, baton.ErrCorruptRecord, path)
+			wantErr(t, err, backend.ErrCorruptRecord, path)
 			if got := string(readBytes(t, path)); got != content {
 				t.Fatalf("record was rewritten to %q", got)
 			}
@@ -245,7 +247,7 @@ func TestCorruptRecordIsNeverOverwritten(t *testing.T) {
 func TestForceRelease(t *testing.T) {
 	dir := t.TempDir()
 	s := newStore(t, dir, nil)
-	wantErr(t, s.ForceRelease(bg, "f"), baton.ErrNotFound, "f.json")
+	wantErr(t, s.ForceRelease(bg, "f"), backend.ErrNotFound, "f.json")
 	g := mustAcquire(t, s, "f", req("a", "n", time.Minute))
 	if err := s.ForceRelease(bg, "f"); err != nil {
 		t.Fatal(err)
@@ -254,7 +256,7 @@ func TestForceRelease(t *testing.T) {
 		t.Fatalf("ForceRelease of a free lock: %v", err)
 	}
 	_, err := s.Renew(bg, g)
-	wantErr(t, err, baton.ErrLost, "released")
+	wantErr(t, err, backend.ErrLost, "released")
 	if g := mustAcquire(t, s, "f", req("b", "m", time.Minute)); g.Token != 2 {
 		t.Fatalf("token after force release %d, want 2", g.Token)
 	}
@@ -263,9 +265,9 @@ func TestForceRelease(t *testing.T) {
 func TestInvalidNamesTouchNothing(t *testing.T) {
 	dir := t.TempDir()
 	s := newStore(t, dir, nil)
-	names := []string{"", "A", "../x", "..", ".", "a/b", "/etc/passwd", ".hidden", "a..b", "a\x00b", strings.Repeat("a", baton.MaxNameLength+1)}
+	names := []string{"", "A", "../x", "..", ".", "a/b", "/etc/passwd", ".hidden", "a..b", "a\x00b", strings.Repeat("a", backend.MaxNameLength+1)}
 	for _, name := range names {
-		g := baton.Grant{Key: name, Holder: "h", Nonce: "n", Token: 1, TTL: time.Second}
+		g := backend.Grant{Key: name, Holder: "h", Nonce: "n", Token: 1, TTL: time.Second}
 		errs := map[string]error{}
 		_, errs["TryAcquire"] = s.TryAcquire(bg, name, req("h", "n", time.Second))
 		_, errs["Renew"] = s.Renew(bg, g)
@@ -274,7 +276,7 @@ func TestInvalidNamesTouchNothing(t *testing.T) {
 		_, errs["Get"] = s.Get(bg, name)
 		_, errs["Watch"] = s.Watch(bg, name)
 		for op, err := range errs {
-			if !errors.Is(err, baton.ErrInvalidName) {
+			if !errors.Is(err, backend.ErrInvalidName) {
 				t.Errorf("%s(%q) = %v, want ErrInvalidName", op, name, err)
 			}
 		}
@@ -287,7 +289,7 @@ func TestInvalidNamesTouchNothing(t *testing.T) {
 func TestInvalidRequestsWriteNothing(t *testing.T) {
 	dir := t.TempDir()
 	s := newStore(t, dir, nil)
-	bad := []baton.Request{
+	bad := []backend.Request{
 		req("", "n", time.Second),
 		req("h", "", time.Second),
 		req("h", "n", 0),
@@ -297,11 +299,11 @@ func TestInvalidRequestsWriteNothing(t *testing.T) {
 		req(strings.Repeat("h", maxOwnerLen+1), "n", time.Second),
 	}
 	for _, r := range bad {
-		if _, err := s.TryAcquire(bg, "k", r); !errors.Is(err, baton.ErrInvalidOptions) {
+		if _, err := s.TryAcquire(bg, "k", r); !errors.Is(err, backend.ErrInvalidOptions) {
 			t.Errorf("TryAcquire(%+v) = %v, want ErrInvalidOptions", r, err)
 		}
-		g := baton.Grant{Key: "k", Holder: r.Holder, Nonce: r.Nonce, TTL: r.TTL}
-		if _, err := s.Renew(bg, g); !errors.Is(err, baton.ErrInvalidOptions) {
+		g := backend.Grant{Key: "k", Holder: r.Holder, Nonce: r.Nonce, TTL: r.TTL}
+		if _, err := s.Renew(bg, g); !errors.Is(err, backend.ErrInvalidOptions) {
 			t.Errorf("Renew(%+v) = %v, want ErrInvalidOptions", g, err)
 		}
 	}
@@ -319,8 +321,8 @@ func TestInvalidRequestsWriteNothing(t *testing.T) {
 func TestLongNames(t *testing.T) {
 	dir := t.TempDir()
 	s := newStore(t, dir, nil)
-	long := strings.Repeat("a", baton.MaxNameLength)
-	long2 := strings.Repeat("a", baton.MaxNameLength-1) + "b" // same shortened prefix
+	long := strings.Repeat("a", backend.MaxNameLength)
+	long2 := strings.Repeat("a", backend.MaxNameLength-1) + "b" // same shortened prefix
 	plain := strings.Repeat("c", maxPlainBase)
 	for i, name := range []string{long, long2, plain} {
 		g := mustAcquire(t, s, name, req("h", "n", time.Minute))
@@ -351,7 +353,7 @@ func TestList(t *testing.T) {
 	for _, k := range []string{"b", "a", "c"} {
 		mustAcquire(t, s, k, req("h-"+k, "n", time.Minute))
 	}
-	if err := s.Release(bg, baton.Grant{Key: "c", Holder: "h-c", Nonce: "n", Token: 1}); err != nil {
+	if err := s.Release(bg, backend.Grant{Key: "c", Holder: "h-c", Nonce: "n", Token: 1}); err != nil {
 		t.Fatal(err)
 	}
 	bad := filepath.Join(dir, "d.json")
@@ -378,8 +380,8 @@ func TestList(t *testing.T) {
 	if !recs[0].Held() || recs[0].Holder != "h-a" || recs[2].Held() || recs[2].Token != 1 {
 		t.Errorf("List = %+v", recs)
 	}
-	wantErr(t, err, baton.ErrCorruptRecord, bad)
-	wantErr(t, err, baton.ErrCorruptRecord, misplaced)
+	wantErr(t, err, backend.ErrCorruptRecord, bad)
+	wantErr(t, err, backend.ErrCorruptRecord, misplaced)
 	if strings.Contains(err.Error(), "x.json.tmp") || strings.Contains(err.Error(), ".y.json") {
 		t.Errorf("List reported temporary or hidden files: %v", err)
 	}
@@ -444,7 +446,7 @@ func TestNew(t *testing.T) {
 			t.Errorf("directory mode %v, want %v", fi.Mode().Perm(), want)
 		}
 		for _, perm := range []fs.FileMode{0o400, 0o200, 0o1600, fs.ModeDir | 0o700} {
-			if _, err := New(t.TempDir(), WithPermissions(perm)); !errors.Is(err, baton.ErrInvalidOptions) {
+			if _, err := New(t.TempDir(), WithPermissions(perm)); !errors.Is(err, backend.ErrInvalidOptions) {
 				t.Errorf("WithPermissions(%v): %v, want ErrInvalidOptions", perm, err)
 			}
 		}
@@ -482,7 +484,7 @@ func TestNew(t *testing.T) {
 		}
 	})
 	t.Run("empty", func(t *testing.T) {
-		if _, err := New(""); !errors.Is(err, baton.ErrInvalidOptions) {
+		if _, err := New(""); !errors.Is(err, backend.ErrInvalidOptions) {
 			t.Fatalf("New(\"\") = %v", err)
 		}
 	})
@@ -516,7 +518,7 @@ func TestContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
 	defer cancel()
-	if _, err := s.Renew(ctx, g); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, baton.ErrLost) {
+	if _, err := s.Renew(ctx, g); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, backend.ErrLost) {
 		t.Fatalf("Renew while the file is locked: %v, want DeadlineExceeded", err)
 	}
 	// Readers do not need the file lock.
@@ -552,7 +554,7 @@ func TestConcurrentGoroutines(t *testing.T) {
 		wg.Go(func() {
 			for done := 0; done < rounds; {
 				g, err := s.TryAcquire(bg, "k", req("w", baton.NewNonce(), time.Minute))
-				if errors.Is(err, baton.ErrHeld) {
+				if errors.Is(err, backend.ErrHeld) {
 					continue
 				}
 				if err != nil {
@@ -625,7 +627,7 @@ func TestWithMutex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m2.TryLock(ctx); !errors.Is(err, baton.ErrHeld) {
+	if _, err := m2.TryLock(ctx); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("TryLock while held: %v", err)
 	}
 	got := make(chan *baton.Lease, 1)
@@ -672,7 +674,7 @@ func TestReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := w.TryAcquire(context.Background(), "job", baton.Request{Holder: "h", Nonce: "n", TTL: time.Minute})
+	g, err := w.TryAcquire(context.Background(), "job", backend.Request{Holder: "h", Nonce: "n", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -687,7 +689,7 @@ func TestReadOnly(t *testing.T) {
 	if r, err := ro.Get(context.Background(), "job"); err != nil || r.Holder != "h" || r.Token != g.Token {
 		t.Errorf("Get: %+v, %v; want held by h with token %d", r, err, g.Token)
 	}
-	if _, err := ro.TryAcquire(context.Background(), "other", baton.Request{Holder: "x", Nonce: "m", TTL: time.Minute}); !errors.Is(err, baton.ErrForbidden) {
+	if _, err := ro.TryAcquire(context.Background(), "other", backend.Request{Holder: "x", Nonce: "m", TTL: time.Minute}); !errors.Is(err, backend.ErrForbidden) {
 		t.Errorf("TryAcquire on a read-only store: %v, want ErrForbidden", err)
 	}
 	after, err := os.Stat(dir)

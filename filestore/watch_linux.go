@@ -5,10 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"os"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"golang.org/x/sys/unix"
+	"os"
 )
 
 // Events that may mean a record changed: a rename onto it (every write by
@@ -17,14 +16,14 @@ import (
 const watchMask = unix.IN_MOVED_TO | unix.IN_CLOSE_WRITE | unix.IN_DELETE | unix.IN_MOVED_FROM |
 	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
 
-// Watch implements baton.Watcher with inotify on the lock directory. The
+// Watch implements backend.Watcher with inotify on the lock directory. The
 // returned channel (buffer 1) receives a value after key's record was
 // replaced, written, or removed; several changes may fold into one value.
 // It is closed when ctx ends or the watch breaks (the directory was removed
 // or moved, or reading inotify failed). The goroutine reading inotify ends
 // with it; no file descriptor outlives it.
 func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
-	if err := baton.ValidateName(key); err != nil {
+	if err := backend.ValidateName(key); err != nil {
 		return nil, fmt.Errorf("file: %w", err)
 	}
 	if err := ctx.Err(); err != nil {

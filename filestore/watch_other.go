@@ -5,15 +5,14 @@ package filestore
 import (
 	"context"
 	"fmt"
+	"github.com/baton-go/baton/backend"
 	"runtime"
-
-	"github.com/baton-go/baton"
 )
 
-// Watch implements baton.Watcher. Change notification is implemented only
+// Watch implements backend.Watcher. Change notification is implemented only
 // on Linux (inotify); elsewhere Watch returns an error and the engine polls.
 func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
-	if err := baton.ValidateName(key); err != nil {
+	if err := backend.ValidateName(key); err != nil {
 		return nil, fmt.Errorf("file: %w", err)
 	}
 	return nil, fmt.Errorf("file: watching is not supported on %s; poll instead", runtime.GOOS)

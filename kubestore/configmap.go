@@ -3,11 +3,7 @@ package kubestore
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -16,6 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"slices"
+	"strconv"
+	"time"
 )
 
 // Annotations of the ConfigMap record format (besides AnnotationToken,
@@ -65,7 +64,7 @@ func NewConfigMap(client kubernetes.Interface, namespace string, opts ...Option)
 		return nil, fmt.Errorf("kube: NewConfigMap: %w", err)
 	}
 	if s.o.adopt {
-		return nil, fmt.Errorf("kube: NewConfigMap: %w: WithAdoption applies to Leases only", baton.ErrInvalidOptions)
+		return nil, fmt.Errorf("kube: NewConfigMap: %w: WithAdoption applies to Leases only", backend.ErrInvalidOptions)
 	}
 	return &ConfigMapStore{s}, nil
 }

@@ -1,11 +1,10 @@
 package kubestore_test
 
 import (
-	"testing"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
 	"github.com/baton-go/baton/kubestore"
+	"testing"
 )
 
 // TestLeaseConformance runs baton's backend conformance suite against a
@@ -16,9 +15,9 @@ import (
 func TestLeaseConformance(t *testing.T) {
 	cfg := controlPlane(t)
 	batontest.Run(t, batontest.Harness{
-		Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+		Open: func(t *testing.T) func(t *testing.T) backend.Backend {
 			ns := newNamespace(t)
-			return func(t *testing.T) baton.Backend {
+			return func(t *testing.T) backend.Backend {
 				s, err := kubestore.NewLeaseForConfig(cfg, ns, kubestore.WithRateLimit(500, 1000))
 				if err != nil {
 					t.Fatal(err)
@@ -34,9 +33,9 @@ func TestLeaseConformance(t *testing.T) {
 func TestConfigMapConformance(t *testing.T) {
 	cfg := controlPlane(t)
 	batontest.Run(t, batontest.Harness{
-		Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+		Open: func(t *testing.T) func(t *testing.T) backend.Backend {
 			ns := newNamespace(t)
-			return func(t *testing.T) baton.Backend {
+			return func(t *testing.T) backend.Backend {
 				s, err := kubestore.NewConfigMapForConfig(cfg, ns, kubestore.WithRateLimit(500, 1000))
 				if err != nil {
 					t.Fatal(err)

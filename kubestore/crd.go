@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/kubestore/api/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,14 +26,14 @@ import (
 // DistributedLockStore is a baton backend that keeps each lock in a
 // DistributedLock custom resource (baton.dev/v1alpha1, see package
 // kube/api/v1alpha1 and deploy/crd) of one namespace, named after the lock.
-// It implements baton.Backend, baton.Watcher, baton.Lister and
-// baton.ForceReleaser, and is safe for concurrent use.
+// It implements backend.Backend, backend.Watcher, backend.Lister and
+// backend.ForceReleaser, and is safe for concurrent use.
 //
 // A DistributedLock is a mutex with exactly the guarantees of LeaseStore,
 // in a resource of baton's own (with an application name, a schema and
 // kubectl columns). Its spec.capacity must be 1 (the default). An object
 // with a larger capacity (a counting semaphore, which baton's first
-// versions kept in one object) is refused with baton.ErrMisconfigured:
+// versions kept in one object) is refused with backend.ErrMisconfigured:
 // its holders shared one token counter, so a protected resource could not
 // fence them, and the Mutex's first guarantee is one holder. For several
 // holders use baton.NewSemaphore, which keeps one object per slot, each a
@@ -54,7 +54,7 @@ import (
 // and client restarts. An object whose status.protocolVersion is newer
 // than this package knows (a future format with waiters or read/write
 // modes) is never written: every operation on it fails with
-// baton.ErrCorruptRecord.
+// backend.ErrCorruptRecord.
 //
 // # Clock model: expiry per holder entry, by local observation
 //
@@ -81,7 +81,7 @@ import (
 //
 // # Records
 //
-// Get and List return one baton.Record per lock: Token is status.token
+// Get and List return one backend.Record per lock: Token is status.token
 // (the last token issued), and Holder, Nonce, TTL, AcquireTime, RenewTime
 // and Remaining describe the first holder entry that is still live as
 // judged here (or the first entry, expired, if none is). Holders returns
@@ -126,10 +126,10 @@ type claimSeen struct {
 }
 
 var (
-	_ baton.Backend       = (*DistributedLockStore)(nil)
-	_ baton.Watcher       = (*DistributedLockStore)(nil)
-	_ baton.Lister        = (*DistributedLockStore)(nil)
-	_ baton.ForceReleaser = (*DistributedLockStore)(nil)
+	_ backend.Backend       = (*DistributedLockStore)(nil)
+	_ backend.Watcher       = (*DistributedLockStore)(nil)
+	_ backend.Lister        = (*DistributedLockStore)(nil)
+	_ backend.ForceReleaser = (*DistributedLockStore)(nil)
 )
 
 // DistributedLockOption configures NewDistributedLock. Every Option
@@ -178,7 +178,7 @@ func NewDistributedLock(c client.WithWatch, namespace string, opts ...Distribute
 		return nil, fmt.Errorf("kube: NewDistributedLock: %w", err)
 	}
 	if s.o.adopt {
-		return nil, fmt.Errorf("kube: NewDistributedLock: %w: WithAdoption applies to Leases only", baton.ErrInvalidOptions)
+		return nil, fmt.Errorf("kube: NewDistributedLock: %w: WithAdoption applies to Leases only", backend.ErrInvalidOptions)
 	}
 	d := &DistributedLockStore{
 		base: s, c: c,
@@ -414,7 +414,7 @@ func (s *DistributedLockStore) checkApplication(l *v1alpha1.DistributedLock) err
 func (s *DistributedLockStore) fail(ctx context.Context, op, verb, name string, err error) error {
 	if meta.IsNoMatchError(err) || isCRDMissing(err) {
 		return fmt.Errorf("kube: %s %s %s/%s: %w: the DistributedLock CRD is not installed in the cluster; "+
-			"install it once (kubectl apply -k deploy/crd) or use another backend: %w", op, dlResource, s.base.ns, name, baton.ErrMisconfigured, err)
+			"install it once (kubectl apply -k deploy/crd) or use another backend: %w", op, dlResource, s.base.ns, name, backend.ErrMisconfigured, err)
 	}
 	return s.base.fail(ctx, op, verb, name, err)
 }
@@ -532,8 +532,8 @@ func microNow(now time.Time, prev *metav1.MicroTime) *metav1.MicroTime {
 	return &m
 }
 
-func dlGrant(l *v1alpha1.DistributedLock, h *v1alpha1.Holder, ttl time.Duration) baton.Grant {
-	return baton.Grant{Key: l.Name, Holder: h.Identity, Nonce: h.Nonce, Token: uint64(h.Token), TTL: ttl,
+func dlGrant(l *v1alpha1.DistributedLock, h *v1alpha1.Holder, ttl time.Duration) backend.Grant {
+	return backend.Grant{Key: l.Name, Holder: h.Identity, Nonce: h.Nonce, Token: uint64(h.Token), TTL: ttl,
 		Version: versionOf(l.ResourceVersion, string(l.UID))}
 }
 
@@ -541,30 +541,30 @@ func dlGrant(l *v1alpha1.DistributedLock, h *v1alpha1.Holder, ttl time.Duration)
 // this process, with one conditional write that also removes the entries
 // judged expired: a create that fails if the object exists, or an update
 // on the resourceVersion read. An object whose spec.capacity is above 1
-// is refused with baton.ErrMisconfigured (see DistributedLockStore). The new entry gets
+// is refused with backend.ErrMisconfigured (see DistributedLockStore). The new entry gets
 // token status.token+1 (a created object: its resourceVersion; see
 // create). A missing object that this process last saw held is not created
 // before that claim could have expired (see Deleted lock objects in the
 // package documentation): until then TryAcquire returns a
-// *baton.HeldError. If the lock is full it returns a
-// *baton.HeldError naming the live holder whose entry ends soonest, with
+// *backend.HeldError. If the lock is full it returns a
+// *backend.HeldError naming the live holder whose entry ends soonest, with
 // RetryAfter its remaining time as judged here; if req's owner already
-// holds a slot, a *baton.HeldError naming it.
-func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+// holds a slot, a *backend.HeldError naming it.
+func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
 	const op = "acquire"
 	ns := s.base.ns
-	if err := baton.ValidateName(key); err != nil {
-		return baton.Grant{}, fmt.Errorf("kube: %s in namespace %s: %w", op, ns, err)
+	if err := backend.ValidateName(key); err != nil {
+		return backend.Grant{}, fmt.Errorf("kube: %s in namespace %s: %w", op, ns, err)
 	}
 	if err := s.base.ctxErr(ctx, op, key); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if req.Holder == "" || req.Nonce == "" {
-		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: empty holder or nonce", op, ns, key, baton.ErrInvalidOptions)
+		return backend.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: empty holder or nonce", op, ns, key, backend.ErrInvalidOptions)
 	}
 	dur, err := leaseSeconds(req.TTL)
 	if err != nil {
-		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: %v", op, ns, key, baton.ErrInvalidOptions, err)
+		return backend.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: %v", op, ns, key, backend.ErrInvalidOptions, err)
 	}
 	var lastErr error
 	for range s.base.o.maxConflicts {
@@ -576,44 +576,44 @@ func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req b
 		return g, err
 	}
 	// Every attempt lost its conditional write: others won the lock.
-	return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: contended: lost %d conditional writes in a row to other writers (last: %v): %w",
-		op, ns, key, s.base.o.maxConflicts, lastErr, &baton.HeldError{Key: key})
+	return backend.Grant{}, fmt.Errorf("kube: %s %s/%s: contended: lost %d conditional writes in a row to other writers (last: %v): %w",
+		op, ns, key, s.base.o.maxConflicts, lastErr, &backend.HeldError{Key: key})
 }
 
 // attempt is one round of TryAcquire: read the object, decide, and write
 // conditionally. A lost race, or a deletion it let finish, returns an
 // error errRetry accepts, for TryAcquire to read again.
-func (s *DistributedLockStore) attempt(ctx context.Context, key string, req baton.Request, dur int32) (baton.Grant, error) {
+func (s *DistributedLockStore) attempt(ctx context.Context, key string, req backend.Request, dur int32) (backend.Grant, error) {
 	const op = "acquire"
 	ns := s.base.ns
 	cur, err := s.get(ctx, key)
 	switch {
 	case apierrors.IsNotFound(err) && !isCRDMissing(err):
 		if gone, rem := s.missing(key, nil); rem > 0 {
-			return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted while %q held it (token %d); "+
+			return backend.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted while %q held it (token %d); "+
 				"its claim may last until one lease duration after this process first saw it missing: %w", op, ns, key,
-				gone.holder, gone.token, &baton.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
+				gone.holder, gone.token, &backend.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
 		}
 		g, err := s.create(ctx, key, req, dur)
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return baton.Grant{}, s.fail(ctx, op, "create", key, err)
+			return backend.Grant{}, s.fail(ctx, op, "create", key, err)
 		}
 		return g, err
 	case err != nil:
-		return baton.Grant{}, s.fail(ctx, op, "get", key, err)
+		return backend.Grant{}, s.fail(ctx, op, "get", key, err)
 	}
 	if err := check(cur); err != nil {
-		return baton.Grant{}, s.fail(ctx, op, "get", key, err)
+		return backend.Grant{}, s.fail(ctx, op, "get", key, err)
 	}
 	if err := s.checkApplication(cur); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if err := checkCapacity(cur); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	rem := s.observe(cur)
 	if cur.DeletionTimestamp != nil {
-		return baton.Grant{}, s.finish(ctx, cur, rem)
+		return backend.Grant{}, s.finish(ctx, cur, rem)
 	}
 	return s.takeSlot(ctx, cur, rem, req, dur)
 }
@@ -628,14 +628,14 @@ func checkCapacity(cur *v1alpha1.DistributedLock) error {
 	return fmt.Errorf("kube: acquire %s/%s: %w: the DistributedLock has spec.capacity %d, but a lock has one holder; "+
 		"for up to %d holders use baton.NewSemaphore(store, %q, %d), which keeps one object per slot; "+
 		"to use this object as a lock, set its capacity to 1: kubectl -n %s patch distributedlock %s --type merge -p '{\"spec\":{\"capacity\":1}}'",
-		cur.Namespace, cur.Name, baton.ErrMisconfigured, n, n, cur.Name, n, cur.Namespace, cur.Name)
+		cur.Namespace, cur.Name, backend.ErrMisconfigured, n, n, cur.Name, n, cur.Namespace, cur.Name)
 }
 
 // takeSlot adds req's entry to cur, dropping the entries judged expired
 // (rem), with an update on cur's resourceVersion, if no entry is live; a lost race returns the API server's Conflict error as
 // it is.
 func (s *DistributedLockStore) takeSlot(ctx context.Context, cur *v1alpha1.DistributedLock, rem []time.Duration,
-	req baton.Request, dur int32) (baton.Grant, error) {
+	req backend.Request, dur int32) (backend.Grant, error) {
 	const op = "acquire"
 	ns, key := s.base.ns, cur.Name
 	var live []v1alpha1.Holder
@@ -646,8 +646,8 @@ func (s *DistributedLockStore) takeSlot(ctx context.Context, cur *v1alpha1.Distr
 			continue
 		}
 		if h.Identity == req.Holder && h.Nonce == req.Nonce {
-			return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: already held by this owner: %w", op, ns, key,
-				&baton.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[i]})
+			return backend.Grant{}, fmt.Errorf("kube: %s %s/%s: already held by this owner: %w", op, ns, key,
+				&backend.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[i]})
 		}
 		live = append(live, *h)
 		if soonest < 0 || rem[i] < rem[soonest] {
@@ -656,12 +656,12 @@ func (s *DistributedLockStore) takeSlot(ctx context.Context, cur *v1alpha1.Distr
 	}
 	if len(live) > 0 {
 		h := &cur.Status.Holders[soonest]
-		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w", op, ns, key,
-			&baton.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[soonest]})
+		return backend.Grant{}, fmt.Errorf("kube: %s %s/%s: %w", op, ns, key,
+			&backend.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[soonest]})
 	}
 	token, err := nextToken(cur)
 	if err != nil {
-		return baton.Grant{}, s.fail(ctx, op, "update", key, err)
+		return backend.Grant{}, s.fail(ctx, op, "update", key, err)
 	}
 	next := cur.DeepCopy()
 	now := microNow(s.base.now(), nil)
@@ -681,9 +681,9 @@ func (s *DistributedLockStore) takeSlot(ctx context.Context, cur *v1alpha1.Distr
 	err = s.update(ctx, next)
 	switch {
 	case apierrors.IsConflict(err):
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	case err != nil:
-		return baton.Grant{}, s.fail(ctx, op, "update", key, err)
+		return backend.Grant{}, s.fail(ctx, op, "update", key, err)
 	}
 	s.wrote(next, sent, &mine)
 	return dlGrant(next, &h, req.TTL), nil
@@ -691,12 +691,12 @@ func (s *DistributedLockStore) takeSlot(ctx context.Context, cur *v1alpha1.Distr
 
 // finish handles cur, an object being deleted, which is never acquired:
 // while any of its entries lasts (rem, as judged here) it returns a
-// *baton.HeldError naming the one that ends last; once none does, it
+// *backend.HeldError naming the one that ends last; once none does, it
 // removes them with an update on cur's resourceVersion, which removes
 // FinalizerClaim so that the API server completes the deletion, and
 // returns errFinished for TryAcquire to read again (or the Conflict of a
 // lost race). While finalizers of others keep the object, it returns a
-// *baton.HeldError.
+// *backend.HeldError.
 func (s *DistributedLockStore) finish(ctx context.Context, cur *v1alpha1.DistributedLock, rem []time.Duration) error {
 	const op = "acquire"
 	ns, key := s.base.ns, cur.Name
@@ -709,11 +709,11 @@ func (s *DistributedLockStore) finish(ctx context.Context, cur *v1alpha1.Distrib
 	if last >= 0 {
 		h := &cur.Status.Holders[last]
 		return fmt.Errorf("kube: %s %s/%s: the object is being deleted, which finishes when its claims end: %w", op, ns, key,
-			&baton.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[last]})
+			&backend.HeldError{Key: key, Holder: h.Identity, Token: uint64(h.Token), RetryAfter: rem[last]})
 	}
 	if len(cur.Status.Holders) == 0 && !slices.Contains(cur.Finalizers, FinalizerClaim) {
 		return fmt.Errorf("kube: %s %s/%s: the lock object is being deleted and waits for finalizers that are not baton's; "+
-			"it can be acquired once it is gone: %w", op, ns, key, &baton.HeldError{Key: key, RetryAfter: time.Second})
+			"it can be acquired once it is gone: %w", op, ns, key, &backend.HeldError{Key: key, RetryAfter: time.Second})
 	}
 	next := cur.DeepCopy()
 	next.Status.Holders = nil
@@ -739,7 +739,7 @@ func (s *DistributedLockStore) finish(ctx context.Context, cur *v1alpha1.Distrib
 // AnnotationToken=TokenFromResourceVersion and placeholder tokens until
 // the creator's first renewal or release, or another acquisition, writes
 // them as numbers.
-func (s *DistributedLockStore) create(ctx context.Context, key string, req baton.Request, dur int32) (baton.Grant, error) {
+func (s *DistributedLockStore) create(ctx context.Context, key string, req backend.Request, dur int32) (backend.Grant, error) {
 	now := microNow(s.base.now(), nil)
 	h := v1alpha1.Holder{
 		Identity: req.Holder, Nonce: req.Nonce, Token: 1, LeaseDurationSeconds: dur,
@@ -760,10 +760,10 @@ func (s *DistributedLockStore) create(ctx context.Context, key string, req baton
 	mine := keyOf(&h)
 	sent := s.base.now()
 	if err := s.c.Create(ctx, l); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if err := resolveToken(l); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	s.wrote(l, sent, &mine)
 	return dlGrant(l, &l.Status.Holders[0], req.TTL), nil
@@ -794,17 +794,17 @@ func nextToken(cur *v1alpha1.DistributedLock) (int64, error) {
 // with an update conditional on the resourceVersion read, if the object
 // still has an entry of g's identity and nonce that has not expired as
 // judged by this process (counted from the send time of its own last
-// write of it). It returns an error matching baton.ErrLost otherwise.
-func (s *DistributedLockStore) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
-	var out baton.Grant
+// write of it). It returns an error matching backend.ErrLost otherwise.
+func (s *DistributedLockStore) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
+	var out backend.Grant
 	err := s.change(ctx, "renew", g, func(l *v1alpha1.DistributedLock, i int) (*entryKey, error) {
 		if l.DeletionTimestamp != nil {
 			return nil, fmt.Errorf("%w: the lock object is being deleted (kubectl delete?); it is freed when its claims end "+
-				"(only baton release --force frees a lock safely)", baton.ErrLost)
+				"(only baton release --force frees a lock safely)", backend.ErrLost)
 		}
 		dur, err := leaseSeconds(g.TTL)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", baton.ErrInvalidOptions, err)
+			return nil, fmt.Errorf("%w: %v", backend.ErrInvalidOptions, err)
 		}
 		h := &l.Status.Holders[i]
 		h.LeaseDurationSeconds = dur
@@ -815,7 +815,7 @@ func (s *DistributedLockStore) Renew(ctx context.Context, g baton.Grant) (baton.
 		return &k, nil
 	}, func(l *v1alpha1.DistributedLock) { out.Version = l.ResourceVersion })
 	if err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	return out, nil
 }
@@ -823,8 +823,8 @@ func (s *DistributedLockStore) Renew(ctx context.Context, g baton.Grant) (baton.
 // Release removes g's entry with an update conditional on the
 // resourceVersion read, if it is still there and has not expired as judged
 // by this process. The object and status.token stay. It returns an error
-// matching baton.ErrLost otherwise.
-func (s *DistributedLockStore) Release(ctx context.Context, g baton.Grant) error {
+// matching backend.ErrLost otherwise.
+func (s *DistributedLockStore) Release(ctx context.Context, g backend.Grant) error {
 	return s.change(ctx, "release", g, func(l *v1alpha1.DistributedLock, i int) (*entryKey, error) {
 		l.Status.Holders = append(l.Status.Holders[:i:i], l.Status.Holders[i+1:]...)
 		return nil, nil
@@ -835,10 +835,10 @@ func (s *DistributedLockStore) Release(ctx context.Context, g baton.Grant) error
 // g's and live, with a conditional update, retrying conflicts. If this
 // process wrote the version named by g.Version, the first attempt updates
 // it without reading it first. done, if set, sees the written object.
-func (s *DistributedLockStore) change(ctx context.Context, op string, g baton.Grant,
+func (s *DistributedLockStore) change(ctx context.Context, op string, g backend.Grant,
 	f func(l *v1alpha1.DistributedLock, i int) (*entryKey, error), done func(*v1alpha1.DistributedLock)) error {
 	ns := s.base.ns
-	if err := baton.ValidateName(g.Key); err != nil {
+	if err := backend.ValidateName(g.Key); err != nil {
 		return fmt.Errorf("kube: %s in namespace %s: %w", op, ns, err)
 	}
 	if err := s.base.ctxErr(ctx, op, g.Key); err != nil {
@@ -846,7 +846,7 @@ func (s *DistributedLockStore) change(ctx context.Context, op string, g baton.Gr
 	}
 	lost := func(why string, args ...any) error {
 		return fmt.Errorf("kube: %s %s/%s (holder %q, token %d): %w: %s",
-			op, ns, g.Key, g.Holder, g.Token, baton.ErrLost, fmt.Sprintf(why, args...))
+			op, ns, g.Key, g.Holder, g.Token, backend.ErrLost, fmt.Sprintf(why, args...))
 	}
 	rv, uid := splitVersion(g.Version)
 	var lastErr error
@@ -920,10 +920,10 @@ func (s *DistributedLockStore) change(ctx context.Context, op string, g baton.Gr
 }
 
 // Get returns the lock's record (see Records in the type's documentation).
-func (s *DistributedLockStore) Get(ctx context.Context, key string) (baton.Record, error) {
+func (s *DistributedLockStore) Get(ctx context.Context, key string) (backend.Record, error) {
 	l, err := s.read(ctx, "get", key)
 	if err != nil {
-		return baton.Record{}, err
+		return backend.Record{}, err
 	}
 	return s.record(l), nil
 }
@@ -931,13 +931,13 @@ func (s *DistributedLockStore) Get(ctx context.Context, key string) (baton.Recor
 // Holders returns one record per holder entry of the lock, oldest first,
 // with that entry's token and its remaining time as judged here (0 for
 // entries this process judges expired). A free lock has none.
-func (s *DistributedLockStore) Holders(ctx context.Context, key string) ([]baton.Record, error) {
+func (s *DistributedLockStore) Holders(ctx context.Context, key string) ([]backend.Record, error) {
 	l, err := s.read(ctx, "get", key)
 	if err != nil {
 		return nil, err
 	}
 	rem := s.observe(l)
-	out := make([]baton.Record, len(l.Status.Holders))
+	out := make([]backend.Record, len(l.Status.Holders))
 	for i := range l.Status.Holders {
 		out[i] = s.entryRecord(l, i, rem[i])
 		out[i].Token = uint64(l.Status.Holders[i].Token)
@@ -946,7 +946,7 @@ func (s *DistributedLockStore) Holders(ctx context.Context, key string) ([]baton
 }
 
 func (s *DistributedLockStore) read(ctx context.Context, op, key string) (*v1alpha1.DistributedLock, error) {
-	if err := baton.ValidateName(key); err != nil {
+	if err := backend.ValidateName(key); err != nil {
 		return nil, fmt.Errorf("kube: %s in namespace %s: %w", op, s.base.ns, err)
 	}
 	if err := s.base.ctxErr(ctx, op, key); err != nil {
@@ -954,7 +954,7 @@ func (s *DistributedLockStore) read(ctx context.Context, op, key string) (*v1alp
 	}
 	l, err := s.get(ctx, key)
 	if apierrors.IsNotFound(err) && !isCRDMissing(err) {
-		return nil, fmt.Errorf("kube: %s %s %s/%s: %w", op, dlResource, s.base.ns, key, baton.ErrNotFound)
+		return nil, fmt.Errorf("kube: %s %s %s/%s: %w", op, dlResource, s.base.ns, key, backend.ErrNotFound)
 	}
 	if err != nil {
 		return nil, s.fail(ctx, op, "get", key, err)
@@ -965,9 +965,9 @@ func (s *DistributedLockStore) read(ctx context.Context, op, key string) (*v1alp
 	return l, nil
 }
 
-func (s *DistributedLockStore) entryRecord(l *v1alpha1.DistributedLock, i int, rem time.Duration) baton.Record {
+func (s *DistributedLockStore) entryRecord(l *v1alpha1.DistributedLock, i int, rem time.Duration) backend.Record {
 	h := &l.Status.Holders[i]
-	r := baton.Record{
+	r := backend.Record{
 		Key: l.Name, Holder: h.Identity, Nonce: h.Nonce, Token: uint64(l.Status.Token), TTL: entryTTL(h),
 		Transitions: uint64(max(0, l.Status.Transitions)), Remaining: rem, Version: l.ResourceVersion,
 	}
@@ -980,7 +980,7 @@ func (s *DistributedLockStore) entryRecord(l *v1alpha1.DistributedLock, i int, r
 	return r
 }
 
-func (s *DistributedLockStore) record(l *v1alpha1.DistributedLock) baton.Record {
+func (s *DistributedLockStore) record(l *v1alpha1.DistributedLock) backend.Record {
 	rem := s.observe(l)
 	for i := range rem {
 		if rem[i] > 0 {
@@ -990,7 +990,7 @@ func (s *DistributedLockStore) record(l *v1alpha1.DistributedLock) baton.Record 
 	if len(rem) > 0 {
 		return s.entryRecord(l, 0, 0)
 	}
-	return baton.Record{
+	return backend.Record{
 		Key: l.Name, Token: uint64(l.Status.Token), TTL: time.Duration(l.Spec.LeaseDurationSeconds) * time.Second,
 		Transitions: uint64(max(0, l.Status.Transitions)), Version: l.ResourceVersion,
 	}
@@ -999,7 +999,7 @@ func (s *DistributedLockStore) record(l *v1alpha1.DistributedLock) baton.Record 
 // List returns the records of every DistributedLock in the namespace. It
 // needs the "list" verb, which the Role for running replicas does not.
 // Objects that cannot be decoded are skipped.
-func (s *DistributedLockStore) List(ctx context.Context) ([]baton.Record, error) {
+func (s *DistributedLockStore) List(ctx context.Context) ([]backend.Record, error) {
 	if err := s.base.ctxErr(ctx, "list", "*"); err != nil {
 		return nil, err
 	}
@@ -1007,7 +1007,7 @@ func (s *DistributedLockStore) List(ctx context.Context) ([]baton.Record, error)
 	if err := s.c.List(ctx, &ls, client.InNamespace(s.base.ns)); err != nil {
 		return nil, s.fail(ctx, "list", "list", "", err)
 	}
-	out := make([]baton.Record, 0, len(ls.Items))
+	out := make([]backend.Record, 0, len(ls.Items))
 	for i := range ls.Items {
 		if check(&ls.Items[i]) == nil && resolveToken(&ls.Items[i]) == nil {
 			out = append(out, s.record(&ls.Items[i]))
@@ -1016,12 +1016,12 @@ func (s *DistributedLockStore) List(ctx context.Context) ([]baton.Record, error)
 	return out, nil
 }
 
-// ForceRelease implements baton.ForceReleaser: it removes every holder
+// ForceRelease implements backend.ForceReleaser: it removes every holder
 // entry of key, whoever holds it, with an update conditional on the
 // resourceVersion read (conflicts re-read and retry). The object and
 // status.token stay, so the next holders get larger tokens. An object of
 // another application is refused. It returns an error matching
-// baton.ErrNotFound if the object does not exist, and nil if it has no
+// backend.ErrNotFound if the object does not exist, and nil if it has no
 // holders.
 func (s *DistributedLockStore) ForceRelease(ctx context.Context, key string) error {
 	const op = "force-release"

@@ -3,16 +3,15 @@ package kubestore
 import (
 	"context"
 	"errors"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/kubestore/api/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"testing"
+	"time"
 )
 
 // TestDLDeletedWhileHeld: the DistributedLock store's answer to kubectl
@@ -75,10 +74,10 @@ func TestDLDeletedWhileHeld(t *testing.T) {
 	}
 	clk.Step(ttl - time.Millisecond)
 	heldErr(t, errOf(b.TryAcquire(ctx, "x", breq)), "b just before the TTL has passed since it saw the object missing")
-	if _, err := a.Renew(ctx, ga); !errors.Is(err, baton.ErrLost) {
+	if _, err := a.Renew(ctx, ga); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("the holder's renew of a deleted object: %v; want ErrLost", err)
 	}
-	if err := a.Release(ctx, ga); !errors.Is(err, baton.ErrLost) {
+	if err := a.Release(ctx, ga); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("the holder's release of a deleted object: %v; want ErrLost", err)
 	}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "x"}, l); !apierrors.IsNotFound(err) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/kubestore/api/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,8 +35,8 @@ func newFakeDLs(t *testing.T, n int, opts ...DistributedLockOption) ([]*Distribu
 	return out, clk, c
 }
 
-func fakeReq(holder string) baton.Request {
-	return baton.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: 10 * time.Second}
+func fakeReq(holder string) backend.Request {
+	return backend.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: 10 * time.Second}
 }
 
 // TestDLCapacityAboveOne: an object with spec.capacity above 1, as baton's
@@ -61,7 +63,7 @@ func TestDLCapacityAboveOne(t *testing.T) {
 	}
 	_, err := newcomer.TryAcquire(ctx, "pool", fakeReq("new"))
 	for _, want := range []string{"spec.capacity 2", "baton.NewSemaphore(store, \"pool\", 2)", "kubectl -n ns patch distributedlock pool"} {
-		if !errors.Is(err, baton.ErrMisconfigured) || !strings.Contains(err.Error(), want) {
+		if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("TryAcquire of a capacity-2 object: %v; want ErrMisconfigured mentioning %q", err, want)
 		}
 	}
@@ -69,16 +71,16 @@ func TestDLCapacityAboveOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Lock(ctx); !errors.Is(err, baton.ErrMisconfigured) {
+	if _, err := m.Lock(ctx); !errors.Is(err, backend.ErrMisconfigured) {
 		t.Fatalf("Mutex.Lock of a capacity-2 object: %v; want ErrMisconfigured at once", err)
 	}
 
-	grant := func(h v1alpha1.Holder) baton.Grant {
+	grant := func(h v1alpha1.Holder) backend.Grant {
 		var cur v1alpha1.DistributedLock
 		if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "pool"}, &cur); err != nil {
 			t.Fatal(err)
 		}
-		return baton.Grant{Key: "pool", Holder: h.Identity, Nonce: h.Nonce, Token: uint64(h.Token), TTL: 10 * time.Second,
+		return backend.Grant{Key: "pool", Holder: h.Identity, Nonce: h.Nonce, Token: uint64(h.Token), TTL: 10 * time.Second,
 			Version: versionOf(cur.ResourceVersion, string(cur.UID))}
 	}
 	ga, err := a.Renew(ctx, grant(entry("a", 5)))
@@ -98,7 +100,7 @@ func TestDLCapacityAboveOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = newcomer.TryAcquire(ctx, "pool", fakeReq("new"))
-	var held *baton.HeldError
+	var held *backend.HeldError
 	if !errors.As(err, &held) || held.Holder != "a" {
 		t.Fatalf("TryAcquire once capacity is 1, with a's entry live: %v; want ErrHeld naming a", err)
 	}
@@ -124,18 +126,18 @@ func TestDLHolderJudgesFromSendTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Step(5 * time.Second)
-	if _, err := b.TryAcquire(ctx, "m", fakeReq("b")); !errors.Is(err, baton.ErrHeld) {
+	if _, err := b.TryAcquire(ctx, "m", fakeReq("b")); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("TryAcquire of a held mutex: %v", err)
 	}
 	clk.Step(5 * time.Second)
-	if _, err := a.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := a.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("Renew at TTL: %v; want ErrLost", err)
 	}
-	if err := a.Release(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if err := a.Release(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("Release at TTL: %v; want ErrLost", err)
 	}
 	// b first saw the entry 5s after it was written: it waits 5s more.
-	if _, err := b.TryAcquire(ctx, "m", fakeReq("b")); !errors.Is(err, baton.ErrHeld) {
+	if _, err := b.TryAcquire(ctx, "m", fakeReq("b")); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("TryAcquire 5s into b's observation: %v; want ErrHeld", err)
 	}
 	clk.Step(5 * time.Second)
@@ -171,10 +173,10 @@ func TestDLNewerFormatNotWritten(t *testing.T) {
 	if err := c.Create(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s[0].TryAcquire(ctx, "future", fakeReq("a")); !errors.Is(err, baton.ErrCorruptRecord) {
+	if _, err := s[0].TryAcquire(ctx, "future", fakeReq("a")); !errors.Is(err, backend.ErrCorruptRecord) {
 		t.Fatalf("TryAcquire: %v; want ErrCorruptRecord", err)
 	}
-	if err := s[0].ForceRelease(ctx, "future"); !errors.Is(err, baton.ErrCorruptRecord) {
+	if err := s[0].ForceRelease(ctx, "future"); !errors.Is(err, backend.ErrCorruptRecord) {
 		t.Fatalf("ForceRelease: %v; want ErrCorruptRecord", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
 	"github.com/baton-go/baton/kubestore"
 	"github.com/baton-go/baton/kubestore/api/v1alpha1"
@@ -110,9 +112,9 @@ func TestDistributedLockConformance(t *testing.T) {
 	cfg := crdPlane(t)
 	batontest.Run(t, batontest.Harness{
 		TTL: 2 * time.Second,
-		Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+		Open: func(t *testing.T) func(t *testing.T) backend.Backend {
 			ns := newNamespace(t)
-			return func(t *testing.T) baton.Backend { return newDL(t, cfg, ns) }
+			return func(t *testing.T) backend.Backend { return newDL(t, cfg, ns) }
 		},
 	})
 }
@@ -171,7 +173,7 @@ func TestDistributedLockSchema(t *testing.T) {
 		t.Fatalf("TryAcquire of a pre-created lock: token %d, %v; want its resourceVersion %s", g.Token, err, ok.ResourceVersion)
 	}
 	// The store rejects TTLs the schema would reject, before writing.
-	if _, err := s.TryAcquire(ctx, "too-long", req("pod-a", 25*time.Hour)); !errors.Is(err, baton.ErrInvalidOptions) {
+	if _, err := s.TryAcquire(ctx, "too-long", req("pod-a", 25*time.Hour)); !errors.Is(err, backend.ErrInvalidOptions) {
 		t.Errorf("TryAcquire with a 25h TTL: %v; want ErrInvalidOptions", err)
 	}
 }
@@ -277,7 +279,7 @@ func TestDistributedLockRefusals(t *testing.T) {
 	}
 	_, err := reports.TryAcquire(ctx, "nightly", req("pod-b", time.Minute))
 	var ae *kubestore.ApplicationError
-	if !errors.As(err, &ae) || ae.Have != "billing" || ae.Want != "reports" || !errors.Is(err, baton.ErrForbidden) {
+	if !errors.As(err, &ae) || ae.Have != "billing" || ae.Want != "reports" || !errors.Is(err, backend.ErrForbidden) {
 		t.Fatalf("TryAcquire by another application: %v; want an ApplicationError", err)
 	}
 
@@ -290,7 +292,7 @@ func TestDistributedLockRefusals(t *testing.T) {
 	if err := c.Create(ctx, future); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := billing.TryAcquire(ctx, "future", req("pod-a", time.Minute)); !errors.Is(err, baton.ErrCorruptRecord) {
+	if _, err := billing.TryAcquire(ctx, "future", req("pod-a", time.Minute)); !errors.Is(err, backend.ErrCorruptRecord) {
 		t.Fatalf("TryAcquire of a newer record format: %v; want ErrCorruptRecord", err)
 	}
 	var got v1alpha1.DistributedLock
@@ -362,7 +364,7 @@ func TestDistributedLockRole(t *testing.T) {
 	bindDL(t, cfg, ns2, "dl-restricted", restricted)
 	s := newDL(t, addUser(t, "dl-restricted"), ns2)
 	_, err = s.TryAcquire(ctx, "nightly", req("pod-a", 2*time.Second))
-	if !errors.Is(err, baton.ErrForbidden) {
+	if !errors.Is(err, backend.ErrForbidden) {
 		t.Fatalf("TryAcquire without create: %v; want ErrForbidden", err)
 	}
 	for _, want := range []string{`verb "create"`, "distributedlocks.baton.dev", `namespace "` + ns2 + `"`,
@@ -420,7 +422,7 @@ func bindDL(t *testing.T, cfg *rest.Config, ns, user string, role *rbacv1.Role) 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := s.Get(ctx, "rbac-probe")
-		if errors.Is(err, baton.ErrNotFound) || time.Now().After(deadline) {
+		if errors.Is(err, backend.ErrNotFound) || time.Now().After(deadline) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -2,13 +2,12 @@ package kubestore
 
 import (
 	"errors"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"testing"
+	"time"
 )
 
 // sameFields reports whether a and b hold the same record, times aside
@@ -23,12 +22,12 @@ func sameFields(a, b object) bool {
 }
 
 // checkRoundTrip checks a decoder's result: an error must match
-// baton.ErrCorruptRecord; a record must come back from rewrite (encode,
+// backend.ErrCorruptRecord; a record must come back from rewrite (encode,
 // then decode) with the same fields.
 func checkRoundTrip(t *testing.T, o object, err error, rewrite func(object) (object, error)) {
 	t.Helper()
 	if err != nil {
-		if !errors.Is(err, baton.ErrCorruptRecord) {
+		if !errors.Is(err, backend.ErrCorruptRecord) {
 			t.Errorf("decode error %v does not match ErrCorruptRecord", err)
 		}
 		return
@@ -43,7 +42,7 @@ func checkRoundTrip(t *testing.T, o object, err error, rewrite func(object) (obj
 }
 
 // FuzzDecodeConfigMap: any annotations decode to a record or an error
-// matching baton.ErrCorruptRecord, never a panic; a record that decodes
+// matching backend.ErrCorruptRecord, never a panic; a record that decodes
 // is written back (encodeConfigMap) with the same fields.
 func FuzzDecodeConfigMap(f *testing.F) {
 	f.Add("42", "pod-a", "n0", "15", "3", "2026-11-30T12:00:00.123456789Z", "2026-11-30T12:00:05Z", "billing")

@@ -3,15 +3,14 @@ package kubestore
 import (
 	"context"
 	"errors"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
+	"testing"
+	"time"
 )
 
 // These tests model kubectl delete of a held lock object on the in-memory
@@ -19,12 +18,12 @@ import (
 // revision is) and a fake clock. envtest_deleted_test.go checks the same
 // properties on a real API server.
 
-// heldErr returns err's *baton.HeldError, or fails t.
-func heldErr(t *testing.T, err error, what string) *baton.HeldError {
+// heldErr returns err's *backend.HeldError, or fails t.
+func heldErr(t *testing.T, err error, what string) *backend.HeldError {
 	t.Helper()
-	var held *baton.HeldError
+	var held *backend.HeldError
 	if !errors.As(err, &held) {
-		t.Fatalf("%s: %v; want a *baton.HeldError", what, err)
+		t.Fatalf("%s: %v; want a *backend.HeldError", what, err)
 	}
 	return held
 }
@@ -37,7 +36,7 @@ func TestDeletedWhileHeldContenderWaits(t *testing.T) {
 	a, b, clk, k := newMemStores(t)
 	ctx := context.Background()
 	const ttl = 6 * time.Second
-	g, err := a.TryAcquire(ctx, "x", baton.Request{Holder: "a", Nonce: "na", TTL: ttl})
+	g, err := a.TryAcquire(ctx, "x", backend.Request{Holder: "a", Nonce: "na", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +45,7 @@ func TestDeletedWhileHeldContenderWaits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	breq := baton.Request{Holder: "b", Nonce: "nb", TTL: ttl}
+	breq := backend.Request{Holder: "b", Nonce: "nb", TTL: ttl}
 	heldErr(t, errOf(b.TryAcquire(ctx, "x", breq)), "b while a holds")
 
 	clk.Step(4 * time.Second) // the claim b saw has 2s left
@@ -60,10 +59,10 @@ func TestDeletedWhileHeldContenderWaits(t *testing.T) {
 	clk.Step(ttl - time.Millisecond)
 	heldErr(t, errOf(b.TryAcquire(ctx, "x", breq)), "b just before the TTL has passed since it saw the object missing")
 
-	if _, err := a.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := a.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("the holder's renew of a deleted object: %v; want ErrLost", err)
 	}
-	if err := a.Release(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if err := a.Release(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("the holder's release of a deleted object: %v; want ErrLost", err)
 	}
 	if _, err := k.get(ctx, "x"); !apierrors.IsNotFound(err) {
@@ -89,13 +88,13 @@ func TestDeletedWhileHeldContenderWaits(t *testing.T) {
 	if err := b.Release(ctx, gb); err != nil {
 		t.Fatal(err)
 	}
-	ga, err := a.TryAcquire(ctx, "x", baton.Request{Holder: "a", Nonce: "na2", TTL: ttl})
+	ga, err := a.TryAcquire(ctx, "x", backend.Request{Holder: "a", Nonce: "na2", TTL: ttl})
 	if err != nil || ga.Token != gb.Token+1 {
 		t.Fatalf("acquire after release: token %d, %v; want %d", ga.Token, err, gb.Token+1)
 	}
 }
 
-func errOf(_ baton.Grant, err error) error { return err }
+func errOf(_ backend.Grant, err error) error { return err }
 
 // TestDeletedWhileHeldNoStandby: the holder's renew of a deleted object
 // gets ErrLost; its own next acquisition waits for its former claim to
@@ -104,18 +103,18 @@ func TestDeletedWhileHeldNoStandby(t *testing.T) {
 	a, _, clk, k := newMemStores(t)
 	ctx := context.Background()
 	const ttl = 6 * time.Second
-	g, err := a.TryAcquire(ctx, "x", baton.Request{Holder: "a", Nonce: "n1", TTL: ttl})
+	g, err := a.TryAcquire(ctx, "x", backend.Request{Holder: "a", Nonce: "n1", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
 	k.remove("x")
-	if _, err := a.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := a.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("renew of a deleted object: %v; want ErrLost", err)
 	}
 	if _, err := k.get(ctx, "x"); !apierrors.IsNotFound(err) {
 		t.Fatalf("the renew recreated the object: %v", err)
 	}
-	req := baton.Request{Holder: "a", Nonce: "n2", TTL: ttl}
+	req := backend.Request{Holder: "a", Nonce: "n2", TTL: ttl}
 	heldErr(t, errOf(a.TryAcquire(ctx, "x", req)), "the former holder at once")
 	clk.Step(ttl)
 	g2, err := a.TryAcquire(ctx, "x", req)
@@ -134,11 +133,11 @@ func TestDeletedWhileHeldNoStandby(t *testing.T) {
 func TestDeletedAfterRelease(t *testing.T) {
 	a, b, clk, k := newMemStores(t)
 	ctx := context.Background()
-	g, err := a.TryAcquire(ctx, "x", baton.Request{Holder: "a", Nonce: "n1", TTL: 6 * time.Second})
+	g, err := a.TryAcquire(ctx, "x", backend.Request{Holder: "a", Nonce: "n1", TTL: 6 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	heldErr(t, errOf(b.TryAcquire(ctx, "x", baton.Request{Holder: "b", Nonce: "n2", TTL: time.Second})), "b while a holds")
+	heldErr(t, errOf(b.TryAcquire(ctx, "x", backend.Request{Holder: "b", Nonce: "n2", TTL: time.Second})), "b while a holds")
 	if err := a.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +145,9 @@ func TestDeletedAfterRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.remove("x")
-	heldErr(t, errOf(b.TryAcquire(ctx, "x", baton.Request{Holder: "b", Nonce: "n2", TTL: time.Second})), "b right after the deletion")
+	heldErr(t, errOf(b.TryAcquire(ctx, "x", backend.Request{Holder: "b", Nonce: "n2", TTL: time.Second})), "b right after the deletion")
 	clk.Step(6 * time.Second)
-	g2, err := b.TryAcquire(ctx, "x", baton.Request{Holder: "b", Nonce: "n2", TTL: time.Second})
+	g2, err := b.TryAcquire(ctx, "x", backend.Request{Holder: "b", Nonce: "n2", TTL: time.Second})
 	if err != nil {
 		t.Fatalf("acquire a lease duration after the deletion: %v", err)
 	}
@@ -162,7 +161,7 @@ func TestDeletedAfterRelease(t *testing.T) {
 func TestReplacedObjectIsLost(t *testing.T) {
 	a, _, _, k := newMemStores(t)
 	ctx := context.Background()
-	g, err := a.TryAcquire(ctx, "x", baton.Request{Holder: "a", Nonce: "n1", TTL: 6 * time.Second})
+	g, err := a.TryAcquire(ctx, "x", backend.Request{Holder: "a", Nonce: "n1", TTL: 6 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +171,7 @@ func TestReplacedObjectIsLost(t *testing.T) {
 	if _, err := k.create(ctx, o); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := a.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("renew of a replaced object: %v; want ErrLost", err)
 	}
 }
@@ -195,7 +194,7 @@ func TestPendingTokenResolves(t *testing.T) {
 		t.Errorf("re-encoded pending token %q", got)
 	}
 	l.ResourceVersion = "01"
-	if _, err := decodeLease(l); !errors.Is(err, baton.ErrCorruptRecord) {
+	if _, err := decodeLease(l); !errors.Is(err, backend.ErrCorruptRecord) {
 		t.Errorf("pending token on resourceVersion 01: %v; want ErrCorruptRecord", err)
 	}
 }

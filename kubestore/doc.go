@@ -5,8 +5,8 @@
 //	store, err := kubestore.NewLeaseForConfig(cfg, "my-namespace", kubestore.WithApplication("billing"))
 //	m, err := baton.NewMutex(store, "nightly-report")
 //
-// LeaseStore implements baton.Backend, baton.Watcher, baton.Lister and
-// baton.ForceReleaser. ConfigMapStore keeps the same record in a ConfigMap's
+// LeaseStore implements backend.Backend, backend.Watcher, backend.Lister and
+// backend.ForceReleaser. ConfigMapStore keeps the same record in a ConfigMap's
 // annotations, for clusters whose policies allow only ConfigMaps.
 // DistributedLockStore uses baton's own resource (baton.dev/v1alpha1
 // DistributedLock, installed from deploy/crd) for what a Lease cannot hold:
@@ -45,7 +45,7 @@
 // (metadata.deletionTimestamp) and the claim stays on the server:
 //
 //   - The holder's next Renew sees the mark and returns an error matching
-//     baton.ErrLost; it never renews a deleting object. Until then (at
+//     backend.ErrLost; it never renews a deleting object. Until then (at
 //     most one renew interval) it may still act, which is what fencing
 //     tokens are for. Its Release (its work has stopped) clears the claim
 //     and lets the deletion finish at once.
@@ -53,7 +53,7 @@
 //     deletion and never saw the object before, reads the deleting object
 //     and judges its claim as any other: one lease duration from the
 //     moment it first saw this version (the deletion is a new version).
-//     TryAcquire returns a *baton.HeldError until then; after, it clears
+//     TryAcquire returns a *backend.HeldError until then; after, it clears
 //     the expired claim, which removes the finalizer so that the API
 //     server completes the deletion, and creates the object anew. A
 //     deleting object is never acquired.
@@ -65,7 +65,7 @@
 // An object without the finalizer (written by an older baton, or whose
 // finalizer someone removed by hand) goes at once. Then the holder's next
 // Renew (and Release) finds it missing, or replaced by an object with
-// another uid, and returns an error matching baton.ErrLost; it never
+// another uid, and returns an error matching backend.ErrLost; it never
 // creates the object again. A store that has seen the object (held, or
 // free: a claim made after that look may have gone with it) and then finds
 // it missing does not create it before that claim could have expired: the
@@ -90,7 +90,7 @@
 // comes after every write of the object before it: the first token of a
 // recreated object is larger than every token issued on the deleted one.
 // baton reads resourceVersions as numbers only for this, and refuses (with
-// baton.ErrCorruptRecord) an API server whose resourceVersions are not
+// backend.ErrCorruptRecord) an API server whose resourceVersions are not
 // integers. Objects created before this scheme (tokens from 1) keep
 // counting from their annotation; once deleted, their next object starts
 // above the cluster's resourceVersion.
@@ -102,7 +102,7 @@
 // take the object's current resourceVersion, which is the creator's token
 // or, if someone else changed the object, a larger number. Older baton
 // versions cannot read that annotation and refuse the object
-// (baton.ErrCorruptRecord) instead of issuing token 2 after it.
+// (backend.ErrCorruptRecord) instead of issuing token 2 after it.
 //
 // Why not a separate counter? The alternative is a companion "epoch"
 // object per lock, bumped by a conditional write whenever the lock object
@@ -145,7 +145,7 @@
 //   - The holder's own store counts its claim from the send time of its
 //     last successful write, which is no later than the time any other
 //     process can first see that version; so it considers the claim
-//     expired (Renew and Release return baton.ErrLost) no later than any
+//     expired (Renew and Release return backend.ErrLost) no later than any
 //     contender does. baton's engine stops the holder earlier still, at
 //     send time + TTL - margin.
 //   - Only clock *rate* matters, never offsets. The engine's margin
@@ -172,7 +172,7 @@
 //	metadata.labels:
 //	  baton.dev/app            the owning application (WithApplication)
 //
-// TTLs shorter than one second are rejected (baton.ErrInvalidOptions):
+// TTLs shorter than one second are rejected (backend.ErrInvalidOptions):
 // leaseDurationSeconds cannot hold them. A TTL that is not a whole number
 // of seconds is rounded up on the object; the holder's engine still
 // measures its validity with the TTL it asked for, which is shorter.
@@ -183,7 +183,7 @@
 // another application. TryAcquire never takes either over: it returns an
 // *ApplicationError naming both applications (see WithApplication). A
 // token annotation that is not a decimal number makes every operation on
-// that lock fail with baton.ErrCorruptRecord; it is never overwritten.
+// that lock fail with backend.ErrCorruptRecord; it is never overwritten.
 //
 // # Watching
 //
@@ -223,12 +223,12 @@
 // delete: baton never deletes lock objects (see Deleted lock objects); it
 // adds and removes the finalizer FinalizerClaim with update. List (baton status) also
 // needs "list". A denied request returns an error matching
-// baton.ErrForbidden that names the namespace, the resource, the verb and
+// backend.ErrForbidden that names the namespace, the resource, the verb and
 // the rule above; the engine does not retry it. A missing namespace
-// returns an error matching ErrNamespaceNotFound and baton.ErrMisconfigured
+// returns an error matching ErrNamespaceNotFound and backend.ErrMisconfigured
 // that says so, and a missing DistributedLock CRD one matching
-// baton.ErrMisconfigured that says how to install it: the engine does not
+// backend.ErrMisconfigured that says how to install it: the engine does not
 // retry them either. An API server that cannot be reached gives an error
-// matching baton.ErrUnavailable (retried), and a TLS setup that cannot
-// work one matching baton.ErrMisconfigured.
+// matching backend.ErrUnavailable (retried), and a TLS setup that cannot
+// work one matching backend.ErrMisconfigured.
 package kubestore

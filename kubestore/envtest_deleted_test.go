@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/kubestore"
 	"github.com/baton-go/baton/kubestore/api/v1alpha1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -15,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"testing"
+	"time"
 )
 
 // deleteKind is one Kubernetes kind under test: how to open a store and
@@ -23,7 +22,7 @@ import (
 type deleteKind struct {
 	name   string
 	plane  func(t *testing.T) *rest.Config
-	open   func(t *testing.T, cfg *rest.Config, ns string) baton.Backend
+	open   func(t *testing.T, cfg *rest.Config, ns string) backend.Backend
 	remove func(t *testing.T, ns, name string) error
 	// deleting reports whether the object exists and whether it is
 	// being deleted (metadata.deletionTimestamp set).
@@ -34,7 +33,7 @@ func deleteKinds() []deleteKind {
 	return []deleteKind{{
 		name:  "Lease",
 		plane: controlPlane,
-		open: func(t *testing.T, cfg *rest.Config, ns string) baton.Backend {
+		open: func(t *testing.T, cfg *rest.Config, ns string) backend.Backend {
 			return newLease(t, cfg, ns)
 		},
 		remove: func(t *testing.T, ns, name string) error {
@@ -47,7 +46,7 @@ func deleteKinds() []deleteKind {
 	}, {
 		name:  "ConfigMap",
 		plane: controlPlane,
-		open: func(t *testing.T, cfg *rest.Config, ns string) baton.Backend {
+		open: func(t *testing.T, cfg *rest.Config, ns string) backend.Backend {
 			s, err := kubestore.NewConfigMapForConfig(cfg, ns, kubestore.WithRateLimit(200, 400))
 			if err != nil {
 				t.Fatal(err)
@@ -64,7 +63,7 @@ func deleteKinds() []deleteKind {
 	}, {
 		name:  "DistributedLock",
 		plane: crdPlane,
-		open: func(t *testing.T, cfg *rest.Config, ns string) baton.Backend {
+		open: func(t *testing.T, cfg *rest.Config, ns string) backend.Backend {
 			return newDL(t, cfg, ns)
 		},
 		remove: func(t *testing.T, ns, name string) error {
@@ -90,14 +89,14 @@ func found(err error, o metav1.Object) (exists, deleting bool, _ error) {
 
 // acquireEventually retries TryAcquire while the lock is held, waiting
 // RetryAfter (bounded) between attempts, until it succeeds or ctx ends.
-func acquireEventually(ctx context.Context, t *testing.T, s baton.Backend, key string, r baton.Request) (baton.Grant, time.Time) {
+func acquireEventually(ctx context.Context, t *testing.T, s backend.Backend, key string, r backend.Request) (backend.Grant, time.Time) {
 	t.Helper()
 	for {
 		g, err := s.TryAcquire(ctx, key, r)
 		if err == nil {
 			return g, time.Now()
 		}
-		var held *baton.HeldError
+		var held *backend.HeldError
 		if !errors.As(err, &held) {
 			t.Fatalf("acquire %s: %v", key, err)
 		}
@@ -134,11 +133,11 @@ func TestDeletedWhileHeld(t *testing.T) {
 			}
 			wctx, wcancel := context.WithCancel(ctx)
 			defer wcancel()
-			if _, err := b.(baton.Watcher).Watch(wctx, key); err != nil {
+			if _, err := b.(backend.Watcher).Watch(wctx, key); err != nil {
 				t.Fatal(err)
 			}
 			rb := req("b", ttl)
-			if _, err := b.TryAcquire(ctx, key, rb); !errors.As(err, new(*baton.HeldError)) {
+			if _, err := b.TryAcquire(ctx, key, rb); !errors.As(err, new(*backend.HeldError)) {
 				t.Fatalf("b while a holds: %v; want a HeldError", err)
 			}
 
@@ -146,10 +145,10 @@ func TestDeletedWhileHeld(t *testing.T) {
 			if err := k.remove(t, ns, key); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := b.TryAcquire(ctx, key, rb); !errors.As(err, new(*baton.HeldError)) {
+			if _, err := b.TryAcquire(ctx, key, rb); !errors.As(err, new(*backend.HeldError)) {
 				t.Fatalf("b right after the deletion: %v; want a HeldError (the claim it saw may still be valid)", err)
 			}
-			if _, err := a.Renew(ctx, ga); !errors.Is(err, baton.ErrLost) {
+			if _, err := a.Renew(ctx, ga); !errors.Is(err, backend.ErrLost) {
 				t.Fatalf("the holder's renew of the deleted object: %v; want ErrLost", err)
 			}
 			// FinalizerClaim keeps the object, being deleted, until the
@@ -164,7 +163,7 @@ func TestDeletedWhileHeld(t *testing.T) {
 			if gb.Token <= ga.Token {
 				t.Errorf("token after the deletion %d, before %d; want larger", gb.Token, ga.Token)
 			}
-			if _, err := a.Renew(ctx, ga); !errors.Is(err, baton.ErrLost) {
+			if _, err := a.Renew(ctx, ga); !errors.Is(err, backend.ErrLost) {
 				t.Errorf("the former holder's renew of the new object: %v; want ErrLost", err)
 			}
 			// The creator writes its token as a number; tokens go on.
@@ -205,7 +204,7 @@ func TestDeletedWhileHeldNoStandby(t *testing.T) {
 				if err := k.remove(t, ns, key); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := a.Renew(ctx, ga); !errors.Is(err, baton.ErrLost) {
+				if _, err := a.Renew(ctx, ga); !errors.Is(err, backend.ErrLost) {
 					t.Fatalf("renew of the deleted object: %v; want ErrLost", err)
 				}
 				if ok, del, err := k.deleting(t, ns, key); err != nil || !ok || !del {

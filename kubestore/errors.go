@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/storeerr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"strings"
 )
 
 var (
@@ -17,7 +16,7 @@ var (
 	// error unwraps to *ApplicationError.
 	ErrOtherApplication = errors.New("lock object belongs to another application")
 	// ErrNamespaceNotFound: the store's namespace does not exist. It also
-	// matches baton.ErrMisconfigured, so the engine does not retry it: a
+	// matches backend.ErrMisconfigured, so the engine does not retry it: a
 	// lock that waits for a namespace nobody creates would wait forever.
 	ErrNamespaceNotFound = errors.New("namespace not found")
 )
@@ -25,7 +24,7 @@ var (
 // ApplicationError reports a lock object that this store must not take
 // over: it was created for another application, or not by baton at all.
 //
-// It matches ErrOtherApplication and also baton.ErrForbidden, so that
+// It matches ErrOtherApplication and also backend.ErrForbidden, so that
 // baton's engine treats it as permanent and Mutex.Lock returns it at once
 // instead of retrying forever: two applications that picked the same lock
 // name would otherwise block each other silently.
@@ -53,16 +52,16 @@ func (e *ApplicationError) Error() string {
 		e.Resource, e.Namespace, e.Name, e.Have, LabelApplication, e.Want)
 }
 
-// Is makes errors.Is match ErrOtherApplication and baton.ErrForbidden.
+// Is makes errors.Is match ErrOtherApplication and backend.ErrForbidden.
 func (e *ApplicationError) Is(target error) bool {
-	return target == ErrOtherApplication || target == baton.ErrForbidden
+	return target == ErrOtherApplication || target == backend.ErrForbidden
 }
 
 // lockVerbs are the verbs a process taking locks needs on the lock objects.
 const lockVerbs = `["get", "watch", "create", "update"]`
 
 // errCorrupt marks a record that cannot be decoded.
-func errCorrupt(err error) error { return fmt.Errorf("%w: %w", baton.ErrCorruptRecord, err) }
+func errCorrupt(err error) error { return fmt.Errorf("%w: %w", backend.ErrCorruptRecord, err) }
 
 // fail turns an error from the API server into one a user can act on,
 // naming the operation, the namespace and the object.
@@ -80,7 +79,7 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		// The same, before the deadline has passed: the request would not
 		// be sent in time, which is the deadline's doing.
 		return fmt.Errorf("kube: %s %s: %w (%v)", op, where, context.DeadlineExceeded, err)
-	case errors.Is(err, baton.ErrCorruptRecord):
+	case errors.Is(err, backend.ErrCorruptRecord):
 		return fmt.Errorf("kube: %s %s: %w", op, where, err)
 	case apierrors.IsForbidden(err):
 		rule, who := s.k.rbacRule(lockVerbs), "this identity"
@@ -89,13 +88,13 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		}
 		return fmt.Errorf("kube: %s %s: %w: the API server denied the verb %q on %s in namespace %q (%s). "+
 			"Bind %s to a Role in namespace %q with the rule:\n%s",
-			op, where, baton.ErrForbidden, verb, s.k.resource(), s.ns, apiMessage(err), who, s.ns, rule)
+			op, where, backend.ErrForbidden, verb, s.k.resource(), s.ns, apiMessage(err), who, s.ns, rule)
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("kube: %s %s: %w: the API server did not accept the credentials (%v)",
-			op, where, baton.ErrForbidden, apiMessage(err))
+			op, where, backend.ErrForbidden, apiMessage(err))
 	case verb == "create" && isNamespaceNotFound(err):
 		return fmt.Errorf("kube: %s %s: %w (%w): namespace %q does not exist; create it or configure another namespace",
-			op, where, ErrNamespaceNotFound, baton.ErrMisconfigured, s.ns)
+			op, where, ErrNamespaceNotFound, backend.ErrMisconfigured, s.ns)
 	}
 	return fmt.Errorf("kube: %s %s: %w", op, where, storeerr.Classify(err))
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +19,7 @@ import (
 // *DistributedLockStore. It is what WithLockStore accepts; other types
 // cannot implement it.
 type LockStore interface {
-	baton.Backend
+	backend.Backend
 	// Namespace returns the namespace the store keeps its objects in.
 	Namespace() string
 	// lockKind is the Kubernetes kind of the store's lock objects.

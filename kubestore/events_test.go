@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/kubestore"
 )
 
@@ -168,7 +170,7 @@ type deletingBackend struct {
 	cs kubernetes.Interface
 }
 
-func (b *deletingBackend) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+func (b *deletingBackend) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
 	g, err := b.LeaseStore.TryAcquire(ctx, key, req)
 	leases := b.cs.CoordinationV1().Leases(b.Namespace())
 	if err == nil {
@@ -238,7 +240,7 @@ func objectUID(t *testing.T, objects dynamic.ResourceInterface, name string) typ
 
 // leadOnce runs one short term of an Elector of the lock "scheduler" as
 // pod-a, ended by a graceful shutdown (release), and returns its token.
-func leadOnce(t *testing.T, b baton.Backend, obs baton.Observer) uint64 {
+func leadOnce(t *testing.T, b backend.Backend, obs baton.Observer) uint64 {
 	t.Helper()
 	el, err := baton.NewElector(b, "scheduler", quiet, baton.WithIdentity("pod-a"), baton.WithObserver(obs))
 	if err != nil {

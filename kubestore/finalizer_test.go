@@ -3,14 +3,13 @@ package kubestore
 import (
 	"context"
 	"errors"
-	"slices"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/clocktest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"slices"
+	"testing"
+	"time"
 )
 
 // These tests model kubectl delete of a held lock object that carries
@@ -28,7 +27,7 @@ func TestDeletingUnseenClaimHolds(t *testing.T) {
 	a, _, clk, k := newMemStores(t)
 	ctx := context.Background()
 	const ttl = 6 * time.Second
-	g, err := a.TryAcquire(ctx, "x", baton.Request{Holder: "a", Nonce: "na", TTL: ttl})
+	g, err := a.TryAcquire(ctx, "x", backend.Request{Holder: "a", Nonce: "na", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +37,12 @@ func TestDeletingUnseenClaimHolds(t *testing.T) {
 	k.deleteObject("x")
 	clk.Step(4 * time.Second)
 	late := newMemStore(t, k, clk) // started after the deletion
-	lreq := baton.Request{Holder: "late", Nonce: "nl", TTL: ttl}
+	lreq := backend.Request{Holder: "late", Nonce: "nl", TTL: ttl}
 	held := heldErr(t, errOf(late.TryAcquire(ctx, "x", lreq)), "a store that never saw the claim")
 	if held.Holder != "a" || held.RetryAfter != ttl {
 		t.Errorf("HeldError: holder %q RetryAfter %v; want a, %v (a full TTL from its first look)", held.Holder, held.RetryAfter, ttl)
 	}
-	if _, err := a.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := a.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("the holder's renew of an object being deleted: %v; want ErrLost", err)
 	}
 	if o, err := k.get(ctx, "x"); err != nil || !o.deleting || o.holder != "a" {
@@ -74,7 +73,7 @@ func TestDeletingReleaseFinishes(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			a, b, _, k := newMemStores(t)
 			ctx := context.Background()
-			g, err := a.TryAcquire(ctx, "x", baton.Request{Holder: "a", Nonce: "na", TTL: 6 * time.Second})
+			g, err := a.TryAcquire(ctx, "x", backend.Request{Holder: "a", Nonce: "na", TTL: 6 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +93,7 @@ func TestDeletingReleaseFinishes(t *testing.T) {
 			if how == "force-release" {
 				s = b
 			}
-			g2, err := s.TryAcquire(ctx, "x", baton.Request{Holder: "c", Nonce: "nc", TTL: time.Second})
+			g2, err := s.TryAcquire(ctx, "x", backend.Request{Holder: "c", Nonce: "nc", TTL: time.Second})
 			if err != nil || g2.Token <= g.Token {
 				t.Fatalf("acquire after the %s: token %d, %v; want more than %d, at once", how, g2.Token, err, g.Token)
 			}

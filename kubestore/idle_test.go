@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/kubestore"
 	"k8s.io/client-go/rest"
 )
@@ -53,10 +55,10 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 func TestIdleStandbyMakesNoRequests(t *testing.T) {
 	for _, k := range []struct {
 		name string
-		open func(t *testing.T, cfg *rest.Config, ns string) baton.Backend
+		open func(t *testing.T, cfg *rest.Config, ns string) backend.Backend
 	}{
-		{"lease", func(t *testing.T, cfg *rest.Config, ns string) baton.Backend { return newLease(t, cfg, ns) }},
-		{"configmap", func(t *testing.T, cfg *rest.Config, ns string) baton.Backend {
+		{"lease", func(t *testing.T, cfg *rest.Config, ns string) backend.Backend { return newLease(t, cfg, ns) }},
+		{"configmap", func(t *testing.T, cfg *rest.Config, ns string) backend.Backend {
 			s, err := kubestore.NewConfigMapForConfig(cfg, ns, kubestore.WithRateLimit(200, 400))
 			if err != nil {
 				t.Fatal(err)

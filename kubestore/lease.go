@@ -3,10 +3,7 @@ package kubestore
 import (
 	"context"
 	"fmt"
-	"slices"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -15,11 +12,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
+	"slices"
+	"time"
 )
 
 // LeaseStore is a baton backend that keeps each lock in a Lease object
 // (coordination.k8s.io/v1) of one namespace, named after the lock. It
-// implements baton.Backend, baton.Watcher and baton.Lister, and is safe for
+// implements backend.Backend, backend.Watcher and backend.Lister, and is safe for
 // concurrent use.
 //
 // Use one LeaseStore per process and namespace: it remembers which version
@@ -31,14 +30,14 @@ type LeaseStore struct {
 }
 
 var (
-	_ baton.Backend       = (*LeaseStore)(nil)
-	_ baton.Watcher       = (*LeaseStore)(nil)
-	_ baton.Lister        = (*LeaseStore)(nil)
-	_ baton.ForceReleaser = (*LeaseStore)(nil)
-	_ baton.Backend       = (*ConfigMapStore)(nil)
-	_ baton.Watcher       = (*ConfigMapStore)(nil)
-	_ baton.Lister        = (*ConfigMapStore)(nil)
-	_ baton.ForceReleaser = (*ConfigMapStore)(nil)
+	_ backend.Backend       = (*LeaseStore)(nil)
+	_ backend.Watcher       = (*LeaseStore)(nil)
+	_ backend.Lister        = (*LeaseStore)(nil)
+	_ backend.ForceReleaser = (*LeaseStore)(nil)
+	_ backend.Backend       = (*ConfigMapStore)(nil)
+	_ backend.Watcher       = (*ConfigMapStore)(nil)
+	_ backend.Lister        = (*ConfigMapStore)(nil)
+	_ backend.ForceReleaser = (*ConfigMapStore)(nil)
 )
 
 // NewLease returns a store for Lease objects in namespace.

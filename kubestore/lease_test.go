@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/kubestore"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -29,8 +31,8 @@ func newLease(t *testing.T, cfg *rest.Config, ns string, opts ...kubestore.Optio
 	return s
 }
 
-func req(holder string, ttl time.Duration) baton.Request {
-	return baton.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: ttl}
+func req(holder string, ttl time.Duration) backend.Request {
+	return backend.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: ttl}
 }
 
 var quiet = baton.WithLogger(slog.New(slog.DiscardHandler))
@@ -118,7 +120,7 @@ func TestSubSecondTTL(t *testing.T) {
 	cfg := controlPlane(t)
 	s := newLease(t, cfg, newNamespace(t))
 	_, err := s.TryAcquire(t.Context(), "short", req("a", 500*time.Millisecond))
-	if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "whole seconds") {
+	if !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "whole seconds") {
 		t.Errorf("TryAcquire with TTL 500ms: %v; want ErrInvalidOptions explaining whole seconds", err)
 	}
 }
@@ -152,7 +154,7 @@ func TestFirstObservation(t *testing.T) {
 	seen := time.Now()
 	_, err = b.TryAcquire(ctx, "old", req("pod-b", 2*time.Second))
 	took := time.Since(seen)
-	var held *baton.HeldError
+	var held *backend.HeldError
 	if !errors.As(err, &held) {
 		t.Fatalf("TryAcquire of a lease renewed (by its renewTime) an hour ago, first seen now: %v; want ErrHeld", err)
 	}
@@ -177,7 +179,7 @@ func TestFirstObservation(t *testing.T) {
 		}
 		time.Sleep(held.RetryAfter)
 	}
-	if _, err := a.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := a.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Renew by the replaced holder: %v, want ErrLost", err)
 	}
 }
@@ -197,7 +199,7 @@ func TestTwoApplications(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = reports.TryAcquire(ctx, "nightly", req("reports-0", 10*time.Second))
-	if !errors.Is(err, kubestore.ErrOtherApplication) || errors.Is(err, baton.ErrHeld) {
+	if !errors.Is(err, kubestore.ErrOtherApplication) || errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("TryAcquire by another application: %v; want ErrOtherApplication, not ErrHeld", err)
 	}
 	for _, want := range []string{`"billing"`, `"reports"`, ns + "/nightly", "leases.coordination.k8s.io"} {
@@ -276,7 +278,7 @@ func TestHolderStopsRenewing(t *testing.T) {
 	if l.Token() <= g.Token {
 		t.Errorf("token %d after %d", l.Token(), g.Token)
 	}
-	if _, err := a.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := a.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Renew by the stalled holder: %v, want ErrLost", err)
 	}
 }
@@ -390,7 +392,7 @@ func bind(t *testing.T, ns, user string, role *rbacv1.Role) {
 	s := newLease(t, ucfg, ns)
 	for {
 		_, err := s.Get(ctx, "rbac-probe")
-		if errors.Is(err, baton.ErrNotFound) || time.Now().After(deadline) {
+		if errors.Is(err, backend.ErrNotFound) || time.Now().After(deadline) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -426,7 +428,7 @@ func TestForbiddenWithoutCreate(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name     string
-		b        baton.Backend
+		b        backend.Backend
 		resource string
 		rule     []string
 	}{
@@ -437,7 +439,7 @@ func TestForbiddenWithoutCreate(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := c.b.TryAcquire(t.Context(), "nightly", req("pod-a", 2*time.Second))
-			if !errors.Is(err, baton.ErrForbidden) {
+			if !errors.Is(err, backend.ErrForbidden) {
 				t.Fatalf("TryAcquire without create: %v; want ErrForbidden", err)
 			}
 			for _, want := range append([]string{`verb "create"`, c.resource, `namespace "` + ns + `"`}, c.rule...) {
@@ -497,7 +499,7 @@ func TestShippedRole(t *testing.T) {
 		t.Fatal("the second replica did not get the lock")
 	}
 	// Status views need "list", which the replicas' Role does not grant.
-	if _, err := a.List(ctx); !errors.Is(err, baton.ErrForbidden) || !strings.Contains(err.Error(), `verb "list"`) {
+	if _, err := a.List(ctx); !errors.Is(err, backend.ErrForbidden) || !strings.Contains(err.Error(), `verb "list"`) {
 		t.Errorf("List with the shipped Role: %v; want ErrForbidden naming the verb list", err)
 	}
 	if _, err := a.Get(ctx, "job"); err != nil && !apierrors.IsNotFound(err) {
@@ -563,7 +565,7 @@ func TestForceRelease(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	holder, admin := newLease(t, cfg, ns), newLease(t, cfg, ns)
-	if err := admin.ForceRelease(ctx, "forced"); !errors.Is(err, baton.ErrNotFound) {
+	if err := admin.ForceRelease(ctx, "forced"); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("ForceRelease of a missing lock = %v, want ErrNotFound", err)
 	}
 	g, err := holder.TryAcquire(ctx, "forced", req("holder-a", time.Minute))
@@ -573,7 +575,7 @@ func TestForceRelease(t *testing.T) {
 	if err := admin.ForceRelease(ctx, "forced"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := holder.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := holder.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("Renew after a forced release = %v, want ErrLost", err)
 	}
 	g2, err := admin.TryAcquire(ctx, "forced", req("holder-b", time.Minute))

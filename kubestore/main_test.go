@@ -3,12 +3,7 @@ package kubestore_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"sync"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
@@ -16,8 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"os"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sync"
+	"testing"
+	"time"
 )
 
 // One control plane (kube-apiserver + etcd) serves the whole package. It
@@ -110,16 +109,16 @@ func addUser(t *testing.T, name string) *rest.Config {
 // established instead of sleeping: the kube stores notify every channel
 // once their API watch is up (see Store.Watch), and up is closed at the
 // first notification any of the wrapper's channels receives. The engine
-// asserts only baton.Watcher on its backend, so the wrapper hides nothing
+// asserts only backend.Watcher on its backend, so the wrapper hides nothing
 // it uses.
-func watchUp(b baton.Backend) (baton.Backend, <-chan struct{}) {
-	w := &watchSignal{Backend: b, w: b.(baton.Watcher), up: make(chan struct{})}
+func watchUp(b backend.Backend) (backend.Backend, <-chan struct{}) {
+	w := &watchSignal{Backend: b, w: b.(backend.Watcher), up: make(chan struct{})}
 	return w, w.up
 }
 
 type watchSignal struct {
-	baton.Backend
-	w    baton.Watcher
+	backend.Backend
+	w    backend.Watcher
 	up   chan struct{}
 	once sync.Once
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/kubestore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -187,7 +189,7 @@ func campaignBaton(ctx context.Context, t *testing.T, cfg *rest.Config, ns strin
 func TestAdoptionLeasesOnly(t *testing.T) {
 	cfg := &rest.Config{Host: "http://127.0.0.1:1"}
 	_, err := kubestore.NewConfigMapForConfig(cfg, "ns", kubestore.WithAdoption())
-	if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "WithAdoption applies to Leases only") {
+	if !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "WithAdoption applies to Leases only") {
 		t.Errorf("NewConfigMapForConfig with WithAdoption: %v; want ErrInvalidOptions saying it is for Leases", err)
 	}
 	if _, err := kubestore.NewLeaseForConfig(cfg, "ns", kubestore.WithAdoption()); err != nil {

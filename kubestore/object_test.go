@@ -3,13 +3,12 @@ package kubestore
 import (
 	"errors"
 	"fmt"
+	"github.com/baton-go/baton/backend"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/baton-go/baton"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestDurationSeconds(t *testing.T) {
@@ -41,7 +40,7 @@ func TestValidLabelValue(t *testing.T) {
 
 func TestDecodeCorruptToken(t *testing.T) {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{AnnotationToken: "-1"}}}
-	if _, err := decodeLease(l); !errors.Is(err, baton.ErrCorruptRecord) {
+	if _, err := decodeLease(l); !errors.Is(err, backend.ErrCorruptRecord) {
 		t.Errorf("decodeLease with token -1: %v; want ErrCorruptRecord", err)
 	}
 }
@@ -71,7 +70,7 @@ func TestDecodeHeldWithoutDuration(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{AnnotationToken: "3"}},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &h},
 	}
-	if _, err := decodeLease(l); !errors.Is(err, baton.ErrCorruptRecord) {
+	if _, err := decodeLease(l); !errors.Is(err, backend.ErrCorruptRecord) {
 		t.Errorf("decodeLease of a held Lease without leaseDurationSeconds: %v; want ErrCorruptRecord", err)
 	}
 }
@@ -86,7 +85,7 @@ func TestDecodeNegativeLeaseFields(t *testing.T) {
 		}
 		_, err := decodeLease(l)
 		want := fmt.Sprintf("negative spec.leaseDurationSeconds (%d) or spec.leaseTransitions (%d)", c.duration, c.transitions)
-		if !errors.Is(err, baton.ErrCorruptRecord) || !strings.Contains(err.Error(), want) {
+		if !errors.Is(err, backend.ErrCorruptRecord) || !strings.Contains(err.Error(), want) {
 			t.Errorf("decodeLease with duration %d, transitions %d: %v; want ErrCorruptRecord saying %q", c.duration, c.transitions, err, want)
 		}
 	}

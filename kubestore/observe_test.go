@@ -3,17 +3,16 @@ package kubestore
 import (
 	"context"
 	"errors"
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/clocktest"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/clocktest"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 )
 
 // memKind is an in-memory kind with resourceVersion preconditions, so the
@@ -145,25 +144,25 @@ func TestExpiryByObservation(t *testing.T) {
 	a, b, clk, k := newMemStores(t)
 	ctx := context.Background()
 	const ttl = 3 * time.Second
-	g, err := a.TryAcquire(ctx, "x", baton.Request{Holder: "a", Nonce: "n1", TTL: ttl})
+	g, err := a.TryAcquire(ctx, "x", backend.Request{Holder: "a", Nonce: "n1", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	clk.Step(2 * time.Second) // b has not looked yet: time before its first look does not count
-	_, err = b.TryAcquire(ctx, "x", baton.Request{Holder: "b", Nonce: "n2", TTL: ttl})
-	var held *baton.HeldError
+	_, err = b.TryAcquire(ctx, "x", backend.Request{Holder: "b", Nonce: "n2", TTL: ttl})
+	var held *backend.HeldError
 	if !errors.As(err, &held) || held.RetryAfter != ttl {
 		t.Fatalf("first look: %v (RetryAfter %v); want ErrHeld with RetryAfter %v", err, retryAfter(held), ttl)
 	}
 	clk.Step(ttl - time.Millisecond)
-	_, err = b.TryAcquire(ctx, "x", baton.Request{Holder: "b", Nonce: "n2", TTL: ttl})
+	_, err = b.TryAcquire(ctx, "x", backend.Request{Holder: "b", Nonce: "n2", TTL: ttl})
 	if !errors.As(err, &held) || held.RetryAfter != time.Millisecond {
 		t.Fatalf("1ms before the window ends: %v; want ErrHeld with RetryAfter 1ms", err)
 	}
 
 	// The holder's store counts from its own send time: it is past the TTL.
-	if _, err := a.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := a.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Renew %v after the acquire was sent: %v; want ErrLost", 2*time.Second+ttl-time.Millisecond, err)
 	}
 
@@ -175,12 +174,12 @@ func TestExpiryByObservation(t *testing.T) {
 	k.objs["x"] = o
 	k.mu.Unlock()
 	clk.Step(time.Millisecond)
-	_, err = b.TryAcquire(ctx, "x", baton.Request{Holder: "b", Nonce: "n2", TTL: ttl})
+	_, err = b.TryAcquire(ctx, "x", backend.Request{Holder: "b", Nonce: "n2", TTL: ttl})
 	if !errors.As(err, &held) || held.RetryAfter != ttl {
 		t.Fatalf("after a change: %v; want ErrHeld with a new full window %v", err, ttl)
 	}
 	clk.Step(ttl)
-	g2, err := b.TryAcquire(ctx, "x", baton.Request{Holder: "b", Nonce: "n2", TTL: ttl})
+	g2, err := b.TryAcquire(ctx, "x", backend.Request{Holder: "b", Nonce: "n2", TTL: ttl})
 	if err != nil {
 		t.Fatalf("after the window: %v", err)
 	}
@@ -199,7 +198,7 @@ func TestRenewWindowFromSendTime(t *testing.T) {
 	a, _, clk, _ := newMemStores(t)
 	ctx := context.Background()
 	const ttl = 2 * time.Second
-	g, err := a.TryAcquire(ctx, "x", baton.Request{Holder: "a", Nonce: "n1", TTL: ttl})
+	g, err := a.TryAcquire(ctx, "x", backend.Request{Holder: "a", Nonce: "n1", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,12 +209,12 @@ func TestRenewWindowFromSendTime(t *testing.T) {
 		}
 	}
 	clk.Step(ttl)
-	if err := a.Release(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if err := a.Release(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Release a TTL after the last renew: %v; want ErrLost", err)
 	}
 }
 
-func retryAfter(h *baton.HeldError) time.Duration {
+func retryAfter(h *backend.HeldError) time.Duration {
 	if h == nil {
 		return 0
 	}
@@ -227,7 +226,7 @@ func retryAfter(h *baton.HeldError) time.Duration {
 func TestRenewWithoutRead(t *testing.T) {
 	a, b, _, k := newMemStores(t)
 	ctx := context.Background()
-	g, err := a.TryAcquire(ctx, "x", baton.Request{Holder: "a", Nonce: "n1", TTL: 2 * time.Second})
+	g, err := a.TryAcquire(ctx, "x", backend.Request{Holder: "a", Nonce: "n1", TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +249,7 @@ func TestRenewWithoutRead(t *testing.T) {
 	if err := a.Release(ctx, g2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Renew(ctx, g2); !errors.Is(err, baton.ErrLost) {
+	if _, err := a.Renew(ctx, g2); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Renew after Release: %v; want ErrLost", err)
 	}
 }
@@ -260,7 +259,7 @@ func TestRenewWithoutRead(t *testing.T) {
 func TestContended(t *testing.T) {
 	a, b, _, k := newMemStores(t)
 	ctx := context.Background()
-	g, err := a.TryAcquire(ctx, "x", baton.Request{Holder: "a", Nonce: "n1", TTL: 2 * time.Second})
+	g, err := a.TryAcquire(ctx, "x", backend.Request{Holder: "a", Nonce: "n1", TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,8 +268,8 @@ func TestContended(t *testing.T) {
 	}
 	k.interfere = true
 	before := k.gets
-	_, err = b.TryAcquire(ctx, "x", baton.Request{Holder: "b", Nonce: "n2", TTL: 2 * time.Second})
-	var held *baton.HeldError
+	_, err = b.TryAcquire(ctx, "x", backend.Request{Holder: "b", Nonce: "n2", TTL: 2 * time.Second})
+	var held *backend.HeldError
 	if !errors.As(err, &held) || held.Holder != "" || !strings.Contains(err.Error(), "contended") {
 		t.Fatalf("TryAcquire losing every race: %v; want a HeldError saying the lock is contended", err)
 	}
@@ -286,13 +285,13 @@ func TestObservationsOfManyNamesAreSwept(t *testing.T) {
 	a, _, clk, _ := newMemStores(t)
 	ctx := context.Background()
 	const ttl = 2 * time.Second
-	mine, err := a.TryAcquire(ctx, "mine", baton.Request{Holder: "a", Nonce: "n", TTL: ttl})
+	mine, err := a.TryAcquire(ctx, "mine", backend.Request{Holder: "a", Nonce: "n", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 500 {
 		name := "slot-" + strconv.Itoa(i)
-		g, err := a.TryAcquire(ctx, name, baton.Request{Holder: "a", Nonce: "n", TTL: ttl})
+		g, err := a.TryAcquire(ctx, name, backend.Request{Holder: "a", Nonce: "n", TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}

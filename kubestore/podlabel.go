@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 )
 
 // EnvPodName is the environment variable PodName reads first: set it from
@@ -84,7 +84,7 @@ func NewLeaderLabel(cfg *rest.Config, ns, pod, label string) (*LeaderLabel, erro
 		return nil, err
 	}
 	if ns == "" || pod == "" {
-		return nil, fmt.Errorf("kube: leader label: %w: the namespace (%q) and the Pod (%q) must be set", baton.ErrInvalidOptions, ns, pod)
+		return nil, fmt.Errorf("kube: leader label: %w: the namespace (%q) and the Pod (%q) must be set", backend.ErrInvalidOptions, ns, pod)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -97,13 +97,13 @@ func NewLeaderLabel(cfg *rest.Config, ns, pod, label string) (*LeaderLabel, erro
 func ParseLabel(label string) (key, value string, err error) {
 	key, value, ok := strings.Cut(label, "=")
 	if !ok || key == "" {
-		return "", "", fmt.Errorf("kube: leader label %q: %w: want KEY=VALUE, such as role=leader", label, baton.ErrInvalidOptions)
+		return "", "", fmt.Errorf("kube: leader label %q: %w: want KEY=VALUE, such as role=leader", label, backend.ErrInvalidOptions)
 	}
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-		return "", "", fmt.Errorf("kube: leader label key %q: %w: %v", key, baton.ErrInvalidOptions, errs)
+		return "", "", fmt.Errorf("kube: leader label key %q: %w: %v", key, backend.ErrInvalidOptions, errs)
 	}
 	if errs := validation.IsValidLabelValue(value); len(errs) > 0 || value == "" {
-		return "", "", fmt.Errorf("kube: leader label value %q: %w: %v", value, baton.ErrInvalidOptions, errs)
+		return "", "", fmt.Errorf("kube: leader label value %q: %w: %v", value, backend.ErrInvalidOptions, errs)
 	}
 	return key, value, nil
 }

@@ -5,12 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/kubestore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/kubestore"
 )
 
 // makePods creates Pod objects (the API server needs no kubelet for them).
@@ -117,7 +116,7 @@ func TestLeaderLabel(t *testing.T) {
 
 func TestParseLabel(t *testing.T) {
 	for _, bad := range []string{"", "role", "=leader", "role=", "ro le=x", "role=a b"} {
-		if _, _, err := kubestore.ParseLabel(bad); !errors.Is(err, baton.ErrInvalidOptions) {
+		if _, _, err := kubestore.ParseLabel(bad); !errors.Is(err, backend.ErrInvalidOptions) {
 			t.Errorf("ParseLabel(%q) = %v, want ErrInvalidOptions", bad, err)
 		}
 	}

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"sync"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"math"
+	"sync"
+	"time"
 )
 
 // store is the kind-independent part of LeaseStore (and the other kinds):
@@ -191,43 +190,43 @@ func (s *store) written(name, rv string) (object, bool) {
 // with a conditional write: a create that fails if the object exists, or an
 // update on the resourceVersion read. A lost race (409 Conflict) re-reads
 // and decides again, up to WithMaxConflicts times; if every attempt loses,
-// the lock is contended and TryAcquire returns a *baton.HeldError without
+// the lock is contended and TryAcquire returns a *backend.HeldError without
 // a holder (other contenders won those races).
 //
 // req.TTL is rounded up to whole seconds for leaseDurationSeconds; a TTL
 // under one second is rejected with an error matching
-// baton.ErrInvalidOptions. An object created by another application or
+// backend.ErrInvalidOptions. An object created by another application or
 // tool returns an *ApplicationError. An object being deleted is never
-// acquired: while its claim lasts TryAcquire returns a *baton.HeldError,
+// acquired: while its claim lasts TryAcquire returns a *backend.HeldError,
 // and once the claim has expired it clears the claim, which removes
 // FinalizerClaim and lets the deletion finish, and creates the object
 // anew. A missing object that this process last saw held is not created
 // before that claim could have expired. See Deleted lock objects in the
 // package documentation.
-func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+func (s *store) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
 	const op = "acquire"
-	if err := baton.ValidateName(key); err != nil {
-		return baton.Grant{}, fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
+	if err := backend.ValidateName(key); err != nil {
+		return backend.Grant{}, fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
 	}
 	if err := s.ctxErr(ctx, op, key); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if req.Holder == "" || req.Nonce == "" {
-		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: empty holder or nonce", op, s.ns, key, baton.ErrInvalidOptions)
+		return backend.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: empty holder or nonce", op, s.ns, key, backend.ErrInvalidOptions)
 	}
 	dur, err := durationSeconds(req.TTL)
 	if err != nil {
-		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: %v", op, s.ns, key, baton.ErrInvalidOptions, err)
+		return backend.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: %v", op, s.ns, key, backend.ErrInvalidOptions, err)
 	}
 	var lastErr error
 	for attempt := range s.o.maxConflicts {
 		cur, err := s.current(ctx, key, attempt == 0)
-		var g baton.Grant
+		var g backend.Grant
 		switch {
 		case apierrors.IsNotFound(err) && !isNamespaceNotFound(err):
 			g, err = s.create(ctx, key, req, dur)
 		case err != nil:
-			return baton.Grant{}, s.fail(ctx, op, "get", key, err)
+			return backend.Grant{}, s.fail(ctx, op, "get", key, err)
 		default:
 			g, err = s.take(ctx, cur, req, dur)
 		}
@@ -242,8 +241,8 @@ func (s *store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 	// landed first). Report it as held, by an owner unknown here, so that
 	// the engine waits for the watch or its retry period instead of
 	// treating contention as a failure.
-	return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: contended: lost %d conditional writes in a row to other writers (last: %v): %w",
-		op, s.ns, key, s.o.maxConflicts, lastErr, &baton.HeldError{Key: key})
+	return backend.Grant{}, fmt.Errorf("kube: %s %s/%s: contended: lost %d conditional writes in a row to other writers (last: %v): %w",
+		op, s.ns, key, s.o.maxConflicts, lastErr, &backend.HeldError{Key: key})
 }
 
 // errFinished is returned by take after it let a deletion finish: the
@@ -263,16 +262,16 @@ func errRetry(err error) bool {
 // every write before, so larger than every token issued on an earlier
 // object of this name (see "Fencing tokens" in the package doc). A lost
 // race returns the API server's AlreadyExists error as it is.
-func (s *store) create(ctx context.Context, key string, req baton.Request, dur int32) (baton.Grant, error) {
+func (s *store) create(ctx context.Context, key string, req backend.Request, dur int32) (backend.Grant, error) {
 	const op = "acquire"
 	if gone, rem := s.missing(key, nil); rem > 0 {
 		who := fmt.Sprintf("while %q held it (token %d)", gone.holder, gone.token)
 		if gone.holder == "" {
 			who = fmt.Sprintf("after this process last saw it free (token %d); a claim made since may have gone with it", gone.token)
 		}
-		return baton.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted %s; "+
+		return backend.Grant{}, fmt.Errorf("kube: %s %s/%s: the lock object was deleted %s; "+
 			"its claim may last until one lease duration after this process first saw it missing: %w", op, s.ns, key,
-			who, &baton.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
+			who, &backend.HeldError{Key: key, Holder: gone.holder, Token: gone.token, RetryAfter: rem})
 	}
 	wall := s.now()
 	next := object{
@@ -283,10 +282,10 @@ func (s *store) create(ctx context.Context, key string, req baton.Request, dur i
 	sent := s.now()
 	created, err := s.k.create(ctx, next)
 	if apierrors.IsAlreadyExists(err) {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if err != nil {
-		return baton.Grant{}, s.fail(ctx, op, "create", key, err)
+		return backend.Grant{}, s.fail(ctx, op, "create", key, err)
 	}
 	s.wrote(created, sent)
 	return grant(created, req), nil
@@ -296,17 +295,17 @@ func (s *store) create(ctx context.Context, key string, req baton.Request, dur i
 // as judged here, with an update on cur's resourceVersion; a lost race
 // returns the API server's Conflict error as it is. An object being
 // deleted is never acquired; see finish.
-func (s *store) take(ctx context.Context, cur object, req baton.Request, dur int32) (baton.Grant, error) {
+func (s *store) take(ctx context.Context, cur object, req backend.Request, dur int32) (backend.Grant, error) {
 	const op = "acquire"
 	key := cur.name
 	if !cur.baton && s.o.adopt && s.adoptable {
 		var err error
 		if cur, err = s.adopt(cur); err != nil {
-			return baton.Grant{}, s.fail(ctx, op, "update", key, err)
+			return backend.Grant{}, s.fail(ctx, op, "update", key, err)
 		}
 	}
 	if err := s.checkApplication(cur); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if cur.holder != "" {
 		if rem := s.remaining(cur); rem > 0 {
@@ -314,16 +313,16 @@ func (s *store) take(ctx context.Context, cur object, req baton.Request, dur int
 			if cur.deleting {
 				being = "; the object is being deleted, which finishes when this claim ends"
 			}
-			return baton.Grant{}, fmt.Errorf("kube: %s %s/%s%s: %w", op, s.ns, key, being, &baton.HeldError{
+			return backend.Grant{}, fmt.Errorf("kube: %s %s/%s%s: %w", op, s.ns, key, being, &backend.HeldError{
 				Key: key, Holder: cur.holder, Token: cur.token, RetryAfter: rem,
 			})
 		}
 	}
 	if cur.deleting {
-		return baton.Grant{}, s.finish(ctx, cur)
+		return backend.Grant{}, s.finish(ctx, cur)
 	}
 	if cur.token == math.MaxUint64 {
-		return baton.Grant{}, s.fail(ctx, op, "update", key, errCorrupt(fmt.Errorf("the fencing token is at its maximum")))
+		return backend.Grant{}, s.fail(ctx, op, "update", key, errCorrupt(fmt.Errorf("the fencing token is at its maximum")))
 	}
 	wall := s.now()
 	next := cur
@@ -335,10 +334,10 @@ func (s *store) take(ctx context.Context, cur object, req baton.Request, dur int
 	sent := s.now()
 	updated, err := s.k.update(ctx, next)
 	if apierrors.IsConflict(err) {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if err != nil {
-		return baton.Grant{}, s.fail(ctx, op, "update", key, err)
+		return backend.Grant{}, s.fail(ctx, op, "update", key, err)
 	}
 	s.wrote(updated, sent)
 	return grant(updated, req), nil
@@ -366,13 +365,13 @@ func (s *store) adopt(cur object) (object, error) {
 // deleted, with an update on its resourceVersion. That removes
 // FinalizerClaim, so the API server completes the deletion unless other
 // finalizers remain. It returns errFinished, a Conflict (someone wrote
-// first) for TryAcquire to read again, or a *baton.HeldError while other
+// first) for TryAcquire to read again, or a *backend.HeldError while other
 // finalizers keep the object.
 func (s *store) finish(ctx context.Context, cur object) error {
 	const op = "acquire"
 	if !cur.claimed && cur.holder == "" {
 		return fmt.Errorf("kube: %s %s/%s: the lock object is being deleted and waits for finalizers that are not baton's; "+
-			"it can be acquired once it is gone: %w", op, s.ns, cur.name, &baton.HeldError{Key: cur.name, RetryAfter: time.Second})
+			"it can be acquired once it is gone: %w", op, s.ns, cur.name, &backend.HeldError{Key: cur.name, RetryAfter: time.Second})
 	}
 	next := cur
 	next.holder, next.nonce = "", ""
@@ -418,8 +417,8 @@ func (s *store) current(ctx context.Context, key string, useView bool) (object, 
 	return s.k.get(ctx, key)
 }
 
-func grant(o object, req baton.Request) baton.Grant {
-	return baton.Grant{Key: o.name, Holder: o.holder, Nonce: o.nonce, Token: o.token, TTL: req.TTL, Version: versionOf(o.rv, o.uid)}
+func grant(o object, req backend.Request) backend.Grant {
+	return backend.Grant{Key: o.name, Holder: o.holder, Nonce: o.nonce, Token: o.token, TTL: req.TTL, Version: versionOf(o.rv, o.uid)}
 }
 
 // checkApplication refuses objects of another application or tool.
@@ -437,26 +436,26 @@ func (s *store) checkApplication(o object) error {
 // update conditional on the resourceVersion read, if the object still
 // names g's holder and nonce, is not being deleted, and the claim has not
 // expired as judged by this process (counted from the send time of its own
-// last write). It returns an error matching baton.ErrLost otherwise.
-func (s *store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+// last write). It returns an error matching backend.ErrLost otherwise.
+func (s *store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
 	const op = "renew"
 	next, err := s.change(ctx, op, g, func(o *object) error {
 		dur, err := durationSeconds(g.TTL)
 		if err != nil {
-			return fmt.Errorf("%w: %v", baton.ErrInvalidOptions, err)
+			return fmt.Errorf("%w: %v", backend.ErrInvalidOptions, err)
 		}
 		if o.deleting {
 			return fmt.Errorf("%w: the lock object is being deleted (kubectl delete?); it is freed when this claim ends "+
-				"(only baton release --force frees a lock safely)", baton.ErrLost)
+				"(only baton release --force frees a lock safely)", backend.ErrLost)
 		}
 		o.durationSec = dur
 		o.renew = s.now()
 		return nil
 	})
 	if err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
-	return grant(next, baton.Request{TTL: g.TTL}), nil
+	return grant(next, backend.Request{TTL: g.TTL}), nil
 }
 
 // Release clears holderIdentity and the nonce (and removes FinalizerClaim)
@@ -464,8 +463,8 @@ func (s *store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 // still names g's holder and nonce and the claim has not expired as judged
 // by this process. The object and its fencing token stay, unless someone
 // deleted the object meanwhile: then the release lets the deletion finish.
-// It returns an error matching baton.ErrLost otherwise.
-func (s *store) Release(ctx context.Context, g baton.Grant) error {
+// It returns an error matching backend.ErrLost otherwise.
+func (s *store) Release(ctx context.Context, g backend.Grant) error {
 	_, err := s.change(ctx, "release", g, func(o *object) error {
 		o.holder, o.nonce = "", ""
 		return nil
@@ -478,8 +477,8 @@ func (s *store) Release(ctx context.Context, g baton.Grant) error {
 // g.Version, the first attempt updates that version without reading it
 // first (one round trip instead of two): the precondition on the
 // resourceVersion makes the update fail if anything changed since.
-func (s *store) change(ctx context.Context, op string, g baton.Grant, f func(*object) error) (object, error) {
-	if err := baton.ValidateName(g.Key); err != nil {
+func (s *store) change(ctx context.Context, op string, g backend.Grant, f func(*object) error) (object, error) {
+	if err := backend.ValidateName(g.Key); err != nil {
 		return object{}, fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
 	}
 	if err := s.ctxErr(ctx, op, g.Key); err != nil {
@@ -487,7 +486,7 @@ func (s *store) change(ctx context.Context, op string, g baton.Grant, f func(*ob
 	}
 	lost := func(why string, args ...any) error {
 		return fmt.Errorf("kube: %s %s/%s (holder %q, token %d): %w: %s",
-			op, s.ns, g.Key, g.Holder, g.Token, baton.ErrLost, fmt.Sprintf(why, args...))
+			op, s.ns, g.Key, g.Holder, g.Token, backend.ErrLost, fmt.Sprintf(why, args...))
 	}
 	rv, uid := splitVersion(g.Version)
 	var lastErr error
@@ -548,20 +547,20 @@ func (s *store) change(ctx context.Context, op string, g baton.Grant, f func(*ob
 // Get returns the lock's record. Remaining is judged by local observation:
 // a claim this process has not seen before counts as lasting its full
 // lease duration from now.
-func (s *store) Get(ctx context.Context, key string) (baton.Record, error) {
+func (s *store) Get(ctx context.Context, key string) (backend.Record, error) {
 	const op = "get"
-	if err := baton.ValidateName(key); err != nil {
-		return baton.Record{}, fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
+	if err := backend.ValidateName(key); err != nil {
+		return backend.Record{}, fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
 	}
 	if err := s.ctxErr(ctx, op, key); err != nil {
-		return baton.Record{}, err
+		return backend.Record{}, err
 	}
 	o, err := s.k.get(ctx, key)
 	if apierrors.IsNotFound(err) {
-		return baton.Record{}, fmt.Errorf("kube: %s %s %s/%s: %w", op, s.k.resource(), s.ns, key, baton.ErrNotFound)
+		return backend.Record{}, fmt.Errorf("kube: %s %s %s/%s: %w", op, s.k.resource(), s.ns, key, backend.ErrNotFound)
 	}
 	if err != nil {
-		return baton.Record{}, s.fail(ctx, op, "get", key, err)
+		return backend.Record{}, s.fail(ctx, op, "get", key, err)
 	}
 	return s.record(o), nil
 }
@@ -570,7 +569,7 @@ func (s *store) Get(ctx context.Context, key string) (baton.Record, error) {
 // with the baton.dev/app label, of any application). It needs the "list"
 // verb, which the Role for running replicas does not: only status views
 // use it.
-func (s *store) List(ctx context.Context) ([]baton.Record, error) {
+func (s *store) List(ctx context.Context) ([]backend.Record, error) {
 	if err := s.ctxErr(ctx, "list", "*"); err != nil {
 		return nil, err
 	}
@@ -578,7 +577,7 @@ func (s *store) List(ctx context.Context) ([]baton.Record, error) {
 	if err != nil {
 		return nil, s.fail(ctx, "list", "list", "", err)
 	}
-	out := make([]baton.Record, 0, len(objs))
+	out := make([]backend.Record, 0, len(objs))
 	for _, o := range objs {
 		if o.baton {
 			out = append(out, s.record(o))
@@ -587,26 +586,26 @@ func (s *store) List(ctx context.Context) ([]baton.Record, error) {
 	return out, nil
 }
 
-func (s *store) record(o object) baton.Record {
-	return baton.Record{
+func (s *store) record(o object) backend.Record {
+	return backend.Record{
 		Key: o.name, Holder: o.holder, Nonce: o.nonce, Token: o.token, TTL: o.ttl(),
 		AcquireTime: o.acquire, RenewTime: o.renew, Transitions: uint64(max(0, o.transitions)),
 		Remaining: s.remaining(o), Version: o.rv,
 	}
 }
 
-// ForceRelease implements baton.ForceReleaser: it clears the holder of key
+// ForceRelease implements backend.ForceReleaser: it clears the holder of key
 // whoever holds it, with an update conditional on the resourceVersion read
 // (conflicts re-read and retry). The object and its fencing token stay, so
 // the next holder gets a larger token; on an object being deleted, it lets
 // the deletion finish (the next object's tokens are larger still). It
 // removes FinalizerClaim, also one left without a holder. An object of
 // another application is refused, as for TryAcquire. It returns an error
-// matching baton.ErrNotFound if the object does not exist, and nil if it
+// matching backend.ErrNotFound if the object does not exist, and nil if it
 // is already free.
 func (s *store) ForceRelease(ctx context.Context, key string) error {
 	const op = "force-release"
-	if err := baton.ValidateName(key); err != nil {
+	if err := backend.ValidateName(key); err != nil {
 		return fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
 	}
 	if err := s.ctxErr(ctx, op, key); err != nil {
@@ -616,7 +615,7 @@ func (s *store) ForceRelease(ctx context.Context, key string) error {
 	for attempt := range s.o.maxConflicts {
 		cur, err := s.current(ctx, key, attempt == 0)
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("kube: %s %s %s/%s: %w", op, s.k.resource(), s.ns, key, baton.ErrNotFound)
+			return fmt.Errorf("kube: %s %s %s/%s: %w", op, s.k.resource(), s.ns, key, backend.ErrNotFound)
 		}
 		if err != nil {
 			return s.fail(ctx, op, "get", key, err)

@@ -3,15 +3,14 @@ package kubestore
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"net/http"
+	"time"
 )
 
 // watchRetries is how many times in a row a broken watch is re-established
@@ -71,7 +70,7 @@ type sharedWatch struct {
 // is closed when its ctx ends; the API watch ends with the last one.
 func (s *store) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
 	const op = "watch"
-	if err := baton.ValidateName(key); err != nil {
+	if err := backend.ValidateName(key); err != nil {
 		return nil, fmt.Errorf("kube: %s in namespace %s: %w", op, s.ns, err)
 	}
 	if err := s.ctxErr(ctx, op, key); err != nil {

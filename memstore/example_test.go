@@ -7,6 +7,8 @@ import (
 	"log"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/memstore"
 )
 
@@ -31,7 +33,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var held *baton.HeldError
+	var held *backend.HeldError
 	if _, err := second.TryLock(ctx); errors.As(err, &held) {
 		fmt.Println("held by", held.Holder)
 	}
@@ -61,7 +63,7 @@ func Example() {
 func ExampleStore_Get() {
 	ctx := context.Background()
 	store := memstore.New()
-	g, err := store.TryAcquire(ctx, "migrate", baton.Request{Holder: "job-1", Nonce: baton.NewNonce(), TTL: baton.DefaultTTL})
+	g, err := store.TryAcquire(ctx, "migrate", backend.Request{Holder: "job-1", Nonce: baton.NewNonce(), TTL: baton.DefaultTTL})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func ExampleStore_Get() {
 	fmt.Printf("held=%v holder=%q token=%d\n", rec.Held(), rec.Holder, rec.Token)
 
 	_, err = store.Get(ctx, "unknown")
-	fmt.Println(errors.Is(err, baton.ErrNotFound))
+	fmt.Println(errors.Is(err, backend.ErrNotFound))
 	// Output:
 	// held=false holder="" token=1
 	// true

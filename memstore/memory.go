@@ -1,4 +1,4 @@
-// Package memory provides a baton.Backend that keeps its lock records in the
+// Package memory provides a backend.Backend that keeps its lock records in the
 // memory of one process.
 //
 // Use it to coordinate goroutines of one process, in tests, and in examples.
@@ -35,9 +35,11 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
-// Store is an in-process baton.Backend, baton.Watcher and baton.Lister.
+// Store is an in-process backend.Backend, backend.Watcher and backend.Lister.
 // Create it with New; its methods are safe for concurrent use.
 type Store struct {
 	clock baton.PassiveClock
@@ -48,9 +50,9 @@ type Store struct {
 }
 
 var (
-	_ baton.Backend = (*Store)(nil)
-	_ baton.Watcher = (*Store)(nil)
-	_ baton.Lister  = (*Store)(nil)
+	_ backend.Backend = (*Store)(nil)
+	_ backend.Watcher = (*Store)(nil)
+	_ backend.Lister  = (*Store)(nil)
 )
 
 // record is one key's state. A record exists from the first acquisition of
@@ -112,21 +114,21 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-// TryAcquire implements baton.Backend. It takes key for req if key has no
+// TryAcquire implements backend.Backend. It takes key for req if key has no
 // record, was released, or its claim has expired on the Store's clock, and
 // returns a Grant whose token is one more than the last token issued for
-// key. Otherwise it returns an error that unwraps to *baton.HeldError,
+// key. Otherwise it returns an error that unwraps to *backend.HeldError,
 // whose RetryAfter is the time the current claim still lasts; that includes
 // the case where req's owner itself holds key.
 //
 // req.Holder and req.Nonce must not be empty and req.TTL must be positive;
-// otherwise the error matches baton.ErrInvalidOptions.
-func (s *Store) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+// otherwise the error matches backend.ErrInvalidOptions.
+func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
 	if err := check(ctx, key); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if err := checkOwner(key, req.Holder, req.Nonce, req.TTL); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -136,11 +138,11 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 	case r == nil:
 		r = &record{}
 	case r.validAt(now):
-		return baton.Grant{}, fmt.Errorf("memory: %w", &baton.HeldError{
+		return backend.Grant{}, fmt.Errorf("memory: %w", &backend.HeldError{
 			Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.remaining(now),
 		})
 	case r.token == math.MaxUint64:
-		return baton.Grant{}, fmt.Errorf("memory: lock %q: the fencing counter is exhausted (token %d)", key, r.token)
+		return backend.Grant{}, fmt.Errorf("memory: lock %q: the fencing counter is exhausted (token %d)", key, r.token)
 	}
 	if r.token > 0 && r.holder != req.Holder {
 		// Another identity takes over, or the key was released (no holder).
@@ -155,24 +157,24 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req baton.Request) (
 	return r.grant(key), nil
 }
 
-// Renew implements baton.Backend. It extends g's claim to g.TTL from now,
+// Renew implements backend.Backend. It extends g's claim to g.TTL from now,
 // on the Store's clock, if g's owner (Holder, Nonce and Token) still holds
 // key and the claim has not expired. Otherwise the error matches
-// baton.ErrLost and says why; an expired claim is lost even if nobody has
+// backend.ErrLost and says why; an expired claim is lost even if nobody has
 // taken key since.
-func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
 	if err := check(ctx, g.Key); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if err := checkOwner(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
 	r := s.records[g.Key]
 	if err := owned(g, r, now); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	r.ttl = g.TTL
 	r.renewed, r.expires = now, now.Add(g.TTL)
@@ -181,11 +183,11 @@ func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 	return r.grant(g.Key), nil
 }
 
-// Release implements baton.Backend. It frees key if g's owner (Holder,
+// Release implements backend.Backend. It frees key if g's owner (Holder,
 // Nonce and Token) still holds it and the claim has not expired, keeping
-// the fencing counter. Otherwise the error matches baton.ErrLost, and
+// the fencing counter. Otherwise the error matches backend.ErrLost, and
 // nothing changes.
-func (s *Store) Release(ctx context.Context, g baton.Grant) error {
+func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	if err := check(ctx, g.Key); err != nil {
 		return err
 	}
@@ -205,7 +207,7 @@ func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 // next holder gets a larger token. It is an administrator's action; the
 // holder whose claim is freed learns it at its next renew, and until then
 // may still believe it holds the lock, which is what fencing tokens are
-// for. It returns an error matching baton.ErrNotFound if key has no record,
+// for. It returns an error matching backend.ErrNotFound if key has no record,
 // and nil if key is already free.
 func (s *Store) ForceRelease(ctx context.Context, key string) error {
 	if err := check(ctx, key); err != nil {
@@ -216,7 +218,7 @@ func (s *Store) ForceRelease(ctx context.Context, key string) error {
 	r := s.records[key]
 	switch {
 	case r == nil:
-		return fmt.Errorf("memory: lock %q: %w", key, baton.ErrNotFound)
+		return fmt.Errorf("memory: lock %q: %w", key, backend.ErrNotFound)
 	case r.holder == "":
 		return nil
 	}
@@ -230,41 +232,41 @@ func (r *record) free() {
 	r.version++
 }
 
-// Get implements baton.Backend. Remaining is computed on the Store's clock;
+// Get implements backend.Backend. Remaining is computed on the Store's clock;
 // AcquireTime and RenewTime are that clock's readings without their
-// monotonic part. The error matches baton.ErrNotFound if key has never been
+// monotonic part. The error matches backend.ErrNotFound if key has never been
 // acquired in this Store.
-func (s *Store) Get(ctx context.Context, key string) (baton.Record, error) {
+func (s *Store) Get(ctx context.Context, key string) (backend.Record, error) {
 	if err := check(ctx, key); err != nil {
-		return baton.Record{}, err
+		return backend.Record{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.records[key]
 	if r == nil {
-		return baton.Record{}, fmt.Errorf("memory: lock %q: %w", key, baton.ErrNotFound)
+		return backend.Record{}, fmt.Errorf("memory: lock %q: %w", key, backend.ErrNotFound)
 	}
 	return r.toRecord(key, s.clock.Now()), nil
 }
 
-// List implements baton.Lister: the records of every key ever acquired in
+// List implements backend.Lister: the records of every key ever acquired in
 // the Store, held or not, sorted by key.
-func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
+func (s *Store) List(ctx context.Context) ([]backend.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memory: list: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
-	recs := make([]baton.Record, 0, len(s.records))
+	recs := make([]backend.Record, 0, len(s.records))
 	for key, r := range s.records {
 		recs = append(recs, r.toRecord(key, now))
 	}
-	slices.SortFunc(recs, func(a, b baton.Record) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(recs, func(a, b backend.Record) int { return strings.Compare(a.Key, b.Key) })
 	return recs, nil
 }
 
-// Watch implements baton.Watcher. The returned channel has a buffer of one
+// Watch implements backend.Watcher. The returned channel has a buffer of one
 // and receives a value after every acquire, renew, release and forced
 // release of key; changes that arrive while a value is pending fold into
 // it, and a sender never blocks. Key need not have a record yet.
@@ -315,8 +317,8 @@ func (s *Store) notifyLocked(key string) {
 	}
 }
 
-func (r *record) grant(key string) baton.Grant {
-	return baton.Grant{
+func (r *record) grant(key string) backend.Grant {
+	return backend.Grant{
 		Key:     key,
 		Holder:  r.holder,
 		Nonce:   r.nonce,
@@ -326,8 +328,8 @@ func (r *record) grant(key string) baton.Grant {
 	}
 }
 
-func (r *record) toRecord(key string, now time.Time) baton.Record {
-	return baton.Record{
+func (r *record) toRecord(key string, now time.Time) backend.Record {
+	return backend.Record{
 		Key:         key,
 		Holder:      r.holder,
 		Nonce:       r.nonce,
@@ -342,10 +344,10 @@ func (r *record) toRecord(key string, now time.Time) baton.Record {
 }
 
 // owned returns nil if r is g's unexpired claim at now, else an error
-// matching baton.ErrLost that says what happened.
-func owned(g baton.Grant, r *record, now time.Time) error {
+// matching backend.ErrLost that says what happened.
+func owned(g backend.Grant, r *record, now time.Time) error {
 	lost := func(format string, args ...any) error {
-		return fmt.Errorf("memory: lock %q: %w: "+format, append([]any{g.Key, baton.ErrLost}, args...)...)
+		return fmt.Errorf("memory: lock %q: %w: "+format, append([]any{g.Key, backend.ErrLost}, args...)...)
 	}
 	switch {
 	case r == nil:
@@ -362,7 +364,7 @@ func owned(g baton.Grant, r *record, now time.Time) error {
 
 // check validates key and reports a context that has already ended.
 func check(ctx context.Context, key string) error {
-	if err := baton.ValidateName(key); err != nil {
+	if err := backend.ValidateName(key); err != nil {
 		return fmt.Errorf("memory: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -375,11 +377,11 @@ func check(ctx context.Context, key string) error {
 func checkOwner(key, holder, nonce string, ttl time.Duration) error {
 	switch {
 	case holder == "":
-		return fmt.Errorf("memory: lock %q: %w: holder is empty", key, baton.ErrInvalidOptions)
+		return fmt.Errorf("memory: lock %q: %w: holder is empty", key, backend.ErrInvalidOptions)
 	case nonce == "":
-		return fmt.Errorf("memory: lock %q: %w: nonce is empty", key, baton.ErrInvalidOptions)
+		return fmt.Errorf("memory: lock %q: %w: nonce is empty", key, backend.ErrInvalidOptions)
 	case ttl <= 0:
-		return fmt.Errorf("memory: lock %q: %w: TTL %v must be positive", key, baton.ErrInvalidOptions, ttl)
+		return fmt.Errorf("memory: lock %q: %w: TTL %v must be positive", key, backend.ErrInvalidOptions, ttl)
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
 	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/memstore"
@@ -22,9 +24,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // subtest shares one Store, as the processes of one store would.
 func TestConformance(t *testing.T) {
 	batontest.Run(t, batontest.Harness{
-		Open: func(*testing.T) func(*testing.T) baton.Backend {
+		Open: func(*testing.T) func(*testing.T) backend.Backend {
 			s := memstore.New()
-			return func(*testing.T) baton.Backend { return s }
+			return func(*testing.T) backend.Backend { return s }
 		},
 	})
 }
@@ -39,11 +41,11 @@ func newFake(t *testing.T) (*memstore.Store, *clocktest.FakeClock) {
 	return memstore.New(memstore.WithClock(clk)), clk
 }
 
-func req(holder string) baton.Request {
-	return baton.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: ttl}
+func req(holder string) backend.Request {
+	return backend.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: ttl}
 }
 
-func mustAcquire(t *testing.T, s *memstore.Store, key, holder string) baton.Grant {
+func mustAcquire(t *testing.T, s *memstore.Store, key, holder string) backend.Grant {
 	t.Helper()
 	g, err := s.TryAcquire(context.Background(), key, req(holder))
 	if err != nil {
@@ -52,7 +54,7 @@ func mustAcquire(t *testing.T, s *memstore.Store, key, holder string) baton.Gran
 	return g
 }
 
-func mustGet(t *testing.T, s *memstore.Store, key string) baton.Record {
+func mustGet(t *testing.T, s *memstore.Store, key string) backend.Record {
 	t.Helper()
 	r, err := s.Get(context.Background(), key)
 	if err != nil {
@@ -65,9 +67,9 @@ func mustGet(t *testing.T, s *memstore.Store, key string) baton.Record {
 // given RetryAfter.
 func wantHeld(t *testing.T, err error, holder string, token uint64, retryAfter time.Duration) {
 	t.Helper()
-	var held *baton.HeldError
+	var held *backend.HeldError
 	if !errors.As(err, &held) {
-		t.Fatalf("err = %v, want a *baton.HeldError", err)
+		t.Fatalf("err = %v, want a *backend.HeldError", err)
 	}
 	if held.Holder != holder || held.Token != token || held.RetryAfter != retryAfter {
 		t.Fatalf("HeldError{Holder: %q, Token: %d, RetryAfter: %v}, want {%q, %d, %v}",
@@ -77,7 +79,7 @@ func wantHeld(t *testing.T, err error, holder string, token uint64, retryAfter t
 
 func wantLost(t *testing.T, err error, mention string) {
 	t.Helper()
-	if !errors.Is(err, baton.ErrLost) {
+	if !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("err = %v, want an error matching ErrLost", err)
 	}
 	if !strings.Contains(err.Error(), mention) {
@@ -150,7 +152,7 @@ func TestRenewExtendsFromRenewTime(t *testing.T) {
 func TestTokensAndTransitions(t *testing.T) {
 	s, clk := newFake(t)
 	ctx := context.Background()
-	step := func(holder string, wantToken, wantTransitions uint64) baton.Grant {
+	step := func(holder string, wantToken, wantTransitions uint64) backend.Grant {
 		t.Helper()
 		g := mustAcquire(t, s, "job", holder)
 		r := mustGet(t, s, "job")
@@ -184,7 +186,7 @@ func TestTokensAndTransitions(t *testing.T) {
 func TestGetListAndNotFound(t *testing.T) {
 	s, clk := newFake(t)
 	ctx := context.Background()
-	if _, err := s.Get(ctx, "job"); !errors.Is(err, baton.ErrNotFound) || !strings.Contains(err.Error(), `"job"`) {
+	if _, err := s.Get(ctx, "job"); !errors.Is(err, backend.ErrNotFound) || !strings.Contains(err.Error(), `"job"`) {
 		t.Fatalf("Get of an unknown key: %v, want ErrNotFound naming the key", err)
 	}
 	if recs, err := s.List(ctx); err != nil || len(recs) != 0 {
@@ -216,7 +218,7 @@ func TestGetListAndNotFound(t *testing.T) {
 func TestForceRelease(t *testing.T) {
 	s, _ := newFake(t)
 	ctx := context.Background()
-	if err := s.ForceRelease(ctx, "job"); !errors.Is(err, baton.ErrNotFound) {
+	if err := s.ForceRelease(ctx, "job"); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("ForceRelease of an unknown key: %v, want ErrNotFound", err)
 	}
 	g := mustAcquire(t, s, "job", "a")
@@ -243,14 +245,14 @@ func TestErrors(t *testing.T) {
 		err       error
 		want      error
 	}{
-		{"held", "job", func() error { _, err := s.TryAcquire(ctx, "job", req("b")); return err }(), baton.ErrHeld},
-		{"empty holder", "job", func() error { _, err := s.TryAcquire(ctx, "job", baton.Request{Nonce: "n", TTL: ttl}); return err }(), baton.ErrInvalidOptions},
-		{"empty nonce", "job", func() error { _, err := s.TryAcquire(ctx, "job", baton.Request{Holder: "h", TTL: ttl}); return err }(), baton.ErrInvalidOptions},
-		{"zero TTL", "job", func() error { _, err := s.TryAcquire(ctx, "job", baton.Request{Holder: "h", Nonce: "n"}); return err }(), baton.ErrInvalidOptions},
-		{"renew zero TTL", "job", func() error { bad := g; bad.TTL = 0; _, err := s.Renew(ctx, bad); return err }(), baton.ErrInvalidOptions},
-		{"wrong nonce", "job", func() error { bad := g; bad.Nonce = "other"; return s.Release(ctx, bad) }(), baton.ErrLost},
-		{"wrong token", "job", func() error { bad := g; bad.Token++; _, err := s.Renew(ctx, bad); return err }(), baton.ErrLost},
-		{"never acquired", "never", s.Release(ctx, baton.Grant{Key: "never", Holder: "a", Nonce: "n", Token: 1}), baton.ErrLost},
+		{"held", "job", func() error { _, err := s.TryAcquire(ctx, "job", req("b")); return err }(), backend.ErrHeld},
+		{"empty holder", "job", func() error { _, err := s.TryAcquire(ctx, "job", backend.Request{Nonce: "n", TTL: ttl}); return err }(), backend.ErrInvalidOptions},
+		{"empty nonce", "job", func() error { _, err := s.TryAcquire(ctx, "job", backend.Request{Holder: "h", TTL: ttl}); return err }(), backend.ErrInvalidOptions},
+		{"zero TTL", "job", func() error { _, err := s.TryAcquire(ctx, "job", backend.Request{Holder: "h", Nonce: "n"}); return err }(), backend.ErrInvalidOptions},
+		{"renew zero TTL", "job", func() error { bad := g; bad.TTL = 0; _, err := s.Renew(ctx, bad); return err }(), backend.ErrInvalidOptions},
+		{"wrong nonce", "job", func() error { bad := g; bad.Nonce = "other"; return s.Release(ctx, bad) }(), backend.ErrLost},
+		{"wrong token", "job", func() error { bad := g; bad.Token++; _, err := s.Renew(ctx, bad); return err }(), backend.ErrLost},
+		{"never acquired", "never", s.Release(ctx, backend.Grant{Key: "never", Holder: "a", Nonce: "n", Token: 1}), backend.ErrLost},
 	} {
 		if !errors.Is(tc.err, tc.want) {
 			t.Errorf("%s: %v, want an error matching %v", tc.name, tc.err, tc.want)
@@ -258,7 +260,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%s: error %q does not name the key", tc.name, tc.err)
 		}
 	}
-	if _, err := s.Get(ctx, "Job"); !errors.Is(err, baton.ErrInvalidName) || !strings.Contains(err.Error(), `"Job"`) {
+	if _, err := s.Get(ctx, "Job"); !errors.Is(err, backend.ErrInvalidName) || !strings.Contains(err.Error(), `"Job"`) {
 		t.Errorf("Get(%q): %v, want ErrInvalidName naming the key", "Job", err)
 	}
 	canceled, cancel := context.WithCancel(ctx)
@@ -436,15 +438,15 @@ func TestMutexRenewsPastTTL(t *testing.T) {
 // failingRenew is a Backend whose Renew always fails with a transient
 // error, as a store that cannot be reached would.
 type failingRenew struct {
-	baton.Backend
+	backend.Backend
 	calls atomic.Int64
 }
 
 var errUnreachable = errors.New("store unreachable (injected)")
 
-func (f *failingRenew) Renew(context.Context, baton.Grant) (baton.Grant, error) {
+func (f *failingRenew) Renew(context.Context, backend.Grant) (backend.Grant, error) {
 	f.calls.Add(1)
-	return baton.Grant{}, errUnreachable
+	return backend.Grant{}, errUnreachable
 }
 
 func TestMutexStepsDownAtRenewDeadline(t *testing.T) {
@@ -480,7 +482,7 @@ func TestMutexStepsDownAtRenewDeadline(t *testing.T) {
 	}
 	next(t, ev, baton.EventLost)
 	cause := context.Cause(l.Context())
-	if !errors.Is(cause, baton.ErrLost) || !errors.Is(cause, errUnreachable) {
+	if !errors.Is(cause, backend.ErrLost) || !errors.Is(cause, errUnreachable) {
 		t.Fatalf("cause %v, want ErrLost with the last renew error", cause)
 	}
 	if now := clk.Now(); !now.Equal(t0.Add(7*time.Second)) || !now.Before(l.ValidUntil()) {
@@ -493,7 +495,7 @@ func TestMutexStepsDownAtRenewDeadline(t *testing.T) {
 	// else could have started yet.
 	_, err = s.TryAcquire(ctx, "job", req("b"))
 	wantHeld(t, err, "a", l.Token(), 3*time.Second)
-	if err := l.Unlock(ctx); !errors.Is(err, baton.ErrLost) {
+	if err := l.Unlock(ctx); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("Unlock after step-down: %v, want ErrLost", err)
 	}
 }
@@ -501,7 +503,7 @@ func TestMutexStepsDownAtRenewDeadline(t *testing.T) {
 func BenchmarkTryAcquireRelease(b *testing.B) {
 	s := memstore.New()
 	ctx := context.Background()
-	r := baton.Request{Holder: "bench", Nonce: "n", TTL: ttl}
+	r := backend.Request{Holder: "bench", Nonce: "n", TTL: ttl}
 	for b.Loop() {
 		g, err := s.TryAcquire(ctx, "job", r)
 		if err != nil {
@@ -516,14 +518,14 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 func BenchmarkTryAcquireContended(b *testing.B) {
 	s := memstore.New()
 	ctx := context.Background()
-	holder := baton.Request{Holder: "holder", Nonce: "n", TTL: time.Hour}
+	holder := backend.Request{Holder: "holder", Nonce: "n", TTL: time.Hour}
 	if _, err := s.TryAcquire(ctx, "job", holder); err != nil {
 		b.Fatal(err)
 	}
 	b.RunParallel(func(pb *testing.PB) {
-		r := baton.Request{Holder: "other", Nonce: "m", TTL: ttl}
+		r := backend.Request{Holder: "other", Nonce: "m", TTL: ttl}
 		for pb.Next() {
-			if _, err := s.TryAcquire(ctx, "job", r); !errors.Is(err, baton.ErrHeld) {
+			if _, err := s.TryAcquire(ctx, "job", r); !errors.Is(err, backend.ErrHeld) {
 				b.Fatal(err)
 			}
 		}

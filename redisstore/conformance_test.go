@@ -1,10 +1,9 @@
 package redisstore_test
 
 import (
-	"testing"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
+	"testing"
 )
 
 // TestConformance runs the conformance suite on one redis-server; every
@@ -12,9 +11,9 @@ import (
 func TestConformance(t *testing.T) {
 	srv := startRedis(t, 1)[0]
 	batontest.Run(t, batontest.Harness{
-		Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+		Open: func(t *testing.T) func(t *testing.T) backend.Backend {
 			prefix := uniquePrefix()
-			return func(t *testing.T) baton.Backend { return newStore(t, srv.Addr(), prefix) }
+			return func(t *testing.T) backend.Backend { return newStore(t, srv.Addr(), prefix) }
 		},
 	})
 }
@@ -24,9 +23,9 @@ func TestConformance(t *testing.T) {
 func TestConformanceRedlock(t *testing.T) {
 	servers := startRedis(t, 3)
 	batontest.Run(t, batontest.Harness{
-		Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+		Open: func(t *testing.T) func(t *testing.T) backend.Backend {
 			prefix := uniquePrefix()
-			return func(t *testing.T) baton.Backend { return newRedlock(t, servers, prefix) }
+			return func(t *testing.T) backend.Backend { return newRedlock(t, servers, prefix) }
 		},
 	})
 }

@@ -3,14 +3,13 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/redisstore"
+	"github.com/redis/go-redis/v9"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/redisstore"
-	"github.com/redis/go-redis/v9"
 )
 
 // Issue 13: a lock key deleted while its claim is live (DEL by hand, a
@@ -47,14 +46,14 @@ func serverMillis(t *testing.T, ctx context.Context, c *redis.Client) int64 {
 
 // acquireAfterDeletion retries TryAcquire on b, waiting what each refusal
 // says, until it succeeds. Every refusal must name the deleted claim.
-func acquireAfterDeletion(t *testing.T, ctx context.Context, b baton.Backend, key string, req baton.Request, was baton.Grant) baton.Grant {
+func acquireAfterDeletion(t *testing.T, ctx context.Context, b backend.Backend, key string, req backend.Request, was backend.Grant) backend.Grant {
 	t.Helper()
 	for {
 		g, err := b.TryAcquire(ctx, key, req)
 		if err == nil {
 			return g
 		}
-		var held *baton.HeldError
+		var held *backend.HeldError
 		if !errors.As(err, &held) || held.Holder != was.Holder || held.Token != was.Token || held.RetryAfter <= 0 || held.RetryAfter > was.TTL {
 			t.Fatalf("TryAcquire after the deletion: %v (%+v), want a HeldError naming %q with token %d and 0 < RetryAfter <= %v",
 				err, held, was.Holder, was.Token, was.TTL)
@@ -86,7 +85,7 @@ func TestDeletedWhileHeldWithContender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := standby.TryAcquire(ctx, key, request("b", ttl)); !errors.Is(err, baton.ErrHeld) {
+	if _, err := standby.TryAcquire(ctx, key, request("b", ttl)); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("TryAcquire while held: %v", err)
 	}
 	if _, err := holder.Renew(ctx, g); err != nil {
@@ -101,15 +100,15 @@ func TestDeletedWhileHeldWithContender(t *testing.T) {
 		t.Errorf("Get after the deletion = %+v, %v; want held by a with token %d for at most %v", rec, err, g.Token, ttl)
 	}
 	_, err = standby.TryAcquire(ctx, key, request("b", ttl))
-	var held *baton.HeldError
+	var held *backend.HeldError
 	if !errors.As(err, &held) || held.Holder != "a" || held.Token != g.Token {
 		t.Fatalf("TryAcquire right after the deletion: %v, want held by a with token %d", err, g.Token)
 	}
 	_, err = holder.Renew(ctx, g)
-	if !errors.Is(err, baton.ErrLost) {
+	if !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("Renew after the deletion: %v, want ErrLost", err)
 	}
-	if err := holder.Release(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if err := holder.Release(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("Release after the deletion: %v, want ErrLost", err)
 	}
 	if n, err := raw.Exists(ctx, lock).Result(); err != nil || n != 0 {
@@ -126,7 +125,7 @@ func TestDeletedWhileHeldWithContender(t *testing.T) {
 }
 
 // cycle1 acquires and releases key once on s.
-func cycle1(t *testing.T, ctx context.Context, s baton.Backend, key string) {
+func cycle1(t *testing.T, ctx context.Context, s backend.Backend, key string) {
 	t.Helper()
 	g, err := s.TryAcquire(ctx, key, request("a", time.Minute))
 	if err != nil {
@@ -155,7 +154,7 @@ func TestDeletedWhileHeldNoStandby(t *testing.T) {
 	lock, fence, _ := s.Keys("alone")
 	until := fenceExpiry(t, ctx, raw, fence)
 	raw.Del(ctx, lock)
-	if _, err := s.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := s.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("Renew after the deletion: %v, want ErrLost", err)
 	}
 	g2 := acquireAfterDeletion(t, ctx, s, "alone", request("a", ttl), g)
@@ -208,7 +207,7 @@ func TestRedlockDeletedWhileHeld(t *testing.T) {
 	if _, err := holder.Renew(ctx, g); err != nil {
 		t.Fatalf("Renew with the key deleted on one server: %v, want success (a quorum holds)", err)
 	}
-	if _, err := standby.TryAcquire(ctx, key, request("b", ttl)); !errors.Is(err, baton.ErrHeld) {
+	if _, err := standby.TryAcquire(ctx, key, request("b", ttl)); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("TryAcquire with the key deleted on one server: %v, want ErrHeld", err)
 	}
 
@@ -222,7 +221,7 @@ func TestRedlockDeletedWhileHeld(t *testing.T) {
 	}
 	slices.Sort(exp)
 	until := exp[len(exp)-holder.Quorum()]
-	if _, err := holder.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := holder.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("Renew with the key deleted everywhere: %v, want ErrLost", err)
 	}
 	g2 := acquireAfterDeletion(t, ctx, standby, key, request("b", ttl), g)

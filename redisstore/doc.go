@@ -27,11 +27,11 @@
 //     SETNX-then-EXPIRE bug). If the key is present, report the holder and
 //     the claim's remaining PTTL (HeldError.RetryAfter).
 //   - Renew: if holder and nonce match, set the expiry to the TTL again
-//     (and record it in the fence); otherwise baton.ErrLost. A lock key
+//     (and record it in the fence); otherwise backend.ErrLost. A lock key
 //     that is gone is never written again by a renew.
 //   - Release: if holder and nonce match, delete the claim, keep the
 //     counter, and PUBLISH a release notice (acquire publishes one too, for
-//     watchers that follow the holder); otherwise baton.ErrLost. The
+//     watchers that follow the holder); otherwise backend.ErrLost. The
 //     check and the delete are one script (never DEL without an owner
 //     check).
 //   - Fair handover: a waiter that has a watch open (baton.Mutex.Lock)
@@ -81,11 +81,11 @@
 //
 // The lock name in braces is a Redis Cluster hash tag: all keys of a lock
 // live in one slot, as a script on a cluster requires. Lock names are validated with
-// baton.ValidateName and never contain braces.
+// backend.ValidateName and never contain braces.
 //
 // A key of another type, a lock value that does not parse, a fence without
 // its numeric fields or a lock key without expiry is reported as
-// baton.ErrCorruptRecord and never overwritten:
+// backend.ErrCorruptRecord and never overwritten:
 // overwriting could reset the fencing counter. Inspect it and remove it by
 // hand (removing the fence key restarts the lock's tokens at 1).
 //
@@ -93,7 +93,7 @@
 //
 // Deleting P{N}:lock by hand (DEL, FLUSHDB of a cache, a clean-up job)
 // while its claim is live does not free the lock early. The holder learns
-// of it at its next renew, which fails with baton.ErrLost, and works until
+// of it at its next renew, which fails with backend.ErrLost, and works until
 // then; so the acquire script refuses, as if the claim were still there
 // (HeldError naming the last holder and token, RetryAfter the time left),
 // until the expiry recorded in the fence has passed on the server's clock.
@@ -131,7 +131,7 @@
 //   - no persistence, or RDB snapshots only: a restart loses every claim and
 //     every counter. A lock held during the restart becomes free at once,
 //     so another process can acquire it while the old holder still runs;
-//     the old holder's next renew fails with baton.ErrLost and its lease's
+//     the old holder's next renew fails with backend.ErrLost and its lease's
 //     context ends, but only then. The new holder's token is larger than
 //     the old one's (TestRestartWithoutPersistence): fencing holds, the
 //     lock does not.
@@ -151,7 +151,7 @@
 // rediss+ forms use TLS with the system's roots. user and password are the
 // data nodes' ACL credentials. A URL with no primary name, a cluster given
 // one node, or a replica's address given as a plain redis:// URL (its
-// writes fail with READONLY: baton.ErrMisconfigured, not retried) are
+// writes fail with READONLY: backend.ErrMisconfigured, not retried) are
 // refused with an error that says so. The conformance suite runs on both
 // topologies (TestConformanceSentinel: a primary, a replica and three
 // sentinels; TestConformanceCluster: three primaries), and

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
 )
@@ -24,9 +26,9 @@ func watching(t *testing.T, s *redisstore.Store, key string) {
 	}
 }
 
-func heldBy(t *testing.T, err error) *baton.HeldError {
+func heldBy(t *testing.T, err error) *backend.HeldError {
 	t.Helper()
-	var held *baton.HeldError
+	var held *backend.HeldError
 	if !errors.As(err, &held) {
 		t.Fatalf("got %v, want ErrHeld", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -81,6 +83,6 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-func request(holder string, ttl time.Duration) baton.Request {
-	return baton.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: ttl}
+func request(holder string, ttl time.Duration) backend.Request {
+	return backend.Request{Holder: holder, Nonce: baton.NewNonce(), TTL: ttl}
 }

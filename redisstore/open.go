@@ -2,10 +2,9 @@ package redisstore
 
 import (
 	"fmt"
-	"io"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/redis/go-redis/v9"
+	"io"
 )
 
 // ParseURL parses a redis:// or rediss:// (TLS) URL with redis.ParseURL and
@@ -44,7 +43,7 @@ func openClient(url string, o options) (redis.UniversalClient, error) {
 		}
 		if len(o.clientOptions) > 0 {
 			return nil, fmt.Errorf("redisstore: %w: WithClientOptions applies to redis:// URLs; for %s build the client with go-redis and pass it to New",
-				baton.ErrInvalidOptions, topo.kind)
+				backend.ErrInvalidOptions, topo.kind)
 		}
 		return topo.client(), nil
 	}
@@ -112,10 +111,10 @@ func OpenRedlock(urls []string, opts ...Option) (*Redlock, error) {
 // OpenURLs is what the CLI calls for --redis-url: one URL opens a Store
 // (--backend redis), three or more (an odd number) open a Redlock
 // (--backend redlock). Closing the returned Closer closes the clients.
-func OpenURLs(urls []string, opts ...Option) (baton.Backend, io.Closer, error) {
+func OpenURLs(urls []string, opts ...Option) (backend.Backend, io.Closer, error) {
 	switch len(urls) {
 	case 0:
-		return nil, nil, fmt.Errorf("redisstore: %w: no Redis URL given", baton.ErrInvalidOptions)
+		return nil, nil, fmt.Errorf("redisstore: %w: no Redis URL given", backend.ErrInvalidOptions)
 	case 1:
 		s, err := Open(urls[0], opts...)
 		if err != nil {

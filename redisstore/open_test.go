@@ -5,18 +5,17 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"strings"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
 	"github.com/redis/go-redis/v9"
+	"strings"
+	"testing"
+	"time"
 )
 
 // openURLs opens urls and closes what it opened at the end of t.
-func openURLs(t *testing.T, urls []string, opts ...redisstore.Option) baton.Backend {
+func openURLs(t *testing.T, urls []string, opts ...redisstore.Option) backend.Backend {
 	t.Helper()
 	b, closer, err := redisstore.OpenURLs(urls, opts...)
 	if err != nil {
@@ -28,7 +27,7 @@ func openURLs(t *testing.T, urls []string, opts ...redisstore.Option) baton.Back
 
 func TestOpenURLsErrors(t *testing.T) {
 	for _, urls := range [][]string{nil, {"redis://a:1", "redis://b:1"}, {"a", "b", "c", "d"}} {
-		if _, _, err := redisstore.OpenURLs(urls); !errors.Is(err, baton.ErrInvalidOptions) {
+		if _, _, err := redisstore.OpenURLs(urls); !errors.Is(err, backend.ErrInvalidOptions) {
 			t.Errorf("OpenURLs(%q): %v, want ErrInvalidOptions", urls, err)
 		}
 	}
@@ -51,7 +50,7 @@ func TestOpenURLsKinds(t *testing.T) {
 	if _, ok := three.(*redisstore.Redlock); !ok {
 		t.Errorf("three URLs opened a %T, want *redisstore.Redlock", three)
 	}
-	for _, b := range []baton.Backend{one, three} {
+	for _, b := range []backend.Backend{one, three} {
 		cycle(t, ctx, b, "kinds", 2)
 	}
 }
@@ -71,7 +70,7 @@ func TestPasswordAndDB(t *testing.T) {
 
 	bad := openURLs(t, []string{fmt.Sprintf("redis://:wrong@%s", srv.Addr())})
 	_, err := bad.TryAcquire(ctx, "db", request("x", time.Minute))
-	if !errors.Is(err, baton.ErrForbidden) {
+	if !errors.Is(err, backend.ErrForbidden) {
 		t.Errorf("TryAcquire with a wrong password: %v, want ErrForbidden", err)
 	}
 }
@@ -91,7 +90,7 @@ func TestACLUser(t *testing.T) {
 	b := openURLs(t, []string{fmt.Sprintf("redis://locker:pw@%s", srv.Addr())})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch, err := b.(baton.Watcher).Watch(wctx, "acl")
+	ch, err := b.(backend.Watcher).Watch(wctx, "acl")
 	if err != nil {
 		t.Fatalf("Watch: %v", err)
 	}
@@ -103,13 +102,13 @@ func TestACLUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.TryAcquire(ctx, "acl", request("second", time.Minute)); !errors.Is(err, baton.ErrHeld) {
+	if _, err := b.TryAcquire(ctx, "acl", request("second", time.Minute)); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("TryAcquire while held: %v", err)
 	}
 	if err := b.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.TryAcquire(ctx, "acl", request("third", time.Minute)); !errors.Is(err, baton.ErrHeld) {
+	if _, err := b.TryAcquire(ctx, "acl", request("third", time.Minute)); !errors.Is(err, backend.ErrHeld) {
 		t.Errorf("TryAcquire by a newcomer while the lock is reserved: %v, want ErrHeld", err)
 	}
 	if _, err := b.TryAcquire(ctx, "acl", request("second", time.Minute)); err != nil {
@@ -118,12 +117,12 @@ func TestACLUser(t *testing.T) {
 	if err := b.(*redisstore.Store).ForceRelease(ctx, "acl"); err != nil {
 		t.Errorf("ForceRelease: %v", err)
 	}
-	if recs, err := b.(baton.Lister).List(ctx); err != nil || len(recs) != 1 {
+	if recs, err := b.(backend.Lister).List(ctx); err != nil || len(recs) != 1 {
 		t.Errorf("List = %v, %v; want the one lock", recs, err)
 	}
 
 	r := openURLs(t, []string{fmt.Sprintf("redis://reader:pw@%s", srv.Addr())})
-	if _, err := r.TryAcquire(ctx, "acl", request("x", time.Minute)); !errors.Is(err, baton.ErrForbidden) {
+	if _, err := r.TryAcquire(ctx, "acl", request("x", time.Minute)); !errors.Is(err, backend.ErrForbidden) {
 		t.Errorf("TryAcquire by a user without scripting: %v, want ErrForbidden", err)
 	}
 }

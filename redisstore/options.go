@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -42,21 +42,21 @@ func newOptions(opts []Option) options {
 // validateRedlock is validate, plus what Redlock refuses.
 func (o options) validateRedlock() error {
 	if o.acks > 0 {
-		return fmt.Errorf("%w: WithReplicaAcks applies to one server, Sentinel or Cluster; Redlock's servers are independent primaries", baton.ErrInvalidOptions)
+		return fmt.Errorf("%w: WithReplicaAcks applies to one server, Sentinel or Cluster; Redlock's servers are independent primaries", backend.ErrInvalidOptions)
 	}
 	return o.validate()
 }
 
 func (o options) validate() error {
 	if strings.ContainsAny(o.prefix, "{}") {
-		return fmt.Errorf("%w: key prefix %q must not contain '{' or '}' (the lock name is the hash tag)", baton.ErrInvalidOptions, o.prefix)
+		return fmt.Errorf("%w: key prefix %q must not contain '{' or '}' (the lock name is the hash tag)", backend.ErrInvalidOptions, o.prefix)
 	}
 	if o.acks < 0 || (o.acks > 0 && o.ackTimeout <= 0) {
 		return fmt.Errorf("%w: WithReplicaAcks(%d, %v): want a replica count of at least 0 and, with replicas, a positive timeout",
-			baton.ErrInvalidOptions, o.acks, o.ackTimeout)
+			backend.ErrInvalidOptions, o.acks, o.ackTimeout)
 	}
 	if o.driftFactor < 0 || o.driftFactor >= 0.5 {
-		return fmt.Errorf("%w: drift factor %v is not in [0, 0.5)", baton.ErrInvalidOptions, o.driftFactor)
+		return fmt.Errorf("%w: drift factor %v is not in [0, 0.5)", backend.ErrInvalidOptions, o.driftFactor)
 	}
 	return nil
 }
@@ -80,7 +80,7 @@ const DefaultHandoverWindow = 500 * time.Millisecond
 // waiter that has waited longest (default 500ms; 0 turns the FIFO off).
 //
 // A contender that finds the lock held from a blocking baton.Mutex.Lock
-// (baton.Request.Waiting), or while it has a watch open on the Store,
+// (backend.Request.Waiting), or while it has a watch open on the Store,
 // takes a place in a FIFO of waiters kept in
 // Redis, refreshed by each of its attempts and dropped one TTL after its
 // last. Release reserves the lock for the first waiter in the FIFO other

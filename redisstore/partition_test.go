@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/redis/go-redis/v9"
@@ -90,7 +92,7 @@ func TestPartitionedHolderStopsFirst(t *testing.T) {
 	}
 
 	lostAt := awaitDone(t, l.Done(), 5*time.Second, "the partitioned holder's step-down")
-	if cause := context.Cause(l.Context()); !errors.Is(cause, baton.ErrLost) {
+	if cause := context.Cause(l.Context()); !errors.Is(cause, backend.ErrLost) {
 		t.Errorf("the partitioned lease ended with %v, want ErrLost", cause)
 	}
 	if !lostAt.Before(lastValid) {
@@ -122,7 +124,7 @@ func TestPartitionedHolderStopsFirst(t *testing.T) {
 	t.Logf("cut at 0; holder stopped at %v; waiter acquired at %v (TTL %v)", lostAt.Sub(cutAt), r.at.Sub(cutAt), ttl)
 
 	proxy.Restore()
-	if err := l.Unlock(ctx); !errors.Is(err, baton.ErrLost) {
+	if err := l.Unlock(ctx); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Unlock of the lost lease after the partition healed: %v, want ErrLost", err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -17,7 +17,7 @@ import (
 // TTL; 2 ms are added to it.
 const DefaultDriftFactor = 0.01
 
-// Redlock is a baton.Backend over N independent Redis servers (N >= 3 and
+// Redlock is a backend.Backend over N independent Redis servers (N >= 3 and
 // odd; not replicas of each other), after the Redlock algorithm: a lock is
 // held by whoever holds it on a quorum of N/2+1 servers. It tolerates the
 // loss of fewer than a quorum of servers.
@@ -33,7 +33,7 @@ const DefaultDriftFactor = 0.01
 // later than that first request, so every server of the quorum keeps the
 // claim at least that long. Renew succeeds only if a quorum renewed within
 // TTL - drift; if so many servers report the claim gone that no quorum is
-// left, it returns baton.ErrLost. Release releases on every server.
+// left, it returns backend.ErrLost. Release releases on every server.
 //
 // Every server judges expiry by its own clock: a server whose clock jumps
 // forward expires claims early. Run NTP in slewing mode, never step clocks.
@@ -44,7 +44,7 @@ const DefaultDriftFactor = 0.01
 // quorum in a server that refuses until at least the end of the holder's
 // validity, so deletion on any number of servers does not let a second
 // holder in early; deletion on more than N - quorum servers makes the
-// holder's next renew return baton.ErrLost.
+// holder's next renew return backend.ErrLost.
 //
 // # What the fencing token is worth
 //
@@ -68,10 +68,10 @@ type Redlock struct {
 }
 
 var (
-	_ baton.Backend       = (*Redlock)(nil)
-	_ baton.Watcher       = (*Redlock)(nil)
-	_ baton.Lister        = (*Redlock)(nil)
-	_ baton.ForceReleaser = (*Redlock)(nil)
+	_ backend.Backend       = (*Redlock)(nil)
+	_ backend.Watcher       = (*Redlock)(nil)
+	_ backend.Lister        = (*Redlock)(nil)
+	_ backend.ForceReleaser = (*Redlock)(nil)
 )
 
 // NewRedlock returns a Redlock over clients, one per independent server
@@ -90,7 +90,7 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Redlock, erro
 
 func checkInstances(n int) error {
 	if n < 3 || n%2 == 0 {
-		return fmt.Errorf("redisstore: %w: Redlock needs an odd number of at least 3 independent servers, got %d", baton.ErrInvalidOptions, n)
+		return fmt.Errorf("redisstore: %w: Redlock needs an odd number of at least 3 independent servers, got %d", backend.ErrInvalidOptions, n)
 	}
 	return nil
 }
@@ -100,7 +100,7 @@ func newRedlock(clients []redis.UniversalClient, o options) (*Redlock, error) {
 	o.handover = 0 // a FIFO per server could reserve the lock for different waiters
 	for i, c := range clients {
 		if c == nil {
-			return nil, fmt.Errorf("redisstore: %w: Redlock client %d is nil", baton.ErrInvalidOptions, i)
+			return nil, fmt.Errorf("redisstore: %w: Redlock client %d is nil", backend.ErrInvalidOptions, i)
 		}
 		r.stores = append(r.stores, newStore(c, o))
 	}
@@ -145,10 +145,10 @@ type instanceAcquire struct {
 	err error
 }
 
-// TryAcquire implements baton.Backend; see Redlock for the algorithm.
-func (r *Redlock) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+// TryAcquire implements backend.Backend; see Redlock for the algorithm.
+func (r *Redlock) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
 	if err := checkRequest(key, req.Holder, req.Nonce, req.TTL); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	start := time.Now()
 	budget := req.TTL - r.drift(req.TTL)
@@ -167,7 +167,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, key string, req baton.Request)
 		switch {
 		case a.err != nil:
 			errs = append(errs, fmt.Errorf("server %d: %w", i, a.err))
-			if errors.Is(a.err, baton.ErrCorruptRecord) || errors.Is(a.err, baton.ErrForbidden) {
+			if errors.Is(a.err, backend.ErrCorruptRecord) || errors.Is(a.err, backend.ErrForbidden) {
 				definiteErrs = append(definiteErrs, a.err)
 			}
 		case a.res.acquired:
@@ -177,12 +177,12 @@ func (r *Redlock) TryAcquire(ctx context.Context, key string, req baton.Request)
 			held = append(held, a.res)
 		}
 	}
-	fail := func(err error) (baton.Grant, error) {
+	fail := func(err error) (backend.Grant, error) {
 		if len(got) > 0 || len(errs) > 0 {
 			// Undo what was (or, after an error, may have been) acquired.
 			r.releaseAll(ctx, key, req)
 		}
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if len(got) >= r.quorum {
 		// Raise the counters of the quorum that are behind the token, so that
@@ -209,7 +209,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, key string, req baton.Request)
 		case elapsed >= budget:
 			return fail(fmt.Errorf("redisstore: redlock %q: a quorum took %v, not less than TTL %v minus drift %v; released", key, elapsed, req.TTL, r.drift(req.TTL)))
 		}
-		return baton.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: token, TTL: req.TTL}, nil
+		return backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: token, TTL: req.TTL}, nil
 	}
 	if len(definiteErrs) > 0 {
 		return fail(fmt.Errorf("redisstore: redlock %q: %w", key, errors.Join(definiteErrs...)))
@@ -241,26 +241,26 @@ func (r *Redlock) heldError(key string, held []acquireResult) error {
 	// A quorum is free once all but N-quorum claims have expired.
 	need := len(held) - (len(r.stores) - r.quorum)
 	idx := min(max(need-1, 0), len(pttls)-1)
-	return &baton.HeldError{Key: key, Holder: holder, Token: token, RetryAfter: pttls[idx]}
+	return &backend.HeldError{Key: key, Holder: holder, Token: token, RetryAfter: pttls[idx]}
 }
 
 // releaseAll releases req's claim on every server (where it has none, the
 // script does nothing), for an attempt that failed.
-func (r *Redlock) releaseAll(ctx context.Context, key string, req baton.Request) {
+func (r *Redlock) releaseAll(ctx context.Context, key string, req backend.Request) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(req.TTL, 5*time.Second))
 	defer cancel()
-	g := baton.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, TTL: req.TTL}
+	g := backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, TTL: req.TTL}
 	each(r.stores, func(_ int, s *Store) error { return s.Release(ctx, g) })
 }
 
-// Renew implements baton.Backend: it renews on every server and succeeds if
+// Renew implements backend.Backend: it renews on every server and succeeds if
 // a quorum renewed within TTL - drift. It returns an error matching
-// baton.ErrLost when more than N - quorum servers report that g no longer
+// backend.ErrLost when more than N - quorum servers report that g no longer
 // owns the lock there (no quorum can be left), and a transient error
 // otherwise.
-func (r *Redlock) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+func (r *Redlock) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
 	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	start := time.Now()
 	errs := each(r.stores, func(_ int, s *Store) error {
@@ -268,20 +268,20 @@ func (r *Redlock) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error)
 		return err
 	})
 	if err := r.tally("renew", g.Key, errs); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if elapsed := time.Since(start); elapsed >= g.TTL-r.drift(g.TTL) {
-		return baton.Grant{}, fmt.Errorf("redisstore: redlock renew %q: a quorum took %v, not less than TTL %v minus drift %v", g.Key, elapsed, g.TTL, r.drift(g.TTL))
+		return backend.Grant{}, fmt.Errorf("redisstore: redlock renew %q: a quorum took %v, not less than TTL %v minus drift %v", g.Key, elapsed, g.TTL, r.drift(g.TTL))
 	}
 	g.Version = ""
 	return g, nil
 }
 
-// Release implements baton.Backend: it releases on every server. It
-// succeeds if a quorum released, returns an error matching baton.ErrLost if
+// Release implements backend.Backend: it releases on every server. It
+// succeeds if a quorum released, returns an error matching backend.ErrLost if
 // more than N - quorum servers report g no longer owns the lock, and a
 // transient error otherwise (the remaining claims expire after the TTL).
-func (r *Redlock) Release(ctx context.Context, g baton.Grant) error {
+func (r *Redlock) Release(ctx context.Context, g backend.Grant) error {
 	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
 		return err
 	}
@@ -289,9 +289,9 @@ func (r *Redlock) Release(ctx context.Context, g baton.Grant) error {
 	return r.tally("release", g.Key, errs)
 }
 
-// ForceRelease implements baton.ForceReleaser: it frees the lock named key
+// ForceRelease implements backend.ForceReleaser: it frees the lock named key
 // on every server whoever holds it, keeping the fencing counters (an
-// administrator's action, as Store.ForceRelease). It returns an error matching baton.ErrNotFound if
+// administrator's action, as Store.ForceRelease). It returns an error matching backend.ErrNotFound if
 // every server answered and none has a record, and an error naming the
 // servers that failed otherwise; their claims expire after the TTL.
 func (r *Redlock) ForceRelease(ctx context.Context, key string) error {
@@ -305,7 +305,7 @@ func (r *Redlock) ForceRelease(ctx context.Context, key string) error {
 		switch {
 		case err == nil:
 			found = true
-		case !errors.Is(err, baton.ErrNotFound):
+		case !errors.Is(err, backend.ErrNotFound):
 			failed = append(failed, fmt.Errorf("server %d: %w", i, err))
 		}
 	}
@@ -313,7 +313,7 @@ func (r *Redlock) ForceRelease(ctx context.Context, key string) error {
 	case len(failed) > 0:
 		return fmt.Errorf("redisstore: redlock force-release %q: %w", key, errors.Join(failed...))
 	case !found:
-		return fmt.Errorf("redisstore: redlock force-release %q: %w on any server", key, baton.ErrNotFound)
+		return fmt.Errorf("redisstore: redlock force-release %q: %w on any server", key, backend.ErrNotFound)
 	}
 	return nil
 }
@@ -326,7 +326,7 @@ func (r *Redlock) tally(op, key string, errs []error) error {
 		switch {
 		case err == nil:
 			ok++
-		case errors.Is(err, baton.ErrLost):
+		case errors.Is(err, backend.ErrLost):
 			lost++
 			all = append(all, fmt.Errorf("server %d: %w", i, err))
 		default:
@@ -337,23 +337,23 @@ func (r *Redlock) tally(op, key string, errs []error) error {
 	case ok >= r.quorum:
 		return nil
 	case lost > len(r.stores)-r.quorum:
-		return fmt.Errorf("redisstore: redlock %s %q: %w on %d of %d servers (quorum %d): %w", op, key, baton.ErrLost, lost, len(r.stores), r.quorum, errors.Join(all...))
+		return fmt.Errorf("redisstore: redlock %s %q: %w on %d of %d servers (quorum %d): %w", op, key, backend.ErrLost, lost, len(r.stores), r.quorum, errors.Join(all...))
 	}
 	return fmt.Errorf("redisstore: redlock %s %q: succeeded on %d of %d servers, need %d: %w", op, key, ok, len(r.stores), r.quorum, errors.Join(all...))
 }
 
-// Get implements baton.Backend. It reads every server. If one owner holds
+// Get implements backend.Backend. It reads every server. If one owner holds
 // unexpired claims on a quorum, the record names it and Remaining is how
 // long a quorum of its claims still lasts; otherwise the record is not
 // held. Token and Transitions are the largest seen. It returns an error
-// matching baton.ErrNotFound if every server answered and none has a
+// matching backend.ErrNotFound if every server answered and none has a
 // record, and an error if fewer than a quorum answered.
-func (r *Redlock) Get(ctx context.Context, key string) (baton.Record, error) {
+func (r *Redlock) Get(ctx context.Context, key string) (backend.Record, error) {
 	if err := checkName(key); err != nil {
-		return baton.Record{}, err
+		return backend.Record{}, err
 	}
 	type result struct {
-		rec baton.Record
+		rec backend.Record
 		err error
 	}
 	res := each(r.stores, func(_ int, s *Store) result {
@@ -361,7 +361,7 @@ func (r *Redlock) Get(ctx context.Context, key string) (baton.Record, error) {
 		return result{rec, err}
 	})
 	var (
-		recs     []baton.Record
+		recs     []backend.Record
 		answered int
 		errs     []error
 	)
@@ -370,26 +370,26 @@ func (r *Redlock) Get(ctx context.Context, key string) (baton.Record, error) {
 		case x.err == nil:
 			answered++
 			recs = append(recs, x.rec)
-		case errors.Is(x.err, baton.ErrNotFound):
+		case errors.Is(x.err, backend.ErrNotFound):
 			answered++
 		default:
 			errs = append(errs, fmt.Errorf("server %d: %w", i, x.err))
 		}
 	}
 	if answered < r.quorum {
-		return baton.Record{}, fmt.Errorf("redisstore: redlock get %q: %d of %d servers answered, need %d: %w", key, answered, len(r.stores), r.quorum, errors.Join(errs...))
+		return backend.Record{}, fmt.Errorf("redisstore: redlock get %q: %d of %d servers answered, need %d: %w", key, answered, len(r.stores), r.quorum, errors.Join(errs...))
 	}
 	if len(recs) == 0 {
-		return baton.Record{}, fmt.Errorf("redisstore: redlock get %q: %w on any server", key, baton.ErrNotFound)
+		return backend.Record{}, fmt.Errorf("redisstore: redlock get %q: %w on any server", key, backend.ErrNotFound)
 	}
 	return r.merge(key, recs), nil
 }
 
 // merge combines per-server records as described at Get.
-func (r *Redlock) merge(key string, recs []baton.Record) baton.Record {
+func (r *Redlock) merge(key string, recs []backend.Record) backend.Record {
 	type owner struct{ holder, nonce string }
-	claims := map[owner][]baton.Record{}
-	out := baton.Record{Key: key}
+	claims := map[owner][]backend.Record{}
+	out := backend.Record{Key: key}
 	for _, rec := range recs {
 		out.Token = max(out.Token, rec.Token)
 		out.Transitions = max(out.Transitions, rec.Transitions)
@@ -403,20 +403,20 @@ func (r *Redlock) merge(key string, recs []baton.Record) baton.Record {
 			continue
 		}
 		// The quorum-th longest claim is how long a quorum still holds.
-		slices.SortFunc(c, func(a, b baton.Record) int { return cmp.Compare(b.Remaining, a.Remaining) })
+		slices.SortFunc(c, func(a, b backend.Record) int { return cmp.Compare(b.Remaining, a.Remaining) })
 		best := c[r.quorum-1]
 		best.Token, best.Transitions = out.Token, out.Transitions
 		return best
 	}
 	// Not held on a quorum: report the most recent holder, without claim.
-	slices.SortFunc(recs, func(a, b baton.Record) int { return cmp.Compare(b.Token, a.Token) })
+	slices.SortFunc(recs, func(a, b backend.Record) int { return cmp.Compare(b.Token, a.Token) })
 	out.Holder = recs[0].Holder
 	return out
 }
 
-// List implements baton.Lister: the merged records of every lock found on
+// List implements backend.Lister: the merged records of every lock found on
 // any server, sorted by name.
-func (r *Redlock) List(ctx context.Context) ([]baton.Record, error) {
+func (r *Redlock) List(ctx context.Context) ([]backend.Record, error) {
 	seen := map[string]bool{}
 	var errs []error
 	answered := 0
@@ -439,11 +439,11 @@ func (r *Redlock) List(ctx context.Context) ([]baton.Record, error) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	var recs []baton.Record
+	var recs []backend.Record
 	for _, n := range names {
 		rec, err := r.Get(ctx, n)
 		switch {
-		case errors.Is(err, baton.ErrNotFound):
+		case errors.Is(err, backend.ErrNotFound):
 		case err != nil:
 			errs = append(errs, err)
 		default:
@@ -453,7 +453,7 @@ func (r *Redlock) List(ctx context.Context) ([]baton.Record, error) {
 	return recs, errors.Join(errs...)
 }
 
-// Watch implements baton.Watcher: one channel woken by a release notice
+// Watch implements backend.Watcher: one channel woken by a release notice
 // from any server. It fails only if no server's subscriber could be set up.
 func (r *Redlock) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
 	if err := checkName(key); err != nil {
@@ -497,14 +497,14 @@ func (r *Redlock) Watch(ctx context.Context, key string) (<-chan struct{}, error
 }
 
 // raise runs raiseScript on s.
-func (s *Store) raise(ctx context.Context, key string, req baton.Request, token uint64) error {
+func (s *Store) raise(ctx context.Context, key string, req backend.Request, token uint64) error {
 	lock, fence, _ := s.Keys(key)
 	n, err := raiseScript.Run(ctx, s.client, []string{lock, fence}, ownerArg(req.Holder, req.Nonce), token).Int64()
 	if err != nil {
 		return s.wrap(key, lock, "raise token", err)
 	}
 	if n != 1 {
-		return fmt.Errorf("redisstore: raise token of lock %q (key %s): %w", key, lock, baton.ErrLost)
+		return fmt.Errorf("redisstore: raise token of lock %q (key %s): %w", key, lock, backend.ErrLost)
 	}
 	return nil
 }

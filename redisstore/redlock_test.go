@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/redisstore"
 	"github.com/redis/go-redis/v9"
 )
@@ -19,7 +21,7 @@ func TestNewRedlockRejectsInstanceCounts(t *testing.T) {
 			clients[i] = redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 		}
 		_, err := redisstore.NewRedlock(clients)
-		if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "odd number of at least 3") {
+		if !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "odd number of at least 3") {
 			t.Errorf("NewRedlock with %d clients: %v; want ErrInvalidOptions naming the rule", n, err)
 		}
 		for _, c := range clients {
@@ -70,7 +72,7 @@ func TestRedlockOneServerDown(t *testing.T) {
 		t.Fatalf("the lease ended with two of three servers up: %v", context.Cause(l.Context()))
 	case <-hold.C:
 	}
-	if _, err := r.TryAcquire(ctx, key, request("other", time.Minute)); !errors.Is(err, baton.ErrHeld) {
+	if _, err := r.TryAcquire(ctx, key, request("other", time.Minute)); !errors.Is(err, backend.ErrHeld) {
 		t.Errorf("TryAcquire by another owner while held: %v, want ErrHeld", err)
 	}
 	rec, err := r.Get(ctx, key)
@@ -113,7 +115,7 @@ func TestRedlockTwoServersDown(t *testing.T) {
 		if err == nil {
 			t.Fatal("TryAcquire succeeded with two of three servers down")
 		}
-		if errors.Is(err, baton.ErrHeld) || !strings.Contains(err.Error(), "acquired on 1 of 3 servers, need 2") {
+		if errors.Is(err, backend.ErrHeld) || !strings.Contains(err.Error(), "acquired on 1 of 3 servers, need 2") {
 			t.Errorf("TryAcquire with two of three servers down: %v; want a transient error naming the quorum", err)
 		}
 	}
@@ -125,7 +127,7 @@ func TestRedlockTwoServersDown(t *testing.T) {
 	// The holder cannot renew on a quorum: its lease ends by the renew
 	// deadline.
 	awaitDone(t, l.Done(), 5*time.Second, "the holder's step-down")
-	if cause := context.Cause(l.Context()); !errors.Is(cause, baton.ErrLost) {
+	if cause := context.Cause(l.Context()); !errors.Is(cause, backend.ErrLost) {
 		t.Errorf("lease ended with %v, want ErrLost", cause)
 	}
 }
@@ -200,7 +202,7 @@ func TestRedlockSplitVote(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := r.TryAcquire(ctx, key, request("z", time.Minute))
-	var held *baton.HeldError
+	var held *backend.HeldError
 	if !errors.As(err, &held) {
 		t.Fatalf("TryAcquire with a split vote: %v, want ErrHeld", err)
 	}
@@ -218,7 +220,7 @@ func TestRedlockForceRelease(t *testing.T) {
 	servers := startRedis(t, 3)
 	ctx := testCtx(t, 20*time.Second)
 	r := newRedlock(t, servers, uniquePrefix(), fastClient)
-	if err := r.ForceRelease(ctx, "forced"); !errors.Is(err, baton.ErrNotFound) {
+	if err := r.ForceRelease(ctx, "forced"); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("ForceRelease of an unknown lock: %v, want ErrNotFound", err)
 	}
 	g, err := r.TryAcquire(ctx, "forced", request("a", time.Minute))
@@ -228,7 +230,7 @@ func TestRedlockForceRelease(t *testing.T) {
 	if err := r.ForceRelease(ctx, "forced"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := r.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Renew after a forced release: %v, want ErrLost", err)
 	}
 	g2, err := r.TryAcquire(ctx, "forced", request("b", time.Minute))

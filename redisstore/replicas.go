@@ -3,10 +3,9 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/redis/go-redis/v9"
+	"time"
 )
 
 // WithReplicaAcks makes every acquisition and renewal wait until n
@@ -21,7 +20,7 @@ import (
 //
 // An acquisition that fewer than n replicas acknowledge in time is undone
 // (the claim is released) and returns an error matching
-// baton.ErrUnavailable that says how many did; a renewal in that case
+// backend.ErrUnavailable that says how many did; a renewal in that case
 // fails the same way (the engine retries it until the renew deadline).
 // WAIT needs the write and the wait on one connection: it works with a
 // client of one server, a Sentinel-managed primary and a Cluster; New
@@ -54,7 +53,7 @@ func (s *Store) conn(ctx context.Context, key string) (redis.Scripter, func(), e
 		}
 	default:
 		return nil, nil, fmt.Errorf("%w: WithReplicaAcks needs a client of one server, a Sentinel primary or a Cluster, not %T",
-			baton.ErrInvalidOptions, s.client)
+			backend.ErrInvalidOptions, s.client)
 	}
 	conn := c.Conn()
 	return conn, func() { _ = conn.Close() }, nil
@@ -73,7 +72,7 @@ func (s *Store) awaitAcks(ctx context.Context, sc redis.Scripter) error {
 	}
 	if int(n) < s.acks {
 		return fmt.Errorf("%w: %d of %d replicas acknowledged the write within %v (WithReplicaAcks)",
-			baton.ErrUnavailable, n, s.acks, s.ackTimeout)
+			backend.ErrUnavailable, n, s.acks, s.ackTimeout)
 	}
 	return nil
 }

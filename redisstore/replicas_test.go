@@ -2,13 +2,12 @@ package redisstore_test
 
 import (
 	"errors"
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/internal/testenv"
+	"github.com/baton-go/baton/redisstore"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/internal/testenv"
-	"github.com/baton-go/baton/redisstore"
 )
 
 // WithReplicaAcks: on topologies with a replica, acquisitions and
@@ -31,7 +30,7 @@ func TestReplicaAcks(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = s.Close() })
 		_, err = s.TryAcquire(t.Context(), "job", request("a", 2*time.Second))
-		if !errors.Is(err, baton.ErrUnavailable) {
+		if !errors.Is(err, backend.ErrUnavailable) {
 			t.Fatalf("TryAcquire with no replica to acknowledge: %v; want ErrUnavailable", err)
 		}
 		t.Logf("error: %v", err)
@@ -66,12 +65,12 @@ func TestReplicaAcksInvalid(t *testing.T) {
 	url := "redis://127.0.0.1:1"
 	for _, o := range []redisstore.Option{redisstore.WithReplicaAcks(-1, time.Second), redisstore.WithReplicaAcks(1, 0)} {
 		_, err := redisstore.Open(url, o)
-		if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "want a replica count of at least 0 and, with replicas, a positive timeout") {
+		if !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "want a replica count of at least 0 and, with replicas, a positive timeout") {
 			t.Errorf("Open with a bad WithReplicaAcks: %v; want ErrInvalidOptions saying what is wanted", err)
 		}
 	}
 	_, err := redisstore.OpenRedlock([]string{url, url, url}, redisstore.WithReplicaAcks(1, time.Second))
-	if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "Redlock's servers are independent primaries") {
+	if !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "Redlock's servers are independent primaries") {
 		t.Errorf("OpenRedlock with WithReplicaAcks: %v; want ErrInvalidOptions saying why", err)
 	}
 }

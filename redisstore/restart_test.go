@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 )
 
@@ -28,7 +30,7 @@ func awaitDone(t *testing.T, ch <-chan struct{}, d time.Duration, what string) t
 }
 
 // cycle acquires and releases key on b n times and returns the last token.
-func cycle(t *testing.T, ctx context.Context, b baton.Backend, key string, n int) uint64 {
+func cycle(t *testing.T, ctx context.Context, b backend.Backend, key string, n int) uint64 {
 	t.Helper()
 	var token uint64
 	for range n {
@@ -76,7 +78,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 
 	srv.Restart()
 
-	if _, err := b.Get(ctx, key); !errors.Is(err, baton.ErrNotFound) {
+	if _, err := b.Get(ctx, key); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("Get after the restart: %v; want ErrNotFound (the server lost the claim and the counter)", err)
 	}
 	g, err := b.TryAcquire(ctx, key, request("other", time.Minute))
@@ -92,10 +94,10 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	// The old holder learns at its next renew (every 500ms) that the lock
 	// is someone else's.
 	awaitDone(t, l.Done(), 5*time.Second, "the old holder's step-down")
-	if cause := context.Cause(l.Context()); !errors.Is(cause, baton.ErrLost) {
+	if cause := context.Cause(l.Context()); !errors.Is(cause, backend.ErrLost) {
 		t.Errorf("the old lease ended with %v, want ErrLost", cause)
 	}
-	if err := l.Unlock(ctx); !errors.Is(err, baton.ErrLost) {
+	if err := l.Unlock(ctx); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Unlock of the lost lease: %v, want ErrLost", err)
 	}
 	if err := b.Release(ctx, g); err != nil {
@@ -130,7 +132,7 @@ func TestRestartWithAppendOnly(t *testing.T) {
 	if !rec.Held() || rec.Holder != "holder" || rec.Token != g.Token || rec.Token <= before {
 		t.Errorf("after the restart Get = holder %q, token %d, held %v; want %q, %d, true", rec.Holder, rec.Token, rec.Held(), "holder", g.Token)
 	}
-	if _, err := b.TryAcquire(ctx, key, request("other", time.Minute)); !errors.Is(err, baton.ErrHeld) {
+	if _, err := b.TryAcquire(ctx, key, request("other", time.Minute)); !errors.Is(err, backend.ErrHeld) {
 		t.Errorf("TryAcquire by another client after the restart: %v, want ErrHeld", err)
 	}
 	// The holder's client reconnects (go-redis retries on a new connection).
@@ -222,7 +224,7 @@ func TestTokensAfterLostWrites(t *testing.T) {
 		a := newStore(t, srv.Addr(), prefix)
 		// A claim whose release was lost comes back with the restart:
 		// the administrator's way out keeps the counter.
-		if err := a.ForceRelease(ctx, "amnesia"); err != nil && !errors.Is(err, baton.ErrNotFound) {
+		if err := a.ForceRelease(ctx, "amnesia"); err != nil && !errors.Is(err, backend.ErrNotFound) {
 			t.Fatal(err)
 		}
 		got := cycle(t, ctx, a, "amnesia", 5)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/internal/storeerr"
+	"github.com/redis/go-redis/v9"
 	"io"
 	"slices"
 	"strconv"
@@ -11,10 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/internal/storeerr"
-	"github.com/redis/go-redis/v9"
 )
 
 // DefaultPrefix is the key prefix used unless WithPrefix says otherwise.
@@ -31,10 +30,10 @@ const ACLRules = "~baton:* &baton:* +@connection +evalsha +eval +subscribe +unsu
 	"+type +exists +get +set +del +hset +hget +hmget +hdel +hexists +pexpire +pttl " +
 	"+rpush +llen +lrange +lrem +publish +time"
 
-// Store is a baton.Backend on one Redis server (or a Redis Cluster, through
+// Store is a backend.Backend on one Redis server (or a Redis Cluster, through
 // a *redis.ClusterClient: the keys of one lock share a hash slot; untested).
-// It also implements baton.Watcher (acquire and release notices over
-// pub/sub) and baton.Lister.
+// It also implements backend.Watcher (acquire and release notices over
+// pub/sub) and backend.Lister.
 //
 // See the package documentation for the key layout, the guarantees and what
 // a restart or a failover does to locks and tokens.
@@ -52,11 +51,11 @@ type Store struct {
 }
 
 var (
-	_ baton.Backend       = (*Store)(nil)
-	_ baton.Watcher       = (*Store)(nil)
-	_ baton.WaiterWatcher = (*Store)(nil)
-	_ baton.Lister        = (*Store)(nil)
-	_ baton.ForceReleaser = (*Store)(nil)
+	_ backend.Backend       = (*Store)(nil)
+	_ backend.Watcher       = (*Store)(nil)
+	_ backend.WaiterWatcher = (*Store)(nil)
+	_ backend.Lister        = (*Store)(nil)
+	_ backend.ForceReleaser = (*Store)(nil)
 )
 
 // New returns a Store that uses client. The Store does not own client:
@@ -64,7 +63,7 @@ var (
 //
 // For go-redis to honour the deadlines of the contexts baton passes, set
 // ContextTimeoutEnabled in the client's options (ParseURL does). New
-// returns an error matching baton.ErrInvalidOptions if an option is
+// returns an error matching backend.ErrInvalidOptions if an option is
 // invalid (a prefix containing '{' or '}').
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	o := newOptions(opts)
@@ -76,7 +75,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	default:
 		if o.acks > 0 {
 			return nil, fmt.Errorf("redisstore: %w: WithReplicaAcks needs a client of one server, a Sentinel primary or a Cluster, not %T",
-				baton.ErrInvalidOptions, client)
+				backend.ErrInvalidOptions, client)
 		}
 	}
 	return newStore(client, o), nil
@@ -150,22 +149,22 @@ func (s *Store) keySet(name string) *keys {
 	return k
 }
 
-// TryAcquire implements baton.Backend with one script: if the lock key is
+// TryAcquire implements backend.Backend with one script: if the lock key is
 // absent (and not reserved for another waiter, see WithHandoverWindow) it
 // increments the fence's counter, writes the claim and sets its expiry to
 // req.TTL (rounded up to whole milliseconds); otherwise it reports the
 // holder and the claim's remaining time as measured by the server
 // (HeldError.RetryAfter). While the lock is reserved, the HeldError names
 // the waiter it is reserved for and the reservation's remaining time.
-func (s *Store) TryAcquire(ctx context.Context, key string, req baton.Request) (baton.Grant, error) {
+func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
 	r, err := s.acquire(ctx, key, req)
 	if err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	if !r.acquired {
-		return baton.Grant{}, &baton.HeldError{Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.pttl}
+		return backend.Grant{}, &backend.HeldError{Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.pttl}
 	}
-	return baton.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: r.token, TTL: req.TTL}, nil
+	return backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: r.token, TTL: req.TTL}, nil
 }
 
 type acquireResult struct {
@@ -175,7 +174,7 @@ type acquireResult struct {
 	pttl     time.Duration // when held
 }
 
-func (s *Store) acquire(ctx context.Context, key string, req baton.Request) (acquireResult, error) {
+func (s *Store) acquire(ctx context.Context, key string, req backend.Request) (acquireResult, error) {
 	if err := checkRequest(key, req.Holder, req.Nonce, req.TTL); err != nil {
 		return acquireResult{}, err
 	}
@@ -217,29 +216,29 @@ func (s *Store) acquire(ctx context.Context, key string, req baton.Request) (acq
 	return r, rep.check(s, key, lock, len(v) == 4 && rep.int(0) == 0)
 }
 
-// Renew implements baton.Backend: if g's owner (holder and nonce) still
+// Renew implements backend.Backend: if g's owner (holder and nonce) still
 // holds the lock, one script sets its expiry to g.TTL from now (server
-// time); otherwise it returns an error matching baton.ErrLost. A lock that
+// time); otherwise it returns an error matching backend.ErrLost. A lock that
 // expired is lost even if nobody has taken it since.
-func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
 	if err := s.owned1(ctx, renewScript, "renew", g); err != nil {
-		return baton.Grant{}, err
+		return backend.Grant{}, err
 	}
 	g.Version = ""
 	return g, nil
 }
 
-// Release implements baton.Backend: if g's owner still holds the lock, one
+// Release implements backend.Backend: if g's owner still holds the lock, one
 // script deletes the lock key, keeps the fence (the next holder gets a
 // larger token), reserves the lock for the longest-waiting waiter (see
 // WithHandoverWindow) and publishes a release notice that wakes every
-// watcher at once. Otherwise it returns an error matching baton.ErrLost.
-func (s *Store) Release(ctx context.Context, g baton.Grant) error {
+// watcher at once. Otherwise it returns an error matching backend.ErrLost.
+func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	return s.owned1(ctx, releaseScript, "release", g)
 }
 
 // owned1 runs the renew or release script for g and interprets the reply.
-func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g baton.Grant) error {
+func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g backend.Grant) error {
 	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
 		return err
 	}
@@ -276,18 +275,18 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	}
 	switch {
 	case holder == "":
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the claim expired, was released, or its key was deleted (or the server lost its data)", op, g.Key, lock, baton.ErrLost)
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the claim expired, was released, or its key was deleted (or the server lost its data)", op, g.Key, lock, backend.ErrLost)
 	default:
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: it is now held by %q (token %d)", op, g.Key, lock, baton.ErrLost, holder, token)
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: it is now held by %q (token %d)", op, g.Key, lock, backend.ErrLost, holder, token)
 	}
 }
 
-// ForceRelease implements baton.ForceReleaser: it frees the lock named key
+// ForceRelease implements backend.ForceReleaser: it frees the lock named key
 // whoever holds it, keeping the fencing counter, and wakes its watchers.
 // It is an administrator's action
 // (the CLI's "release" command): a holder whose claim is force-released
 // learns it at its next renew, and until then may still act, which is what
-// fencing tokens are for. It returns an error matching baton.ErrNotFound if
+// fencing tokens are for. It returns an error matching backend.ErrNotFound if
 // the lock has no keys, and succeeds if the lock is already free.
 func (s *Store) ForceRelease(ctx context.Context, key string) error {
 	if err := checkName(key); err != nil {
@@ -303,42 +302,42 @@ func (s *Store) ForceRelease(ctx context.Context, key string) error {
 		return err
 	}
 	if rep.int(0) == 0 {
-		return fmt.Errorf("redisstore: lock %q: %w (no key %s or %s)", key, baton.ErrNotFound, lock, fence)
+		return fmt.Errorf("redisstore: lock %q: %w (no key %s or %s)", key, backend.ErrNotFound, lock, fence)
 	}
 	return nil
 }
 
-// Get implements baton.Backend. Remaining is the claim's PTTL as reported by
+// Get implements backend.Backend. Remaining is the claim's PTTL as reported by
 // the server. After a release Holder is empty; after an expiry it names the
 // last holder with Remaining 0. If the lock key was deleted before the
 // claim's expiry, Get names the last holder (without nonce or TTL) with the
 // time left until that expiry, during which acquisitions are refused. AcquireTime and RenewTime are the server's
 // wall-clock times, for display only. It returns an error matching
-// baton.ErrNotFound if the lock has neither key.
-func (s *Store) Get(ctx context.Context, key string) (baton.Record, error) {
+// backend.ErrNotFound if the lock has neither key.
+func (s *Store) Get(ctx context.Context, key string) (backend.Record, error) {
 	if err := checkName(key); err != nil {
-		return baton.Record{}, err
+		return backend.Record{}, err
 	}
 	lock, fence, _ := s.Keys(key)
 	v, err := getScript.Run(ctx, s.client, []string{lock, fence}).Slice()
 	if err != nil {
-		return baton.Record{}, s.wrap(key, lock, "get", err)
+		return backend.Record{}, s.wrap(key, lock, "get", err)
 	}
 	return s.decodeRecord(key, v)
 }
 
-func (s *Store) decodeRecord(key string, v []any) (baton.Record, error) {
+func (s *Store) decodeRecord(key string, v []any) (backend.Record, error) {
 	lock, fence, _ := s.Keys(key)
 	rep := reply{v: v}
 	lt, ft, val, pttl, now := rep.str(0), rep.str(1), rep.str(2), rep.int(3), rep.str(4)
 	ftoken, ftrans, flast, fexp := rep.str(5), rep.str(6), rep.str(7), rep.str(8)
 	if err := rep.check(s, key, lock, len(v) == 9); err != nil {
-		return baton.Record{}, err
+		return backend.Record{}, err
 	}
 	corrupt := func(k, format string, args ...any) error {
-		return fmt.Errorf("redisstore: lock %q (key %s): %w: "+format, append([]any{key, k, baton.ErrCorruptRecord}, args...)...)
+		return fmt.Errorf("redisstore: lock %q (key %s): %w: "+format, append([]any{key, k, backend.ErrCorruptRecord}, args...)...)
 	}
-	rec := baton.Record{Key: key}
+	rec := backend.Record{Key: key}
 	switch ft {
 	case "none":
 	case "hash":
@@ -355,7 +354,7 @@ func (s *Store) decodeRecord(key string, v []any) (baton.Record, error) {
 	switch lt {
 	case "none":
 		if ft == "none" {
-			return rec, fmt.Errorf("redisstore: lock %q: %w (no key %s or %s)", key, baton.ErrNotFound, lock, fence)
+			return rec, fmt.Errorf("redisstore: lock %q: %w (no key %s or %s)", key, backend.ErrNotFound, lock, fence)
 		}
 		// A lock key deleted before its claim's expiry: acquisitions are
 		// refused until then (see acquireScript), so report it as held.
@@ -393,23 +392,23 @@ func (s *Store) decodeRecord(key string, v []any) (baton.Record, error) {
 	return rec, nil
 }
 
-// List implements baton.Lister: the records of every lock with a fence key
+// List implements backend.Lister: the records of every lock with a fence key
 // under the prefix, sorted by name, found with SCAN (on every master of a
 // cluster). Records that cannot be read are left out and reported in the
 // error (an errors.Join); the others are still returned.
-func (s *Store) List(ctx context.Context) ([]baton.Record, error) {
+func (s *Store) List(ctx context.Context) ([]backend.Record, error) {
 	names, err := s.names(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var (
-		recs []baton.Record
+		recs []backend.Record
 		errs []error
 	)
 	for _, name := range names {
 		r, err := s.Get(ctx, name)
 		switch {
-		case errors.Is(err, baton.ErrNotFound):
+		case errors.Is(err, backend.ErrNotFound):
 		case err != nil:
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -432,7 +431,7 @@ func (s *Store) names(ctx context.Context) ([]string, error) {
 		for it.Next(ctx) {
 			k := it.Val()
 			name, ok := strings.CutPrefix(k, s.prefix+"{")
-			if name, ok = strings.CutSuffix(name, "}:fence"); ok && baton.ValidateName(name) == nil {
+			if name, ok = strings.CutSuffix(name, "}:fence"); ok && backend.ValidateName(name) == nil {
 				mu.Lock()
 				seen[name] = true
 				mu.Unlock()
@@ -457,7 +456,7 @@ func (s *Store) names(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// Watch implements baton.Watcher. The returned channel receives a value when
+// Watch implements backend.Watcher. The returned channel receives a value when
 // an acquire or release notice for key arrives, when the subscription is
 // (re)confirmed by the server (a notice may have been missed before), and
 // when the subscriber connection failed. A claim that expires publishes
@@ -474,7 +473,7 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, error) 
 	return s.watch(ctx, key, "")
 }
 
-// WatchWaiter implements baton.WaiterWatcher: a watch as Watch, for a
+// WatchWaiter implements backend.WaiterWatcher: a watch as Watch, for a
 // contender waiting to acquire key as holder. It is not woken by
 // acquisitions, nor by a release that reserved the lock for another waiter
 // (see WithHandoverWindow) until that reservation ends; Mutex.Lock uses
@@ -516,15 +515,15 @@ func (s *Store) wrap(name, key, op string, err error) error {
 	msg := err.Error()
 	switch {
 	case strings.HasPrefix(msg, corruptCode):
-		return fmt.Errorf("redisstore: %s lock %q: %w: %s", op, name, baton.ErrCorruptRecord, strings.TrimSpace(strings.TrimPrefix(msg, corruptCode)))
+		return fmt.Errorf("redisstore: %s lock %q: %w: %s", op, name, backend.ErrCorruptRecord, strings.TrimSpace(strings.TrimPrefix(msg, corruptCode)))
 	case strings.Contains(msg, "WRONGTYPE"):
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %v", op, name, key, baton.ErrCorruptRecord, err)
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %v", op, name, key, backend.ErrCorruptRecord, err)
 	case strings.HasPrefix(msg, "READONLY"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the server is a read-only replica: give the primary's address, or a %s:// URL that follows failovers (%v)",
-			op, name, key, baton.ErrMisconfigured, schemeSentinel, err)
+			op, name, key, backend.ErrMisconfigured, schemeSentinel, err)
 	case strings.HasPrefix(msg, "NOPERM"), strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"),
 		strings.Contains(msg, "user executing the script can't run this command"):
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w", op, name, key, baton.ErrForbidden, err)
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w", op, name, key, backend.ErrForbidden, err)
 	}
 	return fmt.Errorf("redisstore: %s lock %q (key %s): %w", op, name, key, storeerr.Classify(err))
 }
@@ -598,7 +597,7 @@ func millis(d time.Duration) int64 {
 const maxTTL = 365 * 24 * time.Hour
 
 func checkName(key string) error {
-	if err := baton.ValidateName(key); err != nil {
+	if err := backend.ValidateName(key); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
 	return nil
@@ -610,9 +609,9 @@ func checkRequest(key, holder, nonce string, ttl time.Duration) error {
 	}
 	switch {
 	case holder == "" || nonce == "":
-		return fmt.Errorf("redisstore: lock %q: %w: holder %q and nonce %q must not be empty", key, baton.ErrInvalidOptions, holder, nonce)
+		return fmt.Errorf("redisstore: lock %q: %w: holder %q and nonce %q must not be empty", key, backend.ErrInvalidOptions, holder, nonce)
 	case ttl <= 0 || ttl > maxTTL:
-		return fmt.Errorf("redisstore: lock %q: %w: TTL %v is not in (0, %v]", key, baton.ErrInvalidOptions, ttl, maxTTL)
+		return fmt.Errorf("redisstore: lock %q: %w: TTL %v is not in (0, %v]", key, backend.ErrInvalidOptions, ttl, maxTTL)
 	}
 	return nil
 }

@@ -3,14 +3,13 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"strings"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
 	"github.com/redis/go-redis/v9"
+	"strings"
+	"testing"
+	"time"
 )
 
 func TestKeyLayout(t *testing.T) {
@@ -31,7 +30,7 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 	defer c.Close()
 	for _, o := range []redisstore.Option{redisstore.WithPrefix("x{"), redisstore.WithPrefix("}"), redisstore.WithDriftFactor(0.5)} {
 		s, err := redisstore.New(c, o)
-		if s != nil || !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "must not contain") && !strings.Contains(err.Error(), "drift factor") {
+		if s != nil || !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "must not contain") && !strings.Contains(err.Error(), "drift factor") {
 			t.Errorf("New = %v, %v; want nil and an error matching ErrInvalidOptions that names the option", s, err)
 		}
 	}
@@ -81,10 +80,10 @@ func TestCorruptRecords(t *testing.T) {
 			}
 			before, _ := raw.Dump(ctx, fence).Result()
 			_, err := s.TryAcquire(ctx, c.name, request("a", time.Minute))
-			if !errors.Is(err, baton.ErrCorruptRecord) || !strings.Contains(err.Error(), c.acquire) {
+			if !errors.Is(err, backend.ErrCorruptRecord) || !strings.Contains(err.Error(), c.acquire) {
 				t.Errorf("TryAcquire: %v, want ErrCorruptRecord saying %q", err, c.acquire)
 			}
-			if _, err := s.Get(ctx, c.name); !errors.Is(err, baton.ErrCorruptRecord) || !strings.Contains(err.Error(), c.get) {
+			if _, err := s.Get(ctx, c.name); !errors.Is(err, backend.ErrCorruptRecord) || !strings.Contains(err.Error(), c.get) {
 				t.Errorf("Get: %v, want ErrCorruptRecord saying %q", err, c.get)
 			}
 			if after, _ := raw.Dump(ctx, fence).Result(); after != before {
@@ -97,7 +96,7 @@ func TestCorruptRecords(t *testing.T) {
 	lock, fence, _ := s.Keys("mismatch")
 	raw.HSet(ctx, fence, "token", 5, "transitions", 0, "holder", "h")
 	raw.Set(ctx, lock, "9 60000 1764500000000 1 nh", time.Minute)
-	if _, err := s.Get(ctx, "mismatch"); !errors.Is(err, baton.ErrCorruptRecord) || !strings.Contains(err.Error(), "differs") {
+	if _, err := s.Get(ctx, "mismatch"); !errors.Is(err, backend.ErrCorruptRecord) || !strings.Contains(err.Error(), "differs") {
 		t.Errorf("Get with mismatched tokens: %v, want ErrCorruptRecord", err)
 	}
 	// List reports corrupt records and returns the others.
@@ -106,7 +105,7 @@ func TestCorruptRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs, err := s.List(ctx)
-	if !errors.Is(err, baton.ErrCorruptRecord) {
+	if !errors.Is(err, backend.ErrCorruptRecord) {
 		t.Errorf("List: %v, want an error matching ErrCorruptRecord", err)
 	}
 	if len(recs) != 1 || recs[0].Key != "fine" || recs[0].Token != g.Token {
@@ -121,7 +120,7 @@ func TestForceRelease(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
 	prefix := uniquePrefix()
 	a, admin := newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix)
-	if err := admin.ForceRelease(ctx, "none"); !errors.Is(err, baton.ErrNotFound) {
+	if err := admin.ForceRelease(ctx, "none"); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("ForceRelease of an unknown lock: %v, want ErrNotFound", err)
 	}
 	g, err := a.TryAcquire(ctx, "forced", request("a", time.Minute))
@@ -138,7 +137,7 @@ func TestForceRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectWake(t, ch, 5*time.Second, "a forced release")
-	if _, err := a.Renew(ctx, g); !errors.Is(err, baton.ErrLost) {
+	if _, err := a.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Renew after a forced release: %v, want ErrLost", err)
 	}
 	rec, err := admin.Get(ctx, "forced")
@@ -187,7 +186,7 @@ func TestTTLRoundsUp(t *testing.T) {
 	if err != nil || rec.TTL != 10*time.Second+time.Millisecond {
 		t.Errorf("TTL stored = %v, %v; want 10.001s", rec.TTL, err)
 	}
-	if _, err := s.TryAcquire(ctx, "round", baton.Request{Holder: "a", Nonce: "n", TTL: 0}); !errors.Is(err, baton.ErrInvalidOptions) {
+	if _, err := s.TryAcquire(ctx, "round", backend.Request{Holder: "a", Nonce: "n", TTL: 0}); !errors.Is(err, backend.ErrInvalidOptions) {
 		t.Errorf("TryAcquire with TTL 0: %v, want ErrInvalidOptions", err)
 	}
 }

@@ -8,9 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/baton-go/baton/backend"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/baton-go/baton"
 )
 
 // The URL forms of the highly available topologies (see the package
@@ -52,15 +51,15 @@ func parseTopology(raw string) (t topology, ok bool, err error) {
 		return topology{}, false, nil
 	}
 	if !found {
-		return topology{}, true, fmt.Errorf("redisstore: %w: %q: want %s://HOST:PORT[,HOST:PORT...]", baton.ErrInvalidOptions, redact(raw), scheme)
+		return topology{}, true, fmt.Errorf("redisstore: %w: %q: want %s://HOST:PORT[,HOST:PORT...]", backend.ErrInvalidOptions, redact(raw), scheme)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return topology{}, true, fmt.Errorf("redisstore: %w: %v", baton.ErrInvalidOptions, err)
+		return topology{}, true, fmt.Errorf("redisstore: %w: %v", backend.ErrInvalidOptions, err)
 	}
 	addrs, err := hostList(u.Host)
 	if err != nil {
-		return topology{}, true, fmt.Errorf("redisstore: %w: %s: %v", baton.ErrInvalidOptions, u.Redacted(), err)
+		return topology{}, true, fmt.Errorf("redisstore: %w: %s: %v", backend.ErrInvalidOptions, u.Redacted(), err)
 	}
 	user, pass := u.User.Username(), ""
 	if p, set := u.User.Password(); set {
@@ -81,13 +80,13 @@ func sentinelTopology(u *url.URL, addrs []string, user, pass string) (topology, 
 	path := strings.Split(strings.Trim(u.Path, "/"), "/")
 	if path[0] == "" {
 		return topology{}, fmt.Errorf("redisstore: %w: %s names no primary: write %s://SENTINEL:PORT,.../PRIMARY-NAME (the name the sentinels monitor, as in `sentinel monitor NAME ...`)",
-			baton.ErrInvalidOptions, u.Redacted(), u.Scheme)
+			backend.ErrInvalidOptions, u.Redacted(), u.Scheme)
 	}
 	db := 0
 	if len(path) > 1 {
 		n, err := strconv.Atoi(path[1])
 		if err != nil || n < 0 || len(path) > 2 {
-			return topology{}, fmt.Errorf("redisstore: %w: %s: after the primary name only a database number may follow", baton.ErrInvalidOptions, u.Redacted())
+			return topology{}, fmt.Errorf("redisstore: %w: %s: after the primary name only a database number may follow", backend.ErrInvalidOptions, u.Redacted())
 		}
 		db = n
 	}
@@ -100,10 +99,10 @@ func sentinelTopology(u *url.URL, addrs []string, user, pass string) (topology, 
 func clusterTopology(u *url.URL, addrs []string, user, pass string) (topology, error) {
 	if len(addrs) < 2 {
 		return topology{}, fmt.Errorf("redisstore: %w: %s gives one node: give several (every primary, ideally), so that the client finds the cluster while one is down; for a single server use redis://",
-			baton.ErrInvalidOptions, u.Redacted())
+			backend.ErrInvalidOptions, u.Redacted())
 	}
 	if p := strings.Trim(u.Path, "/"); p != "" {
-		return topology{}, fmt.Errorf("redisstore: %w: %s: a cluster has only database 0, there is no path", baton.ErrInvalidOptions, u.Redacted())
+		return topology{}, fmt.Errorf("redisstore: %w: %s: a cluster has only database 0, there is no path", backend.ErrInvalidOptions, u.Redacted())
 	}
 	return topology{kind: "Cluster", cluster: &redis.ClusterOptions{
 		Addrs: addrs, Username: user, Password: pass, ContextTimeoutEnabled: true, DialerRetries: 1,
@@ -143,13 +142,13 @@ func redact(raw string) string {
 
 // CheckURL reports whether raw is a URL Open accepts (redis://, rediss://,
 // or a topology's form), without contacting anything. Errors match
-// baton.ErrInvalidOptions and say what is wrong.
+// backend.ErrInvalidOptions and say what is wrong.
 func CheckURL(raw string) error {
 	if _, ok, err := parseTopology(raw); ok {
 		return err
 	}
 	if _, err := ParseURL(raw); err != nil {
-		return fmt.Errorf("%w: %w", baton.ErrInvalidOptions, err)
+		return fmt.Errorf("%w: %w", backend.ErrInvalidOptions, err)
 	}
 	return nil
 }

@@ -3,14 +3,13 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"strings"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
+	"strings"
+	"testing"
+	"time"
 )
 
 // openURL opens a Store on url with prefix, closed at the end of t.
@@ -29,9 +28,9 @@ func openURL(t testing.TB, url, prefix string) *redisstore.Store {
 func TestConformanceSentinel(t *testing.T) {
 	topo := testenv.StartRedisSentinel(t)
 	batontest.Run(t, batontest.Harness{
-		Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+		Open: func(t *testing.T) func(t *testing.T) backend.Backend {
 			prefix := uniquePrefix()
-			return func(t *testing.T) baton.Backend { return openURL(t, topo.URL(), prefix) }
+			return func(t *testing.T) backend.Backend { return openURL(t, topo.URL(), prefix) }
 		},
 	})
 }
@@ -41,9 +40,9 @@ func TestConformanceSentinel(t *testing.T) {
 func TestConformanceCluster(t *testing.T) {
 	c := testenv.StartRedisCluster(t, 3)
 	batontest.Run(t, batontest.Harness{
-		Open: func(t *testing.T) func(t *testing.T) baton.Backend {
+		Open: func(t *testing.T) func(t *testing.T) backend.Backend {
 			prefix := uniquePrefix()
-			return func(t *testing.T) baton.Backend { return openURL(t, c.URL(), prefix) }
+			return func(t *testing.T) backend.Backend { return openURL(t, c.URL(), prefix) }
 		},
 	})
 }
@@ -66,7 +65,7 @@ func TestSentinelFailover(t *testing.T) {
 	old := topo.Primary()
 	old.Kill()
 	topo.AwaitFailover(t, old, 60*time.Second)
-	var g2 baton.Grant
+	var g2 backend.Grant
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		g2, err = s.TryAcquire(ctx, "job", request("b", 2*time.Second))
@@ -93,14 +92,14 @@ func TestTopologyBadInput(t *testing.T) {
 		{"redis+cluster://127.0.0.1:7000", "gives one node"},
 		{"redis+cluster://127.0.0.1", `address "127.0.0.1": want HOST:PORT`},
 	} {
-		if _, err := redisstore.Open(tc.url); !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+		if _, err := redisstore.Open(tc.url); !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Open(%q): %v; want ErrInvalidOptions saying %q", tc.url, err, tc.want)
 		}
 	}
 	topo := testenv.StartRedisSentinel(t)
 	replica := openURL(t, "redis://"+topo.Servers[1].Addr(), uniquePrefix())
 	_, err := replica.TryAcquire(context.Background(), "job", request("a", time.Minute))
-	if !errors.Is(err, baton.ErrMisconfigured) || !strings.Contains(err.Error(), "read-only replica") {
+	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "read-only replica") {
 		t.Errorf("TryAcquire on a replica: %v; want ErrMisconfigured naming the replica", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/memstore"
 	"github.com/baton-go/baton/schedule"
 )
@@ -88,8 +90,8 @@ func TestWallClockStepBackward(t *testing.T) {
 // failingStore refuses every acquisition, as an unreachable store would.
 type failingStore struct{ *memstore.Store }
 
-func (failingStore) TryAcquire(context.Context, string, baton.Request) (baton.Grant, error) {
-	return baton.Grant{}, errors.New("dial tcp: connection refused")
+func (failingStore) TryAcquire(context.Context, string, backend.Request) (backend.Grant, error) {
+	return backend.Grant{}, errors.New("dial tcp: connection refused")
 }
 
 func TestLockStoreUnreachable(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/fence"
 	"github.com/baton-go/baton/filestore"
 	"github.com/baton-go/baton/internal/testenv"
@@ -69,7 +71,7 @@ func TestFileLedger(t *testing.T) {
 	}
 	// Job names are lock names: no path tricks.
 	for _, bad := range []string{"../x", "a/b", "", "."} {
-		if err := l.Record(ctx, bad, t0, 1); !errors.Is(err, baton.ErrInvalidName) {
+		if err := l.Record(ctx, bad, t0, 1); !errors.Is(err, backend.ErrInvalidName) {
 			t.Errorf("Record(%q) = %v, want ErrInvalidName", bad, err)
 		}
 	}

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // Errors of this package. Match them with errors.Is. Invalid options match
-// baton.ErrInvalidOptions and invalid job names baton.ErrInvalidName.
+// backend.ErrInvalidOptions and invalid job names backend.ErrInvalidName.
 var (
 	// ErrInvalidSpec: a cron spec cannot be parsed or has no future slot.
 	ErrInvalidSpec = errors.New("invalid cron spec")
@@ -127,7 +129,7 @@ func CatchUp(n int, within time.Duration) JobOption {
 
 func (c *jobConfig) validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{baton.ErrInvalidOptions}, args...)...)
+		return fmt.Errorf("%w: "+format, append([]any{backend.ErrInvalidOptions}, args...)...)
 	}
 	switch {
 	case c.atMost <= 0:

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // Func is a job. ctx ends when the slot's lock is lost (cause matching
-// baton.ErrLost), when the run reaches LockAtMostFor (ErrLockAtMostFor), or
+// backend.ErrLost), when the run reaches LockAtMostFor (ErrLockAtMostFor), or
 // when Run's context ends (ErrStopped); the job should return soon after.
 // Returning nil marks the slot as done in the ledger; an error leaves it
 // not done. A panic is not recovered: it ends the process, like any
@@ -38,7 +40,7 @@ type Run struct {
 // across every replica that shares the backend and the ledger. Create it
 // with New, add jobs with Add, then call Run.
 type Scheduler struct {
-	b      baton.Backend
+	b      backend.Backend
 	ledger Ledger
 	cfg    config
 
@@ -57,8 +59,8 @@ type job struct {
 
 // New returns a Scheduler that locks slots on b and records them in ledger.
 // Every replica must use the same backend store and the same ledger. Errors
-// match baton.ErrInvalidOptions and name the values involved.
-func New(b baton.Backend, ledger Ledger, opts ...Option) (*Scheduler, error) {
+// match backend.ErrInvalidOptions and name the values involved.
+func New(b backend.Backend, ledger Ledger, opts ...Option) (*Scheduler, error) {
 	cfg := config{loc: time.UTC, grace: DefaultShutdownGrace}
 	for _, o := range opts {
 		if o != nil {
@@ -67,13 +69,13 @@ func New(b baton.Backend, ledger Ledger, opts ...Option) (*Scheduler, error) {
 	}
 	switch {
 	case b == nil:
-		return nil, fmt.Errorf("schedule: %w: backend is nil", baton.ErrInvalidOptions)
+		return nil, fmt.Errorf("schedule: %w: backend is nil", backend.ErrInvalidOptions)
 	case ledger == nil:
-		return nil, fmt.Errorf("schedule: %w: ledger is nil", baton.ErrInvalidOptions)
+		return nil, fmt.Errorf("schedule: %w: ledger is nil", backend.ErrInvalidOptions)
 	case cfg.loc == nil:
-		return nil, fmt.Errorf("schedule: %w: location is nil", baton.ErrInvalidOptions)
+		return nil, fmt.Errorf("schedule: %w: location is nil", backend.ErrInvalidOptions)
 	case cfg.grace < 0:
-		return nil, fmt.Errorf("schedule: %w: shutdown grace %v must not be negative", baton.ErrInvalidOptions, cfg.grace)
+		return nil, fmt.Errorf("schedule: %w: shutdown grace %v must not be negative", backend.ErrInvalidOptions, cfg.grace)
 	}
 	if cfg.clock == nil {
 		cfg.clock = baton.SystemClock()
@@ -98,19 +100,19 @@ func New(b baton.Backend, ledger Ledger, opts ...Option) (*Scheduler, error) {
 // CRON_TZ=Zone prefix. Slots of "@every d" are the multiples of d since
 // the Unix epoch, so that all replicas agree on them.
 //
-// name is the job's name: a valid lock name (baton.ValidateName) of at most
+// name is the job's name: a valid lock name (backend.ValidateName) of at most
 // MaxJobNameLength characters, unique in the scheduler, and the same on
 // every replica. It names the job's slot locks and ledger records, so two
 // different jobs must not share a name on one backend or ledger, and no
 // other lock of the backend should be named like a slot lock (see
-// LockName). Errors match ErrInvalidSpec, baton.ErrInvalidName or
-// baton.ErrInvalidOptions, and Add after Run started returns ErrRunning.
+// LockName). Errors match ErrInvalidSpec, backend.ErrInvalidName or
+// backend.ErrInvalidOptions, and Add after Run started returns ErrRunning.
 func (s *Scheduler) Add(name, cronSpec string, fn Func, opts ...JobOption) error {
 	if err := validateJobName(name); err != nil {
 		return err
 	}
 	if fn == nil {
-		return fmt.Errorf("schedule: job %q: %w: func is nil", name, baton.ErrInvalidOptions)
+		return fmt.Errorf("schedule: job %q: %w: func is nil", name, backend.ErrInvalidOptions)
 	}
 	jc := jobConfig{atMost: DefaultLockAtMostFor}
 	for _, o := range opts {
@@ -134,7 +136,7 @@ func (s *Scheduler) Add(name, cronSpec string, fn Func, opts ...JobOption) error
 	case s.running:
 		return fmt.Errorf("schedule: job %q: %w", name, ErrRunning)
 	case s.names[name]:
-		return fmt.Errorf("schedule: job %q: %w: a job of that name was already added", name, baton.ErrInvalidOptions)
+		return fmt.Errorf("schedule: job %q: %w: a job of that name was already added", name, backend.ErrInvalidOptions)
 	}
 	s.names[name] = true
 	s.jobs = append(s.jobs, &job{name: name, spec: sp, fn: fn, jobConfig: jc})
@@ -313,7 +315,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	}
 	lease, err := m.TryLock(ctx)
 	if err != nil {
-		var held *baton.HeldError
+		var held *backend.HeldError
 		switch {
 		case errors.As(err, &held):
 			log.Debug("schedule: slot lock held by another replica; skipping", "holder", held.Holder)
@@ -330,7 +332,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	release := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
-		if err := lease.Unlock(rctx); err != nil && !errors.Is(err, baton.ErrLost) {
+		if err := lease.Unlock(rctx); err != nil && !errors.Is(err, backend.ErrLost) {
 			log.Warn("schedule: releasing the slot lock failed; it will expire", "err", err)
 		}
 	}

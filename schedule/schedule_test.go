@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/schedule"
 )
 
@@ -256,8 +258,8 @@ func TestJobContextEndsWhenLeaseIsLost(t *testing.T) {
 	}
 	env.lockClk.Step(5 * time.Second) // the renew finds the lock gone
 	e := rec.expect(t, run.Slot, schedule.Failed)
-	if !errors.Is(e.Err, baton.ErrLost) {
-		t.Fatalf("job's context cause = %v, want baton.ErrLost", e.Err)
+	if !errors.Is(e.Err, backend.ErrLost) {
+		t.Fatalf("job's context cause = %v, want backend.ErrLost", e.Err)
 	}
 	if done, _ := env.ledger.Done(context.Background(), "report", run.Slot); done {
 		t.Fatal("a run that ended with its lease lost was recorded as done")

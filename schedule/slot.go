@@ -2,11 +2,10 @@ package schedule
 
 import (
 	"fmt"
+	"github.com/baton-go/baton/backend"
+	"github.com/robfig/cron/v3"
 	"strings"
 	"time"
-
-	"github.com/baton-go/baton"
-	"github.com/robfig/cron/v3"
 )
 
 // slotSuffixLen is the length of a slot's suffix in its lock name:
@@ -14,13 +13,13 @@ import (
 const slotSuffixLen = 1 + 16
 
 // MaxJobNameLength is the longest job name Add accepts: a slot's lock name,
-// the job name plus ".20261130t030000z", must fit baton.MaxNameLength.
-const MaxJobNameLength = baton.MaxNameLength - slotSuffixLen
+// the job name plus ".20261130t030000z", must fit backend.MaxNameLength.
+const MaxJobNameLength = backend.MaxNameLength - slotSuffixLen
 
 // LockName returns the name of the lock that guards job's slot: the job
 // name, a dot, and the slot in UTC to the second, as in
 // "nightly-report.20261130t030000z". Sub-second parts of slot are dropped
-// (cron slots are whole seconds). The error matches baton.ErrInvalidName if
+// (cron slots are whole seconds). The error matches backend.ErrInvalidName if
 // job is not a valid lock name or is longer than MaxJobNameLength.
 func LockName(job string, slot time.Time) (string, error) {
 	if err := validateJobName(job); err != nil {
@@ -39,12 +38,12 @@ func slotID(slot time.Time) string {
 }
 
 func validateJobName(job string) error {
-	if err := baton.ValidateName(job); err != nil {
+	if err := backend.ValidateName(job); err != nil {
 		return fmt.Errorf("schedule: job name: %w", err)
 	}
 	if len(job) > MaxJobNameLength {
 		return fmt.Errorf("schedule: job name: %w: %q is %d characters long; with the slot suffix (%d characters, as in %q) its lock names would exceed %d, so at most %d are allowed",
-			baton.ErrInvalidName, job, len(job), slotSuffixLen, ".20261130t030000z", baton.MaxNameLength, MaxJobNameLength)
+			backend.ErrInvalidName, job, len(job), slotSuffixLen, ".20261130t030000z", backend.MaxNameLength, MaxJobNameLength)
 	}
 	return nil
 }

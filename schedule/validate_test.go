@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/memstore"
 	"github.com/baton-go/baton/schedule"
 )
@@ -16,7 +18,7 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 	store, ledger := memstore.New(), schedule.NewMemoryLedger()
 	for _, tc := range []struct {
 		name   string
-		b      baton.Backend
+		b      backend.Backend
 		ledger schedule.Ledger
 		opts   []schedule.Option
 		want   string
@@ -30,7 +32,7 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := schedule.New(tc.b, tc.ledger, tc.opts...)
-			if s != nil || !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+			if s != nil || !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New = %v, %v; want an error matching ErrInvalidOptions containing %q", s, err, tc.want)
 			}
 		})
@@ -60,17 +62,17 @@ func TestAddRejectsInvalidJobs(t *testing.T) {
 		{"TZ alone", "j", "TZ=UTC", job, nil, schedule.ErrInvalidSpec, "followed by a schedule"},
 		{"unknown descriptor", "j", "@fortnightly", job, nil, schedule.ErrInvalidSpec, "@fortnightly"},
 		{"never", "j", "0 0 30 2 *", job, nil, schedule.ErrInvalidSpec, "no slot within five years"},
-		{"upper-case name", "Nightly", "@daily", job, nil, baton.ErrInvalidName, `"Nightly"`},
-		{"empty name", "", "@daily", job, nil, baton.ErrInvalidName, "empty"},
-		{"long name", long, "@daily", job, nil, baton.ErrInvalidName, "at most 236"},
-		{"nil func", "j", "@daily", nil, nil, baton.ErrInvalidOptions, "func is nil"},
-		{"at-most zero", "j", "@daily", job, []schedule.JobOption{schedule.LockAtMostFor(0)}, baton.ErrInvalidOptions, "lock-at-most-for 0s must be positive"},
-		{"at-least negative", "j", "@daily", job, []schedule.JobOption{schedule.LockAtLeastFor(-time.Second)}, baton.ErrInvalidOptions, "lock-at-least-for -1s"},
-		{"at-least above at-most", "j", "@daily", job, []schedule.JobOption{schedule.LockAtLeastFor(time.Minute), schedule.LockAtMostFor(time.Second)}, baton.ErrInvalidOptions, "lock-at-least-for 1m0s must not exceed lock-at-most-for 1s"},
-		{"catch-up negative", "j", "@daily", job, []schedule.JobOption{schedule.CatchUp(-1, time.Hour)}, baton.ErrInvalidOptions, "catch-up count -1"},
-		{"catch-up too many", "j", "@daily", job, []schedule.JobOption{schedule.CatchUp(schedule.MaxCatchUp+1, time.Hour)}, baton.ErrInvalidOptions, "exceeds the maximum 1000"},
-		{"catch-up no window", "j", "@daily", job, []schedule.JobOption{schedule.CatchUp(3, 0)}, baton.ErrInvalidOptions, "catch-up of 3 slots needs a positive window, got 0s"},
-		{"window without count", "j", "@daily", job, []schedule.JobOption{schedule.CatchUp(0, time.Hour)}, baton.ErrInvalidOptions, "window 1h0m0s"},
+		{"upper-case name", "Nightly", "@daily", job, nil, backend.ErrInvalidName, `"Nightly"`},
+		{"empty name", "", "@daily", job, nil, backend.ErrInvalidName, "empty"},
+		{"long name", long, "@daily", job, nil, backend.ErrInvalidName, "at most 236"},
+		{"nil func", "j", "@daily", nil, nil, backend.ErrInvalidOptions, "func is nil"},
+		{"at-most zero", "j", "@daily", job, []schedule.JobOption{schedule.LockAtMostFor(0)}, backend.ErrInvalidOptions, "lock-at-most-for 0s must be positive"},
+		{"at-least negative", "j", "@daily", job, []schedule.JobOption{schedule.LockAtLeastFor(-time.Second)}, backend.ErrInvalidOptions, "lock-at-least-for -1s"},
+		{"at-least above at-most", "j", "@daily", job, []schedule.JobOption{schedule.LockAtLeastFor(time.Minute), schedule.LockAtMostFor(time.Second)}, backend.ErrInvalidOptions, "lock-at-least-for 1m0s must not exceed lock-at-most-for 1s"},
+		{"catch-up negative", "j", "@daily", job, []schedule.JobOption{schedule.CatchUp(-1, time.Hour)}, backend.ErrInvalidOptions, "catch-up count -1"},
+		{"catch-up too many", "j", "@daily", job, []schedule.JobOption{schedule.CatchUp(schedule.MaxCatchUp+1, time.Hour)}, backend.ErrInvalidOptions, "exceeds the maximum 1000"},
+		{"catch-up no window", "j", "@daily", job, []schedule.JobOption{schedule.CatchUp(3, 0)}, backend.ErrInvalidOptions, "catch-up of 3 slots needs a positive window, got 0s"},
+		{"window without count", "j", "@daily", job, []schedule.JobOption{schedule.CatchUp(0, time.Hour)}, backend.ErrInvalidOptions, "window 1h0m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := s.Add(tc.job, tc.spec, tc.fn, tc.opts...)
@@ -85,7 +87,7 @@ func TestAddRejectsInvalidJobs(t *testing.T) {
 			t.Errorf("Add(%q) = %v", spec, err)
 		}
 	}
-	if err := s.Add("ok-a", "@daily", job); !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "already added") {
+	if err := s.Add("ok-a", "@daily", job); !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "already added") {
 		t.Errorf("Add of a duplicate name = %v", err)
 	}
 	if err := s.Add(strings.Repeat("a", schedule.MaxJobNameLength), "@daily", job); err != nil {
@@ -99,18 +101,18 @@ func TestLockName(t *testing.T) {
 	if err != nil || got != "nightly-report.20261130t020405z" {
 		t.Fatalf("LockName = %q, %v; want nightly-report.20261130t020405z (UTC, whole seconds)", got, err)
 	}
-	if err := baton.ValidateName(got); err != nil {
+	if err := backend.ValidateName(got); err != nil {
 		t.Fatal(err)
 	}
 	max := strings.Repeat("x", schedule.MaxJobNameLength)
 	got, err = schedule.LockName(max, slot)
-	if err != nil || len(got) != baton.MaxNameLength || baton.ValidateName(got) != nil {
+	if err != nil || len(got) != backend.MaxNameLength || backend.ValidateName(got) != nil {
 		t.Fatalf("LockName of a %d-character job = %d characters, %v", len(max), len(got), err)
 	}
-	if _, err := schedule.LockName(max+"x", slot); !errors.Is(err, baton.ErrInvalidName) {
+	if _, err := schedule.LockName(max+"x", slot); !errors.Is(err, backend.ErrInvalidName) {
 		t.Fatalf("LockName of a too long job = %v", err)
 	}
-	if _, err := schedule.LockName("a_b", slot); !errors.Is(err, baton.ErrInvalidName) {
+	if _, err := schedule.LockName("a_b", slot); !errors.Is(err, backend.ErrInvalidName) {
 		t.Fatalf("LockName(a_b) = %v", err)
 	}
 }

@@ -1,5 +1,5 @@
 // Package batonlock lets client-go's leader election, and so a
-// controller-runtime manager, elect its leader on any baton.Backend: etcd,
+// controller-runtime manager, elect its leader on any backend.Backend: etcd,
 // Redis, baton's Kubernetes Lease store, a file on one machine.
 //
 // A Lock implements k8s.io/client-go/tools/leaderelection/resourcelock's
@@ -48,8 +48,8 @@
 // advice, and the condition of the write is the backend's current state,
 // not "unchanged since my Get". A contender whose Get saw a free lock still
 // fails if someone else took it meanwhile (the error matches
-// baton.ErrHeld); a leader whose claim was taken away fails its Update
-// (baton.ErrLost) and client-go steps down at its RenewDeadline.
+// backend.ErrHeld); a leader whose claim was taken away fails its Update
+// (backend.ErrLost) and client-go steps down at its RenewDeadline.
 //
 // Get shows the holder only while the backend judges the claim valid; an
 // expired claim shows an empty HolderIdentity, so that client-go does not

@@ -50,7 +50,7 @@ func Example() {
 // A controller-runtime manager electing its leader on a baton backend.
 func Example_controllerRuntime() {
 	store := memstore.New() // etcdstore.New(...), redisstore.New(...), kubestore.NewLeaseForConfig(...)
-	id := "replica-a"     // unique per replica: e.g. the pod name plus a random suffix
+	id := "replica-a"       // unique per replica: e.g. the pod name plus a random suffix
 	lock, err := batonlock.New(store, "my-operator", id)
 	if err != nil {
 		log.Fatal(err)

@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// Lock implements client-go's resourcelock.Interface over a baton.Backend.
+// Lock implements client-go's resourcelock.Interface over a backend.Backend.
 // Give it to leaderelection.LeaderElectionConfig.Lock or to
 // controller-runtime's manager.Options.LeaderElectionResourceLockInterface.
 //
@@ -25,13 +27,13 @@ import (
 // replica builds its own. Its methods are safe for concurrent use; they are
 // serialized, as client-go calls them one at a time anyway.
 type Lock struct {
-	b        baton.Backend
+	b        backend.Backend
 	name     string
 	identity string
 	log      *slog.Logger
 
 	mu    sync.Mutex
-	grant *baton.Grant // the claim this participant holds, as far as it knows
+	grant *backend.Grant // the claim this participant holds, as far as it knows
 	// renewErr is the error of the last renew of grant if it failed (but
 	// did not report the claim lost); nil after a success.
 	renewErr error
@@ -47,13 +49,13 @@ type Option func(*Lock)
 func WithLogger(l *slog.Logger) Option { return func(k *Lock) { k.log = l } }
 
 // New returns the Lock of the participant identity in the election name on
-// b. The name must be a valid baton lock name (baton.ValidateName) and the
+// b. The name must be a valid baton lock name (backend.ValidateName) and the
 // identity a valid baton identity (non-empty, printable, no spaces, at most
-// baton.MaxIdentityLength bytes); errors match baton.ErrInvalidName or
-// baton.ErrInvalidOptions. The identity must differ between replicas:
+// baton.MaxIdentityLength bytes); errors match backend.ErrInvalidName or
+// backend.ErrInvalidOptions. The identity must differ between replicas:
 // controller-runtime's default (host name plus a UUID) is a good one, and so
 // is baton.DefaultIdentity().
-func New(b baton.Backend, name, identity string, opts ...Option) (*Lock, error) {
+func New(b backend.Backend, name, identity string, opts ...Option) (*Lock, error) {
 	// baton.NewMutex performs exactly the name and identity validation the
 	// engine applies; the Mutex itself is not used.
 	if _, err := baton.NewMutex(b, name, baton.WithIdentity(identity)); err != nil {
@@ -117,13 +119,13 @@ type rawRecord struct {
 
 // Get implements resourcelock.Interface. It reads the lock's record from
 // the backend. HolderIdentity is the holder only while the backend judges
-// the claim valid (baton.Record.Held); an expired or released claim shows
+// the claim valid (backend.Record.Held); an expired or released claim shows
 // an empty holder, so client-go does not add its own expiry wait to the
 // backend's and goes straight to Update, where the backend decides
 // atomically. A valid claim under this Lock's identity that this Lock does
 // not hold (another nonce) is shown with the nonce appended, so that
 // client-go does not take it for its own. If the backend has no record for the lock, the error matches
-// both baton.ErrNotFound and apierrors.IsNotFound (client-go then calls
+// both backend.ErrNotFound and apierrors.IsNotFound (client-go then calls
 // Create).
 func (k *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	k.mu.Lock()
@@ -139,7 +141,7 @@ func (k *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 		return nil, nil, fmt.Errorf("batonlock: get %q: not read while this replica's renewals fail (last error: %v)", k.name, k.renewErr)
 	}
 	rec, err := k.b.Get(ctx, k.name)
-	if errors.Is(err, baton.ErrNotFound) {
+	if errors.Is(err, backend.ErrNotFound) {
 		// A Kubernetes-style NotFound too, so that client-go's
 		// apierrors.IsNotFound recognizes it and calls Create.
 		notFound := apierrors.NewNotFound(schema.GroupResource{Group: "baton.dev", Resource: "locks"}, k.name)
@@ -179,7 +181,7 @@ func (k *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 func (k *Lock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	if ler.HolderIdentity != k.identity {
 		return fmt.Errorf("batonlock: create %q: %w: the record names %q, this lock acts for %q only",
-			k.name, baton.ErrInvalidOptions, ler.HolderIdentity, k.identity)
+			k.name, backend.ErrInvalidOptions, ler.HolderIdentity, k.identity)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -194,10 +196,10 @@ func (k *Lock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord
 //
 //   - ler names this participant and it holds a claim: Backend.Renew, which
 //     succeeds only if the claim is still this participant's (holder and
-//     nonce). An error matching baton.ErrLost forgets the claim.
+//     nonce). An error matching backend.ErrLost forgets the claim.
 //   - ler names this participant and it holds none: Backend.TryAcquire,
 //     which takes the lock only if it is free or its claim has expired as
-//     the backend judges it; otherwise the error matches baton.ErrHeld.
+//     the backend judges it; otherwise the error matches backend.ErrHeld.
 //   - ler names nobody (client-go releasing on cancel): Backend.Release of
 //     the claim held, which frees the lock only if it is still this
 //     participant's. Without a claim, or if the claim is already lost,
@@ -220,7 +222,7 @@ func (k *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 		return k.acquire(ctx, "update", ler)
 	default:
 		return fmt.Errorf("batonlock: update %q: %w: the record names %q, this lock acts for %q only",
-			k.name, baton.ErrInvalidOptions, ler.HolderIdentity, k.identity)
+			k.name, backend.ErrInvalidOptions, ler.HolderIdentity, k.identity)
 	}
 }
 
@@ -229,12 +231,12 @@ func (k *Lock) acquire(ctx context.Context, op string, ler resourcelock.LeaderEl
 	ttl := time.Duration(ler.LeaseDurationSeconds) * time.Second
 	if ttl < baton.MinTTL {
 		return fmt.Errorf("batonlock: %s %q: %w: lease duration %ds is shorter than %v",
-			op, k.name, baton.ErrInvalidOptions, ler.LeaseDurationSeconds, baton.MinTTL)
+			op, k.name, backend.ErrInvalidOptions, ler.LeaseDurationSeconds, baton.MinTTL)
 	}
 	// Waiting is false: client-go retries every RetryPeriod, but a store
 	// that queues waiters (Redis, etcd in fair mode) would hold a place in
 	// line for a participant that may never come back.
-	req := baton.Request{Holder: k.identity, Nonce: baton.NewNonce(), TTL: ttl}
+	req := backend.Request{Holder: k.identity, Nonce: baton.NewNonce(), TTL: ttl}
 	g, err := k.b.TryAcquire(ctx, k.name, req)
 	if err != nil {
 		return fmt.Errorf("batonlock: %s %q: %w", op, k.name, err)
@@ -250,7 +252,7 @@ func (k *Lock) acquire(ctx context.Context, op string, ler resourcelock.LeaderEl
 // renew extends the claim held. k.mu is held.
 func (k *Lock) renew(ctx context.Context, op string) error {
 	g, err := k.b.Renew(ctx, *k.grant)
-	if errors.Is(err, baton.ErrLost) {
+	if errors.Is(err, backend.ErrLost) {
 		lost := *k.grant
 		k.grant, k.renewErr = nil, nil
 		k.log.Warn("batonlock: claim lost", "lock", k.name, "identity", k.identity, "token", lost.Token, "err", err)
@@ -276,7 +278,7 @@ func (k *Lock) release(ctx context.Context) error {
 		return nil
 	}
 	err := k.b.Release(ctx, *k.grant)
-	if err == nil || errors.Is(err, baton.ErrLost) {
+	if err == nil || errors.Is(err, backend.ErrLost) {
 		// Released, or no longer ours: either way this participant holds
 		// nothing now.
 		k.grant, k.renewErr = nil, nil

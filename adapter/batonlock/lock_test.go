@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"strings"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/adapter/batonlock"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/memstore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"strings"
+	"testing"
+	"time"
 )
 
 // The mapping of each resourcelock.Interface call onto the backend, step
@@ -33,7 +32,7 @@ func TestMapping(t *testing.T) {
 
 	// No record yet: client-go must see a Kubernetes NotFound to Create.
 	_, _, err := a.Get(ctx)
-	if !apierrors.IsNotFound(err) || !errors.Is(err, baton.ErrNotFound) {
+	if !apierrors.IsNotFound(err) || !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("Get before any acquisition: %v, want NotFound (apierrors and baton)", err)
 	}
 	if err := a.Create(ctx, record("a")); err != nil {
@@ -45,10 +44,10 @@ func TestMapping(t *testing.T) {
 	}
 	// b's Create races a and loses; so does its Update while a's claim is
 	// valid. Neither overwrites a's claim.
-	if err := b.Create(ctx, record("b")); !errors.Is(err, baton.ErrHeld) {
+	if err := b.Create(ctx, record("b")); !errors.Is(err, backend.ErrHeld) {
 		t.Errorf("b.Create while a holds: %v, want ErrHeld", err)
 	}
-	if err := b.Update(ctx, record("b")); !errors.Is(err, baton.ErrHeld) {
+	if err := b.Update(ctx, record("b")); !errors.Is(err, backend.ErrHeld) {
 		t.Errorf("b.Update while a holds: %v, want ErrHeld", err)
 	}
 	ler, raw, err := b.Get(ctx)
@@ -71,7 +70,7 @@ func TestMapping(t *testing.T) {
 	}
 
 	// A Lock writes for its own identity only.
-	if err := a.Update(ctx, record("b")); !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), `the record names "b", this lock acts for "a" only`) {
+	if err := a.Update(ctx, record("b")); !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), `the record names "b", this lock acts for "a" only`) {
 		t.Errorf("a.Update naming b: %v, want ErrInvalidOptions", err)
 	}
 
@@ -88,7 +87,7 @@ func TestMapping(t *testing.T) {
 		t.Errorf("b's token %d, want more than a's %d", tok, token)
 	}
 	// a's renew now fails and a forgets its claim.
-	if err := a.Update(ctx, record("a")); !errors.Is(err, baton.ErrLost) {
+	if err := a.Update(ctx, record("a")); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("a.Update after b took over: %v, want ErrLost", err)
 	}
 	if _, held := a.Token(); held {
@@ -121,16 +120,16 @@ func TestMapping(t *testing.T) {
 func TestLeaseDurationTooShort(t *testing.T) {
 	l := newLock(t, memstore.New(), "controller", "a", nil)
 	err := l.Create(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "a"})
-	if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "lease duration 0s is shorter than 1s") {
+	if !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "lease duration 0s is shorter than 1s") {
 		t.Errorf("Create with LeaseDurationSeconds 0: %v, want ErrInvalidOptions naming the duration", err)
 	}
 }
 
 func TestNewValidates(t *testing.T) {
-	if _, err := batonlock.New(memstore.New(), "Bad_Name", "a"); !errors.Is(err, baton.ErrInvalidName) {
+	if _, err := batonlock.New(memstore.New(), "Bad_Name", "a"); !errors.Is(err, backend.ErrInvalidName) {
 		t.Errorf("New with an invalid name: %v, want ErrInvalidName", err)
 	}
-	if _, err := batonlock.New(memstore.New(), "good", " "); !errors.Is(err, baton.ErrInvalidOptions) {
+	if _, err := batonlock.New(memstore.New(), "good", " "); !errors.Is(err, backend.ErrInvalidOptions) {
 		t.Errorf("New with a blank identity: %v, want ErrInvalidOptions", err)
 	}
 	l, err := batonlock.New(memstore.New(), "good", "a")
@@ -156,7 +155,7 @@ func TestGetFailsFastWhileRenewalsFail(t *testing.T) {
 	// unreachable store the renew ends with the deadline.
 	failed, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 	defer cancel()
-	if err := a.Update(failed, record("a")); err == nil || errors.Is(err, baton.ErrLost) {
+	if err := a.Update(failed, record("a")); err == nil || errors.Is(err, backend.ErrLost) {
 		t.Fatalf("renew past its deadline: %v, want a transient error", err)
 	}
 	if _, held := a.Token(); !held {
@@ -218,7 +217,7 @@ func TestSameIdentityElsewhere(t *testing.T) {
 	if ler, _, _ := a1.Get(ctx); ler.HolderIdentity != "a" {
 		t.Errorf("a1.Get: holder %q, want a", ler.HolderIdentity)
 	}
-	if err := a2.Update(ctx, record("a")); !errors.Is(err, baton.ErrHeld) {
+	if err := a2.Update(ctx, record("a")); !errors.Is(err, backend.ErrHeld) {
 		t.Errorf("a2.Update: %v, want ErrHeld", err)
 	}
 	if err := a2.Update(ctx, resourcelock.LeaderElectionRecord{}); err != nil {

@@ -3,13 +3,8 @@ package batonlock_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"sync/atomic"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/adapter/batonlock"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
@@ -21,9 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"log/slog"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sync/atomic"
+	"testing"
+	"time"
 )
 
 // Leader election timings of the managers under test: short, with the
@@ -85,7 +84,7 @@ func TestManagerFailover(t *testing.T) {
 	})
 }
 
-func newLock(t *testing.T, b baton.Backend, name, id string, log *slog.Logger) *batonlock.Lock {
+func newLock(t *testing.T, b backend.Backend, name, id string, log *slog.Logger) *batonlock.Lock {
 	t.Helper()
 	l, err := batonlock.New(b, name, id, batonlock.WithLogger(log))
 	if err != nil {

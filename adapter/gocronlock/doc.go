@@ -1,5 +1,5 @@
 // Package gocronlock runs gocron (github.com/go-co-op/gocron/v2) jobs once
-// across replicas, on any baton.Backend.
+// across replicas, on any backend.Backend.
 //
 // gocron offers two hooks for schedulers running the same jobs on several
 // replicas, and this package implements both:
@@ -39,7 +39,7 @@
 //
 // gocron passes the job's name to the Locker; the lock name is the prefix
 // plus that name and must be a valid baton lock name (lower-case letters,
-// digits, '-' and '.'; see baton.ValidateName). gocron's default name is
+// digits, '-' and '.'; see backend.ValidateName). gocron's default name is
 // the function's name ("main.report", "github.com/acme/jobs.Report"),
 // which is not: give every distributed job a name with gocron.WithName. A
 // bad name makes every run of the job fail to lock, and gocron treats a

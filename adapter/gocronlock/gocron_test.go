@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
 	"github.com/baton-go/baton/adapter/gocronlock"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
 	"github.com/go-co-op/gocron/v2"
@@ -92,7 +94,7 @@ func TestLockerOneRunPerSlot(t *testing.T) {
 		}
 		newScheduler(t, i, runs, []gocron.SchedulerOption{gocron.WithDistributedLocker(locker)},
 			gocron.WithEventListeners(gocron.AfterLockError(func(_ uuid.UUID, _ string, err error) {
-				if !errors.Is(err, baton.ErrHeld) {
+				if !errors.Is(err, backend.ErrHeld) {
 					t.Errorf("scheduler %d: lock error %v, want ErrHeld", i, err)
 				}
 				mu.Lock()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/go-co-op/gocron/v2"
 )
 
@@ -25,7 +27,7 @@ const releaseTimeout = 5 * time.Second
 // lock and run the same slot again; WithMinHold keeps the lock long enough
 // to cover that. Set it for every job that can end quickly.
 type Locker struct {
-	b       baton.Backend
+	b       backend.Backend
 	prefix  string
 	minHold time.Duration
 	log     *slog.Logger
@@ -62,7 +64,7 @@ func WithMutexOptions(opts ...baton.Option) LockerOption {
 
 // NewLocker returns a Locker on b. It checks the options (the mutex options
 // as baton.NewMutex does, and that the prefix can begin a lock name).
-func NewLocker(b baton.Backend, opts ...LockerOption) (*Locker, error) {
+func NewLocker(b backend.Backend, opts ...LockerOption) (*Locker, error) {
 	l := &Locker{b: b}
 	for _, o := range opts {
 		if o != nil {
@@ -77,7 +79,7 @@ func NewLocker(b baton.Backend, opts ...LockerOption) (*Locker, error) {
 	// which would show a different holder for each run.
 	l.mopts = append([]baton.Option{baton.WithLogger(l.log), baton.WithIdentity(baton.DefaultIdentity())}, l.mopts...)
 	if l.prefix != "" {
-		if err := baton.ValidateName(l.prefix + "x"); err != nil {
+		if err := backend.ValidateName(l.prefix + "x"); err != nil {
 			return nil, fmt.Errorf("gocronlock: prefix %q cannot begin a lock name: %w", l.prefix, err)
 		}
 	}
@@ -89,14 +91,14 @@ func NewLocker(b baton.Backend, opts ...LockerOption) (*Locker, error) {
 }
 
 // LockName returns the lock name for gocron's key (the job's name), or an
-// error matching baton.ErrInvalidName. gocron names a job after its
+// error matching backend.ErrInvalidName. gocron names a job after its
 // function ("main.report") unless gocron.WithName says otherwise, and such
 // names are not valid lock names: name every distributed job. Call
 // LockName at startup to find bad names early; at run time a bad name
 // makes every run of the job fail to lock, which gocron treats as "skip".
 func (l *Locker) LockName(key string) (string, error) {
 	name := l.prefix + key
-	if err := baton.ValidateName(name); err != nil {
+	if err := backend.ValidateName(name); err != nil {
 		return "", fmt.Errorf("gocronlock: job %q: lock name %q: %w (name the job with gocron.WithName)", key, name, err)
 	}
 	return name, nil
@@ -104,7 +106,7 @@ func (l *Locker) LockName(key string) (string, error) {
 
 // Lock implements gocron.Locker: one attempt (baton.Mutex.TryLock) to take
 // the job's lock. If another scheduler holds it, the error matches
-// baton.ErrHeld and names the holder; gocron skips the run and passes the
+// backend.ErrHeld and names the holder; gocron skips the run and passes the
 // error to the job's AfterLockError listeners. Any other error (the store
 // is unreachable, the name is invalid) skips the run too: without the lock
 // no run starts.
@@ -134,7 +136,7 @@ type lock struct {
 
 // Unlock implements gocron.Lock: it waits until the minimum hold has passed
 // (or ctx ends), then releases the lock. It returns an error matching
-// baton.ErrLost if the lock was lost while the job ran.
+// backend.ErrLost if the lock was lost while the job ran.
 func (k *lock) Unlock(ctx context.Context) error {
 	if wait := time.Until(k.holdUntil); wait > 0 {
 		t := time.NewTimer(wait)

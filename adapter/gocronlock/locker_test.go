@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
 	"github.com/baton-go/baton/adapter/gocronlock"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/memstore"
 )
 
@@ -17,13 +19,13 @@ func TestLockerNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Lock(ctx, "main.Report"); !errors.Is(err, baton.ErrInvalidName) {
+	if _, err := l.Lock(ctx, "main.Report"); !errors.Is(err, backend.ErrInvalidName) {
 		t.Errorf("Lock with gocron's default job name: %v, want ErrInvalidName", err)
 	}
-	if _, err := gocronlock.NewLocker(memstore.New(), gocronlock.WithPrefix("Billing/")); !errors.Is(err, baton.ErrInvalidName) {
+	if _, err := gocronlock.NewLocker(memstore.New(), gocronlock.WithPrefix("Billing/")); !errors.Is(err, backend.ErrInvalidName) {
 		t.Errorf("NewLocker with an invalid prefix: %v, want ErrInvalidName", err)
 	}
-	if _, err := gocronlock.NewLocker(memstore.New(), gocronlock.WithMutexOptions(baton.WithTTL(time.Millisecond))); !errors.Is(err, baton.ErrInvalidOptions) {
+	if _, err := gocronlock.NewLocker(memstore.New(), gocronlock.WithMutexOptions(baton.WithTTL(time.Millisecond))); !errors.Is(err, backend.ErrInvalidOptions) {
 		t.Errorf("NewLocker with a 1ms TTL: %v, want ErrInvalidOptions", err)
 	}
 }
@@ -45,7 +47,7 @@ func TestLockerHeldAndIdentity(t *testing.T) {
 	}
 	// The same Locker, another run of the job: refused, with the holder.
 	_, err = a.Lock(ctx, "report")
-	var held *baton.HeldError
+	var held *backend.HeldError
 	if !errors.As(err, &held) || held.Holder != rec.Holder {
 		t.Fatalf("second Lock: %v, want a HeldError naming %q", err, rec.Holder)
 	}

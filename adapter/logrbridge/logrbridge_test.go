@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
 	"github.com/baton-go/baton/adapter/logrbridge"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/memstore"
 	"github.com/go-logr/logr/funcr"
 	"go.uber.org/goleak"
@@ -80,7 +82,7 @@ func TestBatonLinesReachLogr(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-l.Done() // the lease ends at the next renew (TTL/3)
-	if err := l.Unlock(ctx); !errors.Is(err, baton.ErrLost) {
+	if err := l.Unlock(ctx); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Unlock after a forced release: %v, want ErrLost", err)
 	}
 	if got := s.find(`"level"=0`, `"msg"="baton: lock lost"`, `"slog_level"="WARN"`, `"lock"="report"`); got == "" {

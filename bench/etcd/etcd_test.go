@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/bench/internal/contend"
 	"github.com/baton-go/baton/bench/internal/procstat"
 	"github.com/baton-go/baton/etcdstore"
@@ -208,7 +210,7 @@ type storeContender struct {
 }
 
 func (s *storeContender) lock(ctx context.Context) (func(context.Context) error, error) {
-	g, err := s.s.TryAcquire(ctx, s.key, baton.Request{Holder: s.id, Nonce: baton.NewNonce(), TTL: lockTTL})
+	g, err := s.s.TryAcquire(ctx, s.key, backend.Request{Holder: s.id, Nonce: baton.NewNonce(), TTL: lockTTL})
 	if err != nil {
 		return nil, err
 	}

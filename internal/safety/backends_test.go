@@ -7,25 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
-	"math/rand/v2"
-	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
-	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
-	"testing"
-	"time"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/kubestore"
@@ -34,14 +16,31 @@ import (
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"io"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
 )
 
 // ttl is the contenders' lease duration: short, so that the short mode is
@@ -299,10 +298,10 @@ func controlPlane(t *testing.T) *rest.Config {
 }
 
 // renewTimeReader reads a lock's renew time, as written by its holder,
-// through the store's own status view (baton.Lister), as the admin.
+// through the store's own status view (backend.Lister), as the admin.
 func renewTimeReader(t *testing.T, cfg *rest.Config, name, ns string) func(context.Context, string) (time.Time, error) {
 	t.Helper()
-	var b baton.Backend
+	var b backend.Backend
 	var err error
 	switch name {
 	case "lease":
@@ -316,7 +315,7 @@ func renewTimeReader(t *testing.T, cfg *rest.Config, name, ns string) func(conte
 		t.Fatalf("opening the %s store as the admin: %v", name, err)
 	}
 	return func(ctx context.Context, lock string) (time.Time, error) {
-		recs, err := b.(baton.Lister).List(ctx)
+		recs, err := b.(backend.Lister).List(ctx)
 		if err != nil {
 			return time.Time{}, err
 		}

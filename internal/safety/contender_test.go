@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/filestore"
 	"github.com/baton-go/baton/kubestore"
@@ -105,7 +107,7 @@ func (b batonLocker) lock(ctx context.Context) (held, error) {
 		if err == nil {
 			return batonHeld{l}, nil
 		}
-		for _, perm := range []error{baton.ErrInvalidName, baton.ErrInvalidOptions, baton.ErrCorruptRecord, baton.ErrForbidden} {
+		for _, perm := range []error{backend.ErrInvalidName, backend.ErrInvalidOptions, backend.ErrCorruptRecord, backend.ErrForbidden} {
 			if errors.Is(err, perm) {
 				return nil, err
 			}
@@ -351,7 +353,7 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 	target, name := os.Getenv(envTarget), os.Getenv(envLock)
 	opts := []baton.Option{baton.WithTTL(ttl), baton.WithIdentity(id), baton.WithClock(clk), baton.WithLogger(logger)}
 	noClose := func() {}
-	var b baton.Backend
+	var b backend.Backend
 	closeFn := noClose
 	switch backend := os.Getenv(envBackend); backend {
 	case "file":

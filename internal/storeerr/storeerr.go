@@ -1,7 +1,7 @@
 // Package storeerr classifies the transport errors that every network
 // backend meets (a refused connection, a failed TLS handshake), so that
-// each store reports them with the same sentinel: baton.ErrUnavailable
-// for a store that cannot be reached, baton.ErrMisconfigured for a
+// each store reports them with the same sentinel: backend.ErrUnavailable
+// for a store that cannot be reached, backend.ErrMisconfigured for a
 // connection that cannot work as configured. Store-specific answers
 // (permission, missing resources) are the backends' own to classify;
 // this package knows only the standard library's errors.
@@ -12,25 +12,24 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/baton-go/baton/backend"
 	"net"
 	"strings"
 	"syscall"
-
-	"github.com/baton-go/baton"
 )
 
-// Classify returns err wrapped with baton.ErrUnavailable or
-// baton.ErrMisconfigured and a hint naming the fix, if err is a transport
+// Classify returns err wrapped with backend.ErrUnavailable or
+// backend.ErrMisconfigured and a hint naming the fix, if err is a transport
 // failure it recognises and is not classified yet; otherwise err itself.
 func Classify(err error) error {
-	if err == nil || errors.Is(err, baton.ErrUnavailable) || errors.Is(err, baton.ErrMisconfigured) || errors.Is(err, baton.ErrForbidden) {
+	if err == nil || errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrMisconfigured) || errors.Is(err, backend.ErrForbidden) {
 		return err
 	}
 	if hint, ok := tlsProblem(err); ok {
-		return fmt.Errorf("%w: %w (%s)", baton.ErrMisconfigured, err, hint)
+		return fmt.Errorf("%w: %w (%s)", backend.ErrMisconfigured, err, hint)
 	}
 	if hint, ok := unreachable(err); ok {
-		return fmt.Errorf("%w: %w (%s)", baton.ErrUnavailable, err, hint)
+		return fmt.Errorf("%w: %w (%s)", backend.ErrUnavailable, err, hint)
 	}
 	return err
 }

@@ -4,14 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/internal/storeerr"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/internal/storeerr"
 )
 
 // Real failures, made on the loopback interface, not built by hand.
@@ -25,7 +24,7 @@ func TestRefused(t *testing.T) {
 	l.Close() // nothing listens there now
 	_, err = net.Dial("tcp", addr)
 	got := storeerr.Classify(err)
-	if !errors.Is(got, baton.ErrUnavailable) || !strings.Contains(got.Error(), "is the server running") {
+	if !errors.Is(got, backend.ErrUnavailable) || !strings.Contains(got.Error(), "is the server running") {
 		t.Errorf("Classify(%v) = %v; want ErrUnavailable with a hint", err, got)
 	}
 }
@@ -33,7 +32,7 @@ func TestRefused(t *testing.T) {
 func TestUnknownHost(t *testing.T) {
 	_, err := net.DefaultResolver.LookupHost(context.Background(), "no-such-host.invalid")
 	got := storeerr.Classify(err)
-	if !errors.Is(got, baton.ErrUnavailable) || !strings.Contains(got.Error(), "does not resolve") {
+	if !errors.Is(got, backend.ErrUnavailable) || !strings.Contains(got.Error(), "does not resolve") {
 		t.Errorf("Classify(%v) = %v; want ErrUnavailable naming the host", err, got)
 	}
 }
@@ -53,7 +52,7 @@ func TestTLS(t *testing.T) {
 			c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{}}}
 			_, err := c.Get(tc.url)
 			got := storeerr.Classify(err)
-			if !errors.Is(got, baton.ErrMisconfigured) || !strings.Contains(got.Error(), tc.hint) {
+			if !errors.Is(got, backend.ErrMisconfigured) || !strings.Contains(got.Error(), tc.hint) {
 				t.Errorf("Classify(%v) = %v; want ErrMisconfigured, hint %q", err, got, tc.hint)
 			}
 		})
@@ -61,7 +60,7 @@ func TestTLS(t *testing.T) {
 }
 
 func TestOthersUnchanged(t *testing.T) {
-	for _, err := range []error{nil, errors.New("something else"), baton.ErrForbidden, context.Canceled} {
+	for _, err := range []error{nil, errors.New("something else"), backend.ErrForbidden, context.Canceled} {
 		if got := storeerr.Classify(err); got != err {
 			t.Errorf("Classify(%v) = %v; want it unchanged", err, got)
 		}

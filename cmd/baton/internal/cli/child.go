@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/supervise"
 )
 
@@ -233,7 +235,7 @@ wait:
 // revoked reports a loss the store declared (force-released, or taken over
 // after expiry), as opposed to a step-down at the renew deadline.
 func revoked(cause error) bool {
-	return errors.Is(cause, baton.ErrLost) && !errors.Is(cause, baton.ErrStepDown)
+	return errors.Is(cause, backend.ErrLost) && !errors.Is(cause, baton.ErrStepDown)
 }
 
 // stopChild stops CMD after a loss: SIGTERM now and SIGKILL at killAt, or

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-go/baton/backend"
 	"time"
-
-	"github.com/baton-go/baton"
 )
 
 // DefaultConnectTimeout is --connect-timeout's default.
 const DefaultConnectTimeout = 10 * time.Second
 
 // openReachable opens the store and reads lock name once, retrying while
-// the store cannot be reached (baton.ErrUnavailable), for at most
+// the store cannot be reached (backend.ErrUnavailable), for at most
 // timeout: one log line per failed attempt, then an error with
 // ExitUnavailable that names the cause and the fix. Other errors (a
 // missing namespace or CRD, permission, TLS) are returned at once. Once
@@ -28,15 +27,15 @@ func (a *app) openReachable(ctx context.Context, f *storeFlags, name string, tim
 			pctx, cancel := context.WithTimeout(ctx, max(timeout-time.Since(start), time.Second))
 			_, err = st.Get(pctx, name)
 			cancel()
-			if err == nil || errors.Is(err, baton.ErrNotFound) {
+			if err == nil || errors.Is(err, backend.ErrNotFound) {
 				return st, where, nil
 			}
 			closeStore(st)
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				err = fmt.Errorf("%w: no answer: %w", baton.ErrUnavailable, err)
+				err = fmt.Errorf("%w: no answer: %w", backend.ErrUnavailable, err)
 			}
 		}
-		if !errors.Is(err, baton.ErrUnavailable) {
+		if !errors.Is(err, backend.ErrUnavailable) {
 			return nil, "", err
 		}
 		left := timeout - time.Since(start)
@@ -68,13 +67,13 @@ func exitCodeOf(err error) int {
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, baton.ErrInvalidOptions), errors.Is(err, baton.ErrInvalidName):
+	case errors.Is(err, backend.ErrInvalidOptions), errors.Is(err, backend.ErrInvalidName):
 		return ExitUsage
-	case errors.Is(err, baton.ErrForbidden):
+	case errors.Is(err, backend.ErrForbidden):
 		return ExitNoPermission
-	case errors.Is(err, baton.ErrMisconfigured):
+	case errors.Is(err, backend.ErrMisconfigured):
 		return ExitConfig
-	case errors.Is(err, baton.ErrUnavailable):
+	case errors.Is(err, backend.ErrUnavailable):
 		return ExitUnavailable
 	}
 	return ExitFailure

@@ -16,11 +16,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
-
-	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/filestore"
 	"github.com/baton-go/baton/internal/supervise"
+	"github.com/spf13/cobra"
 )
 
 const demoLong = `Show leader election on this machine, without any cluster.
@@ -334,10 +333,10 @@ func (d *demo) startReplica(id string) error {
 
 // currentLeader returns the leader now, telling of a change since last
 // (a leader that stepped down on a loaded machine, and its successor).
-func (d *demo) currentLeader(ctx context.Context, changes <-chan struct{}, last baton.Record) (baton.Record, error) {
+func (d *demo) currentLeader(ctx context.Context, changes <-chan struct{}, last backend.Record) (backend.Record, error) {
 	now, err := d.waitLeader(ctx, changes, 0, 15*time.Second)
 	if err != nil {
-		return baton.Record{}, err
+		return backend.Record{}, err
 	}
 	if now.Token != last.Token {
 		d.event("%s leads (token %d): %s (token %d) stepped down meanwhile (a busy machine?)", now.Holder, now.Token, last.Holder, last.Token)
@@ -346,7 +345,7 @@ func (d *demo) currentLeader(ctx context.Context, changes <-chan struct{}, last 
 }
 
 // waitLeader waits until the lock is held with a token larger than after.
-func (d *demo) waitLeader(ctx context.Context, changes <-chan struct{}, after uint64, timeout time.Duration) (baton.Record, error) {
+func (d *demo) waitLeader(ctx context.Context, changes <-chan struct{}, after uint64, timeout time.Duration) (backend.Record, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	poll := time.NewTicker(250 * time.Millisecond)
@@ -356,14 +355,14 @@ func (d *demo) waitLeader(ctx context.Context, changes <-chan struct{}, after ui
 		if err == nil && r.Held() && r.Token > after {
 			return r, nil
 		}
-		if err != nil && !errors.Is(err, baton.ErrNotFound) {
-			return baton.Record{}, fmt.Errorf("demo: reading the lock: %w", err)
+		if err != nil && !errors.Is(err, backend.ErrNotFound) {
+			return backend.Record{}, fmt.Errorf("demo: reading the lock: %w", err)
 		}
 		select {
 		case <-ctx.Done():
-			return baton.Record{}, ctx.Err()
+			return backend.Record{}, ctx.Err()
 		case <-deadline.C:
-			return baton.Record{}, fmt.Errorf("demo: no new leader (token > %d) within %v", after, timeout)
+			return backend.Record{}, fmt.Errorf("demo: no new leader (token > %d) within %v", after, timeout)
 		case _, ok := <-changes:
 			if !ok {
 				changes = nil

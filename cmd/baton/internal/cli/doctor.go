@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 const doctorLong = `Check that baton can work here, without taking any lock: the timing
@@ -51,7 +53,7 @@ func (a *app) doctorCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if f.name != "" {
-				if err := baton.ValidateName(f.name); err != nil {
+				if err := backend.ValidateName(f.name); err != nil {
 					return usageErrorf("--name: %w", err)
 				}
 			}
@@ -84,7 +86,7 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 	} else {
 		defer closeStore(st)
 		var c check
-		var rec baton.Record
+		var rec backend.Record
 		c, rec, err = a.storeCheck(ctx, st, where, f.name)
 		checks = append(checks, c)
 		if f.identity != "" && f.name != "" && rec.Held() && rec.Holder == f.identity {
@@ -96,7 +98,7 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 	switch f.backend {
 	case "lease", "configmap", "crd":
 		switch {
-		case errors.Is(err, baton.ErrUnavailable):
+		case errors.Is(err, backend.ErrUnavailable):
 			checks = append(checks, check{"kubernetes", resultSkip, "not checked: the API server cannot be reached (see the store row)", ""})
 		case f.kube.loaded != nil: // else the store row says why there is no client configuration
 			checks = append(checks, a.kubeChecks(ctx, f)...)
@@ -140,7 +142,7 @@ func identityCheck(f *lockFlags) check {
 // It also returns the record of the lock name when it exists (else the zero
 // Record), for the checks that depend on it, and the error of a store that
 // did not answer.
-func (a *app) storeCheck(ctx context.Context, st store, where, name string) (check, baton.Record, error) {
+func (a *app) storeCheck(ctx context.Context, st store, where, name string) (check, backend.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 	defer cancel()
 	probe := name
@@ -149,16 +151,16 @@ func (a *app) storeCheck(ctx context.Context, st store, where, name string) (che
 	}
 	r, err := st.Get(ctx, probe)
 	switch {
-	case errors.Is(err, baton.ErrNotFound):
-		return check{"store", resultPass, "reached " + where, ""}, baton.Record{}, nil
+	case errors.Is(err, backend.ErrNotFound):
+		return check{"store", resultPass, "reached " + where, ""}, backend.Record{}, nil
 	case err != nil:
-		return storeFailure(err), baton.Record{}, err
+		return storeFailure(err), backend.Record{}, err
 	case name != "" && r.Held():
 		return check{"store", resultPass, fmt.Sprintf("reached %s; lock %q is held by %q (token %d)", where, name, r.Holder, r.Token), ""}, r, nil
 	case name != "":
 		return check{"store", resultPass, "reached " + where, ""}, r, nil
 	}
-	return check{"store", resultPass, "reached " + where, ""}, baton.Record{}, nil
+	return check{"store", resultPass, "reached " + where, ""}, backend.Record{}, nil
 }
 
 // storeCheckTimeout bounds the store row's read.
@@ -176,11 +178,11 @@ func storeFailure(err error) check {
 // matches, and the fix for that cause.
 func diagnose(err error) (cause, fix string) {
 	switch {
-	case errors.Is(err, baton.ErrForbidden):
+	case errors.Is(err, backend.ErrForbidden):
 		return "no permission", "give this identity the permissions the error names (the store refused the operation or the credentials)"
-	case errors.Is(err, baton.ErrMisconfigured):
+	case errors.Is(err, backend.ErrMisconfigured):
 		return "misconfigured", "the store answers, but the setup cannot work as given: apply the fix the error names; no lock can be taken until then"
-	case errors.Is(err, baton.ErrUnavailable):
+	case errors.Is(err, backend.ErrUnavailable):
 		return "unreachable", "start the store or correct its address (the error says which); baton lock and run retry an unreachable store for --connect-timeout, then exit 69"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "no answer in time", "check the address, the network path and the store's load"

@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/filestore"
 	"github.com/baton-go/baton/redisstore"
 )
@@ -119,7 +121,7 @@ func checkRedisURLs(urls []string) error {
 }
 
 type store interface {
-	baton.Backend
+	backend.Backend
 }
 
 // closeStore closes a store that holds connections (Redis clients).
@@ -205,7 +207,7 @@ func (f *lockFlags) validate(log *slog.Logger) error {
 	if f.name == "" {
 		return usageErrorf("--name is required: the name of the lock, such as \"nightly-report\"")
 	}
-	if err := baton.ValidateName(f.name); err != nil {
+	if err := backend.ValidateName(f.name); err != nil {
 		return usageErrorf("--name: %w", err)
 	}
 	if err := f.storeFlags.validate(); err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/supervise"
 	"github.com/baton-go/baton/memstore"
 )
@@ -21,8 +23,8 @@ import (
 // renew deadline, while its claim is still valid until S + TTL - margin.
 type unreachable struct{ *memstore.Store }
 
-func (unreachable) Renew(context.Context, baton.Grant) (baton.Grant, error) {
-	return baton.Grant{}, errors.New("store unreachable")
+func (unreachable) Renew(context.Context, backend.Grant) (backend.Grant, error) {
+	return backend.Grant{}, errors.New("store unreachable")
 }
 
 // startStubborn starts the test binary as a CMD that ignores SIGTERM (see
@@ -87,7 +89,7 @@ func TestKillScheduleBeforeValidityEnd(t *testing.T) {
 		t.Errorf("SIGKILL %v after the validity end, %v after its scheduled time, while a timer for that time fired %v late",
 			killedAt.Sub(validUntil), killedAt.Sub(sched), late)
 	}
-	if !errors.Is(l.Err(), baton.ErrLost) {
+	if !errors.Is(l.Err(), backend.ErrLost) {
 		t.Errorf("lease ended with %v, want ErrLost", l.Err())
 	}
 }

@@ -5,14 +5,13 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/kubestore"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/kubestore"
 )
 
 // kubeFlags are kubectl's connection flags, for the Kubernetes backends.
@@ -91,10 +90,10 @@ func (f *kubeFlags) restConfig() (*rest.Config, string, error) {
 			tried = "no file"
 		}
 		return nil, "", fmt.Errorf("connecting to Kubernetes: %w: no kubeconfig found (looked for: %s) and not running in a cluster; "+
-			"give --kubeconfig, or set KUBECONFIG to an existing file", baton.ErrMisconfigured, tried)
+			"give --kubeconfig, or set KUBECONFIG to an existing file", backend.ErrMisconfigured, tried)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("connecting to Kubernetes: %w: %w", baton.ErrMisconfigured, err)
+		return nil, "", fmt.Errorf("connecting to Kubernetes: %w: %w", backend.ErrMisconfigured, err)
 	}
 	ns, _, err := cc.Namespace()
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 )
 
 const lockLong = `Run CMD once while holding lock NAME, like flock(1) across processes.
@@ -106,13 +108,13 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 		if sig := s.signaled(); sig != nil {
 			return exitCode(signalExitCode(sig))
 		}
-		var held *baton.HeldError
+		var held *backend.HeldError
 		if !errors.As(err, &held) && errors.Is(err, errWaitTimeout) {
 			// The wait ran out between two attempts: name the holder as
 			// the store sees it now.
 			gctx, gcancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if r, gerr := st.Get(gctx, f.name); gerr == nil && r.Held() {
-				held = &baton.HeldError{Key: f.name, Holder: r.Holder, Token: r.Token}
+				held = &backend.HeldError{Key: f.name, Holder: r.Holder, Token: r.Token}
 				err = fmt.Errorf("%w: %w", held, err)
 			}
 			gcancel()
@@ -165,7 +167,7 @@ func (a *app) lockMutex(st store, f *lockFlags, wait waitValue) (mu *baton.Mutex
 }
 
 // describeHolder names the holder of a HeldError: `"web-1" (token 3)`.
-func describeHolder(h *baton.HeldError) string {
+func describeHolder(h *backend.HeldError) string {
 	if h.Holder == "" {
 		return fmt.Sprintf("another owner (token %d)", h.Token)
 	}
@@ -179,7 +181,7 @@ func (a *app) unlock(l *baton.Lease) {
 	defer cancel()
 	err := l.Unlock(ctx)
 	switch {
-	case errors.Is(err, baton.ErrLost):
+	case errors.Is(err, backend.ErrLost):
 		a.log.Debug("not released: the lock was lost", "lock", l.Name(), "err", err)
 	case err != nil:
 		a.log.Warn("release failed; the lock expires after its TTL", "lock", l.Name(), "err", err)

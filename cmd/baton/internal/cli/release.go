@@ -4,9 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/baton-go/baton/backend"
 	"github.com/spf13/cobra"
-
-	"github.com/baton-go/baton"
 )
 
 const releaseLong = `Free a lock whoever holds it: an administrator's action, for a holder that
@@ -39,7 +38,7 @@ func (a *app) releaseCommand() *cobra.Command {
 		},
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if err := baton.ValidateName(name); err != nil {
+			if err := backend.ValidateName(name); err != nil {
 				return usageErrorf("NAME: %w", err)
 			}
 			if !force {
@@ -53,13 +52,13 @@ func (a *app) releaseCommand() *cobra.Command {
 				return err
 			}
 			defer closeStore(st)
-			fr, ok := st.(baton.ForceReleaser)
+			fr, ok := st.(backend.ForceReleaser)
 			if !ok {
 				return fmt.Errorf("the %s backend cannot force-release locks", f.backend)
 			}
 			ctx := cmd.Context()
 			before, err := st.Get(ctx, name)
-			if errors.Is(err, baton.ErrNotFound) {
+			if errors.Is(err, backend.ErrNotFound) {
 				return fmt.Errorf("lock %q not found in %s", name, where)
 			}
 			if err != nil {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/filestore"
 	"github.com/baton-go/baton/internal/supervise"
 )
@@ -30,7 +32,7 @@ func openStore(t *testing.T, dir string) *filestore.Store {
 }
 
 // requireFree asserts that lock name in dir has no holder.
-func requireFree(t *testing.T, dir, name string) baton.Record {
+func requireFree(t *testing.T, dir, name string) backend.Record {
 	t.Helper()
 	r, err := openStore(t, dir).Get(context.Background(), name)
 	if err != nil {

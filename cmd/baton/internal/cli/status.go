@@ -16,10 +16,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/baton-go/baton/backend"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
-
-	"github.com/baton-go/baton"
 )
 
 const statusLong = `Show the state of lock NAME, or of every lock in the store.
@@ -78,7 +77,7 @@ type LockStatusList struct {
 // 11.474592746999999.
 func seconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }
 
-func newLockStatus(r baton.Record) LockStatus {
+func newLockStatus(r backend.Record) LockStatus {
 	s := LockStatus{
 		Name:        r.Key,
 		Held:        r.Held(),
@@ -132,7 +131,7 @@ func (a *app) statusCommand() *cobra.Command {
 			name := ""
 			if len(args) == 1 {
 				name = args[0]
-				if err := baton.ValidateName(name); err != nil {
+				if err := backend.ValidateName(name); err != nil {
 					return usageErrorf("NAME: %w", err)
 				}
 			}
@@ -186,18 +185,18 @@ type statusView struct {
 }
 
 // read returns the records to show.
-func (v *statusView) read(ctx context.Context) ([]baton.Record, error) {
+func (v *statusView) read(ctx context.Context) ([]backend.Record, error) {
 	if v.name != "" {
 		r, err := v.st.Get(ctx, v.name)
-		if errors.Is(err, baton.ErrNotFound) {
+		if errors.Is(err, backend.ErrNotFound) {
 			return nil, fmt.Errorf("lock %q not found in %s", v.name, v.where)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading lock %q: %w", v.name, err)
 		}
-		return []baton.Record{r}, nil
+		return []backend.Record{r}, nil
 	}
-	l, ok := v.st.(baton.Lister)
+	l, ok := v.st.(backend.Lister)
 	if !ok {
 		return nil, errors.New("this backend cannot list its locks; name one: baton status NAME")
 	}
@@ -220,7 +219,7 @@ type partialError struct{ err error }
 func (e *partialError) Error() string { return e.err.Error() }
 func (e *partialError) Unwrap() error { return e.err }
 
-func (v *statusView) print(recs []baton.Record, now time.Time) error {
+func (v *statusView) print(recs []backend.Record, now time.Time) error {
 	defer func() { v.prints++ }()
 	switch v.output {
 	case "json":
@@ -232,7 +231,7 @@ func (v *statusView) print(recs []baton.Record, now time.Time) error {
 	}
 }
 
-func (v *statusView) document(recs []baton.Record) any {
+func (v *statusView) document(recs []backend.Record) any {
 	if v.name != "" && len(recs) == 1 {
 		return newLockStatus(recs[0])
 	}
@@ -243,7 +242,7 @@ func (v *statusView) document(recs []baton.Record) any {
 	return list
 }
 
-func (v *statusView) printJSON(recs []baton.Record) error {
+func (v *statusView) printJSON(recs []backend.Record) error {
 	b, err := json.MarshalIndent(v.document(recs), "", "  ")
 	if err != nil {
 		return err
@@ -252,7 +251,7 @@ func (v *statusView) printJSON(recs []baton.Record) error {
 	return err
 }
 
-func (v *statusView) printYAML(recs []baton.Record) error {
+func (v *statusView) printYAML(recs []backend.Record) error {
 	b, err := yaml.Marshal(v.document(recs))
 	if err != nil {
 		return err
@@ -268,7 +267,7 @@ func (v *statusView) printYAML(recs []baton.Record) error {
 
 // printTable writes one table in a single Write, so that a reader of
 // --watch output never sees half a table.
-func (v *statusView) printTable(recs []baton.Record, now time.Time) error {
+func (v *statusView) printTable(recs []backend.Record, now time.Time) error {
 	var b bytes.Buffer
 	if v.prints > 0 {
 		b.WriteString("\n")
@@ -372,7 +371,7 @@ type signature struct {
 	ttl         time.Duration
 }
 
-func signatures(recs []baton.Record) map[string]signature {
+func signatures(recs []backend.Record) map[string]signature {
 	m := make(map[string]signature, len(recs))
 	for _, r := range recs {
 		m[r.Key] = signature{r.Held(), r.Holder, r.Nonce, r.Token, r.Transitions, r.TTL}
@@ -448,7 +447,7 @@ func (v *statusView) watch(ctx context.Context, a *app) error {
 // channel. A watch that breaks is started again at the next watch call.
 type watchSet struct {
 	ctx  context.Context
-	st   baton.Watcher // nil: poll
+	st   backend.Watcher // nil: poll
 	wake chan<- struct{}
 	log  *app
 
@@ -459,7 +458,7 @@ type watchSet struct {
 
 func newWatchSet(ctx context.Context, st store, wake chan<- struct{}, a *app) *watchSet {
 	w := &watchSet{ctx: ctx, wake: wake, log: a, active: map[string]context.CancelFunc{}}
-	if wt, ok := st.(baton.Watcher); ok {
+	if wt, ok := st.(backend.Watcher); ok {
 		w.st = wt
 	}
 	return w

@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"context"
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/filestore"
 	"io"
 	"os"
 	"os/exec"
@@ -10,9 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/baton-go/baton"
-	"github.com/baton-go/baton/filestore"
 )
 
 // asNobody runs the CLI with args as the user nobody (65534) with HOME
@@ -76,7 +75,7 @@ func TestStatusAsNobody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.TryAcquire(context.Background(), "nightly", baton.Request{Holder: "root-job", Nonce: "n", TTL: time.Minute}); err != nil {
+	if _, err := st.TryAcquire(context.Background(), "nightly", backend.Request{Holder: "root-job", Nonce: "n", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {

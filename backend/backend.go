@@ -1,24 +1,40 @@
-package baton
+// Package backend is the seam between baton's lock engine and the
+// coordination stores, as database/sql/driver is between database/sql and
+// the database drivers. Users of baton do not need it: they pass a store
+// (package filestore, kubestore, etcdstore, redisstore, memstore) to
+// baton.NewMutex, NewElector or NewSemaphore. Implementers of a store
+// implement Backend and, where the store can, the optional interfaces
+// below, and check themselves with the conformance suite in package
+// batontest.
+//
+// # Errors
+//
+// A store reports outcomes with the sentinel errors of this package
+// (ErrHeld with a *HeldError, ErrLost, ErrNotFound, ...), wrapped with the
+// lock name, the address and the values involved. Package baton re-exports
+// every one of them under the same name, so users match baton.ErrHeld and
+// implementers return backend.ErrHeld: they are the same values.
+package backend
 
 import (
 	"context"
 	"time"
 )
 
-// Backend is the seam between baton's lock engine and a coordination store.
+// Backend is what a coordination store implements for baton's engine.
 //
 // A Backend performs atomic operations on one record per key and reports
 // what it saw. Every decision about a lock's time lives in the engine
-// (Mutex, Lease, Elector): renew cadence, step-down, validity end, retry,
-// logging and metrics. A Backend never ends, extends or hands over a claim
+// (baton.Mutex, Lease, Elector, Semaphore): renew cadence, step-down,
+// validity end, retry, logging and metrics. A Backend never ends, extends or hands over a claim
 // on a timer of its own. It may run goroutines and timers for its
 // connection to the store, and must say which in its documentation; the
 // stores in this repository do:
 //
-//   - memory and file: none beyond a call, except file's Watch (an
-//     inotify reader per watched lock, ended with the watch's context);
-//   - kube: a shared watch per watched lock object, re-established after
-//     errors, ended with the last watch's context;
+//   - memstore and filestore: none beyond a call, except filestore's Watch
+//     (an inotify reader per watched lock, ended with the watch's context);
+//   - kubestore: a shared watch per watched lock object, re-established
+//     after errors, ended with the last watch's context;
 //   - redisstore: one subscriber connection for release notices, kept while
 //     any lock was watched in the last minute, and a periodic health check
 //     of it;
@@ -81,7 +97,7 @@ type Watcher interface {
 // holder no later than a reservation for another waiter can end, and on
 // everything else Watch wakes for.
 //
-// Mutex.Lock uses it; it is safe there because the engine never sleeps
+// baton.Mutex.Lock uses it; it is safe there because the engine never sleeps
 // past the moment the claim (or reservation) seen at its last attempt can
 // end (HeldError.RetryAfter): a claim taken after that attempt ends later,
 // and is found by the retry at that moment. An Elector's campaign uses
@@ -100,7 +116,8 @@ type Lister interface {
 // ForceReleaser is implemented by backends that let an administrator free a
 // lock whoever holds it. The fencing counter is kept, so the next holder
 // gets a larger token. The former holder learns of it at its next renew
-// (its lease then ends with an error matching ErrLost but not ErrStepDown);
+// (its lease then ends with an error matching ErrLost but not
+// baton.ErrStepDown);
 // until then it may still act, which is what fencing tokens are for.
 // ForceRelease returns an error matching ErrNotFound if key has no record,
 // and nil if key is already free.
@@ -117,16 +134,18 @@ type Request struct {
 	// Mutex.Lock call (or one campaign of an Elector) carries the same
 	// nonce, since only one of them can acquire; TryLock and every other
 	// call draw a new one. Holder and Nonce together name the owner of a
-	// grant: only that owner can renew or release it. A store may write a
-	// waiter's claim ahead of the attempt that collects it (see
-	// etcdstore's fair mode), knowing the nonce that attempt will present.
+	// grant: only that owner can renew or release it. A store that serves
+	// waiters in order may write a waiter's claim ahead of the attempt
+	// that collects it, knowing the nonce that attempt will present.
 	Nonce string
 	// TTL is how long the claim lasts after the store applies an acquire
 	// or renew, unless renewed again.
 	TTL time.Duration
 	// Waiting is true when the attempt comes from a caller that keeps
 	// trying until it holds the lock (Mutex.Lock, an Elector's campaign)
-	// and false for a one-shot TryLock. A store that serves waiters in
+	// and false for a one-shot TryLock or a Semaphore's attempt on one of
+	// its slots. Only the engine knows which a call is, so this is part of
+	// the request, not a store option. A store that serves waiters in
 	// order may give a waiting contender its place in line at its first
 	// refused attempt, before its watch is open; it must not do so for a
 	// one-shot attempt, which may never come back.
