@@ -117,12 +117,13 @@ func (s *Store) removeEntryLocked(e *entry) {
 	e.owners = nil
 	switch {
 	case e.doomed:
-	case e.consumed || e.lease.dead != nil:
-		delete(e.lease.entries, e) // the lease takes the key and any claim with it
-	default:
-		e.doomed = true // stays on its lease until deleted
-		e.lease.entries[e] = struct{}{}
-		s.pokeLocked()
+	case e.consumed:
+		s.pool.detachEntry(e) // its key stays as the holder's, deleted with the claim
+	case s.pool.attachEntry(e): // stays on its lease until deleted
+		e.doomed = true
+		s.doomed[e] = struct{}{}
+		s.pool.wake()
+	default: // the lease has ended: it took the key and any claim with it
 	}
 	s.specChangedLocked(e.name)
 }
@@ -161,7 +162,8 @@ func (s *Store) dropEntry(ctx context.Context, e *entry) {
 		}
 		return
 	}
-	delete(e.lease.entries, e)
+	delete(s.doomed, e)
+	s.pool.detachEntry(e)
 }
 
 // dropOps deletes, in one transaction, e's queue key if it is still e's,
@@ -263,12 +265,12 @@ func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek 
 	var sent time.Time
 	rewritten := false
 	if v.holder == req.Holder && v.nonce == req.Nonce && v.ttl == req.TTL {
-		if sent, err = s.leaseAlive(ctx, l); err != nil {
+		if sent, err = s.pool.alive(ctx, l); err != nil {
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
 	} else {
 		ck, lk, qp := s.Keys(name)
-		if l, sent, err = s.leaseFor(ctx, req.TTL); err != nil {
+		if l, sent, err = s.pool.acquire(ctx, req.TTL); err != nil {
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
 		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
@@ -282,17 +284,17 @@ func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek 
 			err = errors.New("the claim handed to this waiter changed before it was collected")
 		}
 		if err != nil {
-			s.unpin(l)
+			s.pool.unpin(l)
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
 		kv, err := firstKV(resp, 2)
 		if err != nil {
-			s.unpin(l)
+			s.pool.unpin(l)
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
 		token, next, rewritten = kv.ModRevision, successorOf(kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())), true
 	}
-	defer s.unpin(l)
+	defer s.pool.unpin(l)
 	s.mu.Lock()
 	e.collecting = false
 	done = true
@@ -311,40 +313,6 @@ func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek 
 	delete(s.tail, name)
 	s.mu.Unlock()
 	return s.granted(name, req, l, sent, token, e.key, next)
-}
-
-// leaseAlive returns, with l pinned (see unpin), a time sent, read now,
-// such that etcd keeps l at least until sent + l.ttl; it waits for a
-// keepalive if the last one acknowledged is too old. It fails if l is gone.
-func (s *Store) leaseAlive(ctx context.Context, l *lease) (time.Time, error) {
-	s.mu.Lock()
-	for {
-		switch {
-		case s.closed:
-			s.mu.Unlock()
-			return time.Time{}, ErrClosed
-		case l.dead != nil:
-			s.mu.Unlock()
-			return time.Time{}, fmt.Errorf("%w: the waiter's lease ended: %w", baton.ErrLost, l.dead)
-		}
-		now := time.Now()
-		if !l.aliveUntil.Before(now.Add(l.ttl)) {
-			l.pins++
-			l.lastUsed = now
-			s.mu.Unlock()
-			return now, nil
-		}
-		l.urgent = true
-		s.pokeLocked()
-		changed := l.changed
-		s.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("waiting for a lease keepalive: %w", ctx.Err())
-		}
-		s.mu.Lock()
-	}
 }
 
 // successor is the oldest waiter behind a claim's holder, as last read:
@@ -461,18 +429,19 @@ func (s *Store) enqueuedLocked(ctx context.Context, name string, req baton.Reque
 	claimVal, _ := handedValue(own.Value)
 	ne := &entry{name: name, holder: req.Holder, key: qk, rev: own.CreateRevision, claimVal: claimVal, lease: l, since: time.Now(), obs: obs}
 	ne.aheadHolder, ne.aheadNonce = ownerOf(aheadKV)
-	l.entries[ne] = struct{}{}
+	attached := s.pool.attachEntry(ne)
 	if claimKV != nil && ne.aheadHolder != "" && he.Holder == ne.aheadHolder && claimNonce(claimKV) == ne.aheadNonce {
 		ne.first = true // the key ahead is the holder's
 	}
 	switch {
-	case s.closed || l.dead != nil:
-		delete(l.entries, ne) // the key expires with the lease
+	case s.closed || !attached:
+		s.pool.detachEntry(ne) // the key expires with the lease
 	case s.entries[ek] != nil || !s.watchingLocked(name) && !req.Waiting:
 		// A sibling attempt of the same holder enqueued first, or the
 		// last Watch ended meanwhile: this place is not needed.
 		ne.doomed = true
-		s.pokeLocked()
+		s.doomed[ne] = struct{}{}
+		s.pool.wake()
 	default:
 		s.entries[ek] = ne
 		s.addOwnerLocked(ne, ctx)
@@ -591,7 +560,7 @@ func (s *Store) nextInLineLocked(name string, e *entry) {
 	}
 	e.nextReading = true
 	_, _, qp := s.Keys(name)
-	s.goTask(func(ctx context.Context) {
+	s.pool.goTask(func(ctx context.Context) {
 		// Serializable: a stale answer names a waiter that may have left
 		// since, and the release's conditions check that.
 		r, err := s.client.Get(ctx, qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1), clientv3.WithSerializable())...)

@@ -204,15 +204,15 @@ func (s *Store) busyHeld(ctx context.Context, name string) error {
 // release turned out to have been released (see ghost).
 func (s *Store) acquireFair(ctx context.Context, name string, req baton.Request, ek entryKey, e *entry, queue bool) (baton.Grant, error) {
 	for attempt := 0; ; attempt++ {
-		l, sent, err := s.leaseFor(ctx, req.TTL)
+		l, sent, err := s.pool.acquire(ctx, req.TTL)
 		if err != nil {
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
 		resp, qk, sc, err := s.fairTxn(ctx, name, req, e, l, queue)
-		s.unpin(l)
+		s.pool.unpin(l)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-				s.leaseGone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
+				s.pool.gone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
 				s.mu.Lock()
 				e = s.entries[ek]
 				lostNow := e != nil && e.lost != nil

@@ -42,17 +42,17 @@ type Store struct {
 	ctx    context.Context // ends on Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	poke   chan struct{} // wakes the session loop (capacity 1)
+	pool   *leasePool // the etcd leases, and the session loop
 
 	mu        sync.Mutex
 	closed    bool
-	leases    map[time.Duration]*lease // the live lease for each TTL
-	claims    map[string]*claim        // by lock name: claims made through this Store
-	entries   map[entryKey]*entry      // fair mode: places in queues, by lock name and holder
-	followers map[string]*follower     // by lock name: the watches behind Watch
-	seq       uint64                   // numbers queue entry keys
-	anchored  bool                     // the anchor watch runs (see anchor)
-	ownClient bool                     // made by OpenStore: Close closes the client
+	claims    map[string]*claim    // by lock name: claims made through this Store
+	entries   map[entryKey]*entry  // fair mode: places in queues, by lock name and holder
+	doomed    map[*entry]struct{}  // fair mode: abandoned places whose keys the session loop deletes
+	followers map[string]*follower // by lock name: the watches behind Watch
+	seq       uint64               // numbers queue entry keys
+	anchored  bool                 // the anchor watch runs (see anchor)
+	ownClient bool                 // made by OpenStore: Close closes the client
 	// busy (fair mode): the last look at a lock found it held or its
 	// queue not empty; an attempt without a place then reads before it
 	// writes (see tryAcquireFair).
@@ -139,17 +139,18 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 		log:       o.logger,
 		ctx:       ctx,
 		cancel:    cancel,
-		poke:      make(chan struct{}, 1),
-		leases:    make(map[time.Duration]*lease),
 		claims:    make(map[string]*claim),
 		entries:   make(map[entryKey]*entry),
+		doomed:    make(map[*entry]struct{}),
 		followers: make(map[string]*follower),
 		busy:      make(map[string]bool),
 		tail:      make(map[string]tailGuess),
 		seen:      make(map[string]*seenClaim),
 	}
+	s.pool = newLeasePool(client, o.logger, ctx, &s.wg)
+	s.pool.user = s
 	s.wg.Add(1)
-	go s.run()
+	go s.pool.run()
 	return s, nil
 }
 
@@ -212,25 +213,12 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	var (
-		revoke []clientv3.LeaseID
-		drop   []*entry
-	)
 	for _, c := range s.claims {
 		if c.lost == nil {
 			c.lost = ErrClosed
 		}
 	}
-	for _, l := range s.leases {
-		for e := range l.entries {
-			drop = append(drop, e)
-		}
-		if l.id != 0 && len(l.claims) == 0 {
-			revoke = append(revoke, l.id)
-		}
-		l.dead = ErrClosed
-		l.broadcast()
-	}
+	drop, revoke := s.pool.close()
 	for _, e := range s.entries {
 		if e.lost == nil {
 			e.lost = ErrClosed
@@ -306,7 +294,7 @@ func (s *Store) acquirePlain(ctx context.Context, name string, req baton.Request
 	timeout, pause := firstReleaseAttempt, releaseBackoff
 	var first time.Time // the send time of the first attempt on the current lease
 	for attempt := 0; ; attempt++ {
-		l, sent, err := s.leaseFor(ctx, req.TTL)
+		l, sent, err := s.pool.acquire(ctx, req.TTL)
 		if err != nil {
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
@@ -314,10 +302,10 @@ func (s *Store) acquirePlain(ctx context.Context, name string, req baton.Request
 			first = sent
 		}
 		resp, sc, err := s.plainTxn(ctx, name, req, l, timeout)
-		s.unpin(l)
+		s.pool.unpin(l)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-				s.leaseGone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
+				s.pool.gone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
 				first = time.Time{}
 				continue // once more, with a new lease
 			}
@@ -540,24 +528,21 @@ func (s *Store) granted(name string, req baton.Request, l *lease, sent time.Time
 	c.renewed = c.acquired
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old := s.claims[name]; old != nil && old.lease != nil {
-		delete(old.lease.claims, old)
-	}
+	dead := s.pool.attachClaim(c, s.claims[name])
 	s.claims[name] = c
-	l.claims[c] = struct{}{}
 	var why error
 	switch {
 	case s.closed:
 		why = ErrClosed
-	case l.dead != nil:
-		why = fmt.Errorf("the Store's lease ended while acquiring: %w", l.dead)
+	case dead != nil:
+		why = fmt.Errorf("the Store's lease ended while acquiring: %w", dead)
 	case !now.Before(c.deadline):
 		why = fmt.Errorf("the acquire took %v, longer than the TTL %v", now.Sub(sent), req.TTL)
 	}
 	if why != nil {
 		// The key may exist; the reaper deletes it (conditionally).
 		c.lost, c.reap = why, true
-		s.pokeLocked()
+		s.pool.wake()
 		return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: acquired with token %d but %w", name, token, why)
 	}
 	return baton.Grant{
@@ -611,26 +596,20 @@ func (s *Store) Renew(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 			return baton.Grant{}, err
 		}
 		now := time.Now()
-		l := c.lease
+		// No look at the key for too long (verifications failed or were
+		// slow): ask for one and wait for it.
 		stale := now.Sub(c.verified) > unverifiedFor(c.ttl)
-		if stale {
-			// No look at the key for too long (verifications failed or
-			// were slow): ask for one and wait for it.
-			l.verifyNow = true
-		} else if !l.aliveUntil.Before(now.Add(c.ttl)) {
+		ok, changed := s.pool.renewable(c.lease, now, c.ttl, stale)
+		if ok {
 			c.deadline = now.Add(c.ttl)
 			c.renewed = time.Now().Round(0)
-			l.lastUsed = now
 			s.mu.Unlock()
 			return g, nil
 		}
 		what := "a verification of its key"
 		if !stale {
-			l.urgent = true
 			what = "a lease keepalive"
 		}
-		s.pokeLocked()
-		changed := l.changed
 		s.mu.Unlock()
 		select {
 		case <-changed:
@@ -660,11 +639,11 @@ func (s *Store) ownedLocked(g baton.Grant) (*claim, error) {
 	}
 	if now := time.Now(); !now.Before(c.deadline) {
 		c.lost, c.reap = fmt.Errorf("the claim expired %v ago: not renewed within its TTL %v", now.Sub(c.deadline), c.ttl), true
-		s.pokeLocked()
+		s.pool.wake()
 		return nil, lost("token %d: %w", c.token, c.lost)
 	}
-	if c.lease.dead != nil {
-		c.lost = c.lease.dead
+	if dead := s.pool.deadErr(c.lease); dead != nil {
+		c.lost = dead
 		return nil, lost("token %d: %w", c.token, c.lost)
 	}
 	return c, nil
@@ -858,7 +837,7 @@ func (s *Store) forgetLocked(c *claim) {
 	if s.claims[c.name] == c {
 		delete(s.claims, c.name)
 	}
-	delete(c.lease.claims, c)
+	s.pool.detachClaim(c)
 }
 
 // ForceRelease implements baton.ForceReleaser: it deletes the claim key
