@@ -12,13 +12,13 @@ import (
 // hand over to), and whether a claim handed to it arrived on that watch.
 // Tests wait for these instead of sleeping.
 func NextInLine(s *Store, name, holder string) (watching, knowsNext, handed bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lockSpec()
+	defer s.unlockSpec()
 	e := s.entries[entryKey{name, holder}]
 	if e == nil {
 		return false, false, false
 	}
-	f := s.followers[name]
+	f := s.hub.followers[name]
 	return e.first && f != nil && f.claimUp, e.next != nil, e.handed != nil
 }
 

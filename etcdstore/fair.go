@@ -125,7 +125,7 @@ func (s *Store) removeEntryLocked(e *entry) {
 		s.pool.wake()
 	default: // the lease has ended: it took the key and any claim with it
 	}
-	s.specChangedLocked(e.name)
+	s.hub.specChanged(e.name)
 }
 
 // dropEntriesLocked removes every entry of name (its last Watch ended).
@@ -141,12 +141,7 @@ func (s *Store) dropEntriesLocked(name string) {
 // entryChangedLocked wakes the waiters of e's lock after e was lost, so that
 // their next attempt reports it. s.mu must be held.
 func (s *Store) entryChangedLocked(e *entry) {
-	if f := s.followers[e.name]; f != nil {
-		f.gen++
-		f.fresh = 0
-		f.signalLocked()
-		f.poke()
-	}
+	s.hub.wakeWaiters(e.name)
 }
 
 // dropEntry deletes an abandoned entry's key if it is still that entry's.
@@ -436,7 +431,7 @@ func (s *Store) enqueuedLocked(ctx context.Context, name string, req baton.Reque
 	switch {
 	case s.closed || !attached:
 		s.pool.detachEntry(ne) // the key expires with the lease
-	case s.entries[ek] != nil || !s.watchingLocked(name) && !req.Waiting:
+	case s.entries[ek] != nil || !s.hub.watching(name) && !req.Waiting:
 		// A sibling attempt of the same holder enqueued first, or the
 		// last Watch ended meanwhile: this place is not needed.
 		ne.doomed = true
@@ -445,7 +440,7 @@ func (s *Store) enqueuedLocked(ctx context.Context, name string, req baton.Reque
 	default:
 		s.entries[ek] = ne
 		s.addOwnerLocked(ne, ctx)
-		s.specChangedLocked(name)
+		s.hub.specChanged(name)
 	}
 	return heldErr
 }
@@ -477,7 +472,7 @@ func (s *Store) placeHeldLocked(name string, req baton.Request, e *entry, he *ba
 		if n := successorOf(kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())); n != nil {
 			e.next = n
 		}
-		s.specChangedLocked(name)
+		s.hub.specChanged(name)
 	}
 	return heldErr
 }
@@ -505,7 +500,7 @@ func ownerOf(kv *mvccpb.KeyValue) (holder, nonce string) {
 // its waiters are signalled); a claim that shows the owner of the key just
 // ahead of a place makes that place next in line, and the Store reads the
 // waiter behind it, for its release to hand the lock to, while the lock is
-// still held. s.mu must be held.
+// still held. The locks lockSpec takes must be held.
 func (s *Store) claimChangedLocked(f *follower, ev *clientv3.Event) {
 	var owner value
 	decoded := false
@@ -547,11 +542,11 @@ func (s *Store) claimChangedLocked(f *follower, ev *clientv3.Event) {
 // lock (the claim showed its owner, or the releasing transaction that
 // handed the lock to it touched its queue key). The follower then watches
 // the claim too, and the Store reads the waiter behind e, for e's release
-// to hand over to. s.mu must be held.
+// to hand over to. The locks lockSpec takes must be held.
 func (s *Store) nextInLineLocked(name string, e *entry) {
 	if !e.first {
 		e.first = true
-		if f := s.followers[name]; f != nil {
+		if f := s.hub.followers[name]; f != nil {
 			f.poke()
 		}
 	}

@@ -59,7 +59,7 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 		// Woken by a change of the claim itself (the waiter is first and
 		// its holder had no place, so it released without a handoff), the
 		// claim is likely free: write at once.
-		readFirst = e.obs.target != ck || f == nil || f.seen <= e.obs.rev
+		readFirst = e.obs.target != ck || f == nil || s.hub.seen(f) <= e.obs.rev
 	}
 	s.mu.Unlock()
 	if handed != nil {
@@ -120,10 +120,11 @@ func (s *Store) readPlace(ctx context.Context, name string, req baton.Request, e
 	// observation, or it would report the place lost.
 	s.mu.Lock()
 	atLeast, serializable := e.obs.rev, f != nil
-	if f != nil {
-		atLeast, serializable = max(atLeast, f.seen), !f.broken
-	}
 	s.mu.Unlock()
+	if f != nil {
+		seen, broken := s.hub.seenBroken(f)
+		atLeast, serializable = max(atLeast, seen), !broken
+	}
 	var resp *clientv3.TxnResponse
 	if serializable {
 		resp, err = read(true)

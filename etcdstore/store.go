@@ -43,16 +43,15 @@ type Store struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	pool   *leasePool // the etcd leases, and the session loop
+	hub    *watchHub  // the watches behind Watch
 
 	mu        sync.Mutex
 	closed    bool
-	claims    map[string]*claim    // by lock name: claims made through this Store
-	entries   map[entryKey]*entry  // fair mode: places in queues, by lock name and holder
-	doomed    map[*entry]struct{}  // fair mode: abandoned places whose keys the session loop deletes
-	followers map[string]*follower // by lock name: the watches behind Watch
-	seq       uint64               // numbers queue entry keys
-	anchored  bool                 // the anchor watch runs (see anchor)
-	ownClient bool                 // made by OpenStore: Close closes the client
+	claims    map[string]*claim   // by lock name: claims made through this Store
+	entries   map[entryKey]*entry // fair mode: places in queues, by lock name and holder
+	doomed    map[*entry]struct{} // fair mode: abandoned places whose keys the session loop deletes
+	seq       uint64              // numbers queue entry keys
+	ownClient bool                // made by OpenStore: Close closes the client
 	// busy (fair mode): the last look at a lock found it held or its
 	// queue not empty; an attempt without a place then reads before it
 	// writes (see tryAcquireFair).
@@ -66,6 +65,19 @@ type Store struct {
 	// seen a claim does not acquire before it could have expired, even if
 	// its key vanishes (see ghost).
 	seen map[string]*seenClaim
+}
+
+// lockSpec takes the locks that a follower's spec needs (see specLocked):
+// Store.mu, for the fair queue's places, then watchHub.mu.
+func (s *Store) lockSpec() {
+	s.mu.Lock()
+	s.hub.mu.Lock()
+}
+
+// unlockSpec releases what lockSpec took.
+func (s *Store) unlockSpec() {
+	s.hub.mu.Unlock()
+	s.mu.Unlock()
 }
 
 // seenClaim is a claim an attempt found held.
@@ -133,19 +145,19 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
-		client:    client,
-		prefix:    o.prefix,
-		fair:      o.fair,
-		log:       o.logger,
-		ctx:       ctx,
-		cancel:    cancel,
-		claims:    make(map[string]*claim),
-		entries:   make(map[entryKey]*entry),
-		doomed:    make(map[*entry]struct{}),
-		followers: make(map[string]*follower),
-		busy:      make(map[string]bool),
-		tail:      make(map[string]tailGuess),
-		seen:      make(map[string]*seenClaim),
+		client:  client,
+		prefix:  o.prefix,
+		fair:    o.fair,
+		log:     o.logger,
+		ctx:     ctx,
+		cancel:  cancel,
+		claims:  make(map[string]*claim),
+		entries: make(map[entryKey]*entry),
+		doomed:  make(map[*entry]struct{}),
+		hub:     newWatchHub(),
+		busy:    make(map[string]bool),
+		tail:    make(map[string]tailGuess),
+		seen:    make(map[string]*seenClaim),
 	}
 	s.pool = newLeasePool(client, o.logger, ctx, &s.wg)
 	s.pool.user = s
@@ -224,10 +236,7 @@ func (s *Store) Close() error {
 			e.lost = ErrClosed
 		}
 	}
-	for name, f := range s.followers {
-		f.closeAllLocked()
-		delete(s.followers, name)
-	}
+	s.hub.close()
 	s.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -269,8 +278,8 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req baton.Request) 
 	if err := checkRequest(name, req); err != nil {
 		return baton.Grant{}, err
 	}
-	f := s.beginAttempt(name)
-	defer s.endAttempt(f)
+	f := s.hub.beginAttempt(name)
+	defer s.hub.endAttempt(f)
 	if s.fair {
 		return s.tryAcquireFair(ctx, name, req, f)
 	}
@@ -439,7 +448,7 @@ func (s *Store) ghost(ctx context.Context, f *follower, name string, sc *seenCla
 		return nil
 	}
 	ck, _, _ := s.Keys(name)
-	s.observeLocked(f, observation{target: ck, rev: rev, holder: sc.holder, token: uint64(sc.mod)})
+	s.observeHeld(f, observation{target: ck, rev: rev, holder: sc.holder, token: uint64(sc.mod)})
 	// Look again every verification period: the holder's Store puts the
 	// release marker at the claim's deadline once it noticed, which is
 	// usually well before the grace ends (the marker wakes no watch).
@@ -460,9 +469,7 @@ func (s *Store) guarded(f *follower, name string, guard *mvccpb.KeyValue, rev in
 	}
 	_, _, poll := leaseTiming(v.ttl)
 	he := &baton.HeldError{Key: name, Holder: v.holder, Token: uint64(guard.ModRevision), RetryAfter: poll}
-	s.mu.Lock()
-	s.observeLocked(f, observation{target: string(guard.Key), mod: guard.ModRevision, rev: rev, holder: v.holder, token: he.Token})
-	s.mu.Unlock()
+	s.observeHeld(f, observation{target: string(guard.Key), mod: guard.ModRevision, rev: rev, holder: v.holder, token: he.Token})
 	return fmt.Errorf("etcdstore: %w (its claim key was deleted without a release; its guard %q stays until the claim ends by its holder's clock)",
 		he, guard.Key)
 }
@@ -563,7 +570,7 @@ func (s *Store) held(f *follower, name string, kv *mvccpb.KeyValue, obs observat
 		he.RetryAfter = max(time.Until(c.deadline), 0)
 	}
 	obs.holder, obs.token = he.Holder, he.Token
-	s.observeLocked(f, obs)
+	s.observeHeld(f, obs)
 	if c := s.claims[name]; c == nil || c.token != kv.ModRevision {
 		s.seen[name] = &seenClaim{mod: kv.ModRevision, lease: kv.Lease, holder: v.holder, ttl: v.ttl}
 	}
