@@ -14,7 +14,7 @@ import (
 func NextInLine(s *Store, name, holder string) (watching, knowsNext, handed bool) {
 	s.lockSpec()
 	defer s.unlockSpec()
-	e := s.entries[entryKey{name, holder}]
+	e := s.fq.entries[entryKey{name, holder}]
 	if e == nil {
 		return false, false, false
 	}

@@ -12,68 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// entryKey names a place in a queue: one per lock name and holder identity
-// in a Store.
-type entryKey struct{ name, holder string }
-
-// entry is this Store's place in the fair queue of a lock: a key under
-// <prefix><name>/queue/ attached to the Store's lease, ordered by its
-// create revision. Fields are guarded by Store.mu.
-type entry struct {
-	name, holder string
-	key          string // etcd key
-	rev          int64  // its create revision: the place in the queue
-	claimVal     string // the claim's value if a releasing holder hands the lock to it
-	lease        *lease
-	since        time.Time   // when it was created (verification judges older entries only)
-	obs          observation // what its last attempt saw: the key just ahead of it, or the claim
-	lost         error       // the key is gone (lease ended, deleted); reported once, then dropped
-	consumed     bool        // an attempt acquired the lock with it
-	collecting   bool        // an attempt is collecting a claim handed to it (see collect)
-	doomed       bool        // abandoned: the session loop deletes the key
-	deleting     bool
-	retryAt      time.Time
-	owners       []owner // contexts of the attempts that use it
-	pinned       bool    // an attempt used it with a context that never ends
-	// ahead names the owner (holder and nonce) of the queue key just ahead
-	// of this place as last read, if that key takes handoffs: once the
-	// claim shows that owner, this place is next in line.
-	aheadHolder, aheadNonce string
-	// handed is the claim as the follower's claim watch delivered it when
-	// a releasing holder handed the lock to this place (see handedTo);
-	// an attempt collects it without a read.
-	handed *mvccpb.KeyValue
-	// next is the oldest waiter behind this place as last read (nil if
-	// none was found yet), for the release to hand the claim to.
-	next        *successor
-	nextReading bool // a read of next is in flight
-	// first: the claim watch last delivered a claim of the owner just
-	// ahead; that owner's release will put or delete the claim in the
-	// transaction that deletes the key ahead.
-	first bool
-}
-
-// owner is the context of an attempt that uses an entry: when every
-// owner's context has ended, no Lock waits with the entry any more.
-type owner struct {
-	done <-chan struct{}
-	stop func() bool
-}
-
-// headEntryLocked returns the Store's first live queue entry for name, or
-// nil. s.mu must be held.
-func (s *Store) headEntryLocked(name string) *entry {
-	var head *entry
-	for k, e := range s.entries {
-		if k.name == name && e.lost == nil && (head == nil || e.rev < head.rev) {
-			head = e
-		}
-	}
-	return head
-}
-
 // addOwnerLocked ties e to ctx: e is dropped once the contexts of all the
-// attempts that used it have ended. s.mu must be held.
+// attempts that used it have ended. s.fq.mu must be held.
 func (s *Store) addOwnerLocked(e *entry, ctx context.Context) {
 	done := ctx.Done()
 	if done == nil {
@@ -90,15 +30,15 @@ func (s *Store) addOwnerLocked(e *entry, ctx context.Context) {
 }
 
 func (s *Store) ownerGone(e *entry, done <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
 	for i, o := range e.owners {
 		if o.done == done {
 			e.owners = append(e.owners[:i], e.owners[i+1:]...)
 			break
 		}
 	}
-	if len(e.owners) == 0 && !e.pinned && s.entries[entryKey{e.name, e.holder}] == e {
+	if len(e.owners) == 0 && !e.pinned && s.fq.entries[entryKey{e.name, e.holder}] == e {
 		s.removeEntryLocked(e)
 	}
 }
@@ -106,10 +46,10 @@ func (s *Store) ownerGone(e *entry, done <-chan struct{}) {
 // removeEntryLocked takes e out of the Store's books. Unless it acquired or
 // its lease is gone, the session loop deletes its key and a claim handed to
 // it (see dropOps); a lost place's key is gone already, but a claim may
-// have been handed to it before. s.mu must be held.
+// have been handed to it before. s.fq.mu must be held.
 func (s *Store) removeEntryLocked(e *entry) {
-	if k := (entryKey{e.name, e.holder}); s.entries[k] == e {
-		delete(s.entries, k)
+	if k := (entryKey{e.name, e.holder}); s.fq.entries[k] == e {
+		delete(s.fq.entries, k)
 	}
 	for _, o := range e.owners {
 		o.stop()
@@ -121,7 +61,7 @@ func (s *Store) removeEntryLocked(e *entry) {
 		s.pool.detachEntry(e) // its key stays as the holder's, deleted with the claim
 	case s.pool.attachEntry(e): // stays on its lease until deleted
 		e.doomed = true
-		s.doomed[e] = struct{}{}
+		s.fq.doomed[e] = struct{}{}
 		s.pool.wake()
 	default: // the lease has ended: it took the key and any claim with it
 	}
@@ -129,9 +69,9 @@ func (s *Store) removeEntryLocked(e *entry) {
 }
 
 // dropEntriesLocked removes every entry of name (its last Watch ended).
-// s.mu must be held.
+// s.fq.mu must be held.
 func (s *Store) dropEntriesLocked(name string) {
-	for k, e := range s.entries {
+	for k, e := range s.fq.entries {
 		if k.name == name {
 			s.removeEntryLocked(e)
 		}
@@ -139,7 +79,7 @@ func (s *Store) dropEntriesLocked(name string) {
 }
 
 // entryChangedLocked wakes the waiters of e's lock after e was lost, so that
-// their next attempt reports it. s.mu must be held.
+// their next attempt reports it. s.fq.mu must be held.
 func (s *Store) entryChangedLocked(e *entry) {
 	s.hub.wakeWaiters(e.name)
 }
@@ -147,8 +87,8 @@ func (s *Store) entryChangedLocked(e *entry) {
 // dropEntry deletes an abandoned entry's key if it is still that entry's.
 func (s *Store) dropEntry(ctx context.Context, e *entry) {
 	_, err := s.client.Txn(ctx).Then(s.dropOps(e)...).Commit()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
 	e.deleting = false
 	if err != nil {
 		e.retryAt = time.Now().Add(maxBackoff)
@@ -157,7 +97,7 @@ func (s *Store) dropEntry(ctx context.Context, e *entry) {
 		}
 		return
 	}
-	delete(s.doomed, e)
+	delete(s.fq.doomed, e)
 	s.pool.detachEntry(e)
 }
 
@@ -216,8 +156,8 @@ func (s *Store) nextOf(e *entry, r *etcdserverpb.ResponseOp) *successor {
 	if n := successorOf(kvOrNil(r.GetResponseRange().GetKvs())); n != nil {
 		return n
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
 	return e.next
 }
 
@@ -237,23 +177,23 @@ func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek 
 		return baton.Grant{}, s.corrupt(name, ck, err)
 	}
 	token := claim.ModRevision
-	live := func() bool { return s.entries[ek] == e && e.lost == nil && !e.doomed && !e.consumed }
+	live := func() bool { return s.fq.entries[ek] == e && e.lost == nil && !e.doomed && !e.consumed }
 	heldErr := fmt.Errorf("etcdstore: %w", &baton.HeldError{Key: name, Holder: v.holder, Token: uint64(token)})
-	s.mu.Lock()
+	s.fq.mu.Lock()
 	if !live() || e.collecting {
 		// A sibling attempt collects it, or the place was abandoned (and
 		// the clean-up deletes the claim with it).
-		s.mu.Unlock()
+		s.fq.mu.Unlock()
 		return baton.Grant{}, heldErr
 	}
 	e.collecting = true
-	s.mu.Unlock()
+	s.fq.mu.Unlock()
 	done := false
 	defer func() {
 		if !done {
-			s.mu.Lock()
+			s.fq.mu.Lock()
 			e.collecting = false
-			s.mu.Unlock()
+			s.fq.mu.Unlock()
 		}
 	}()
 	l := e.lease
@@ -290,23 +230,23 @@ func (s *Store) collect(ctx context.Context, name string, req baton.Request, ek 
 		token, next, rewritten = kv.ModRevision, successorOf(kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())), true
 	}
 	defer s.pool.unpin(l)
-	s.mu.Lock()
+	s.fq.mu.Lock()
 	e.collecting = false
 	done = true
 	if !live() && !rewritten {
 		// Abandoned meanwhile: the clean-up deletes the claim, which still
 		// holds the place's value. (A rewritten claim no longer does, and
 		// is this attempt's: it is granted.)
-		s.mu.Unlock()
+		s.fq.mu.Unlock()
 		return baton.Grant{}, heldErr
 	}
 	e.consumed = true
-	if s.entries[ek] == e {
+	if s.fq.entries[ek] == e {
 		s.removeEntryLocked(e)
 	}
-	s.busy[name] = true
-	delete(s.tail, name)
-	s.mu.Unlock()
+	s.fq.busy[name] = true
+	delete(s.fq.tail, name)
+	s.fq.mu.Unlock()
 	return s.granted(name, req, l, sent, token, e.key, next)
 }
 
@@ -344,8 +284,8 @@ func (s *Store) heldFair(ctx context.Context, name string, req baton.Request, ek
 		return err
 	}
 	heldErr := fmt.Errorf("etcdstore: %w", he)
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
 	switch {
 	case e == nil && qk != "": // enqueued now
 		return s.enqueuedLocked(ctx, name, req, ek, l, qk, he, obs, resp, heldErr)
@@ -413,7 +353,7 @@ func (s *Store) heldObservation(name string, req baton.Request, resp *clientv3.T
 // is closed or the lease dead (the key then expires with the lease), or a
 // sibling attempt of the same holder enqueued first or the last Watch
 // ended meanwhile (the place is then doomed: the session removes it).
-// s.mu must be held.
+// s.fq.mu must be held.
 func (s *Store) enqueuedLocked(ctx context.Context, name string, req baton.Request, ek entryKey, l *lease, qk string, he *baton.HeldError, obs observation, resp *clientv3.TxnResponse, heldErr error) error {
 	claimKV := kvOrNil(resp.Responses[0].GetResponseRange().GetKvs())
 	aheadKV := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs())
@@ -429,16 +369,16 @@ func (s *Store) enqueuedLocked(ctx context.Context, name string, req baton.Reque
 		ne.first = true // the key ahead is the holder's
 	}
 	switch {
-	case s.closed || !attached:
+	case s.fq.closed || !attached:
 		s.pool.detachEntry(ne) // the key expires with the lease
-	case s.entries[ek] != nil || !s.hub.watching(name) && !req.Waiting:
+	case s.fq.entries[ek] != nil || !s.hub.watching(name) && !req.Waiting:
 		// A sibling attempt of the same holder enqueued first, or the
 		// last Watch ended meanwhile: this place is not needed.
 		ne.doomed = true
-		s.doomed[ne] = struct{}{}
+		s.fq.doomed[ne] = struct{}{}
 		s.pool.wake()
 	default:
-		s.entries[ek] = ne
+		s.fq.entries[ek] = ne
 		s.addOwnerLocked(ne, ctx)
 		s.hub.specChanged(name)
 	}
@@ -450,7 +390,7 @@ func (s *Store) enqueuedLocked(ctx context.Context, name string, req baton.Reque
 // is gone and no sibling attempt of the same holder acquired with it,
 // removes e and returns an error matching baton.ErrLost. A newer
 // observation replaces e's, which is then no longer known to be next in
-// line. s.mu must be held.
+// line. s.fq.mu must be held.
 func (s *Store) placeHeldLocked(name string, req baton.Request, e *entry, he *baton.HeldError, obs observation, resp *clientv3.TxnResponse, heldErr error) error {
 	if kvOrNil(resp.Responses[2].GetResponseRange().GetKvs()) == nil {
 		if e.consumed || he.Holder == req.Holder {
@@ -505,7 +445,7 @@ func (s *Store) claimChangedLocked(f *follower, ev *clientv3.Event) {
 	var owner value
 	decoded := false
 	kv := ev.Kv
-	for k, e := range s.entries {
+	for k, e := range s.fq.entries {
 		if k.name != f.name || e.lost != nil || e.consumed || e.doomed {
 			continue
 		}
@@ -550,7 +490,7 @@ func (s *Store) nextInLineLocked(name string, e *entry) {
 			f.poke()
 		}
 	}
-	if e.next != nil || e.nextReading || s.closed {
+	if e.next != nil || e.nextReading || s.fq.closed {
 		return
 	}
 	e.nextReading = true
@@ -559,8 +499,8 @@ func (s *Store) nextInLineLocked(name string, e *entry) {
 		// Serializable: a stale answer names a waiter that may have left
 		// since, and the release's conditions check that.
 		r, err := s.client.Get(ctx, qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1), clientv3.WithSerializable())...)
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		s.fq.mu.Lock()
+		defer s.fq.mu.Unlock()
 		e.nextReading = false
 		if err == nil && e.next == nil {
 			e.next = successorOf(kvOrNil(r.Kvs))

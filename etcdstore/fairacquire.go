@@ -34,12 +34,12 @@ const fairClaimIdx = 3
 // with an error matching baton.ErrLost.
 func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Request, f *follower) (baton.Grant, error) {
 	ek := entryKey{name, req.Holder}
-	s.mu.Lock()
-	e := s.entries[ek]
+	s.fq.mu.Lock()
+	e := s.fq.entries[ek]
 	if e != nil && e.lost != nil {
 		why := e.lost
 		s.removeEntryLocked(e)
-		s.mu.Unlock()
+		s.fq.mu.Unlock()
 		return baton.Grant{}, fmt.Errorf("etcdstore: lock %q: %w: the waiter's place in the queue is gone: %w", name, baton.ErrLost, why)
 	}
 	queue := f != nil || req.Waiting
@@ -61,7 +61,7 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req baton.Reque
 		// claim is likely free: write at once.
 		readFirst = e.obs.target != ck || f == nil || s.hub.seen(f) <= e.obs.rev
 	}
-	s.mu.Unlock()
+	s.fq.mu.Unlock()
 	if handed != nil {
 		return s.collect(ctx, name, req, ek, e, handed, next)
 	}
@@ -118,9 +118,9 @@ func (s *Store) readPlace(ctx context.Context, name string, req baton.Request, e
 	}
 	// The member must also have this place's key and the last
 	// observation, or it would report the place lost.
-	s.mu.Lock()
+	s.fq.mu.Lock()
 	atLeast, serializable := e.obs.rev, f != nil
-	s.mu.Unlock()
+	s.fq.mu.Unlock()
 	if f != nil {
 		seen, broken := s.hub.seenBroken(f)
 		atLeast, serializable = max(atLeast, seen), !broken
@@ -143,10 +143,10 @@ func (s *Store) readPlace(ctx context.Context, name string, req baton.Request, e
 		g, err = s.collect(ctx, name, req, ek, e, claimKV, s.nextOf(e, resp.Responses[3]))
 		return g, true, err
 	case claimKV != nil || aheadKV != nil || ownKV == nil:
-		s.mu.Lock()
-		s.busy[name] = true
-		delete(s.tail, name)
-		s.mu.Unlock()
+		s.fq.mu.Lock()
+		s.fq.busy[name] = true
+		delete(s.fq.tail, name)
+		s.fq.mu.Unlock()
 		return baton.Grant{}, true, s.heldFair(ctx, name, req, ek, e, nil, "", resp)
 	}
 	return baton.Grant{}, false, nil
@@ -160,9 +160,9 @@ func (s *Store) readPlace(ctx context.Context, name string, req baton.Request, e
 // the queue's tail as the guess for the Store's next waiter. It returns
 // nil when the attempt should go on to its transaction.
 func (s *Store) busyHeld(ctx context.Context, name string) error {
-	s.mu.Lock()
-	busy := s.busy[name]
-	s.mu.Unlock()
+	s.fq.mu.Lock()
+	busy := s.fq.busy[name]
+	s.fq.mu.Unlock()
 	if !busy {
 		return nil
 	}
@@ -189,9 +189,9 @@ func (s *Store) busyHeld(ctx context.Context, name string) error {
 	if tailKV != nil {
 		guess.target, guess.mod = string(tailKV.Key), tailKV.ModRevision
 	}
-	s.mu.Lock()
-	s.tail[name] = tailGuess{obs: guess, at: time.Now()}
-	s.mu.Unlock()
+	s.fq.mu.Lock()
+	s.fq.tail[name] = tailGuess{obs: guess, at: time.Now()}
+	s.fq.mu.Unlock()
 	return fmt.Errorf("etcdstore: %w", he)
 }
 
@@ -214,10 +214,10 @@ func (s *Store) acquireFair(ctx context.Context, name string, req baton.Request,
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 				s.pool.gone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
-				s.mu.Lock()
-				e = s.entries[ek]
+				s.fq.mu.Lock()
+				e = s.fq.entries[ek]
 				lostNow := e != nil && e.lost != nil
-				s.mu.Unlock()
+				s.fq.mu.Unlock()
 				if !lostNow {
 					continue
 				}
@@ -225,13 +225,15 @@ func (s *Store) acquireFair(ctx context.Context, name string, req baton.Request,
 			}
 			return baton.Grant{}, s.wrap(name, "acquire", err)
 		}
-		s.mu.Lock()
-		s.busy[name] = !resp.Succeeded
-		delete(s.tail, name)
+		s.fq.mu.Lock()
+		s.fq.busy[name] = !resp.Succeeded
+		delete(s.fq.tail, name)
+		s.fq.mu.Unlock()
 		if resp.Succeeded {
+			s.mu.Lock()
 			delete(s.seen, name)
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
 		if !resp.Succeeded && sc != nil && ghostFair(e, resp) {
 			// Free but for the release marker: the claim seen last
 			// vanished without a release.
@@ -283,10 +285,10 @@ func (s *Store) fairTxn(ctx context.Context, name string, req baton.Request, e *
 		// the key just ahead of it.
 		els := []clientv3.Op{clientv3.OpGet(ck), clientv3.OpGet(qp, clientv3.WithLastCreate()...)}
 		if queue {
-			s.mu.Lock()
-			s.seq++
-			qk = fmt.Sprintf("%s%016x-%d", qp, int64(l.id), s.seq)
-			s.mu.Unlock()
+			s.fq.mu.Lock()
+			s.fq.seq++
+			qk = fmt.Sprintf("%s%016x-%d", qp, int64(l.id), s.fq.seq)
+			s.fq.mu.Unlock()
 			els = append(els, clientv3.OpPut(qk, val+handoffMark, clientv3.WithLease(l.id)), clientv3.OpGet(qk))
 		}
 		resp, err = s.client.Txn(ctx).
@@ -347,10 +349,10 @@ func (s *Store) grantedFair(name string, req baton.Request, e *entry, l *lease, 
 	held := "" // the holder's queue key: none if it did not queue
 	var next *successor
 	if e != nil {
-		s.mu.Lock()
+		s.fq.mu.Lock()
 		e.consumed = true
 		s.removeEntryLocked(e)
-		s.mu.Unlock()
+		s.fq.mu.Unlock()
 		held = e.key
 		next = successorOf(kvOrNil(resp.Responses[fairClaimIdx+1].GetResponseRange().GetKvs()))
 	}

@@ -175,10 +175,10 @@ func (l *followLoop) start(target string) {
 // yet), and not again before cAfter once one broke.
 func (l *followLoop) steerClaim(spec watchSpec) {
 	s, f := l.s, l.f
-	s.mu.Lock()
+	s.fq.mu.Lock()
 	head := s.headEntryLocked(f.name)
 	wantClaim := s.fair && spec.waiting && spec.obs.target != l.ck && head != nil && (head.first || head.handed != nil)
-	s.mu.Unlock()
+	s.fq.mu.Unlock()
 	switch {
 	case wantClaim && l.cwch == nil && !time.Now().Before(l.cAfter):
 		cctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
@@ -310,7 +310,7 @@ func (l *followLoop) claimResponse(wr clientv3.WatchResponse, ok bool) bool {
 		}
 		s.lockSpec()
 		f.claimUp = false
-		for k, e := range s.entries {
+		for k, e := range s.fq.entries {
 			if k.name == f.name {
 				e.first = false // a new claim watch may miss the next change
 			}

@@ -65,10 +65,12 @@ func ghostGrace(ttl time.Duration) time.Duration {
 func (s *Store) leaseLost(lost lostLease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
 	s.leaseLostLocked(lost)
 }
 
-// leaseLostLocked implements leaseLost. s.mu must be held.
+// leaseLostLocked implements leaseLost. s.mu and s.fq.mu must be held.
 func (s *Store) leaseLostLocked(lost lostLease) {
 	for _, c := range lost.claims {
 		if c.lost == nil {
@@ -80,7 +82,7 @@ func (s *Store) leaseLostLocked(lost lostLease) {
 		if e.lost == nil && !e.doomed {
 			e.lost = fmt.Errorf("the waiter's lease ended: %w", lost.why)
 		}
-		delete(s.doomed, e) // its key went with the lease
+		delete(s.fq.doomed, e) // its key went with the lease
 		s.entryChangedLocked(e)
 	}
 }
@@ -92,6 +94,13 @@ func (s *Store) leaseLostLocked(lost lostLease) {
 func (s *Store) sweep(now time.Time) time.Duration {
 	wake := time.Minute
 	due := func(t time.Time) { wake = min(wake, t.Sub(now)) }
+	s.sweepClaims(now, due)
+	s.sweepDoomed(now, due)
+	return wake
+}
+
+// sweepClaims is sweep's part for claims: it tells due when to look again.
+func (s *Store) sweepClaims(now time.Time, due func(time.Time)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.claims {
@@ -111,7 +120,14 @@ func (s *Store) sweep(now time.Time) time.Duration {
 			}
 		}
 	}
-	for e := range s.doomed {
+}
+
+// sweepDoomed is sweep's part for abandoned queue entries: it tells due
+// when to look again.
+func (s *Store) sweepDoomed(now time.Time, due func(time.Time)) {
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
+	for e := range s.fq.doomed {
 		if !e.deleting {
 			if now.Before(e.retryAt) {
 				due(e.retryAt)
@@ -121,7 +137,6 @@ func (s *Store) sweep(now time.Time) time.Duration {
 			}
 		}
 	}
-	return wake
 }
 
 // reap deletes the key of an expired claim if it is still that claim's
@@ -151,7 +166,9 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 	sent := time.Now()
 	resp, err := s.client.TimeToLive(ctx, id, clientv3.WithAttachedKeys())
 	s.mu.Lock()
+	s.fq.mu.Lock()
 	claims, entries, ok := s.verifiedLocked(l, id, sent, resp, err)
+	s.fq.mu.Unlock()
 	s.mu.Unlock()
 	if err != nil && ctx.Err() == nil {
 		s.log.Debug("etcdstore: lease verification failed", "lease", fmt.Sprintf("%x", int64(id)), "err", err)
@@ -167,8 +184,8 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 // the claims' verified times are updated here), and the claims whose keys
 // are attached are marked verified at sent. It returns, with ok, the
 // claims and queue entries created before sent whose keys are missing; ok
-// is false if the verification failed or the lease is gone. s.mu must be
-// held.
+// is false if the verification failed or the lease is gone. s.mu and
+// s.fq.mu must be held.
 func (s *Store) verifiedLocked(l *lease, id clientv3.LeaseID, sent time.Time, resp *clientv3.LeaseTimeToLiveResponse, err error) (claims []*claim, entries []*entry, ok bool) {
 	onLease, entriesOn, lost, ok := s.pool.verified(l, id, sent, resp, err)
 	if lost.why != nil {
@@ -241,12 +258,12 @@ func (s *Store) confirmGone(ctx context.Context, id clientv3.LeaseID, claims []*
 		if !gone(e.key, e.rev, false) {
 			continue
 		}
-		s.mu.Lock()
+		s.fq.mu.Lock()
 		if e.lost == nil && !e.doomed {
 			e.lost = fmt.Errorf("the waiter's queue key %q was deleted", e.key)
 			s.pool.detachEntry(e)
 			s.entryChangedLocked(e)
 		}
-		s.mu.Unlock()
+		s.fq.mu.Unlock()
 	}
 }

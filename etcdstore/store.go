@@ -25,6 +25,28 @@ import (
 // baton.ErrLost: the Store no longer keeps its lease alive.
 var ErrClosed = errors.New("etcdstore: store closed")
 
+// Lock order. A Store's state has four owners, each with a mutex of its
+// own:
+//
+//	Store.mu      closed, the claims and their fields, the claims seen (store.go)
+//	fairQueue.mu  the places in fair queues, abandoned places, busy, tail (fairqueue.go)
+//	watchHub.mu   the followers behind Watch and their registrations (watchhub.go)
+//	leasePool.mu  the leases, and which claims and places sit on each (leasepool.go)
+//
+// Code that needs more than one takes them in that order (any may be
+// skipped) and never takes one while holding a later one. So the pool,
+// innermost, calls out only after releasing its lock (leaseUser); the
+// hub's methods take only its own; code that holds fairQueue.mu may call
+// the hub and the pool but never takes Store.mu; and a follower's spec,
+// which in fair mode is made of the queue's places, is read under
+// fairQueue.mu and watchHub.mu together (lockSpec). Nothing holds a lock
+// while it talks to etcd or waits (for a lease's change, a watch, a
+// timer). Sections that once shared Store's single lock and now span two
+// owners either hold both, in order (Close, cachedHeld, a lease's loss,
+// a verification's answer), or are split where no reader can tell the
+// difference: for instance a released claim is forgotten under Store.mu
+// and its lock marked busy under fairQueue.mu after it.
+
 // Store is a baton.Backend on etcd. It also implements baton.Watcher,
 // baton.Lister and baton.ForceReleaser.
 //
@@ -39,28 +61,20 @@ type Store struct {
 	fair   bool
 	log    *slog.Logger
 
-	ctx    context.Context // ends on Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	pool   *leasePool // the etcd leases, and the session loop
-	hub    *watchHub  // the watches behind Watch
+	ctx       context.Context // ends on Close
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	ownClient bool       // made by OpenStore: Close closes the client; set before use
+	pool      *leasePool // the etcd leases, and the session loop
+	fq        *fairQueue // fair mode: this Store's places in queues
+	hub       *watchHub  // the watches behind Watch
 
-	mu        sync.Mutex
-	closed    bool
-	claims    map[string]*claim   // by lock name: claims made through this Store
-	entries   map[entryKey]*entry // fair mode: places in queues, by lock name and holder
-	doomed    map[*entry]struct{} // fair mode: abandoned places whose keys the session loop deletes
-	seq       uint64              // numbers queue entry keys
-	ownClient bool                // made by OpenStore: Close closes the client
-	// busy (fair mode): the last look at a lock found it held or its
-	// queue not empty; an attempt without a place then reads before it
-	// writes (see tryAcquireFair).
-	busy map[string]bool
-	// tail (fair mode): the last queue key (or the claim, if nobody
-	// queued) that such a read found, and when: the key a waiter that
-	// queues next is likely to wait for, so its watch can start early.
-	tail map[string]tailGuess
-	// seen (not fair mode): the last claim of another owner that an
+	// mu guards closed, claims (and every claim's fields but those that
+	// never change) and seen. See "Lock order" above.
+	mu     sync.Mutex
+	closed bool
+	claims map[string]*claim // by lock name: claims made through this Store
+	// seen: the last claim of another owner that an
 	// attempt found, per lock, for the rule that a contender that has
 	// seen a claim does not acquire before it could have expired, even if
 	// its key vanishes (see ghost).
@@ -68,16 +82,16 @@ type Store struct {
 }
 
 // lockSpec takes the locks that a follower's spec needs (see specLocked):
-// Store.mu, for the fair queue's places, then watchHub.mu.
+// fairQueue.mu, for the queue's places, then watchHub.mu.
 func (s *Store) lockSpec() {
-	s.mu.Lock()
+	s.fq.mu.Lock()
 	s.hub.mu.Lock()
 }
 
 // unlockSpec releases what lockSpec took.
 func (s *Store) unlockSpec() {
 	s.hub.mu.Unlock()
-	s.mu.Unlock()
+	s.fq.mu.Unlock()
 }
 
 // seenClaim is a claim an attempt found held.
@@ -89,11 +103,6 @@ type seenClaim struct {
 	// gone is when an attempt first found its key gone without a
 	// release (the release marker is older than mod), zero until then.
 	gone time.Time
-}
-
-type tailGuess struct {
-	obs observation
-	at  time.Time
 }
 
 var (
@@ -145,19 +154,16 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
-		client:  client,
-		prefix:  o.prefix,
-		fair:    o.fair,
-		log:     o.logger,
-		ctx:     ctx,
-		cancel:  cancel,
-		claims:  make(map[string]*claim),
-		entries: make(map[entryKey]*entry),
-		doomed:  make(map[*entry]struct{}),
-		hub:     newWatchHub(),
-		busy:    make(map[string]bool),
-		tail:    make(map[string]tailGuess),
-		seen:    make(map[string]*seenClaim),
+		client: client,
+		prefix: o.prefix,
+		fair:   o.fair,
+		log:    o.logger,
+		ctx:    ctx,
+		cancel: cancel,
+		claims: make(map[string]*claim),
+		fq:     newFairQueue(),
+		hub:    newWatchHub(),
+		seen:   make(map[string]*seenClaim),
 	}
 	s.pool = newLeasePool(client, o.logger, ctx, &s.wg)
 	s.pool.user = s
@@ -230,13 +236,17 @@ func (s *Store) Close() error {
 			c.lost = ErrClosed
 		}
 	}
-	drop, revoke := s.pool.close()
-	for _, e := range s.entries {
+	// Every lock, in order: whatever an attempt sees next, it sees closed.
+	s.fq.mu.Lock()
+	s.fq.closed = true
+	for _, e := range s.fq.entries {
 		if e.lost == nil {
 			e.lost = ErrClosed
 		}
 	}
 	s.hub.close()
+	drop, revoke := s.pool.close()
+	s.fq.mu.Unlock()
 	s.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -682,10 +692,12 @@ func (s *Store) Release(ctx context.Context, g baton.Grant) error {
 	}
 	s.mu.Lock()
 	s.forgetLocked(c)
-	if c.entry != "" && ours {
-		s.busy[c.name] = waiters
-	}
 	s.mu.Unlock()
+	if c.entry != "" && ours {
+		s.fq.mu.Lock()
+		s.fq.busy[c.name] = waiters
+		s.fq.mu.Unlock()
+	}
 	if !ours {
 		return fmt.Errorf("etcdstore: lock %q: %w: token %d: the claim key was deleted or replaced", g.Key, baton.ErrLost, c.token)
 	}

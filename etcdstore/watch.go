@@ -110,8 +110,8 @@ func (s *Store) Watch(ctx context.Context, name string) (<-chan struct{}, error)
 func (s *Store) unwatch(f *follower, r *reg) {
 	// The queue's lock is taken first and kept until the entries are gone,
 	// so that no attempt sees the follower idle and the entries still there.
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
 	if s.hub.unregister(f, r, s.fair) {
 		s.dropEntriesLocked(f.name)
 	}
@@ -138,7 +138,7 @@ func (s *Store) specLocked(f *follower) watchSpec {
 		if e := s.headEntryLocked(f.name); e != nil {
 			return watchSpec{obs: e.obs, waiting: true, gen: f.gen}
 		}
-		if g, ok := s.tail[f.name]; ok && time.Since(g.at) < time.Second {
+		if g, ok := s.fq.tail[f.name]; ok && time.Since(g.at) < time.Second {
 			return watchSpec{obs: g.obs, guess: true, gen: f.gen}
 		}
 	} else if f.observed {
@@ -154,10 +154,10 @@ func (s *Store) cachedHeld(f *follower, name string) error {
 	if f == nil {
 		return nil
 	}
-	s.mu.Lock()
+	s.mu.Lock() // for the claims and the claims seen
 	defer s.mu.Unlock()
-	s.hub.mu.Lock()
-	defer s.hub.mu.Unlock()
+	s.lockSpec()
+	defer s.unlockSpec()
 	spec := s.specLocked(f)
 	// In fair mode an observation the follower has yet to compare with its
 	// watch counts as fresh: if anything changed since, the follower will
