@@ -118,13 +118,12 @@ func (s *Store) readPlace(ctx context.Context, name string, req baton.Request, e
 	}
 	// The member must also have this place's key and the last
 	// observation, or it would report the place lost.
-	s.fq.mu.Lock()
+	s.lockSpec()
 	atLeast, serializable := e.obs.rev, f != nil
-	s.fq.mu.Unlock()
 	if f != nil {
-		seen, broken := s.hub.seenBroken(f)
-		atLeast, serializable = max(atLeast, seen), !broken
+		atLeast, serializable = max(atLeast, f.seen), !f.broken
 	}
+	s.unlockSpec()
 	var resp *clientv3.TxnResponse
 	if serializable {
 		resp, err = read(true)

@@ -74,10 +74,10 @@ type Store struct {
 	mu     sync.Mutex
 	closed bool
 	claims map[string]*claim // by lock name: claims made through this Store
-	// seen: the last claim of another owner that an
-	// attempt found, per lock, for the rule that a contender that has
-	// seen a claim does not acquire before it could have expired, even if
-	// its key vanishes (see ghost).
+	// seen: the last claim of another owner that an attempt found, per
+	// lock, for the rule that a contender that has seen a claim does not
+	// acquire before it could have expired, even if its key vanishes (see
+	// ghost).
 	seen map[string]*seenClaim
 }
 

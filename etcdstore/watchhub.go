@@ -136,15 +136,9 @@ func (h *watchHub) unregister(f *follower, r *reg, fair bool) (last bool) {
 
 // seen returns f.seen (see follower).
 func (h *watchHub) seen(f *follower) int64 {
-	seen, _ := h.seenBroken(f)
-	return seen
-}
-
-// seenBroken returns f.seen and f.broken (see follower).
-func (h *watchHub) seenBroken(f *follower) (seen int64, broken bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return f.seen, f.broken
+	return f.seen
 }
 
 // close closes every registration and stops every follower; Watch fails
