@@ -26,7 +26,10 @@ import (
 var ErrClosed = errors.New("etcdstore: store closed")
 
 // Lock order. A Store's state has four owners, each with a mutex of its
-// own:
+// own: the Store itself, which keeps its claims and composes the other
+// three (and runs one goroutine per Observe, which ends with the
+// Observe's context or on Close), the fair queue, the watch hub and the
+// lease pool:
 //
 //	Store.mu      closed, the claims and their fields, the claims seen (store.go)
 //	fairQueue.mu  the places in fair queues, abandoned places, busy, tail (fairqueue.go)

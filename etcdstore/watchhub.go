@@ -18,10 +18,12 @@ import (
 //
 // Each follower runs one goroutine (Store.follow, see follow.go) that
 // ends when its context is cancelled: when its last registration ends
-// (in fair mode, lingerFor later), or on Close; the anchor watch
-// (Store.anchor) runs from the first Watch until Close. The Store's
-// WaitGroup counts them all. Registrations end with their Watch's
-// context (a context.AfterFunc) or on Close.
+// (in fair mode, lingerFor later), or on Close. That goroutine owns the
+// follower's etcd watches and timers (a broken watch's retry, the
+// deferred signal, the linger time) and stops them when it ends. The
+// anchor watch (Store.anchor) runs from the first Watch until Close. The
+// Store's WaitGroup counts these goroutines. Registrations end with their
+// Watch's context (a context.AfterFunc, stopped on Close) or on Close.
 type watchHub struct {
 	mu        sync.Mutex
 	closed    bool
