@@ -124,101 +124,142 @@ func decodeRecord(data []byte) (record, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
+	if err := openObject(dec); err != nil {
+		return record{}, err
+	}
+	raw := rawRecord{seen: make(map[string]bool, len(recordFields))}
+	for dec.More() {
+		if err := raw.decodeField(dec); err != nil {
+			return record{}, err
+		}
+	}
+	if err := closeObject(dec); err != nil {
+		return record{}, err
+	}
+	return raw.record()
+}
+
+// recordFields are the fields of a version 1 record, every one required.
+var recordFields = [...]string{"version", "key", "holder", "nonce", "token", "ttl_ns", "boot_id",
+	"expires_mono_ns", "acquire_time", "renew_time", "transitions"}
+
+// rawRecord is a record as decodeRecord reads it, field by field, before
+// the checks that need every field.
+type rawRecord struct {
+	r                     record
+	version, ttl, expires uint64
+	acq, ren              string
+	seen                  map[string]bool
+}
+
+// openObject reads the '{' that starts a record.
+func openObject(dec *json.Decoder) error {
 	tok, err := dec.Token()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return record{}, corrupt("empty file")
+			return corrupt("empty file")
 		}
-		return record{}, notJSON(err)
+		return notJSON(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return record{}, corrupt("not a JSON object")
+		return corrupt("not a JSON object")
 	}
+	return nil
+}
 
-	var (
-		r       record
-		version uint64
-		ttl     uint64
-		expires uint64
-		acq     string
-		ren     string
-		seen    = make(map[string]bool, 11)
-	)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return record{}, notJSON(err)
-		}
-		name, ok := tok.(string)
-		if !ok {
-			return record{}, corrupt("not JSON: object key %v", tok)
-		}
-		if seen[name] {
-			return record{}, corrupt("field %q appears twice", name)
-		}
-		seen[name] = true
-		switch name {
-		case "version":
-			version, err = decodeUint(dec, name)
-		case "key":
-			r.key, err = decodeString(dec, name)
-		case "holder":
-			r.holder, err = decodeString(dec, name)
-		case "nonce":
-			r.nonce, err = decodeString(dec, name)
-		case "token":
-			r.token, err = decodeUint(dec, name)
-		case "ttl_ns":
-			ttl, err = decodeUint(dec, name)
-		case "boot_id":
-			r.bootID, err = decodeString(dec, name)
-		case "expires_mono_ns":
-			expires, err = decodeUint(dec, name)
-		case "acquire_time":
-			acq, err = decodeString(dec, name)
-		case "renew_time":
-			ren, err = decodeString(dec, name)
-		case "transitions":
-			r.transitions, err = decodeUint(dec, name)
-		default:
-			return record{}, corrupt("unknown field %q", name)
-		}
-		if err != nil {
-			return record{}, err
-		}
-		if name == "version" && version != recordVersion {
-			// Checked at once, so that a newer format is reported as such
-			// rather than by its first unknown field.
-			return record{}, corrupt("record format version %d; this program reads version %d", version, recordVersion)
-		}
-	}
+// closeObject reads the '}' that ends a record and checks that nothing
+// follows it.
+func closeObject(dec *json.Decoder) error {
 	if tok, err := dec.Token(); err != nil {
-		return record{}, notJSON(err)
+		return notJSON(err)
 	} else if d, ok := tok.(json.Delim); !ok || d != '}' {
-		return record{}, corrupt("not JSON: unexpected %v", tok)
+		return corrupt("not JSON: unexpected %v", tok)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return record{}, corrupt("data after the record")
+		return corrupt("data after the record")
 	}
-	for _, name := range [...]string{"version", "key", "holder", "nonce", "token", "ttl_ns", "boot_id",
-		"expires_mono_ns", "acquire_time", "renew_time", "transitions"} {
-		if !seen[name] {
+	return nil
+}
+
+// decodeField reads one field of the record: its name, then its value.
+func (raw *rawRecord) decodeField(dec *json.Decoder) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return notJSON(err)
+	}
+	name, ok := tok.(string)
+	if !ok {
+		return corrupt("not JSON: object key %v", tok)
+	}
+	if raw.seen[name] {
+		return corrupt("field %q appears twice", name)
+	}
+	raw.seen[name] = true
+	if err := raw.decodeValue(dec, name); err != nil {
+		return err
+	}
+	if name == "version" && raw.version != recordVersion {
+		// Checked at once, so that a newer format is reported as such
+		// rather than by its first unknown field.
+		return corrupt("record format version %d; this program reads version %d", raw.version, recordVersion)
+	}
+	return nil
+}
+
+// decodeValue reads the value of the field name.
+func (raw *rawRecord) decodeValue(dec *json.Decoder, name string) (err error) {
+	r := &raw.r
+	switch name {
+	case "version":
+		raw.version, err = decodeUint(dec, name)
+	case "key":
+		r.key, err = decodeString(dec, name)
+	case "holder":
+		r.holder, err = decodeString(dec, name)
+	case "nonce":
+		r.nonce, err = decodeString(dec, name)
+	case "token":
+		r.token, err = decodeUint(dec, name)
+	case "ttl_ns":
+		raw.ttl, err = decodeUint(dec, name)
+	case "boot_id":
+		r.bootID, err = decodeString(dec, name)
+	case "expires_mono_ns":
+		raw.expires, err = decodeUint(dec, name)
+	case "acquire_time":
+		raw.acq, err = decodeString(dec, name)
+	case "renew_time":
+		raw.ren, err = decodeString(dec, name)
+	case "transitions":
+		r.transitions, err = decodeUint(dec, name)
+	default:
+		return corrupt("unknown field %q", name)
+	}
+	return err
+}
+
+// record checks that every field was there and in range, and returns the
+// record.
+func (raw *rawRecord) record() (record, error) {
+	for _, name := range recordFields {
+		if !raw.seen[name] {
 			return record{}, corrupt("field %q is missing", name)
 		}
 	}
-
-	if ttl > uint64(maxTTL) {
-		return record{}, corrupt("ttl_ns %d is longer than %v", ttl, maxTTL)
+	r := raw.r
+	if raw.ttl > uint64(maxTTL) {
+		return record{}, corrupt("ttl_ns %d is longer than %v", raw.ttl, maxTTL)
 	}
-	r.ttl = time.Duration(ttl)
-	if expires > math.MaxInt64 {
-		return record{}, corrupt("expires_mono_ns %d is out of range", expires)
+	r.ttl = time.Duration(raw.ttl)
+	if raw.expires > math.MaxInt64 {
+		return record{}, corrupt("expires_mono_ns %d is out of range", raw.expires)
 	}
-	r.expires = int64(expires)
-	if r.acquireTime, err = decodeTime("acquire_time", acq); err != nil {
+	r.expires = int64(raw.expires)
+	var err error
+	if r.acquireTime, err = decodeTime("acquire_time", raw.acq); err != nil {
 		return record{}, err
 	}
-	if r.renewTime, err = decodeTime("renew_time", ren); err != nil {
+	if r.renewTime, err = decodeTime("renew_time", raw.ren); err != nil {
 		return record{}, err
 	}
 	if err := r.check(); err != nil {
