@@ -25,6 +25,14 @@
 //		return scheduler.Run(ctx, term.Token())
 //	})
 //
+// A Semaphore lets up to n holders work at once; each holds one of n slot
+// locks, with a Mutex's guarantees and tokens per slot:
+//
+//	sem, err := baton.NewSemaphore(store, "exporters", 3)
+//	lease, err := sem.Acquire(ctx) // lease.Name() is the slot
+//
+// Stores implement the seam in package backend.
+//
 // # Guarantees
 //
 //   - At most one valid holder per lock, as judged by the store's atomic

@@ -11,8 +11,8 @@ import (
 	"github.com/baton-go/baton/backend"
 )
 
-// A Lease is a held lock: the result of Mutex.Lock or Mutex.TryLock, and
-// the term of an Elector.
+// A Lease is a held lock: the result of Mutex.Lock or Mutex.TryLock, the
+// term of an Elector, or one slot of a Semaphore (then Name is the slot's).
 //
 // # Clock model
 //
