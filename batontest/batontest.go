@@ -13,18 +13,21 @@
 //
 // # What is checked
 //
-// The contract documented on backend.Backend, backend.Watcher and backend.Lister:
-// exclusivity under many concurrent contenders (through the raw Backend and
-// through baton.Mutex); fencing tokens that are positive and strictly
+// The contract documented in package backend (Backend, Watcher, Lister,
+// ForceReleaser, WaiterWatcher): exclusivity under many concurrent
+// contenders (through the raw Backend, through baton.Mutex, and per slot
+// through baton.Semaphore); fencing tokens that are positive and strictly
 // increase across holders, releases, expiry takeovers and new clients;
 // ownership by holder and nonce for renew and release; expiry after the
 // TTL (no takeover before TTL minus the safety margin, no renew after it);
 // Get and List; watch wake-ups; context cancellation; lock-name
-// validation; and a Lease kept alive past its TTL by renewals.
+// validation; a Lease kept alive past its TTL by renewals; and a
+// Semaphore's slots (filled, refused when full, handed to a waiter).
 //
 // Optional capabilities are tested when the backend (the value returned by
 // connect) implements them, and their subtests are skipped otherwise:
-// backend.Watcher (Watch, WakeOnRelease) and backend.Lister (List). Every
+// backend.Watcher (Watch, WakeOnRelease), backend.Lister (List),
+// backend.ForceReleaser (ForceRelease) and backend.WaiterWatcher. Every
 // other failure to reach or use the store fails the test.
 //
 // # Timing
