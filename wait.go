@@ -55,7 +55,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 		wait := jitter(c.retryPeriod)
 		switch {
 		case errors.As(err, &held):
-			lastErr = err
+			lastErr = held
 			if observe != nil {
 				observe(held.Holder)
 			}
