@@ -14,7 +14,7 @@ type claimer interface {
 	// If everything it tried is held, the error matches ErrHeld and
 	// unwraps to the *HeldError that can end first.
 	claim(ctx, parent context.Context) (*Lease, error)
-	// watch opens a watch of what claim contends for (see Watcher). It is
+	// watch opens a watch of what claim contends for (see backend.Watcher). It is
 	// called only if the backend is a Watcher.
 	watch(ctx context.Context) (<-chan struct{}, error)
 }
@@ -85,10 +85,11 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 	}
 }
 
-// heldWait is how long to wait after finding held busy: with a watch, until
-// the claim can first end (the watch reports releases and takeovers before
-// that, so an idle standby makes no requests of its own), or a TTL as a
-// safety net for a silent watch; without one, the retry period or less.
+// heldWait is how long to wait after finding the lock held: with a watch,
+// until the claim can first end (the watch reports releases and takeovers
+// before that, so an idle standby makes no requests of its own), or a TTL
+// as a safety net for a silent watch; without one, the retry period or
+// less.
 func (c *config) heldWait(held *HeldError, watched bool) time.Duration {
 	wait := jitter(c.retryPeriod)
 	switch {
