@@ -1,10 +1,11 @@
 package etcdstore_test
 
 import (
+	"testing"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
 	"github.com/baton-go/baton/etcdstore"
-	"testing"
 )
 
 // conformance runs the batontest suite against one real etcd, each subtest

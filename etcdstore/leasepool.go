@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-go/baton/backend"
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/baton-go/baton/backend"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // leasePool owns a Store's etcd leases: one per distinct TTL, kept alive

@@ -6,15 +6,16 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/baton-go/baton/backend"
-	"github.com/baton-go/baton/internal/storeerr"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"net"
 	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/internal/storeerr"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // DefaultDialTimeout is Config.DialTimeout's default.

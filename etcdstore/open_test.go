@@ -3,12 +3,13 @@ package etcdstore_test
 import (
 	"context"
 	"errors"
+	"testing"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"testing"
-	"time"
 )
 
 // useLock checks that a Store on c can take, keep past its TTL, and free a

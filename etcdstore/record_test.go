@@ -2,10 +2,11 @@ package etcdstore
 
 import (
 	"errors"
-	"github.com/baton-go/baton/backend"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baton-go/baton/backend"
 )
 
 func TestValueRoundTrip(t *testing.T) {

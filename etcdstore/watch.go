@@ -3,10 +3,11 @@ package etcdstore
 import (
 	"context"
 	"fmt"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"time"
 )
 
 // watchMaxBackoff bounds the wait before a broken watch is started again:

@@ -3,9 +3,10 @@
 package filestore
 
 import (
+	"testing"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
-	"testing"
 )
 
 // TestConformance runs baton's backend conformance suite. Every subtest gets

@@ -3,8 +3,9 @@ package filestore
 import (
 	"bytes"
 	"fmt"
-	"github.com/baton-go/baton/backend"
 	"os"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // The lock file NAME.lock also keeps a copy of the record, the guard,

@@ -2,13 +2,14 @@ package filestore
 
 import (
 	"context"
-	"github.com/baton-go/baton/backend"
-	"go.uber.org/goleak"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/baton-go/baton/backend"
+	"go.uber.org/goleak"
 )
 
 // helperEnv is set to "1" in the child processes of

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/baton-go/baton/backend"
 	"io"
 	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // recordVersion is the only record format this package reads and writes.

@@ -2,10 +2,11 @@ package filestore
 
 import (
 	"errors"
-	"github.com/baton-go/baton/backend"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baton-go/baton/backend"
 )
 
 func validHeld() record {

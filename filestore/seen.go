@@ -1,9 +1,10 @@
 package filestore
 
 import (
-	"github.com/baton-go/baton/backend"
 	"sync"
 	"time"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // A Store remembers, per lock, the last live claim it saw (in a record it

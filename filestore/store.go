@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-go/baton/backend"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -13,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // DefaultPermissions is the mode of the files the store creates, before the

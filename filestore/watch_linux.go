@@ -5,9 +5,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
+
 	"github.com/baton-go/baton/backend"
 	"golang.org/x/sys/unix"
-	"os"
 )
 
 // Events that may mean a record changed: a rename onto it (every write by

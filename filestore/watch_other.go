@@ -5,8 +5,9 @@ package filestore
 import (
 	"context"
 	"fmt"
-	"github.com/baton-go/baton/backend"
 	"runtime"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // Watch implements backend.Watcher. Change notification is implemented only

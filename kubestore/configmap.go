@@ -3,6 +3,10 @@ package kubestore
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,9 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"slices"
-	"strconv"
-	"time"
 )
 
 // Annotations of the ConfigMap record format (besides AnnotationToken,

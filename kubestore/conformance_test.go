@@ -1,10 +1,11 @@
 package kubestore_test
 
 import (
+	"testing"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
 	"github.com/baton-go/baton/kubestore"
-	"testing"
 )
 
 // TestLeaseConformance runs baton's backend conformance suite against a

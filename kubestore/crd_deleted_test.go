@@ -3,6 +3,9 @@ package kubestore
 import (
 	"context"
 	"errors"
+	"testing"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/kubestore/api/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,8 +13,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"testing"
-	"time"
 )
 
 // TestDLDeletedWhileHeld: the DistributedLock store's answer to kubectl

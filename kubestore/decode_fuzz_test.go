@@ -2,12 +2,13 @@ package kubestore
 
 import (
 	"errors"
+	"testing"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"testing"
-	"time"
 )
 
 // sameFields reports whether a and b hold the same record, times aside

@@ -3,14 +3,15 @@ package kubestore
 import (
 	"context"
 	"errors"
+	"testing"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
-	"testing"
-	"time"
 )
 
 // These tests model kubectl delete of a held lock object on the in-memory

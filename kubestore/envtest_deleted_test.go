@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"testing"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/kubestore"
 	"github.com/baton-go/baton/kubestore/api/v1alpha1"
@@ -12,8 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"testing"
-	"time"
 )
 
 // deleteKind is one Kubernetes kind under test: how to open a store and

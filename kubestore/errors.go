@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/storeerr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"strings"
 )
 
 var (

@@ -3,13 +3,14 @@ package kubestore
 import (
 	"context"
 	"errors"
+	"slices"
+	"testing"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/clocktest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"slices"
-	"testing"
-	"time"
 )
 
 // These tests model kubectl delete of a held lock object that carries

@@ -3,6 +3,9 @@ package kubestore
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,8 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
-	"slices"
-	"time"
 )
 
 // LeaseStore is a baton backend that keeps each lock in a Lease object

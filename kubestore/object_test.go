@@ -3,12 +3,13 @@ package kubestore
 import (
 	"errors"
 	"fmt"
-	"github.com/baton-go/baton/backend"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baton-go/baton/backend"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestDurationSeconds(t *testing.T) {

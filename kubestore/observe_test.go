@@ -3,16 +3,17 @@ package kubestore
 import (
 	"context"
 	"errors"
-	"github.com/baton-go/baton/backend"
-	"github.com/baton-go/baton/clocktest"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/clocktest"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // memKind is an in-memory kind with resourceVersion preconditions, so the

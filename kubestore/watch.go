@@ -3,14 +3,15 @@ package kubestore
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"net/http"
-	"time"
 )
 
 // watchRetries is how many times in a row a broken watch is re-established

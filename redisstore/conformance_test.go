@@ -1,9 +1,10 @@
 package redisstore_test
 
 import (
+	"testing"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
-	"testing"
 )
 
 // TestConformance runs the conformance suite on one redis-server; every

@@ -3,13 +3,14 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"github.com/baton-go/baton/backend"
-	"github.com/baton-go/baton/redisstore"
-	"github.com/redis/go-redis/v9"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 // Issue 13: a lock key deleted while its claim is live (DEL by hand, a

@@ -2,9 +2,10 @@ package redisstore
 
 import (
 	"fmt"
+	"io"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/redis/go-redis/v9"
-	"io"
 )
 
 // ParseURL parses a redis:// or rediss:// (TLS) URL with redis.ParseURL and

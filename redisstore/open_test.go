@@ -5,13 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
+	"testing"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
 	"github.com/redis/go-redis/v9"
-	"strings"
-	"testing"
-	"time"
 )
 
 // openURLs opens urls and closes what it opened at the end of t.

@@ -3,9 +3,10 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/redis/go-redis/v9"
-	"time"
 )
 
 // WithReplicaAcks makes every acquisition and renewal wait until n

@@ -2,12 +2,13 @@ package redisstore_test
 
 import (
 	"errors"
-	"github.com/baton-go/baton/backend"
-	"github.com/baton-go/baton/internal/testenv"
-	"github.com/baton-go/baton/redisstore"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/internal/testenv"
+	"github.com/baton-go/baton/redisstore"
 )
 
 // WithReplicaAcks: on topologies with a replica, acquisitions and

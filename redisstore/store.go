@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-go/baton/backend"
-	"github.com/baton-go/baton/internal/storeerr"
-	"github.com/redis/go-redis/v9"
 	"io"
 	"slices"
 	"strconv"
@@ -14,6 +11,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/internal/storeerr"
+	"github.com/redis/go-redis/v9"
 )
 
 // DefaultPrefix is the key prefix used unless WithPrefix says otherwise.

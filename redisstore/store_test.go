@@ -3,13 +3,14 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"testing"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
 	"github.com/redis/go-redis/v9"
-	"strings"
-	"testing"
-	"time"
 )
 
 func TestKeyLayout(t *testing.T) {

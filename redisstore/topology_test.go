@@ -3,13 +3,14 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"testing"
+	"time"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
-	"strings"
-	"testing"
-	"time"
 )
 
 // openURL opens a Store on url with prefix, closed at the end of t.

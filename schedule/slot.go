@@ -2,10 +2,11 @@ package schedule
 
 import (
 	"fmt"
-	"github.com/baton-go/baton/backend"
-	"github.com/robfig/cron/v3"
 	"strings"
 	"time"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/robfig/cron/v3"
 )
 
 // slotSuffixLen is the length of a slot's suffix in its lock name:

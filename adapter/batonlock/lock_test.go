@@ -4,15 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
+	"testing"
+	"time"
+
 	"github.com/baton-go/baton/adapter/batonlock"
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/memstore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"strings"
-	"testing"
-	"time"
 )
 
 // The mapping of each resourcelock.Interface call onto the backend, step

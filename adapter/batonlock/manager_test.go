@@ -3,6 +3,11 @@ package batonlock_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
 	"github.com/baton-go/baton/adapter/batonlock"
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
@@ -16,13 +21,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"log/slog"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sync/atomic"
-	"testing"
-	"time"
 )
 
 // Leader election timings of the managers under test: short, with the

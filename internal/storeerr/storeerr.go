@@ -12,10 +12,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/baton-go/baton/backend"
 	"net"
 	"strings"
 	"syscall"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // Classify returns err wrapped with backend.ErrUnavailable or

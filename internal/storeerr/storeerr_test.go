@@ -4,13 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"github.com/baton-go/baton/backend"
-	"github.com/baton-go/baton/internal/storeerr"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/internal/storeerr"
 )
 
 // Real failures, made on the loopback interface, not built by hand.

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-go/baton/backend"
 	"time"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // DefaultConnectTimeout is --connect-timeout's default.

@@ -2,8 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"github.com/baton-go/baton/backend"
-	"github.com/baton-go/baton/filestore"
 	"io"
 	"os"
 	"os/exec"
@@ -12,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/filestore"
 )
 
 // asNobody runs the CLI with args as the user nobody (65534) with HOME
