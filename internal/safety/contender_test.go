@@ -34,19 +34,20 @@ import (
 // The contender process: the test binary started with roleEnv=contender
 // and its configuration in these variables.
 const (
-	envID       = "BATON_SAFETY_ID"       // contender id, "c1"
-	envRegister = "BATON_SAFETY_REGISTER" // register server URL
-	envBackend  = "BATON_SAFETY_BACKEND"  // file, redis, redlock, etcd, lease, configmap, crd, naive
-	envTarget   = "BATON_SAFETY_TARGET"   // directory, comma-separated addresses, endpoint or API URL
-	envNS       = "BATON_SAFETY_NS"       // Kubernetes namespace
-	envLock     = "BATON_SAFETY_LOCK"     // lock name
-	envTTL      = "BATON_SAFETY_TTL"      // lease duration
-	envRate     = "BATON_SAFETY_RATE"     // clock rate (1 = real time)
-	envSeed     = "BATON_SAFETY_CSEED"    // this contender's seed
-	envSkew     = "BATON_SAFETY_SKEW"     // naive lock: offset of its wall clock
-	envSettle   = "BATON_SAFETY_SETTLE"   // naive lock: the sleep before the read-back
-	envIdle     = "BATON_SAFETY_IDLE"     // pause after a tenure before locking again
-	envPoll     = "BATON_SAFETY_POLL"     // "1": lock by polling TryLock instead of Lock
+	envID       = "BATON_SAFETY_ID"        // contender id, "c1"
+	envRegister = "BATON_SAFETY_REGISTER"  // register server URL
+	envBackend  = "BATON_SAFETY_BACKEND"   // file, redis, redlock, etcd, lease, configmap, crd, naive
+	envTarget   = "BATON_SAFETY_TARGET"    // directory, comma-separated addresses, endpoint or API URL
+	envNS       = "BATON_SAFETY_NS"        // Kubernetes namespace
+	envLock     = "BATON_SAFETY_LOCK"      // lock name
+	envTTL      = "BATON_SAFETY_TTL"       // lease duration
+	envRate     = "BATON_SAFETY_RATE"      // clock rate (1 = real time)
+	envSeed     = "BATON_SAFETY_CSEED"     // this contender's seed
+	envSkew     = "BATON_SAFETY_SKEW"      // naive lock: offset of its wall clock
+	envSettle   = "BATON_SAFETY_SETTLE"    // naive lock: the sleep before the read-back
+	envIdle     = "BATON_SAFETY_IDLE"      // pause after a tenure before locking again
+	envPoll     = "BATON_SAFETY_POLL"      // "1": lock by polling TryLock instead of Lock
+	envSem      = "BATON_SAFETY_SEMAPHORE" // "1": lock through a baton.Semaphore of limit 1
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -85,25 +86,26 @@ type held interface {
 	validUntil() time.Time
 }
 
-// batonLocker locks with Lock, or (poll) by calling TryLock every
-// pollEvery: a contender that keeps asking the store about a live claim,
-// where Lock would wait for a release notice or the claim's expiry.
+// batonLocker locks with Lock (a Mutex's, or a Semaphore's Acquire), or
+// (poll) by calling TryLock every pollEvery: a contender that keeps asking
+// the store about a live claim, where Lock would wait for a release notice
+// or the claim's expiry.
 type batonLocker struct {
-	m    *baton.Mutex
-	poll bool
-	rng  *rand.Rand
+	lockFn, tryFn func(context.Context) (*baton.Lease, error)
+	poll          bool
+	rng           *rand.Rand
 }
 
 func (b batonLocker) lock(ctx context.Context) (held, error) {
 	if !b.poll {
-		l, err := b.m.Lock(ctx)
+		l, err := b.lockFn(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return batonHeld{l}, nil
 	}
 	for {
-		l, err := b.m.TryLock(ctx)
+		l, err := b.tryFn(ctx)
 		if err == nil {
 			return batonHeld{l}, nil
 		}
@@ -416,12 +418,26 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 	default:
 		return nil, nil, fmt.Errorf("unknown backend %q", backend)
 	}
+	lk := batonLocker{poll: os.Getenv(envPoll) == "1", rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
+	if os.Getenv(envSem) == "1" {
+		// A Semaphore of limit 1 is one slot lock (name.slot-0): the
+		// register judges it as any lock, through the Semaphore's own
+		// acquiring and waiting.
+		s, err := baton.NewSemaphore(b, name, 1, opts...)
+		if err != nil {
+			closeFn()
+			return nil, nil, err
+		}
+		lk.lockFn, lk.tryFn = s.Acquire, s.TryAcquire
+		return lk, closeFn, nil
+	}
 	m, err := baton.NewMutex(b, name, opts...)
 	if err != nil {
 		closeFn()
 		return nil, nil, err
 	}
-	return batonLocker{m: m, poll: os.Getenv(envPoll) == "1", rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}, closeFn, nil
+	lk.lockFn, lk.tryFn = m.Lock, m.TryLock
+	return lk, closeFn, nil
 }
 
 // contenderClock is real time, or a clock drifting at the rate the

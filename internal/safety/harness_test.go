@@ -121,6 +121,8 @@ type scenario struct {
 	// idle is how long a contender waits after its tenure before it
 	// locks again (0: at once).
 	idle time.Duration
+	// semaphore: contenders lock through a baton.Semaphore of limit 1.
+	semaphore bool
 }
 
 // contender is one contender process.
@@ -219,6 +221,9 @@ func (h *harness) spawn() *contender {
 	// killed one, a poller is almost always among the standbys.)
 	if n%2 == 0 {
 		c.cmd.Env = append(c.cmd.Env, envPoll+"=1")
+	}
+	if h.sc.semaphore {
+		c.cmd.Env = append(c.cmd.Env, envSem+"=1")
 	}
 	if len(h.sc.skews) > 0 {
 		c.cmd.Env = append(c.cmd.Env, envSkew+"="+h.sc.skews[(n-1)%len(h.sc.skews)].String())
