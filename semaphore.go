@@ -94,8 +94,8 @@ func (s *Semaphore) Identity() string { return s.cfg.identity }
 // Lease of that slot carries, and the record a status view shows.
 func (s *Semaphore) SlotName(i int) string { return slotName(s.name, i) }
 
-// TryAcquire makes one attempt on every slot and returns a Lease of the
-// first it gets. If every slot is held, the error matches ErrHeld and
+// TryAcquire tries the slots in turn, from a random one, one attempt each,
+// and returns a Lease of the first it gets. If every slot is held, the error matches ErrHeld and
 // unwraps (errors.As) to the *HeldError of the slot whose claim can end
 // first. A slot the store could not be asked about (unavailable) makes the
 // call fail with that error, even if the other slots were held.
