@@ -94,8 +94,9 @@ func repoRoot(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "backend.go")); err != nil {
-		t.Fatalf("repository root not found from %s: %v", root, err)
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil || !strings.HasPrefix(string(mod), "module github.com/baton-go/baton\n") {
+		t.Fatalf("repository root not found from %s: its go.mod is not the root module's (%v)", root, err)
 	}
 	return root
 }
