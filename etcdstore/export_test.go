@@ -12,13 +12,13 @@ import (
 // hand over to), and whether a claim handed to it arrived on that watch.
 // Tests wait for these instead of sleeping.
 func NextInLine(s *Store, name, holder string) (watching, knowsNext, handed bool) {
-	s.lockSpec()
-	defer s.unlockSpec()
-	e := s.fq.entries[entryKey{name, holder}]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[entryKey{name, holder}]
 	if e == nil {
 		return false, false, false
 	}
-	f := s.hub.followers[name]
+	f := s.followers[name]
 	return e.first && f != nil && f.claimUp, e.next != nil, e.handed != nil
 }
 
@@ -28,23 +28,28 @@ func NextInLine(s *Store, name, holder string) (watching, knowsNext, handed bool
 // Tests use it to prove that the Store reaches etcd (after a leader
 // change, say), since Renew is usually answered without a request.
 func KeptAlive(ctx context.Context, s *Store, name string, until time.Time) error {
+	s.mu.Lock()
 	for {
-		s.mu.Lock()
 		c := s.claims[name]
 		if c == nil || c.lost != nil {
 			s.mu.Unlock()
 			return fmt.Errorf("no live claim on %q", name)
 		}
-		ok, changed := s.pool.keepUntil(c.lease, until)
-		s.mu.Unlock()
-		if ok {
+		l := c.lease
+		if !l.aliveUntil.Before(until) {
+			s.mu.Unlock()
 			return nil
 		}
+		l.urgent = true
+		s.pokeLocked()
+		changed := l.changed
+		s.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		s.mu.Lock()
 	}
 }
 
