@@ -199,22 +199,30 @@ func (s *suite) testExclusiveSemaphore(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	holders := map[string]bool{}
-	valid := map[string]bool{}
-	for i := range semaphoreLimit {
-		valid[sems[0].SlotName(i)] = true
+	holders := checkSlots(t, sems[0], perSlot)
+	if n := lost.Load(); n > 0 {
+		t.Logf("%d of %d leases were lost before Unlock (stepped down or expired): a busy machine", n, acquired.Load())
 	}
+	e.checkWork(acquired.Load(), clients*perClient*rounds, clients, len(holders), time.Since(began))
+}
+
+// checkSlots runs the tenure check on each slot's tenures, checks that
+// every lease was of one of sem's slots, and returns the holders seen.
+func checkSlots(t *testing.T, sem *baton.Semaphore, perSlot map[string]*tenures) map[string]bool {
+	t.Helper()
+	valid := map[string]bool{}
+	for i := range sem.Limit() {
+		valid[sem.SlotName(i)] = true
+	}
+	holders := map[string]bool{}
 	for slot, ts := range perSlot {
 		if !valid[slot] {
-			t.Errorf("a lease of %q, which is not a slot of %q", slot, name)
+			t.Errorf("a lease of %q, which is not a slot of %q", slot, sem.Name())
 		}
 		ts.check(t)
 		for _, tn := range ts.list {
 			holders[tn.holder] = true
 		}
 	}
-	if n := lost.Load(); n > 0 {
-		t.Logf("%d of %d leases were lost before Unlock (stepped down or expired): a busy machine", n, acquired.Load())
-	}
-	e.checkWork(acquired.Load(), clients*perClient*rounds, clients, len(holders), time.Since(began))
+	return holders
 }
