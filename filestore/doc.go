@@ -9,7 +9,7 @@
 // # Guarantees
 //
 // The store has the lease semantics of the networked backends: a claim
-// lasts for its TTL after the store applies an acquire or renew; only its
+// lasts for its TTL from when the store handles an acquire or renew; only its
 // owner (Holder and Nonce) can renew or release it; after it expires
 // anyone may take it over; and every acquisition gets a fencing token
 // larger than all tokens issued before for that lock name. The counter
@@ -17,12 +17,23 @@
 // the record file (see Deleted records); it goes backwards only if someone
 // deletes the epoch file too, or restores older files.
 //
-// Every change is a read-modify-write of one record under an exclusive
-// flock(2) on the lock's .lock file; the new record is written to a
-// temporary file, fsynced, renamed over the old one, and the directory is
-// fsynced, so a crash (of a process or of the machine) leaves the old or
-// the new record, never a torn one. Readers (Get, List, status views)
-// take no lock: a rename is atomic.
+// Every change is a compare-and-swap of one record: the store reads the
+// record, writes the next one to a temporary file of its own and fsyncs
+// it, then, under an exclusive flock(2) on the lock's .lock file, checks
+// that the record is unchanged and renames the new one over it; the
+// directory is fsynced before the call returns. A crash (of a process or
+// of the machine) leaves the old or the new record, never a torn one.
+// Readers (Get, List, status views) take no lock: a rename is atomic. A
+// claim's TTL counts from the store's read of the record it replaces,
+// which is after the caller sent the request and before the change is
+// applied.
+//
+// A process that is stopped (SIGSTOP, a frozen cgroup, docker pause) while
+// it holds the flock blocks that lock for every process until it resumes
+// or dies. The flock is held only for one read, one in-place write and
+// one rename, none of them synced (tens of microseconds), except for the
+// rare changes that also write the epoch file (see below) or that lost a
+// race three times in a row; the networked backends have no such window.
 //
 // A record that cannot be decoded is never overwritten, since that could
 // reset the fencing counter: every operation on that lock returns an error

@@ -76,14 +76,17 @@ func (s *Store) newEpoch(p paths, key string, old *record) (uint64, error) {
 
 // keepEpoch writes the epoch of old's token to key's epoch file if there
 // is none, so that deleting the record later cannot make tokens repeat.
-// It costs a stat per acquisition and a write once per lock.
-func (s *Store) keepEpoch(p paths, key string, old *record) error {
+// It costs a stat per acquisition and a write once per lock; without slow,
+// it returns errSlowPath instead of writing.
+func (s *Store) keepEpoch(p paths, key string, old *record, slow bool) error {
 	_, err := os.Lstat(p.epoch)
 	switch {
 	case err == nil:
 		return nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("file: lock %q: %w", key, err)
+	case !slow:
+		return errSlowPath
 	}
 	return s.writeEpoch(p, key, old.token>>epochShift)
 }

@@ -11,7 +11,8 @@ import (
 //	NAME.lock      opened for flock, never replaced or removed; holds a copy
 //	               of the record, its guard (see guard.go)
 //	NAME.json      the record, replaced atomically by rename
-//	NAME.json.tmp  the next record while it is being written (under the flock)
+//	NAME.json.tmp-RANDOM  the next record while it is being written (one
+//	               file per write, see update.go)
 //	NAME.epoch     the epoch of the fencing counter (see epoch.go); written
 //	               only when the record must be created or n overflows
 //	NAME.epoch.tmp the next epoch file while it is being written

@@ -38,6 +38,9 @@ type Store struct {
 	wall     func() time.Time
 	seen     seenClaims // see seen.go
 	readOnly bool       // see ReadOnly
+	// beforeSwap, if set, runs between the two halves of a change's
+	// compare-and-swap (see update.go). Tests set it to race a change.
+	beforeSwap func()
 }
 
 var (
@@ -137,6 +140,7 @@ func New(dir string, opts ...Option) (*Store, error) {
 	if err := os.Remove(probe.Name()); err != nil {
 		return nil, fmt.Errorf("file: lock directory %s: removing probe file: %w", abs, err)
 	}
+	removeStaleTemps(abs, time.Now())
 	return st, nil
 }
 
@@ -155,8 +159,7 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 	if err := checkRequest(req.Holder, req.Nonce, req.TTL); err != nil {
 		return backend.Grant{}, fmt.Errorf("file: lock %q: %w", key, err)
 	}
-	var g backend.Grant
-	err := s.locked(ctx, key, func(p paths, old *record, now int64) error {
+	r, now, err := s.update(ctx, key, func(p paths, old *record, now int64, slow bool) (*record, error) {
 		r := &record{
 			key:     key,
 			holder:  req.Holder,
@@ -165,27 +168,27 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 			bootID:  s.bootID,
 			expires: now + int64(req.TTL),
 		}
-		if err := s.nextClaim(p, key, old, now, r); err != nil {
-			return err
+		if err := s.nextClaim(p, key, old, now, r, slow); err != nil {
+			return nil, err
 		}
 		wall := s.wall()
 		r.acquireTime, r.renewTime = wall, wall
-		if err := s.write(p, r); err != nil {
-			return err
-		}
-		s.seen.saw(key, r, now, s.bootID)
-		g = backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: r.token, TTL: req.TTL}
-		return nil
+		return r, nil
 	})
-	return g, err
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	s.seen.saw(key, r, now, s.bootID)
+	return backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: r.token, TTL: req.TTL}, nil
 }
 
 // nextClaim fills in r's token and transitions for an acquisition that
 // finds old (nil if the record is missing) at machine time now, or
 // returns a *backend.HeldError if the lock is, or may still be, held. It
 // writes the epoch file when the record must be created or n would
-// overflow (see epoch.go).
-func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record) error {
+// overflow (see epoch.go), or returns errSlowPath if it would and slow is
+// false.
+func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record, slow bool) error {
 	if old == nil {
 		// Deleted (or never created): the claim kept in the guard, and
 		// any this Store saw, must end first; the later one decides.
@@ -195,6 +198,9 @@ func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record
 		}
 		if held != nil {
 			return held
+		}
+		if !slow {
+			return errSlowPath
 		}
 		e, err := s.newEpoch(p, key, nil)
 		r.token = firstToken(e)
@@ -210,7 +216,10 @@ func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record
 	}
 	if t, ok := nextToken(old.token); ok {
 		r.token = t
-		return s.keepEpoch(p, key, old)
+		return s.keepEpoch(p, key, old, slow)
+	}
+	if !slow {
+		return errSlowPath
 	}
 	e, err := s.newEpoch(p, key, old)
 	r.token = firstToken(e)
@@ -227,26 +236,23 @@ func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, erro
 	if err := checkRequest(g.Holder, g.Nonce, g.TTL); err != nil {
 		return backend.Grant{}, fmt.Errorf("file: lock %q: %w", g.Key, err)
 	}
-	err := s.locked(ctx, g.Key, func(p paths, old *record, now int64) error {
+	r, now, err := s.update(ctx, g.Key, func(_ paths, old *record, now int64, _ bool) (*record, error) {
 		if old == nil {
 			s.seen.missing(g.Key, now) // deleted under its holder; see seen.go
 		}
 		if err := s.checkOwned(g, old, now); err != nil {
-			return err
+			return nil, err
 		}
 		r := *old
 		r.ttl = g.TTL
 		r.expires = now + int64(g.TTL)
 		r.renewTime = s.wall()
-		if err := s.write(p, &r); err != nil {
-			return err
-		}
-		s.seen.saw(g.Key, &r, now, s.bootID)
-		return nil
+		return &r, nil
 	})
 	if err != nil {
 		return backend.Grant{}, err
 	}
+	s.seen.saw(g.Key, r, now, s.bootID)
 	g.Version = ""
 	return g, nil
 }
@@ -254,20 +260,24 @@ func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, erro
 // Release implements backend.Backend: it frees g's key if g's owner still
 // holds it and the claim has not expired, keeping the fencing counter.
 func (s *Store) Release(ctx context.Context, g backend.Grant) error {
-	return s.locked(ctx, g.Key, func(p paths, old *record, now int64) error {
+	_, _, err := s.update(ctx, g.Key, func(p paths, old *record, now int64, slow bool) (*record, error) {
+		if old == nil && !slow {
+			return nil, errSlowPath // to free the guard
+		}
 		if old == nil {
 			s.freeGuard(p, g)
 		}
 		if err := s.checkOwned(g, old, now); err != nil {
-			return err
+			return nil, err
 		}
 		r := free(*old)
-		if err := s.write(p, &r); err != nil {
-			return err
-		}
-		s.seen.forget(g.Key)
-		return nil
+		return &r, nil
 	})
+	if err != nil {
+		return err
+	}
+	s.seen.forget(g.Key)
+	return nil
 }
 
 // ForceRelease frees key whoever holds it, keeping the fencing counter: the
@@ -278,26 +288,28 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 // matching backend.ErrNotFound if key has no record, and succeeds if the key
 // is already free.
 func (s *Store) ForceRelease(ctx context.Context, key string) error {
-	return s.locked(ctx, key, func(p paths, old *record, now int64) error {
+	_, _, err := s.update(ctx, key, func(p paths, old *record, now int64, slow bool) (*record, error) {
 		switch {
 		case old == nil && s.guardHeld(p, key, now) != nil:
 			// Deleted while held: free the claim its guard keeps.
+			if !slow {
+				return nil, errSlowPath
+			}
 			r := free(*s.readGuard(p, key))
-			s.seen.forget(key)
-			return s.writeGuard(p, &r)
+			return nil, s.writeGuard(p, &r)
 		case old == nil:
-			return fmt.Errorf("file: lock %q: %w (%s)", key, backend.ErrNotFound, p.record)
+			return nil, fmt.Errorf("file: lock %q: %w (%s)", key, backend.ErrNotFound, p.record)
 		case old.holder == "":
-			s.seen.forget(key)
-			return nil
+			return nil, nil
 		}
 		r := free(*old)
-		if err := s.write(p, &r); err != nil {
-			return err
-		}
-		s.seen.forget(key)
-		return nil
+		return &r, nil
 	})
+	if err != nil {
+		return err
+	}
+	s.seen.forget(key)
+	return nil
 }
 
 // free returns r without holder: a record of a released key.
@@ -316,7 +328,7 @@ func (s *Store) Get(ctx context.Context, key string) (backend.Record, error) {
 		return backend.Record{}, err
 	}
 	p := s.paths(key)
-	r, err := s.read(key, p.record)
+	_, r, err := s.read(key, p.record)
 	if err != nil {
 		return backend.Record{}, err
 	}
@@ -424,41 +436,10 @@ func (s *Store) checkOwned(g backend.Grant, old *record, now int64) error {
 	return nil
 }
 
-// locked validates key, takes the key's file lock (waiting while ctx
-// allows), reads the record (nil if there is none) and the machine clock,
-// and calls fn, all under the lock. A corrupt record is reported, never
-// passed to fn.
-func (s *Store) locked(ctx context.Context, key string, fn func(p paths, old *record, now int64) error) error {
-	if err := backend.ValidateName(key); err != nil {
-		return fmt.Errorf("file: %w", err)
-	}
-	if s.readOnly {
-		return fmt.Errorf("file: lock %q: %w: the store was opened read-only (filestore.ReadOnly)", key, backend.ErrForbidden)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	p := s.paths(key)
-	h, err := s.lock(ctx, p.lock)
-	if err != nil {
-		return fmt.Errorf("file: lock %q: %w", key, err)
-	}
-	defer h.close()
-	old, err := s.read(key, p.record)
-	if err != nil {
-		return err
-	}
-	now, err := s.now()
-	if err != nil {
-		return err
-	}
-	return fn(p, old, now)
-}
-
 // Waiting for a file lock held by another process: flock cannot be
 // interrupted by a context, so poll with LOCK_NB, backing off from
-// minLockWait to maxLockWait. Holders keep the lock only for one read and
-// one write.
+// minLockWait to maxLockWait. Holders keep the lock only for one read,
+// one pwrite and one rename (see update.go).
 const (
 	minLockWait = 50 * time.Microsecond
 	maxLockWait = 5 * time.Millisecond
@@ -502,23 +483,24 @@ func (s *Store) lock(ctx context.Context, path string) (lockHandle, error) {
 	}
 }
 
-// read returns the record for key at path, nil if there is none.
-func (s *Store) read(key, path string) (*record, error) {
+// read returns the record for key at path (nil if there is none) and the
+// bytes it was decoded from.
+func (s *Store) read(key, path string) ([]byte, *record, error) {
 	data, err := readFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("file: lock %q: %w", key, err)
+		return nil, nil, fmt.Errorf("file: lock %q: %w", key, err)
 	}
 	r, err := decodeRecord(data)
 	if err == nil && r.key != key {
 		err = corrupt("record is for lock %q", r.key)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("file: %s: %w", path, err)
+		return nil, nil, fmt.Errorf("file: %s: %w", path, err)
 	}
-	return &r, nil
+	return data, &r, nil
 }
 
 // readFile reads at most maxRecordLen+1 bytes, so that a huge file is
@@ -534,18 +516,6 @@ func readFile(path string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
 	return data, nil
-}
-
-// write replaces the record at p.record with r (see replace). The caller
-// holds the file lock, so nobody else uses p.temp.
-func (s *Store) write(p paths, r *record) error {
-	if err := s.writeGuard(p, r); err != nil { // first: see guard.go
-		return err
-	}
-	if err := s.replace(p.temp, p.record, r.encode()); err != nil {
-		return fmt.Errorf("file: writing the record for lock %q: %w", r.key, err)
-	}
-	return nil
 }
 
 // replace replaces the file at path with data so that a crash leaves

@@ -237,9 +237,7 @@ func TestCorruptRecordIsNeverOverwritten(t *testing.T) {
 			if got := string(readBytes(t, path)); got != content {
 				t.Fatalf("record was rewritten to %q", got)
 			}
-			if _, err := os.Stat(path[:len(path)-len(recordSuffix)] + tempSuffix); !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("temporary file: %v", err)
-			}
+			wantNoTemps(t, dir)
 		})
 	}
 }
