@@ -97,7 +97,7 @@
 // request, and when etcd answers with a TTL L' it knows that etcd keeps the
 // lease at least until s + L' (etcd refreshes a lease when it handles the
 // request, which is after s). While the lease carries claims, the Store
-// sends a keepalive every K = (L - T)/2 (1s for the default TTL).
+// sends a keepalive every K = min((L - T)/2, 1s) (1s for the default TTL).
 //
 // The engine calls Renew every T/3 for each lock. Renew is answered
 // locally: if the last acknowledged keepalive keeps the lease until at
@@ -119,6 +119,19 @@
 // max(T/3, K) which keys are attached to each lease (LeaseTimeToLive with
 // keys; one request per lease, confirmed per missing key with a read) and
 // marks claims whose keys are gone as lost; their next Renew fails.
+//
+// "etcd keeps the lease" holds only for answers of the current raft
+// leader. A leader whose process was stopped (SIGSTOP, a frozen VM) and
+// resumes after the others elected a new one answers, for a moment, the
+// keepalives that queued up meanwhile from its own lessor, and in etcd 3.7
+// it skips its leadership check right after resuming; the new leader never
+// hears of those renewals. So after a keepalive stream stalls or fails,
+// the Store trusts no lease answer until a linearizable read (which only
+// the current leader can serve) has returned, and then only answers to
+// requests sent after it, from members in at least the read's raft term.
+// Renew calls wait for a trusted keepalive meanwhile, usually one round
+// trip; if none comes in time, the holder steps down. See trust.go for why
+// a shorter stop (no stall) is covered by the new leader's extension.
 //
 // What this means for the timeline of a holder:
 //

@@ -97,6 +97,9 @@ func TestLeaseTiming(t *testing.T) {
 		if l-ttl > max(ttl/10, minHeadroom)+time.Second {
 			t.Errorf("TTL %v: lease %v has more headroom than max(TTL/10, %v) plus rounding", ttl, l, minHeadroom)
 		}
+		if every > maxEvery {
+			t.Errorf("TTL %v: keepalive every %v, more than %v (see trust.go)", ttl, every, maxEvery)
+		}
 		if verify < every || verify < ttl/3 {
 			t.Errorf("TTL %v: verify every %v, want at least max(TTL/3, %v)", ttl, verify, every)
 		}

@@ -26,17 +26,23 @@ const (
 	// verifyPause is the least time between a failed verification and
 	// one that a waiting Renew asks for.
 	verifyPause = 200 * time.Millisecond
+	// maxEvery bounds the keepalive period: at most etcd's default
+	// election timeout, so that a keepalive that a stopped raft leader
+	// answers when it resumes, deposed, was sent before the new leader's
+	// promotion plus its extension, which the new leader's expiry covers
+	// (see trust.go).
+	maxEvery = time.Second
 )
 
 // leaseTiming returns, for claims with TTL ttl, the TTL of their etcd lease
 // in whole seconds (ttl plus a headroom of max(ttl/10, 500ms), rounded up),
-// how often the lease is kept alive while wanted (half the headroom), and
-// how often its attached keys are verified (ttl/3, at least as long as the
-// keepalive period).
+// how often the lease is kept alive while wanted (half the headroom, at
+// most maxEvery), and how often its attached keys are verified (ttl/3, at
+// least as long as the keepalive period).
 func leaseTiming(ttl time.Duration) (seconds int64, every, verify time.Duration) {
 	head := max(ttl/10, minHeadroom)
 	seconds = int64((ttl + head + time.Second - 1) / time.Second)
-	every = (time.Duration(seconds)*time.Second - ttl) / 2
+	every = min((time.Duration(seconds)*time.Second-ttl)/2, maxEvery)
 	return seconds, every, max(ttl/3, every)
 }
 
@@ -362,6 +368,7 @@ func (k *keepalives) reset(why error) {
 	for _, l := range s.leases {
 		l.inflight = false
 	}
+	s.distrustLocked()
 	s.mu.Unlock()
 	k.backoff = min(max(2*k.backoff, 50*time.Millisecond), maxBackoff)
 	k.reopenAt = time.Now().Add(k.backoff)
@@ -434,7 +441,14 @@ func (k *keepalives) handle(ev kaEvent) {
 		k.pending = k.pending[1:]
 		k.backoff = 0
 		s.mu.Lock()
-		s.keptAliveLocked(p.l, p.at, ev.resp.TTL)
+		if ev.resp.TTL <= 0 || s.trust.admit(p.at, ev.resp.Header) {
+			s.keptAliveLocked(p.l, p.at, ev.resp.TTL)
+		} else {
+			// Not trusted (see trust.go): it acknowledges nothing, and
+			// the next keepalive leaves at the usual period.
+			p.l.inflight = false
+			s.confirmLocked()
+		}
 		s.mu.Unlock()
 	}
 }
@@ -637,6 +651,13 @@ func (s *Store) verifiedLocked(l *lease, id clientv3.LeaseID, sent time.Time, re
 	}
 	if resp.TTL < 0 {
 		s.leaseGoneLocked(l, fmt.Errorf("etcd reports lease %x expired or revoked", int64(id)), false)
+		return nil, nil, false
+	}
+	if !s.trust.admit(sent, resp.ResponseHeader) {
+		// Perhaps a deposed leader's view of the lease and its keys (see
+		// trust.go): counts as a failed verification.
+		l.verifyFailed = time.Now()
+		s.confirmLocked()
 		return nil, nil, false
 	}
 	if until := sent.Add(time.Duration(resp.TTL) * time.Second); until.After(l.aliveUntil) {

@@ -66,6 +66,9 @@ type Store struct {
 	// seen a claim does not acquire before it could have expired, even if
 	// its key vanishes (see ghost).
 	seen map[string]*seenClaim
+	// trust decides which lease answers may extend a lease's life (see
+	// trust.go).
+	trust trustGate
 }
 
 // seenClaim is a claim an attempt found held.
@@ -147,6 +150,7 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 		busy:      make(map[string]bool),
 		tail:      make(map[string]tailGuess),
 		seen:      make(map[string]*seenClaim),
+		trust:     trustGate{since: time.Now()},
 	}
 	s.wg.Add(1)
 	go s.run()

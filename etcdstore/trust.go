@@ -1,0 +1,102 @@
+package etcdstore
+
+import (
+	"context"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A lease answer (a keepalive's, or a verification's TTL) extends a
+// lease's acknowledged life only if it comes from the raft leader of the
+// current term. etcd does not promise that by itself: a leader whose
+// process was stopped (SIGSTOP, a frozen VM or cgroup) and resumed after
+// the others elected a new leader still counts itself the leader for a
+// moment, and in etcd 3.7 its check of that (ensureLeadership) is skipped
+// when its raft ticker fired recently, which it does at once on resume.
+// It then answers the keepalives that queued up while it was stopped from
+// its own lessor, with the full TTL; the new leader never hears of those
+// renewals and expires the lease on its own schedule, up to the length of
+// the stop earlier than the holder computed. The safety suite's
+// leader_paused row showed two holders at once from this, on a loaded
+// machine.
+//
+// A keepalive stream that fails or stalls is the sign of such a stop (or
+// of a leader change). After it, the Store trusts no lease answer until a
+// linearizable read (which only the current term's leader can serve) has
+// returned, and then only answers to requests sent after that read
+// returned, from a member whose raft term is at least the read's. A
+// stopped leader that resumes answers with its old term; one that has
+// learnt of the new term forwards renewals to the new leader.
+// Distrusted keepalives acknowledge nothing: Renew calls wait for a
+// trusted one, and the engine steps down at its renew deadline if none
+// comes.
+//
+// A stop shorter than the stall timeout leaves the stream open, but then
+// at most one keepalive per lease is in flight, sent at most maxEvery
+// after the last answer, so before the stop plus one period; the new
+// leader is promoted no sooner than about one election timeout into the
+// stop and extends every lease by another, so its expiry covers that
+// keepalive's credit (send time + lease TTL) whether the old or the new
+// leader answered it.
+type trustGate struct {
+	// since: answers to requests sent before it are not trusted. Zero
+	// while a confirming read is due or running.
+	since      time.Time
+	term       uint64 // the highest raft term of a trusted answer or a confirming read
+	confirming bool
+}
+
+// admit reports whether an answer with header h to a request sent at
+// sent may extend a lease's life, and raises the term floor if so.
+func (g *trustGate) admit(sent time.Time, h *pb.ResponseHeader) bool {
+	if g.since.IsZero() || sent.Before(g.since) {
+		return false
+	}
+	var term uint64
+	if h != nil {
+		term = h.RaftTerm
+	}
+	if term < g.term {
+		return false
+	}
+	g.term = term
+	return true
+}
+
+// distrustLocked closes the gate after the keepalive stream failed or
+// stalled, and starts a confirming read. s.mu must be held.
+func (s *Store) distrustLocked() {
+	s.trust.since = time.Time{}
+	s.confirmLocked()
+}
+
+// confirmLocked starts a confirming read if the gate is closed and none
+// runs. The read is a linearizable Get of the Store's prefix (count only).
+// s.mu must be held.
+func (s *Store) confirmLocked() {
+	if !s.trust.since.IsZero() || s.trust.confirming || s.closed {
+		return
+	}
+	s.trust.confirming = true
+	s.goTask(func(ctx context.Context) {
+		resp, err := s.client.Get(ctx, s.prefix, clientv3.WithCountOnly())
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.trust.confirming = false
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Debug("etcdstore: cannot confirm the raft term after a keepalive stream failure", "err", err)
+			}
+			return // the next distrusted answer tries again
+		}
+		if resp.Header != nil {
+			s.trust.term = max(s.trust.term, resp.Header.RaftTerm)
+		}
+		s.trust.since = time.Now()
+		for _, l := range s.leases {
+			l.broadcast() // Renew calls waiting for a keepalive ask for one now
+		}
+	})
+}
