@@ -219,11 +219,24 @@ func removeStaleTemps(dir string, now time.Time) {
 		return
 	}
 	for _, e := range entries {
-		if e.IsDir() || !strings.Contains(e.Name(), tempSuffix+"-") {
+		if e.IsDir() || !isTemp(e.Name()) {
 			continue
 		}
 		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > staleTemp {
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// isTemp reports whether name is a temporary record file of writeTemp:
+// it ends in tempSuffix, a dash and 16 hex digits. No other file of the
+// store ends so (lock names can contain the suffix, but their files end
+// in .lock, .json or .epoch).
+func isTemp(name string) bool {
+	i := strings.LastIndex(name, tempSuffix+"-")
+	if i < 0 {
+		return false
+	}
+	hex := name[i+len(tempSuffix)+1:]
+	return len(hex) == 16 && strings.Trim(hex, "0123456789abcdef") == ""
 }

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -97,10 +96,26 @@ func TestNewRemovesStaleTemps(t *testing.T) {
 	}
 }
 
+func TestIsTemp(t *testing.T) {
+	for name, want := range map[string]bool{
+		"k.json.tmp-0123456789abcdef":      true,
+		"k.json.tmp-0123456789abcdef.json": false, // the record of a lock with that name
+		"k.json.tmp-0123456789abcdef.lock": false,
+		"k.json.tmp-0123456789abcde":       false,
+		"k.json.tmp-0123456789abcdeg":      false,
+		"k.json.tmp":                       false, // an older version's temporary file
+		"k.json":                           false,
+	} {
+		if got := isTemp(name); got != want {
+			t.Errorf("isTemp(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
 func wantNoTemps(t *testing.T, dir string) {
 	t.Helper()
 	for _, n := range dirNames(t, dir) {
-		if strings.Contains(n, tempSuffix) {
+		if isTemp(n) {
 			t.Errorf("temporary file left: %s", n)
 		}
 	}
