@@ -62,7 +62,7 @@ func TestSafetyTwoAPIServers(t *testing.T) {
 		func() { startSharedAPIServer(t) },
 		func() { second.start(t) },
 	}
-	runClusterScenario(t, be, faultAPIServerKill, func(h *harness) {
+	runClusterScenario(t, be, scenario{fault: faultAPIServerKill}, func(h *harness) {
 		var victim int
 		f := h.waitFired(h.arm(false, 3+h.rng.IntN(5), func(c string) {
 			mu.Lock()

@@ -74,11 +74,30 @@ type reporter interface {
 	Logf(format string, args ...any)
 }
 
+// tolerated reports the exclusion checks (two holders at once, an early
+// takeover, a lost update) of a row whose store is known not to keep its
+// leases under the row's fault, for the reason why: they are logged, not
+// failures. The fencing checks (no stale write accepted, no token twice,
+// linearizable) stay errors.
+type tolerated struct {
+	reporter
+	why string
+}
+
+func (r tolerated) Errorf(format string, args ...any) {
+	r.Helper()
+	r.Logf("tolerated (%s): "+format, append([]any{r.why}, args...)...)
+}
+
 // checkHistory checks the recorded history of one scenario; see the
 // package documentation for what each check means.
 func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event, res *result) {
 	t.Helper()
 	res.ops = len(ops)
+	excl := t
+	if sc.storeOverlap != "" {
+		excl = tolerated{t, sc.storeOverlap}
+	}
 
 	// 1. The fenced register never accepted a stale token, and never
 	//    refused a current one: accepted tokens never go down.
@@ -193,14 +212,14 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 	//     operations included: no two tenures interleave and no increment
 	//     of the unfenced counter is lost, except where a paused holder's
 	//     late write (refused by the fenced register) is involved.
-	checkOverlaps(t, ops, res)
+	checkOverlaps(excl, ops, res)
 
 	// 3b. Validity: a holder never sees its lease live after its
 	//     ValidUntil; nobody acquires while a holder that has not stopped
 	//     is still within its ValidUntil; a tenure ends by a step-down, a
 	//     loss or a refused token only under a fault on its contender.
 	tens := tenuresOf(evs)
-	checkValidity(t, ops, tens, res)
+	checkValidity(t, excl, ops, tens, res)
 	checkEnds(t, tens, res)
 
 	// 4. The fenced register's history is linearizable for a register
@@ -222,7 +241,7 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 		}
 	default:
 		if res.plainStale > 0 {
-			t.Errorf("%d writes by an older holder reached the unfenced counter: a holder kept working after a successor started", res.plainStale)
+			excl.Errorf("%d writes by an older holder reached the unfenced counter: a holder kept working after a successor started", res.plainStale)
 		}
 	}
 	if res.staleAccepted > 0 {
@@ -437,7 +456,7 @@ const liveSlack = time.Second
 // acquisition while another holder, not yet stopped, was within its
 // ValidUntil. A holder that reported the end of its tenure before the
 // acquisition had stopped; one killed, paused or still working had not.
-func checkValidity(t reporter, ops []op, tens []*tenure, res *result) {
+func checkValidity(t, excl reporter, ops []op, tens []*tenure, res *result) {
 	t.Helper()
 	byTerm := map[string]*tenure{}
 	for _, tn := range tens {
@@ -468,7 +487,7 @@ func checkValidity(t reporter, ops []op, tens []*tenure, res *result) {
 			if a.vu > b.acq {
 				res.earlyTakes++
 				if res.earlyTakes <= 3 {
-					t.Errorf("early takeover: %s acquired token %d at %v while %s (token %d), not yet stopped, was valid until %v (%v later)",
+					excl.Errorf("early takeover: %s acquired token %d at %v while %s (token %d), not yet stopped, was valid until %v (%v later)",
 						b.term, b.tok, b.acq, a.term, a.tok, a.vu, (a.vu - b.acq).Round(time.Millisecond))
 				}
 			}

@@ -123,6 +123,10 @@ type scenario struct {
 	idle time.Duration
 	// semaphore: contenders lock through a baton.Semaphore of limit 1.
 	semaphore bool
+	// storeOverlap, if set, says why the store itself does not keep its
+	// leases under this fault: two holders at once are then reported,
+	// not failures (see tolerated); fencing must still hold.
+	storeOverlap string
 }
 
 // contender is one contender process.
@@ -246,6 +250,16 @@ func (h *harness) spawn() *contender {
 		return false
 	})
 	h.t.Cleanup(func() {
+		if h.t.Failed() {
+			// A Go process prints every goroutine's stack on SIGQUIT, so
+			// a contender's output shows where it waited (a stopped one
+			// is killed after the grace).
+			_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-c.done:
+			case <-time.After(5 * time.Second):
+			}
+		}
 		_ = c.cmd.Process.Kill()
 		<-c.done
 		if h.t.Failed() {
