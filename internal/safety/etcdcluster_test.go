@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
@@ -97,13 +99,15 @@ func TestSafetyEtcdLeaderPause(t *testing.T) {
 	})
 }
 
-// logMembersOnFailure logs, if t fails, the members' log lines about
+// logMembersOnFailure logs, if t fails, the keys under the lock prefix
+// with their leases' remaining TTL, and the members' log lines about
 // leadership and leases: who led when, and which leases were revoked.
 func logMembersOnFailure(t *testing.T, cl *testenv.EtcdCluster) {
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
 		}
+		logLockKeys(t, cl)
 		for i, m := range cl.Members {
 			for _, line := range strings.Split(m.Log(), "\n") {
 				if l := strings.ToLower(line); strings.Contains(l, "leader") || strings.Contains(l, "lease") {
@@ -112,6 +116,33 @@ func logMembersOnFailure(t *testing.T, cl *testenv.EtcdCluster) {
 			}
 		}
 	})
+}
+
+// logLockKeys logs every key under etcdstore's prefix, its mod revision
+// and its lease's remaining TTL, as the cluster answers now.
+func logLockKeys(t *testing.T, cl *testenv.EtcdCluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client, err := etcdstore.Open(ctx, etcdstore.Config{Endpoints: cl.Endpoints()})
+	if err != nil {
+		t.Logf("keys: %v", err)
+		return
+	}
+	defer client.Close()
+	resp, err := client.Get(ctx, etcdstore.DefaultPrefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Logf("keys: %v", err)
+		return
+	}
+	for _, kv := range resp.Kvs {
+		ttl := int64(-2)
+		if kv.Lease != 0 {
+			if r, err := client.TimeToLive(ctx, clientv3.LeaseID(kv.Lease)); err == nil {
+				ttl = r.TTL
+			}
+		}
+		t.Logf("key %s mod %d lease %x ttl %ds: %s", kv.Key, kv.ModRevision, kv.Lease, ttl, kv.Value)
+	}
 }
 
 // clusterEnv is the etcd backend on cl. Contenders reach it through one
