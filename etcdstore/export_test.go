@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // NextInLine reports, for tests, what s knows of holder's place in the fair
@@ -55,3 +57,29 @@ func KeptAlive(ctx context.Context, s *Store, name string, until time.Time) erro
 
 // GuardKey returns the key of the guard of name's claim (see guardKey).
 func GuardKey(s *Store, name string) string { return s.guardKey(name) }
+
+// PlantOrphan makes s look as if one of its acquiring transactions on name
+// had been applied while its TryAcquire call, which never saw the answer,
+// gave up: a claim (and guard) on s's lease for ttl that no caller holds,
+// recorded as an orphan of that lease (see orphan.go). The lease stays
+// pinned, as a poller's attempts keep it in use, until unpin. It returns
+// the claim's token.
+func PlantOrphan(ctx context.Context, s *Store, name, holder string, ttl time.Duration) (token int64, unpin func(), err error) {
+	l, _, err := s.leaseFor(ctx, ttl)
+	if err != nil {
+		return 0, nil, err
+	}
+	ck, lk, _ := s.Keys(name)
+	val := value{holder: holder, nonce: "0123456789abcdef", ttl: ttl, at: time.Now()}.encode()
+	resp, err := s.client.Txn(ctx).Then(
+		clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(s.guardKey(name), val, clientv3.WithLease(l.id)),
+		clientv3.OpPut(lk, val)).Commit()
+	if err != nil {
+		s.unpin(l)
+		return 0, nil, err
+	}
+	s.mu.Lock()
+	l.abandonLocked(name, []string{val})
+	s.mu.Unlock()
+	return resp.Header.Revision, func() { s.unpin(l) }, nil
+}

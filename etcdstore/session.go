@@ -78,6 +78,9 @@ type lease struct {
 	verifyNow    bool
 	verifyFailed time.Time
 	changed      chan struct{} // closed and replaced on every change
+	// orphans: per lock name, the values of acquiring transactions on
+	// this lease that went unanswered (see orphan.go).
+	orphans map[string][]string
 }
 
 func newLease(ttl time.Duration) *lease {
@@ -569,7 +572,7 @@ func (s *Store) sweepLocked(now time.Time, haveStream bool) sweep {
 // at a time each, retried at their retryAt). It tells due when to look
 // again. s.mu must be held.
 func (s *Store) leaseTasksLocked(l *lease, now time.Time, due func(time.Time)) {
-	if len(l.claims)+len(l.entries) > 0 && !l.verifying {
+	if len(l.claims)+len(l.entries)+len(l.orphans) > 0 && !l.verifying {
 		retry := l.verifyFailed.Add(verifyPause)
 		if now.Before(l.nextVerify) && (!l.verifyNow || now.Before(retry)) {
 			due(l.nextVerify)
@@ -628,6 +631,14 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 	}
 	if ok {
 		s.confirmGone(ctx, id, claims, entries)
+		attached := make(map[string]bool, len(resp.Keys))
+		for _, k := range resp.Keys {
+			attached[string(k)] = true
+		}
+		s.mu.Lock()
+		names := s.orphanNamesLocked(l, attached)
+		s.mu.Unlock()
+		s.clearOrphans(ctx, l, id, names)
 	}
 }
 

@@ -305,19 +305,33 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req backend.Request
 // growing timeouts and pauses, for as long as a release would try
 // (lastReleaseAttempt) and ctx allows; and after a claim seen last turned
 // out to have been released (see ghost). f is the name's follower, or nil.
-func (s *Store) acquirePlain(ctx context.Context, name string, req backend.Request, f *follower) (backend.Grant, error) {
+func (s *Store) acquirePlain(ctx context.Context, name string, req backend.Request, f *follower) (g backend.Grant, err error) {
 	start := time.Now()
 	timeout, pause := firstReleaseAttempt, releaseBackoff
-	var first time.Time // the send time of the first attempt on the current lease
+	var (
+		first      time.Time // the send time of the first attempt on the current lease
+		cur        *lease
+		unanswered []string // values sent on cur without an answer (see orphan.go)
+	)
+	defer func() {
+		if err != nil && cur != nil {
+			s.mu.Lock()
+			cur.abandonLocked(name, unanswered)
+			s.mu.Unlock()
+		}
+	}()
 	for attempt := 0; ; attempt++ {
 		l, sent, err := s.leaseFor(ctx, req.TTL)
 		if err != nil {
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
+		if l != cur {
+			cur, unanswered = l, nil
+		}
 		if first.IsZero() {
 			first = sent
 		}
-		resp, sc, err := s.plainTxn(ctx, name, req, l, timeout)
+		resp, sc, val, err := s.plainTxn(ctx, name, req, l, timeout)
 		s.unpin(l)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
@@ -325,6 +339,7 @@ func (s *Store) acquirePlain(ctx context.Context, name string, req backend.Reque
 				first = time.Time{}
 				continue // once more, with a new lease
 			}
+			unanswered = append(unanswered, val)
 			// A transient failure (a raft leader change, a member that
 			// lost its leader: etcd would answer only after its own
 			// request timeout) is retried for a while; an attempt that
@@ -348,7 +363,7 @@ func (s *Store) acquirePlain(ctx context.Context, name string, req backend.Reque
 			s.mu.Unlock()
 			return s.granted(name, req, l, sent, kv.ModRevision, "", nil)
 		}
-		g, again, err := s.plainHeld(ctx, name, req, f, l, first, sc, resp)
+		g, again, err := s.plainHeld(ctx, name, req, f, l, first, sc, resp, unanswered)
 		if again {
 			continue // the claim seen last could have expired by now: acquire without the condition
 		}
@@ -365,8 +380,8 @@ const plainClaimIdx = 3
 // seen by this Store (sc, returned) was released since; the success branch
 // puts the claim and the guard on l and the /last record, and reads the
 // claim back (plainClaimIdx); the failure branch reads the claim and the
-// guard.
-func (s *Store) plainTxn(ctx context.Context, name string, req backend.Request, l *lease, timeout time.Duration) (*clientv3.TxnResponse, *seenClaim, error) {
+// guard. It also returns the claim value it sent (see orphan.go).
+func (s *Store) plainTxn(ctx context.Context, name string, req backend.Request, l *lease, timeout time.Duration) (*clientv3.TxnResponse, *seenClaim, string, error) {
 	ck, lk, _ := s.Keys(name)
 	gk := s.guardKey(name)
 	val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
@@ -386,17 +401,17 @@ func (s *Store) plainTxn(ctx context.Context, name string, req backend.Request, 
 			clientv3.OpPut(lk, val), clientv3.OpGet(ck)).
 		Else(clientv3.OpGet(ck), clientv3.OpGet(gk)).
 		Commit()
-	return resp, sc, err
+	return resp, sc, val, err
 }
 
 // plainHeld acts on a plainTxn that failed (resp): a claim deleted by hand
 // whose guard remains counts as held (see guarded); a claim seen last (sc)
 // that vanished without a release is judged by ghost, and again reports
 // that the transaction should be sent once more; a claim that an earlier
-// attempt of this request wrote on l, though its answer was lost, is
-// granted with first, that attempt's send time; any other claim is
-// reported held.
-func (s *Store) plainHeld(ctx context.Context, name string, req backend.Request, f *follower, l *lease, first time.Time, sc *seenClaim, resp *clientv3.TxnResponse) (g backend.Grant, again bool, err error) {
+// transaction of this call wrote on l (one of unanswered), though its
+// answer was lost, is granted with first, the call's first send time on
+// l; any other claim is reported held.
+func (s *Store) plainHeld(ctx context.Context, name string, req backend.Request, f *follower, l *lease, first time.Time, sc *seenClaim, resp *clientv3.TxnResponse, unanswered []string) (g backend.Grant, again bool, err error) {
 	ck, _, _ := s.Keys(name)
 	claimGone := len(resp.Responses[0].GetResponseRange().GetKvs()) == 0
 	if guard := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs()); claimGone && guard != nil {
@@ -413,10 +428,10 @@ func (s *Store) plainHeld(ctx context.Context, name string, req backend.Request,
 	if err != nil {
 		return backend.Grant{}, false, s.wrap(name, "acquire", err)
 	}
-	if s.ownOrphan(name, req, l, kv) {
-		// An earlier attempt of this request (same holder and nonce, on
-		// this lease) was applied though its answer was lost: the claim
-		// is ours since then, and first is its send time.
+	if s.ownOrphan(name, l, kv, unanswered) {
+		// An earlier transaction of this call (the same value, on this
+		// lease) was applied though its answer was lost: the claim is
+		// ours since then, and first is no later than its send time.
 		g, err = s.granted(name, req, l, first, kv.ModRevision, "", nil)
 		return g, false, err
 	}
@@ -502,16 +517,13 @@ func (s *Store) siblingHolds(name string, req backend.Request) error {
 		&backend.HeldError{Key: name, Holder: c.holder, Token: uint64(c.token), RetryAfter: left})
 }
 
-// ownOrphan reports whether the claim kv was written by an earlier attempt
-// of req through this Store that did not learn its outcome: it holds
-// req's holder and nonce, on lease l, and the Store knows no live claim
-// with its token.
-func (s *Store) ownOrphan(name string, req backend.Request, l *lease, kv *mvccpb.KeyValue) bool {
-	if kv.Lease != int64(l.id) {
-		return false
-	}
-	v, err := decodeValue(kv.Value)
-	if err != nil || v.holder != req.Holder || v.nonce != req.Nonce || v.ttl != req.TTL {
+// ownOrphan reports whether the claim kv was written by an earlier
+// transaction of the current TryAcquire call that did not learn its
+// outcome: its value is one of unanswered (values carry their send time,
+// so no other call's transaction has it), it is on lease l, and the Store
+// knows no live claim with its token.
+func (s *Store) ownOrphan(name string, l *lease, kv *mvccpb.KeyValue, unanswered []string) bool {
+	if kv.Lease != int64(l.id) || !slices.Contains(unanswered, string(kv.Value)) {
 		return false
 	}
 	s.mu.Lock()
