@@ -83,11 +83,7 @@ func (s *Store) update(ctx context.Context, key string, fn change) (*record, int
 
 // swap is one compare-and-swap of key's record (steps 1 to 3 above).
 func (s *Store) swap(ctx context.Context, p paths, key string, fn change) (*record, int64, error) {
-	data, old, err := s.read(key, p.record)
-	if err != nil {
-		return nil, 0, err
-	}
-	now, err := s.now()
+	data, old, now, err := s.readAt(key, p)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -143,6 +139,19 @@ func (s *Store) swapLocked(ctx context.Context, p paths, key string, data []byte
 	return true, nil
 }
 
+// readAt reads key's record (see read) and then the machine clock.
+func (s *Store) readAt(key string, p paths) ([]byte, *record, int64, error) {
+	data, r, err := s.read(key, p.record)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	now, err := s.now()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return data, r, now, nil
+}
+
 // live reports whether r holds a claim that is live at machine time now.
 func (s *Store) live(r *record, now int64) bool {
 	return r != nil && r.holder != "" && r.remaining(now, s.bootID) > 0
@@ -155,11 +164,7 @@ func (s *Store) updateLocked(ctx context.Context, p paths, key string, fn change
 		return nil, 0, fmt.Errorf("file: lock %q: %w", key, err)
 	}
 	defer h.close()
-	_, old, err := s.read(key, p.record)
-	if err != nil {
-		return nil, 0, err
-	}
-	now, err := s.now()
+	_, old, now, err := s.readAt(key, p)
 	if err != nil {
 		return nil, 0, err
 	}
