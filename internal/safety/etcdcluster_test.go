@@ -29,6 +29,7 @@ const (
 	faultKeyDeleted      = "claim key deleted while held"
 	faultLeaderPause     = "3 members: raft leader paused while held until another is elected"
 	faultLeaderPauseLong = "3 members: raft leader paused while held for twice the TTL"
+	faultLeaderStall     = "3 members: raft leader paused while held, 4s, within the leases of TTL 6s"
 	faultMemberCut       = "3 members: raft leader cut from the clients while held"
 )
 
@@ -68,7 +69,7 @@ func TestSafetyEtcdCluster(t *testing.T) {
 			proxies[i] = p
 			addrs = append(addrs, p.Addr())
 		}
-		runClusterScenario(t, balancedEnv(t, addrs), scenario{fault: faultMemberCut}, func(h *harness) { leaderCut(h, cl, proxies) })
+		runClusterScenario(t, balancedEnv(t, addrs, ttl), scenario{fault: faultMemberCut}, func(h *harness) { leaderCut(h, cl, proxies) })
 	})
 }
 
@@ -82,6 +83,14 @@ func TestSafetyEtcdCluster(t *testing.T) {
 //     its own lessor before it learns it was deposed, and those renewals
 //     are not the new leader's (see etcdstore's trust.go). Every check
 //     holds.
+//   - leader_paused_stall: contenders with a TTL of 6s (leases of 7s),
+//     the leader stopped for 4s: long enough that the keepalive streams
+//     stall (2s) and the Store opens new ones whose keepalives queue up at
+//     the stopped leader, which answers them when it resumes, after the
+//     new leader's extension; short enough that no lease expires by the
+//     old leader's clock. Without the trust gate (etcdstore/trust.go) a
+//     holder counts those renewals and works past the moment the new
+//     leader expires its lease. Every check is strict.
 //   - leader_paused_long: stopped for twice the TTL, longer than its
 //     leases; when it resumes, etcd itself revokes live leases (see
 //     etcdStaleRevoke). Two holders at once are reported, not failures;
@@ -92,6 +101,10 @@ func TestSafetyEtcdLeaderPause(t *testing.T) {
 	be := clusterEnv(t, cl)
 	t.Run("leader_paused", func(t *testing.T) {
 		runClusterScenario(t, be, scenario{fault: faultLeaderPause}, func(h *harness) { leaderPause(h, cl, 0) })
+	})
+	t.Run("leader_paused_stall", func(t *testing.T) {
+		be := balancedEnv(t, cl.Addrs(), 3*ttl)
+		runClusterScenario(t, be, scenario{fault: faultLeaderStall}, func(h *harness) { leaderPause(h, cl, 2*ttl) })
 	})
 	t.Run("leader_paused_long", func(t *testing.T) {
 		sc := scenario{fault: faultLeaderPauseLong, storeOverlap: etcdStaleRevoke}
@@ -151,15 +164,12 @@ func logLockKeys(t *testing.T, cl *testenv.EtcdCluster) {
 // member died reconnects to another. (The contenders' store takes one
 // endpoint.)
 func clusterEnv(t *testing.T, cl *testenv.EtcdCluster) *backendEnv {
-	var addrs []string
-	for _, m := range cl.Members {
-		addrs = append(addrs, m.Addr())
-	}
-	return balancedEnv(t, addrs)
+	return balancedEnv(t, cl.Addrs(), ttl)
 }
 
-// balancedEnv is the etcd backend reached through one balancer over addrs.
-func balancedEnv(t *testing.T, addrs []string) *backendEnv {
+// balancedEnv is the etcd backend reached through one balancer over addrs,
+// for contenders with claims of TTL ttl.
+func balancedEnv(t *testing.T, addrs []string, ttl time.Duration) *backendEnv {
 	lb := newBalancer(t, addrs)
 	head := max(ttl/10, 500*time.Millisecond)
 	life := (ttl + head + time.Second - 1).Truncate(time.Second)

@@ -113,6 +113,16 @@ func (c *EtcdCluster) Endpoints() []string {
 	return eps
 }
 
+// Addrs returns the members' client addresses (host:port), in the order
+// of Members: what a TCP balancer in front of them forwards to.
+func (c *EtcdCluster) Addrs() []string {
+	addrs := make([]string, len(c.Members))
+	for i, m := range c.Members {
+		addrs[i] = m.Addr()
+	}
+	return addrs
+}
+
 // Leader returns the index in Members of the member that reports itself raft
 // leader (etcd_server_is_leader on its metrics listener), among members that
 // run and are not paused, and false if none or more than one does (an old
