@@ -29,7 +29,7 @@ const (
 	faultKeyDeleted      = "claim key deleted while held"
 	faultLeaderPause     = "3 members: raft leader paused while held until another is elected"
 	faultLeaderPauseLong = "3 members: raft leader paused while held for twice the TTL"
-	faultLeaderStall     = "3 members: raft leader paused while held, 4s, within the leases of TTL 6s"
+	faultLeaderStall     = "3 members: raft leader paused while held for 4s within leases of TTL 6s"
 	faultMemberCut       = "3 members: raft leader cut from the clients while held"
 )
 
@@ -123,7 +123,11 @@ func logMembersOnFailure(t *testing.T, cl *testenv.EtcdCluster) {
 		logLockKeys(t, cl)
 		for i, m := range cl.Members {
 			for _, line := range strings.Split(m.Log(), "\n") {
-				if l := strings.ToLower(line); strings.Contains(l, "leader") || strings.Contains(l, "lease") {
+				l := strings.ToLower(line)
+				if strings.Contains(l, "/health") {
+					continue
+				}
+				if strings.Contains(l, "leader") || strings.Contains(l, "lease") {
 					t.Logf("member%d: %s", i, line)
 				}
 			}
