@@ -14,13 +14,13 @@ import (
 // hand over to), and whether a claim handed to it arrived on that watch.
 // Tests wait for these instead of sleeping.
 func NextInLine(s *Store, name, holder string) (watching, knowsNext, handed bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.entries[entryKey{name, holder}]
+	s.lockSpec()
+	defer s.unlockSpec()
+	e := s.fq.entries[entryKey{name, holder}]
 	if e == nil {
 		return false, false, false
 	}
-	f := s.followers[name]
+	f := s.hub.followers[name]
 	return e.first && f != nil && f.claimUp, e.next != nil, e.handed != nil
 }
 
@@ -30,28 +30,23 @@ func NextInLine(s *Store, name, holder string) (watching, knowsNext, handed bool
 // Tests use it to prove that the Store reaches etcd (after a leader
 // change, say), since Renew is usually answered without a request.
 func KeptAlive(ctx context.Context, s *Store, name string, until time.Time) error {
-	s.mu.Lock()
 	for {
+		s.mu.Lock()
 		c := s.claims[name]
 		if c == nil || c.lost != nil {
 			s.mu.Unlock()
 			return fmt.Errorf("no live claim on %q", name)
 		}
-		l := c.lease
-		if !l.aliveUntil.Before(until) {
-			s.mu.Unlock()
+		ok, changed := s.pool.keepUntil(c.lease, until)
+		s.mu.Unlock()
+		if ok {
 			return nil
 		}
-		l.urgent = true
-		s.pokeLocked()
-		changed := l.changed
-		s.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		s.mu.Lock()
 	}
 }
 
@@ -65,7 +60,7 @@ func GuardKey(s *Store, name string) string { return s.guardKey(name) }
 // pinned, as a poller's attempts keep it in use, until unpin. It returns
 // the claim's token.
 func PlantOrphan(ctx context.Context, s *Store, name, holder string, ttl time.Duration) (token int64, unpin func(), err error) {
-	l, _, err := s.leaseFor(ctx, ttl)
+	l, _, err := s.pool.acquire(ctx, ttl)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -75,11 +70,9 @@ func PlantOrphan(ctx context.Context, s *Store, name, holder string, ttl time.Du
 		clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(s.guardKey(name), val, clientv3.WithLease(l.id)),
 		clientv3.OpPut(lk, val)).Commit()
 	if err != nil {
-		s.unpin(l)
+		s.pool.unpin(l)
 		return 0, nil, err
 	}
-	s.mu.Lock()
-	l.abandonLocked(name, []string{val})
-	s.mu.Unlock()
-	return resp.Header.Revision, func() { s.unpin(l) }, nil
+	s.pool.abandon(l, name, []string{val})
+	return resp.Header.Revision, func() { s.pool.unpin(l) }, nil
 }

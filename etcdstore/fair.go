@@ -12,68 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// entryKey names a place in a queue: one per lock name and holder identity
-// in a Store.
-type entryKey struct{ name, holder string }
-
-// entry is this Store's place in the fair queue of a lock: a key under
-// <prefix><name>/queue/ attached to the Store's lease, ordered by its
-// create revision. Fields are guarded by Store.mu.
-type entry struct {
-	name, holder string
-	key          string // etcd key
-	rev          int64  // its create revision: the place in the queue
-	claimVal     string // the claim's value if a releasing holder hands the lock to it
-	lease        *lease
-	since        time.Time   // when it was created (verification judges older entries only)
-	obs          observation // what its last attempt saw: the key just ahead of it, or the claim
-	lost         error       // the key is gone (lease ended, deleted); reported once, then dropped
-	consumed     bool        // an attempt acquired the lock with it
-	collecting   bool        // an attempt is collecting a claim handed to it (see collect)
-	doomed       bool        // abandoned: the session loop deletes the key
-	deleting     bool
-	retryAt      time.Time
-	owners       []owner // contexts of the attempts that use it
-	pinned       bool    // an attempt used it with a context that never ends
-	// ahead names the owner (holder and nonce) of the queue key just ahead
-	// of this place as last read, if that key takes handoffs: once the
-	// claim shows that owner, this place is next in line.
-	aheadHolder, aheadNonce string
-	// handed is the claim as the follower's claim watch delivered it when
-	// a releasing holder handed the lock to this place (see handedTo);
-	// an attempt collects it without a read.
-	handed *mvccpb.KeyValue
-	// next is the oldest waiter behind this place as last read (nil if
-	// none was found yet), for the release to hand the claim to.
-	next        *successor
-	nextReading bool // a read of next is in flight
-	// first: the claim watch last delivered a claim of the owner just
-	// ahead; that owner's release will put or delete the claim in the
-	// transaction that deletes the key ahead.
-	first bool
-}
-
-// owner is the context of an attempt that uses an entry: when every
-// owner's context has ended, no Lock waits with the entry any more.
-type owner struct {
-	done <-chan struct{}
-	stop func() bool
-}
-
-// headEntryLocked returns the Store's first live queue entry for name, or
-// nil. s.mu must be held.
-func (s *Store) headEntryLocked(name string) *entry {
-	var head *entry
-	for k, e := range s.entries {
-		if k.name == name && e.lost == nil && (head == nil || e.rev < head.rev) {
-			head = e
-		}
-	}
-	return head
-}
-
 // addOwnerLocked ties e to ctx: e is dropped once the contexts of all the
-// attempts that used it have ended. s.mu must be held.
+// attempts that used it have ended. s.fq.mu must be held.
 func (s *Store) addOwnerLocked(e *entry, ctx context.Context) {
 	done := ctx.Done()
 	if done == nil {
@@ -90,15 +30,15 @@ func (s *Store) addOwnerLocked(e *entry, ctx context.Context) {
 }
 
 func (s *Store) ownerGone(e *entry, done <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
 	for i, o := range e.owners {
 		if o.done == done {
 			e.owners = append(e.owners[:i], e.owners[i+1:]...)
 			break
 		}
 	}
-	if len(e.owners) == 0 && !e.pinned && s.entries[entryKey{e.name, e.holder}] == e {
+	if len(e.owners) == 0 && !e.pinned && s.fq.entries[entryKey{e.name, e.holder}] == e {
 		s.removeEntryLocked(e)
 	}
 }
@@ -106,10 +46,10 @@ func (s *Store) ownerGone(e *entry, done <-chan struct{}) {
 // removeEntryLocked takes e out of the Store's books. Unless it acquired or
 // its lease is gone, the session loop deletes its key and a claim handed to
 // it (see dropOps); a lost place's key is gone already, but a claim may
-// have been handed to it before. s.mu must be held.
+// have been handed to it before. s.fq.mu must be held.
 func (s *Store) removeEntryLocked(e *entry) {
-	if k := (entryKey{e.name, e.holder}); s.entries[k] == e {
-		delete(s.entries, k)
+	if k := (entryKey{e.name, e.holder}); s.fq.entries[k] == e {
+		delete(s.fq.entries, k)
 	}
 	for _, o := range e.owners {
 		o.stop()
@@ -117,20 +57,21 @@ func (s *Store) removeEntryLocked(e *entry) {
 	e.owners = nil
 	switch {
 	case e.doomed:
-	case e.consumed || e.lease.dead != nil:
-		delete(e.lease.entries, e) // the lease takes the key and any claim with it
-	default:
-		e.doomed = true // stays on its lease until deleted
-		e.lease.entries[e] = struct{}{}
-		s.pokeLocked()
+	case e.consumed:
+		s.pool.detachEntry(e) // its key stays as the holder's, deleted with the claim
+	case s.pool.attachEntry(e): // stays on its lease until deleted
+		e.doomed = true
+		s.fq.doomed[e] = struct{}{}
+		s.pool.wake()
+	default: // the lease has ended: it took the key and any claim with it
 	}
-	s.specChangedLocked(e.name)
+	s.hub.specChanged(e.name)
 }
 
 // dropEntriesLocked removes every entry of name (its last Watch ended).
-// s.mu must be held.
+// s.fq.mu must be held.
 func (s *Store) dropEntriesLocked(name string) {
-	for k, e := range s.entries {
+	for k, e := range s.fq.entries {
 		if k.name == name {
 			s.removeEntryLocked(e)
 		}
@@ -138,21 +79,16 @@ func (s *Store) dropEntriesLocked(name string) {
 }
 
 // entryChangedLocked wakes the waiters of e's lock after e was lost, so that
-// their next attempt reports it. s.mu must be held.
+// their next attempt reports it. s.fq.mu must be held.
 func (s *Store) entryChangedLocked(e *entry) {
-	if f := s.followers[e.name]; f != nil {
-		f.gen++
-		f.fresh = 0
-		f.signalLocked()
-		f.poke()
-	}
+	s.hub.wakeWaiters(e.name)
 }
 
 // dropEntry deletes an abandoned entry's key if it is still that entry's.
 func (s *Store) dropEntry(ctx context.Context, e *entry) {
 	_, err := s.client.Txn(ctx).Then(s.dropOps(e)...).Commit()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
 	e.deleting = false
 	if err != nil {
 		e.retryAt = time.Now().Add(maxBackoff)
@@ -161,7 +97,8 @@ func (s *Store) dropEntry(ctx context.Context, e *entry) {
 		}
 		return
 	}
-	delete(e.lease.entries, e)
+	delete(s.fq.doomed, e)
+	s.pool.detachEntry(e)
 }
 
 // dropOps deletes, in one transaction, e's queue key if it is still e's,
@@ -219,8 +156,8 @@ func (s *Store) nextOf(e *entry, r *etcdserverpb.ResponseOp) *successor {
 	if n := successorOf(kvOrNil(r.GetResponseRange().GetKvs())); n != nil {
 		return n
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
 	return e.next
 }
 
@@ -240,35 +177,35 @@ func (s *Store) collect(ctx context.Context, name string, req backend.Request, e
 		return backend.Grant{}, s.corrupt(name, ck, err)
 	}
 	token := claim.ModRevision
-	live := func() bool { return s.entries[ek] == e && e.lost == nil && !e.doomed && !e.consumed }
+	live := func() bool { return s.fq.entries[ek] == e && e.lost == nil && !e.doomed && !e.consumed }
 	heldErr := fmt.Errorf("etcdstore: %w", &backend.HeldError{Key: name, Holder: v.holder, Token: uint64(token)})
-	s.mu.Lock()
+	s.fq.mu.Lock()
 	if !live() || e.collecting {
 		// A sibling attempt collects it, or the place was abandoned (and
 		// the clean-up deletes the claim with it).
-		s.mu.Unlock()
+		s.fq.mu.Unlock()
 		return backend.Grant{}, heldErr
 	}
 	e.collecting = true
-	s.mu.Unlock()
+	s.fq.mu.Unlock()
 	done := false
 	defer func() {
 		if !done {
-			s.mu.Lock()
+			s.fq.mu.Lock()
 			e.collecting = false
-			s.mu.Unlock()
+			s.fq.mu.Unlock()
 		}
 	}()
 	l := e.lease
 	var sent time.Time
 	rewritten := false
 	if v.holder == req.Holder && v.nonce == req.Nonce && v.ttl == req.TTL {
-		if sent, err = s.leaseAlive(ctx, l); err != nil {
+		if sent, err = s.pool.alive(ctx, l); err != nil {
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 	} else {
 		ck, lk, qp := s.Keys(name)
-		if l, sent, err = s.leaseFor(ctx, req.TTL); err != nil {
+		if l, sent, err = s.pool.acquire(ctx, req.TTL); err != nil {
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
@@ -282,69 +219,35 @@ func (s *Store) collect(ctx context.Context, name string, req backend.Request, e
 			err = errors.New("the claim handed to this waiter changed before it was collected")
 		}
 		if err != nil {
-			s.unpin(l)
+			s.pool.unpin(l)
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		kv, err := firstKV(resp, 2)
 		if err != nil {
-			s.unpin(l)
+			s.pool.unpin(l)
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		token, next, rewritten = kv.ModRevision, successorOf(kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())), true
 	}
-	defer s.unpin(l)
-	s.mu.Lock()
+	defer s.pool.unpin(l)
+	s.fq.mu.Lock()
 	e.collecting = false
 	done = true
 	if !live() && !rewritten {
 		// Abandoned meanwhile: the clean-up deletes the claim, which still
 		// holds the place's value. (A rewritten claim no longer does, and
 		// is this attempt's: it is granted.)
-		s.mu.Unlock()
+		s.fq.mu.Unlock()
 		return backend.Grant{}, heldErr
 	}
 	e.consumed = true
-	if s.entries[ek] == e {
+	if s.fq.entries[ek] == e {
 		s.removeEntryLocked(e)
 	}
-	s.busy[name] = true
-	delete(s.tail, name)
-	s.mu.Unlock()
+	s.fq.busy[name] = true
+	delete(s.fq.tail, name)
+	s.fq.mu.Unlock()
 	return s.granted(name, req, l, sent, token, e.key, next)
-}
-
-// leaseAlive returns, with l pinned (see unpin), a time sent, read now,
-// such that etcd keeps l at least until sent + l.ttl; it waits for a
-// keepalive if the last one acknowledged is too old. It fails if l is gone.
-func (s *Store) leaseAlive(ctx context.Context, l *lease) (time.Time, error) {
-	s.mu.Lock()
-	for {
-		switch {
-		case s.closed:
-			s.mu.Unlock()
-			return time.Time{}, ErrClosed
-		case l.dead != nil:
-			s.mu.Unlock()
-			return time.Time{}, fmt.Errorf("%w: the waiter's lease ended: %w", backend.ErrLost, l.dead)
-		}
-		now := time.Now()
-		if !l.aliveUntil.Before(now.Add(l.ttl)) {
-			l.pins++
-			l.lastUsed = now
-			s.mu.Unlock()
-			return now, nil
-		}
-		l.urgent = true
-		s.pokeLocked()
-		changed := l.changed
-		s.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("waiting for a lease keepalive: %w", ctx.Err())
-		}
-		s.mu.Lock()
-	}
 }
 
 // successor is the oldest waiter behind a claim's holder, as last read:
@@ -381,8 +284,8 @@ func (s *Store) heldFair(ctx context.Context, name string, req backend.Request, 
 		return err
 	}
 	heldErr := fmt.Errorf("etcdstore: %w", he)
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
 	switch {
 	case e == nil && qk != "": // enqueued now
 		return s.enqueuedLocked(ctx, name, req, ek, l, qk, he, obs, resp, heldErr)
@@ -450,7 +353,7 @@ func (s *Store) heldObservation(name string, req backend.Request, resp *clientv3
 // is closed or the lease dead (the key then expires with the lease), or a
 // sibling attempt of the same holder enqueued first or the last Watch
 // ended meanwhile (the place is then doomed: the session removes it).
-// s.mu must be held.
+// s.fq.mu must be held.
 func (s *Store) enqueuedLocked(ctx context.Context, name string, req backend.Request, ek entryKey, l *lease, qk string, he *backend.HeldError, obs observation, resp *clientv3.TxnResponse, heldErr error) error {
 	claimKV := kvOrNil(resp.Responses[0].GetResponseRange().GetKvs())
 	aheadKV := kvOrNil(resp.Responses[1].GetResponseRange().GetKvs())
@@ -461,22 +364,23 @@ func (s *Store) enqueuedLocked(ctx context.Context, name string, req backend.Req
 	claimVal, _ := handedValue(own.Value)
 	ne := &entry{name: name, holder: req.Holder, key: qk, rev: own.CreateRevision, claimVal: claimVal, lease: l, since: time.Now(), obs: obs}
 	ne.aheadHolder, ne.aheadNonce = ownerOf(aheadKV)
-	l.entries[ne] = struct{}{}
+	attached := s.pool.attachEntry(ne)
 	if claimKV != nil && ne.aheadHolder != "" && he.Holder == ne.aheadHolder && claimNonce(claimKV) == ne.aheadNonce {
 		ne.first = true // the key ahead is the holder's
 	}
 	switch {
-	case s.closed || l.dead != nil:
-		delete(l.entries, ne) // the key expires with the lease
-	case s.entries[ek] != nil || !s.watchingLocked(name) && !req.Waiting:
+	case s.fq.closed || !attached:
+		s.pool.detachEntry(ne) // the key expires with the lease
+	case s.fq.entries[ek] != nil || !s.hub.watching(name) && !req.Waiting:
 		// A sibling attempt of the same holder enqueued first, or the
 		// last Watch ended meanwhile: this place is not needed.
 		ne.doomed = true
-		s.pokeLocked()
+		s.fq.doomed[ne] = struct{}{}
+		s.pool.wake()
 	default:
-		s.entries[ek] = ne
+		s.fq.entries[ek] = ne
 		s.addOwnerLocked(ne, ctx)
-		s.specChangedLocked(name)
+		s.hub.specChanged(name)
 	}
 	return heldErr
 }
@@ -486,7 +390,7 @@ func (s *Store) enqueuedLocked(ctx context.Context, name string, req backend.Req
 // is gone and no sibling attempt of the same holder acquired with it,
 // removes e and returns an error matching backend.ErrLost. A newer
 // observation replaces e's, which is then no longer known to be next in
-// line. s.mu must be held.
+// line. s.fq.mu must be held.
 func (s *Store) placeHeldLocked(name string, req backend.Request, e *entry, he *backend.HeldError, obs observation, resp *clientv3.TxnResponse, heldErr error) error {
 	if kvOrNil(resp.Responses[2].GetResponseRange().GetKvs()) == nil {
 		if e.consumed || he.Holder == req.Holder {
@@ -508,7 +412,7 @@ func (s *Store) placeHeldLocked(name string, req backend.Request, e *entry, he *
 		if n := successorOf(kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())); n != nil {
 			e.next = n
 		}
-		s.specChangedLocked(name)
+		s.hub.specChanged(name)
 	}
 	return heldErr
 }
@@ -536,12 +440,12 @@ func ownerOf(kv *mvccpb.KeyValue) (holder, nonce string) {
 // its waiters are signalled); a claim that shows the owner of the key just
 // ahead of a place makes that place next in line, and the Store reads the
 // waiter behind it, for its release to hand the lock to, while the lock is
-// still held. s.mu must be held.
+// still held. The locks lockSpec takes must be held.
 func (s *Store) claimChangedLocked(f *follower, ev *clientv3.Event) {
 	var owner value
 	decoded := false
 	kv := ev.Kv
-	for k, e := range s.entries {
+	for k, e := range s.fq.entries {
 		if k.name != f.name || e.lost != nil || e.consumed || e.doomed {
 			continue
 		}
@@ -578,25 +482,25 @@ func (s *Store) claimChangedLocked(f *follower, ev *clientv3.Event) {
 // lock (the claim showed its owner, or the releasing transaction that
 // handed the lock to it touched its queue key). The follower then watches
 // the claim too, and the Store reads the waiter behind e, for e's release
-// to hand over to. s.mu must be held.
+// to hand over to. The locks lockSpec takes must be held.
 func (s *Store) nextInLineLocked(name string, e *entry) {
 	if !e.first {
 		e.first = true
-		if f := s.followers[name]; f != nil {
+		if f := s.hub.followers[name]; f != nil {
 			f.poke()
 		}
 	}
-	if e.next != nil || e.nextReading || s.closed {
+	if e.next != nil || e.nextReading || s.fq.closed {
 		return
 	}
 	e.nextReading = true
 	_, _, qp := s.Keys(name)
-	s.goTask(func(ctx context.Context) {
+	s.pool.goTask(func(ctx context.Context) {
 		// Serializable: a stale answer names a waiter that may have left
 		// since, and the release's conditions check that.
 		r, err := s.client.Get(ctx, qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1), clientv3.WithSerializable())...)
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		s.fq.mu.Lock()
+		defer s.fq.mu.Unlock()
 		e.nextReading = false
 		if err == nil && e.next == nil {
 			e.next = successorOf(kvOrNil(r.Kvs))

@@ -34,12 +34,12 @@ const fairClaimIdx = 3
 // with an error matching backend.ErrLost.
 func (s *Store) tryAcquireFair(ctx context.Context, name string, req backend.Request, f *follower) (backend.Grant, error) {
 	ek := entryKey{name, req.Holder}
-	s.mu.Lock()
-	e := s.entries[ek]
+	s.fq.mu.Lock()
+	e := s.fq.entries[ek]
 	if e != nil && e.lost != nil {
 		why := e.lost
 		s.removeEntryLocked(e)
-		s.mu.Unlock()
+		s.fq.mu.Unlock()
 		return backend.Grant{}, fmt.Errorf("etcdstore: lock %q: %w: the waiter's place in the queue is gone: %w", name, backend.ErrLost, why)
 	}
 	queue := f != nil || req.Waiting
@@ -59,9 +59,9 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req backend.Req
 		// Woken by a change of the claim itself (the waiter is first and
 		// its holder had no place, so it released without a handoff), the
 		// claim is likely free: write at once.
-		readFirst = e.obs.target != ck || f == nil || f.seen <= e.obs.rev
+		readFirst = e.obs.target != ck || f == nil || s.hub.seen(f) <= e.obs.rev
 	}
-	s.mu.Unlock()
+	s.fq.mu.Unlock()
 	if handed != nil {
 		return s.collect(ctx, name, req, ek, e, handed, next)
 	}
@@ -118,12 +118,12 @@ func (s *Store) readPlace(ctx context.Context, name string, req backend.Request,
 	}
 	// The member must also have this place's key and the last
 	// observation, or it would report the place lost.
-	s.mu.Lock()
+	s.lockSpec()
 	atLeast, serializable := e.obs.rev, f != nil
 	if f != nil {
 		atLeast, serializable = max(atLeast, f.seen), !f.broken
 	}
-	s.mu.Unlock()
+	s.unlockSpec()
 	var resp *clientv3.TxnResponse
 	if serializable {
 		resp, err = read(true)
@@ -142,10 +142,10 @@ func (s *Store) readPlace(ctx context.Context, name string, req backend.Request,
 		g, err = s.collect(ctx, name, req, ek, e, claimKV, s.nextOf(e, resp.Responses[3]))
 		return g, true, err
 	case claimKV != nil || aheadKV != nil || ownKV == nil:
-		s.mu.Lock()
-		s.busy[name] = true
-		delete(s.tail, name)
-		s.mu.Unlock()
+		s.fq.mu.Lock()
+		s.fq.busy[name] = true
+		delete(s.fq.tail, name)
+		s.fq.mu.Unlock()
 		return backend.Grant{}, true, s.heldFair(ctx, name, req, ek, e, nil, "", resp)
 	}
 	return backend.Grant{}, false, nil
@@ -159,9 +159,9 @@ func (s *Store) readPlace(ctx context.Context, name string, req backend.Request,
 // the queue's tail as the guess for the Store's next waiter. It returns
 // nil when the attempt should go on to its transaction.
 func (s *Store) busyHeld(ctx context.Context, name string) error {
-	s.mu.Lock()
-	busy := s.busy[name]
-	s.mu.Unlock()
+	s.fq.mu.Lock()
+	busy := s.fq.busy[name]
+	s.fq.mu.Unlock()
 	if !busy {
 		return nil
 	}
@@ -188,9 +188,9 @@ func (s *Store) busyHeld(ctx context.Context, name string) error {
 	if tailKV != nil {
 		guess.target, guess.mod = string(tailKV.Key), tailKV.ModRevision
 	}
-	s.mu.Lock()
-	s.tail[name] = tailGuess{obs: guess, at: time.Now()}
-	s.mu.Unlock()
+	s.fq.mu.Lock()
+	s.fq.tail[name] = tailGuess{obs: guess, at: time.Now()}
+	s.fq.mu.Unlock()
 	return fmt.Errorf("etcdstore: %w", he)
 }
 
@@ -204,19 +204,19 @@ func (s *Store) busyHeld(ctx context.Context, name string) error {
 // release turned out to have been released (see ghost).
 func (s *Store) acquireFair(ctx context.Context, name string, req backend.Request, ek entryKey, e *entry, queue bool) (backend.Grant, error) {
 	for attempt := 0; ; attempt++ {
-		l, sent, err := s.leaseFor(ctx, req.TTL)
+		l, sent, err := s.pool.acquire(ctx, req.TTL)
 		if err != nil {
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		resp, qk, sc, err := s.fairTxn(ctx, name, req, e, l, queue)
-		s.unpin(l)
+		s.pool.unpin(l)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-				s.leaseGone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
-				s.mu.Lock()
-				e = s.entries[ek]
+				s.pool.gone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
+				s.fq.mu.Lock()
+				e = s.fq.entries[ek]
 				lostNow := e != nil && e.lost != nil
-				s.mu.Unlock()
+				s.fq.mu.Unlock()
 				if !lostNow {
 					continue
 				}
@@ -224,13 +224,15 @@ func (s *Store) acquireFair(ctx context.Context, name string, req backend.Reques
 			}
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
-		s.mu.Lock()
-		s.busy[name] = !resp.Succeeded
-		delete(s.tail, name)
+		s.fq.mu.Lock()
+		s.fq.busy[name] = !resp.Succeeded
+		delete(s.fq.tail, name)
+		s.fq.mu.Unlock()
 		if resp.Succeeded {
+			s.mu.Lock()
 			delete(s.seen, name)
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
 		if !resp.Succeeded && sc != nil && ghostFair(e, resp) {
 			// Free but for the release marker: the claim seen last
 			// vanished without a release.
@@ -282,10 +284,10 @@ func (s *Store) fairTxn(ctx context.Context, name string, req backend.Request, e
 		// the key just ahead of it.
 		els := []clientv3.Op{clientv3.OpGet(ck), clientv3.OpGet(qp, clientv3.WithLastCreate()...)}
 		if queue {
-			s.mu.Lock()
-			s.seq++
-			qk = fmt.Sprintf("%s%016x-%d", qp, int64(l.id), s.seq)
-			s.mu.Unlock()
+			s.fq.mu.Lock()
+			s.fq.seq++
+			qk = fmt.Sprintf("%s%016x-%d", qp, int64(l.id), s.fq.seq)
+			s.fq.mu.Unlock()
 			els = append(els, clientv3.OpPut(qk, val+handoffMark, clientv3.WithLease(l.id)), clientv3.OpGet(qk))
 		}
 		resp, err = s.client.Txn(ctx).
@@ -346,10 +348,10 @@ func (s *Store) grantedFair(name string, req backend.Request, e *entry, l *lease
 	held := "" // the holder's queue key: none if it did not queue
 	var next *successor
 	if e != nil {
-		s.mu.Lock()
+		s.fq.mu.Lock()
 		e.consumed = true
 		s.removeEntryLocked(e)
-		s.mu.Unlock()
+		s.fq.mu.Unlock()
 		held = e.key
 		next = successorOf(kvOrNil(resp.Responses[fairClaimIdx+1].GetResponseRange().GetKvs()))
 	}

@@ -17,10 +17,10 @@ const deferFor = 5 * time.Millisecond
 // followLoop is the state of one follower's goroutine (Store.follow): the
 // etcd watch on the key the follower's spec names (the target watch), in
 // fair mode a second watch on the claim key, and their timers. Its fields
-// are owned by that goroutine alone and are never guarded by Store.mu;
-// the follower's own fields still are, and every method takes s.mu itself
-// where it touches them, for no longer than it did when follow was one
-// function.
+// are owned by that goroutine alone and are never guarded by a lock; the
+// follower's own fields are guarded by watchHub.mu, and every method takes
+// that lock itself where it touches them, with the queue's lock before it
+// (lockSpec) where it needs the spec or the Store's places too.
 type followLoop struct {
 	s   *Store
 	f   *follower
@@ -99,14 +99,14 @@ func (l *followLoop) run() {
 	}
 }
 
-// poll reads, under s.mu, what the round works with: the follower's spec,
+// poll reads, under lockSpec, what the round works with: the follower's spec,
 // its attempts in flight, the generation last checked and when it went
 // idle. It arms the linger timer of an idle follower, and reports done
 // (having removed the follower from the Store and cancelled it) once the
 // follower has been idle for lingerFor.
 func (l *followLoop) poll() (spec watchSpec, inflight int, checked uint64, idle time.Time, done bool) {
 	s, f := l.s, l.f
-	s.mu.Lock()
+	s.lockSpec()
 	spec = s.specLocked(f)
 	inflight, checked, idle = f.inflight, f.checked, f.idle
 	if f.rejoined {
@@ -114,10 +114,10 @@ func (l *followLoop) poll() (spec watchSpec, inflight int, checked uint64, idle 
 	}
 	if !idle.IsZero() {
 		if time.Since(idle) >= lingerFor {
-			if s.followers[f.name] == f {
-				delete(s.followers, f.name)
+			if s.hub.followers[f.name] == f {
+				delete(s.hub.followers, f.name)
 			}
-			s.mu.Unlock()
+			s.unlockSpec()
 			f.cancel()
 			return spec, inflight, checked, idle, true
 		}
@@ -130,7 +130,7 @@ func (l *followLoop) poll() (spec watchSpec, inflight int, checked uint64, idle 
 			l.lingerC = l.lingerT.C
 		}
 	}
-	s.mu.Unlock()
+	s.unlockSpec()
 	return spec, inflight, checked, idle, false
 }
 
@@ -165,9 +165,9 @@ func (l *followLoop) start(target string) {
 	l.wcancel = cancel
 	l.wch = l.s.client.Watch(wctx, target, clientv3.WithCreatedNotify())
 	l.watching, l.created, l.pureDone = target, 0, false
-	l.s.mu.Lock()
+	l.s.hub.mu.Lock()
 	l.f.checked = 0
-	l.s.mu.Unlock()
+	l.s.hub.mu.Unlock()
 }
 
 // steerClaim keeps the claim watch open exactly while the Store's first
@@ -175,10 +175,10 @@ func (l *followLoop) start(target string) {
 // yet), and not again before cAfter once one broke.
 func (l *followLoop) steerClaim(spec watchSpec) {
 	s, f := l.s, l.f
-	s.mu.Lock()
+	s.fq.mu.Lock()
 	head := s.headEntryLocked(f.name)
 	wantClaim := s.fair && spec.waiting && spec.obs.target != l.ck && head != nil && (head.first || head.handed != nil)
-	s.mu.Unlock()
+	s.fq.mu.Unlock()
 	switch {
 	case wantClaim && l.cwch == nil && !time.Now().Before(l.cAfter):
 		cctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
@@ -187,9 +187,9 @@ func (l *followLoop) steerClaim(spec watchSpec) {
 	case !wantClaim && l.cwch != nil:
 		l.ccancel()
 		l.cwch, l.cCreated = nil, 0
-		s.mu.Lock()
+		s.hub.mu.Lock()
 		f.claimUp = false
-		s.mu.Unlock()
+		s.hub.mu.Unlock()
 		l.undefer()
 	}
 }
@@ -216,9 +216,9 @@ func (l *followLoop) checkEstablished(spec watchSpec, checked uint64, inflight i
 // the waiter. It returns false if ctx ended during a read.
 func (l *followLoop) compare(spec watchSpec) bool {
 	s, f := l.s, l.f
-	s.mu.Lock()
+	s.hub.mu.Lock()
 	f.checked = spec.gen
-	s.mu.Unlock()
+	s.hub.mu.Unlock()
 	fresh := spec.obs.rev >= l.created
 	if !fresh {
 		// The watch started after the read: a change in between is not in
@@ -236,30 +236,30 @@ func (l *followLoop) compare(spec watchSpec) bool {
 			}
 			l.signal() // let the waiter ask etcd itself
 		case modOf(r.Kvs) != spec.obs.mod:
-			s.mu.Lock()
+			s.hub.mu.Lock()
 			f.seen = max(f.seen, r.Header.Revision)
-			s.mu.Unlock()
+			s.hub.mu.Unlock()
 			l.signal()
 		default:
 			fresh = true
 		}
 	}
 	if fresh {
-		s.mu.Lock()
+		s.hub.mu.Lock()
 		if f.gen == spec.gen && spec.obs.rev >= f.seen {
 			f.fresh = spec.gen
 		}
-		s.mu.Unlock()
+		s.hub.mu.Unlock()
 	}
 	return true
 }
 
 // signal drops the follower's freshness and wakes every registration.
 func (l *followLoop) signal() {
-	l.s.mu.Lock()
+	l.s.hub.mu.Lock()
 	l.f.fresh = 0
 	l.f.signalLocked()
-	l.s.mu.Unlock()
+	l.s.hub.mu.Unlock()
 }
 
 // undefer sends the deferred signal, if any, at once.
@@ -267,9 +267,9 @@ func (l *followLoop) undefer() {
 	if l.deferRev != 0 {
 		l.deferRev, l.dC = 0, nil
 		l.dTimer.Stop()
-		l.s.mu.Lock()
+		l.s.hub.mu.Lock()
 		l.f.signalLocked()
-		l.s.mu.Unlock()
+		l.s.hub.mu.Unlock()
 	}
 }
 
@@ -308,31 +308,31 @@ func (l *followLoop) claimResponse(wr clientv3.WatchResponse, ok bool) bool {
 		if l.ctx.Err() != nil {
 			return false
 		}
-		s.mu.Lock()
+		s.lockSpec()
 		f.claimUp = false
-		for k, e := range s.entries {
+		for k, e := range s.fq.entries {
 			if k.name == f.name {
 				e.first = false // a new claim watch may miss the next change
 			}
 		}
-		s.mu.Unlock()
+		s.unlockSpec()
 		l.undefer()
 		return true
 	}
 	if wr.Created {
 		l.cCreated = max(wr.Header.Revision, 1)
-		s.mu.Lock()
+		s.hub.mu.Lock()
 		f.claimUp = true
-		s.mu.Unlock()
+		s.hub.mu.Unlock()
 		return true
 	}
 	reached := false
-	s.mu.Lock()
+	s.lockSpec()
 	for _, ev := range wr.Events {
 		s.claimChangedLocked(f, ev)
 		reached = reached || l.deferRev != 0 && ev.Kv.ModRevision >= l.deferRev
 	}
-	s.mu.Unlock()
+	s.unlockSpec()
 	if reached {
 		l.undefer()
 	}
@@ -351,9 +351,9 @@ func (l *followLoop) targetResponse(wr clientv3.WatchResponse, ok bool) bool {
 		if l.ctx.Err() != nil {
 			return false
 		}
-		s.mu.Lock()
+		s.hub.mu.Lock()
 		f.broken = true
-		s.mu.Unlock()
+		s.hub.mu.Unlock()
 		l.signal()
 		// Short: a watch breaks while its member has no leader, and the
 		// waiter learns of a release only once it is back.
@@ -372,16 +372,16 @@ func (l *followLoop) targetResponse(wr clientv3.WatchResponse, ok bool) bool {
 		return true
 	}
 	if wr.Created {
-		s.mu.Lock()
+		s.hub.mu.Lock()
 		f.broken = false
-		s.mu.Unlock()
+		s.hub.mu.Unlock()
 		l.created = max(wr.Header.Revision, 1)
 		l.backoff = 0
 		return true
 	}
-	s.mu.Lock()
+	s.lockSpec()
 	l.targetEventsLocked(wr.Events)
-	s.mu.Unlock()
+	s.unlockSpec()
 	return true
 }
 
@@ -390,7 +390,7 @@ func (l *followLoop) targetResponse(wr clientv3.WatchResponse, ok bool) bool {
 // observation ends its freshness and, if it is one the waiter cares for,
 // wakes it (or arms the deferred signal, see deferRev); in fair mode a
 // touch of the key ahead marks the Store's first place next in line.
-// s.mu must be held.
+// The locks lockSpec takes must be held.
 func (l *followLoop) targetEventsLocked(events []*clientv3.Event) {
 	s, f := l.s, l.f
 	spec := s.specLocked(f)
@@ -428,7 +428,8 @@ func (l *followLoop) targetEventsLocked(events []*clientv3.Event) {
 // ahead of the Store's first place while it is next in line, if the claim
 // watch started before it (so it will deliver the claim's change of the
 // same transaction) and nothing is deferred yet. It reports whether it
-// did; the caller signals otherwise. s.mu must be held.
+// did; the caller signals otherwise. The locks lockSpec takes must be
+// held.
 func (l *followLoop) deferLocked(ev *clientv3.Event) bool {
 	e := l.s.headEntryLocked(l.f.name)
 	if ev.Type != mvccpb.DELETE || l.watching == l.ck || l.cCreated == 0 ||

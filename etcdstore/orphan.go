@@ -23,10 +23,12 @@ import (
 // claim key attached to the lease whose value is an orphan, as a release
 // would (claim and guard, conditionally on its mod revision, putting the
 // release marker). An orphan is forgotten once deleted, or with its lease.
+// Orphans live on the lease, so leasePool.mu guards them; the Store reaches
+// them only through the pool's methods below, which take it.
 
 // abandonLocked records the values of a TryAcquire's transactions that
 // went unanswered on lease l (sent, per lock name) as orphans of l.
-// s.mu must be held.
+// leasePool.mu must be held.
 func (l *lease) abandonLocked(name string, sent []string) {
 	if len(sent) == 0 || l.dead != nil {
 		return
@@ -37,11 +39,53 @@ func (l *lease) abandonLocked(name string, sent []string) {
 	l.orphans[name] = append(l.orphans[name], sent...)
 }
 
-// orphanNamesLocked returns the lock names with orphans whose claim key
-// is in attached (a verification's answer). s.mu must be held.
-func (s *Store) orphanNamesLocked(l *lease, attached map[string]bool) []string {
-	var names []string
+// abandon is abandonLocked under p.mu.
+func (p *leasePool) abandon(l *lease, name string, sent []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l.abandonLocked(name, sent)
+}
+
+// orphanNamesLocked returns the lock names with orphans on l.
+// leasePool.mu must be held.
+func (l *lease) orphanNamesLocked() []string {
+	names := make([]string, 0, len(l.orphans))
 	for name := range l.orphans {
+		names = append(names, name)
+	}
+	return names
+}
+
+// orphanNames returns, under p.mu, the lock names with orphans on l.
+func (p *leasePool) orphanNames(l *lease) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return l.orphanNamesLocked()
+}
+
+// isOrphan reports, under p.mu, whether val is an orphan of l on name.
+func (p *leasePool) isOrphan(l *lease, name, val string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(l.orphans[name], val)
+}
+
+// forgetOrphan forgets, under p.mu, the orphan val of l on name (its claim
+// was deleted).
+func (p *leasePool) forgetOrphan(l *lease, name, val string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l.orphans[name] = slices.DeleteFunc(l.orphans[name], func(v string) bool { return v == val })
+	if len(l.orphans[name]) == 0 {
+		delete(l.orphans, name)
+	}
+}
+
+// attachedOrphans returns the lock names with orphans on l whose claim key
+// is in attached (a verification's answer).
+func (s *Store) attachedOrphans(l *lease, attached map[string]bool) []string {
+	var names []string
+	for _, name := range s.pool.orphanNames(l) {
 		if ck, _, _ := s.Keys(name); attached[ck] {
 			names = append(names, name)
 		}
@@ -60,13 +104,7 @@ func (s *Store) clearOrphans(ctx context.Context, l *lease, id clientv3.LeaseID,
 			return
 		}
 		kv := kvOrNil(r.Kvs)
-		if kv == nil || kv.Lease != int64(id) {
-			continue
-		}
-		s.mu.Lock()
-		orphan := slices.Contains(l.orphans[name], string(kv.Value))
-		s.mu.Unlock()
-		if !orphan {
+		if kv == nil || kv.Lease != int64(id) || !s.pool.isOrphan(l, name, string(kv.Value)) {
 			continue
 		}
 		ours, _, err := s.deleteClaim(ctx, &claim{name: name, token: kv.ModRevision}, false)
@@ -76,11 +114,6 @@ func (s *Store) clearOrphans(ctx context.Context, l *lease, id clientv3.LeaseID,
 		if ours {
 			s.log.Warn("etcdstore: deleted a claim that an unanswered acquire left on this Store's lease", "lock", name, "token", kv.ModRevision)
 		}
-		s.mu.Lock()
-		l.orphans[name] = slices.DeleteFunc(l.orphans[name], func(v string) bool { return v == string(kv.Value) })
-		if len(l.orphans[name]) == 0 {
-			delete(l.orphans, name)
-		}
-		s.mu.Unlock()
+		s.pool.forgetOrphan(l, name, string(kv.Value))
 	}
 }

@@ -25,6 +25,31 @@ import (
 // backend.ErrLost: the Store no longer keeps its lease alive.
 var ErrClosed = errors.New("etcdstore: store closed")
 
+// Lock order. A Store's state has four owners, each with a mutex of its
+// own: the Store itself, which keeps its claims and composes the other
+// three (and runs one goroutine per Observe, which ends with the
+// Observe's context or on Close), the fair queue, the watch hub and the
+// lease pool:
+//
+//	Store.mu      closed, the claims and their fields, the claims seen (store.go)
+//	fairQueue.mu  the places in fair queues, abandoned places, busy, tail (fairqueue.go)
+//	watchHub.mu   the followers behind Watch and their registrations (watchhub.go)
+//	leasePool.mu  the leases, which claims and places sit on each, their orphans, the trust gate (leasepool.go, orphan.go)
+//
+// Code that needs more than one takes them in that order (any may be
+// skipped) and never takes one while holding a later one. So the pool,
+// innermost, calls out only after releasing its lock (leaseUser); the
+// hub's methods take only its own; code that holds fairQueue.mu may call
+// the hub and the pool but never takes Store.mu; and a follower's spec,
+// which in fair mode is made of the queue's places, is read under
+// fairQueue.mu and watchHub.mu together (lockSpec). Nothing holds a lock
+// while it talks to etcd or waits (for a lease's change, a watch, a
+// timer). Sections that once shared Store's single lock and now span two
+// owners either hold both, in order (Close, cachedHeld, a lease's loss,
+// a verification's answer), or are split where no reader can tell the
+// difference: for instance a released claim is forgotten under Store.mu
+// and its lock marked busy under fairQueue.mu after it.
+
 // Store is a backend.Backend on etcd. It also implements backend.Watcher,
 // backend.Lister and backend.ForceReleaser.
 //
@@ -39,36 +64,37 @@ type Store struct {
 	fair   bool
 	log    *slog.Logger
 
-	ctx    context.Context // ends on Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	poke   chan struct{} // wakes the session loop (capacity 1)
+	ctx       context.Context // ends on Close
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	ownClient bool       // made by OpenStore: Close closes the client; set before use
+	pool      *leasePool // the etcd leases, and the session loop
+	fq        *fairQueue // fair mode: this Store's places in queues
+	hub       *watchHub  // the watches behind Watch
 
-	mu        sync.Mutex
-	closed    bool
-	leases    map[time.Duration]*lease // the live lease for each TTL
-	claims    map[string]*claim        // by lock name: claims made through this Store
-	entries   map[entryKey]*entry      // fair mode: places in queues, by lock name and holder
-	followers map[string]*follower     // by lock name: the watches behind Watch
-	seq       uint64                   // numbers queue entry keys
-	anchored  bool                     // the anchor watch runs (see anchor)
-	ownClient bool                     // made by OpenStore: Close closes the client
-	// busy (fair mode): the last look at a lock found it held or its
-	// queue not empty; an attempt without a place then reads before it
-	// writes (see tryAcquireFair).
-	busy map[string]bool
-	// tail (fair mode): the last queue key (or the claim, if nobody
-	// queued) that such a read found, and when: the key a waiter that
-	// queues next is likely to wait for, so its watch can start early.
-	tail map[string]tailGuess
-	// seen (not fair mode): the last claim of another owner that an
-	// attempt found, per lock, for the rule that a contender that has
-	// seen a claim does not acquire before it could have expired, even if
-	// its key vanishes (see ghost).
+	// mu guards closed, claims (and every claim's fields but those that
+	// never change) and seen. See "Lock order" above.
+	mu     sync.Mutex
+	closed bool
+	claims map[string]*claim // by lock name: claims made through this Store
+	// seen: the last claim of another owner that an attempt found, per
+	// lock, for the rule that a contender that has seen a claim does not
+	// acquire before it could have expired, even if its key vanishes (see
+	// ghost).
 	seen map[string]*seenClaim
-	// trust decides which lease answers may extend a lease's life (see
-	// trust.go).
-	trust trustGate
+}
+
+// lockSpec takes the locks that a follower's spec needs (see specLocked):
+// fairQueue.mu, for the queue's places, then watchHub.mu.
+func (s *Store) lockSpec() {
+	s.fq.mu.Lock()
+	s.hub.mu.Lock()
+}
+
+// unlockSpec releases what lockSpec took.
+func (s *Store) unlockSpec() {
+	s.hub.mu.Unlock()
+	s.fq.mu.Unlock()
 }
 
 // seenClaim is a claim an attempt found held.
@@ -80,11 +106,6 @@ type seenClaim struct {
 	// gone is when an attempt first found its key gone without a
 	// release (the release marker is older than mod), zero until then.
 	gone time.Time
-}
-
-type tailGuess struct {
-	obs observation
-	at  time.Time
 }
 
 var (
@@ -136,24 +157,21 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
-		client:    client,
-		prefix:    o.prefix,
-		fair:      o.fair,
-		log:       o.logger,
-		ctx:       ctx,
-		cancel:    cancel,
-		poke:      make(chan struct{}, 1),
-		leases:    make(map[time.Duration]*lease),
-		claims:    make(map[string]*claim),
-		entries:   make(map[entryKey]*entry),
-		followers: make(map[string]*follower),
-		busy:      make(map[string]bool),
-		tail:      make(map[string]tailGuess),
-		seen:      make(map[string]*seenClaim),
-		trust:     trustGate{since: time.Now()},
+		client: client,
+		prefix: o.prefix,
+		fair:   o.fair,
+		log:    o.logger,
+		ctx:    ctx,
+		cancel: cancel,
+		claims: make(map[string]*claim),
+		fq:     newFairQueue(),
+		hub:    newWatchHub(),
+		seen:   make(map[string]*seenClaim),
 	}
+	s.pool = newLeasePool(client, o.prefix, o.logger, ctx, &s.wg)
+	s.pool.user = s
 	s.wg.Add(1)
-	go s.run()
+	go s.pool.run()
 	return s, nil
 }
 
@@ -216,34 +234,22 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	var (
-		revoke []clientv3.LeaseID
-		drop   []*entry
-	)
 	for _, c := range s.claims {
 		if c.lost == nil {
 			c.lost = ErrClosed
 		}
 	}
-	for _, l := range s.leases {
-		for e := range l.entries {
-			drop = append(drop, e)
-		}
-		if l.id != 0 && len(l.claims) == 0 {
-			revoke = append(revoke, l.id)
-		}
-		l.dead = ErrClosed
-		l.broadcast()
-	}
-	for _, e := range s.entries {
+	// Every lock, in order: whatever an attempt sees next, it sees closed.
+	s.fq.mu.Lock()
+	s.fq.closed = true
+	for _, e := range s.fq.entries {
 		if e.lost == nil {
 			e.lost = ErrClosed
 		}
 	}
-	for name, f := range s.followers {
-		f.closeAllLocked()
-		delete(s.followers, name)
-	}
+	s.hub.close()
+	drop, revoke := s.pool.close()
+	s.fq.mu.Unlock()
 	s.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -285,8 +291,8 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req backend.Request
 	if err := checkRequest(name, req); err != nil {
 		return backend.Grant{}, err
 	}
-	f := s.beginAttempt(name)
-	defer s.endAttempt(f)
+	f := s.hub.beginAttempt(name)
+	defer s.hub.endAttempt(f)
 	if s.fair {
 		return s.tryAcquireFair(ctx, name, req, f)
 	}
@@ -315,13 +321,11 @@ func (s *Store) acquirePlain(ctx context.Context, name string, req backend.Reque
 	)
 	defer func() {
 		if err != nil && cur != nil {
-			s.mu.Lock()
-			cur.abandonLocked(name, unanswered)
-			s.mu.Unlock()
+			s.pool.abandon(cur, name, unanswered)
 		}
 	}()
 	for attempt := 0; ; attempt++ {
-		l, sent, err := s.leaseFor(ctx, req.TTL)
+		l, sent, err := s.pool.acquire(ctx, req.TTL)
 		if err != nil {
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
@@ -332,10 +336,10 @@ func (s *Store) acquirePlain(ctx context.Context, name string, req backend.Reque
 			first = sent
 		}
 		resp, sc, val, err := s.plainTxn(ctx, name, req, l, timeout)
-		s.unpin(l)
+		s.pool.unpin(l)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-				s.leaseGone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
+				s.pool.gone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
 				first = time.Time{}
 				continue // once more, with a new lease
 			}
@@ -470,7 +474,7 @@ func (s *Store) ghost(ctx context.Context, f *follower, name string, sc *seenCla
 		return nil
 	}
 	ck, _, _ := s.Keys(name)
-	s.observeLocked(f, observation{target: ck, rev: rev, holder: sc.holder, token: uint64(sc.mod)})
+	s.observeHeld(f, observation{target: ck, rev: rev, holder: sc.holder, token: uint64(sc.mod)})
 	// Look again every verification period: the holder's Store puts the
 	// release marker at the claim's deadline once it noticed, which is
 	// usually well before the grace ends (the marker wakes no watch).
@@ -491,9 +495,7 @@ func (s *Store) guarded(f *follower, name string, guard *mvccpb.KeyValue, rev in
 	}
 	_, _, poll := leaseTiming(v.ttl)
 	he := &backend.HeldError{Key: name, Holder: v.holder, Token: uint64(guard.ModRevision), RetryAfter: poll}
-	s.mu.Lock()
-	s.observeLocked(f, observation{target: string(guard.Key), mod: guard.ModRevision, rev: rev, holder: v.holder, token: he.Token})
-	s.mu.Unlock()
+	s.observeHeld(f, observation{target: string(guard.Key), mod: guard.ModRevision, rev: rev, holder: v.holder, token: he.Token})
 	return fmt.Errorf("etcdstore: %w (its claim key was deleted without a release; its guard %q stays until the claim ends by its holder's clock)",
 		he, guard.Key)
 }
@@ -556,24 +558,21 @@ func (s *Store) granted(name string, req backend.Request, l *lease, sent time.Ti
 	c.renewed = c.acquired
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old := s.claims[name]; old != nil && old.lease != nil {
-		delete(old.lease.claims, old)
-	}
+	dead := s.pool.attachClaim(c, s.claims[name])
 	s.claims[name] = c
-	l.claims[c] = struct{}{}
 	var why error
 	switch {
 	case s.closed:
 		why = ErrClosed
-	case l.dead != nil:
-		why = fmt.Errorf("the Store's lease ended while acquiring: %w", l.dead)
+	case dead != nil:
+		why = fmt.Errorf("the Store's lease ended while acquiring: %w", dead)
 	case !now.Before(c.deadline):
 		why = fmt.Errorf("the acquire took %v, longer than the TTL %v", now.Sub(sent), req.TTL)
 	}
 	if why != nil {
 		// The key may exist; the reaper deletes it (conditionally).
 		c.lost, c.reap = why, true
-		s.pokeLocked()
+		s.pool.wake()
 		return backend.Grant{}, fmt.Errorf("etcdstore: lock %q: acquired with token %d but %w", name, token, why)
 	}
 	return backend.Grant{
@@ -594,7 +593,7 @@ func (s *Store) held(f *follower, name string, kv *mvccpb.KeyValue, obs observat
 		he.RetryAfter = max(time.Until(c.deadline), 0)
 	}
 	obs.holder, obs.token = he.Holder, he.Token
-	s.observeLocked(f, obs)
+	s.observeHeld(f, obs)
 	if c := s.claims[name]; c == nil || c.token != kv.ModRevision {
 		s.seen[name] = &seenClaim{mod: kv.ModRevision, lease: kv.Lease, holder: v.holder, ttl: v.ttl}
 	}
@@ -627,26 +626,20 @@ func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, erro
 			return backend.Grant{}, err
 		}
 		now := time.Now()
-		l := c.lease
+		// No look at the key for too long (verifications failed or were
+		// slow): ask for one and wait for it.
 		stale := now.Sub(c.verified) > unverifiedFor(c.ttl)
-		if stale {
-			// No look at the key for too long (verifications failed or
-			// were slow): ask for one and wait for it.
-			l.verifyNow = true
-		} else if !l.aliveUntil.Before(now.Add(c.ttl)) {
+		ok, changed := s.pool.renewable(c.lease, now, c.ttl, stale)
+		if ok {
 			c.deadline = now.Add(c.ttl)
 			c.renewed = time.Now().Round(0)
-			l.lastUsed = now
 			s.mu.Unlock()
 			return g, nil
 		}
 		what := "a verification of its key"
 		if !stale {
-			l.urgent = true
 			what = "a lease keepalive"
 		}
-		s.pokeLocked()
-		changed := l.changed
 		s.mu.Unlock()
 		select {
 		case <-changed:
@@ -676,11 +669,11 @@ func (s *Store) ownedLocked(g backend.Grant) (*claim, error) {
 	}
 	if now := time.Now(); !now.Before(c.deadline) {
 		c.lost, c.reap = fmt.Errorf("the claim expired %v ago: not renewed within its TTL %v", now.Sub(c.deadline), c.ttl), true
-		s.pokeLocked()
+		s.pool.wake()
 		return nil, lost("token %d: %w", c.token, c.lost)
 	}
-	if c.lease.dead != nil {
-		c.lost = c.lease.dead
+	if dead := s.pool.deadErr(c.lease); dead != nil {
+		c.lost = dead
 		return nil, lost("token %d: %w", c.token, c.lost)
 	}
 	return c, nil
@@ -712,10 +705,12 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	}
 	s.mu.Lock()
 	s.forgetLocked(c)
-	if c.entry != "" && ours {
-		s.busy[c.name] = waiters
-	}
 	s.mu.Unlock()
+	if c.entry != "" && ours {
+		s.fq.mu.Lock()
+		s.fq.busy[c.name] = waiters
+		s.fq.mu.Unlock()
+	}
 	if !ours {
 		return fmt.Errorf("etcdstore: lock %q: %w: token %d: the claim key was deleted or replaced", g.Key, backend.ErrLost, c.token)
 	}
@@ -874,7 +869,7 @@ func (s *Store) forgetLocked(c *claim) {
 	if s.claims[c.name] == c {
 		delete(s.claims, c.name)
 	}
-	delete(c.lease.claims, c)
+	s.pool.detachClaim(c)
 }
 
 // ForceRelease implements backend.ForceReleaser: it deletes the claim key

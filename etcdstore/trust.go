@@ -66,36 +66,36 @@ func (g *trustGate) admit(sent time.Time, h *pb.ResponseHeader) bool {
 }
 
 // distrustLocked closes the gate after the keepalive stream failed or
-// stalled, and starts a confirming read. s.mu must be held.
-func (s *Store) distrustLocked() {
-	s.trust.since = time.Time{}
-	s.confirmLocked()
+// stalled, and starts a confirming read. p.mu must be held.
+func (p *leasePool) distrustLocked() {
+	p.trust.since = time.Time{}
+	p.confirmLocked()
 }
 
 // confirmLocked starts a confirming read if the gate is closed and none
 // runs. The read is a linearizable Get of the Store's prefix (count only).
-// s.mu must be held.
-func (s *Store) confirmLocked() {
-	if !s.trust.since.IsZero() || s.trust.confirming || s.closed {
+// p.mu must be held.
+func (p *leasePool) confirmLocked() {
+	if !p.trust.since.IsZero() || p.trust.confirming || p.closed {
 		return
 	}
-	s.trust.confirming = true
-	s.goTask(func(ctx context.Context) {
-		resp, err := s.client.Get(ctx, s.prefix, clientv3.WithCountOnly())
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.trust.confirming = false
+	p.trust.confirming = true
+	p.goTask(func(ctx context.Context) {
+		resp, err := p.client.Get(ctx, p.prefix, clientv3.WithCountOnly())
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.trust.confirming = false
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Debug("etcdstore: cannot confirm the raft term after a keepalive stream failure", "err", err)
+				p.log.Debug("etcdstore: cannot confirm the raft term after a keepalive stream failure", "err", err)
 			}
 			return // the next distrusted answer tries again
 		}
 		if resp.Header != nil {
-			s.trust.term = max(s.trust.term, resp.Header.RaftTerm)
+			p.trust.term = max(p.trust.term, resp.Header.RaftTerm)
 		}
-		s.trust.since = time.Now()
-		for _, l := range s.leases {
+		p.trust.since = time.Now()
+		for _, l := range p.leases {
 			l.broadcast() // Renew calls waiting for a keepalive ask for one now
 		}
 	})

@@ -41,88 +41,6 @@ type watchSpec struct {
 	gen   uint64
 }
 
-// follower is the one etcd watch behind every Watch registration of one lock
-// name in a Store. Fields are guarded by Store.mu.
-type follower struct {
-	name     string
-	regs     map[*reg]struct{}
-	inflight int         // acquire attempts in progress for name
-	obs      observation // latest observation by an attempt (not fair mode)
-	observed bool
-	gen      uint64 // bumped whenever the spec may have changed
-	// fresh == gen while the watch is known to cover the spec's
-	// observation and no later change of the target arrived: an attempt
-	// can then answer "held" without asking etcd.
-	fresh uint64
-	// seen is the latest revision of a change of the target that the
-	// watch delivered after a waiter's observation, and broken is set while
-	// the watch is down. An observation older than seen is never taken as
-	// fresh: an attempt in flight when the change arrived reads the state
-	// before it, and the waiter would sleep through the change. For the
-	// same reason a read that may be served by a lagging member (see
-	// tryAcquireFair) must be at least that recent.
-	seen   int64
-	broken bool
-	// checked is the spec generation that the running watch was last
-	// compared with (0: none since it started). A generation not yet
-	// compared will be: the follower then either marks it fresh or
-	// signals (a change after its observation, a read that failed, a
-	// watch that broke), so until then an attempt may answer "held" from
-	// that observation too (fair mode; see cachedHeld).
-	checked uint64
-	// idle (fair mode) is when the last registration ended, zero while
-	// there are registrations. An idle follower keeps its claim watch for
-	// lingerFor, so that the Store's next Lock of the name (a holder that
-	// locks again) does not start another; it serves no Watch meanwhile.
-	idle time.Time
-	// rejoined: a registration was added to an idle follower; plain
-	// watchers are told again once the watch is established.
-	rejoined bool
-	// claimUp (fair mode): the claim watch is established. Only tests
-	// read it (export_test.go), to wait for it instead of sleeping.
-	claimUp bool
-	wake    chan struct{} // capacity 1: the spec or the attempts changed
-	cancel  context.CancelFunc
-}
-
-// reg is one Watch registration.
-type reg struct {
-	ch     chan struct{}
-	closed bool
-	stop   func() bool // unregisters the context.AfterFunc
-}
-
-func (f *follower) poke() {
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
-}
-
-// signalLocked wakes every registration without blocking. s.mu must be held.
-func (f *follower) signalLocked() {
-	for r := range f.regs {
-		select {
-		case r.ch <- struct{}{}:
-		default: // a value is pending; this change folds into it
-		}
-	}
-}
-
-// closeAllLocked closes every registration and stops the follower. s.mu
-// must be held.
-func (f *follower) closeAllLocked() {
-	for r := range f.regs {
-		r.closed = true
-		close(r.ch)
-		if r.stop != nil {
-			r.stop()
-		}
-	}
-	clear(f.regs)
-	f.cancel()
-}
-
 // Watch implements backend.Watcher with an etcd watch. All Watch calls for one
 // lock name in a Store share one etcd watch, which starts no earlier than
 // needed: a plain watcher gets a value once the watch is established (a
@@ -148,17 +66,18 @@ func (s *Store) Watch(ctx context.Context, name string) (<-chan struct{}, error)
 	if err := s.check(ctx, name); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	h := s.hub
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
 		return nil, fmt.Errorf("etcdstore: lock %q: %w", name, ErrClosed)
 	}
-	if !s.anchored {
-		s.anchored = true
+	if !h.anchored {
+		h.anchored = true
 		s.wg.Add(1)
 		go s.anchor()
 	}
-	f := s.followers[name]
+	f := h.followers[name]
 	if f != nil && !f.idle.IsZero() {
 		// The spec did not change: what the follower checked while idle
 		// holds (a change it saw then raised seen, so the next attempt
@@ -171,17 +90,17 @@ func (s *Store) Watch(ctx context.Context, name string) (<-chan struct{}, error)
 		// gen starts at 1: fresh == 0 means "not known to be fresh", and a
 		// place queued before the Watch began is already in the spec.
 		f = &follower{name: name, regs: make(map[*reg]struct{}), wake: make(chan struct{}, 1), cancel: cancel, gen: 1}
-		s.followers[name] = f
+		h.followers[name] = f
 		s.wg.Add(1)
 		go s.follow(fctx, f)
 	}
 	r := &reg{ch: make(chan struct{}, 1)}
 	f.regs[r] = struct{}{}
-	s.mu.Unlock()
+	h.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { s.unwatch(f, r) })
-	s.mu.Lock()
+	h.mu.Lock()
 	r.stop = stop
-	s.mu.Unlock()
+	h.mu.Unlock()
 	return r.ch, nil
 }
 
@@ -189,22 +108,11 @@ func (s *Store) Watch(ctx context.Context, name string) (<-chan struct{}, error)
 // the follower stops and, in fair mode, the Store's queue entries for the
 // name are removed: nobody in this Store waits for the lock any more.
 func (s *Store) unwatch(f *follower, r *reg) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r.closed {
-		return
-	}
-	r.closed = true
-	close(r.ch)
-	delete(f.regs, r)
-	if len(f.regs) == 0 && s.followers[f.name] == f {
-		if s.fair {
-			f.idle = time.Now()
-			f.poke()
-		} else {
-			delete(s.followers, f.name)
-			f.cancel()
-		}
+	// The queue's lock is taken first and kept until the entries are gone,
+	// so that no attempt sees the follower idle and the entries still there.
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
+	if s.hub.unregister(f, r, s.fair) {
 		s.dropEntriesLocked(f.name)
 	}
 }
@@ -212,62 +120,25 @@ func (s *Store) unwatch(f *follower, r *reg) {
 // lingerFor is how long an idle follower (fair mode) keeps its watches.
 const lingerFor = time.Second
 
-// watchingLocked reports whether a Watch of name is open in the Store.
-// s.mu must be held.
-func (s *Store) watchingLocked(name string) bool {
-	f := s.followers[name]
-	return f != nil && len(f.regs) > 0
-}
-
-// beginAttempt counts an acquire attempt for name, for the follower.
-func (s *Store) beginAttempt(name string) *follower {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f := s.followers[name]
-	if f == nil || len(f.regs) == 0 {
-		return nil // none, or idle
-	}
-	f.inflight++
-	return f
-}
-
-func (s *Store) endAttempt(f *follower) {
-	if f == nil {
-		return
-	}
-	s.mu.Lock()
-	f.inflight--
-	s.mu.Unlock()
-	f.poke()
-}
-
-// observeLocked records what an attempt that found name held saw (not fair
-// mode). s.mu must be held.
-func (s *Store) observeLocked(f *follower, obs observation) {
-	if f == nil || s.fair || f.observed && f.obs.rev > obs.rev {
-		return
-	}
-	f.obs, f.observed = obs, true
-	f.gen++
-	f.poke()
-}
-
-// specChangedLocked tells name's follower that its spec may have changed.
-// s.mu must be held.
-func (s *Store) specChangedLocked(name string) {
-	if f := s.followers[name]; f != nil {
-		f.gen++
-		f.poke()
+// observeHeld records what an attempt that found name held saw (not fair
+// mode: there the queue's places say what to watch). f is name's
+// follower, or nil.
+func (s *Store) observeHeld(f *follower, obs observation) {
+	if !s.fair {
+		s.hub.observe(f, obs)
 	}
 }
 
-// specLocked returns what f watches now. s.mu must be held.
+// specLocked returns what f watches now: in fair mode the observation of
+// the Store's first place in name's queue, or a guess of where its next
+// waiter will queue (see tail); otherwise the last observation of an
+// attempt, or else the claim key. The locks lockSpec takes must be held.
 func (s *Store) specLocked(f *follower) watchSpec {
 	if s.fair {
 		if e := s.headEntryLocked(f.name); e != nil {
 			return watchSpec{obs: e.obs, waiting: true, gen: f.gen}
 		}
-		if g, ok := s.tail[f.name]; ok && time.Since(g.at) < time.Second {
+		if g, ok := s.fq.tail[f.name]; ok && time.Since(g.at) < time.Second {
 			return watchSpec{obs: g.obs, guess: true, gen: f.gen}
 		}
 	} else if f.observed {
@@ -283,8 +154,10 @@ func (s *Store) cachedHeld(f *follower, name string) error {
 	if f == nil {
 		return nil
 	}
-	s.mu.Lock()
+	s.mu.Lock() // for the claims and the claims seen
 	defer s.mu.Unlock()
+	s.lockSpec()
+	defer s.unlockSpec()
 	spec := s.specLocked(f)
 	// In fair mode an observation the follower has yet to compare with its
 	// watch counts as fresh: if anything changed since, the follower will

@@ -1,0 +1,120 @@
+package etcdstore
+
+import (
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// fairQueue holds a Store's places in the fair queues of locks (fair
+// mode; see "Fair mode" in the package documentation): one entry per lock
+// name and holder identity, the entries abandoned but not yet deleted,
+// and what the Store's last looks at each lock found. The transactions
+// that make, use and remove the places are the Store's (fair.go,
+// fairacquire.go); they hold no lock while they talk to etcd.
+//
+// Its lock, mu, guards every field below and every entry's fields (see
+// entry). It comes after Store.mu and before watchHub.mu and
+// leasePool.mu in the lock order (see "Lock order" in store.go): code
+// that holds it may tell the hub that a spec changed or wake waiters, and
+// put entries on leases or take them off, but never takes Store.mu.
+//
+// The queue runs no goroutine of its own. Its entries' keys are deleted by
+// tasks of the session loop (see Store.sweepDoomed and dropEntry), the
+// waiter behind a place is read by a task (nextInLineLocked), and each
+// entry's owners end through context.AfterFunc (addOwnerLocked); the tasks
+// end with the Store's context, the AfterFuncs are stopped when the entry
+// is removed.
+type fairQueue struct {
+	mu     sync.Mutex
+	closed bool
+	// entries are the live places, by lock name and holder.
+	entries map[entryKey]*entry
+	// doomed are abandoned places whose keys the session loop deletes.
+	doomed map[*entry]struct{}
+	seq    uint64 // numbers queue entry keys
+	// busy: the last look at a lock found it held or its queue not
+	// empty; an attempt without a place then reads before it writes (see
+	// tryAcquireFair).
+	busy map[string]bool
+	// tail: the last queue key (or the claim, if nobody queued) that such
+	// a read found, and when: the key a waiter that queues next is likely
+	// to wait for, so its watch can start early.
+	tail map[string]tailGuess
+}
+
+func newFairQueue() *fairQueue {
+	return &fairQueue{
+		entries: make(map[entryKey]*entry),
+		doomed:  make(map[*entry]struct{}),
+		busy:    make(map[string]bool),
+		tail:    make(map[string]tailGuess),
+	}
+}
+
+type tailGuess struct {
+	obs observation
+	at  time.Time
+}
+
+// entryKey names a place in a queue: one per lock name and holder identity
+// in a Store.
+type entryKey struct{ name, holder string }
+
+// entry is this Store's place in the fair queue of a lock: a key under
+// <prefix><name>/queue/ attached to the Store's lease, ordered by its
+// create revision. Its fields are guarded by fairQueue.mu, but name,
+// holder, key, rev, claimVal, lease and since, which never change.
+type entry struct {
+	name, holder string
+	key          string // etcd key
+	rev          int64  // its create revision: the place in the queue
+	claimVal     string // the claim's value if a releasing holder hands the lock to it
+	lease        *lease
+	since        time.Time   // when it was created (verification judges older entries only)
+	obs          observation // what its last attempt saw: the key just ahead of it, or the claim
+	lost         error       // the key is gone (lease ended, deleted); reported once, then dropped
+	consumed     bool        // an attempt acquired the lock with it
+	collecting   bool        // an attempt is collecting a claim handed to it (see collect)
+	doomed       bool        // abandoned: the session loop deletes the key
+	deleting     bool
+	retryAt      time.Time
+	owners       []owner // contexts of the attempts that use it
+	pinned       bool    // an attempt used it with a context that never ends
+	// ahead names the owner (holder and nonce) of the queue key just ahead
+	// of this place as last read, if that key takes handoffs: once the
+	// claim shows that owner, this place is next in line.
+	aheadHolder, aheadNonce string
+	// handed is the claim as the follower's claim watch delivered it when
+	// a releasing holder handed the lock to this place (see handedTo);
+	// an attempt collects it without a read.
+	handed *mvccpb.KeyValue
+	// next is the oldest waiter behind this place as last read (nil if
+	// none was found yet), for the release to hand the claim to.
+	next        *successor
+	nextReading bool // a read of next is in flight
+	// first: the claim watch last delivered a claim of the owner just
+	// ahead; that owner's release will put or delete the claim in the
+	// transaction that deletes the key ahead.
+	first bool
+}
+
+// owner is the context of an attempt that uses an entry: when every
+// owner's context has ended, no Lock waits with the entry any more.
+type owner struct {
+	done <-chan struct{}
+	stop func() bool
+}
+
+// headEntryLocked returns the Store's first live queue entry for name, or
+// nil. s.fq.mu must be held.
+func (s *Store) headEntryLocked(name string) *entry {
+	var head *entry
+	for k, e := range s.fq.entries {
+		if k.name == name && e.lost == nil && (head == nil || e.rev < head.rev) {
+			head = e
+		}
+	}
+	return head
+}
