@@ -133,6 +133,14 @@
 // trip; if none comes in time, the holder steps down. See trust.go for why
 // a shorter stop (no stall) is covered by the new leader's extension.
 //
+// An acquiring transaction whose answer was lost (a timeout across a
+// leader change) may still be applied, on this Store's lease. A TryAcquire
+// call takes over a claim that one of its own transactions wrote; once a
+// call has failed, the claims its unanswered transactions may still write
+// are orphans of the lease, and the lease's verification deletes any it
+// finds, as a release would (see orphan.go). Otherwise such a claim would
+// last as long as the Store keeps the lease alive, held by nobody.
+//
 // What this means for the timeline of a holder:
 //
 //   - Cut off from etcd, its Renew calls keep succeeding while the last
