@@ -152,6 +152,7 @@ func logLockKeys(t *testing.T, cl *testenv.EtcdCluster) {
 		t.Logf("keys: %v", err)
 		return
 	}
+	logLockHistory(ctx, t, client, resp.Header.Revision)
 	for _, kv := range resp.Kvs {
 		ttl := int64(-2)
 		if kv.Lease != 0 {
@@ -160,6 +161,28 @@ func logLockKeys(t *testing.T, cl *testenv.EtcdCluster) {
 			}
 		}
 		t.Logf("key %s mod %d lease %x ttl %ds: %s", kv.Key, kv.ModRevision, kv.Lease, ttl, kv.Value)
+	}
+}
+
+// logLockHistory logs every change under etcdstore's prefix up to
+// revision upTo, as a watch from the first revision replays them: which
+// transaction put or deleted each claim, on which lease (a release deletes
+// the claim and puts the release marker in one revision; a lease's expiry
+// or revocation deletes its keys alone).
+func logLockHistory(ctx context.Context, t *testing.T, client *clientv3.Client, upTo int64) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wr := range client.Watch(wctx, etcdstore.DefaultPrefix, clientv3.WithPrefix(), clientv3.WithRev(1)) {
+		if err := wr.Err(); err != nil {
+			t.Logf("history: %v", err)
+			return
+		}
+		for _, ev := range wr.Events {
+			t.Logf("rev %d %s %s lease %x: %s", ev.Kv.ModRevision, ev.Type, ev.Kv.Key, ev.Kv.Lease, ev.Kv.Value)
+			if ev.Kv.ModRevision >= upTo {
+				return
+			}
+		}
 	}
 }
 
