@@ -83,11 +83,7 @@ func (s *Store) update(ctx context.Context, key string, fn change) (*record, int
 
 // swap is one compare-and-swap of key's record (steps 1 to 3 above).
 func (s *Store) swap(ctx context.Context, p paths, key string, fn change) (*record, int64, error) {
-	data, old, now, err := s.readAt(key, p)
-	if err != nil {
-		return nil, 0, err
-	}
-	r, err := fn(p, old, now, false)
+	data, old, r, now, err := s.compute(key, p, fn, false)
 	if err != nil || r == nil {
 		return nil, now, err
 	}
@@ -139,17 +135,19 @@ func (s *Store) swapLocked(ctx context.Context, p paths, key string, data []byte
 	return true, nil
 }
 
-// readAt reads key's record (see read) and then the machine clock.
-func (s *Store) readAt(key string, p paths) ([]byte, *record, int64, error) {
-	data, r, err := s.read(key, p.record)
+// compute reads key's record (see read) and then the machine clock, and
+// calls fn on them: it returns the record read (and its bytes), fn's next
+// record and the machine time.
+func (s *Store) compute(key string, p paths, fn change, slow bool) (data []byte, old, next *record, now int64, err error) {
+	data, old, err = s.read(key, p.record)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, nil, 0, err
 	}
-	now, err := s.now()
-	if err != nil {
-		return nil, nil, 0, err
+	if now, err = s.now(); err != nil {
+		return nil, nil, nil, 0, err
 	}
-	return data, r, now, nil
+	next, err = fn(p, old, now, slow)
+	return data, old, next, now, err
 }
 
 // live reports whether r holds a claim that is live at machine time now.
@@ -164,11 +162,7 @@ func (s *Store) updateLocked(ctx context.Context, p paths, key string, fn change
 		return nil, 0, fmt.Errorf("file: lock %q: %w", key, err)
 	}
 	defer h.close()
-	_, old, now, err := s.readAt(key, p)
-	if err != nil {
-		return nil, 0, err
-	}
-	r, err := fn(p, old, now, true)
+	_, _, r, now, err := s.compute(key, p, fn, true)
 	if err != nil || r == nil {
 		return nil, now, err
 	}
