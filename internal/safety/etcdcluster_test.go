@@ -88,10 +88,13 @@ func TestSafetyEtcdCluster(t *testing.T) {
 //     stall (2s) and the Store opens new ones whose keepalives may queue
 //     up at the stopped leader, which may answer them from its own lessor
 //     when it resumes; short enough that no lease expires by the old
-//     leader's clock. It is the case etcdstore's trust gate is for, but it
-//     has not failed with the gate disabled either (6 loaded runs on
-//     2026-12-02): it shows the gate costs no liveness, not that it is
-//     needed. Every check is strict.
+//     leader's clock (the pause starts once the leader has renewed every
+//     lease within the last second, and ends at 4s however slow the lock
+//     is to go on: a pause that overran to 8.6s, past the 7s leases,
+//     failed this row twice with etcdStaleRevoke). It is the case
+//     etcdstore's trust gate is for, but it has not failed with the gate
+//     disabled either (6 loaded runs on 2026-12-02): it shows the gate
+//     costs no liveness, not that it is needed. Every check is strict.
 //   - leader_paused_long: stopped for twice the TTL, longer than its
 //     leases; when it resumes, etcd itself revokes live leases (see
 //     etcdStaleRevoke). Two holders at once are reported, not failures;
@@ -278,14 +281,77 @@ func leaderKill(h *harness, cl *testenv.EtcdCluster) {
 }
 
 // leaderPause stops the raft leader (SIGSTOP) right after one of the
-// holder's accepted writes, for at least hold and until the other two
-// members have elected a leader: clients on it hang, and the lock must go
-// on through the new leader; then it resumes (and rejoins as a follower).
+// holder's accepted writes, for hold, or until the other two members have
+// elected a leader if that is later: clients on it hang, and the lock must
+// go on through the new leader; then it resumes (and rejoins as a
+// follower). A pause meant to be shorter than the leases (hold below the
+// backend's claimLife) starts only once the leader has renewed every lease
+// within the last second (awaitFreshLeases), so that none expires by the
+// stopped leader's clock: that case is the long row's (etcdStaleRevoke).
 func leaderPause(h *harness, cl *testenv.EtcdCluster, hold time.Duration) {
 	h.t.Helper()
 	lead := cl.WaitLeader(30 * time.Second)
+	if hold < h.be.claimLife {
+		awaitFreshLeases(h, cl)
+	}
 	disturbMember(h, lead, "leader pause", hold, func() { cl.Members[lead].Pause() }, func() { cl.Members[lead].Resume() },
 		func() int { return cl.WaitLeader(30*time.Second, lead) })
+}
+
+// awaitFreshLeases waits until the raft leader has renewed, within the
+// last second by its own clock, every lease of h's contenders (the leases
+// of TTL claimLife) that it still keeps: a lease left to expire (its
+// Store gave it up) is waited out. The leader answers LeaseTimeToLive from
+// its own lessor, in whole seconds rounded down. There is no event to
+// await: it polls.
+func awaitFreshLeases(h *harness, cl *testenv.EtcdCluster) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.t.Context(), 30*time.Second)
+	defer cancel()
+	client, err := etcdstore.Open(ctx, etcdstore.Config{Endpoints: cl.Endpoints()})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer client.Close()
+	life := int64(h.be.claimLife / time.Second)
+	start := time.Now()
+	var first []string
+	for {
+		stale, err := staleLeases(ctx, client, life)
+		if err == nil && len(stale) == 0 {
+			if first != nil {
+				h.t.Logf("waited %v for the leader to renew leases %v", time.Since(start).Round(time.Millisecond), first)
+			}
+			return
+		}
+		if first == nil {
+			first = stale
+		}
+		if ctx.Err() != nil {
+			h.t.Fatalf("leases not renewed by the leader within the last second for 30s: %v (%v)", stale, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// staleLeases returns the leases of TTL life (seconds) that the raft
+// leader last renewed more than a second ago, with their remaining TTL.
+func staleLeases(ctx context.Context, client *clientv3.Client, life int64) ([]string, error) {
+	ls, err := client.Leases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for _, l := range ls.Leases {
+		r, err := client.TimeToLive(ctx, l.ID)
+		if err != nil {
+			return nil, err
+		}
+		if r.GrantedTTL == life && r.TTL >= 0 && r.TTL < life-1 {
+			stale = append(stale, fmt.Sprintf("%x: %ds left", int64(l.ID), r.TTL))
+		}
+	}
+	return stale, nil
 }
 
 // leaderCut cuts the raft leader off from the clients (its proxy stops
@@ -301,25 +367,42 @@ func leaderCut(h *harness, cl *testenv.EtcdCluster, proxies []*faultproxy.Proxy)
 
 // disturbMember applies start to member m after one of the holder's
 // accepted writes, waits for leader() and for writes accepted after that
-// by any holder (the liveness bound applies from leader()'s return), keeps
-// the disturbance for hold (ending it at leader()'s return if hold has
-// passed by then), ends it with stop, and waits for the lock to change
-// hands with larger tokens.
+// by any holder (the liveness bound applies from leader()'s return), and
+// ends the disturbance with stop exactly hold after it began, or at
+// leader()'s return if that is later; then it waits for the lock to change
+// hands with larger tokens. The disturbance never outlasts hold because
+// the lock was slow to go on: a leader paused for longer than the leases
+// is another row (leader_paused_long).
 func disturbMember(h *harness, m int, what string, hold time.Duration, start, stop func(), leader func() int) {
 	h.t.Helper()
-	var at0 time.Duration
+	var (
+		at0   time.Duration
+		once  sync.Once
+		ended time.Duration
+		timer *time.Timer
+		done  = make(chan struct{})
+	)
+	end := func() {
+		once.Do(func() {
+			stop()
+			ended = h.reg.now()
+			close(done)
+		})
+	}
 	f := h.waitFired(h.arm(false, 3+h.rng.IntN(5), func(string) {
 		start()
 		at0 = h.reg.now()
-	}), what)
-	ended := false
-	end := func() {
-		if !ended {
-			ended = true
-			stop()
+		if hold > 0 {
+			timer = time.AfterFunc(hold, end)
 		}
-	}
-	defer end()
+	}), what)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		end()
+		h.t.Logf("%s of member %d ended after %v", what, m, ended-at0)
+	}()
 	next := leader()
 	ready := h.reg.now()
 	if ready-at0 >= hold {
@@ -337,10 +420,7 @@ func disturbMember(h *harness, m int, what string, hold time.Duration, start, st
 	})
 	// Measured from the election: a lease's clock restarts with it.
 	h.takeover(fmt.Sprintf("%s under token %d", what, f.tok), at-ready)
-	if rest := hold - (h.reg.now() - at0); rest > 0 {
-		time.Sleep(rest) // the disturbance lasts; nothing to await
-	}
-	end()
+	<-done // at hold, unless it ended at leader()'s return
 	if _, ok := h.acquiredAfter(f.tok, 60*time.Second); !ok {
 		h.t.Fatalf("no acquisition after token %d", f.tok)
 	}
