@@ -19,6 +19,7 @@ package bench
 //   - the floor: one conditional Lease update (PUT) round trip.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,8 +43,10 @@ import (
 	"github.com/baton-go/baton/kubestore"
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -100,7 +103,8 @@ type kubeCounter struct {
 type kubeReq struct {
 	verb       string
 	start, end time.Time
-	ok         bool // a 2xx response
+	ok         bool   // a 2xx response
+	rv         string // the resourceVersion of the object a GET, PUT or POST returned
 }
 
 var errKubeDead = errors.New("bench: this candidate's transport is cut off (simulated crash)")
@@ -122,8 +126,11 @@ func (c *kubeCounter) lastWrite(t time.Time) (kubeReq, bool) {
 
 // firstReceipt returns the first moment at which this candidate received
 // the state written by w: data read from a watch after w was sent (a watch
-// event may arrive before w's own response does), or the response of a GET
-// sent after w returned.
+// event may arrive before w's own response does), or the return of a GET
+// that answered with w's resourceVersion. (A GET sent while w was in
+// flight may already answer with it: client-go's standby dates its
+// observation from that GET, so counting only GETs sent after w returned
+// dated it up to a RetryPeriod late.)
 func (c *kubeCounter) firstReceipt(w kubeReq) (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -135,7 +142,7 @@ func (c *kubeCounter) firstReceipt(w kubeReq) (time.Time, bool) {
 		}
 	}
 	for _, r := range c.log {
-		if r.verb == http.MethodGet && r.ok && r.start.After(w.end) && (first.IsZero() || r.end.Before(first)) {
+		if r.verb == http.MethodGet && r.ok && w.rv != "" && r.rv == w.rv && (first.IsZero() || r.end.Before(first)) {
 			first = r.end
 		}
 	}
@@ -185,15 +192,44 @@ func (r kubeCountingRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.c.log = append(r.c.log, kubeReq{verb: verb, start: start})
 	r.c.mu.Unlock()
 	resp, err := r.next.RoundTrip(req)
+	ok := err == nil && resp.StatusCode/100 == 2
+	var rv string
+	if ok && verb != "WATCH" {
+		if rv, err = readVersion(resp); err != nil {
+			resp = nil
+		}
+	}
 	end := time.Now()
 	r.c.mu.Lock()
 	r.c.log[i].end = end
-	r.c.log[i].ok = err == nil && resp.StatusCode/100 == 2
+	r.c.log[i].ok = err == nil && ok
+	r.c.log[i].rv = rv
 	r.c.mu.Unlock()
 	if err == nil && verb == "WATCH" {
 		resp.Body = &kubeStampedBody{ReadCloser: resp.Body, c: r.c}
 	}
 	return resp, err
+}
+
+// readVersion reads resp's whole body, puts it back for the caller, and
+// returns the resourceVersion of the object in it (JSON or protobuf), or ""
+// if it holds none.
+func readVersion(resp *http.Response) (string, error) {
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return "", err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	if err != nil {
+		return "", nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", nil
+	}
+	return m.GetResourceVersion(), nil
 }
 
 // kubeStampedBody notes when a watch delivers data (an event).
@@ -533,7 +569,8 @@ type kubeFailoverResult struct {
 	// the standby's work starting.
 	failover []time.Duration
 	// observed: that PUT's return to the standby receiving the renewed
-	// Lease (a watch event, or the response of its next GET).
+	// Lease (a watch event, or the first GET answering with its
+	// resourceVersion; see firstReceipt).
 	observed []time.Duration
 	// excess: work started minus (observed + LeaseDuration), the first
 	// moment the standby can judge the claim expired on its own clock.
@@ -969,7 +1006,7 @@ func TestKubeReport(t *testing.T) {
 	}
 	p("\n")
 
-	p("Crash failover, 2 candidates: at a random moment of the leader's renew cycle its transport starts failing every new request (requests already sent complete) and its Run is cancelled, so it neither renews nor releases, as a crashed or cut-off process. \"failover\" runs from the leader's last successful renew (its PUT returned) to the standby's work starting. \"seen\" is from that PUT's return to the standby receiving the renewed Lease (baton: data on its watch; client-go: the response of its next GET). The claim can first be judged expired LeaseDuration after the standby saw the last renewal (no clock comparison across processes); \"after judgeable\" is work start minus that moment: the library's own delay. Its target is one round trip (Lease PUT floor p50 %v, p99 %v). A round counts as within one round trip when the time beyond the standby's acquiring write (which any library needs) is at most the floor's p99. These rounds ran at the same time as the request counts below.\n\n", kround(floorP50), kround(floorP99))
+	p("Crash failover, 2 candidates: at a random moment of the leader's renew cycle its transport starts failing every new request (requests already sent complete) and its Run is cancelled, so it neither renews nor releases, as a crashed or cut-off process. \"failover\" runs from the leader's last successful renew (its PUT returned) to the standby's work starting. \"seen\" is from that PUT's return to the standby receiving the renewed Lease (baton: data on its watch; client-go: the return of its first GET that answered with that renewal's resourceVersion, which may have been sent before the PUT returned). The claim can first be judged expired LeaseDuration after the standby saw the last renewal (no clock comparison across processes); \"after judgeable\" is work start minus that moment: the library's own delay. Its target is one round trip (Lease PUT floor p50 %v, p99 %v). A round counts as within one round trip when the time beyond the standby's acquiring write (which any library needs) is at most the floor's p99. These rounds ran at the same time as the request counts below.\n\n", kround(floorP50), kround(floorP99))
 	p("| LeaseDuration/RenewDeadline/RetryPeriod | library | n | failover p50 | p99 = max | seen p50 | after judgeable p50 | p99 = max | beyond the acquiring write p50 | p99 = max | rounds within one round trip |\n")
 	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for ti, tm := range kubeTimings {
