@@ -139,7 +139,10 @@
 // call has failed, the claims its unanswered transactions may still write
 // are orphans of the lease, and the lease's verification deletes any it
 // finds, as a release would (see orphan.go). Otherwise such a claim would
-// last as long as the Store keeps the lease alive, held by nobody.
+// last as long as the Store keeps the lease alive, held by nobody. In fair
+// mode, a place in the queue that such a transaction may have put is an
+// orphan too, deleted the same way: waiters behind it would wait for it,
+// and a release would hand it the lock.
 //
 // What this means for the timeline of a holder:
 //

@@ -76,3 +76,26 @@ func PlantOrphan(ctx context.Context, s *Store, name, holder string, ttl time.Du
 	s.pool.abandon(l, name, []string{val})
 	return resp.Header.Revision, func() { s.pool.unpin(l) }, nil
 }
+
+// PlantOrphanPlace makes fair Store s look as if one of its transactions
+// on name had put a place in the queue (on s's lease, as fairTxn does)
+// while its TryAcquire call, which never saw the answer, gave up: a queue
+// key nobody waits in, recorded as an orphan place of the lease, with its
+// value as an orphan (a release may hand it the lock). The lease stays
+// pinned until unpin.
+func PlantOrphanPlace(ctx context.Context, s *Store, name, holder string, ttl time.Duration) (unpin func(), err error) {
+	l, _, err := s.pool.acquire(ctx, ttl)
+	if err != nil {
+		return nil, err
+	}
+	_, _, qp := s.Keys(name)
+	val := value{holder: holder, nonce: "0123456789abcdef", ttl: ttl, at: time.Now()}.encode()
+	qk := fmt.Sprintf("%s%016x-orphan", qp, int64(l.id))
+	if _, err := s.client.Put(ctx, qk, val+handoffMark, clientv3.WithLease(l.id)); err != nil {
+		s.pool.unpin(l)
+		return nil, err
+	}
+	s.pool.abandon(l, name, []string{val})
+	s.pool.abandonPlace(l, name, qk)
+	return func() { s.pool.unpin(l) }, nil
+}

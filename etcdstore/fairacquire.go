@@ -208,8 +208,14 @@ func (s *Store) acquireFair(ctx context.Context, name string, req backend.Reques
 		if err != nil {
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
-		resp, qk, sc, err := s.fairTxn(ctx, name, req, e, l, queue)
+		resp, qk, sc, val, err := s.fairTxn(ctx, name, req, e, l, queue)
 		s.pool.unpin(l)
+		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// The transaction may still be applied: its claim, or its
+			// place, would be nobody's (see orphan.go).
+			s.pool.abandon(l, name, []string{val})
+			s.pool.abandonPlace(l, name, qk)
+		}
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 				s.pool.gone(l, fmt.Errorf("etcd reports lease %x not found", int64(l.id)))
@@ -254,7 +260,8 @@ func (s *Store) acquireFair(ctx context.Context, name string, req backend.Reques
 	}
 }
 
-// fairTxn sends one acquiring transaction on lease l. It succeeds only if
+// fairTxn sends one acquiring transaction on lease l, and returns the
+// claim value it sent (see orphan.go) with its answer. It succeeds only if
 // the claim and its guard are absent, the claim last seen by this Store
 // (sc, returned) was released since, and either nobody waits (e nil) or
 // place e is still there and first in line; the success branch writes
@@ -263,10 +270,10 @@ func (s *Store) acquireFair(ctx context.Context, name string, req backend.Reques
 // reads the claim, the key ahead (or the queue's tail), and the guard
 // last (see guardOf); without a place, if queue is set, it also puts a
 // new queue key (qk, returned) on l and reads it.
-func (s *Store) fairTxn(ctx context.Context, name string, req backend.Request, e *entry, l *lease, queue bool) (resp *clientv3.TxnResponse, qk string, sc *seenClaim, err error) {
+func (s *Store) fairTxn(ctx context.Context, name string, req backend.Request, e *entry, l *lease, queue bool) (resp *clientv3.TxnResponse, qk string, sc *seenClaim, val string, err error) {
 	ck, lk, qp := s.Keys(name)
 	gk := s.guardKey(name)
-	val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
+	val = value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
 	acquire := []clientv3.Op{clientv3.OpPut(gk, val, clientv3.WithLease(l.id)),
 		clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck)}
 	free := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0), clientv3.Compare(clientv3.CreateRevision(gk), "=", 0)}
@@ -295,7 +302,7 @@ func (s *Store) fairTxn(ctx context.Context, name string, req backend.Request, e
 			Then(acquire...).
 			Else(append(els, clientv3.OpGet(gk))...). // the guard last: see guardOf
 			Commit()
-		return resp, qk, sc, err
+		return resp, qk, sc, val, err
 	}
 	// The waiter behind this place, for the release to hand over to.
 	next := clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1))...)
@@ -307,7 +314,7 @@ func (s *Store) fairTxn(ctx context.Context, name string, req backend.Request, e
 			clientv3.OpGet(qp, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))...),
 			clientv3.OpGet(e.key), next, clientv3.OpGet(gk)).
 		Commit()
-	return resp, qk, sc, err
+	return resp, qk, sc, val, err
 }
 
 // ghostQueued handles a fair acquire that failed only on the release

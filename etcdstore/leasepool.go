@@ -120,6 +120,9 @@ type lease struct {
 	// orphans: per lock name, the values of acquiring transactions on
 	// this lease that went unanswered (see orphan.go).
 	orphans map[string][]string
+	// orphanPlaces: per lock name, the queue keys that unanswered fair
+	// transactions may have put on this lease (see orphan.go).
+	orphanPlaces map[string][]string
 }
 
 func newLease(ttl time.Duration) *lease {
@@ -602,7 +605,7 @@ func (p *leasePool) sweepLocked(now time.Time, haveStream bool) (sweep, []lostLe
 // but not within verifyPause of a failed one. It tells due when to look
 // again. p.mu must be held.
 func (p *leasePool) verifyTaskLocked(l *lease, now time.Time, due func(time.Time)) {
-	if len(l.claims)+len(l.entries)+len(l.orphans) == 0 || l.verifying {
+	if len(l.claims)+len(l.entries)+len(l.orphans)+len(l.orphanPlaces) == 0 || l.verifying {
 		return
 	}
 	retry := l.verifyFailed.Add(verifyPause)

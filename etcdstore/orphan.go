@@ -23,6 +23,15 @@ import (
 // claim key attached to the lease whose value is an orphan, as a release
 // would (claim and guard, conditionally on its mod revision, putting the
 // release marker). An orphan is forgotten once deleted, or with its lease.
+//
+// In fair mode an unanswered transaction may also have put a place in the
+// queue (its key is chosen before it is sent): nobody would wait in it,
+// the waiters behind it would wait for it as long as the lease lives, and
+// a release would hand it the lock (the claim then carries the orphan's
+// value, so it is deleted as above). Such keys are orphan places of the
+// lease (lease.orphanPlaces); the verification deletes each one still
+// attached to the lease, which wakes the waiter behind it.
+//
 // Orphans live on the lease, so leasePool.mu guards them; the Store reaches
 // them only through the pool's methods below, which take it.
 
@@ -46,12 +55,32 @@ func (p *leasePool) abandon(l *lease, name string, sent []string) {
 	l.abandonLocked(name, sent)
 }
 
-// orphanNamesLocked returns the lock names with orphans on l.
-// leasePool.mu must be held.
+// abandonPlace records qk, a queue key that a fair transaction on lease
+// l for lock name may have put without an answer, as an orphan place of l.
+// An empty qk (the transaction put none) is ignored.
+func (p *leasePool) abandonPlace(l *lease, name, qk string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if qk == "" || l.dead != nil {
+		return
+	}
+	if l.orphanPlaces == nil {
+		l.orphanPlaces = make(map[string][]string)
+	}
+	l.orphanPlaces[name] = append(l.orphanPlaces[name], qk)
+}
+
+// orphanNamesLocked returns the lock names with orphans or orphan places
+// on l. leasePool.mu must be held.
 func (l *lease) orphanNamesLocked() []string {
-	names := make([]string, 0, len(l.orphans))
+	names := make([]string, 0, len(l.orphans)+len(l.orphanPlaces))
 	for name := range l.orphans {
 		names = append(names, name)
+	}
+	for name := range l.orphanPlaces {
+		if _, ok := l.orphans[name]; !ok {
+			names = append(names, name)
+		}
 	}
 	return names
 }
@@ -81,39 +110,80 @@ func (p *leasePool) forgetOrphan(l *lease, name, val string) {
 	}
 }
 
-// attachedOrphans returns the lock names with orphans on l whose claim key
-// is in attached (a verification's answer).
-func (s *Store) attachedOrphans(l *lease, attached map[string]bool) []string {
-	var names []string
-	for _, name := range s.pool.orphanNames(l) {
-		if ck, _, _ := s.Keys(name); attached[ck] {
-			names = append(names, name)
-		}
-	}
-	return names
+// orphanPlaces returns, under p.mu, the orphan places of l on name.
+func (p *leasePool) orphanPlaces(l *lease, name string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(l.orphanPlaces[name])
 }
 
-// clearOrphans deletes the claims of names on lease id whose values are
-// orphans of l, and forgets each orphan it deleted. Failures are left to
-// the next verification.
-func (s *Store) clearOrphans(ctx context.Context, l *lease, id clientv3.LeaseID, names []string) {
-	for _, name := range names {
-		ck, _, _ := s.Keys(name)
-		r, err := s.client.Get(ctx, ck)
-		if err != nil {
-			return
-		}
-		kv := kvOrNil(r.Kvs)
-		if kv == nil || kv.Lease != int64(id) || !s.pool.isOrphan(l, name, string(kv.Value)) {
-			continue
-		}
-		ours, _, err := s.deleteClaim(ctx, &claim{name: name, token: kv.ModRevision}, false)
-		if err != nil {
-			return
-		}
-		if ours {
-			s.log.Warn("etcdstore: deleted a claim that an unanswered acquire left on this Store's lease", "lock", name, "token", kv.ModRevision)
-		}
-		s.pool.forgetOrphan(l, name, string(kv.Value))
+// forgetPlace forgets, under p.mu, the orphan place qk of l on name (its
+// key was deleted, or is not on l).
+func (p *leasePool) forgetPlace(l *lease, name, qk string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l.orphanPlaces[name] = slices.DeleteFunc(l.orphanPlaces[name], func(k string) bool { return k == qk })
+	if len(l.orphanPlaces[name]) == 0 {
+		delete(l.orphanPlaces, name)
 	}
+}
+
+// clearOrphans deletes, for each lock name with orphans on l, the claim
+// if it is attached to lease id (attached: a verification's answer) and
+// its value is an orphan of l, and each orphan place of l that is
+// attached; it forgets each orphan it deleted. An orphan not attached is
+// kept: its transaction may not have been applied yet. Failures are left
+// to the next verification.
+func (s *Store) clearOrphans(ctx context.Context, l *lease, id clientv3.LeaseID, attached map[string]bool) {
+	for _, name := range s.pool.orphanNames(l) {
+		if ck, _, _ := s.Keys(name); attached[ck] && s.clearOrphanClaim(ctx, l, id, name) != nil {
+			return
+		}
+		for _, qk := range s.pool.orphanPlaces(l, name) {
+			if attached[qk] && s.clearOrphanPlace(ctx, l, id, name, qk) != nil {
+				return
+			}
+		}
+	}
+}
+
+// clearOrphanClaim deletes lock name's claim if it is on lease id and its
+// value is an orphan of l.
+func (s *Store) clearOrphanClaim(ctx context.Context, l *lease, id clientv3.LeaseID, name string) error {
+	ck, _, _ := s.Keys(name)
+	r, err := s.client.Get(ctx, ck)
+	if err != nil {
+		return err
+	}
+	kv := kvOrNil(r.Kvs)
+	if kv == nil || kv.Lease != int64(id) || !s.pool.isOrphan(l, name, string(kv.Value)) {
+		return nil
+	}
+	ours, _, err := s.deleteClaim(ctx, &claim{name: name, token: kv.ModRevision}, false)
+	if err != nil {
+		return err
+	}
+	if ours {
+		s.log.Warn("etcdstore: deleted a claim that an unanswered acquire left on this Store's lease", "lock", name, "token", kv.ModRevision)
+	}
+	s.pool.forgetOrphan(l, name, string(kv.Value))
+	return nil
+}
+
+// clearOrphanPlace deletes the orphan place qk of l on lock name if its
+// key is still on lease id (nobody else writes a key of that name), and
+// forgets it: it was applied, so it is deleted now or was already.
+func (s *Store) clearOrphanPlace(ctx context.Context, l *lease, id clientv3.LeaseID, name, qk string) error {
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(qk), "=", id)).
+		Then(clientv3.OpDelete(qk)).
+		Commit()
+	if err != nil {
+		return err
+	}
+	if resp.Succeeded {
+		s.log.Warn("etcdstore: deleted a place in the queue that an unanswered acquire left on this Store's lease", "lock", name, "key", qk)
+	}
+	s.pool.forgetPlace(l, name, qk)
+	return nil
 }

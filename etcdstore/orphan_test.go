@@ -40,3 +40,55 @@ func TestOrphanIsCleared(t *testing.T) {
 		t.Fatalf("token %d, want above the orphan's %d", l.Token(), orphan)
 	}
 }
+
+// TestOrphanPlaceIsCleared: in fair mode, a transaction of Store a put a
+// place in the queue but its call gave up without the answer, and a keeps
+// its lease alive. A waiter on Store c queues behind that place; the
+// holder on Store b releases, which may hand the lock to the orphan place.
+// a's verification deletes the place (and a claim handed to it), and c
+// acquires, with a larger token than b's.
+func TestOrphanPlaceIsCleared(t *testing.T) {
+	srv := startEtcd(t)
+	opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)}
+	a := newStore(t, connect(t, srv.Endpoint()), opts...)
+	b := newStore(t, connect(t, srv.Endpoint()), opts...)
+	c := newStore(t, connect(t, srv.Endpoint()), opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const ttl = 2 * time.Second
+	mutex := func(s *etcdstore.Store, id string) *baton.Mutex {
+		m, err := baton.NewMutex(s, "job", baton.WithTTL(ttl), baton.WithIdentity(id), baton.WithLogger(quietLog))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	held, err := mutex(b, "holder").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpin, err := etcdstore.PlantOrphanPlace(ctx, a, "job", "poller", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unpin()
+	got := make(chan *baton.Lease, 1)
+	go func() {
+		l, err := mutex(c, "waiter").Lock(ctx)
+		if err != nil {
+			t.Errorf("Lock behind an orphan place: %v", err)
+		}
+		got <- l
+	}()
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		return
+	}
+	defer l.Unlock(context.Background())
+	if l.Token() <= held.Token() {
+		t.Fatalf("token %d, want above the holder's %d", l.Token(), held.Token())
+	}
+}

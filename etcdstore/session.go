@@ -185,7 +185,7 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 		for _, k := range resp.Keys {
 			attached[string(k)] = true
 		}
-		s.clearOrphans(ctx, l, id, s.attachedOrphans(l, attached))
+		s.clearOrphans(ctx, l, id, attached)
 	}
 }
 
