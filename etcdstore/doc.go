@@ -220,7 +220,14 @@
 //     contender looks again for the release marker that the holder's Store
 //     puts at the claim's deadline once it noticed (usually well before the
 //     grace ends). If etcd reports the claim's lease gone (its holder
-//     died), the contender acquires at once.
+//     died), the contender acquires at once. That also holds for a lease
+//     that was revoked, not expired: `etcdctl lease revoke` on a holder's
+//     lease, or etcd 3.7's own early revocation by a resumed, deposed
+//     raft leader (see the safety suite's leader-pause rows), ends the
+//     claims on it as ForceRelease does. Contenders acquire at once; the
+//     holder's Store learns it from its next keepalive, the holder at its
+//     next renew, and until then only the fencing token protects the
+//     resource.
 //   - A contender that never saw the claim is stopped by its guard (P
 //     .guard/N, below): a key with the claim's value, put on the claim's
 //     lease by the same transaction (so at the same revision), that every
