@@ -104,9 +104,14 @@ func (p *leasePool) isOrphan(l *lease, name, val string) bool {
 func (p *leasePool) forgetOrphan(l *lease, name, val string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	l.orphans[name] = slices.DeleteFunc(l.orphans[name], func(v string) bool { return v == val })
-	if len(l.orphans[name]) == 0 {
-		delete(l.orphans, name)
+	forget(l.orphans, name, val)
+}
+
+// forget removes v from m[name], and name from m once nothing is left.
+func forget(m map[string][]string, name, v string) {
+	m[name] = slices.DeleteFunc(m[name], func(x string) bool { return x == v })
+	if len(m[name]) == 0 {
+		delete(m, name)
 	}
 }
 
@@ -118,14 +123,11 @@ func (p *leasePool) orphanPlaces(l *lease, name string) []string {
 }
 
 // forgetPlace forgets, under p.mu, the orphan place qk of l on name (its
-// key was deleted, or is not on l).
+// key was deleted).
 func (p *leasePool) forgetPlace(l *lease, name, qk string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	l.orphanPlaces[name] = slices.DeleteFunc(l.orphanPlaces[name], func(k string) bool { return k == qk })
-	if len(l.orphanPlaces[name]) == 0 {
-		delete(l.orphanPlaces, name)
-	}
+	forget(l.orphanPlaces, name, qk)
 }
 
 // clearOrphans deletes, for each lock name with orphans on l, the claim
