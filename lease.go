@@ -21,7 +21,10 @@ import (
 // the send time of the last successful acquire or renew request, as read on
 // that clock just before the request left. The store starts the TTL no
 // earlier than S, so the claim lasts at least until S + TTL on the store's
-// clock. The holder treats it as valid only until
+// clock. (A lock that a store handed to this waiter on a release, without
+// a request of the waiter's, counts from the send time of the waiter's
+// last request answered before the handoff: see backend.Grant.Age.) The
+// holder treats it as valid only until
 //
 //	ValidUntil = S + TTL - margin
 //

@@ -64,6 +64,34 @@ func TestLeaseValidityFromSendTime(t *testing.T) {
 	}
 }
 
+// A lock handed to a waiter counts from the waiter's earlier request
+// (Grant.Age), so the holder's validity and its first renew come earlier.
+func TestLeaseHandedCountsFromAge(t *testing.T) {
+	b := newScript()
+	b.age = 2 * time.Second
+	m, clk := newMutex(t, b)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	if got, want := l.ValidUntil(), t0.Add(-2*time.Second+15*time.Second-300*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("ValidUntil = %v, want send time - age + TTL - margin = %v", got, want)
+	}
+	awaitTimer(t, clk)
+	clk.Step(3 * time.Second) // TTL/3 after the handed claim's start
+	if g := <-b.renews; g.Token != l.Token() {
+		t.Fatalf("renewed token %d, want %d", g.Token, l.Token())
+	}
+
+	b2 := newScript()
+	b2.age = -time.Nanosecond
+	m2, _ := newMutex(t, b2)
+	if _, err := m2.TryLock(context.Background()); err == nil || !strings.Contains(err.Error(), "negative age") {
+		t.Fatalf("TryLock with a negative Grant.Age: err = %v, want it refused", err)
+	}
+}
+
 func TestLeaseRenewsEveryThirdOfTTL(t *testing.T) {
 	b := newScript()
 	obs, ev := events()

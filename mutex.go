@@ -150,7 +150,12 @@ func (m *Mutex) try(ctx, parent context.Context, nonce string, waiting bool) (*L
 		return nil, fmt.Errorf("backend returned a grant for %q/%q on %q, asked for %q/%q on %q",
 			g.Holder, g.Nonce, g.Key, req.Holder, req.Nonce, m.name)
 	}
-	return newLease(m, parent, g, sent), nil
+	if g.Age < 0 {
+		return nil, fmt.Errorf("backend returned a grant on %q with negative age %v", m.name, g.Age)
+	}
+	// A lock handed to this waiter counts from a request sent before the
+	// handoff (backend.Grant.Age), not from this call.
+	return newLease(m, parent, g, sent.Add(-g.Age)), nil
 }
 
 func (m *Mutex) observe(e Event) { m.cfg.observe(e) }

@@ -30,6 +30,7 @@ type script struct {
 	renewErr   error         // returned by Renew when set
 	renewBlock chan struct{} // Renew waits for it (or ctx) when set
 	retryAfter time.Duration // HeldError.RetryAfter
+	age        time.Duration // Grant.Age of every grant (a handed lock)
 	onRelease  func()
 	renews     chan backend.Grant // every Renew call, buffered
 	watchers   []chan struct{}
@@ -51,7 +52,7 @@ func (s *script) TryAcquire(ctx context.Context, key string, req backend.Request
 	}
 	s.token++
 	s.holder, s.nonce = req.Holder, req.Nonce
-	return backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: s.token, TTL: req.TTL}, nil
+	return backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: s.token, TTL: req.TTL, Age: s.age}, nil
 }
 
 func (s *script) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {

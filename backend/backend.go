@@ -166,6 +166,17 @@ type Grant struct {
 	// the backend may use to make its next conditional write cheaper. The
 	// engine only passes it back.
 	Version string
+	// Age is zero for a claim the store wrote for this TryAcquire call. A
+	// store that hands a released lock to a waiter (writes the claim for
+	// it, then tells it) may return that claim without a request; Age is
+	// then how long before the call the claim's TTL may be counted from:
+	// the time since the send time of a request of the waiter's own that
+	// the store answered before the handoff, on this process's monotonic
+	// clock. The store keeps the claim at least until that send time plus
+	// TTL (the handoff came later and gave the full TTL). The engine counts
+	// the holder's validity from its own send time minus Age, so it stays
+	// within what the store keeps. Never negative.
+	Age time.Duration
 }
 
 // Record is a key's state as read from the store.

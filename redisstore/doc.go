@@ -35,21 +35,57 @@
 //     check and the delete are one script (never DEL without an owner
 //     check).
 //   - Fair handover: a waiter that has a watch open (baton.Mutex.Lock)
-//     takes a place in a FIFO kept next to the lock; a release reserves the
-//     lock for the longest-waiting waiter for a short window, so a holder
-//     that unlocks and locks again in a tight loop cannot starve the others.
-//     The reservation only refuses acquisitions; see WithHandoverWindow.
+//     takes a place in a FIFO kept next to the lock, and a release hands
+//     the lock to the longest-waiting waiter in the same script: so a
+//     holder that unlocks and locks again in a tight loop cannot starve
+//     the others. See "Direct handoff" below and WithHandoverWindow.
 //   - Watch: a waiter subscribes to the lock's notice channel and retries
-//     as soon as a release (or acquire) notice arrives, so a lock changes
-//     hands one round trip after its release. A release that reserves the
-//     lock names the waiter in its notice, and a blocking Lock's watch
-//     (WatchWaiter) wakes only for releases it can use: one reserved for
-//     its holder, one without reservation, or the end of a reservation for
-//     another waiter; acquisitions do not wake it. So a release wakes one
-//     waiter, not all of them to be refused. The engine still polls (RetryPeriod, with jitter,
-//     and no later than the PTTL the holder's claim had left) in case a
-//     notice is lost, and a claim that expires (its holder crashed)
-//     publishes nothing.
+//     as soon as a notice arrives. A blocking Lock's watch (WatchWaiter)
+//     wakes only for notices it can use: a handoff to its holder, a
+//     release that hands the lock to nobody, or the end of a reservation
+//     for another waiter (see WithHandoverWindow); acquisitions and
+//     handoffs to others do not wake it. So a release wakes one waiter,
+//     not all of them to be refused. The engine still polls (RetryPeriod,
+//     with jitter, and no later than the PTTL the holder's claim had left)
+//     in case a notice is lost, and a claim that expires (its holder
+//     crashed) publishes nothing.
+//
+// # Direct handoff
+//
+// A waiter's place records its owner (holder and the nonce of its Lock
+// call or campaign) and its TTL. A release serves the longest-waiting live
+// waiter other than the releaser: it writes that waiter's claim as an
+// acquisition by it would (the next token, the claim with the waiter's TTL
+// from the script's start, the fence), and publishes "handed". The waiter's
+// Store, which hears the notice, returns the claim at the waiter's next
+// attempt (the watch wakes it at once) without a request: a handover is one
+// script and one notice.
+//
+// The clock model holds (DESIGN invariant 3). The waiter's Store counts
+// the claim from the send time of the waiter's last attempt, which Redis
+// refused before the release (its answer named an older token), and says
+// so in the grant (backend.Grant.Age): the engine counts the holder's
+// validity from its own send time minus that age, which is at or before
+// the refused attempt's send time. The release ran later and gave the claim
+// the full TTL from then, so Redis keeps it at least as long as the holder
+// counts it valid. A waiter whose last attempt is older than a third of
+// its TTL (it slept long while the holder worked), or whose Store missed
+// the notice, collects the claim with its next attempt's script instead,
+// which counts the TTL from that attempt's send time as for a new claim;
+// the fence's handed field lets that script collect a claim handed to the
+// attempt's owner once.
+//
+// A waiter that gives up (its context ends) drops its place, and if the
+// lock was handed to it and not collected, releases it to the next waiter,
+// in one script from its Store. A waiter whose process dies is handed the
+// lock at most once, and holds it up for at most its TTL, like a holder
+// that dies. Two goroutines of one holder identity share one place; the
+// lock is handed to the owner (nonce) of the later attempt. With
+// WithReplicaAcks the lock is not handed over: the notice would reach the
+// waiter before a replica acknowledged the claim, so a release reserves
+// the lock for the waiter instead, which then acquires it with a request
+// (see WithHandoverWindow); so does a release for a waiter of an earlier
+// version, whose place records no owner.
 //
 // Ownership is the holder's identity plus the engine's random nonce per
 // acquisition, so even two processes misconfigured with the same identity
@@ -67,14 +103,18 @@
 //	P{N}:fence     hash: token (the last fencing token issued),
 //	               transitions, holder (the last holder; "" after a release),
 //	               expires (the server time, in ms, at which the last claim
-//	               ends; "0" after a release). Never expires; baton never
-//	               deletes it.
+//	               ends; "0" after a release), handed (the token of the last
+//	               claim a release handed to a waiter, until collected by a
+//	               request). Never expires; baton never deletes it.
 //	P{N}:notify    pub/sub channel: a message per acquire and per release:
-//	               "acquired <token>", "released <token>", or, when the
-//	               release reserved the lock for a waiter,
+//	               "acquired <token>", "released <token>", when the release
+//	               handed the lock to a waiter "handed <token> <ttl ms>
+//	               <owner>", or when it reserved the lock for a waiter
 //	               "released <token> <window ms> <waiter>".
 //	P{N}:queue     list: the FIFO of waiting holder identities.
-//	P{N}:queued    hash: waiting identity -> registration deadline (ms).
+//	P{N}:queued    hash: waiting identity -> "<registration deadline ms>
+//	               <ttl ms> <owner>" (the deadline alone from earlier
+//	               versions and with WithReplicaAcks).
 //	P{N}:next      string: the waiter a released lock is reserved for.
 //	               The last three expire on their own (see
 //	               WithHandoverWindow).

@@ -35,8 +35,9 @@ func heldBy(t *testing.T, err error) *backend.HeldError {
 	return held
 }
 
-// TestFIFOHandover: a release reserves the lock for the longest-waiting
-// waiter; a newcomer and the releaser are refused until it took it.
+// TestFIFOHandover: a release hands the lock to the longest-waiting
+// waiter; a newcomer and the releaser are refused, and the waiter collects
+// it with the attempt of the same Lock call (same nonce).
 func TestFIFOHandover(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	ctx := testCtx(t, 20*time.Second)
@@ -51,69 +52,71 @@ func TestFIFOHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 	// b, then c, queue up.
-	_, err = b.TryAcquire(ctx, key, request("b", time.Minute))
+	rb, rc, ra := request("b", time.Minute), request("c", time.Minute), request("a", time.Minute)
+	_, err = b.TryAcquire(ctx, key, rb)
 	heldBy(t, err)
-	_, err = c.TryAcquire(ctx, key, request("c", time.Minute))
+	_, err = c.TryAcquire(ctx, key, rc)
 	heldBy(t, err)
 	if err := a.Release(ctx, ga); err != nil {
 		t.Fatal(err)
 	}
+	rec, err := d.Get(ctx, key)
+	if err != nil || rec.Holder != "b" || rec.Nonce != rb.Nonce || rec.Token <= ga.Token || rec.Remaining <= 0 {
+		t.Fatalf("after the release: %+v, %v; want the lock handed to b's attempt with a larger token", rec, err)
+	}
 	for _, x := range []struct {
 		s    *redisstore.Store
 		name string
-	}{{d, "d"}, {c, "c"}, {a, "a"}} {
-		_, err := x.s.TryAcquire(ctx, key, request(x.name, time.Minute))
-		if h := heldBy(t, err); h.Holder != "b" || h.RetryAfter <= 0 || h.RetryAfter > redisstore.DefaultHandoverWindow {
-			t.Errorf("%s while reserved for b: %+v; want held by b for at most the window", x.name, h)
+		req  backend.Request
+	}{{d, "d", request("d", time.Minute)}, {c, "c", rc}, {a, "a", ra}, {b, "b with another nonce", request("b", time.Minute)}} {
+		_, err := x.s.TryAcquire(ctx, key, x.req)
+		if h := heldBy(t, err); h.Holder != "b" || h.Token != rec.Token {
+			t.Errorf("%s after the lock was handed to b: %+v; want held by b, token %d", x.name, h, rec.Token)
 		}
 	}
-	gb, err := b.TryAcquire(ctx, key, request("b", time.Minute))
+	gb, err := b.TryAcquire(ctx, key, rb)
 	if err != nil {
-		t.Fatalf("b, for which the lock is reserved: %v", err)
+		t.Fatalf("b, to which the lock was handed: %v", err)
 	}
-	if gb.Token <= ga.Token {
-		t.Errorf("b's token %d, want above %d", gb.Token, ga.Token)
+	if gb.Token != rec.Token {
+		t.Errorf("b collected token %d, want the handed %d", gb.Token, rec.Token)
 	}
 	if err := b.Release(ctx, gb); err != nil {
 		t.Fatal(err)
 	}
 	// c waited before a re-queued.
-	_, err = a.TryAcquire(ctx, key, request("a", time.Minute))
-	if h := heldBy(t, err); h.Holder != "c" {
-		t.Errorf("after b released the lock is reserved for %q, want c", h.Holder)
+	if rec, err := d.Get(ctx, key); err != nil || rec.Holder != "c" || rec.Token <= gb.Token {
+		t.Errorf("after b released: %+v, %v; want the lock handed to c", rec, err)
 	}
-	gc, err := c.TryAcquire(ctx, key, request("c", time.Minute))
+	gc, err := c.TryAcquire(ctx, key, rc)
 	if err != nil {
 		t.Fatalf("c: %v", err)
 	}
 	if err := c.Release(ctx, gc); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.TryAcquire(ctx, key, request("a", time.Minute)); err != nil {
+	if _, err := a.TryAcquire(ctx, key, ra); err != nil {
 		t.Errorf("a, the last waiter: %v", err)
 	}
 }
 
-// TestFIFOReservationExpires: a reservation for a waiter that never comes
-// back ends after the window; then anyone can acquire.
+// TestFIFOReservationExpires: a place without owner (a waiter of an
+// earlier version, which does not collect handed locks) gets the
+// reservation of old: the lock is freed and reserved for it for the
+// window; if it never comes back, anyone can acquire after the window.
 func TestFIFOReservationExpires(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	ctx := testCtx(t, 20*time.Second)
 	prefix := uniquePrefix()
 	const key = "fifo-expiry"
 	const window = 100 * time.Millisecond
-	a := newStore(t, srv.Addr(), prefix)
-	gone := windowStore(t, srv.Addr(), prefix, window)
-	watching(t, gone, key)
+	a := windowStore(t, srv.Addr(), prefix, window)
 	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = gone.TryAcquire(ctx, key, request("gone", time.Minute))
-	heldBy(t, err)
-	// a's Store releases with its own (default) window; use the short one.
-	short := windowStore(t, srv.Addr(), prefix, window)
-	if err := short.Release(ctx, ga); err != nil {
+	plantOldPlace(t, ctx, srv.Addr(), a, key, "gone")
+	if err := a.Release(ctx, ga); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -133,6 +136,24 @@ func TestFIFOReservationExpires(t *testing.T) {
 	}
 	if d := time.Since(start); d > window+time.Second {
 		t.Errorf("acquired %v after the release; the window is %v", d, window)
+	}
+}
+
+// plantOldPlace queues holder in key's FIFO as an earlier version did: a
+// place with a registration deadline only (a minute from now).
+func plantOldPlace(t *testing.T, ctx context.Context, addr string, s *redisstore.Store, key, holder string) {
+	t.Helper()
+	c := newClient(t, addr)
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := redisstore.QueueKeys(s, key)
+	if err := c.RPush(ctx, q[0], holder).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HSet(ctx, q[1], holder, now.Add(time.Minute).UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -216,25 +237,23 @@ func TestFIFOQueuesWaitingAttempt(t *testing.T) {
 	}{{c, "c"}, {a, "a"}} {
 		_, err := x.s.TryAcquire(ctx, key, request(x.name, time.Minute))
 		if h := heldBy(t, err); h.Holder != "b" {
-			t.Errorf("%s after the release: held by %q, want reserved for b, the waiting contender", x.name, h.Holder)
+			t.Errorf("%s after the release: held by %q, want handed to b, the waiting contender", x.name, h.Holder)
 		}
 	}
 	if _, err := b.TryAcquire(ctx, key, wait); err != nil {
-		t.Fatalf("b, for which the lock is reserved: %v", err)
+		t.Fatalf("b, to which the lock was handed: %v", err)
 	}
 }
 
 // TestWatchWaiterWakesOnlyItsTurn: a waiter's watch is not woken by an
-// acquisition, nor at once by a release reserved for another waiter; it is
-// woken when that reservation ends, and at once by a release reserved for
-// it. A plain watch is woken by all of them.
+// acquisition, nor by a handoff to another waiter; it is woken at once by
+// a handoff to its holder. A plain watch is woken by all of them.
 func TestWatchWaiterWakesOnlyItsTurn(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	ctx := testCtx(t, 20*time.Second)
 	prefix := uniquePrefix()
 	const key = "watch-waiter"
-	const window = 300 * time.Millisecond
-	a, b, c := windowStore(t, srv.Addr(), prefix, window), windowStore(t, srv.Addr(), prefix, window), windowStore(t, srv.Addr(), prefix, window)
+	a, b, c := newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix)
 	plain, err := c.Watch(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -270,38 +289,46 @@ func TestWatchWaiterWakesOnlyItsTurn(t *testing.T) {
 		t.Error("a waiter's watch was woken by another owner's acquisition")
 	}
 	// b, then c, queue up.
+	reqs := map[string]backend.Request{}
 	for _, x := range []struct {
 		s    *redisstore.Store
 		name string
 	}{{b, "b"}, {c, "c"}} {
 		wait := request(x.name, time.Minute)
 		wait.Waiting = true
+		reqs[x.name] = wait
 		_, err := x.s.TryAcquire(ctx, key, wait)
 		heldBy(t, err)
 	}
 	drain(plain)
-	start := time.Now()
 	if err := a.Release(ctx, ga); err != nil {
 		t.Fatal(err)
 	}
 	if !woken(wb, time.Second) {
-		t.Error("b's watch was not woken by the release reserved for b")
+		t.Error("b's watch was not woken by the handoff to b")
 	}
 	if !woken(plain, time.Second) {
-		t.Error("the plain watch was not woken by the release")
+		t.Error("the plain watch was not woken by the handoff")
 	}
-	if woken(wc, window/2) {
-		t.Error("c's watch was woken at once by the release reserved for b")
+	// plain and wc share c's Store: the notice that woke plain did not
+	// wake wc.
+	select {
+	case <-wc:
+		t.Error("c's watch was woken by the handoff to b")
+	default:
 	}
-	if !woken(wc, 2*window) {
-		t.Fatal("c's watch was not woken when b's reservation ended")
+	gb, err := b.TryAcquire(ctx, key, reqs["b"])
+	if err != nil {
+		t.Fatalf("b after the handoff: %v", err)
 	}
-	if d := time.Since(start); d < window {
-		t.Errorf("c's watch was woken %v after the release, before the %v reservation ended", d, window)
+	if err := b.Release(ctx, gb); err != nil {
+		t.Fatal(err)
 	}
-	// The reservation ran out: c takes the lock.
-	if _, err := c.TryAcquire(ctx, key, request("c", time.Minute)); err != nil {
-		t.Fatalf("c after b's reservation ended: %v", err)
+	if !woken(wc, time.Second) {
+		t.Fatal("c's watch was not woken by the handoff to c")
+	}
+	if _, err := c.TryAcquire(ctx, key, reqs["c"]); err != nil {
+		t.Fatalf("c after the handoff to c: %v", err)
 	}
 }
 

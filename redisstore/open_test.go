@@ -98,22 +98,23 @@ func TestACLUser(t *testing.T) {
 	cycle(t, ctx, b, "acl", 2)
 	expectWake(t, ch, 5*time.Second, "two acquire/release cycles")
 	// The FIFO path: a refused waiter (with the watch open) is queued, the
-	// release reserves the lock for it, and it takes it.
+	// release hands the lock to it, and it collects it.
 	g, err := b.TryAcquire(ctx, "acl", request("first", time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.TryAcquire(ctx, "acl", request("second", time.Minute)); !errors.Is(err, backend.ErrHeld) {
+	second := request("second", time.Minute)
+	if _, err := b.TryAcquire(ctx, "acl", second); !errors.Is(err, backend.ErrHeld) {
 		t.Fatalf("TryAcquire while held: %v", err)
 	}
 	if err := b.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.TryAcquire(ctx, "acl", request("third", time.Minute)); !errors.Is(err, backend.ErrHeld) {
-		t.Errorf("TryAcquire by a newcomer while the lock is reserved: %v, want ErrHeld", err)
+		t.Errorf("TryAcquire by a newcomer after the lock was handed to a waiter: %v, want ErrHeld", err)
 	}
-	if _, err := b.TryAcquire(ctx, "acl", request("second", time.Minute)); err != nil {
-		t.Errorf("TryAcquire by the waiter the lock is reserved for: %v", err)
+	if _, err := b.TryAcquire(ctx, "acl", second); err != nil {
+		t.Errorf("TryAcquire by the waiter the lock was handed to: %v", err)
 	}
 	if err := b.(*redisstore.Store).ForceRelease(ctx, "acl"); err != nil {
 		t.Errorf("ForceRelease: %v", err)

@@ -73,24 +73,26 @@ func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = pre
 func WithWatchLinger(d time.Duration) Option { return func(o *options) { o.linger = max(d, 0) } }
 
 // DefaultHandoverWindow is how long a released lock stays reserved for the
-// longest-waiting waiter.
+// longest-waiting waiter, where it is reserved rather than handed over.
 const DefaultHandoverWindow = 500 * time.Millisecond
 
-// WithHandoverWindow sets how long a released lock is reserved for the
-// waiter that has waited longest (default 500ms; 0 turns the FIFO off).
+// WithHandoverWindow turns the FIFO of waiters on (any window above 0, the
+// default 500ms) or off (0), and sets how long a released lock is reserved
+// for a waiter that cannot be handed it directly.
 //
 // A contender that finds the lock held from a blocking baton.Mutex.Lock
 // (backend.Request.Waiting), or while it has a watch open on the Store,
-// takes a place in a FIFO of waiters kept in
-// Redis, refreshed by each of its attempts and dropped one TTL after its
-// last. Release reserves the lock for the first waiter in the FIFO other
-// than the releaser; everyone else, including a releaser that locks again
-// at once, is refused until that waiter took it or the window ran out. So
-// a holder that unlocks and locks in a tight loop cannot starve the
-// others, and waits are bounded by the number of waiters ahead. A waiter
-// that died or gave up costs at most one window, once. The reservation
-// only refuses acquisitions: it never grants one, so exclusion and tokens
-// do not depend on it. Redlock does not use it.
+// takes a place in a FIFO of waiters kept in Redis, refreshed by each of
+// its attempts and dropped one TTL after its last. Release hands the lock
+// to the first live waiter in the FIFO other than the releaser (see
+// "Direct handoff" in the package documentation): a holder that unlocks
+// and locks in a tight loop cannot starve the others, and waits are
+// bounded by the number of waiters ahead. With WithReplicaAcks, and for a
+// waiter of an earlier version, the release frees the lock and reserves
+// it for that waiter for the window instead: everyone else is refused
+// until it took the lock or the window ran out; a waiter that died or gave
+// up then costs at most one window, once. The reservation only refuses
+// acquisitions. Redlock does not use the FIFO.
 func WithHandoverWindow(d time.Duration) Option { return func(o *options) { o.handover = max(d, 0) } }
 
 // WithDriftFactor (Redlock) sets the clock-drift allowance as a fraction of

@@ -103,13 +103,22 @@ func ownerArg(holder, nonce string) string {
 // after the key's (which counts from the script's start); a key the
 // server has expired is therefore never refused for the fence's sake.
 //
+// A place in the FIFO of a Store that collects handed locks (see
+// releaseScript) also records the waiter's owner and TTL, so that a release
+// can hand the lock to it; such a waiter collects a claim handed to it by
+// its next attempt, if the notice did not let its Store collect it first
+// (the fence's handed field names the token of the last handed claim; the
+// attempt's owner must be the claim's).
+//
 // KEYS: lock, fence, queue (list of waiting holders), queued (hash: holder
-// -> registration deadline, ms), next (the holder the lock is reserved for).
-// ARGV: holder, owner (ownerArg), ttl in ms, notice channel, waits ("1" or "0").
-// Reply: {1, token} when acquired; {0, holder, token, pttl} when held (or
-// reserved: then holder is the waiter it is reserved for and pttl the
-// reservation's; or deleted before its expiry: then holder is the last
-// holder and pttl the time left until that expiry).
+// -> place: "<registration deadline ms>" or, with handoff,
+// "<deadline ms> <ttl ms> <owner>"), next (the holder the lock is reserved
+// for). ARGV: holder, owner (ownerArg), ttl in ms, notice channel, waits
+// ("1" or "0"), handoff ("1": the place records owner and TTL).
+// Reply: {1, token} when acquired (or collected); {0, holder, token, pttl}
+// when held (or reserved: then holder is the waiter it is reserved for and
+// pttl the reservation's; or deleted before its expiry: then holder is the
+// last holder and pttl the time left until that expiry).
 var acquireScript = redis.NewScript(luaReadlock + luaReadfence + luaNum + luaNowms + `
 local now = nowms()
 local nown = tonumber(now)
@@ -120,13 +129,27 @@ local function enqueue()
     if redis.call('LLEN', KEYS[3]) >= ` + maxWaitersLua + ` then return end
     redis.call('RPUSH', KEYS[3], ARGV[1])
   end
-  redis.call('HSET', KEYS[4], ARGV[1], num(nown + ttl))
+  local place = num(nown + ttl)
+  if ARGV[6] == '1' then place = place .. ' ' .. ARGV[3] .. ' ' .. ARGV[2] end
+  redis.call('HSET', KEYS[4], ARGV[1], place)
   if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
   if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end
 end
 local l, err = readlock(KEYS[1])
 if err then return err end
 if l then
+  if l[4] == ARGV[2] and ARGV[5] == '1' and redis.call('HGET', KEYS[2], 'handed') == l[1] then
+    -- Handed to this attempt's owner and not collected: collect it, its
+    -- TTL counting from now, as for a claim written now.
+    redis.call('HDEL', KEYS[2], 'handed')
+    if l[2] == ARGV[3] then
+      redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    else
+      redis.call('SET', KEYS[1], l[1] .. ' ' .. ARGV[3] .. ' ' .. l[3] .. ' ' .. l[4], 'PX', ARGV[3])
+    end
+    redis.call('HSET', KEYS[2], 'expires', num(nown + tonumber(ARGV[3])))
+    return {1, tonumber(l[1])}
+  end
   local h = holderof(l[4])
   if not h then return corrupt(KEYS[1] .. ' does not name a holder') end
   local pttl = redis.call('PTTL', KEYS[1])
@@ -192,43 +215,80 @@ redis.call('HSET', KEYS[2], 'expires', num(tonumber(t[1]) * 1000 + math.floor(to
 return {1, tonumber(l[1])}
 `)
 
-// releaseScript frees the lock if its owner still holds it, keeps the
-// fence, reserves the lock for the longest-waiting live waiter other than
-// the releaser (for the handover window), and publishes a release notice:
-// "released <token>", or "released <token> <window ms> <waiter>" when the
-// lock is reserved for waiter (see hub.notify). Waiters whose registration
-// ran out are dropped on the way.
+// releaseScript frees the lock if its owner still holds it and keeps the
+// fence. If waiters are queued (a handover window above 0), it serves the
+// longest-waiting live waiter other than the releaser, dropping on the way
+// the waiters whose registration ran out:
+//
+//   - a place that records an owner and TTL (a Store that collects handed
+//     locks): the lock is handed to it in the same script, as an
+//     acquisition by that owner would take it (next token, claim with the
+//     waiter's TTL from now, the fence's fields, and handed = the token),
+//     and the notice "handed <token> <ttl ms> <owner>" tells its Store;
+//   - a place without (an earlier version's waiter): the lock is freed and
+//     reserved for that waiter for the window, with the notice
+//     "released <token> <window ms> <waiter>";
+//   - nobody: the lock is freed, with the notice "released <token>".
+//
+// With leaving = "1" (a waiter that gives up), the caller's own place is
+// dropped first, if it is still this owner's; then, if the lock is this
+// owner's (handed to it and never collected), it is released as above.
 //
 // KEYS: lock, fence, queue, queued, next. ARGV: holder, owner (ownerArg),
-// notice channel, handover window in ms (0: no reservation).
+// notice channel, handover window in ms (0: no FIFO), leaving.
 // Reply: as renewScript.
-var releaseScript = redis.NewScript(luaReadlock + luaNowms + `
-local l, err = readlock(KEYS[1])
-if err then return err end
-if not l then return {0, '', 0} end
-if l[4] ~= ARGV[2] then return other(KEYS[1], l) end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[2], 'holder', '', 'expires', '0')
-local window = tonumber(ARGV[4])
-local reserved = ''
-if window > 0 then
-  local waiting = redis.call('LRANGE', KEYS[3], 0, -1)
-  local now = #waiting > 0 and tonumber(nowms())
+var releaseScript = redis.NewScript(luaReadlock + luaReadfence + luaNum + `
+local function place(p)
+  local d, ttl, owner = string.match(p, '^(%d+) (%d+) (.+)$')
+  if d and #ttl <= 12 and tonumber(ttl) >= 1 then return tonumber(d), ttl, owner end
+  return tonumber(d or p) or 0
+end
+local function drop(h)
+  redis.call('LREM', KEYS[3], 0, h)
+  redis.call('HDEL', KEYS[4], h)
+end
+-- first returns the longest-waiting live waiter other than the releaser,
+-- with its TTL and owner if its place records them, and drops it and every
+-- dead place before it.
+local function first(waiting, now)
   for _, h in ipairs(waiting) do
-    local deadline = tonumber(redis.call('HGET', KEYS[4], h) or '0') or 0
-    if deadline < now or h ~= ARGV[1] then
-      redis.call('LREM', KEYS[3], 0, h)
-      redis.call('HDEL', KEYS[4], h)
-      if deadline >= now then
-        redis.call('SET', KEYS[5], h, 'PX', window)
-        reserved = h
-        break
-      end
+    local d, ttl, owner = place(redis.call('HGET', KEYS[4], h) or '0')
+    if d < now or h ~= ARGV[1] then
+      drop(h)
+      if d >= now then return h, ttl, owner end
     end
   end
 end
-if reserved ~= '' then
-  redis.call('PUBLISH', ARGV[3], 'released ' .. l[1] .. ' ' .. ARGV[4] .. ' ' .. reserved)
+local l, err = readlock(KEYS[1])
+if err then return err end
+if ARGV[5] == '1' then
+  local p = redis.call('HGET', KEYS[4], ARGV[1])
+  if p and select(3, place(p)) == ARGV[2] then drop(ARGV[1]) end
+end
+if not l then return {0, '', 0} end
+if l[4] ~= ARGV[2] then return other(KEYS[1], l) end
+local window = tonumber(ARGV[4])
+local waiting = window > 0 and redis.call('LRANGE', KEYS[3], 0, -1) or {}
+local h, ttl, owner, t
+if #waiting > 0 then
+  t = redis.call('TIME')
+  h, ttl, owner = first(waiting, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+end
+if owner then
+  local ftoken, ftrans = readfence(KEYS[2])
+  if not ftoken then return ftrans end
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local ts = num(math.max(tonumber(ftoken) + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(tonumber(ftrans) + 1), 'holder', h, 'expires', num(now + tonumber(ttl)), 'handed', ts)
+  redis.call('SET', KEYS[1], ts .. ' ' .. ttl .. ' ' .. num(now) .. ' ' .. owner, 'PX', ttl)
+  redis.call('PUBLISH', ARGV[3], 'handed ' .. ts .. ' ' .. ttl .. ' ' .. owner)
+  return {1, tonumber(l[1])}
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[2], 'holder', '', 'expires', '0')
+if h then
+  redis.call('SET', KEYS[5], h, 'PX', window)
+  redis.call('PUBLISH', ARGV[3], 'released ' .. l[1] .. ' ' .. ARGV[4] .. ' ' .. h)
 else
   redis.call('PUBLISH', ARGV[3], 'released ' .. l[1])
 end

@@ -42,6 +42,11 @@ type Store struct {
 	client   redis.UniversalClient
 	prefix   string
 	handover time.Duration // 0: no FIFO of waiters
+	// handoff: a release hands the lock to the longest-waiting waiter
+	// (a FIFO, and no replica acks to wait for); waiters tracks this
+	// Store's waiters for it.
+	handoff bool
+	waiters *waiters
 	// acks replicas must acknowledge each acquisition and renewal, within
 	// ackTimeout (WithReplicaAcks); 0: no WAIT.
 	acks       int
@@ -83,14 +88,18 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 }
 
 func newStore(client redis.UniversalClient, o options) *Store {
-	return &Store{
+	s := &Store{
 		client:     client,
 		prefix:     o.prefix,
 		handover:   o.handover,
+		handoff:    o.handover > 0 && o.acks == 0,
 		acks:       o.acks,
 		ackTimeout: o.ackTimeout,
 		hub:        newHub(client, o.linger, o.healthInterval),
 	}
+	s.waiters = newWaiters(s.leave)
+	s.hub.onHanded = s.waiters.notice
+	return s
 }
 
 // Close stops the background subscriber that serves Watch (closing every
@@ -100,6 +109,7 @@ func newStore(client redis.UniversalClient, o options) *Store {
 // stops it.
 func (s *Store) Close() error {
 	s.hub.close()
+	s.waiters.close()
 	var errs []error
 	for _, c := range s.owned {
 		errs = append(errs, c.Close())
@@ -156,8 +166,15 @@ func (s *Store) keySet(name string) *keys {
 // req.TTL (rounded up to whole milliseconds); otherwise it reports the
 // holder and the claim's remaining time as measured by the server
 // (HeldError.RetryAfter). While the lock is reserved, the HeldError names
-// the waiter it is reserved for and the reservation's remaining time.
+// the waiter it is reserved for and the reservation's remaining time. A
+// waiting attempt whose owner a release handed the lock to collects it:
+// without a request if this Store heard the handoff's notice (the Grant's
+// Age then says from when it counts), or with the script otherwise; see
+// "Direct handoff" in the package documentation.
 func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
+	if g, ok := s.collect(ctx, key, req); ok {
+		return g, nil
+	}
 	r, err := s.acquire(ctx, key, req)
 	if err != nil {
 		return backend.Grant{}, err
@@ -166,6 +183,27 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 		return backend.Grant{}, &backend.HeldError{Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.pttl}
 	}
 	return backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: r.token, TTL: req.TTL}, nil
+}
+
+// collect returns a lock that a release handed to req's owner, as its
+// notice told this Store, without a request (see waiters.collect).
+func (s *Store) collect(ctx context.Context, key string, req backend.Request) (backend.Grant, bool) {
+	if !s.handoff || ctx.Err() != nil || checkRequest(key, req.Holder, req.Nonce, req.TTL) != nil {
+		return backend.Grant{}, false
+	}
+	k := s.keySet(key)
+	token, age, ok := s.waiters.collect(k.channel, ownerArg(req.Holder, req.Nonce), time.Duration(millis(req.TTL))*time.Millisecond, time.Now())
+	if !ok {
+		return backend.Grant{}, false
+	}
+	return backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: token, TTL: req.TTL, Age: age}, true
+}
+
+// leave gives up a waiter's place, and the lock if a release handed it to
+// the waiter and it was never collected (the waiter's context ended).
+func (s *Store) leave(ctx context.Context, k *keys, holder, owner string) {
+	// Handoff runs without replica acks: the client is the connection.
+	_ = releaseScript.Run(ctx, s.client, k.all, holder, owner, k.channel, millis(s.handover), "1").Err()
 }
 
 type acquireResult struct {
@@ -180,22 +218,37 @@ func (s *Store) acquire(ctx context.Context, key string, req backend.Request) (a
 		return acquireResult{}, err
 	}
 	k := s.keySet(key)
-	lock, channel := k.lock, k.channel
+	channel := k.channel
 	// A contender that says it keeps trying (a blocking Lock), or that has
 	// a watch open on this Store, waits for a release notice: give it a
 	// place in the FIFO of waiters. Queueing a blocking Lock at its first
 	// refused attempt matters: until its watch is confirmed, a holder that
 	// unlocks and locks again would otherwise win every time.
-	waits := "0"
+	waits, handoff := "0", "0"
 	if s.handover > 0 && (req.Waiting || s.hub.watching(channel)) {
 		waits = "1"
 	}
+	owner := ownerArg(req.Holder, req.Nonce)
+	if waits == "1" && s.handoff {
+		handoff = "1"
+		s.waiters.sending(ctx, k, req.Holder, owner, req.TTL)
+	}
+	r, err := s.runAcquire(ctx, k, req, owner, waits, handoff)
+	if handoff == "1" {
+		s.waiters.answered(channel, owner, err == nil && r.acquired, err == nil && !r.acquired, r.token)
+	}
+	return r, err
+}
+
+// runAcquire runs acquireScript and interprets its reply.
+func (s *Store) runAcquire(ctx context.Context, k *keys, req backend.Request, owner, waits, handoff string) (acquireResult, error) {
+	key, lock, channel := k.name, k.lock, k.channel
 	sc, done, err := s.conn(ctx, lock)
 	if err != nil {
 		return acquireResult{}, s.wrap(key, lock, "acquire", err)
 	}
 	defer done()
-	v, err := acquireScript.Run(ctx, sc, k.all, req.Holder, ownerArg(req.Holder, req.Nonce), millis(req.TTL), channel, waits).Slice()
+	v, err := acquireScript.Run(ctx, sc, k.all, req.Holder, owner, millis(req.TTL), channel, waits, handoff).Slice()
 	if err != nil {
 		return acquireResult{}, s.wrap(key, lock, "acquire", err)
 	}
@@ -208,7 +261,7 @@ func (s *Store) acquire(ctx context.Context, key string, req backend.Request) (a
 		if err := s.awaitAcks(ctx, sc); err != nil {
 			// Undo the claim that a failover could lose: release it
 			// (owner-checked; a failure leaves it to expire).
-			_ = releaseScript.Run(ctx, sc, k.all, req.Holder, ownerArg(req.Holder, req.Nonce), channel, millis(s.handover)).Err()
+			_ = releaseScript.Run(ctx, sc, k.all, req.Holder, owner, channel, millis(s.handover), "0").Err()
 			return acquireResult{}, s.wrap(key, lock, "acquire", fmt.Errorf("%w; the claim was released", err))
 		}
 		return r, nil
@@ -230,10 +283,10 @@ func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, erro
 }
 
 // Release implements backend.Backend: if g's owner still holds the lock, one
-// script deletes the lock key, keeps the fence (the next holder gets a
-// larger token), reserves the lock for the longest-waiting waiter (see
-// WithHandoverWindow) and publishes a release notice that wakes every
-// watcher at once. Otherwise it returns an error matching backend.ErrLost.
+// script frees it, keeps the fence (the next holder gets a larger token),
+// hands it to the longest-waiting waiter if there is one (see
+// WithHandoverWindow), and publishes a notice that wakes the watchers it
+// concerns. Otherwise it returns an error matching backend.ErrLost.
 func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	return s.owned1(ctx, releaseScript, "release", g)
 }
@@ -252,7 +305,7 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	defer done()
 	var cmd *redis.Cmd
 	if script == releaseScript {
-		cmd = script.Run(ctx, sc, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover))
+		cmd = script.Run(ctx, sc, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover), "0")
 	} else {
 		cmd = script.Run(ctx, sc, k.all[:2], ownerArg(g.Holder, g.Nonce), millis(g.TTL))
 	}

@@ -90,6 +90,9 @@ type hub struct {
 	client redis.UniversalClient
 	linger time.Duration
 	health time.Duration
+	// onHanded, if set, is told of every handoff notice (see
+	// waiters.notice); it must not call back into the hub.
+	onHanded func(channel, owner string, token uint64, ttl time.Duration)
 
 	mu     sync.Mutex
 	ps     *redis.PubSub // nil while the loop is not running
@@ -221,12 +224,13 @@ func (h *hub) close() {
 
 // notify handles a notice published on channel. A plain watch (Watch) is
 // woken by every notice. A waiter's watch (WatchWaiter) is not woken by an
-// acquisition, which cannot let its holder acquire, nor at once by a
-// release reserved for another waiter: only when that reservation ends
-// (if the other waiter took the lock, its release notices this one
-// again). This keeps a release from waking every waiter to be refused
-// (with 8 contenders, about 8 refused scripts per handover). A notice this
-// code does not know wakes every watch.
+// acquisition, which cannot let its holder acquire, nor by a handoff to
+// another holder (the same), nor at once by a release reserved for another
+// waiter: only when that reservation ends (if the other waiter took the
+// lock, its release notices this one again). A handoff to its holder
+// wakes it, to collect the lock. This keeps a release from waking every
+// waiter to be refused (with 8 contenders, about 8 refused scripts per
+// handover). A notice this code does not know wakes every watch.
 //
 // The order of notices on the connection is the order the scripts ran, so
 // a waiter that registered (RPUSH) just after a release picked another
@@ -234,7 +238,10 @@ func (h *hub) close() {
 // a notice was published is covered by the engine's retry after Watch
 // returned.
 func (h *hub) notify(channel, payload string) {
-	acquired, reservedFor, window := parseNotice(payload)
+	n := parseNotice(payload)
+	if n.kind == noticeHanded && h.onHanded != nil {
+		h.onHanded(channel, n.owner, n.token, n.ttl)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.chans[channel]
@@ -245,39 +252,77 @@ func (h *hub) notify(channel, payload string) {
 		switch {
 		case w.holder == "":
 			w.wake()
-		case acquired:
-		case reservedFor != "" && reservedFor != w.holder:
+		case n.kind == noticeAcquired:
+		case n.kind == noticeHanded && n.holder != w.holder:
+		case n.reservedFor != "" && n.reservedFor != w.holder:
 			// The reservation ends window after the script ran, which was
 			// before this notice arrived; a millisecond more covers the
 			// server's expiry rounding.
-			w.wakeAfter(window + time.Millisecond)
+			w.wakeAfter(n.window + time.Millisecond)
 		default:
 			w.wake()
 		}
 	}
 }
 
-// parseNotice reads "acquired <token>", "released <token>" or
-// "released <token> <window ms> <waiter>". Anything else reads as a
-// release without reservation, which wakes every watch.
-func parseNotice(p string) (acquired bool, reservedFor string, window time.Duration) {
+type noticeKind int
+
+const (
+	noticeOther    noticeKind = iota // a release, or a notice this code does not know
+	noticeAcquired                   // "acquired <token>"
+	noticeHanded                     // "handed <token> <ttl ms> <owner>"
+)
+
+// notice is a parsed notice.
+type notice struct {
+	kind        noticeKind
+	reservedFor string        // a release reserved for this waiter
+	window      time.Duration // for that long
+	token       uint64        // handed: the new holder's token
+	ttl         time.Duration // handed: its claim's TTL
+	owner       string        // handed: its owner (ownerArg)
+	holder      string        // handed: its holder
+}
+
+// parseNotice reads "acquired <token>", "released <token>",
+// "released <token> <window ms> <waiter>" or "handed <token> <ttl ms>
+// <owner>". Anything else reads as a release without reservation, which
+// wakes every watch.
+func parseNotice(p string) notice {
 	kind, rest, _ := strings.Cut(p, " ")
-	if kind == "acquired" {
-		return true, "", 0
-	}
-	if kind != "released" {
-		return false, "", 0
+	switch kind {
+	case "acquired":
+		return notice{kind: noticeAcquired}
+	case "handed":
+		return parseHanded(rest)
+	case "released":
+	default:
+		return notice{}
 	}
 	_, rest, ok := strings.Cut(rest, " ") // the token
 	if !ok {
-		return false, "", 0
+		return notice{}
 	}
 	ms, holder, ok := strings.Cut(rest, " ")
 	n, err := strconv.ParseInt(ms, 10, 64)
 	if !ok || err != nil || n <= 0 || holder == "" {
-		return false, "", 0
+		return notice{}
 	}
-	return false, holder, time.Duration(n) * time.Millisecond
+	return notice{reservedFor: holder, window: time.Duration(n) * time.Millisecond}
+}
+
+// parseHanded reads "<token> <ttl ms> <owner>"; a malformed one reads as
+// an unknown notice.
+func parseHanded(p string) notice {
+	tok, rest, ok1 := strings.Cut(p, " ")
+	ms, owner, ok2 := strings.Cut(rest, " ")
+	token, err1 := strconv.ParseUint(tok, 10, 64)
+	ttl, err2 := strconv.ParseInt(ms, 10, 64)
+	holder, ok3 := holderOf(owner)
+	if !ok1 || !ok2 || !ok3 || err1 != nil || err2 != nil || token == 0 || ttl <= 0 {
+		return notice{}
+	}
+	return notice{kind: noticeHanded, token: token, ttl: time.Duration(ttl) * time.Millisecond, owner: owner, holder: holder}
 }
 
 // confirm handles a subscription confirmation: the first one completes the

@@ -1,0 +1,231 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Direct handoff: a release hands the lock to the longest-waiting waiter
+// in the same script (releaseScript) and publishes "handed <token> <ttl>
+// <owner>". The waiter's Store then returns the claim from the notice,
+// without a request; see waiters.collect for the clock model.
+
+// waiters are this Store's waiting attempts that a release may hand the
+// lock to, by notice channel and owner (ownerArg: holder and nonce, one
+// Lock call or campaign).
+type waiters struct {
+	// leave gives up a waiter's place, and the lock if it was handed to it
+	// and not collected (releaseScript with leaving = "1"). Run in its own
+	// goroutine with a context that Close cancels.
+	leave func(ctx context.Context, k *keys, holder, owner string)
+
+	mu        sync.Mutex
+	m         map[waiterKey]*waiting
+	lastSweep time.Time
+	closed    bool
+	ctx       context.Context // cancelled by close
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // running leaves
+}
+
+type waiterKey struct{ channel, owner string }
+
+// waiting is one owner's state between its attempts.
+type waiting struct {
+	k      *keys
+	holder string
+	ttl    time.Duration // of the latest attempt
+	// sent is the send time of the latest attempt (on this process's
+	// monotonic clock); inflight is true until it is answered, refused
+	// then, and refusedBy is the token in that refusal.
+	sent      time.Time
+	inflight  bool
+	refused   bool
+	refusedBy uint64
+	// handed and handedTTL come from a handoff notice for this owner; 0
+	// if none arrived.
+	handed    uint64
+	handedTTL time.Duration
+	// gaveUp is set when ctx ended while an attempt was in flight: its
+	// answer then runs the leave.
+	gaveUp bool
+	ctx    context.Context // the attempts' context; its end means the waiter gave up
+	stop   func() bool     // stops the context.AfterFunc for ctx
+}
+
+func newWaiters(leave func(ctx context.Context, k *keys, holder, owner string)) *waiters {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &waiters{leave: leave, m: map[waiterKey]*waiting{}, ctx: ctx, cancel: cancel}
+}
+
+// sending records that an attempt of owner, which waits and may be handed
+// the lock, is about to be sent. Its end of ctx gives up the place.
+func (ws *waiters) sending(ctx context.Context, k *keys, holder, owner string, ttl time.Duration) {
+	now := time.Now()
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.closed {
+		return
+	}
+	key := waiterKey{k.channel, owner}
+	w := ws.m[key]
+	if w == nil {
+		ws.sweep(now)
+		w = &waiting{k: k, holder: holder}
+		ws.m[key] = w
+	}
+	w.sent, w.ttl, w.inflight, w.refused = now, ttl, true, false
+	if w.ctx != ctx {
+		if w.stop != nil {
+			w.stop()
+		}
+		w.ctx, w.stop = ctx, context.AfterFunc(ctx, func() { ws.giveUp(key, w) })
+	}
+}
+
+// answered records the answer to the attempt in flight: acquired (the
+// waiter is done), refused by a claim with token by (its place is kept),
+// or neither (an error: it may or may not have run).
+func (ws *waiters) answered(channel, owner string, acquired, refused bool, by uint64) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	key := waiterKey{channel, owner}
+	w := ws.m[key]
+	if w == nil {
+		return
+	}
+	w.inflight = false
+	switch {
+	case acquired:
+		ws.remove(key, w)
+	case w.gaveUp:
+		ws.remove(key, w)
+		ws.startLeave(w, owner)
+	case refused:
+		w.refused, w.refusedBy = true, by
+	}
+}
+
+// notice records a handoff to owner announced on channel.
+func (ws *waiters) notice(channel, owner string, token uint64, ttl time.Duration) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if w := ws.m[waiterKey{channel, owner}]; w != nil && token > w.handed {
+		w.handed, w.handedTTL = token, ttl
+	}
+}
+
+// collect returns the token of a lock handed to owner, and how long ago
+// its validity may be counted from, if it can be collected without a
+// request.
+//
+// The clock model (DESIGN invariant 3): the waiter's latest attempt was
+// sent at w.sent and refused by a claim with a token below the handed
+// one, so Redis ran it before the release that handed the lock, which
+// wrote the claim with the waiter's TTL from its own start. Redis thus
+// keeps the claim until at least w.sent + TTL, and the grant says so with
+// Age = now - w.sent. A handoff whose attempt is still in flight, or was
+// not answered, is left to the next request (acquireScript collects it
+// with the TTL from then); so is one older than TTL/3 (a waiter that
+// slept long: its holder would have to renew at once), and one with
+// another TTL than this attempt's.
+func (ws *waiters) collect(channel, owner string, ttl time.Duration, now time.Time) (token uint64, age time.Duration, ok bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	key := waiterKey{channel, owner}
+	w := ws.m[key]
+	if w == nil || w.handed == 0 || w.inflight || !w.refused || w.refusedBy >= w.handed || w.handedTTL != ttl {
+		return 0, 0, false
+	}
+	age = now.Sub(w.sent)
+	if age < 0 || age > ttl/3 {
+		return 0, 0, false
+	}
+	ws.remove(key, w)
+	return w.handed, age, true
+}
+
+// giveUp runs when a waiter's context ends before it acquired: it drops
+// the waiter and gives up its place (and a lock handed to it) in Redis,
+// after the attempt in flight if any.
+func (ws *waiters) giveUp(key waiterKey, w *waiting) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.m[key] != w {
+		return // acquired, collected, or replaced
+	}
+	if w.inflight {
+		w.gaveUp = true
+		return
+	}
+	ws.remove(key, w)
+	ws.startLeave(w, key.owner)
+}
+
+// startLeave runs ws.leave for w in the background. ws.mu is held.
+func (ws *waiters) startLeave(w *waiting, owner string) {
+	if ws.closed {
+		return
+	}
+	ws.wg.Add(1)
+	go func() {
+		defer ws.wg.Done()
+		ctx, cancel := context.WithTimeout(ws.ctx, leaveTimeout)
+		defer cancel()
+		ws.leave(ctx, w.k, w.holder, owner)
+	}()
+}
+
+// leaveTimeout bounds a give-up's request; if it fails, the place
+// expires one TTL after the waiter's last attempt, and a lock handed to
+// it one TTL after the handoff.
+const leaveTimeout = 5 * time.Second
+
+// remove forgets w. ws.mu is held.
+func (ws *waiters) remove(key waiterKey, w *waiting) {
+	delete(ws.m, key)
+	if w.stop != nil {
+		w.stop()
+	}
+}
+
+// sweep forgets, at most once a minute, waiters whose latest attempt is
+// older than twice their TTL: their place has expired in Redis, so no
+// release can hand them the lock (a Lock that stopped on an error without
+// its context ending). ws.mu is held.
+func (ws *waiters) sweep(now time.Time) {
+	if now.Sub(ws.lastSweep) < time.Minute {
+		return
+	}
+	ws.lastSweep = now
+	for key, w := range ws.m {
+		if !w.inflight && now.Sub(w.sent) > 2*w.ttl {
+			ws.remove(key, w)
+		}
+	}
+}
+
+// close stops every give-up and waits for those running.
+func (ws *waiters) close() {
+	ws.mu.Lock()
+	ws.closed = true
+	for key, w := range ws.m {
+		ws.remove(key, w)
+	}
+	ws.mu.Unlock()
+	ws.cancel()
+	ws.wg.Wait()
+}
+
+// holderOf returns the holder that an owner (ownerArg) names.
+func holderOf(owner string) (string, bool) {
+	n, rest, ok := strings.Cut(owner, " ")
+	l, err := strconv.Atoi(n)
+	if !ok || err != nil || l < 1 || l >= len(rest) {
+		return "", false
+	}
+	return rest[l:], true
+}

@@ -1,0 +1,270 @@
+package redisstore_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/internal/testenv"
+	"github.com/baton-go/baton/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// counter is a go-redis hook that counts the commands a client sends (a
+// pipeline's commands each).
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// countingStore returns a Store on addr with prefix whose client counts
+// its commands.
+func countingStore(t *testing.T, addr, prefix string) (*redisstore.Store, *counter) {
+	t.Helper()
+	c := newClient(t, addr)
+	n := &counter{}
+	c.AddHook(n)
+	s := mustNew(t, c, redisstore.WithPrefix(prefix))
+	t.Cleanup(func() { _ = s.Close() })
+	return s, n
+}
+
+func waitingRequest(holder string, ttl time.Duration) backend.Request {
+	r := request(holder, ttl)
+	r.Waiting = true
+	return r
+}
+
+// TestHandoffCollectsWithoutRequest: a waiter told by the notice that the
+// lock was handed to it collects it without a command, and the grant's
+// validity counts from its refused attempt, which Redis ran before the
+// handoff.
+func TestHandoffCollectsWithoutRequest(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "handoff"
+	a := newStore(t, srv.Addr(), prefix)
+	b, sent := countingStore(t, srv.Addr(), prefix)
+	woken, err := b.WatchWaiter(ctx, key, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := waitingRequest("b", time.Minute)
+	beforeRefused := time.Now()
+	_, err = b.TryAcquire(ctx, key, rb)
+	heldBy(t, err)
+	afterRefused := time.Now()
+	if err := a.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+	case <-ctx.Done():
+		t.Fatal("b's watch was not woken by the handoff to b")
+	}
+	before := sent.n.Load()
+	beforeCollect := time.Now()
+	g, err := b.TryAcquire(ctx, key, rb)
+	afterCollect := time.Now()
+	if err != nil {
+		t.Fatalf("b after the handoff: %v", err)
+	}
+	if n := sent.n.Load() - before; n != 0 {
+		t.Errorf("collecting the handed lock sent %d commands, want none", n)
+	}
+	if g.Age < beforeCollect.Sub(afterRefused) || g.Age > afterCollect.Sub(beforeRefused) {
+		t.Errorf("grant age %v; want the time since b's refused attempt was sent, within [%v, %v]",
+			g.Age, beforeCollect.Sub(afterRefused), afterCollect.Sub(beforeRefused))
+	}
+	rec, err := a.Get(ctx, key)
+	if err != nil || rec.Holder != "b" || rec.Nonce != rb.Nonce || rec.Token != g.Token || g.Token <= ga.Token {
+		t.Fatalf("record %+v, %v; grant %+v: want b's claim with the grant's token, above %d", rec, err, g, ga.Token)
+	}
+	// The claim is b's like any other: it renews and releases it.
+	if _, err := b.Renew(ctx, g); err != nil {
+		t.Errorf("Renew of the handed lock: %v", err)
+	}
+	if err := b.Release(ctx, g); err != nil {
+		t.Errorf("Release of the handed lock: %v", err)
+	}
+}
+
+// TestHandoffNoticeMissedCollectsByRequest: a waiter that did not hear the
+// notice (no watch) collects the handed lock with its next attempt, which
+// counts the TTL from then; the collection happens once.
+func TestHandoffNoticeMissedCollectsByRequest(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "handoff-missed"
+	a, b := newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix)
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := waitingRequest("b", 30*time.Second)
+	_, err = b.TryAcquire(ctx, key, rb)
+	heldBy(t, err)
+	if err := a.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	lock, _, _ := a.Keys(key)
+	c := newClient(t, srv.Addr())
+	// Let the handed claim age, so that the collection's new expiry shows.
+	if err := c.PExpire(ctx, lock, 20*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.TryAcquire(ctx, key, rb)
+	if err != nil {
+		t.Fatalf("b after a handoff it did not hear of: %v", err)
+	}
+	if g.Age != 0 {
+		t.Errorf("a lock collected by a request has age %v, want 0", g.Age)
+	}
+	if pttl, err := c.PTTL(ctx, lock).Result(); err != nil || pttl <= 20*time.Second {
+		t.Errorf("PTTL after the collection: %v, %v; want the TTL (30s) counted from the collection", pttl, err)
+	}
+	_, err = b.TryAcquire(ctx, key, rb)
+	if h := heldBy(t, err); h.Holder != "b" {
+		t.Errorf("the same attempt again: held by %q, want refused as the holder", h.Holder)
+	}
+}
+
+// TestHandoffWaiterGivesUp: a waiter whose context ends gives up its
+// place, and a lock handed to it that it did not collect, so the next
+// waiter gets the lock.
+func TestHandoffWaiterGivesUp(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	a, b, c := newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix)
+	for _, handed := range []bool{false, true} {
+		key := "gives-up-before"
+		if handed {
+			key = "gives-up-after"
+		}
+		ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bctx, giveUp := context.WithCancel(ctx)
+		_, err = b.TryAcquire(bctx, key, waitingRequest("b", time.Minute))
+		heldBy(t, err)
+		rc := waitingRequest("c", time.Minute)
+		_, err = c.TryAcquire(ctx, key, rc)
+		heldBy(t, err)
+		if handed {
+			if err := a.Release(ctx, ga); err != nil {
+				t.Fatal(err)
+			}
+			if rec, err := a.Get(ctx, key); err != nil || rec.Holder != "b" {
+				t.Fatalf("%s: after the release %+v, %v; want handed to b", key, rec, err)
+			}
+		}
+		giveUp()
+		if !handed {
+			awaitNoPlace(t, ctx, srv.Addr(), a, key, "b")
+			if err := a.Release(ctx, ga); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// b's place is gone, and the lock handed to it too: it is c's.
+		awaitHolder(t, ctx, a, key, "c")
+		if _, err := c.TryAcquire(ctx, key, rc); err != nil {
+			t.Errorf("%s: c after b gave up: %v", key, err)
+		}
+	}
+}
+
+// awaitNoPlace waits until holder has no place in key's FIFO.
+func awaitNoPlace(t *testing.T, ctx context.Context, addr string, s *redisstore.Store, key, holder string) {
+	t.Helper()
+	c := newClient(t, addr)
+	queued := redisstore.QueueKeys(s, key)[1]
+	for {
+		n, err := c.HExists(ctx, queued, holder).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s still has a place in %s", holder, queued)
+		case <-time.After(10 * time.Millisecond): // polls the server: the give-up runs in the background
+		}
+	}
+}
+
+// awaitHolder waits until key's record names holder.
+func awaitHolder(t *testing.T, ctx context.Context, s *redisstore.Store, key, holder string) {
+	t.Helper()
+	for {
+		rec, err := s.Get(ctx, key)
+		if err == nil && rec.Holder == holder && rec.Remaining > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s is not held by %s: %+v, %v", key, holder, rec, err)
+		case <-time.After(10 * time.Millisecond): // polls the server: the give-up runs in the background
+		}
+	}
+}
+
+// TestHandoffNeedsNoAcks: with WithReplicaAcks a release does not hand the
+// lock over (the notice would precede the replicas' acknowledgement): it
+// reserves it, as for a waiter of an earlier version.
+func TestHandoffNeedsNoAcks(t *testing.T) {
+	url := testenv.StartRedisSentinel(t).URL()
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "handoff-acks"
+	acked := func() *redisstore.Store {
+		s, err := redisstore.Open(url, redisstore.WithPrefix(prefix), redisstore.WithReplicaAcks(1, 5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := acked(), acked()
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := waitingRequest("b", time.Minute)
+	_, err = b.TryAcquire(ctx, key, rb)
+	heldBy(t, err)
+	if err := a.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.TryAcquire(ctx, key, request("a", time.Minute))
+	if h := heldBy(t, err); h.Holder != "b" || h.Token != ga.Token {
+		t.Errorf("after the release: %+v; want reserved for b, the token unchanged", h)
+	}
+	if _, err := b.TryAcquire(ctx, key, rb); err != nil {
+		t.Errorf("b, for which the lock is reserved: %v", err)
+	}
+}
