@@ -48,7 +48,14 @@
 //     not all of them to be refused. The engine still polls (RetryPeriod,
 //     with jitter, and no later than the PTTL the holder's claim had left)
 //     in case a notice is lost, and a claim that expires (its holder
-//     crashed) publishes nothing.
+//     crashed) publishes nothing. A waiting attempt right after a refused
+//     one is answered from that answer, without a request, if the Store
+//     has followed the lock's channel since before the refused attempt,
+//     heard no notice on it since, and the claim then seen cannot have
+//     ended (its PTTL from the attempt's send time): the engine's retry
+//     after its watch opens costs nothing. Such an answer can be older
+//     than a notice still in flight to the Store; the notice wakes the
+//     watch when it arrives.
 //
 // # Direct handoff
 //

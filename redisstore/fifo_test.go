@@ -15,17 +15,6 @@ import (
 	"github.com/baton-go/baton/redisstore"
 )
 
-// watching opens a watch on key for the rest of the test, which makes the
-// Store's refused attempts join the FIFO of waiters.
-func watching(t *testing.T, s *redisstore.Store, key string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if _, err := s.Watch(ctx, key); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func heldBy(t *testing.T, err error) *backend.HeldError {
 	t.Helper()
 	var held *backend.HeldError
@@ -44,8 +33,24 @@ func TestFIFOHandover(t *testing.T) {
 	prefix := uniquePrefix()
 	const key = "fifo"
 	a, b, c, d := newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix)
-	for _, s := range []*redisstore.Store{a, b, c} {
-		watching(t, s, key)
+	// Each waiter's watch wakes when the lock is handed to it (a waiting
+	// attempt may be answered from its Store's last answer until the
+	// Store hears the notice).
+	turn := map[string]<-chan struct{}{}
+	for name, s := range map[string]*redisstore.Store{"a": a, "b": b, "c": c} {
+		ch, err := s.WatchWaiter(ctx, key, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		turn[name] = ch
+	}
+	handedTo := func(name string) {
+		t.Helper()
+		select {
+		case <-turn[name]:
+		case <-ctx.Done():
+			t.Fatalf("%s's watch was not woken by the handoff to it", name)
+		}
 	}
 	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
 	if err != nil {
@@ -74,6 +79,7 @@ func TestFIFOHandover(t *testing.T) {
 			t.Errorf("%s after the lock was handed to b: %+v; want held by b, token %d", x.name, h, rec.Token)
 		}
 	}
+	handedTo("b")
 	gb, err := b.TryAcquire(ctx, key, rb)
 	if err != nil {
 		t.Fatalf("b, to which the lock was handed: %v", err)
@@ -88,6 +94,7 @@ func TestFIFOHandover(t *testing.T) {
 	if rec, err := d.Get(ctx, key); err != nil || rec.Holder != "c" || rec.Token <= gb.Token {
 		t.Errorf("after b released: %+v, %v; want the lock handed to c", rec, err)
 	}
+	handedTo("c")
 	gc, err := c.TryAcquire(ctx, key, rc)
 	if err != nil {
 		t.Fatalf("c: %v", err)
@@ -95,6 +102,7 @@ func TestFIFOHandover(t *testing.T) {
 	if err := c.Release(ctx, gc); err != nil {
 		t.Fatal(err)
 	}
+	handedTo("a")
 	if _, err := a.TryAcquire(ctx, key, ra); err != nil {
 		t.Errorf("a, the last waiter: %v", err)
 	}

@@ -45,6 +45,11 @@ type waiting struct {
 	inflight  bool
 	refused   bool
 	refusedBy uint64
+	// held is the refusal's answer; mark is the hub's mark of the lock's
+	// channel taken before the attempt was sent (markOK if confirmed).
+	held   acquireResult
+	mark   hubMark
+	markOK bool
 	// handed and handedTTL come from a handoff notice for this owner; 0
 	// if none arrived.
 	handed    uint64
@@ -63,7 +68,7 @@ func newWaiters(leave func(ctx context.Context, k *keys, holder, owner string)) 
 
 // sending records that an attempt of owner, which waits and may be handed
 // the lock, is about to be sent. Its end of ctx gives up the place.
-func (ws *waiters) sending(ctx context.Context, k *keys, holder, owner string, ttl time.Duration) {
+func (ws *waiters) sending(ctx context.Context, k *keys, holder, owner string, ttl time.Duration, mark hubMark, markOK bool) {
 	now := time.Now()
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -78,6 +83,7 @@ func (ws *waiters) sending(ctx context.Context, k *keys, holder, owner string, t
 		ws.m[key] = w
 	}
 	w.sent, w.ttl, w.inflight, w.refused = now, ttl, true, false
+	w.mark, w.markOK = mark, markOK
 	if w.ctx != ctx {
 		if w.stop != nil {
 			w.stop()
@@ -87,9 +93,9 @@ func (ws *waiters) sending(ctx context.Context, k *keys, holder, owner string, t
 }
 
 // answered records the answer to the attempt in flight: acquired (the
-// waiter is done), refused by a claim with token by (its place is kept),
-// or neither (an error: it may or may not have run).
-func (ws *waiters) answered(channel, owner string, acquired, refused bool, by uint64) {
+// waiter is done), refused (r; its place is kept), or neither (an error:
+// it may or may not have run).
+func (ws *waiters) answered(channel, owner string, acquired, refused bool, r acquireResult) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	key := waiterKey{channel, owner}
@@ -105,8 +111,29 @@ func (ws *waiters) answered(channel, owner string, acquired, refused bool, by ui
 		ws.remove(key, w)
 		ws.startLeave(w, owner)
 	case refused:
-		w.refused, w.refusedBy = true, by
+		w.refused, w.refusedBy, w.held = true, r.token, r
 	}
+}
+
+// refusal returns the answer owner's last attempt got, with the time left
+// of the claim it saw, if asking again could not change it: the lock's
+// channel has been confirmed without a break since before that attempt
+// was sent (cur, curOK: its mark now), no notice arrived on it since (an
+// acquisition, a release, a handoff or a forced release would have
+// published one), and the claim or reservation seen cannot have ended
+// yet (its PTTL, counted from the attempt's send time). The engine retries
+// right after its watch opens, to cover notices the watch may have
+// missed; on a channel this Store was already following, none was.
+func (ws *waiters) refusal(channel, owner string, cur hubMark, curOK bool, now time.Time) (acquireResult, bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	w := ws.m[waiterKey{channel, owner}]
+	if w == nil || w.inflight || !w.refused || !w.markOK || !curOK || w.mark != cur {
+		return acquireResult{}, false
+	}
+	r := w.held
+	r.pttl -= now.Sub(w.sent)
+	return r, r.pttl > 0
 }
 
 // notice records a handoff to owner announced on channel.

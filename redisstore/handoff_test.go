@@ -268,3 +268,48 @@ func TestHandoffNeedsNoAcks(t *testing.T) {
 		t.Errorf("b, for which the lock is reserved: %v", err)
 	}
 }
+
+// TestWaiterRefusalFromLastAnswer: a waiting attempt right after a refused
+// one, with nothing heard on the lock's channel in between, is answered
+// from the last answer without a command (the engine's retry after its
+// watch opens); once a notice arrives, the next attempt asks Redis.
+func TestWaiterRefusalFromLastAnswer(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "refusal"
+	a := newStore(t, srv.Addr(), prefix)
+	b, sent := countingStore(t, srv.Addr(), prefix)
+	changed, err := b.Watch(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-changed // a's acquisition
+	rb := waitingRequest("b", time.Minute)
+	_, err = b.TryAcquire(ctx, key, rb)
+	first := heldBy(t, err)
+	before := sent.n.Load()
+	_, err = b.TryAcquire(ctx, key, rb)
+	again := heldBy(t, err)
+	if n := sent.n.Load() - before; n != 0 {
+		t.Errorf("the attempt right after a refusal sent %d commands, want none", n)
+	}
+	if again.Holder != "a" || again.Token != ga.Token || again.RetryAfter <= 0 || again.RetryAfter > first.RetryAfter {
+		t.Errorf("answered %+v after %+v; want the same holder and token, and no more time left", again, first)
+	}
+	// A forced release publishes a notice: the next attempt asks Redis.
+	if err := a.ForceRelease(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	<-changed
+	if _, err := b.TryAcquire(ctx, key, rb); err != nil {
+		t.Errorf("b after the forced release: %v", err)
+	}
+	if n := sent.n.Load() - before; n == 0 {
+		t.Error("the attempt after a notice sent no command")
+	}
+}

@@ -231,11 +231,15 @@ func (s *Store) acquire(ctx context.Context, key string, req backend.Request) (a
 	owner := ownerArg(req.Holder, req.Nonce)
 	if waits == "1" && s.handoff {
 		handoff = "1"
-		s.waiters.sending(ctx, k, req.Holder, owner, req.TTL)
+		mark, markOK := s.hub.mark(channel)
+		if r, ok := s.waiters.refusal(channel, owner, mark, markOK, time.Now()); ok {
+			return r, nil
+		}
+		s.waiters.sending(ctx, k, req.Holder, owner, req.TTL, mark, markOK)
 	}
 	r, err := s.runAcquire(ctx, k, req, owner, waits, handoff)
 	if handoff == "1" {
-		s.waiters.answered(channel, owner, err == nil && r.acquired, err == nil && !r.acquired, r.token)
+		s.waiters.answered(channel, owner, err == nil && r.acquired, err == nil && !r.acquired, r)
 	}
 	return r, err
 }

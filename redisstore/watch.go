@@ -100,6 +100,8 @@ type hub struct {
 	done   chan struct{} // closed when the last started loop has returned
 	chans  map[string]*hubChan
 	closed bool
+	epoch  uint64 // counts the times notices may have been lost (see mark)
+	seq    uint64 // counts notices and confirmations on every channel
 }
 
 type hubChan struct {
@@ -107,6 +109,24 @@ type hubChan struct {
 	confirmed   chan struct{}     // closed at the first confirmation
 	isConfirmed bool
 	idle        time.Time // when the last watcher left; zero while watched
+	seq         uint64    // the hub's seq at this channel's last notice or confirmation
+}
+
+// hubMark is a point in a channel's history as the hub heard it: two
+// equal marks of a confirmed channel mean that no notice arrived, and
+// none can have been lost, between them.
+type hubMark struct{ epoch, seq uint64 }
+
+// mark returns channel's mark, and false if the channel is not subscribed
+// and confirmed (notices may be missed).
+func (h *hub) mark(channel string) (hubMark, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.chans[channel]
+	if c == nil || !c.isConfirmed {
+		return hubMark{}, false
+	}
+	return hubMark{h.epoch, c.seq}, true
 }
 
 // confirmTimeout bounds how long Watch waits for a subscription to be
@@ -248,6 +268,8 @@ func (h *hub) notify(channel, payload string) {
 	if c == nil {
 		return
 	}
+	h.seq++
+	c.seq = h.seq
 	for w := range c.watchers {
 		switch {
 		case w.holder == "":
@@ -335,6 +357,8 @@ func (h *hub) confirm(channel string) {
 	if c == nil {
 		return
 	}
+	h.seq++
+	c.seq = h.seq
 	first := !c.isConfirmed
 	if first {
 		c.isConfirmed = true
@@ -350,6 +374,7 @@ func (h *hub) confirm(channel string) {
 func (h *hub) wakeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.epoch++
 	for _, c := range h.chans {
 		for w := range c.watchers {
 			w.wake()
@@ -431,6 +456,7 @@ func (h *hub) abandon(ps *redis.PubSub) {
 		return
 	}
 	h.ps = nil
+	h.epoch++
 	h.cancel()
 	_ = ps.Close()
 	for _, c := range h.chans {
@@ -453,6 +479,7 @@ func (h *hub) replace(ctx context.Context, ps *redis.PubSub) *redis.PubSub {
 		return nil
 	}
 	_ = ps.Close()
+	h.epoch++
 	channels := make([]string, 0, len(h.chans))
 	for ch := range h.chans {
 		channels = append(channels, ch)
