@@ -92,7 +92,11 @@
 // waiter before a replica acknowledged the claim, so a release reserves
 // the lock for the waiter instead, which then acquires it with a request
 // (see WithHandoverWindow); so does a release for a waiter of an earlier
-// version, whose place records no owner.
+// version, whose place records no owner. (A reservation made by an earlier
+// version's release is not recorded in the fence, and an acquisition that
+// finds the fence free does not look for it: while versions are mixed,
+// such a reservation may be overtaken. Exclusion and tokens do not depend
+// on reservations.)
 //
 // Ownership is the holder's identity plus the engine's random nonce per
 // acquisition, so even two processes misconfigured with the same identity
@@ -112,7 +116,9 @@
 //	               expires (the server time, in ms, at which the last claim
 //	               ends; "0" after a release), handed (the token of the last
 //	               claim a release handed to a waiter, until collected by a
-//	               request). Never expires; baton never deletes it.
+//	               request), reserved (the server time, in ms, at which the
+//	               last reservation ends). Never expires; baton never
+//	               deletes it.
 //	P{N}:notify    pub/sub channel: a message per acquire and per release:
 //	               "acquired <token>", "released <token>", when the release
 //	               handed the lock to a waiter "handed <token> <ttl ms>

@@ -66,17 +66,18 @@ local function other(k, l)
   return {0, h, tonumber(l[1])}
 end
 `
-	// readfence returns the fence hash's token, transitions, last holder
-	// and the last claim's expiry as a number ('0', '0', '', 0 if there is
-	// none), or nil and an error reply. It uses corrupt: a script that
-	// includes it includes luaReadlock.
+	// readfence returns the fence hash's token, transitions, last holder,
+	// the last claim's expiry and the end of the last reservation as
+	// numbers ('0', '0', '', 0, 0 if there is none), or nil and an error
+	// reply. It uses corrupt: a script that includes it includes
+	// luaReadlock.
 	luaReadfence = luaIsuint + `
 local function readfence(k)
-  local v = redis.call('HMGET', k, 'token', 'transitions', 'holder', 'expires')
-  if (v[1] and not isuint(v[1])) or (v[2] and not isuint(v[2])) or (v[4] and not isuint(v[4])) then
-    return nil, corrupt(k .. ' has a token, transitions or expires field that is not a number')
+  local v = redis.call('HMGET', k, 'token', 'transitions', 'holder', 'expires', 'reserved')
+  if (v[1] and not isuint(v[1])) or (v[2] and not isuint(v[2])) or (v[4] and not isuint(v[4])) or (v[5] and not isuint(v[5])) then
+    return nil, corrupt(k .. ' has a token, transitions, expires or reserved field that is not a number')
   end
-  return v[1] or '0', v[2] or '0', v[3] or '', tonumber(v[4] or '0')
+  return v[1] or '0', v[2] or '0', v[3] or '', tonumber(v[4] or '0'), tonumber(v[5] or '0')
 end
 `
 )
@@ -103,6 +104,12 @@ func ownerArg(holder, nonce string) string {
 // after the key's (which counts from the script's start); a key the
 // server has expired is therefore never refused for the fence's sake.
 //
+// The fence also keeps the end of the last reservation (server ms, field
+// reserved; see releaseScript). While the fence shows neither a live claim
+// nor a reservation, the script writes the claim with SET NX without
+// reading the lock key first (the uncontended path: five commands); if
+// the key is there after all, it goes on with the full checks.
+//
 // A place in the FIFO of a Store that collects handed locks (see
 // releaseScript) also records the waiter's owner and TTL, so that a release
 // can hand the lock to it; such a waiter collects a claim handed to it by
@@ -119,9 +126,10 @@ func ownerArg(holder, nonce string) string {
 // when held (or reserved: then holder is the waiter it is reserved for and
 // pttl the reservation's; or deleted before its expiry: then holder is the
 // last holder and pttl the time left until that expiry).
-var acquireScript = redis.NewScript(luaReadlock + luaReadfence + luaNum + luaNowms + `
-local now = nowms()
-local nown = tonumber(now)
+var acquireScript = redis.NewScript(luaReadlock + luaReadfence + luaNum + `
+local t = redis.call('TIME')
+local nown = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = num(nown)
 local function enqueue()
   if ARGV[5] ~= '1' then return end
   local ttl = tonumber(ARGV[3])
@@ -134,6 +142,33 @@ local function enqueue()
   redis.call('HSET', KEYS[4], ARGV[1], place)
   if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
   if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end
+end
+-- take writes the claim if the lock key is absent (SET NX), and reports
+-- whether it did.
+local function take(ftoken, ftrans, flast)
+  -- The token is the counter plus one, or the server's clock in
+  -- microseconds if that is larger: a server that lost the counter (a
+  -- restart without a durable append-only file, a promoted replica that
+  -- missed the last increments) still issues tokens above every earlier
+  -- one, as long as its clock has not gone back by more than the outage
+  -- lasted.
+  local token = math.max(tonumber(ftoken) + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  local ts = num(token)
+  if not redis.call('SET', KEYS[1], ts .. ' ' .. ARGV[3] .. ' ' .. now .. ' ' .. ARGV[2], 'NX', 'PX', ARGV[3]) then return nil end
+  local trans = tonumber(ftrans)
+  if ftoken ~= '0' and flast ~= ARGV[1] then trans = trans + 1 end
+  redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(trans), 'holder', ARGV[1], 'expires', num(nown + tonumber(ARGV[3])))
+  if ARGV[5] == '1' and redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then redis.call('LREM', KEYS[3], 0, ARGV[1]) end
+  redis.call('PUBLISH', ARGV[4], 'acquired ' .. ts)
+  return token
+end
+local ftoken, ftrans, flast, fexp, fres = readfence(KEYS[2])
+if not ftoken then return ftrans end
+-- The fence says the last claim has ended and nothing is reserved: the
+-- key is most likely absent.
+if fexp <= nown and fres <= nown then
+  local token = take(ftoken, ftrans, flast)
+  if token then return {1, token} end
 end
 local l, err = readlock(KEYS[1])
 if err then return err end
@@ -158,8 +193,6 @@ if l then
   -- PTTL is rounded down: 0 means less than a millisecond is left.
   return {0, h, tonumber(l[1]), math.max(pttl, 1)}
 end
-local ftoken, ftrans, flast, fexp = readfence(KEYS[2])
-if not ftoken then return ftrans end
 if fexp > nown then
   enqueue()
   return {0, flast, tonumber(ftoken), fexp - nown}
@@ -170,21 +203,7 @@ if nxt and nxt ~= ARGV[1] then
   return {0, nxt, tonumber(ftoken), math.max(redis.call('PTTL', KEYS[5]), 1)}
 end
 if nxt then redis.call('DEL', KEYS[5]) end
-if ARGV[5] == '1' and redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then redis.call('LREM', KEYS[3], 0, ARGV[1]) end
--- The token is the counter plus one, or the server's clock in
--- microseconds if that is larger: a server that lost the counter (a
--- restart without a durable append-only file, a promoted replica that
--- missed the last increments) still issues tokens above every earlier one,
--- as long as its clock has not gone back by more than the outage lasted.
-local tnow = redis.call('TIME')
-local token = math.max(tonumber(ftoken) + 1, tonumber(tnow[1]) * 1000000 + tonumber(tnow[2]))
-local trans = tonumber(ftrans)
-if ftoken ~= '0' and flast ~= ARGV[1] then trans = trans + 1 end
-local ts = num(token)
-redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(trans), 'holder', ARGV[1], 'expires', num(nown + tonumber(ARGV[3])))
-redis.call('SET', KEYS[1], ts .. ' ' .. ARGV[3] .. ' ' .. now .. ' ' .. ARGV[2], 'PX', ARGV[3])
-redis.call('PUBLISH', ARGV[4], 'acquired ' .. ts)
-return {1, token}
+return {1, take(ftoken, ftrans, flast)}
 `)
 
 // maxWaitersLua caps the FIFO of waiters; contenders beyond it compete
@@ -288,6 +307,7 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[2], 'holder', '', 'expires', '0')
 if h then
   redis.call('SET', KEYS[5], h, 'PX', window)
+  redis.call('HSET', KEYS[2], 'reserved', num(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + window))
   redis.call('PUBLISH', ARGV[3], 'released ' .. l[1] .. ' ' .. ARGV[4] .. ' ' .. h)
 else
   redis.call('PUBLISH', ARGV[3], 'released ' .. l[1])
