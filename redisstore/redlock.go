@@ -116,6 +116,7 @@ func (r *Redlock) Close() error {
 	var errs []error
 	for _, s := range r.stores {
 		s.hub.close()
+		s.renews.close()
 		if r.ownsClients {
 			errs = append(errs, s.client.Close())
 		}
