@@ -209,7 +209,12 @@
 // a batch is one script per 250 locks (about 6 µs of server time per lock;
 // the scripts of a batch go in one pipeline, and the server serves other
 // clients between them). The scale report in docs/benchmarks.md measures
-// the requests at 10,000 held locks against a target of 100 a second.
+// the requests at 10,000 held locks against a target of 100 a second: on
+// one server, 13.6 requests a second for 2,000 renewals a second, every
+// lock renewed on time and none lost (2,000 requests a second before
+// batching). Locks taken together are renewed together, so their
+// renewals share windows and a Store sends far fewer than 50 batches a
+// second.
 //
 // Batching changes no outcome. The batch script runs the single-lock
 // renewal's checks and writes for each lock in turn (owner, expiry, the
