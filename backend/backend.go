@@ -37,7 +37,8 @@ import (
 //     after errors, ended with the last watch's context;
 //   - redisstore: one subscriber connection for release notices, kept while
 //     any lock was watched in the last minute, and a periodic health check
-//     of it;
+//     of it; and, for renewals batched together, a timer while a batch
+//     waits for its 20 ms window and a goroutine per batch in flight;
 //   - etcdstore: a session goroutine that keeps its etcd leases alive and
 //     deletes claims at their deadline (the reaper), followers that watch
 //     locks and the fair queue, and the timers that pace them. The claim's

@@ -1,4 +1,34 @@
 package redisstore
 
+import "time"
+
 // QueueKeys returns the keys of name's FIFO of waiters: queue, queued, next.
 func QueueKeys(s *Store, name string) []string { return s.queueKeys(name) }
+
+// HoldRenewals makes s send its pending renewals only when FlushRenewals
+// is called (the window is an hour, and starts now), and calls enqueued
+// with the number of pending renewals after each one joins. Tests use it
+// to know which renewals share a batch without depending on timing.
+func HoldRenewals(s *Store, enqueued func(pending int)) {
+	b := s.renews
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.window, b.last, b.enqueued = time.Hour, time.Now(), enqueued
+}
+
+// FlushRenewals sends s's pending renewals now.
+func FlushRenewals(s *Store) {
+	b := s.renews
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.sendLocked()
+}
+
+// SlotOf is the Cluster hash slot of lock name's keys.
+func SlotOf(name string) uint16 { return slotOf(name) }
+
+// MaxRenewsPerScript is how many locks one renewal script renews at most.
+const MaxRenewsPerScript = maxRenewsPerScript

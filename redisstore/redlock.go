@@ -116,6 +116,7 @@ func (r *Redlock) Close() error {
 	var errs []error
 	for _, s := range r.stores {
 		s.hub.close()
+		s.renews.close()
 		if r.ownsClients {
 			errs = append(errs, s.client.Close())
 		}
@@ -257,7 +258,9 @@ func (r *Redlock) releaseAll(ctx context.Context, key string, req backend.Reques
 // a quorum renewed within TTL - drift. It returns an error matching
 // backend.ErrLost when more than N - quorum servers report that g no longer
 // owns the lock there (no quorum can be left), and a transient error
-// otherwise.
+// otherwise. Each server's renewals are batched as a Store's are (see the
+// package documentation, "Many locks"); the wait for a batch, at most
+// 20 ms, counts in the time checked against TTL - drift.
 func (r *Redlock) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
 	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
 		return backend.Grant{}, err

@@ -381,3 +381,46 @@ if tonumber(l[1]) < want then
 end
 return 1
 `)
+
+// renewManyScript is renewScript for many locks at once (see
+// Store.renewSend): the same checks and writes for each lock in turn,
+// with one TIME for all of them (a lock's fence expiry is at most a
+// millisecond after its key's, as in renewScript). Each lock's renewal is
+// run under pcall, so that a key of the wrong type or a corrupt record
+// fails that lock only; as in renewScript, a fence that cannot be written
+// fails the lock after its expiry was moved. The keys of one call must
+// share a hash slot on a Cluster.
+//
+// KEYS: lock1, fence1, lock2, fence2, ... ARGV: owner1, ttl1 (ms), owner2,
+// ttl2, ... Reply: one entry per lock: {1, token} renewed; {0, holder,
+// token} another owner's; {0, "", 0} free; {2, error message} the error
+// renewScript would have replied.
+var renewManyScript = redis.NewScript(luaReadlock + luaNum + `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function renew(lk, fk, owner, ttl)
+  local l, err = readlock(lk)
+  if err then return err end
+  if not l then return {0, '', 0} end
+  if l[4] ~= owner then return other(lk, l) end
+  if l[2] == ttl then
+    redis.call('PEXPIRE', lk, ttl)
+  else
+    redis.call('SET', lk, l[1] .. ' ' .. ttl .. ' ' .. l[3] .. ' ' .. l[4], 'PX', ttl)
+  end
+  redis.call('HSET', fk, 'expires', num(now + tonumber(ttl)))
+  return {1, tonumber(l[1])}
+end
+local out = {}
+for i = 1, #KEYS / 2 do
+  local ok, r = pcall(renew, KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i - 1], ARGV[2 * i])
+  if not ok then
+    if type(r) == 'table' then r = r.err end
+    r = {2, tostring(r)}
+  elseif r.err then
+    r = {2, r.err}
+  end
+  out[i] = r
+end
+return out
+`)

@@ -52,6 +52,7 @@ type Store struct {
 	acks       int
 	ackTimeout time.Duration
 	hub        *hub
+	renews     *renewBatcher        // see Renew
 	last       atomic.Pointer[keys] // see keySet
 	owned      []io.Closer          // clients that Open created; Close closes them
 }
@@ -99,17 +100,23 @@ func newStore(client redis.UniversalClient, o options) *Store {
 	}
 	s.waiters = newWaiters(s.leave)
 	s.hub.onHanded = s.waiters.notice
+	s.renews = newRenewBatcher(renewWindow, s.renewSend)
 	return s
 }
 
 // Close stops the background subscriber that serves Watch (closing every
-// open watch channel) and, for a Store made by Open, closes its client. The
+// open watch channel), forgets its waiters (their places in Redis expire
+// one TTL after their last attempt), fails the renewals waiting for their
+// batch (with an error matching backend.ErrUnavailable), cancels the
+// batches in flight and waits for them, and, for a Store made by Open,
+// closes its client. The
 // Store must not be used afterwards. A Store that is never closed keeps its
 // subscriber connection while any lock was watched in the last minute, then
 // stops it.
 func (s *Store) Close() error {
 	s.hub.close()
 	s.waiters.close()
+	s.renews.close()
 	var errs []error
 	for _, c := range s.owned {
 		errs = append(errs, c.Close())
@@ -275,11 +282,23 @@ func (s *Store) runAcquire(ctx context.Context, k *keys, req backend.Request, ow
 }
 
 // Renew implements backend.Backend: if g's owner (holder and nonce) still
-// holds the lock, one script sets its expiry to g.TTL from now (server
-// time); otherwise it returns an error matching backend.ErrLost. A lock that
-// expired is lost even if nobody has taken it since.
+// holds the lock, a script sets its expiry to g.TTL from when it runs
+// (server time); otherwise it returns an error matching backend.ErrLost. A
+// lock that expired is lost even if nobody has taken it since.
+//
+// The renewals of a Store are batched: a call waits for at most 20 ms
+// (none if no batch was sent in the last 20 ms) and is sent with every
+// other renewal of that window, as one script per 250 locks (per hash slot
+// on a Cluster); see the package documentation, "Many locks". A call whose
+// ctx ends before its batch is sent leaves it and returns ctx's error.
 func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
-	if err := s.owned1(ctx, renewScript, "renew", g); err != nil {
+	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
+		return backend.Grant{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return backend.Grant{}, s.wrap(g.Key, s.lockKey(g.Key), "renew", err)
+	}
+	if err := s.renews.renew(ctx, g); err != nil {
 		return backend.Grant{}, err
 	}
 	g.Version = ""
