@@ -59,8 +59,9 @@
 //
 // # Direct handoff
 //
-// A waiter's place records its owner (holder and the nonce of its Lock
-// call or campaign) and its TTL. A release serves the longest-waiting live
+// The place of a waiter that says it waits (backend.Request.Waiting: a
+// Lock call or a campaign, whose attempts all present one nonce) records
+// its owner (holder and that nonce) and its TTL. A release serves the longest-waiting live
 // waiter other than the releaser: it writes that waiter's claim as an
 // acquisition by it would (the next token, the claim with the waiter's TTL
 // from the script's start, the fence), and publishes "handed". The waiter's
@@ -92,7 +93,9 @@
 // waiter before a replica acknowledged the claim, so a release reserves
 // the lock for the waiter instead, which then acquires it with a request
 // (see WithHandoverWindow); so does a release for a waiter of an earlier
-// version, whose place records no owner. (A reservation made by an earlier
+// version, and for one queued only because a watch was open (a
+// Semaphore's slot: each of its attempts has a new nonce), whose places
+// record no owner. (A reservation made by an earlier
 // version's release is not recorded in the fence, and an acquisition that
 // finds the fence free does not look for it: while versions are mixed,
 // such a reservation may be overtaken. Exclusion and tokens do not depend

@@ -57,7 +57,7 @@ func TestFIFOHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 	// b, then c, queue up.
-	rb, rc, ra := request("b", time.Minute), request("c", time.Minute), request("a", time.Minute)
+	rb, rc, ra := waitingRequest("b", time.Minute), waitingRequest("c", time.Minute), waitingRequest("a", time.Minute)
 	_, err = b.TryAcquire(ctx, key, rb)
 	heldBy(t, err)
 	_, err = c.TryAcquire(ctx, key, rc)

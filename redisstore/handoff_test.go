@@ -313,3 +313,34 @@ func TestWaiterRefusalFromLastAnswer(t *testing.T) {
 		t.Error("the attempt after a notice sent no command")
 	}
 }
+
+// TestWatchingAttemptGetsReservation: an attempt queued only because its
+// Store has a watch open (a Semaphore's slot, whose attempts each have a
+// new nonce) is not handed the lock, which it could not collect: the
+// release reserves the lock for its holder, who takes it with a new nonce.
+func TestWatchingAttemptGetsReservation(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "watching-attempt"
+	a, b, c := newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix)
+	if _, err := b.Watch(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.TryAcquire(ctx, key, request("b", time.Minute))
+	heldBy(t, err)
+	if err := a.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.TryAcquire(ctx, key, request("c", time.Minute))
+	if h := heldBy(t, err); h.Holder != "b" || h.Token != ga.Token {
+		t.Errorf("after the release: %+v; want reserved for b, not handed (token %d)", h, ga.Token)
+	}
+	if _, err := b.TryAcquire(ctx, key, request("b", time.Minute)); err != nil {
+		t.Errorf("b with a new nonce, for which the lock is reserved: %v", err)
+	}
+}

@@ -104,6 +104,7 @@ func TestACLUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := request("second", time.Minute)
+	second.Waiting = true
 	turn, err := b.(backend.WaiterWatcher).WatchWaiter(wctx, "acl", "second")
 	if err != nil {
 		t.Fatal(err)

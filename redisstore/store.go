@@ -236,7 +236,11 @@ func (s *Store) acquire(ctx context.Context, key string, req backend.Request) (a
 		waits = "1"
 	}
 	owner := ownerArg(req.Holder, req.Nonce)
-	if waits == "1" && s.handoff {
+	// Only an attempt that says it waits presents its nonce again (every
+	// attempt of a Lock call or campaign has the same one), so only it can
+	// be handed the lock; an attempt queued because a watch is open (a
+	// Semaphore's slot, a caller of the Backend) gets a reservation.
+	if waits == "1" && s.handoff && req.Waiting {
 		handoff = "1"
 		mark, markOK := s.hub.mark(channel)
 		if r, ok := s.waiters.refusal(channel, owner, mark, markOK, time.Now()); ok {
