@@ -32,6 +32,8 @@ type result struct {
 	// What the harness did, for the checks that depend on it.
 	disturbed []disturbance   // faults that may end a tenure early
 	paused    map[string]bool // tenures (terms) stopped by SIGSTOP: their late writes overlap by design
+	// waiterStops are the waiters stopped by faultStopWait.
+	waiterStops []waiterStop
 	// incomplete: a wait timed out; the checker reports what the history
 	// shows, not what the scenario failed to produce.
 	incomplete bool
@@ -235,6 +237,13 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 	case faultStopAny:
 		// A pause at a random instant may or may not fall between a read
 		// and its write: stale writes may come, none may be accepted.
+	case faultStopWait:
+		// Only a tenure the stop caught holding (paused) may write late.
+		for _, o := range ops {
+			if o.Write && o.PStale && !res.paused[o.Term] {
+				excl.Errorf("write by %s (tenure %s, token %d) with an older token reached the unfenced counter: a waiter stopped and resumed worked on a stale grant", o.C, o.Term, o.Tok)
+			}
+		}
 	case faultStop:
 		if res.staleWrites < sc.rounds && !res.incomplete {
 			t.Errorf("%d stale writes attempted, want at least one per pause (%d)", res.staleWrites, sc.rounds)

@@ -52,6 +52,7 @@ const (
 	faultMinority  = "partition from 1 of 3"
 	faultJump      = "clock step 1h + SIGKILL"
 	faultDelete    = "lock deleted"
+	faultStopWait  = "SIGSTOP of a waiter"
 )
 
 // link is how one contender reaches the store: the target it is given and,
@@ -443,6 +444,7 @@ func (h *harness) finish(start time.Time) {
 	h.stopAll()
 	ops, evs := h.reg.history()
 	h.res.elapsed = time.Since(start)
+	h.pauseStoppedHolders(ops, evs)
 	checkHistory(h.rep, h.be, h.sc, ops, evs, h.res)
 	if h.rep == reporter(h.t) {
 		recordResult(h.res)
@@ -492,6 +494,8 @@ func (h *harness) inject(round int) {
 		h.kill(3 + h.rng.IntN(5))
 	case faultDelete:
 		h.deleteHeld(minWrites)
+	case faultStopWait:
+		h.stopWaiter(round)
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}
@@ -1010,4 +1014,98 @@ func allStopped(pid int) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// stopWaiter stops the contender that has waited longest for the lock
+// until the holder has released it. A store that serves waiters in order
+// (Redis hands the lock to the longest waiter in the release) hands the
+// lock to the stopped process. In even rounds the waiter is resumed
+// within half a TTL of the release, while that claim is live; in odd
+// rounds only after the lock went on without it (the claim expired,
+// another holder works). Either way it must not take the time it was
+// stopped for validity: a Redis waiter counts a handed lock from its last
+// refused attempt, and asks Redis again if that is old. A contender can
+// have acquired just before the stop without having said so yet: it is
+// then a stopped holder, whose late writes fencing refuses
+// (pauseStoppedHolders).
+func (h *harness) stopWaiter(round int) {
+	h.t.Helper()
+	tok := h.working(3, 30*time.Second)
+	c := h.waiter()
+	at := h.reg.now()
+	h.signal(c, syscall.SIGSTOP)
+	if err := h.waitStopped(c, 10*time.Second); err != nil {
+		h.t.Fatal(err)
+	}
+	h.mu.Lock()
+	h.res.waiterStops = append(h.res.waiterStops, waiterStop{c: c, at: at})
+	h.mu.Unlock()
+	defer func() { h.disturb(c, at, h.reg.now()+h.be.ttl, faultStopWait) }()
+	h.reg.await("a release while a waiter is stopped", 60*time.Second, func(s *snapshot) bool {
+		return slices.ContainsFunc(s.events, func(e event) bool { return e.Kind == "releasing" && e.At > at })
+	})
+	if round%2 == 0 {
+		time.Sleep(time.Duration(h.rng.Int64N(int64(h.be.ttl / 2)))) // the random instant
+	} else {
+		h.writesAbove(tok, 3, h.be.bound()+30*time.Second)
+	}
+	h.signal(c, syscall.SIGCONT)
+	h.writesAbove(tok, 6, h.be.bound()+30*time.Second)
+}
+
+// waiter returns the contender that has waited longest for the lock: its
+// last event is the start of a Lock call, and the oldest such.
+func (h *harness) waiter() string {
+	h.t.Helper()
+	var c string
+	h.reg.await("a waiting contender", 30*time.Second, func(s *snapshot) bool {
+		last := map[string]event{}
+		for _, e := range s.events {
+			last[e.C] = e
+		}
+		var since time.Duration
+		c = ""
+		for id, e := range last {
+			if e.Kind == "locking" && (c == "" || e.At < since) {
+				c, since = id, e.At
+			}
+		}
+		return c != ""
+	})
+	return c
+}
+
+// waiterStop is one stopWaiter: contender c stopped at at.
+type waiterStop struct {
+	c  string
+	at time.Duration
+}
+
+// pauseStoppedHolders marks as paused the tenures that a waiter's stop
+// caught holding: acquired (on the contender's clock) before the stop and
+// not ended by then.
+func (h *harness) pauseStoppedHolders(ops []op, evs []event) {
+	for _, ws := range h.res.waiterStops {
+		held := map[uint64]bool{}
+		for _, e := range evs {
+			if e.C != ws.c {
+				continue
+			}
+			when := e.At
+			if e.CAt != 0 {
+				when = e.CAt
+			}
+			switch {
+			case e.Kind == "acquired" && when < ws.at:
+				held[e.Tok] = true
+			case e.Kind == "releasing" && when < ws.at:
+				delete(held, e.Tok)
+			}
+		}
+		for _, o := range ops {
+			if o.C == ws.c && held[o.Tok] {
+				h.pause(o.Term)
+			}
+		}
+	}
 }

@@ -59,6 +59,8 @@ func TestSafety(t *testing.T) {
 		be := redisEnv(t)
 		common(t, be, true)
 		runScenario(t, be, scenario{fault: faultRestart})
+		// Releases hand the lock to the longest waiter: one may be stopped.
+		runScenario(t, be, scenario{fault: faultStopWait})
 		if !long() { // common runs it in the long mode
 			runScenario(t, be, scenario{fault: faultLatency, rounds: 1})
 		}
