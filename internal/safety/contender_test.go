@@ -48,6 +48,7 @@ const (
 	envIdle     = "BATON_SAFETY_IDLE"      // pause after a tenure before locking again
 	envPoll     = "BATON_SAFETY_POLL"      // "1": lock by polling TryLock instead of Lock
 	envSem      = "BATON_SAFETY_SEMAPHORE" // "1": lock through a baton.Semaphore of limit 1
+	envFair     = "BATON_SAFETY_FAIR"      // "1": etcd in fair mode (etcdstore.WithFair)
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -387,7 +388,7 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 		b, closeFn = st, func() { _ = closer.Close() }
 	case "etcd":
 		st, err := etcdstore.OpenStore(ctx, etcdstore.Config{Endpoints: []string{target}, DialTimeout: 5 * time.Second},
-			etcdstore.WithLogger(logger))
+			etcdstore.WithLogger(logger), etcdstore.WithFair(os.Getenv(envFair) == "1"))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -123,6 +123,9 @@ type scenario struct {
 	idle time.Duration
 	// semaphore: contenders lock through a baton.Semaphore of limit 1.
 	semaphore bool
+	// fair: contenders open etcd's Store in fair mode (a queue of
+	// waiters, the lock handed to the oldest at each release).
+	fair bool
 	// storeOverlap, if set, says why the store itself does not keep its
 	// leases under this fault: two holders at once are then reported,
 	// not failures (see tolerated); fencing must still hold.
@@ -228,6 +231,9 @@ func (h *harness) spawn() *contender {
 	}
 	if h.sc.semaphore {
 		c.cmd.Env = append(c.cmd.Env, envSem+"=1")
+	}
+	if h.sc.fair {
+		c.cmd.Env = append(c.cmd.Env, envFair+"=1")
 	}
 	if len(h.sc.skews) > 0 {
 		c.cmd.Env = append(c.cmd.Env, envSkew+"="+h.sc.skews[(n-1)%len(h.sc.skews)].String())
