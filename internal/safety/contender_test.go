@@ -285,6 +285,7 @@ func (t *tenures) run(ctx context.Context, h held, term string) {
 		rounds, until = math.MaxInt, time.Now().Add(t.ttl*3/2+time.Duration(t.rng.Int64N(int64(t.ttl))))
 	}
 	cause := causeDone
+	held := false // the register asked it to hold (writeResp.Hold)
 	for i := 0; ; i++ {
 		if i >= rounds || !until.IsZero() && time.Now().After(until) {
 			break
@@ -306,6 +307,9 @@ func (t *tenures) run(ctx context.Context, h held, term string) {
 		if !rd.OK {
 			c.event("stale", tok, errors.New("read refused"))
 			cause = causeStale
+			if held {
+				awaitEnd(ctx, h, until)
+			}
 			break
 		}
 		var wr writeResp
@@ -317,11 +321,15 @@ func (t *tenures) run(ctx context.Context, h held, term string) {
 		if !wr.OK {
 			c.event("stale", tok, errors.New("write refused"))
 			cause = causeStale
+			if held {
+				awaitEnd(ctx, h, until)
+			}
 			break
 		}
 		if wr.Hold && rounds != math.MaxInt {
 			rounds, until = math.MaxInt, time.Now().Add(holdMax*t.ttl)
 		}
+		held = held || wr.Hold
 		select {
 		case <-h.context().Done():
 		case <-ctx.Done():
@@ -345,6 +353,26 @@ func (t *tenures) run(ctx context.Context, h held, term string) {
 	err := h.unlock(uctx)
 	cancel()
 	c.event("released", tok, err)
+}
+
+// awaitEnd waits, in a tenure asked to hold whose token the register
+// refused, until the lease's context ends (or until, or the scenario's
+// end), without another operation: the engine's own verdict on the
+// lease, not the register's refusal, then ends the tenure, so the
+// harness sees when the holder learnt of a fault that a successor's
+// token revealed first.
+func awaitEnd(ctx context.Context, h held, until time.Time) {
+	wait := time.Until(until)
+	if until.IsZero() || wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-h.context().Done():
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // openLocker opens the backend named by the environment.

@@ -41,18 +41,27 @@ const disturbSlack = 2 * time.Second
 
 // fault names.
 const (
-	faultStop      = "SIGSTOP"
-	faultKill      = "SIGKILL"
-	faultPartition = "partition"
-	faultRestart   = "store restart"
-	faultDrift     = "clock drift + SIGKILL"
-	faultThrottle  = "HTTP 429 + SIGKILL"
-	faultLatency   = "latency"
-	faultStopAny   = "SIGSTOP at a random instant"
-	faultMinority  = "partition from 1 of 3"
-	faultJump      = "clock step 1h + SIGKILL"
-	faultDelete    = "lock deleted"
+	faultStop       = "SIGSTOP"
+	faultKill       = "SIGKILL"
+	faultPartition  = "partition"
+	faultRestart    = "store restart"
+	faultDrift      = "clock drift + SIGKILL"
+	faultThrottle   = "HTTP 429 + SIGKILL"
+	faultLatency    = "latency"
+	faultStopAny    = "SIGSTOP at a random instant"
+	faultMinority   = "partition from 1 of 3"
+	faultJump       = "clock step 1h + SIGKILL"
+	faultDelete     = "lock deleted"
+	faultRevoke     = "lease revoked"
+	faultRevokeFair = "lease revoked in fair mode"
 )
+
+// etcdRevoked is why the lease-revoked rows may show two holders: a
+// revoked etcd lease frees its claims at once, as ForceRelease does
+// (etcdstore/doc.go, "Deleted claims"), and contenders acquire at once,
+// while the former holder learns of it at its next renew. Only its token
+// protects the resource meanwhile.
+const etcdRevoked = "an operator revoked the holder's etcd lease"
 
 // link is how one contender reaches the store: the target it is given and,
 // for network stores, the proxies in between that a partition cuts.
@@ -91,6 +100,10 @@ type backendEnv struct {
 	// or a cleanup job would: the record file, the Redis claim key (on
 	// every Redlock server), the etcd claim key, the Kubernetes object.
 	deleteLock func(ctx context.Context, lock string) error
+	// revokeLease revokes the etcd lease that the lock's claim key, of
+	// token tok, is attached to, as `etcdctl lease revoke` would, and
+	// returns its ID; nil for other stores.
+	revokeLease func(ctx context.Context, lock string, tok uint64) (int64, error)
 }
 
 func (b *backendEnv) retry() time.Duration { return b.ttl * 2 / 15 }
@@ -498,6 +511,8 @@ func (h *harness) inject(round int) {
 		h.kill(3 + h.rng.IntN(5))
 	case faultDelete:
 		h.deleteHeld(minWrites)
+	case faultRevoke, faultRevokeFair:
+		h.revokeHeld(minWrites)
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}
@@ -812,6 +827,81 @@ func (h *harness) deleteHeld(minWrites int) {
 			return slices.ContainsFunc(s.events, func(e event) bool { return e.C == f.c && e.Kind == "releasing" && e.Tok == f.tok })
 		})
 	h.writesAbove(f.tok, 3, 30*time.Second)
+}
+
+// revokeHeld revokes the etcd lease that the lock's claim is attached to
+// after one of the holder's accepted writes, while it holds the lock (it
+// is asked to keep its lease until the lease's context ends), as an
+// operator with `etcdctl lease revoke` would. etcd deletes the claim and
+// its guard with the lease, so a contender may acquire at once, while the
+// holder learns of it only at its next renew (or from the fenced register
+// refusing its token): two holders at once are the scenario's
+// storeOverlap, tolerated. What must hold: a successor within the
+// liveness bound, counted from the revocation; the holder's lease's
+// context ends by the engine's verdict (a loss, or a step-down), not
+// only the register's refusal (a held tenure that the register refuses
+// waits for it: see awaitEnd), within the TTL of the revocation; the lock
+// goes on with larger tokens; and the former holder, whose
+// Store has lost its lease (and in fair mode its place in the queue),
+// acquires again. Fencing (no stale write accepted, no token twice) is
+// the checker's, strict.
+func (h *harness) revokeHeld(minWrites int) {
+	h.t.Helper()
+	f := h.waitFired(h.armHold(false, true, minWrites, func(string) {}), "lease revocation")
+	ctx, cancel := context.WithTimeout(h.t.Context(), 10*time.Second)
+	id, err := h.be.revokeLease(ctx, h.sc.lock, f.tok)
+	cancel()
+	if err != nil {
+		h.t.Fatalf("revoking the lease of %s's claim with token %d: %v", f.c, f.tok, err)
+	}
+	revoked := h.reg.now()
+	defer func() { h.disturb(f.c, f.at, h.reg.now()+h.be.ttl, "lease revoked") }()
+	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
+	h.takeover(fmt.Sprintf("lease %x of %s's claim with token %d revoked", id, f.c, f.tok), ev.At-revoked)
+	end := h.tenureEnd(f.c, f.tok, h.be.ttl+30*time.Second)
+	// Its keeper renews every TTL/3 and steps down at the renew deadline
+	// at the latest; liveSlack is for a late timer on a loaded machine.
+	if end.Cause != causeLost && end.Cause != causeStepDown || end.At-revoked > h.be.ttl+liveSlack {
+		h.t.Errorf("%s's tenure with token %d ended %v after its lease was revoked, by %q (%s), want a loss or a step-down within %v",
+			f.c, f.tok, (end.At - revoked).Round(time.Millisecond), end.Cause, end.Err, h.be.ttl+liveSlack)
+	}
+	h.t.Logf("lease %x of %s (token %d) revoked at %v; %s acquired token %d %v later; %s's token first refused %v after the revocation; its tenure ended %v after it (%s: %s): it believed it held the lock for %v beside its successor",
+		id, f.c, f.tok, revoked.Round(time.Millisecond), ev.C, ev.Tok, (ev.At - revoked).Round(time.Millisecond),
+		f.c, h.firstRefusal(f.c, f.tok, revoked), (end.At - revoked).Round(time.Millisecond), end.Cause, end.Err,
+		max(0, end.At-ev.At).Round(time.Millisecond))
+	h.writesAbove(f.tok, 3, 30*time.Second)
+	h.reg.await(fmt.Sprintf("%s, whose lease was revoked, to acquire again", f.c), h.be.bound()+60*time.Second, func(s *snapshot) bool {
+		return slices.ContainsFunc(s.events, func(e event) bool { return e.C == f.c && e.Kind == "acquired" && e.Tok > f.tok })
+	})
+}
+
+// firstRefusal describes when, after from, the register first refused
+// contender c's token tok ("never" if it did not).
+func (h *harness) firstRefusal(c string, tok uint64, from time.Duration) string {
+	_, evs := h.reg.history()
+	for _, e := range evs {
+		if e.C == c && e.Tok == tok && e.Kind == "stale" {
+			return (e.At - from).Round(time.Millisecond).String()
+		}
+	}
+	return "never"
+}
+
+// tenureEnd waits for contender c's report that its tenure with token tok
+// ended, and returns it.
+func (h *harness) tenureEnd(c string, tok uint64, timeout time.Duration) event {
+	h.t.Helper()
+	var end event
+	h.reg.await(fmt.Sprintf("%s to end its tenure with token %d", c, tok), timeout, func(s *snapshot) bool {
+		for _, e := range s.events {
+			if e.C == c && e.Kind == "releasing" && e.Tok == tok {
+				end = e
+				return true
+			}
+		}
+		return false
+	})
+	return end
 }
 
 // stopAll resumes and reconnects every contender, asks them to stop with
