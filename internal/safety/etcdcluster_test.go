@@ -31,6 +31,10 @@ const (
 	faultLeaderPauseLong = "3 members: raft leader paused while held for twice the TTL"
 	faultLeaderStall     = "3 members: raft leader paused while held for 4s within leases of TTL 6s"
 	faultMemberCut       = "3 members: raft leader cut from the clients while held"
+	// The fair-mode variants (etcdstore.WithFair): a queue of waiters, the
+	// lock handed to the oldest at each release.
+	faultLeaderKillFair  = "3 members in fair mode: raft leader killed while held"
+	faultLeaderStallFair = "3 members in fair mode: raft leader paused while held for 4s within leases of TTL 6s"
 )
 
 // etcdStaleRevoke is why the long leader pause may show two holders: etcd,
@@ -45,14 +49,22 @@ const (
 // holder's writes.
 const etcdStaleRevoke = "etcd 3.7 lets a resumed, deposed leader revoke leases"
 
-// TestSafetyEtcdCluster runs the two rows; 0 stale writes accepted, no
+// TestSafetyEtcdCluster runs the rows; 0 stale writes accepted, no
 // repeated token and the new holder's writes accepted are the checker's.
+// leader_killed_fair is leader_killed with the contenders' Stores in fair
+// mode: the release that hands the lock to the oldest waiter, and the
+// waiter's collection from a watch event, run across the election.
 func TestSafetyEtcdCluster(t *testing.T) {
 	cl := testenv.StartEtcdCluster(t, testenv.EtcdNoFsync())
 	logMembersOnFailure(t, cl)
 	be := clusterEnv(t, cl)
 	t.Run("leader_killed", func(t *testing.T) {
 		runClusterScenario(t, be, scenario{fault: faultLeaderKill}, func(h *harness) { leaderKill(h, cl) })
+	})
+	t.Run("leader_killed_fair", func(t *testing.T) {
+		w := &fairWitness{cl: cl}
+		runClusterScenario(t, be, scenario{fault: faultLeaderKillFair, fair: true}, w.round(func(h *harness) { leaderKill(h, cl) }))
+		w.require(t)
 	})
 	t.Run("claim_key_deleted", func(t *testing.T) {
 		runClusterScenario(t, be, scenario{fault: faultKeyDeleted}, func(h *harness) { deleteClaimKey(h, cl) })
@@ -95,6 +107,14 @@ func TestSafetyEtcdCluster(t *testing.T) {
 //     etcdstore's trust gate is for, but it has not failed with the gate
 //     disabled either (6 loaded runs on 2026-12-02): it shows the gate
 //     costs no liveness, not that it is needed. Every check is strict.
+//   - leader_paused_stall_fair: leader_paused_stall with the contenders'
+//     Stores in fair mode. The stall hits fair transactions (a place
+//     taken, a release that hands over) whose answers may be lost and
+//     which the stopped leader may apply late: their claim values and
+//     places are orphans that the Stores' verification must clear, or
+//     the queue would wait for a place nobody holds. Every check is
+//     strict, and the lock must have been handed over during the faults
+//     (fairWitness).
 //   - leader_paused_long: stopped for twice the TTL, longer than its
 //     leases; when it resumes, etcd itself revokes live leases (see
 //     etcdStaleRevoke). Two holders at once are reported, not failures;
@@ -109,6 +129,12 @@ func TestSafetyEtcdLeaderPause(t *testing.T) {
 	t.Run("leader_paused_stall", func(t *testing.T) {
 		be := balancedEnv(t, cl.Addrs(), 3*ttl)
 		runClusterScenario(t, be, scenario{fault: faultLeaderStall}, func(h *harness) { leaderPause(h, cl, 2*ttl) })
+	})
+	t.Run("leader_paused_stall_fair", func(t *testing.T) {
+		be := balancedEnv(t, cl.Addrs(), 3*ttl)
+		w := &fairWitness{cl: cl}
+		runClusterScenario(t, be, scenario{fault: faultLeaderStallFair, fair: true}, w.round(func(h *harness) { leaderPause(h, cl, 2*ttl) }))
+		w.require(t)
 	})
 	t.Run("leader_paused_long", func(t *testing.T) {
 		sc := scenario{fault: faultLeaderPauseLong, storeOverlap: etcdStaleRevoke}
