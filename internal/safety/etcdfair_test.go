@@ -30,16 +30,17 @@ type fairWitness struct {
 }
 
 // round wraps a fault step: it runs inject and logs what fair mode did
-// in etcd meanwhile.
-func (w *fairWitness) round(inject func(h *harness)) func(h *harness) {
+// in etcd after the fault, that is after the acquisition of the token
+// the fault hit (its holder held the lock from then until the fault, and
+// released it only after).
+func (w *fairWitness) round(inject func(h *harness) fired) func(h *harness) {
 	return func(h *harness) {
 		w.h = h
-		from := w.revision(h)
-		inject(h)
-		handoffs, places := w.count(h, from)
+		f := inject(h)
+		handoffs, places := w.count(h, int64(f.tok))
 		w.handoffs += handoffs
 		w.places += places
-		h.t.Logf("fair mode during the round: %d handoffs, %d places taken in the queue", handoffs, places)
+		h.t.Logf("fair mode after the fault on token %d: %d handoffs, %d places taken in the queue", f.tok, handoffs, places)
 	}
 }
 
@@ -72,18 +73,6 @@ func (w *fairWitness) client(h *harness) (*clientv3.Client, context.Context, con
 		h.t.Fatalf("fair witness: %v", err)
 	}
 	return cli, ctx, func() { cli.Close(); cancel() }
-}
-
-// revision is the cluster's revision now.
-func (w *fairWitness) revision(h *harness) int64 {
-	h.t.Helper()
-	cli, ctx, done := w.client(h)
-	defer done()
-	resp, err := cli.Get(ctx, etcdstore.DefaultPrefix+h.sc.lock)
-	if err != nil {
-		h.t.Fatalf("fair witness: %v", err)
-	}
-	return resp.Header.Revision
 }
 
 // count replays the changes of the lock's keys after revision from, up to
