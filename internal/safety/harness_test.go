@@ -850,8 +850,8 @@ func (h *harness) deleteHeld(minWrites int) {
 // waits for it: see awaitEnd), within TTL + liveSlack of the revocation;
 // the lock goes on with larger tokens; and the former holder, whose
 // Store has lost its lease (and in fair mode its place in the queue),
-// acquires again if it locks with Lock (see reacquired). Fencing (no stale write accepted, no token twice) is
-// the checker's, strict.
+// acquires again if it locks with Lock (see reacquired). Fencing (no
+// stale write accepted, no token twice) is the checker's, strict.
 func (h *harness) revokeHeld(minWrites int) {
 	h.t.Helper()
 	f := h.waitFired(h.armHold(false, true, minWrites, func(string) {}), "lease revocation")
