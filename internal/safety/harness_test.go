@@ -856,12 +856,14 @@ func (h *harness) revokeHeld(minWrites int) {
 	h.t.Helper()
 	f := h.waitFired(h.armHold(false, true, minWrites, func(string) {}), "lease revocation")
 	ctx, cancel := context.WithTimeout(h.t.Context(), 10*time.Second)
+	// Times are counted from the revoke's call: a successor's report can
+	// reach the register before the call returns.
+	revoked := h.reg.now()
 	id, err := h.be.revokeLease(ctx, h.sc.lock, f.tok)
 	cancel()
 	if err != nil {
 		h.t.Fatalf("revoking the lease of %s's claim with token %d: %v", f.c, f.tok, err)
 	}
-	revoked := h.reg.now()
 	defer func() { h.disturb(f.c, f.at, h.reg.now()+h.be.ttl, "lease revoked") }()
 	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
 	h.takeover(fmt.Sprintf("lease %x of %s's claim with token %d revoked", id, f.c, f.tok), ev.At-revoked)
