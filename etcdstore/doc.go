@@ -62,7 +62,8 @@
 //	                 Never expires; release keeps it. Get and List report a
 //	                 released lock from it.
 //	P N /released    the release marker: put (value: the released token) by every
-//	                 transaction that ends a claim on release or clean-up; never
+//	                 transaction that ends a claim on release (a fair handoff too)
+//	                 or clean-up; never
 //	                 expires. A claim key that vanished after the marker's last
 //	                 write was deleted by someone else (see "Deleted claims").
 //	P .guard/N       the claim's guard: same value, lease and mod revision as the

@@ -183,7 +183,7 @@ func (s *Store) Fair() bool { return s.fair }
 
 // releasedKey is the release marker of lock name: put (with the released
 // token as its value) by the transaction that deletes a claim on release,
-// or on clean-up after the claim's deadline. A claim key that vanished
+// or hands it over (fair mode), or on clean-up after the claim's deadline. A claim key that vanished
 // after the marker's last write was deleted by someone else (by hand, or
 // ForceRelease) or with its lease.
 func (s *Store) releasedKey(name string) string { return s.prefix + name + "/released" }
@@ -830,9 +830,13 @@ func (s *Store) deleteClaim(ctx context.Context, c *claim, handoff bool) (ours, 
 		// The waiter's queue key is touched (its mod revision moves; value
 		// and lease stay) so that the waiter behind it, which watches it,
 		// learns that it is next in line (see "Fair mode").
+		// The marker too: c's claim ends here, by its holder's release,
+		// and a waiter that saw it (not the handed claim) must not take
+		// the handed claim's later loss with its lease for a deletion of
+		// c's by hand, and wait out c's grace (see ghost).
 		hand := []clientv3.Op{clientv3.OpPut(ck, n.val, clientv3.WithLease(clientv3.LeaseID(n.lease))),
 			clientv3.OpPut(gk, n.val, clientv3.WithLease(clientv3.LeaseID(n.lease))), clientv3.OpPut(lk, n.val),
-			clientv3.OpPut(n.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}
+			clientv3.OpPut(n.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease()), marker}
 		if c.entry != "" {
 			hand = append(hand, clientv3.OpDelete(c.entry))
 		}

@@ -147,27 +147,70 @@ func etcdEnv(t *testing.T) *backendEnv {
 	srv := testenv.StartEtcd(t, testenv.EtcdNoFsync())
 	head := max(ttl/10, 500*time.Millisecond)
 	life := (ttl + head + time.Second - 1).Truncate(time.Second)
+	admin := etcdAdmin{endpoint: "http://" + srv.Addr()}
 	return &backendEnv{name: "etcd", ttl: ttl, claimLife: life,
-		newLink: func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "http://") },
-		// The claim key (etcdstore/doc.go: prefix + name); "/last", with
-		// the last token, stays.
-		deleteLock: func(ctx context.Context, lock string) error {
-			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + srv.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-			if err != nil {
-				return err
-			}
-			defer cli.Close()
-			resp, err := cli.Delete(ctx, "/baton/locks/"+lock)
-			if err == nil && resp.Deleted != 1 {
-				err = fmt.Errorf("deleted %d keys named /baton/locks/%s, want 1", resp.Deleted, lock)
-			}
-			return err
-		},
+		newLink:     func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "http://") },
+		deleteLock:  admin.deleteClaim,
+		revokeLease: admin.revokeClaimLease,
 		restart: func(t *testing.T, down time.Duration) {
 			srv.Kill()
 			time.Sleep(down)
 			srv.Start()
 		}}
+}
+
+// etcdAdmin acts on an etcd member as an operator with etcdctl would,
+// each call on a client of its own.
+type etcdAdmin struct{ endpoint string }
+
+// claimKey is a lock's claim key (etcdstore/doc.go: prefix + name).
+func claimKey(lock string) string { return "/baton/locks/" + lock }
+
+func (a etcdAdmin) do(f func(cli *clientv3.Client) error) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{a.endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return f(cli)
+}
+
+// deleteClaim deletes the lock's claim key (etcdctl del); "/last", with
+// the last token, stays.
+func (a etcdAdmin) deleteClaim(ctx context.Context, lock string) error {
+	return a.do(func(cli *clientv3.Client) error {
+		resp, err := cli.Delete(ctx, claimKey(lock))
+		if err == nil && resp.Deleted != 1 {
+			err = fmt.Errorf("deleted %d keys named %s, want 1", resp.Deleted, claimKey(lock))
+		}
+		return err
+	})
+}
+
+// revokeClaimLease finds the lease that the lock's claim key is attached
+// to (etcdctl get -w json: the key's lease) and revokes it (etcdctl lease
+// revoke), with every key on it. The claim must be the one of token tok
+// (its mod revision), so that the holder the fault was meant for is the
+// one whose lease goes. It returns the lease's ID.
+func (a etcdAdmin) revokeClaimLease(ctx context.Context, lock string, tok uint64) (int64, error) {
+	var id int64
+	err := a.do(func(cli *clientv3.Client) error {
+		resp, err := cli.Get(ctx, claimKey(lock))
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) != 1 {
+			return fmt.Errorf("no claim key %s", claimKey(lock))
+		}
+		kv := resp.Kvs[0]
+		if uint64(kv.ModRevision) != tok || kv.Lease == 0 {
+			return fmt.Errorf("claim key %s has mod revision %d and lease %x, want token %d on a lease", claimKey(lock), kv.ModRevision, kv.Lease, tok)
+		}
+		id = kv.Lease
+		_, err = cli.Revoke(ctx, clientv3.LeaseID(id))
+		return err
+	})
+	return id, err
 }
 
 // The Kubernetes control plane (kube-apiserver + etcd from envtest) is

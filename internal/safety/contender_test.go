@@ -48,6 +48,7 @@ const (
 	envIdle     = "BATON_SAFETY_IDLE"      // pause after a tenure before locking again
 	envPoll     = "BATON_SAFETY_POLL"      // "1": lock by polling TryLock instead of Lock
 	envSem      = "BATON_SAFETY_SEMAPHORE" // "1": lock through a baton.Semaphore of limit 1
+	envFair     = "BATON_SAFETY_FAIR"      // "1": etcd in fair mode (etcdstore.WithFair)
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -284,6 +285,7 @@ func (t *tenures) run(ctx context.Context, h held, term string) {
 		rounds, until = math.MaxInt, time.Now().Add(t.ttl*3/2+time.Duration(t.rng.Int64N(int64(t.ttl))))
 	}
 	cause := causeDone
+	held := false // the register asked it to hold (writeResp.Hold)
 	for i := 0; ; i++ {
 		if i >= rounds || !until.IsZero() && time.Now().After(until) {
 			break
@@ -305,6 +307,9 @@ func (t *tenures) run(ctx context.Context, h held, term string) {
 		if !rd.OK {
 			c.event("stale", tok, errors.New("read refused"))
 			cause = causeStale
+			if held {
+				awaitEnd(ctx, h, until)
+			}
 			break
 		}
 		var wr writeResp
@@ -316,11 +321,15 @@ func (t *tenures) run(ctx context.Context, h held, term string) {
 		if !wr.OK {
 			c.event("stale", tok, errors.New("write refused"))
 			cause = causeStale
+			if held {
+				awaitEnd(ctx, h, until)
+			}
 			break
 		}
 		if wr.Hold && rounds != math.MaxInt {
 			rounds, until = math.MaxInt, time.Now().Add(holdMax*t.ttl)
 		}
+		held = held || wr.Hold
 		select {
 		case <-h.context().Done():
 		case <-ctx.Done():
@@ -344,6 +353,26 @@ func (t *tenures) run(ctx context.Context, h held, term string) {
 	err := h.unlock(uctx)
 	cancel()
 	c.event("released", tok, err)
+}
+
+// awaitEnd waits, in a tenure asked to hold whose token the register
+// refused, until the lease's context ends (or until, or the scenario's
+// end), without another operation: the engine's own verdict on the
+// lease, not the register's refusal, then ends the tenure, so the
+// harness sees when the holder learnt of a fault that a successor's
+// token revealed first.
+func awaitEnd(ctx context.Context, h held, until time.Time) {
+	wait := time.Until(until)
+	if until.IsZero() || wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-h.context().Done():
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // openLocker opens the backend named by the environment.
@@ -387,7 +416,7 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 		b, closeFn = st, func() { _ = closer.Close() }
 	case "etcd":
 		st, err := etcdstore.OpenStore(ctx, etcdstore.Config{Endpoints: []string{target}, DialTimeout: 5 * time.Second},
-			etcdstore.WithLogger(logger))
+			etcdstore.WithLogger(logger), etcdstore.WithFair(os.Getenv(envFair) == "1"))
 		if err != nil {
 			return nil, nil, err
 		}

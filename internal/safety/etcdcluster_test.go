@@ -31,6 +31,10 @@ const (
 	faultLeaderPauseLong = "3 members: raft leader paused while held for twice the TTL"
 	faultLeaderStall     = "3 members: raft leader paused while held for 4s within leases of TTL 6s"
 	faultMemberCut       = "3 members: raft leader cut from the clients while held"
+	// The fair-mode variants (etcdstore.WithFair): a queue of waiters, the
+	// lock handed to the oldest at each release.
+	faultLeaderKillFair  = "3 members in fair mode: raft leader killed while held within leases of TTL 6s"
+	faultLeaderStallFair = "3 members in fair mode: raft leader paused while held for 4s within leases of TTL 6s"
 )
 
 // etcdStaleRevoke is why the long leader pause may show two holders: etcd,
@@ -45,14 +49,28 @@ const (
 // holder's writes.
 const etcdStaleRevoke = "etcd 3.7 lets a resumed, deposed leader revoke leases"
 
-// TestSafetyEtcdCluster runs the two rows; 0 stale writes accepted, no
+// TestSafetyEtcdCluster runs the rows; 0 stale writes accepted, no
 // repeated token and the new holder's writes accepted are the checker's.
+// leader_killed_fair is leader_killed with the contenders' Stores in fair
+// mode: the release that hands the lock to the oldest waiter, and the
+// waiter's collection from a watch event, run across the election. Its
+// contenders use a TTL of 6s: with 2s, the holder's release, sent while
+// no member had a leader, outlived its first attempt (2s) and the claim's
+// deadline, and the Store's clean-up of the expired claim released it
+// plainly (no handoff in 2 of 3 runs, etcd's history showing the waiter
+// behind it in the queue).
 func TestSafetyEtcdCluster(t *testing.T) {
 	cl := testenv.StartEtcdCluster(t, testenv.EtcdNoFsync())
 	logMembersOnFailure(t, cl)
 	be := clusterEnv(t, cl)
 	t.Run("leader_killed", func(t *testing.T) {
 		runClusterScenario(t, be, scenario{fault: faultLeaderKill}, func(h *harness) { leaderKill(h, cl) })
+	})
+	t.Run("leader_killed_fair", func(t *testing.T) {
+		w := &fairWitness{cl: cl}
+		be := balancedEnv(t, cl.Addrs(), 3*ttl)
+		runClusterScenario(t, be, scenario{fault: faultLeaderKillFair, fair: true}, w.round(func(h *harness) fired { return leaderKill(h, cl) }))
+		w.require(t)
 	})
 	t.Run("claim_key_deleted", func(t *testing.T) {
 		runClusterScenario(t, be, scenario{fault: faultKeyDeleted}, func(h *harness) { deleteClaimKey(h, cl) })
@@ -95,6 +113,14 @@ func TestSafetyEtcdCluster(t *testing.T) {
 //     etcdstore's trust gate is for, but it has not failed with the gate
 //     disabled either (6 loaded runs on 2026-12-02): it shows the gate
 //     costs no liveness, not that it is needed. Every check is strict.
+//   - leader_paused_stall_fair: leader_paused_stall with the contenders'
+//     Stores in fair mode. The stall hits fair transactions (a place
+//     taken, a release that hands over) whose answers may be lost and
+//     which the stopped leader may apply late: their claim values and
+//     places are orphans that the Stores' verification must clear, or
+//     the queue would wait for a place nobody holds. Every check is
+//     strict, and the lock must have been handed over during the faults
+//     (fairWitness).
 //   - leader_paused_long: stopped for twice the TTL, longer than its
 //     leases; when it resumes, etcd itself revokes live leases (see
 //     etcdStaleRevoke). Two holders at once are reported, not failures;
@@ -109,6 +135,12 @@ func TestSafetyEtcdLeaderPause(t *testing.T) {
 	t.Run("leader_paused_stall", func(t *testing.T) {
 		be := balancedEnv(t, cl.Addrs(), 3*ttl)
 		runClusterScenario(t, be, scenario{fault: faultLeaderStall}, func(h *harness) { leaderPause(h, cl, 2*ttl) })
+	})
+	t.Run("leader_paused_stall_fair", func(t *testing.T) {
+		be := balancedEnv(t, cl.Addrs(), 3*ttl)
+		w := &fairWitness{cl: cl}
+		runClusterScenario(t, be, scenario{fault: faultLeaderStallFair, fair: true}, w.round(func(h *harness) fired { return leaderPause(h, cl, 2*ttl) }))
+		w.require(t)
 	})
 	t.Run("leader_paused_long", func(t *testing.T) {
 		sc := scenario{fault: faultLeaderPauseLong, storeOverlap: etcdStaleRevoke}
@@ -248,8 +280,8 @@ func runClusterScenario(t *testing.T, be *backendEnv, sc scenario, inject func(h
 // accepted writes, waits for the other two members to elect a leader, and
 // waits for the lock to go on: the holder's (or, if it stepped down, a
 // successor's) next accepted writes, then a change of hands. The killed
-// member is started again with its data.
-func leaderKill(h *harness, cl *testenv.EtcdCluster) {
+// member is started again with its data. It returns what the trap hit.
+func leaderKill(h *harness, cl *testenv.EtcdCluster) fired {
 	h.t.Helper()
 	lead := cl.WaitLeader(30 * time.Second)
 	var killedAt time.Duration
@@ -278,6 +310,7 @@ func leaderKill(h *harness, cl *testenv.EtcdCluster) {
 	}
 	h.writesAbove(f.tok, 3, 30*time.Second)
 	cl.Members[lead].Start()
+	return f
 }
 
 // leaderPause stops the raft leader (SIGSTOP) right after one of the
@@ -288,13 +321,13 @@ func leaderKill(h *harness, cl *testenv.EtcdCluster) {
 // backend's claimLife) starts only once the leader has renewed every lease
 // within the last second (awaitFreshLeases), so that none expires by the
 // stopped leader's clock: that case is the long row's (etcdStaleRevoke).
-func leaderPause(h *harness, cl *testenv.EtcdCluster, hold time.Duration) {
+func leaderPause(h *harness, cl *testenv.EtcdCluster, hold time.Duration) fired {
 	h.t.Helper()
 	lead := cl.WaitLeader(30 * time.Second)
 	if hold < h.be.claimLife {
 		awaitFreshLeases(h, cl)
 	}
-	disturbMember(h, lead, "leader pause", hold, func() { cl.Members[lead].Pause() }, func() { cl.Members[lead].Resume() },
+	return disturbMember(h, lead, "leader pause", hold, func() { cl.Members[lead].Pause() }, func() { cl.Members[lead].Resume() },
 		func() int { return cl.WaitLeader(30*time.Second, lead) })
 }
 
@@ -372,8 +405,8 @@ func leaderCut(h *harness, cl *testenv.EtcdCluster, proxies []*faultproxy.Proxy)
 // leader()'s return if that is later; then it waits for the lock to change
 // hands with larger tokens. The disturbance never outlasts hold because
 // the lock was slow to go on: a leader paused for longer than the leases
-// is another row (leader_paused_long).
-func disturbMember(h *harness, m int, what string, hold time.Duration, start, stop func(), leader func() int) {
+// is another row (leader_paused_long). It returns what the trap hit.
+func disturbMember(h *harness, m int, what string, hold time.Duration, start, stop func(), leader func() int) fired {
 	h.t.Helper()
 	var (
 		at0   time.Duration
@@ -425,6 +458,7 @@ func disturbMember(h *harness, m int, what string, hold time.Duration, start, st
 		h.t.Fatalf("no acquisition after token %d", f.tok)
 	}
 	h.writesAbove(f.tok, 3, 30*time.Second)
+	return f
 }
 
 // deleteClaimKey deletes the lock's claim key (as `etcdctl del` would)

@@ -41,19 +41,28 @@ const disturbSlack = 2 * time.Second
 
 // fault names.
 const (
-	faultStop      = "SIGSTOP"
-	faultKill      = "SIGKILL"
-	faultPartition = "partition"
-	faultRestart   = "store restart"
-	faultDrift     = "clock drift + SIGKILL"
-	faultThrottle  = "HTTP 429 + SIGKILL"
-	faultLatency   = "latency"
-	faultStopAny   = "SIGSTOP at a random instant"
-	faultMinority  = "partition from 1 of 3"
-	faultJump      = "clock step 1h + SIGKILL"
-	faultDelete    = "lock deleted"
-	faultStopWait  = "SIGSTOP of a waiter"
+	faultStop       = "SIGSTOP"
+	faultKill       = "SIGKILL"
+	faultPartition  = "partition"
+	faultRestart    = "store restart"
+	faultDrift      = "clock drift + SIGKILL"
+	faultThrottle   = "HTTP 429 + SIGKILL"
+	faultLatency    = "latency"
+	faultStopAny    = "SIGSTOP at a random instant"
+	faultMinority   = "partition from 1 of 3"
+	faultJump       = "clock step 1h + SIGKILL"
+	faultDelete     = "lock deleted"
+	faultRevoke     = "lease revoked"
+	faultRevokeFair = "lease revoked in fair mode"
+	faultStopWait   = "SIGSTOP of a waiter"
 )
+
+// etcdRevoked is why the lease-revoked rows may show two holders: a
+// revoked etcd lease frees its claims at once, as ForceRelease does
+// (etcdstore/doc.go, "Deleted claims"), and contenders acquire at once,
+// while the former holder learns of it at its next renew. Only its token
+// protects the resource meanwhile.
+const etcdRevoked = "an operator revoked the holder's etcd lease"
 
 // link is how one contender reaches the store: the target it is given and,
 // for network stores, the proxies in between that a partition cuts.
@@ -92,6 +101,10 @@ type backendEnv struct {
 	// or a cleanup job would: the record file, the Redis claim key (on
 	// every Redlock server), the etcd claim key, the Kubernetes object.
 	deleteLock func(ctx context.Context, lock string) error
+	// revokeLease revokes the etcd lease that the lock's claim key, of
+	// token tok, is attached to, as `etcdctl lease revoke` would, and
+	// returns its ID; nil for other stores.
+	revokeLease func(ctx context.Context, lock string, tok uint64) (int64, error)
 }
 
 func (b *backendEnv) retry() time.Duration { return b.ttl * 2 / 15 }
@@ -124,6 +137,10 @@ type scenario struct {
 	idle time.Duration
 	// semaphore: contenders lock through a baton.Semaphore of limit 1.
 	semaphore bool
+	// fair: contenders open etcd's Store in fair mode (a queue of
+	// waiters, the lock handed to the oldest at each release), and all
+	// of them lock with Lock (see spawn).
+	fair bool
 	// storeOverlap, if set, says why the store itself does not keep its
 	// leases under this fault: two holders at once are then reported,
 	// not failures (see tolerated); fencing must still hold.
@@ -139,6 +156,8 @@ type contender struct {
 	outMu  sync.Mutex
 	done   chan struct{}
 	killed bool // by the harness: its exit status is not checked
+	// poll: it locks by polling TryLock (envPoll), not with Lock.
+	poll bool
 	// wallOff is the net step of its wall clock (jump), guarded by the
 	// harness's mu.
 	wallOff time.Duration
@@ -223,12 +242,19 @@ func (h *harness) spawn() *contender {
 	// Every other contender polls with TryLock: it asks the store about a
 	// live claim again and again, where a store that judges a claim free
 	// too early gives it away. (With K=3 and a fresh contender for each
-	// killed one, a poller is almost always among the standbys.)
-	if n%2 == 0 {
+	// killed one, a poller is almost always among the standbys.) Not in
+	// fair mode: there TryLock never overtakes the queue, so a poller
+	// never acquires, and the two contenders left to wait would each
+	// queue after the other acquired: no release would know a waiter
+	// behind it, and the lock would never be handed over.
+	if c.poll = n%2 == 0 && !h.sc.fair; c.poll {
 		c.cmd.Env = append(c.cmd.Env, envPoll+"=1")
 	}
 	if h.sc.semaphore {
 		c.cmd.Env = append(c.cmd.Env, envSem+"=1")
+	}
+	if h.sc.fair {
+		c.cmd.Env = append(c.cmd.Env, envFair+"=1")
 	}
 	if len(h.sc.skews) > 0 {
 		c.cmd.Env = append(c.cmd.Env, envSkew+"="+h.sc.skews[(n-1)%len(h.sc.skews)].String())
@@ -496,6 +522,8 @@ func (h *harness) inject(round int) {
 		h.deleteHeld(minWrites)
 	case faultStopWait:
 		h.stopWaiter(round)
+	case faultRevoke, faultRevokeFair:
+		h.revokeHeld(minWrites)
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}
@@ -810,6 +838,104 @@ func (h *harness) deleteHeld(minWrites int) {
 			return slices.ContainsFunc(s.events, func(e event) bool { return e.C == f.c && e.Kind == "releasing" && e.Tok == f.tok })
 		})
 	h.writesAbove(f.tok, 3, 30*time.Second)
+}
+
+// revokeHeld revokes the etcd lease that the lock's claim is attached to
+// after one of the holder's accepted writes, while it holds the lock (it
+// is asked to keep its lease until the lease's context ends), as an
+// operator with `etcdctl lease revoke` would. etcd deletes the claim and
+// its guard with the lease, so a contender may acquire at once, while the
+// holder learns of it only at its next renew (or from the fenced register
+// refusing its token): two holders at once are the scenario's
+// storeOverlap, tolerated. What must hold: a successor within the
+// liveness bound, counted from the revocation; the holder's lease's
+// context ends by the engine's verdict (a loss, or a step-down), not
+// only the register's refusal (a held tenure that the register refuses
+// waits for it: see awaitEnd), within TTL + liveSlack of the revocation;
+// the lock goes on with larger tokens; and the former holder, whose
+// Store has lost its lease (and in fair mode its place in the queue),
+// acquires again if it locks with Lock (see reacquired). Fencing (no
+// stale write accepted, no token twice) is the checker's, strict.
+func (h *harness) revokeHeld(minWrites int) {
+	h.t.Helper()
+	f := h.waitFired(h.armHold(false, true, minWrites, func(string) {}), "lease revocation")
+	ctx, cancel := context.WithTimeout(h.t.Context(), 10*time.Second)
+	// Times are counted from the revoke's call: a successor's report can
+	// reach the register before the call returns.
+	revoked := h.reg.now()
+	id, err := h.be.revokeLease(ctx, h.sc.lock, f.tok)
+	cancel()
+	if err != nil {
+		h.t.Fatalf("revoking the lease of %s's claim with token %d: %v", f.c, f.tok, err)
+	}
+	defer func() { h.disturb(f.c, f.at, h.reg.now()+h.be.ttl, "lease revoked") }()
+	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
+	h.takeover(fmt.Sprintf("lease %x of %s's claim with token %d revoked", id, f.c, f.tok), ev.At-revoked)
+	end := h.tenureEnd(f.c, f.tok, h.be.ttl+30*time.Second)
+	// Its keeper renews every TTL/3 and steps down at the renew deadline
+	// at the latest; liveSlack is for a late timer on a loaded machine.
+	if end.Cause != causeLost && end.Cause != causeStepDown || end.At-revoked > h.be.ttl+liveSlack {
+		h.t.Errorf("%s's tenure with token %d ended %v after its lease was revoked, by %q (%s), want a loss or a step-down within %v",
+			f.c, f.tok, (end.At - revoked).Round(time.Millisecond), end.Cause, end.Err, h.be.ttl+liveSlack)
+	}
+	h.t.Logf("lease %x of %s (token %d) revoked at %v; %s acquired token %d %v later; %s's token first refused %v after the revocation; its tenure ended %v after it (%s: %s): it believed it held the lock for %v beside its successor",
+		id, f.c, f.tok, revoked.Round(time.Millisecond), ev.C, ev.Tok, (ev.At - revoked).Round(time.Millisecond),
+		f.c, h.firstRefusal(f.c, f.tok, revoked), (end.At - revoked).Round(time.Millisecond), end.Cause, end.Err,
+		max(0, end.At-ev.At).Round(time.Millisecond))
+	h.writesAbove(f.tok, 3, 30*time.Second)
+	h.reacquired(f.c, f.tok, revoked)
+}
+
+// reacquired waits until contender c, whose lease with token tok was
+// revoked at revoked, acquires again: its Store must carry on with a new
+// etcd lease (and, in fair mode, a new place in the queue). A poller is
+// not waited for: waiters woken by their watches win nearly every
+// handover against its TryLock (measured: 3 of 25 acquisitions in 40s in
+// plain mode), and in fair mode TryLock never overtakes the queue.
+func (h *harness) reacquired(c string, tok uint64, revoked time.Duration) {
+	h.t.Helper()
+	if h.contender(c).poll {
+		h.t.Logf("%s polls with TryLock: not waiting for it to acquire again", c)
+		return
+	}
+	var again event
+	h.reg.await(fmt.Sprintf("%s, whose lease was revoked, to acquire again", c), h.be.bound()+60*time.Second, func(s *snapshot) bool {
+		i := slices.IndexFunc(s.events, func(e event) bool { return e.C == c && e.Kind == "acquired" && e.Tok > tok })
+		if i >= 0 {
+			again = s.events[i]
+		}
+		return i >= 0
+	})
+	h.t.Logf("%s acquired again (token %d) %v after the revocation", c, again.Tok, (again.At - revoked).Round(time.Millisecond))
+}
+
+// firstRefusal describes when, after from, the register first refused
+// contender c's token tok ("never" if it did not).
+func (h *harness) firstRefusal(c string, tok uint64, from time.Duration) string {
+	_, evs := h.reg.history()
+	for _, e := range evs {
+		if e.C == c && e.Tok == tok && e.Kind == "stale" {
+			return (e.At - from).Round(time.Millisecond).String()
+		}
+	}
+	return "never"
+}
+
+// tenureEnd waits for contender c's report that its tenure with token tok
+// ended, and returns it.
+func (h *harness) tenureEnd(c string, tok uint64, timeout time.Duration) event {
+	h.t.Helper()
+	var end event
+	h.reg.await(fmt.Sprintf("%s to end its tenure with token %d", c, tok), timeout, func(s *snapshot) bool {
+		for _, e := range s.events {
+			if e.C == c && e.Kind == "releasing" && e.Tok == tok {
+				end = e
+				return true
+			}
+		}
+		return false
+	})
+	return end
 }
 
 // stopAll resumes and reconnects every contender, asks them to stop with

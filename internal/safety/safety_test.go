@@ -15,6 +15,10 @@ func rounds() int {
 	return 2
 }
 
+// revokeRounds is how many times the lease-revoked rows revoke a holder's
+// lease: a round is quick (the successor acquires at once), so one more.
+func revokeRounds() int { return rounds() + 1 }
+
 // runScenario runs one fault scenario on be as a subtest.
 func runScenario(t *testing.T, be *backendEnv, sc scenario) {
 	t.Helper()
@@ -69,6 +73,8 @@ func TestSafety(t *testing.T) {
 		be := etcdEnv(t)
 		common(t, be, true)
 		runScenario(t, be, scenario{fault: faultRestart})
+		runScenario(t, be, scenario{fault: faultRevoke, rounds: revokeRounds(), storeOverlap: etcdRevoked})
+		runScenario(t, be, scenario{fault: faultRevokeFair, rounds: revokeRounds(), fair: true, storeOverlap: etcdRevoked})
 	})
 	t.Run("lease", func(t *testing.T) {
 		be := leaseEnv(t, "lease")
