@@ -258,8 +258,5 @@ func (s *Store) renewOutcome(name, lock string, v any) error {
 	if err := rep.check(s, name, lock, len(a) == 3); err != nil {
 		return err
 	}
-	if holder == "" {
-		return fmt.Errorf("redisstore: renew lock %q (key %s): %w: the claim expired, was released, or its key was deleted (or the server lost its data)", name, lock, backend.ErrLost)
-	}
-	return fmt.Errorf("redisstore: renew lock %q (key %s): %w: it is now held by %q (token %d)", name, lock, backend.ErrLost, holder, token)
+	return lostError("renew", name, lock, holder, token)
 }

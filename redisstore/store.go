@@ -354,12 +354,17 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	if err := rep.check(s, g.Key, lock, len(v) == 3); err != nil {
 		return err
 	}
-	switch {
-	case holder == "":
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the claim expired, was released, or its key was deleted (or the server lost its data)", op, g.Key, lock, backend.ErrLost)
-	default:
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: it is now held by %q (token %d)", op, g.Key, lock, backend.ErrLost, holder, token)
+	return lostError(op, g.Key, lock, holder, token)
+}
+
+// lostError says that a renewal or release of lock name (key lock) found
+// the lock not its owner's: held by holder with token, or free if holder
+// is empty.
+func lostError(op, name, lock, holder string, token uint64) error {
+	if holder == "" {
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the claim expired, was released, or its key was deleted (or the server lost its data)", op, name, lock, backend.ErrLost)
 	}
+	return fmt.Errorf("redisstore: %s lock %q (key %s): %w: it is now held by %q (token %d)", op, name, lock, backend.ErrLost, holder, token)
 }
 
 // ForceRelease implements backend.ForceReleaser: it frees the lock named key
