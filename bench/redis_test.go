@@ -307,6 +307,59 @@ func (r *notifyContender) lock(ctx context.Context) (func(context.Context) error
 
 func (r *notifyContender) close() { _ = r.ps.Close(); _ = r.c.Close() }
 
+// fairFloor is the floor of a fair lock on this machine: each release
+// hands the lock to the oldest waiter in one script (LPOP of a waiting
+// list, SET of the key for it, PUBLISH on its own channel), and the
+// waiter, blocked in Receive on its own subscription, holds it when the
+// message arrives: one script and one notice per handover, nothing else
+// (no token, no TTL renewal, no engine). The unfair raw loop never hands
+// over at all: its re-locking contender keeps the lock in one goroutine.
+var fairFloor = library{
+	name:   "floor: raw FIFO handoff (script + PUBLISH to the next waiter)",
+	config: "lock: SET NX, or RPUSH to a waiting list and block in Receive on its own channel; unlock: LPOP the next waiter, SET the key for it and PUBLISH to it, or DEL",
+	open: func(addr, key, id string) contender {
+		c := newClient(addr)
+		ps := c.Subscribe(context.Background(), key+":to:"+id)
+		if _, err := ps.Receive(context.Background()); err != nil { // the confirmation
+			panic(err)
+		}
+		return &fairContender{c: c, ps: ps, key: key, id: id}
+	},
+}
+
+type fairContender struct {
+	c       *redis.Client
+	ps      *redis.PubSub
+	key, id string
+}
+
+var (
+	fairLock = redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+redis.call('RPUSH', KEYS[2], ARGV[1]) return 0`)
+	fairUnlock = redis.NewScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local n = redis.call('LPOP', KEYS[2])
+if n then redis.call('SET', KEYS[1], n, 'PX', ARGV[2]) redis.call('PUBLISH', KEYS[1] .. ':to:' .. n, '1') else redis.call('DEL', KEYS[1]) end
+return 1`)
+)
+
+func (f *fairContender) lock(ctx context.Context) (func(context.Context) error, error) {
+	keys := []string{f.key, f.key + ":waiting"}
+	n, err := fairLock.Run(ctx, f.c, keys, f.id, lockTTL.Milliseconds()).Int()
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		if _, err := f.ps.ReceiveMessage(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return func(ctx context.Context) error {
+		return fairUnlock.Run(ctx, f.c, keys, f.id, lockTTL.Milliseconds()).Err()
+	}, nil
+}
+
+func (f *fairContender) close() { _ = f.ps.Close(); _ = f.c.Close() }
+
 var runID atomic.Int64
 
 func uniqueKey(what string) string {
@@ -494,7 +547,7 @@ func TestRedisReport(t *testing.T) {
 			float64(h[len(h)/2])/float64(hf[len(hf)/2]))
 	}
 	fmt.Fprintf(&b, "\nConfigurations:\n\n")
-	for _, lib := range append(all, notifyFloor) {
+	for _, lib := range append(all, notifyFloor, fairFloor) {
 		fmt.Fprintf(&b, "- %s: %s\n", lib.name, lib.config)
 	}
 
@@ -530,11 +583,13 @@ func TestRedisReport(t *testing.T) {
 		what string
 		r    map[string]contendedResult
 	}{{fmt.Sprintf("%d in all", sharedTotal), shared}, {fmt.Sprintf("%d each", perContender), each}} {
-		b0, raw0 := c.r[bn], c.r[rw]
-		fmt.Fprintf(&b, "- contended (%s): throughput at least 1.0x the raw unfair loop's: %s (%.2fx); no contender starved: %s (%v); "+
-			"p99 wait at most 8x the handover p50: %s (%v, %.1fx %v)\n",
-			c.what, metStr(b0.PerSecond >= raw0.PerSecond), b0.PerSecond/raw0.PerSecond, metStr(!slices.Contains(b0.Counts, 0)), b0.Counts,
-			metStr(b0.P99 <= 8*hb50), round(b0.P99), float64(b0.P99)/float64(max(hb50, 1)), round(hb50))
+		b0, raw0, fair0 := c.r[bn], c.r[rw], c.r[fairFloor.name]
+		fmt.Fprintf(&b, "- contended (%s): throughput at least 1.0x the raw unfair loop's: %s (%.2fx; %.2fx the raw FIFO handoff floor's %.0f/s, "+
+			"which is %.2fx the unfair loop's); no contender starved: %s (%v); "+
+			"p99 wait at most 8x the handover p50: %s (%v, %.1fx %v; the FIFO floor's p99 %v)\n",
+			c.what, metStr(b0.PerSecond >= raw0.PerSecond), b0.PerSecond/raw0.PerSecond, b0.PerSecond/fair0.PerSecond, fair0.PerSecond,
+			fair0.PerSecond/raw0.PerSecond, metStr(!slices.Contains(b0.Counts, 0)), b0.Counts,
+			metStr(b0.P99 <= 8*hb50), round(b0.P99), float64(b0.P99)/float64(max(hb50, 1)), round(hb50), round(fair0.P99))
 	}
 	fmt.Fprintf(&b, "- handover p50 at most 1.1x the notify floor: %s (%v, %.2fx the floor's %v; %.2fx the raw polling floor's %v)\n",
 		metStr(hb50 <= hf[len(hf)/2]*11/10), round(hb50), float64(hb50)/float64(hf[len(hf)/2]), round(hf[len(hf)/2]),
@@ -563,7 +618,8 @@ func printContended(b *strings.Builder, t *testing.T, addr string, total, each i
 	for _, lib := range libraries[:len(libraries)-1] {
 		run(lib)
 	}
-	for _, lib := range libraries {
+	run(fairFloor)
+	for _, lib := range append(slices.Clone(libraries), fairFloor) {
 		r := rs[lib.name]
 		fmt.Fprintf(b, "| %s | %.0f | %.2f | %v | %v | %v | %v | %.1f | %v |\n", lib.name, r.PerSecond, r.PerSecond/rs[raw.name].PerSecond,
 			round(r.P50), round(r.P99), round(r.P99Time), round(r.Max), scripts[lib.name], r.Counts)
