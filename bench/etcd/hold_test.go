@@ -2,6 +2,7 @@ package etcdbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/etcdstore"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
@@ -242,9 +244,23 @@ func holdMany(t *testing.T, eps []string, cpu func() time.Duration) []holdRow {
 		c0 := cpu()
 		time.Sleep(renewWindow)
 		n, bytes := m.read()
-		rows = append(rows, summarize("a lease per lock (clientv3 KeepAlive)", "-", n, bytes, renewWindow, c0, cpu()))
+		row := summarize("a lease per lock (clientv3 KeepAlive)", "-", n, bytes, renewWindow, c0, cpu())
 		cancel()
-		parallel(t, heldLocks, func(i int) error { _, err := c.Revoke(ctx, ids[i]); return err })
+		// A lease whose keepalives fell behind on a busy machine has
+		// expired by now: the row says how many, and the clean-up skips it.
+		var expired atomic.Int64
+		parallel(t, heldLocks, func(i int) error {
+			_, err := c.Revoke(ctx, ids[i])
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				expired.Add(1)
+				return nil
+			}
+			return err
+		})
+		if k := expired.Load(); k > 0 {
+			row.detail += fmt.Sprintf("; %d of %d leases expired during the run (their keepalives fell behind)", k, heldLocks)
+		}
+		rows = append(rows, row)
 		_ = c.Close()
 	}
 	return rows
