@@ -288,14 +288,16 @@ if not l then return {0, '', 0} end
 if l[4] ~= ARGV[2] then return other(KEYS[1], l) end
 local window = tonumber(ARGV[4])
 local waiting = window > 0 and redis.call('LRANGE', KEYS[3], 0, -1) or {}
-local h, ttl, owner, t
+local h, ttl, owner, t, ftoken, ftrans
 if #waiting > 0 then
+  -- Read the fence before first() drops places: a corrupt fence fails
+  -- the script before it wrote anything.
+  ftoken, ftrans = readfence(KEYS[2])
+  if not ftoken then return ftrans end
   t = redis.call('TIME')
   h, ttl, owner = first(waiting, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 end
 if owner then
-  local ftoken, ftrans = readfence(KEYS[2])
-  if not ftoken then return ftrans end
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local ts = num(math.max(tonumber(ftoken) + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
   redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(tonumber(ftrans) + 1), 'holder', h, 'expires', num(now + tonumber(ttl)), 'handed', ts)
