@@ -109,10 +109,9 @@ func newStore(client redis.UniversalClient, o options) *Store {
 // one TTL after their last attempt), fails the renewals waiting for their
 // batch (with an error matching backend.ErrUnavailable), cancels the
 // batches in flight and waits for them, and, for a Store made by Open,
-// closes its client. The
-// Store must not be used afterwards. A Store that is never closed keeps its
-// subscriber connection while any lock was watched in the last minute, then
-// stops it.
+// closes its client. The Store must not be used afterwards. A Store that
+// is never closed keeps its subscriber connection while any lock was
+// watched in the last minute, then stops it.
 func (s *Store) Close() error {
 	s.hub.close()
 	s.waiters.close()
