@@ -40,13 +40,13 @@ type waiting struct {
 	ttl    time.Duration // of the latest attempt
 	// sent is the send time of the latest attempt (on this process's
 	// monotonic clock); inflight is true until it is answered, refused
-	// then, and refusedBy is the token in that refusal.
-	sent      time.Time
-	inflight  bool
-	refused   bool
-	refusedBy uint64
-	// held is the refusal's answer; mark is the hub's mark of the lock's
-	// channel taken before the attempt was sent (markOK if confirmed).
+	// then.
+	sent     time.Time
+	inflight bool
+	refused  bool
+	// held is the refusal's answer (held.token: the claim's that refused
+	// it); mark is the hub's mark of the lock's channel taken before the
+	// attempt was sent (markOK if confirmed).
 	held   acquireResult
 	mark   hubMark
 	markOK bool
@@ -111,7 +111,7 @@ func (ws *waiters) answered(channel, owner string, acquired, refused bool, r acq
 		ws.remove(key, w)
 		ws.startLeave(w, owner)
 	case refused:
-		w.refused, w.refusedBy, w.held = true, r.token, r
+		w.refused, w.held = true, r
 	}
 }
 
@@ -164,7 +164,7 @@ func (ws *waiters) collect(channel, owner string, ttl time.Duration, now time.Ti
 	defer ws.mu.Unlock()
 	key := waiterKey{channel, owner}
 	w := ws.m[key]
-	if w == nil || w.handed == 0 || w.inflight || !w.refused || w.refusedBy >= w.handed || w.handedTTL != ttl {
+	if w == nil || w.handed == 0 || w.inflight || !w.refused || w.held.token >= w.handed || w.handedTTL != ttl {
 		return 0, 0, false
 	}
 	age = now.Sub(w.sent)

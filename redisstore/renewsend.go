@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/baton-go/baton/backend"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -112,23 +111,12 @@ func slotOf(name string) uint16 {
 }
 
 // renewNodes groups the groups by the server that serves them, for
-// WithReplicaAcks (New allows it only with a *redis.Client or a
-// *redis.ClusterClient). A group whose server cannot be found is answered
-// with that error at once.
+// WithReplicaAcks. A group whose server cannot be found is answered with
+// that error at once.
 func (s *Store) renewNodes(ctx context.Context, groups [][]*renewCall) map[*redis.Client][][]*renewCall {
 	nodes := map[*redis.Client][][]*renewCall{}
 	for _, g := range groups {
-		var node *redis.Client
-		var err error
-		switch c := s.client.(type) {
-		case *redis.Client:
-			node = c
-		case *redis.ClusterClient:
-			node, err = c.MasterForKey(ctx, s.lockKey(g[0].g.Key))
-		default:
-			err = fmt.Errorf("%w: WithReplicaAcks needs a client of one server, a Sentinel primary or a Cluster, not %T",
-				backend.ErrInvalidOptions, s.client)
-		}
+		node, err := s.primary(ctx, s.lockKey(g[0].g.Key))
 		if err != nil {
 			for _, c := range g {
 				c.done <- s.wrap(c.g.Key, s.lockKey(c.g.Key), "renew", err)
@@ -166,7 +154,7 @@ func (s *Store) runAcked(ctx context.Context, node *redis.Client, groups [][]*re
 
 // lockKey returns the lock key of lock name (see Store.Keys), without
 // touching the Store's cache of the last lock's keys.
-func (s *Store) lockKey(name string) string { return s.prefix + "{" + name + "}:lock" }
+func (s *Store) lockKey(name string) string { return s.keyBase(name) + "lock" }
 
 // pipeliner is a client, or a connection, that can pipeline commands.
 type pipeliner interface {
@@ -210,7 +198,7 @@ func (s *Store) renewManyArgs(calls []*renewCall) ([]string, []any) {
 	keys := make([]string, 0, 2*len(calls))
 	args := make([]any, 0, 2*len(calls))
 	for _, c := range calls {
-		base := s.prefix + "{" + c.g.Key + "}:"
+		base := s.keyBase(c.g.Key)
 		keys = append(keys, base+"lock", base+"fence")
 		args = append(args, ownerArg(c.g.Holder, c.g.Nonce), millis(c.g.TTL))
 	}

@@ -43,21 +43,26 @@ func (s *Store) conn(ctx context.Context, key string) (redis.Scripter, func(), e
 	if s.acks == 0 {
 		return s.client, func() {}, nil
 	}
-	var c *redis.Client
-	switch cl := s.client.(type) {
-	case *redis.Client:
-		c = cl
-	case *redis.ClusterClient:
-		var err error
-		if c, err = cl.MasterForKey(ctx, key); err != nil {
-			return nil, nil, err
-		}
-	default:
-		return nil, nil, fmt.Errorf("%w: WithReplicaAcks needs a client of one server, a Sentinel primary or a Cluster, not %T",
-			backend.ErrInvalidOptions, s.client)
+	c, err := s.primary(ctx, key)
+	if err != nil {
+		return nil, nil, err
 	}
 	conn := c.Conn()
 	return conn, func() { _ = conn.Close() }, nil
+}
+
+// primary returns the client of the server that serves key, for
+// WithReplicaAcks (New allows it only with a *redis.Client or a
+// *redis.ClusterClient).
+func (s *Store) primary(ctx context.Context, key string) (*redis.Client, error) {
+	switch cl := s.client.(type) {
+	case *redis.Client:
+		return cl, nil
+	case *redis.ClusterClient:
+		return cl.MasterForKey(ctx, key)
+	}
+	return nil, fmt.Errorf("%w: WithReplicaAcks needs a client of one server, a Sentinel primary or a Cluster, not %T",
+		backend.ErrInvalidOptions, s.client)
 }
 
 // awaitAcks waits for WithReplicaAcks's replicas to acknowledge the last

@@ -288,17 +288,17 @@ if not l then return {0, '', 0} end
 if l[4] ~= ARGV[2] then return other(KEYS[1], l) end
 local window = tonumber(ARGV[4])
 local waiting = window > 0 and redis.call('LRANGE', KEYS[3], 0, -1) or {}
-local h, ttl, owner, t, ftoken, ftrans
+local h, ttl, owner, t, now, ftoken, ftrans
 if #waiting > 0 then
   -- Read the fence before first() drops places: a corrupt fence fails
   -- the script before it wrote anything.
   ftoken, ftrans = readfence(KEYS[2])
   if not ftoken then return ftrans end
   t = redis.call('TIME')
-  h, ttl, owner = first(waiting, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  h, ttl, owner = first(waiting, now)
 end
 if owner then
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local ts = num(math.max(tonumber(ftoken) + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
   redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(tonumber(ftrans) + 1), 'holder', h, 'expires', num(now + tonumber(ttl)), 'handed', ts)
   redis.call('SET', KEYS[1], ts .. ' ' .. ttl .. ' ' .. num(now) .. ' ' .. owner, 'PX', ttl)
@@ -309,7 +309,7 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[2], 'holder', '', 'expires', '0')
 if h then
   redis.call('SET', KEYS[5], h, 'PX', window)
-  redis.call('HSET', KEYS[2], 'reserved', num(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + window))
+  redis.call('HSET', KEYS[2], 'reserved', num(now + window))
   redis.call('PUBLISH', ARGV[3], 'released ' .. l[1] .. ' ' .. ARGV[4] .. ' ' .. h)
 else
   redis.call('PUBLISH', ARGV[3], 'released ' .. l[1])

@@ -145,6 +145,10 @@ func (s *Store) queueKeys(name string) []string {
 	return s.keySet(name).all[2:]
 }
 
+// keyBase is what every key of lock name starts with: the prefix and the
+// name as the hash tag.
+func (s *Store) keyBase(name string) string { return s.prefix + "{" + name + "}:" }
+
 // keys is the key names of one lock.
 type keys struct {
 	name                 string
@@ -159,7 +163,7 @@ func (s *Store) keySet(name string) *keys {
 	if k := s.last.Load(); k != nil && k.name == name {
 		return k
 	}
-	base := s.prefix + "{" + name + "}:"
+	base := s.keyBase(name)
 	k := &keys{name: name, lock: base + "lock", fence: base + "fence", channel: base + "notify"}
 	k.all = []string{k.lock, k.fence, base + "queue", base + "queued", base + "next"}
 	s.last.Store(k)
