@@ -114,6 +114,27 @@ func TestCorruptRecords(t *testing.T) {
 	}
 }
 
+// TestCorruptReservedField: a fence whose reservation end is not a number
+// (only an acquisition reads it) is reported as ErrCorruptRecord naming the
+// field, and left alone.
+func TestCorruptReservedField(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	s := newStore(t, srv.Addr(), uniquePrefix())
+	raw := newClient(t, srv.Addr())
+	_, rfence, _ := s.Keys("reserved-text")
+	raw.HSet(ctx, rfence, "token", 1, "transitions", 0, "holder", "h", "reserved", "soon")
+	before, _ := raw.Dump(ctx, rfence).Result()
+	if _, err := s.TryAcquire(ctx, "reserved-text", request("a", time.Minute)); !errors.Is(err, backend.ErrCorruptRecord) ||
+		!strings.Contains(err.Error(), "token, transitions, expires or reserved field that is not a number") {
+		t.Errorf("TryAcquire with a reserved field %q: %v, want ErrCorruptRecord naming the field", "soon", err)
+	}
+	if after, _ := raw.Dump(ctx, rfence).Result(); after != before {
+		t.Errorf("the fence key with a bad reserved field changed")
+	}
+
+}
+
 // TestForceRelease frees a held lock, keeps its counter, and wakes
 // watchers; the old holder's renew then fails.
 func TestForceRelease(t *testing.T) {
