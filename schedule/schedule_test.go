@@ -375,10 +375,12 @@ func TestShutdownGraceExceeded(t *testing.T) {
 	}
 }
 
-// failingLedger fails Record (or Done) always.
+// failingLedger fails Record (or Done) always. If records is not nil,
+// each Record call sends on it before it returns.
 type failingLedger struct {
 	*schedule.MemoryLedger
 	doneErr, recordErr error
+	records            chan struct{}
 }
 
 func (l failingLedger) Done(ctx context.Context, job string, slot time.Time) (bool, error) {
@@ -389,6 +391,9 @@ func (l failingLedger) Done(ctx context.Context, job string, slot time.Time) (bo
 }
 
 func (l failingLedger) Record(ctx context.Context, job string, slot time.Time, token uint64) error {
+	if l.records != nil {
+		l.records <- struct{}{}
+	}
 	if l.recordErr != nil {
 		return l.recordErr
 	}
@@ -399,7 +404,7 @@ func (l failingLedger) Record(ctx context.Context, job string, slot time.Time, t
 // Unrecorded, and still holds the lock for LockAtLeastFor.
 func TestRecordFails(t *testing.T) {
 	env := newFakeEnv(t0)
-	ledger := failingLedger{MemoryLedger: env.ledger, recordErr: errors.New("disk full")}
+	ledger := failingLedger{MemoryLedger: env.ledger, recordErr: errors.New("disk full"), records: make(chan struct{})}
 	rec := newRecorder()
 	cnt := newCounter()
 	s, err := schedule.New(env.store, ledger, schedule.WithClock(env.wall), schedule.WithLogger(quiet),
@@ -413,7 +418,18 @@ func TestRecordFails(t *testing.T) {
 	start(t, s)
 	awaitWaiters(t, env.wall, 1)
 	env.wall.Step(time.Minute)
-	for range 2 { // two retries, 500ms apart
+	// Three attempts, 500ms apart. Each retry's timer is awaited only
+	// after the failed attempt it follows: while the job runs, its
+	// LockAtMostFor timer also counts as one waiter.
+	for i := range 3 {
+		select {
+		case <-ledger.records:
+		case <-time.After(time.Minute):
+			t.Fatalf("record attempt %d not made within a minute", i+1)
+		}
+		if i == 2 {
+			break
+		}
 		awaitWaiters(t, env.wall, 1)
 		rec.none(t)
 		env.wall.Step(500 * time.Millisecond)
