@@ -273,7 +273,7 @@
 // each is woken only when the key just ahead of it in the queue is
 // deleted or the lock is handed to it: no thundering herd, one waiter
 // woken per handover. A handover costs one transaction (the release, which
-// hands the lock over); the waiter normally collects the lock from a watch
+// hands the lock over; a holder that knows no waiter reads first); the waiter normally collects the lock from a watch
 // event, without a request, having read the waiter behind it while it was
 // next in line.
 //
@@ -290,8 +290,15 @@
 //     busy it reads before it writes (a read costs etcd no disk sync).
 //   - Handoff: a holder that acquired with a place reads, in the same
 //     transaction or read, the oldest place behind its own (or read it
-//     ahead of time: see "Collecting from the watch"). Its release is
-//     one transaction: if its claim is still its own and that place's key
+//     ahead of time: see "Collecting from the watch"). A holder that knows
+//     no such place (it acquired a free lock without one, or nobody was
+//     behind it when it read) reads the oldest place behind its own, or
+//     any if it has none, when it releases: a serializable read, which
+//     costs etcd no round of consensus and no disk sync, against the
+//     write the waiter would send after a plain release. A stale answer is
+//     safe: a place that left since fails the condition below, and a
+//     place missing from a member's older state is younger than every
+//     place in it. Its release is one transaction: if its claim is still its own and that place's key
 //     is unchanged (same create and mod revision), the claim is put with
 //     that waiter's claim value (its queue value without the mark: holder,
 //     the nonce of its Lock call, TTL), on that waiter's lease, and the
@@ -300,9 +307,8 @@
 //     holder's queue key is deleted; otherwise the claim and the queue key
 //     are deleted. (etcd refuses a
 //     delete and a put of one key on one path of a transaction, so the
-//     claim is overwritten in place: hence tokens are mod revisions.) A
-//     holder that did not queue (the lock was free) knows no waiter and
-//     releases plainly; so does an expired claim's clean-up.
+//     claim is overwritten in place: hence tokens are mod revisions.) An
+//     expired claim's clean-up releases plainly.
 //   - A waiter's attempt with a place first reads the claim, the key ahead,
 //     its own key and the place behind it (serializably while its watch is
 //     up and the member has caught up with the last change the watch
@@ -313,7 +319,8 @@
 //     rewrites the claim for the attempt first). If the claim is free and
 //     no queue key is older, one transaction acquires on those conditions.
 //     (A waiter waiting for the claim itself, whose holder did not queue,
-//     skips the read when the watch reports a change of the claim.) Its
+//     collects a claim handed to it from that watch's event, and skips
+//     the read when the watch reports another change of the claim.) Its
 //     queue key stays, as the holder's, until the claim ends, so the
 //     waiter behind it keeps waiting for that one key.
 //   - Collecting from the watch: a place is next in line when its Store
@@ -332,8 +339,9 @@
 //     request. The deletion of the key ahead is in the same transaction
 //     but arrives on the other watch; if the claim watch started before
 //     it, the waiter's wake-up waits up to 5ms for the claim's event. If
-//     the event is missed (the claim watch started late or broke) or the
-//     place behind is not known, the attempt reads as above. An event is a
+//     the event is missed (the claim watch started late or broke), the
+//     attempt reads as above. (A place behind that is not known by then
+//     is read by the release.) An event is a
 //     committed state of etcd at its revision, as a serializable read's
 //     answer is; and a claim handed to a place stays that place's until
 //     its Store deletes it or its lease ends (see the next point), so

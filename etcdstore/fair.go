@@ -247,7 +247,7 @@ func (s *Store) collect(ctx context.Context, name string, req backend.Request, e
 	s.fq.busy[name] = true
 	delete(s.fq.tail, name)
 	s.fq.mu.Unlock()
-	return s.granted(name, req, l, sent, token, e.key, next)
+	return s.granted(name, req, l, sent, token, e, next)
 }
 
 // successor is the oldest waiter behind a claim's holder, as last read:
@@ -453,11 +453,7 @@ func (s *Store) claimChangedLocked(f *follower, ev *clientv3.Event) {
 			e.first = false
 			continue
 		}
-		if handedTo(e, kv) {
-			e.handed = kv
-			f.fresh = 0
-			f.seen = max(f.seen, kv.ModRevision)
-			f.signalLocked()
+		if s.markHandedLocked(f, e, kv) {
 			continue
 		}
 		e.first = false
@@ -476,6 +472,20 @@ func (s *Store) claimChangedLocked(f *follower, ev *clientv3.Event) {
 		}
 		s.nextInLineLocked(f.name, e)
 	}
+}
+
+// markHandedLocked records that the claim kv, as a watch delivered it, was
+// handed to place e, and wakes e's waiter, if it was; it reports whether.
+// The locks lockSpec takes must be held.
+func (s *Store) markHandedLocked(f *follower, e *entry, kv *mvccpb.KeyValue) bool {
+	if !handedTo(e, kv) {
+		return false
+	}
+	e.handed = kv
+	f.fresh = 0
+	f.seen = max(f.seen, kv.ModRevision)
+	f.signalLocked()
+	return true
 }
 
 // nextInLineLocked marks e as next in line: its predecessor holds the
@@ -515,4 +525,36 @@ func claimNonce(kv *mvccpb.KeyValue) string {
 		return ""
 	}
 	return v.nonce
+}
+
+// successorReadTimeout bounds Release's read of the waiter to hand over
+// to: without an answer it releases plainly.
+const successorReadTimeout = time.Second
+
+// readSuccessor returns the oldest place behind c's holder (behind its own
+// place, or any place if it did not queue), or nil if there is none or
+// the read fails: Release hands the lock to it. It is read when Release
+// needs it, because a holder learns of the waiters behind it only from a
+// read: one that acquired a free lock knows none, and one whose read (at
+// its acquisition, or when it became next in line) found nobody knows none
+// that queued later. The read is serializable: no round of consensus, so
+// it costs etcd far less than the write that the waiter would otherwise
+// send after a plain release. A stale answer is safe: the handoff's
+// condition (the place's key unchanged) fails for a place that left since,
+// and a place missing from a member's older state is younger than every
+// place in it, so arrival order is kept.
+func (s *Store) readSuccessor(ctx context.Context, c *claim) *successor {
+	_, _, qp := s.Keys(c.name)
+	opts := append(clientv3.WithFirstCreate(), clientv3.WithSerializable())
+	if c.entry != "" {
+		opts = append(opts, clientv3.WithMinCreateRev(c.entryRev+1))
+	}
+	rctx, cancel := context.WithTimeout(ctx, successorReadTimeout)
+	defer cancel()
+	r, err := s.client.Get(rctx, qp, opts...)
+	if err != nil {
+		s.log.Debug("etcdstore: reading the next waiter failed; releasing without a handoff", "lock", c.name, "err", err)
+		return nil
+	}
+	return successorOf(kvOrNil(r.Kvs))
 }

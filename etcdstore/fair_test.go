@@ -205,8 +205,8 @@ func TestFairHandoff(t *testing.T) {
 		return kvOrNil(r.Kvs)
 	}
 
-	// first had no place, so it releases plainly; w1 acquires with a
-	// transaction, which also reads w2's place behind it.
+	// first had no place: its release reads the oldest place and hands
+	// the lock to w1.
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,9 @@ func TestFairRetryAfterQueueing(t *testing.T) {
 // is next in line: its Store watches the claim and reads the waiter behind
 // it ahead of time. When the lock is handed to it in turn, it collects the
 // lock from the claim watch's event, without a request to etcd, and its own
-// release hands the lock on to the waiter behind it.
+// release hands the lock on to the waiter behind it. A holder that knows
+// no waiter (it had no place; or one queued after its reads) reads the
+// oldest place when it releases, and hands the lock to it.
 func TestFairCollectFromEvent(t *testing.T) {
 	srv := startEtcd(t)
 	opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)}
@@ -442,12 +444,41 @@ func TestFairCollectFromEvent(t *testing.T) {
 			t.Fatalf("the claim is %v; want it handed to %s above token %d", kv, id, above)
 		}
 	}
-	// first had no place: w0 acquires with a transaction; its release
-	// hands the lock to w1 and touches w1's key: w2 is next in line.
+	// collect takes the lock handed to w from its wake-up, and checks
+	// that w's Store sent no request for it.
+	collect := func(w *waiter, above uint64) backend.Grant {
+		t.Helper()
+		within(t, 5*time.Second, w.req.Holder+"'s wake-up", w.wake)
+		awaitPlace(t, "the claim handed to "+w.req.Holder+" seen on a watch", func() bool {
+			_, _, handed := etcdstore.NextInLine(w.s, "job", w.req.Holder)
+			return handed
+		})
+		before := w.n.snapshot()
+		g, err := w.s.TryAcquire(ctx, "job", w.req)
+		if err != nil {
+			t.Fatalf("%s collecting the handed lock: %v", w.req.Holder, err)
+		}
+		after := w.n.snapshot()
+		for _, m := range []string{"Txn", "Range"} {
+			if d := after[m] - before[m]; d != 0 {
+				t.Errorf("%s collected with %d %s requests; want none", w.req.Holder, d, m)
+			}
+		}
+		if g.Token <= above {
+			t.Errorf("%s's token %d after %d", w.req.Holder, g.Token, above)
+		}
+		return g
+	}
+	// first had no place and knows no waiter: its release reads the
+	// oldest place and hands the lock to w0, which waits for the claim
+	// itself and collects it from that watch's event.
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	g0 := acquire(ws[0])
+	handedTo("w0", ws[0].req.Nonce, first.Token())
+	g0 := collect(ws[0], first.Token())
+	// w0's release hands the lock to w1 and touches w1's key: w2 is next
+	// in line.
 	if err := ws[0].s.Release(ctx, g0); err != nil {
 		t.Fatal(err)
 	}
@@ -462,32 +493,34 @@ func TestFairCollectFromEvent(t *testing.T) {
 	if err := ws[1].s.Release(ctx, g1); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "w2's wake-up", ws[2].wake)
-	awaitPlace(t, "the claim handed to w2 on its claim watch", func() bool {
-		_, _, handed := etcdstore.NextInLine(ws[2].s, "job", "w2")
-		return handed
-	})
-	before := ws[2].n.snapshot()
-	g2, err := ws[2].s.TryAcquire(ctx, "job", ws[2].req)
-	if err != nil {
-		t.Fatalf("w2 collecting the handed lock: %v", err)
-	}
-	after := ws[2].n.snapshot()
-	for _, m := range []string{"Txn", "Range"} {
-		if d := after[m] - before[m]; d != 0 {
-			t.Errorf("w2 collected with %d %s requests; want none", d, m)
-		}
-	}
-	if g2.Token <= g1.Token {
-		t.Errorf("w2's token %d after w1's %d", g2.Token, g1.Token)
-	}
+	g2 := collect(ws[2], g1.Token)
 	// w2 knew w3: its release hands the lock to w3.
 	if err := ws[2].s.Release(ctx, g2); err != nil {
 		t.Fatal(err)
 	}
 	handedTo("w3", ws[3].req.Nonce, g2.Token)
-	if g3 := acquire(ws[3]); g3.Holder != "w3" || g3.Token <= g2.Token {
+	g3 := acquire(ws[3])
+	if g3.Holder != "w3" || g3.Token <= g2.Token {
 		t.Fatalf("w3's grant %+v after token %d", g3, g2.Token)
+	}
+	// w4 queues while w3 holds, after every read w3's Store made: w3's
+	// release reads the place behind its own and hands the lock to w4.
+	c, n := connectCounting(t, srv.Endpoint())
+	w4 := &waiter{s: newStore(t, c, opts...), n: n, req: backend.Request{Holder: "w4", Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}}
+	var err error
+	if w4.wake, err = w4.s.Watch(wctx, "job"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w4.s.TryAcquire(ctx, "job", w4.req); !errors.Is(err, backend.ErrHeld) {
+		t.Fatalf("w4: %v, want ErrHeld", err)
+	}
+	awaitQueued(t, queue, "w4")
+	if err := ws[3].s.Release(ctx, g3); err != nil {
+		t.Fatal(err)
+	}
+	handedTo("w4", w4.req.Nonce, g3.Token)
+	if g4 := acquire(w4); g4.Holder != "w4" || g4.Token <= g3.Token {
+		t.Fatalf("w4's grant %+v after token %d", g4, g3.Token)
 	}
 }
 

@@ -50,15 +50,17 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req backend.Req
 	)
 	if e != nil {
 		s.addOwnerLocked(e, ctx)
-		if e.handed != nil && e.next != nil {
-			// The follower saw the lock handed to this place, and the
-			// waiter behind it is known: collect without a read.
+		if e.handed != nil {
+			// The follower saw the lock handed to this place: collect
+			// without a read (the release reads the waiter behind it if
+			// it is not known by then).
 			handed, next = e.handed, e.next
 		}
 		ck, _, _ := s.Keys(name)
-		// Woken by a change of the claim itself (the waiter is first and
-		// its holder had no place, so it released without a handoff), the
-		// claim is likely free: write at once.
+		// Woken by a change of the claim itself that did not hand it to
+		// this place (the waiter is first, and the release found no
+		// waiter or read before this place queued), the claim is likely
+		// free: write at once.
 		readFirst = e.obs.target != ck || f == nil || s.hub.seen(f) <= e.obs.rev
 	}
 	s.fq.mu.Unlock()
@@ -352,15 +354,13 @@ func (s *Store) grantedFair(name string, req backend.Request, e *entry, l *lease
 	if err != nil {
 		return backend.Grant{}, s.wrap(name, "acquire", err)
 	}
-	held := "" // the holder's queue key: none if it did not queue
 	var next *successor
 	if e != nil {
 		s.fq.mu.Lock()
 		e.consumed = true
 		s.removeEntryLocked(e)
 		s.fq.mu.Unlock()
-		held = e.key
 		next = successorOf(kvOrNil(resp.Responses[fairClaimIdx+1].GetResponseRange().GetKvs()))
 	}
-	return s.granted(name, req, l, sent, kv.ModRevision, held, next)
+	return s.granted(name, req, l, sent, kv.ModRevision, e, next)
 }

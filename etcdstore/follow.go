@@ -410,6 +410,13 @@ func (l *followLoop) targetEventsLocked(events []*clientv3.Event) {
 			}
 			continue
 		}
+		if s.fair && spec.waiting && l.watching == l.ck && ev.Type == mvccpb.PUT {
+			// A holder without a place ahead handed the lock over: to a
+			// place of this Store, it is collected from the event.
+			if e := s.headEntryLocked(f.name); e != nil && !e.consumed && !e.doomed && s.markHandedLocked(f, e, ev.Kv) {
+				continue
+			}
+		}
 		f.fresh = 0
 		f.seen = max(f.seen, ev.Kv.ModRevision)
 		// A waiter cares for the deletion of the key it waits for, or

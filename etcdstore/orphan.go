@@ -161,7 +161,7 @@ func (s *Store) clearOrphanClaim(ctx context.Context, l *lease, id clientv3.Leas
 	if kv == nil || kv.Lease != int64(id) || !s.pool.isOrphan(l, name, string(kv.Value)) {
 		return nil
 	}
-	ours, _, err := s.deleteClaim(ctx, &claim{name: name, token: kv.ModRevision}, false)
+	ours, _, err := s.deleteClaim(ctx, &claim{name: name, token: kv.ModRevision}, nil)
 	if err != nil {
 		return err
 	}

@@ -149,7 +149,7 @@ func (s *Store) sweepDoomed(now time.Time, due func(time.Time)) {
 // (one conditional delete), so that the claim ends at its deadline even
 // when other claims keep the shared lease alive.
 func (s *Store) reap(ctx context.Context, c *claim) {
-	_, _, err := s.deleteClaim(ctx, c, false)
+	_, _, err := s.deleteClaim(ctx, c, nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.reaping = false

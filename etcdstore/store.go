@@ -123,6 +123,7 @@ type claim struct {
 	ttl           time.Duration
 	lease         *lease
 	entry         string     // fair mode: the holder's queue key, deleted with the claim
+	entryRev      int64      // fair mode: the queue key's create revision
 	next          *successor // fair mode: the waiter Release hands the claim to, if still there
 	// deadline is the send time of the last successful acquire or renew
 	// plus ttl, on this process's monotonic clock. The lease is known to
@@ -365,7 +366,7 @@ func (s *Store) acquirePlain(ctx context.Context, name string, req backend.Reque
 			s.mu.Lock()
 			delete(s.seen, name)
 			s.mu.Unlock()
-			return s.granted(name, req, l, sent, kv.ModRevision, "", nil)
+			return s.granted(name, req, l, sent, kv.ModRevision, nil, nil)
 		}
 		g, again, err := s.plainHeld(ctx, name, req, f, l, first, sc, resp, unanswered)
 		if again {
@@ -436,7 +437,7 @@ func (s *Store) plainHeld(ctx context.Context, name string, req backend.Request,
 		// An earlier transaction of this call (the same value, on this
 		// lease) was applied though its answer was lost: the claim is
 		// ours since then, and first is no later than its send time.
-		g, err = s.granted(name, req, l, first, kv.ModRevision, "", nil)
+		g, err = s.granted(name, req, l, first, kv.ModRevision, nil, nil)
 		return g, false, err
 	}
 	return backend.Grant{}, false, s.held(f, name, kv, observation{target: ck, mod: kv.ModRevision, rev: resp.Header.Revision})
@@ -547,13 +548,17 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 // granted records a successful acquisition of name at token with lease l,
-// sent at sent, and returns its grant. In fair mode entry is the holder's
-// queue key and next the waiter behind it, as read when it acquired.
-func (s *Store) granted(name string, req backend.Request, l *lease, sent time.Time, token int64, entry string, next *successor) (backend.Grant, error) {
+// sent at sent, and returns its grant. In fair mode place is the holder's
+// place in the queue (nil if it did not queue) and next the waiter behind
+// it, if known.
+func (s *Store) granted(name string, req backend.Request, l *lease, sent time.Time, token int64, place *entry, next *successor) (backend.Grant, error) {
 	now := time.Now()
 	c := &claim{
-		name: name, holder: req.Holder, nonce: req.Nonce, token: token, ttl: req.TTL, lease: l, entry: entry, next: next,
+		name: name, holder: req.Holder, nonce: req.Nonce, token: token, ttl: req.TTL, lease: l, next: next,
 		deadline: sent.Add(req.TTL), since: now, verified: sent, acquired: time.Now().Round(0),
+	}
+	if place != nil {
+		c.entry, c.entryRev = place.key, place.rev
 	}
 	c.renewed = c.acquired
 	s.mu.Lock()
@@ -699,7 +704,11 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	if err != nil {
 		return err
 	}
-	ours, waiters, err := s.releaseClaim(ctx, c)
+	next := c.next
+	if s.fair && next == nil {
+		next = s.readSuccessor(ctx, c)
+	}
+	ours, waiters, err := s.releaseClaim(ctx, c, next)
 	if err != nil {
 		return s.wrap(g.Key, "release", err)
 	}
@@ -732,8 +741,8 @@ const (
 	releaseBackoff = 50 * time.Millisecond
 )
 
-// releaseClaim runs c's release transaction (deleteClaim with handoff)
-// until it gets an answer or ctx ends, sending it again after a transient
+// releaseClaim runs c's release transaction (deleteClaim, handing the
+// lock to next if it is not nil) until it gets an answer or ctx ends, sending it again after a transient
 // failure: etcd unavailable, no leader, leader changed, a server-side
 // request timeout, or no answer within the attempt's own timeout. The
 // transaction is conditioned on the claim's mod revision, so sending it
@@ -743,12 +752,12 @@ const (
 // been deleted by someone else meanwhile: either way it is not c's). It
 // stops retrying at c's deadline: the claim has expired then, and the
 // reaper deletes its key.
-func (s *Store) releaseClaim(ctx context.Context, c *claim) (ours, waiters bool, err error) {
+func (s *Store) releaseClaim(ctx context.Context, c *claim, next *successor) (ours, waiters bool, err error) {
 	unsure := false // an earlier attempt may have been applied
 	timeout, pause := firstReleaseAttempt, releaseBackoff
 	for {
 		actx, cancel := context.WithTimeout(ctx, timeout)
-		ours, waiters, err = s.deleteClaim(actx, c, true)
+		ours, waiters, err = s.deleteClaim(actx, c, next)
 		cancel()
 		switch {
 		case err == nil && !ours && unsure:
@@ -797,13 +806,13 @@ func transient(err error) bool {
 
 // deleteClaim ends c's claim if it is still c's (its mod revision is c's
 // token), and deletes c's queue key (fair mode) in any case: one
-// transaction. With handoff, if c knows the waiter behind it (c.next) and
-// that waiter's queue key is unchanged, the same transaction hands the
-// lock over instead of deleting the claim: it puts the claim with the
-// waiter's value, on the waiter's lease, and the /last record (see "Fair
-// mode" in the package documentation). ours reports whether the claim was
-// still c's; waiters (fair mode, if ours) whether anyone still queues.
-func (s *Store) deleteClaim(ctx context.Context, c *claim, handoff bool) (ours, waiters bool, err error) {
+// transaction. If next is not nil (a waiter behind c's holder) and that
+// waiter's queue key is unchanged, the same transaction hands the lock
+// over instead of deleting the claim: it puts the claim with the waiter's
+// value, on the waiter's lease, and the /last record (see "Fair mode" in
+// the package documentation). ours reports whether the claim was still
+// c's; waiters (fair mode, if ours) whether anyone still queues.
+func (s *Store) deleteClaim(ctx context.Context, c *claim, next *successor) (ours, waiters bool, err error) {
 	ck, lk, qp := s.Keys(c.name)
 	gk := s.guardKey(c.name)
 	release := []clientv3.Op{clientv3.OpDelete(ck), clientv3.OpDelete(gk)}
@@ -825,8 +834,8 @@ func (s *Store) deleteClaim(ctx context.Context, c *claim, handoff bool) (ours, 
 	release = append(release, marker)
 	els = append(els, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)}, []clientv3.Op{marker}, nil))
 	then := release
-	n := c.next
-	if handoff && n != nil {
+	n := next
+	if n != nil {
 		// The waiter's queue key is touched (its mod revision moves; value
 		// and lease stay) so that the waiter behind it, which watches it,
 		// learns that it is next in line (see "Fair mode").
@@ -855,7 +864,7 @@ func (s *Store) deleteClaim(ctx context.Context, c *claim, handoff bool) (ours, 
 		return false, false, err
 	}
 	rs := resp.Responses
-	if handoff && n != nil {
+	if n != nil {
 		inner := rs[0].GetResponseTxn()
 		if inner.GetSucceeded() {
 			return true, true, nil
