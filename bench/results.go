@@ -50,6 +50,7 @@ type KubeRequests struct {
 // ScaleResults are the figures of TestScaleReport.
 type ScaleResults struct {
 	Machine string
+	Floors  []string // per store server: its speed in the run
 	Hold    []ScaleHold
 	Idle    []ScaleIdle
 }

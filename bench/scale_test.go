@@ -87,16 +87,22 @@ type scaleBackend struct {
 	sizes        []int
 	idle         int // idle electors to measure (0: none)
 	open         func(t *testing.T) scaleStore
+	// floor describes the store server's speed, measured when open first
+	// started it ("" before, and for in-process backends).
+	floor func() string
 }
 
 func scaleBackends(t *testing.T) []scaleBackend {
 	var (
-		redisOnce sync.Once
-		redisSrv  *testenv.RedisServer
-		etcdOnce  sync.Once
-		etcdSrv   *testenv.Etcd
-		kubeOnce  sync.Once
-		kubeCfg   *rest.Config
+		redisOnce  sync.Once
+		redisSrv   *testenv.RedisServer
+		redisFloor string
+		etcdOnce   sync.Once
+		etcdSrv    *testenv.Etcd
+		etcdFloor  string
+		kubeOnce   sync.Once
+		kubeCfg    *rest.Config
+		kubeFloorS string
 	)
 	return []scaleBackend{
 		{
@@ -121,7 +127,10 @@ func scaleBackends(t *testing.T) []scaleBackend {
 			name: "redis", config: "redisstore.New on one go-redis client (default pool; renewals batched, at most one batch per 20 ms); redis-server from internal/testenv, no persistence",
 			sizes: scaleSizes, idle: idleElectors,
 			open: func(t *testing.T) scaleStore {
-				redisOnce.Do(func() { redisSrv = testenv.StartRedis(t) })
+				redisOnce.Do(func() {
+					redisSrv = testenv.StartRedis(t)
+					redisFloor = fmt.Sprintf("PING round trip %v (median of 201)", round(pingRTT(t, redisSrv.Addr())))
+				})
 				c := newClient(redisSrv.Addr())
 				var n atomic.Int64
 				c.AddHook(redisCountHook{&n})
@@ -134,12 +143,16 @@ func scaleBackends(t *testing.T) []scaleBackend {
 					close:     func() { _ = s.Close(); _ = c.Close(); _ = ctl.Close() },
 				}
 			},
+			floor: func() string { return redisFloor },
 		},
 		{
 			name: "etcd", config: "etcdstore.New on one clientv3 client; one etcd member from internal/testenv (BATON_ETCD_BIN) with fsync",
 			sizes: scaleSizes, idle: idleElectors,
 			open: func(t *testing.T) scaleStore {
-				etcdOnce.Do(func() { etcdSrv = testenv.StartEtcd(t) })
+				etcdOnce.Do(func() {
+					etcdSrv = testenv.StartEtcd(t)
+					etcdFloor = etcdPutFloor(t, etcdSrv.Endpoints())
+				})
 				var n atomic.Int64
 				cc, err := etcdstore.Config{Endpoints: etcdSrv.Endpoints()}.ClientConfig()
 				if err != nil {
@@ -173,13 +186,18 @@ func scaleBackends(t *testing.T) []scaleBackend {
 					close:     func() { _ = s.Close(); _ = c.Close() },
 				}
 			},
+			floor: func() string { return etcdFloor },
 		},
 		{
 			name:   "kube Lease",
 			config: "kubestore.NewLeaseForConfig with WithRateLimit(500, 1000) on one envtest API server; 10,000 Leases would be 2,000 writes a second to the shared test API server, so 1 and 100 only",
 			sizes:  []int{1, 100}, idle: 100,
 			open: func(t *testing.T) scaleStore {
-				kubeOnce.Do(func() { kubeCfg = startKubePlane(t) })
+				kubeOnce.Do(func() {
+					kubeCfg = startKubePlane(t)
+					f := slices.Sorted(slices.Values(kubeFloor(t, kubeCfg)))
+					kubeFloorS = fmt.Sprintf("Lease PUT p50 %v, p99 %v (%d conditional updates)", kround(f[len(f)/2]), kround(f[len(f)*99/100]), len(f))
+				})
 				c := newKubeCounter()
 				s, err := kubestore.NewLeaseForConfig(countedConfig(kubeCfg, c), kubeNamespace,
 					kubestore.WithApplication("bench-scale"), kubestore.WithRateLimit(500, 1000))
@@ -203,6 +221,7 @@ func scaleBackends(t *testing.T) []scaleBackend {
 					close:    func() {},
 				}
 			},
+			floor: func() string { return kubeFloorS },
 		},
 	}
 }
@@ -521,6 +540,16 @@ func TestScaleReport(t *testing.T) {
 		}
 	}
 
+	var floors []string
+	for _, sb := range backends {
+		if sb.floor != nil && sb.floor() != "" {
+			floors = append(floors, sb.name+": "+sb.floor())
+		}
+	}
+	res.Floors = floors
+	if len(floors) > 0 {
+		p("The store servers' speed in this run, measured when each started (request counts and renewal ratios below do not move with it; CPU and times do): %s.\n\n", strings.Join(floors, "; "))
+	}
 	p("Holding locks in one process: each lock is a baton.Mutex.TryLock Lease (TTL %v, renewed every TTL/3 by the engine), taken by %d goroutines; then counted over a %v window. "+
 		"Engine renewals are Backend.Renew calls (a wrapping Backend counts them); store requests are what reached the store (Redis: commands sent by the store's go-redis client, counted by a hook, a script call counting once; etcd: gRPC unary calls and stream messages sent; kube: HTTP requests at the transport); "+
 		"for the in-process memory and file backends the Renew calls are the store operations. "+
@@ -628,4 +657,27 @@ func bytesStr(b float64) string {
 	default:
 		return fmt.Sprintf("%.0f B", b)
 	}
+}
+
+// etcdPutFloor describes the etcd member's speed: the p50 and p99 of
+// plain Puts from one client, one at a time (each a round of consensus
+// and a WAL fsync).
+func etcdPutFloor(t *testing.T, endpoints []string) string {
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var d []time.Duration
+	for i := range 210 {
+		start := time.Now()
+		if _, err := c.Put(t.Context(), "/bench/scale-floor", strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+		if i >= 10 { // warm-up
+			d = append(d, time.Since(start))
+		}
+	}
+	slices.Sort(d)
+	return fmt.Sprintf("plain Put p50 %v, p99 %v (%d Puts)", round(d[len(d)/2]), round(d[len(d)*99/100]), len(d))
 }
