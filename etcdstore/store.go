@@ -130,7 +130,8 @@ type claim struct {
 	// live at least until then; after it the claim is expired: Renew and
 	// Release fail and the reaper deletes the key.
 	deadline time.Time
-	since    time.Time // when the acquire returned: verification judges only older claims
+	since    time.Time     // when the acquire returned: verification judges only older claims
+	rtt      time.Duration // the acquire's round trip (see readSuccessor)
 	// verified is the send time of the latest request that found the
 	// claim's key in place (the acquire, or a verification of its lease).
 	// Renew answers only within unverifiedFor(ttl) of it, so a holder
@@ -555,7 +556,7 @@ func (s *Store) granted(name string, req backend.Request, l *lease, sent time.Ti
 	now := time.Now()
 	c := &claim{
 		name: name, holder: req.Holder, nonce: req.Nonce, token: token, ttl: req.TTL, lease: l, next: next,
-		deadline: sent.Add(req.TTL), since: now, verified: sent, acquired: time.Now().Round(0),
+		deadline: sent.Add(req.TTL), since: now, rtt: now.Sub(sent), verified: sent, acquired: time.Now().Round(0),
 	}
 	if place != nil {
 		c.entry, c.entryRev = place.key, place.rev
@@ -705,7 +706,7 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 		return err
 	}
 	next := c.next
-	if s.fair && next == nil {
+	if s.fair && next == nil && (c.entry != "" || time.Since(c.since) >= c.rtt) {
 		next = s.readSuccessor(ctx, c)
 	}
 	ours, waiters, err := s.releaseClaim(ctx, c, next)
