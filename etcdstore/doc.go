@@ -289,25 +289,27 @@
 //     the queue is empty, and when the Store's last look found the lock
 //     busy it reads before it writes (a read costs etcd no disk sync).
 //   - Handoff: a holder that acquired with a place reads, in the same
-//     transaction or read, the oldest place behind its own (or read it
-//     ahead of time: see "Collecting from the watch"). A holder that knows
-//     no such place (it acquired a free lock without one, or nobody was
-//     behind it when it read) reads the oldest place behind its own, or
-//     any if it has none, when it releases: a serializable read, which
-//     costs etcd no round of consensus and no disk sync, against the
-//     write the waiter would send after a plain release. A stale answer is
-//     safe: a place that left since fails the condition below, and a
-//     place missing from a member's older state is younger than every
-//     place in it. Its release is one transaction: if its claim is still its own and that place's key
-//     is unchanged (same create and mod revision), the claim is put with
-//     that waiter's claim value (its queue value without the mark: holder,
-//     the nonce of its Lock call, TTL), on that waiter's lease, and the
-//     /last record with it; that waiter's queue key is touched (put with
-//     its value and lease kept: only its mod revision moves), and the
-//     holder's queue key is deleted; otherwise the claim and the queue key
-//     are deleted. (etcd refuses a
-//     delete and a put of one key on one path of a transaction, so the
-//     claim is overwritten in place: hence tokens are mod revisions.) An
+//     transaction or read, the oldest place behind its own (or read it ahead
+//     of time: see "Collecting from the watch"). A holder that knows no such
+//     place (it acquired a free lock without one, or nobody was behind it when
+//     it read) reads the oldest place behind its own, or any if it has none,
+//     when it releases: a serializable read, which costs etcd no round of
+//     consensus and no disk sync, against the write the waiter would send
+//     after a plain release (a holder that took a free lock and releases it
+//     within its acquire's round trip skips the read, so that a tight
+//     uncontended loop does not pay it on every cycle; a waiter it misses
+//     acquires after the plain release). A stale answer is safe: a place that
+//     left since fails the condition below, and a place missing from a
+//     member's older state is younger than every place in it. Its release is
+//     one transaction: if its claim is still its own and that place's key is
+//     unchanged (same create and mod revision), the claim is put with that
+//     waiter's claim value (its queue value without the mark: holder, the
+//     nonce of its Lock call, TTL), on that waiter's lease, and the /last
+//     record with it; that waiter's queue key is touched (put with its value
+//     and lease kept: only its mod revision moves), and the holder's queue key
+//     is deleted; otherwise the claim and the queue key are deleted. (etcd
+//     refuses a delete and a put of one key on one path of a transaction, so
+//     the claim is overwritten in place: hence tokens are mod revisions.) An
 //     expired claim's clean-up releases plainly.
 //   - A waiter's attempt with a place first reads the claim, the key ahead,
 //     its own key and the place behind it (serializably while its watch is
