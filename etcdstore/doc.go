@@ -273,9 +273,9 @@
 // each is woken only when the key just ahead of it in the queue is
 // deleted or the lock is handed to it: no thundering herd, one waiter
 // woken per handover. A handover costs one transaction (the release, which
-// hands the lock over; a holder that knows no waiter reads first); the waiter normally collects the lock from a watch
-// event, without a request, having read the waiter behind it while it was
-// next in line.
+// hands the lock over; a holder that knows no waiter reads first); the
+// waiter normally collects the lock from a watch event, without a
+// request, having read the waiter behind it while it was next in line.
 //
 //   - An attempt that waits (backend.Request.Waiting: every attempt of Lock
 //     and of a campaign; or any attempt while a Watch of the lock is open
