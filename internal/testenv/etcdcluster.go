@@ -150,10 +150,33 @@ func (c *EtcdCluster) WaitLeader(timeout time.Duration, not ...int) int {
 			return i
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("testenv: no etcd leader (other than members %v) within %v", not, timeout)
+			c.t.Fatalf("testenv: no etcd leader (other than members %v) within %v; members now: %s", not, timeout, c.describe())
 		}
 		time.Sleep(50 * time.Millisecond) // polling a process's metrics: there is no event to wait for
 	}
+}
+
+// describe says, per member, whether it runs, is paused, and what its
+// metrics say of leadership (or why they could not be read), for a
+// failure message.
+func (c *EtcdCluster) describe() string {
+	var parts []string
+	for i, m := range c.Members {
+		st := "running"
+		switch {
+		case !m.Running():
+			st = "not running"
+		case m.Paused():
+			st = "paused"
+		}
+		is, err := m.isLeader()
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("%d: %s, metrics unreadable: %v", i, st, err))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%d: %s, leader %t", i, st, is))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // isLeader reads etcd_server_is_leader from the member's metrics.
