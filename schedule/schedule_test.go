@@ -392,7 +392,10 @@ func (l failingLedger) Done(ctx context.Context, job string, slot time.Time) (bo
 
 func (l failingLedger) Record(ctx context.Context, job string, slot time.Time, token uint64) error {
 	if l.records != nil {
-		l.records <- struct{}{}
+		select {
+		case l.records <- struct{}{}:
+		case <-ctx.Done():
+		}
 	}
 	if l.recordErr != nil {
 		return l.recordErr
