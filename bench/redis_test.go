@@ -194,9 +194,7 @@ return 1`)
 )
 
 func (r *commandsContender) lock(ctx context.Context) (func(context.Context) error, error) {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	val := hex.EncodeToString(b)
+	val := randomValue()
 	n, err := commandsAcquire.Run(ctx, r.c, r.keys, val, lockTTL.Milliseconds()).Int()
 	if err != nil {
 		return nil, err
@@ -282,6 +280,14 @@ func (r *redsyncContender) lock(ctx context.Context) (func(context.Context) erro
 
 func (r *redsyncContender) close() { _ = r.c.Close() }
 
+// randomValue returns a fresh lock value for the raw contenders: 16
+// random bytes in hex.
+func randomValue() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 // rawContender is the floor: SET NX PX to acquire, a compare-and-delete
 // script to release: two round trips a cycle, no token, no renewal.
 type rawContender struct {
@@ -292,9 +298,7 @@ type rawContender struct {
 var rawRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
 func (r *rawContender) lock(ctx context.Context) (func(context.Context) error, error) {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	val := hex.EncodeToString(b)
+	val := randomValue()
 	for {
 		ok, err := r.c.SetNX(ctx, r.key, val, lockTTL).Result()
 		if err != nil {
@@ -345,9 +349,7 @@ type notifyContender struct {
 var notifyRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) redis.call('PUBLISH', KEYS[1] .. ':n', '1') return 1 end return 0`)
 
 func (r *notifyContender) lock(ctx context.Context) (func(context.Context) error, error) {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	val := hex.EncodeToString(b)
+	val := randomValue()
 	for {
 		ok, err := r.c.SetNX(ctx, r.key, val, lockTTL).Result()
 		if err != nil {
