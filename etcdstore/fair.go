@@ -542,9 +542,8 @@ const successorReadTimeout = time.Second
 // plain release. Release skips it for a claim taken without a place (the
 // lock was free) and held for less than its acquire's round trip: a place
 // written meanwhile is unlikely (a write takes about that long), and a tight
-// uncontended loop would pay the read on every cycle (about a tenth of its
-// rate, measured); a waiter it misses acquires after the plain release, as
-// without the read. A stale answer is safe: the handoff's condition (the
+// uncontended loop would pay the read on every cycle; a waiter it misses
+// acquires after the plain release, as without the read. A stale answer is safe: the handoff's condition (the
 // place's key unchanged) fails for a place that left since, and a place
 // missing from a member's older state is younger than every place in it, so
 // arrival order is kept.
