@@ -23,7 +23,7 @@ type waiters struct {
 	leave func(ctx context.Context, k *keys, holder, owner string)
 
 	mu        sync.Mutex
-	m         map[waiterKey]*waiting
+	m         map[string]map[string]*waiting // by notice channel, then owner
 	lastSweep time.Time
 	closed    bool
 	ctx       context.Context // cancelled by close
@@ -50,6 +50,9 @@ type waiting struct {
 	held   acquireResult
 	mark   hubMark
 	markOK bool
+	// seen is the newest claim a handoff notice named for another owner
+	// (seen.pttl: the claim's TTL).
+	seen acquireResult
 	// handed and handedTTL come from a handoff notice for this owner; 0
 	// if none arrived.
 	handed    uint64
@@ -63,7 +66,20 @@ type waiting struct {
 
 func newWaiters(leave func(ctx context.Context, k *keys, holder, owner string)) *waiters {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &waiters{leave: leave, m: map[waiterKey]*waiting{}, ctx: ctx, cancel: cancel}
+	return &waiters{leave: leave, m: map[string]map[string]*waiting{}, ctx: ctx, cancel: cancel}
+}
+
+// get returns key's waiter, or nil. ws.mu is held.
+func (ws *waiters) get(key waiterKey) *waiting { return ws.m[key.channel][key.owner] }
+
+// put records w as key's waiter. ws.mu is held.
+func (ws *waiters) put(key waiterKey, w *waiting) {
+	byOwner := ws.m[key.channel]
+	if byOwner == nil {
+		byOwner = map[string]*waiting{}
+		ws.m[key.channel] = byOwner
+	}
+	byOwner[key.owner] = w
 }
 
 // sending records that an attempt of owner, which waits and may be handed
@@ -76,11 +92,11 @@ func (ws *waiters) sending(ctx context.Context, k *keys, holder, owner string, t
 		return
 	}
 	key := waiterKey{k.channel, owner}
-	w := ws.m[key]
+	w := ws.get(key)
 	if w == nil {
 		ws.sweep(now)
 		w = &waiting{k: k, holder: holder}
-		ws.m[key] = w
+		ws.put(key, w)
 	}
 	w.sent, w.ttl, w.inflight, w.refused = now, ttl, true, false
 	w.mark, w.markOK = mark, markOK
@@ -99,7 +115,7 @@ func (ws *waiters) answered(channel, owner string, acquired, refused bool, r acq
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	key := waiterKey{channel, owner}
-	w := ws.m[key]
+	w := ws.get(key)
 	if w == nil {
 		return
 	}
@@ -118,30 +134,48 @@ func (ws *waiters) answered(channel, owner string, acquired, refused bool, r acq
 // refusal returns the answer owner's last attempt got, with the time left
 // of the claim it saw, if asking again could not change it: the lock's
 // channel has been confirmed without a break since before that attempt
-// was sent (cur, curOK: its mark now), no notice arrived on it since (an
-// acquisition, a release, a handoff or a forced release would have
-// published one), and the claim or reservation seen cannot have ended
-// yet (its PTTL, counted from the attempt's send time). The engine retries
+// was sent (cur, curOK: its mark now), no notice other than a handoff to
+// another owner arrived on it since (an acquisition, a release or a
+// forced release would have published one; see hubMark), no handoff to
+// this owner was heard, and the claim or reservation seen cannot have
+// ended yet (its PTTL, counted from the attempt's send time). The engine retries
 // right after its watch opens, to cover notices the watch may have
 // missed; on a channel this Store was already following, none was.
 func (ws *waiters) refusal(channel, owner string, cur hubMark, curOK bool, now time.Time) (acquireResult, bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	w := ws.m[waiterKey{channel, owner}]
-	if w == nil || w.inflight || !w.refused || !w.markOK || !curOK || w.mark != cur {
+	w := ws.get(waiterKey{channel, owner})
+	if w == nil || w.inflight || !w.refused || w.handed != 0 || !w.markOK || !curOK || w.mark != cur {
 		return acquireResult{}, false
 	}
 	r := w.held
+	if w.seen.token > r.token {
+		// Handed to another waiter by a release that ran after the attempt
+		// (its answer names an older claim): the new claim's TTL, counted
+		// from the attempt's send time, ends no later than the claim does.
+		r = w.seen
+	}
 	r.pttl -= now.Sub(w.sent)
 	return r, r.pttl > 0
 }
 
-// notice records a handoff to owner announced on channel.
-func (ws *waiters) notice(channel, owner string, token uint64, ttl time.Duration) {
+// notice records a handoff to owner (holder) announced on channel. The
+// channel's other waiters keep the new claim (seen): a handoff does not
+// move the hub's mark (see hub.notify), so their next attempt can still
+// be answered here, and the answer must name the lock's holder now (see
+// refusal).
+func (ws *waiters) notice(channel, owner, holder string, token uint64, ttl time.Duration) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if w := ws.m[waiterKey{channel, owner}]; w != nil && token > w.handed {
-		w.handed, w.handedTTL = token, ttl
+	for o, w := range ws.m[channel] {
+		switch {
+		case o == owner:
+			if token > w.handed {
+				w.handed, w.handedTTL = token, ttl
+			}
+		case token > w.seen.token:
+			w.seen = acquireResult{holder: holder, token: token, pttl: ttl}
+		}
 	}
 }
 
@@ -163,7 +197,7 @@ func (ws *waiters) collect(channel, owner string, ttl time.Duration, now time.Ti
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	key := waiterKey{channel, owner}
-	w := ws.m[key]
+	w := ws.get(key)
 	if w == nil || w.handed == 0 || w.inflight || !w.refused || w.held.token >= w.handed || w.handedTTL != ttl {
 		return 0, 0, false
 	}
@@ -181,7 +215,7 @@ func (ws *waiters) collect(channel, owner string, ttl time.Duration, now time.Ti
 func (ws *waiters) giveUp(key waiterKey, w *waiting) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if ws.m[key] != w {
+	if ws.get(key) != w {
 		return // acquired, collected, or replaced
 	}
 	if w.inflight {
@@ -213,7 +247,11 @@ const leaveTimeout = 5 * time.Second
 
 // remove forgets w. ws.mu is held.
 func (ws *waiters) remove(key waiterKey, w *waiting) {
-	delete(ws.m, key)
+	byOwner := ws.m[key.channel]
+	delete(byOwner, key.owner)
+	if len(byOwner) == 0 {
+		delete(ws.m, key.channel)
+	}
 	if w.stop != nil {
 		w.stop()
 	}
@@ -228,9 +266,11 @@ func (ws *waiters) sweep(now time.Time) {
 		return
 	}
 	ws.lastSweep = now
-	for key, w := range ws.m {
-		if !w.inflight && now.Sub(w.sent) > 2*w.ttl {
-			ws.remove(key, w)
+	for channel, byOwner := range ws.m {
+		for owner, w := range byOwner {
+			if !w.inflight && now.Sub(w.sent) > 2*w.ttl {
+				ws.remove(waiterKey{channel, owner}, w)
+			}
 		}
 	}
 }
@@ -239,8 +279,10 @@ func (ws *waiters) sweep(now time.Time) {
 func (ws *waiters) close() {
 	ws.mu.Lock()
 	ws.closed = true
-	for key, w := range ws.m {
-		ws.remove(key, w)
+	for channel, byOwner := range ws.m {
+		for owner, w := range byOwner {
+			ws.remove(waiterKey{channel, owner}, w)
+		}
 	}
 	ws.mu.Unlock()
 	ws.cancel()

@@ -314,6 +314,50 @@ func TestWaiterRefusalFromLastAnswer(t *testing.T) {
 	}
 }
 
+// TestWaiterRefusalAfterHandoffToAnother: a release that hands the lock to
+// another waiter does not send the next attempt to Redis (it cannot free
+// the lock), and that attempt's answer names the new holder and its token.
+func TestWaiterRefusalAfterHandoffToAnother(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "refusal-handoff"
+	a := newStore(t, srv.Addr(), prefix)
+	b := newStore(t, srv.Addr(), prefix)
+	c, sent := countingStore(t, srv.Addr(), prefix)
+	changed, err := c.Watch(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-changed // a's acquisition
+	rb, rc := waitingRequest("b", time.Minute), waitingRequest("c", time.Minute)
+	_, err = b.TryAcquire(ctx, key, rb) // b's place comes first
+	heldBy(t, err)
+	_, err = c.TryAcquire(ctx, key, rc)
+	first := heldBy(t, err)
+	if err := a.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	<-changed // the handoff to b
+	before := sent.n.Load()
+	_, err = c.TryAcquire(ctx, key, rc)
+	again := heldBy(t, err)
+	if n := sent.n.Load() - before; n != 0 {
+		t.Errorf("the attempt after a handoff to another waiter sent %d commands, want none", n)
+	}
+	gb, err := b.TryAcquire(ctx, key, rb)
+	if err != nil {
+		t.Fatalf("b collects the lock handed to it: %v", err)
+	}
+	if again.Holder != "b" || again.Token != gb.Token || again.RetryAfter <= 0 || again.RetryAfter > time.Minute {
+		t.Errorf("answered %+v after %+v; want holder b with token %d", again, first, gb.Token)
+	}
+}
+
 // TestWatchingAttemptGetsReservation: an attempt queued only because its
 // Store has a watch open (a Semaphore's slot, whose attempts each have a
 // new nonce) is not handed the lock, which it could not collect: the

@@ -92,7 +92,7 @@ type hub struct {
 	health time.Duration
 	// onHanded, if set, is told of every handoff notice (see
 	// waiters.notice); it must not call back into the hub.
-	onHanded func(channel, owner string, token uint64, ttl time.Duration)
+	onHanded func(channel, owner, holder string, token uint64, ttl time.Duration)
 
 	mu     sync.Mutex
 	ps     *redis.PubSub // nil while the loop is not running
@@ -101,7 +101,7 @@ type hub struct {
 	chans  map[string]*hubChan
 	closed bool
 	epoch  uint64 // counts the times notices may have been lost (see mark)
-	seq    uint64 // counts notices and confirmations on every channel
+	seq    uint64 // counts confirmations and notices other than handoffs, on every channel
 }
 
 type hubChan struct {
@@ -109,12 +109,14 @@ type hubChan struct {
 	confirmed   chan struct{}     // closed at the first confirmation
 	isConfirmed bool
 	idle        time.Time // when the last watcher left; zero while watched
-	seq         uint64    // the hub's seq at this channel's last notice or confirmation
+	seq         uint64    // the hub's seq at this channel's last confirmation or notice other than a handoff
 }
 
 // hubMark is a point in a channel's history as the hub heard it: two
-// equal marks of a confirmed channel mean that no notice arrived, and
-// none can have been lost, between them.
+// equal marks of a confirmed channel mean that no notice that could have
+// freed the lock arrived, and none can have been lost, between them.
+// A handoff does not move it: it does not free the lock, and its new
+// holder is passed to onHanded (see waiters.notice).
 type hubMark struct{ epoch, seq uint64 }
 
 // mark returns channel's mark, and false if the channel is not subscribed
@@ -260,7 +262,7 @@ func (h *hub) close() {
 func (h *hub) notify(channel, payload string) {
 	n := parseNotice(payload)
 	if n.kind == noticeHanded && h.onHanded != nil {
-		h.onHanded(channel, n.owner, n.token, n.ttl)
+		h.onHanded(channel, n.owner, n.holder, n.token, n.ttl)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -268,8 +270,10 @@ func (h *hub) notify(channel, payload string) {
 	if c == nil {
 		return
 	}
-	h.seq++
-	c.seq = h.seq
+	if n.kind != noticeHanded {
+		h.seq++
+		c.seq = h.seq
+	}
 	for w := range c.watchers {
 		switch {
 		case w.holder == "":
