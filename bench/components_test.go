@@ -47,6 +47,18 @@ func BenchmarkCycle(b *testing.B) {
 			_ = u(ctx)
 		}
 	})
+	b.Run("commands-floor", func(b *testing.B) {
+		c := commandsFloor.open(addr, uniqueKey("c"), "x")
+		defer c.close()
+		cpu(b)
+		for b.Loop() {
+			u, err := c.lock(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = u(ctx)
+		}
+	})
 	b.Run("store-try-release", func(b *testing.B) {
 		c := newClient(addr)
 		defer c.Close()
