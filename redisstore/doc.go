@@ -51,9 +51,12 @@
 //     crashed) publishes nothing. A waiting attempt right after a refused
 //     one is answered from that answer, without a request, if the Store
 //     has followed the lock's channel since before the refused attempt,
-//     heard no notice on it since, and the claim then seen cannot have
-//     ended (its PTTL from the attempt's send time): the engine's retry
-//     after its watch opens costs nothing. Such an answer can be older
+//     heard no notice on it since other than handoffs to other waiters,
+//     and the claim then seen cannot have ended (its PTTL from the
+//     attempt's send time): the engine's retry after its watch opens
+//     costs nothing. After a handoff to another waiter the answer names
+//     the new holder and token, with the new claim's TTL counted from the
+//     attempt's send time (the release ran after the attempt). Such an answer can be older
 //     than a notice still in flight to the Store; the notice wakes the
 //     watch when it arrives.
 //
