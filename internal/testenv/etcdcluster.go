@@ -150,6 +150,9 @@ func (c *EtcdCluster) WaitLeader(timeout time.Duration, not ...int) int {
 			return i
 		}
 		if time.Now().After(deadline) {
+			for i, m := range c.Members {
+				c.t.Logf("testenv: etcd member %d's last raft log lines: %s", i, raftLines(m.Log(), 8))
+			}
 			c.t.Fatalf("testenv: no etcd leader (other than members %v) within %v; members now: %s", not, timeout, c.describe())
 		}
 		time.Sleep(50 * time.Millisecond) // polling a process's metrics: there is no event to wait for
@@ -177,6 +180,24 @@ func (c *EtcdCluster) describe() string {
 		parts = append(parts, fmt.Sprintf("%d: %s, leader %t", i, st, is))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// raftLines returns the last n lines of an etcd log that come from raft
+// (elections, terms, leader changes), joined for a failure message.
+func raftLines(log string, n int) string {
+	var lines []string
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, `"raft`) || strings.Contains(line, "leader") {
+			lines = append(lines, strings.TrimSpace(line))
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	if len(lines) == 0 {
+		return "(none)"
+	}
+	return strings.Join(lines, "\n")
 }
 
 // isLeader reads etcd_server_is_leader from the member's metrics.
