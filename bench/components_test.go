@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,26 +133,7 @@ func BenchmarkCycle(b *testing.B) {
 // noisy than wall time on a shared machine.
 func cpuPerOp(b *testing.B, addr string) {
 	c := newClient(addr)
-	serverCPU := func() float64 {
-		info, err := c.Info(context.Background(), "cpu").Result()
-		if err != nil {
-			b.Fatal(err)
-		}
-		var sum float64
-		for _, line := range strings.Split(info, "\n") {
-			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-				f, _ := strconv.ParseFloat(v, 64)
-				sum += f
-			}
-		}
-		return sum
-	}
-	selfCPU := func() float64 {
-		var ru syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-	}
+	serverCPU := func() float64 { _, cpu := redisStats(c); return cpu.Seconds() }
 	// scriptTime is the server's time running Lua scripts (INFO
 	// commandstats: EVAL and EVALSHA, each including the commands the
 	// script calls), which server-µs/op (the whole process, its network
@@ -176,9 +158,9 @@ func cpuPerOp(b *testing.B, addr string) {
 		}
 		return usec
 	}
-	s0, c0, l0 := serverCPU(), selfCPU(), scriptTime()
+	s0, c0, l0 := serverCPU(), selfCPU().Seconds(), scriptTime()
 	b.Cleanup(func() {
-		s1, c1, l1 := serverCPU(), selfCPU(), scriptTime()
+		s1, c1, l1 := serverCPU(), selfCPU().Seconds(), scriptTime()
 		_ = c.Close()
 		b.ReportMetric((c1-c0)/float64(b.N)*1e6, "client-µs/op")
 		b.ReportMetric((s1-s0)/float64(b.N)*1e6, "server-µs/op")
@@ -211,5 +193,55 @@ func TestUncontendedRounds(t *testing.T) {
 	for _, lib := range all {
 		m := median(rates[lib.name])
 		t.Logf("%-50s %6.0f cycles/s  %.2fx redislock", lib.name, m, m/base)
+	}
+}
+
+// TestContendedCPU runs 8 contenders in tight lock/unlock loops for 3 s,
+// baton and the raw FIFO handoff floor in turn, and logs the CPU that the
+// contenders' process and the redis-server spent per acquisition, and
+// the scripts run per acquisition: on this 2-CPU machine the contended
+// rate is bound by CPU, so this says where a gap to the floor lies.
+//
+//	BENCH_CONTENDED=1 go test -run TestContendedCPU -v .
+func TestContendedCPU(t *testing.T) {
+	if os.Getenv("BENCH_CONTENDED") == "" {
+		t.Skip("set BENCH_CONTENDED=1")
+	}
+	addr := testenv.StartRedis(t).Addr()
+	info := newClient(addr)
+	defer info.Close()
+	for _, lib := range []library{libraries[0], fairFloor} {
+		key := uniqueKey("cpu")
+		var locks []func(context.Context) (func(context.Context) error, error)
+		for i := range contenders {
+			c := lib.open(addr, key, "contender-"+strconv.Itoa(i))
+			defer c.close()
+			locks = append(locks, c.lock)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		_, s0 := redisStats(info)
+		c0, e0, start := selfCPU(), scriptCalls(t, addr), time.Now()
+		for _, lock := range locks {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					unlock, err := lock(ctx)
+					if err != nil {
+						return
+					}
+					n.Add(1)
+					_ = unlock(context.Background())
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+		elapsed := time.Since(start).Seconds()
+		k := float64(n.Load())
+		_, s1 := redisStats(info)
+		c1, e1 := selfCPU(), scriptCalls(t, addr)
+		t.Logf("%s: %.0f acquisitions/s; per acquisition: contenders' CPU %.0f µs, redis-server's %.0f µs, scripts %.2f",
+			lib.name, k/elapsed, float64((c1-c0).Microseconds())/k, float64((s1-s0).Microseconds())/k, (e1-e0)/k)
 	}
 }
