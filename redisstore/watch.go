@@ -113,10 +113,10 @@ type hubChan struct {
 }
 
 // hubMark is a point in a channel's history as the hub heard it: two
-// equal marks of a confirmed channel mean that no notice that could have
-// freed the lock arrived, and none can have been lost, between them.
-// A handoff does not move it: it does not free the lock, and its new
-// holder is passed to onHanded (see waiters.notice).
+// equal marks of a confirmed channel mean that no notice other than a
+// handoff arrived, and none can have been lost, between them. A handoff
+// does not move the mark: it cannot free the lock, and its new holder is
+// passed to onHanded (see waiters.notice).
 type hubMark struct{ epoch, seq uint64 }
 
 // mark returns channel's mark, and false if the channel is not subscribed
