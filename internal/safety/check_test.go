@@ -15,7 +15,8 @@ import (
 // result is what one scenario measured: a row of the report.
 type result struct {
 	backend, fault string
-	ops            int // operations on the fenced register (reads and writes)
+	variant        string // see scenario.variant
+	ops            int    // operations on the fenced register (reads and writes)
 	acquisitions   int
 	faults         int
 	staleWrites    int // fenced writes refused: stale writes attempted

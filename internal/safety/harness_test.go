@@ -125,10 +125,14 @@ func (b *backendEnv) minTakeover() time.Duration {
 
 // scenario is one row of the report: a backend under one fault.
 type scenario struct {
-	fault  string
-	rounds int
-	rates  []float64 // per-contender clock rates (drift); nil: real time
-	lock   string
+	fault string
+	// variant tells apart, in the report, rows of one backend and fault
+	// that run on different set-ups (a Semaphore, a persistence mode, a
+	// topology).
+	variant string
+	rounds  int
+	rates   []float64 // per-contender clock rates (drift); nil: real time
+	lock    string
 	// The naive lock's per-contender wall-clock offsets and settle time.
 	skews  []time.Duration
 	settle time.Duration
@@ -197,12 +201,20 @@ func newHarness(t *testing.T, be *backendEnv, sc scenario) *harness {
 	t.Logf("scenario %s / %s: seed %d", be.name, sc.fault, s)
 	h := &harness{t: t, be: be, sc: sc, reg: newRegister(t), rng: rand.New(rand.NewPCG(uint64(s), 1)),
 		contenders: map[string]*contender{},
-		res:        &result{backend: be.name, fault: sc.fault}}
+		res:        &result{backend: be.name, fault: sc.fault, variant: sc.reportVariant()}}
 	h.rep = t
 	return h
 }
 
 // scenarioSeed derives a scenario's seed from the run's seed and its name.
+// reportVariant is sc.variant, or "Semaphore" for a Semaphore's scenario.
+func (sc scenario) reportVariant() string {
+	if sc.variant == "" && sc.semaphore {
+		return "Semaphore"
+	}
+	return sc.variant
+}
+
 func scenarioSeed(backend, fault string) int64 {
 	var h uint64 = 1469598103934665603
 	for _, b := range []byte(backend + "/" + fault) {

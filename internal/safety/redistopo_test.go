@@ -22,11 +22,11 @@ import (
 func TestSafetyRedisAmnesia(t *testing.T) {
 	t.Run("no_persistence", func(t *testing.T) {
 		srv := testenv.StartRedis(t)
-		runScenario(t, redisRestartEnv(t, srv, srv.Addr()), scenario{fault: faultRestart})
+		runScenario(t, redisRestartEnv(t, srv, srv.Addr()), scenario{fault: faultRestart, variant: "no persistence"})
 	})
 	t.Run("everysec", func(t *testing.T) {
 		srv := testenv.StartRedis(t, testenv.RedisArgs("--appendonly", "yes", "--appendfsync", "everysec"))
-		runScenario(t, redisRestartEnv(t, srv, srv.Addr()), scenario{fault: faultRestart})
+		runScenario(t, redisRestartEnv(t, srv, srv.Addr()), scenario{fault: faultRestart, variant: "AOF everysec, kill -9"})
 	})
 	t.Run("sentinel", func(t *testing.T) {
 		topo := testenv.StartRedisSentinel(t)
@@ -38,7 +38,7 @@ func TestSafetyRedisAmnesia(t *testing.T) {
 				topo.AwaitFailover(t, old, 60*time.Second)
 				old.Start() // the sentinels make it a replica of the new primary
 			}}
-		runScenario(t, be, scenario{fault: faultRestart})
+		runScenario(t, be, scenario{fault: faultRestart, variant: "Sentinel failover"})
 	})
 	t.Run("cluster", func(t *testing.T) {
 		topo := testenv.StartRedisClusterWithReplicas(t, 3)
@@ -49,7 +49,7 @@ func TestSafetyRedisAmnesia(t *testing.T) {
 				// hash slot): runScenario names the lock after the fault.
 				topo.Failover(t, topo.SlotOwner(t, "safety-store-restart"), 60*time.Second)
 			}}
-		runScenario(t, be, scenario{fault: faultRestart})
+		runScenario(t, be, scenario{fault: faultRestart, variant: "Cluster failover"})
 	})
 }
 

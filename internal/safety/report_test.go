@@ -56,8 +56,12 @@ func reportTable(rs []*result) string {
 		if !strings.HasPrefix(r.linearizable, "linearizable") {
 			lin = r.linearizable
 		}
+		fault := r.fault
+		if r.variant != "" {
+			fault += " (" + r.variant + ")"
+		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %v |\n",
-			r.backend, r.fault, r.ops, r.acquisitions, r.faults, r.staleWrites, r.staleAccepted,
+			r.backend, fault, r.ops, r.acquisitions, r.faults, r.staleWrites, r.staleAccepted,
 			r.plainLost, r.plainStale, r.twoHolders, p50, p99, lin, r.elapsed.Round(100*time.Millisecond))
 	}
 	// Every takeover after a holder failed (pause, crash, partition), per
