@@ -269,28 +269,45 @@ func TestHandoffNeedsNoAcks(t *testing.T) {
 	}
 }
 
+// refusalEnv is a lock held by "a" (grant ga, Store a) on a new Redis, and
+// a Store w whose commands are counted (sent) and whose watch of the lock
+// (changed) has seen a's acquisition.
+type refusalEnv struct {
+	ctx          context.Context
+	addr, prefix string
+	a, w         *redisstore.Store
+	ga           backend.Grant
+	sent         *counter
+	changed      <-chan struct{}
+}
+
+func newRefusalEnv(t *testing.T, key string) refusalEnv {
+	t.Helper()
+	srv := testenv.StartRedis(t)
+	e := refusalEnv{ctx: testCtx(t, 20*time.Second), addr: srv.Addr(), prefix: uniquePrefix()}
+	e.a = newStore(t, e.addr, e.prefix)
+	e.w, e.sent = countingStore(t, e.addr, e.prefix)
+	var err error
+	if e.changed, err = e.w.Watch(e.ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if e.ga, err = e.a.TryAcquire(e.ctx, key, request("a", time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	<-e.changed // a's acquisition
+	return e
+}
+
 // TestWaiterRefusalFromLastAnswer: a waiting attempt right after a refused
 // one, with nothing heard on the lock's channel in between, is answered
 // from the last answer without a command (the engine's retry after its
 // watch opens); once a notice arrives, the next attempt asks Redis.
 func TestWaiterRefusalFromLastAnswer(t *testing.T) {
-	srv := testenv.StartRedis(t)
-	ctx := testCtx(t, 20*time.Second)
-	prefix := uniquePrefix()
 	const key = "refusal"
-	a := newStore(t, srv.Addr(), prefix)
-	b, sent := countingStore(t, srv.Addr(), prefix)
-	changed, err := b.Watch(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-changed // a's acquisition
+	e := newRefusalEnv(t, key)
+	ctx, a, ga, b, sent, changed := e.ctx, e.a, e.ga, e.w, e.sent, e.changed
 	rb := waitingRequest("b", time.Minute)
-	_, err = b.TryAcquire(ctx, key, rb)
+	_, err := b.TryAcquire(ctx, key, rb)
 	first := heldBy(t, err)
 	before := sent.n.Load()
 	_, err = b.TryAcquire(ctx, key, rb)
@@ -318,24 +335,12 @@ func TestWaiterRefusalFromLastAnswer(t *testing.T) {
 // another waiter does not send the next attempt to Redis (it cannot free
 // the lock), and that attempt's answer names the new holder and its token.
 func TestWaiterRefusalAfterHandoffToAnother(t *testing.T) {
-	srv := testenv.StartRedis(t)
-	ctx := testCtx(t, 20*time.Second)
-	prefix := uniquePrefix()
 	const key = "refusal-handoff"
-	a := newStore(t, srv.Addr(), prefix)
-	b := newStore(t, srv.Addr(), prefix)
-	c, sent := countingStore(t, srv.Addr(), prefix)
-	changed, err := c.Watch(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-changed // a's acquisition
+	e := newRefusalEnv(t, key)
+	ctx, a, ga, c, sent, changed := e.ctx, e.a, e.ga, e.w, e.sent, e.changed
+	b := newStore(t, e.addr, e.prefix)
 	rb, rc := waitingRequest("b", time.Minute), waitingRequest("c", time.Minute)
-	_, err = b.TryAcquire(ctx, key, rb) // b's place comes first
+	_, err := b.TryAcquire(ctx, key, rb) // b's place comes first
 	heldBy(t, err)
 	_, err = c.TryAcquire(ctx, key, rc)
 	first := heldBy(t, err)
