@@ -16,6 +16,7 @@ import (
 	"github.com/baton-go/baton"
 
 	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/bench/internal/contend"
 	"github.com/baton-go/baton/internal/testenv"
 )
 
@@ -209,7 +210,7 @@ func TestContendedCPU(t *testing.T) {
 	defer info.Close()
 	for _, lib := range []library{libraries[0], fairFloor} {
 		key := uniqueKey("cpu")
-		var locks []func(context.Context) (func(context.Context) error, error)
+		var locks []contend.LockFunc
 		for i := range contenders {
 			c := lib.open(addr, key, "contender-"+strconv.Itoa(i))
 			defer c.close()

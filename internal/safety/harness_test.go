@@ -206,7 +206,6 @@ func newHarness(t *testing.T, be *backendEnv, sc scenario) *harness {
 	return h
 }
 
-// scenarioSeed derives a scenario's seed from the run's seed and its name.
 // reportVariant is sc.variant, or "Semaphore" for a Semaphore's scenario.
 func (sc scenario) reportVariant() string {
 	if sc.variant == "" && sc.semaphore {
@@ -215,6 +214,7 @@ func (sc scenario) reportVariant() string {
 	return sc.variant
 }
 
+// scenarioSeed derives a scenario's seed from the run's seed and its name.
 func scenarioSeed(backend, fault string) int64 {
 	var h uint64 = 1469598103934665603
 	for _, b := range []byte(backend + "/" + fault) {

@@ -185,19 +185,16 @@ func (c *EtcdCluster) describe() string {
 // raftLines returns the last n lines of an etcd log that come from raft
 // (elections, terms, leader changes), joined for a failure message.
 func raftLines(log string, n int) string {
-	var lines []string
+	var raft strings.Builder
 	for line := range strings.Lines(log) {
 		if strings.Contains(line, `"raft`) || strings.Contains(line, "leader") {
-			lines = append(lines, strings.TrimSpace(line))
+			raft.WriteString(line)
 		}
 	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	if len(lines) == 0 {
+	if raft.Len() == 0 {
 		return "(none)"
 	}
-	return strings.Join(lines, "\n")
+	return lastLines(raft.String(), n)
 }
 
 // isLeader reads etcd_server_is_leader from the member's metrics.
