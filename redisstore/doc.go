@@ -39,8 +39,8 @@
 //     the lock to the longest-waiting waiter in the same script: so a
 //     holder that unlocks and locks again in a tight loop cannot starve
 //     the others. See "Direct handoff" below and WithHandoverWindow.
-//   - Watch: a waiter subscribes to the lock's notice channel and retries
-//     as soon as a notice arrives. A blocking Lock's watch (WatchWaiter)
+//   - Watch: a waiter subscribes to the lock's notice and handoff
+//     channels and retries as soon as a notice arrives. A blocking Lock's watch (WatchWaiter)
 //     wakes only for notices it can use: a handoff to its holder, a
 //     release that hands the lock to nobody, or the end of a reservation
 //     for another waiter (see WithHandoverWindow); acquisitions and
@@ -50,15 +50,18 @@
 //     in case a notice is lost, and a claim that expires (its holder
 //     crashed) publishes nothing. A waiting attempt right after a refused
 //     one is answered from that answer, without a request, if the Store
-//     has followed the lock's channel since before the refused attempt,
-//     heard no notice on it since other than handoffs to other waiters,
+//     has followed the lock's channels since before the refused attempt,
+//     heard no notice on them since other than handoffs to other waiters,
 //     and the claim then seen cannot have ended (its PTTL from the
 //     attempt's send time): the engine's retry after its watch opens
-//     costs nothing. After a handoff to another waiter the answer names
-//     the new holder and token, with the new claim's TTL counted from the
-//     attempt's send time (the release ran after the attempt). Such an answer can be older
-//     than a notice still in flight to the Store; the notice wakes the
-//     watch when it arrives.
+//     costs nothing. Such an answer can be older than a notice still in
+//     flight to the Store; the notice wakes the watch when it arrives. A
+//     handoff to another waiter is not sent to a Store that only waits
+//     (see "Direct handoff"): after one, the answer may name the holder
+//     the refused attempt saw, which has handed the lock on; a Store that
+//     also watches the lock (Watch) names the new holder and token, with
+//     the new claim's TTL counted from the attempt's send time (the
+//     release ran after the attempt).
 //
 // # Direct handoff
 //
@@ -67,10 +70,15 @@
 // its owner (holder and that nonce) and its TTL. A release serves the longest-waiting live
 // waiter other than the releaser: it writes that waiter's claim as an
 // acquisition by it would (the next token, the claim with the waiter's TTL
-// from the script's start, the fence), and publishes "handed". The waiter's
-// Store, which hears the notice, returns the claim at the waiter's next
-// attempt (the watch wakes it at once) without a request: a handover is one
-// script and one notice.
+// from the script's start, the fence), and publishes "handed" on the
+// waiter's holder's handoff channel, which only the Stores waiting as that
+// holder follow, and on the lock's handoff channel, which Watch follows
+// (see "Key layout"). The waiter's Store returns the claim at the waiter's
+// next attempt (the watch wakes it at once) without a request: a handover
+// is one script and one notice, received by the Store it is for. (On the
+// notice channel, which every waiting Store follows, eight waiters' Stores
+// would each receive every handover: TestContendedCPU in bench measures
+// what that costs.)
 //
 // The clock model holds (DESIGN invariant 3). The waiter's Store counts
 // the claim from the send time of the waiter's last attempt, which Redis
@@ -102,7 +110,10 @@
 // version's release is not recorded in the fence, and an acquisition that
 // finds the fence free does not look for it: while versions are mixed,
 // such a reservation may be overtaken. Exclusion and tokens do not depend
-// on reservations.)
+// on reservations.) An earlier version's Store follows the notice channel
+// only: while versions are mixed, its watches are not woken by a handoff
+// between two waiters of this version: it learns of the new holder at
+// its next poll (RetryPeriod) or notice.
 //
 // Ownership is the holder's identity plus the engine's random nonce per
 // acquisition, so even two processes misconfigured with the same identity
@@ -127,13 +138,22 @@
 //	               deletes it.
 //	P{N}:notify    pub/sub channel: a message per acquire and per release:
 //	               "acquired <token>", "released <token>", when the release
-//	               handed the lock to a waiter "handed <token> <ttl ms>
-//	               <owner>", or when it reserved the lock for a waiter
-//	               "released <token> <window ms> <waiter>".
+//	               reserved the lock for a waiter "released <token>
+//	               <window ms> <waiter>", or when it handed the lock to an
+//	               earlier version's waiter "handed <token> <ttl ms>
+//	               <owner>".
+//	P{N}:handoffs  pub/sub channel: "handed <token> <ttl ms> <owner>" when
+//	               a release handed the lock to a waiter of this version.
+//	P{N}:handoffs:<holder>
+//	               pub/sub channel: the same notice, when the waiter is
+//	               holder's.
 //	P{N}:queue     list: the FIFO of waiting holder identities.
-//	P{N}:queued    hash: waiting identity -> "<registration deadline ms>
-//	               <ttl ms> <owner>" (the deadline alone from earlier
-//	               versions and with WithReplicaAcks).
+//	P{N}:queued    hash: waiting identity -> "0<registration deadline ms>
+//	               <ttl ms> <owner>" (the leading zero: the waiter's Store
+//	               follows P{N}:handoffs:<holder>; without it from an
+//	               earlier version, which follows P{N}:notify; the deadline
+//	               alone from still earlier versions and with
+//	               WithReplicaAcks).
 //	P{N}:next      string: the waiter a released lock is reserved for.
 //	               The last three expire on their own (see
 //	               WithHandoverWindow).

@@ -51,7 +51,9 @@ type waiting struct {
 	mark   hubMark
 	markOK bool
 	// seen is the newest claim a handoff notice named for another owner
-	// (seen.pttl: the claim's TTL).
+	// (seen.pttl: the claim's TTL), if this Store heard one: it hears
+	// handoffs to other holders only while it watches the lock with Watch,
+	// or from an earlier version's release.
 	seen acquireResult
 	// handed and handedTTL come from a handoff notice for this owner; 0
 	// if none arrived.
@@ -141,6 +143,16 @@ func (ws *waiters) answered(channel, owner string, acquired, refused bool, r acq
 // ended yet (its PTTL, counted from the attempt's send time). The engine retries
 // right after its watch opens, to cover notices the watch may have
 // missed; on a channel this Store was already following, none was.
+//
+// A handoff to another holder's waiter cannot free the lock either, but
+// a Store that watches only as a waiter does not hear it (see hub.notify):
+// the answer then names the holder and time left the attempt's answer
+// named, and that holder may have handed the lock on since (as it may
+// have by the time a reply from Redis arrives). The time left is that of
+// the claim the attempt saw: with the same TTL the new claim, written
+// later, ends no earlier; with a shorter one it may, and the waiter then
+// retries later than it could (a waiter's watch is not woken by a
+// handoff to another holder either).
 func (ws *waiters) refusal(channel, owner string, cur hubMark, curOK bool, now time.Time) (acquireResult, bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()

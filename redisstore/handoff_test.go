@@ -2,6 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -391,5 +394,90 @@ func TestWatchingAttemptGetsReservation(t *testing.T) {
 	}
 	if _, err := b.TryAcquire(ctx, key, request("b", time.Minute)); err != nil {
 		t.Errorf("b with a new nonce, for which the lock is reserved: %v", err)
+	}
+}
+
+// TestHandoffChannels: a handoff to a waiter of this version is published
+// on its holder's handoff channel and on the lock's, not on the notice
+// channel that every waiting Store follows; a handoff to an earlier
+// version's waiter (a place whose deadline has no leading zero) is
+// published on the notice channel, which that version follows.
+func TestHandoffChannels(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "handoff-channels"
+	a, b := newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix)
+	_, _, notify := a.Keys(key)
+	handoffs := prefix + "{" + key + "}:handoffs"
+	raw := newClient(t, srv.Addr())
+	channels := []string{notify, handoffs, handoffs + ":b", handoffs + ":c"}
+	sub := raw.Subscribe(ctx, channels...)
+	defer sub.Close()
+	for range channels {
+		if _, err := sub.Receive(ctx); err != nil { // the confirmations
+			t.Fatal(err)
+		}
+	}
+
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := waitingRequest("b", time.Minute)
+	_, err = b.TryAcquire(ctx, key, rb)
+	heldBy(t, err)
+	if err := a.Release(ctx, ga); err != nil { // handed to b
+		t.Fatal(err)
+	}
+	gb, err := b.TryAcquire(ctx, key, rb)
+	if err != nil {
+		t.Fatalf("b collects the lock handed to it: %v", err)
+	}
+	// c waits as an earlier version's Store does: its place has a TTL and
+	// an owner, and a deadline without the leading zero.
+	now, err := raw.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	qk := redisstore.QueueKeys(b, key)
+	ownerC := "3 xyzc" // nonce "xyz", holder "c"
+	place := fmt.Sprintf("%d 60000 %s", now.Add(time.Minute).UnixMilli(), ownerC)
+	if err := raw.RPush(ctx, qk[0], "c").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.HSet(ctx, qk[1], "c", place).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx, gb); err != nil { // handed to c
+		t.Fatal(err)
+	}
+	if err := a.ForceRelease(ctx, key); err != nil { // the last notice
+		t.Fatal(err)
+	}
+
+	handedB := fmt.Sprintf("handed %d 60000 %d %sb", gb.Token, len(rb.Nonce), rb.Nonce)
+	want := []string{
+		notify + ": acquired " + strconv.FormatUint(ga.Token, 10),
+		handoffs + ":b: " + handedB,
+		handoffs + ": " + handedB,
+		notify + ": handed ", // its token is the next one
+		notify + ": released ",
+	}
+	var got []string
+	for len(got) < len(want) {
+		m, err := sub.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatalf("after %q: %v", got, err)
+		}
+		got = append(got, m.Channel+": "+m.Payload)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("notice %d: %q, want %q...", i, got[i], want[i])
+		}
+	}
+	if !strings.HasSuffix(got[3], " 60000 "+ownerC) {
+		t.Errorf("handoff to c: %q, want its TTL and owner", got[3])
 	}
 }

@@ -470,7 +470,7 @@ func (r *Redlock) Watch(ctx context.Context, key string) (<-chan struct{}, error
 	)
 	for i, s := range r.stores {
 		_, _, channel := s.Keys(key)
-		c, err := s.hub.add(ctx, channel, w)
+		c, err := s.hub.add(ctx, channel, channel, w) // no handoffs: see NewRedlock
 		if err != nil {
 			errs = append(errs, fmt.Errorf("server %d: %w", i, err))
 			continue

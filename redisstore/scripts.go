@@ -115,12 +115,14 @@ func ownerArg(holder, nonce string) string {
 // can hand the lock to it; such a waiter collects a claim handed to it by
 // its next attempt, if the notice did not let its Store collect it first
 // (the fence's handed field names the token of the last handed claim; the
-// attempt's owner must be the claim's).
+// attempt's owner must be the claim's). Its deadline is written with a
+// leading zero, which says that its Store hears handoffs on the holder's
+// own channel (see releaseScript); earlier versions read the same number.
 //
 // KEYS: lock, fence, queue (list of waiting holders), queued (hash: holder
 // -> place: "<registration deadline ms>" or, with handoff,
-// "<deadline ms> <ttl ms> <owner>"), next (the holder the lock is reserved
-// for). ARGV: holder, owner (ownerArg), ttl in ms, notice channel, waits
+// "0<deadline ms> <ttl ms> <owner>"), next (the holder the lock is
+// reserved for). ARGV: holder, owner (ownerArg), ttl in ms, notice channel, waits
 // ("1" or "0"), handoff ("1": the place records owner and TTL).
 // Reply: {1, token} when acquired (or collected); {0, holder, token, pttl}
 // when held (or reserved: then holder is the waiter it is reserved for and
@@ -138,7 +140,7 @@ local function enqueue()
     redis.call('RPUSH', KEYS[3], ARGV[1])
   end
   local place = num(nown + ttl)
-  if ARGV[6] == '1' then place = place .. ' ' .. ARGV[3] .. ' ' .. ARGV[2] end
+  if ARGV[6] == '1' then place = '0' .. place .. ' ' .. ARGV[3] .. ' ' .. ARGV[2] end
   redis.call('HSET', KEYS[4], ARGV[1], place)
   if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
   if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end
@@ -243,7 +245,11 @@ return {1, tonumber(l[1])}
 //     locks): the lock is handed to it in the same script, as an
 //     acquisition by that owner would take it (next token, claim with the
 //     waiter's TTL from now, the fence's fields, and handed = the token),
-//     and the notice "handed <token> <ttl ms> <owner>" tells its Store;
+//     and the notice "handed <token> <ttl ms> <owner>" tells its Store: on
+//     the handoff channel and the holder's own (<handoff channel>:<holder>)
+//     if the place's deadline has a leading zero, so that only the Stores
+//     waiting as that holder (and those observing the lock) receive it;
+//     on the notice channel for an earlier version's waiter;
 //   - a place without (an earlier version's waiter): the lock is freed and
 //     reserved for that waiter for the window, with the notice
 //     "released <token> <window ms> <waiter>";
@@ -254,12 +260,14 @@ return {1, tonumber(l[1])}
 // owner's (handed to it and never collected), it is released as above.
 //
 // KEYS: lock, fence, queue, queued, next. ARGV: holder, owner (ownerArg),
-// notice channel, handover window in ms (0: no FIFO), leaving.
-// Reply: as renewScript.
+// notice channel, handover window in ms (0: no FIFO), leaving, handoff
+// channel. Reply: as renewScript.
 var releaseScript = redis.NewScript(luaReadlock + luaReadfence + luaNum + `
+-- place returns a place's deadline, and its TTL, owner and whether its
+-- Store hears the holder's own channel if it records them.
 local function place(p)
   local d, ttl, owner = string.match(p, '^(%d+) (%d+) (.+)$')
-  if d and #ttl <= 12 and tonumber(ttl) >= 1 then return tonumber(d), ttl, owner end
+  if d and #ttl <= 12 and tonumber(ttl) >= 1 then return tonumber(d), ttl, owner, string.byte(d) == 48 end
   return tonumber(d or p) or 0
 end
 local function drop(h)
@@ -267,14 +275,14 @@ local function drop(h)
   redis.call('HDEL', KEYS[4], h)
 end
 -- first returns the longest-waiting live waiter other than the releaser,
--- with its TTL and owner if its place records them, and drops it and every
--- dead place before it.
+-- with what its place records (see place), and drops it and every dead
+-- place before it.
 local function first(waiting, now)
   for _, h in ipairs(waiting) do
-    local d, ttl, owner = place(redis.call('HGET', KEYS[4], h) or '0')
+    local d, ttl, owner, own = place(redis.call('HGET', KEYS[4], h) or '0')
     if d < now or h ~= ARGV[1] then
       drop(h)
-      if d >= now then return h, ttl, owner end
+      if d >= now then return h, ttl, owner, own end
     end
   end
 end
@@ -288,7 +296,7 @@ if not l then return {0, '', 0} end
 if l[4] ~= ARGV[2] then return other(KEYS[1], l) end
 local window = tonumber(ARGV[4])
 local waiting = window > 0 and redis.call('LRANGE', KEYS[3], 0, -1) or {}
-local h, ttl, owner, t, now, ftoken, ftrans
+local h, ttl, owner, own, t, now, ftoken, ftrans
 if #waiting > 0 then
   -- Read the fence before first() drops places: a corrupt fence fails
   -- the script before it wrote anything.
@@ -296,13 +304,19 @@ if #waiting > 0 then
   if not ftoken then return ftrans end
   t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  h, ttl, owner = first(waiting, now)
+  h, ttl, owner, own = first(waiting, now)
 end
 if owner then
   local ts = num(math.max(tonumber(ftoken) + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
   redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(tonumber(ftrans) + 1), 'holder', h, 'expires', num(now + tonumber(ttl)), 'handed', ts)
   redis.call('SET', KEYS[1], ts .. ' ' .. ttl .. ' ' .. num(now) .. ' ' .. owner, 'PX', ttl)
-  redis.call('PUBLISH', ARGV[3], 'handed ' .. ts .. ' ' .. ttl .. ' ' .. owner)
+  local notice = 'handed ' .. ts .. ' ' .. ttl .. ' ' .. owner
+  if own then
+    redis.call('PUBLISH', ARGV[6] .. ':' .. h, notice)
+    redis.call('PUBLISH', ARGV[6], notice)
+  else
+    redis.call('PUBLISH', ARGV[3], notice)
+  end
   return {1, tonumber(l[1])}
 end
 redis.call('DEL', KEYS[1])

@@ -132,6 +132,8 @@ func (s *Store) Prefix() string { return s.prefix }
 //	fence:   <prefix>{<name>}:fence    hash, never expires, never deleted
 //	channel: <prefix>{<name>}:notify   pub/sub channel: acquire and release notices
 //
+// Handoffs to waiters are published on <prefix>{<name>}:handoffs and
+// <prefix>{<name>}:handoffs:<holder> (see the package documentation).
 // The FIFO of waiters uses three more keys, all expiring on their own:
 // <prefix>{<name>}:queue (list), :queued (hash) and :next (string); see
 // the package documentation.
@@ -153,8 +155,15 @@ func (s *Store) keyBase(name string) string { return s.prefix + "{" + name + "}:
 type keys struct {
 	name                 string
 	lock, fence, channel string
-	all                  []string // lock, fence, queue, queued, next: the scripts' KEYS; never modified
+	// handoffs is the channel of every handoff to a waiter of this version
+	// (followed by Watch), and handoffs + ":" + holder that of the
+	// handoffs to holder (followed by WatchWaiter); see releaseScript.
+	handoffs string
+	all      []string // lock, fence, queue, queued, next: the scripts' KEYS; never modified
 }
+
+// handoffsTo returns the channel of the handoffs to holder's waiters.
+func (k *keys) handoffsTo(holder string) string { return k.handoffs + ":" + holder }
 
 // keySet returns lock name's keys. The last lock's are kept: a Store
 // mostly serves one lock, or a few in turn, and building seven strings
@@ -164,7 +173,7 @@ func (s *Store) keySet(name string) *keys {
 		return k
 	}
 	base := s.keyBase(name)
-	k := &keys{name: name, lock: base + "lock", fence: base + "fence", channel: base + "notify"}
+	k := &keys{name: name, lock: base + "lock", fence: base + "fence", channel: base + "notify", handoffs: base + "handoffs"}
 	k.all = []string{k.lock, k.fence, base + "queue", base + "queued", base + "next"}
 	s.last.Store(k)
 	return k
@@ -213,7 +222,7 @@ func (s *Store) collect(ctx context.Context, key string, req backend.Request) (b
 // the waiter and it was never collected (the waiter's context ended).
 func (s *Store) leave(ctx context.Context, k *keys, holder, owner string) {
 	// Handoff runs without replica acks: the client is the connection.
-	_ = releaseScript.Run(ctx, s.client, k.all, holder, owner, k.channel, millis(s.handover), "1").Err()
+	_ = releaseScript.Run(ctx, s.client, k.all, holder, owner, k.channel, millis(s.handover), "1", k.handoffs).Err()
 }
 
 type acquireResult struct {
@@ -245,7 +254,9 @@ func (s *Store) acquire(ctx context.Context, key string, req backend.Request) (a
 	// Semaphore's slot, a caller of the Backend) gets a reservation.
 	if waits == "1" && s.handoff && req.Waiting {
 		handoff = "1"
-		mark, markOK := s.hub.mark(channel)
+		// A handoff to this owner arrives on its holder's handoff channel
+		// (WatchWaiter), or on the lock's (Watch).
+		mark, markOK := s.hub.mark(channel, k.handoffsTo(req.Holder), k.handoffs)
 		if r, ok := s.waiters.refusal(channel, owner, mark, markOK, time.Now()); ok {
 			return r, nil
 		}
@@ -279,7 +290,7 @@ func (s *Store) runAcquire(ctx context.Context, k *keys, req backend.Request, ow
 		if err := s.awaitAcks(ctx, sc); err != nil {
 			// Undo the claim that a failover could lose: release it
 			// (owner-checked; a failure leaves it to expire).
-			_ = releaseScript.Run(ctx, sc, k.all, req.Holder, owner, channel, millis(s.handover), "0").Err()
+			_ = releaseScript.Run(ctx, sc, k.all, req.Holder, owner, channel, millis(s.handover), "0", k.handoffs).Err()
 			return acquireResult{}, s.wrap(key, lock, "acquire", fmt.Errorf("%w; the claim was released", err))
 		}
 		return r, nil
@@ -335,7 +346,7 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	defer done()
 	var cmd *redis.Cmd
 	if script == releaseScript {
-		cmd = script.Run(ctx, sc, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover), "0")
+		cmd = script.Run(ctx, sc, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover), "0", k.handoffs)
 	} else {
 		cmd = script.Run(ctx, sc, k.all[:2], ownerArg(g.Holder, g.Nonce), millis(g.TTL))
 	}
@@ -546,7 +557,7 @@ func (s *Store) names(ctx context.Context) ([]string, error) {
 }
 
 // Watch implements backend.Watcher. The returned channel receives a value when
-// an acquire or release notice for key arrives, when the subscription is
+// an acquire, release or handoff notice for key arrives, when the subscription is
 // (re)confirmed by the server (a notice may have been missed before), and
 // when the subscriber connection failed. A claim that expires publishes
 // nothing: the engine's retry, no later than the claim's PTTL, covers it.
@@ -565,9 +576,10 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, error) 
 // WatchWaiter implements backend.WaiterWatcher: a watch as Watch, for a
 // contender waiting to acquire key as holder. It is not woken by
 // acquisitions, nor by a release that reserved the lock for another waiter
-// (see WithHandoverWindow) until that reservation ends; Mutex.Lock uses
-// it, so that a release wakes the waiter it is reserved for, not every
-// waiter.
+// (see WithHandoverWindow) until that reservation ends, and it does not
+// receive handoffs to other holders (it follows holder's handoff channel,
+// not the lock's); Mutex.Lock uses it, so that a release wakes the waiter
+// it is reserved for or handed to, not every waiter.
 func (s *Store) WatchWaiter(ctx context.Context, key, holder string) (<-chan struct{}, error) {
 	return s.watch(ctx, key, holder)
 }
@@ -579,20 +591,35 @@ func (s *Store) watch(ctx context.Context, key, holder string) (<-chan struct{},
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	_, _, channel := s.Keys(key)
+	k := s.keySet(key)
+	channels := []string{k.channel, k.handoffs}
+	if holder != "" {
+		channels[1] = k.handoffsTo(holder)
+	}
 	w := newWatcher()
 	w.holder = holder
-	confirmed, err := s.hub.add(ctx, channel, w)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: watch lock %q (channel %s): %w", key, channel, err)
+	confirmed := make([]<-chan struct{}, 0, len(channels))
+	for _, channel := range channels {
+		c, err := s.hub.add(ctx, channel, k.channel, w)
+		if err != nil {
+			for _, added := range channels[:len(confirmed)] {
+				s.hub.remove(added, w)
+			}
+			return nil, fmt.Errorf("redisstore: watch lock %q (channel %s): %w", key, channel, err)
+		}
+		confirmed = append(confirmed, c)
 	}
 	wctx, cancel := context.WithTimeout(ctx, confirmTimeout)
 	defer cancel()
-	if !awaitConfirmed(wctx, confirmed) {
-		s.hub.returnedEarly(channel, w)
+	for i, channel := range channels {
+		if !awaitConfirmed(wctx, confirmed[i]) {
+			s.hub.returnedEarly(channel, w)
+		}
 	}
 	context.AfterFunc(ctx, func() {
-		s.hub.remove(channel, w)
+		for _, channel := range channels {
+			s.hub.remove(channel, w)
+		}
 		w.close()
 	})
 	return w.c, nil

@@ -90,9 +90,11 @@ type hub struct {
 	client redis.UniversalClient
 	linger time.Duration
 	health time.Duration
-	// onHanded, if set, is told of every handoff notice (see
-	// waiters.notice); it must not call back into the hub.
-	onHanded func(channel, owner, holder string, token uint64, ttl time.Duration)
+	// onHanded, if set, is told of every handoff notice, with the notice
+	// channel of its lock (see waiters.notice). It is called with mu held
+	// (so before the notice wakes anyone) and must not call back into the
+	// hub.
+	onHanded func(lock, owner, holder string, token uint64, ttl time.Duration)
 
 	mu     sync.Mutex
 	ps     *redis.PubSub // nil while the loop is not running
@@ -105,6 +107,9 @@ type hub struct {
 }
 
 type hubChan struct {
+	// lock is the notice channel of the lock this channel is about: the
+	// channel itself, or the lock's for its handoff channels.
+	lock        string
 	watchers    map[*watcher]bool // value: returned before the confirmation
 	confirmed   chan struct{}     // closed at the first confirmation
 	isConfirmed bool
@@ -112,23 +117,30 @@ type hubChan struct {
 	seq         uint64    // the hub's seq at this channel's last confirmation or notice other than a handoff
 }
 
-// hubMark is a point in a channel's history as the hub heard it: two
-// equal marks of a confirmed channel mean that no notice other than a
-// handoff arrived, and none can have been lost, between them. A handoff
-// does not move the mark: it cannot free the lock, and its new holder is
-// passed to onHanded (see waiters.notice).
-type hubMark struct{ epoch, seq uint64 }
+// hubMark is a point in the history of a lock's notice channel and one of
+// its handoff channels, as the hub heard them: two equal marks mean that
+// no notice other than a handoff arrived, and none can have been lost,
+// between them. A handoff does not move the mark: it cannot free the lock,
+// and its new holder is passed to onHanded (see waiters.notice).
+type hubMark struct{ epoch, seq, handoffSeq uint64 }
 
-// mark returns channel's mark, and false if the channel is not subscribed
-// and confirmed (notices may be missed).
-func (h *hub) mark(channel string) (hubMark, bool) {
+// mark returns the mark of the notice channel lock and of the first of
+// handoffs that is confirmed, and false if lock or none of handoffs is
+// subscribed and confirmed (notices may be missed). Marks taken through
+// different handoff channels differ: seq values come from one counter.
+func (h *hub) mark(lock string, handoffs ...string) (hubMark, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.chans[channel]
+	c := h.chans[lock]
 	if c == nil || !c.isConfirmed {
 		return hubMark{}, false
 	}
-	return hubMark{h.epoch, c.seq}, true
+	for _, ch := range handoffs {
+		if hc := h.chans[ch]; hc != nil && hc.isConfirmed {
+			return hubMark{h.epoch, c.seq, hc.seq}, true
+		}
+	}
+	return hubMark{}, false
 }
 
 // confirmTimeout bounds how long Watch waits for a subscription to be
@@ -139,9 +151,10 @@ func newHub(client redis.UniversalClient, linger, health time.Duration) *hub {
 	return &hub{client: client, linger: linger, health: health, chans: map[string]*hubChan{}}
 }
 
-// add registers w for channel, subscribing if needed, and returns a
-// channel that is closed when the subscription is confirmed.
-func (h *hub) add(ctx context.Context, channel string, w *watcher) (<-chan struct{}, error) {
+// add registers w for channel, whose notices are about the lock with the
+// notice channel lock, subscribing if needed, and returns a channel that
+// is closed when the subscription is confirmed.
+func (h *hub) add(ctx context.Context, channel, lock string, w *watcher) (<-chan struct{}, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -162,7 +175,7 @@ func (h *hub) add(ctx context.Context, channel string, w *watcher) (<-chan struc
 			_ = h.ps.Unsubscribe(ctx, channel)
 			return nil, err
 		}
-		c = &hubChan{watchers: map[*watcher]bool{}, confirmed: make(chan struct{})}
+		c = &hubChan{lock: lock, watchers: map[*watcher]bool{}, confirmed: make(chan struct{})}
 		h.chans[channel] = c
 	}
 	c.watchers[w] = false
@@ -254,6 +267,12 @@ func (h *hub) close() {
 // waiter to be refused (with 8 contenders, about 8 refused scripts per
 // handover). A notice this code does not know wakes every watch.
 //
+// A handoff to a waiter of this version is published on the lock's
+// handoff channels, not its notice channel (see releaseScript): a plain
+// watch follows the notice channel and the channel of every handoff, a
+// waiter's watch the notice channel and its holder's handoff channel, so
+// that a handover reaches one waiting Store, not all of them.
+//
 // The order of notices on the connection is the order the scripts ran, so
 // a waiter that registered (RPUSH) just after a release picked another
 // waiter still hears the release that picks it; and a watch opened after
@@ -261,14 +280,14 @@ func (h *hub) close() {
 // returned.
 func (h *hub) notify(channel, payload string) {
 	n := parseNotice(payload)
-	if n.kind == noticeHanded && h.onHanded != nil {
-		h.onHanded(channel, n.owner, n.holder, n.token, n.ttl)
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.chans[channel]
 	if c == nil {
 		return
+	}
+	if n.kind == noticeHanded && h.onHanded != nil {
+		h.onHanded(c.lock, n.owner, n.holder, n.token, n.ttl)
 	}
 	if n.kind != noticeHanded {
 		h.seq++
