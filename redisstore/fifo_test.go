@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -353,4 +354,42 @@ func windowStore(t *testing.T, addr, prefix string, window time.Duration) *redis
 	s := mustNew(t, newClient(t, addr), redisstore.WithPrefix(prefix), redisstore.WithHandoverWindow(window))
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// TestFIFOCap: the FIFO of waiters holds at most 64 places; a waiter
+// beyond them competes without one (and leaves no half place behind).
+func TestFIFOCap(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "fifo-cap"
+	s := newStore(t, srv.Addr(), prefix)
+	if _, err := s.TryAcquire(ctx, key, request("holder", time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 66 {
+		_, err := s.TryAcquire(ctx, key, waitingRequest(fmt.Sprintf("w%d", i), time.Minute))
+		heldBy(t, err)
+	}
+	raw := newClient(t, srv.Addr())
+	qk := redisstore.QueueKeys(s, key)
+	queue, err := raw.LRange(ctx, qk[0], 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	places, err := raw.HKeys(ctx, qk[1]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(places)
+	want := make([]string, 64)
+	for i := range want {
+		want[i] = fmt.Sprintf("w%d", i)
+	}
+	if !slices.Equal(queue, want) {
+		t.Errorf("queue %q, want w0..w63", queue)
+	}
+	if slices.Sort(want); !slices.Equal(places, want) {
+		t.Errorf("places %q, want w0..w63", places)
+	}
 }

@@ -135,13 +135,15 @@ local now = num(nown)
 local function enqueue()
   if ARGV[5] ~= '1' then return end
   local ttl = tonumber(ARGV[3])
-  if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 0 then
-    if redis.call('LLEN', KEYS[3]) >= ` + maxWaitersLua + ` then return end
-    redis.call('RPUSH', KEYS[3], ARGV[1])
-  end
   local place = num(nown + ttl)
   if ARGV[6] == '1' then place = '0' .. place .. ' ' .. ARGV[3] .. ' ' .. ARGV[2] end
-  redis.call('HSET', KEYS[4], ARGV[1], place)
+  -- A new place joins the end of the queue, if there is room (RPUSH
+  -- returns the length).
+  if redis.call('HSET', KEYS[4], ARGV[1], place) == 1 and redis.call('RPUSH', KEYS[3], ARGV[1]) > ` + maxWaitersLua + ` then
+    redis.call('RPOP', KEYS[3])
+    redis.call('HDEL', KEYS[4], ARGV[1])
+    return
+  end
   if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
   if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end
 end
