@@ -136,26 +136,7 @@ func cpuPerOp(b *testing.B, addr string) {
 	// commandstats: EVAL and EVALSHA, each including the commands the
 	// script calls), which server-µs/op (the whole process, its network
 	// stack included) is too coarse to show.
-	scriptTime := func() float64 {
-		info, err := c.Info(context.Background(), "commandstats").Result()
-		if err != nil {
-			b.Fatal(err)
-		}
-		var usec float64
-		for _, line := range strings.Split(info, "\n") {
-			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if !ok || k != "cmdstat_eval" && k != "cmdstat_evalsha" {
-				continue
-			}
-			for _, kv := range strings.Split(v, ",") {
-				if n, ok := strings.CutPrefix(kv, "usec="); ok {
-					f, _ := strconv.ParseFloat(n, 64)
-					usec += f
-				}
-			}
-		}
-		return usec
-	}
+	scriptTime := func() float64 { return commandStats(b, addr).scripts().usec }
 	s0, c0, l0 := serverCPU(), selfCPU().Seconds(), scriptTime()
 	b.Cleanup(func() {
 		s1, c1, l1 := serverCPU(), selfCPU().Seconds(), scriptTime()
@@ -197,8 +178,11 @@ func TestUncontendedRounds(t *testing.T) {
 // TestContendedCPU runs 8 contenders in tight lock/unlock loops for 3 s,
 // baton and the raw FIFO handoff floor in turn, and logs the CPU that the
 // contenders' process and the redis-server spent per acquisition, and
-// the scripts run per acquisition: on this 2-CPU machine the contended
-// rate is bound by CPU, so this says where a gap to the floor lies.
+// the scripts run per acquisition with the server's time in them and in
+// the commands they called (INFO commandstats; what is left of a script's
+// time is Lua and the cost of each redis.call): on this 2-CPU machine
+// the contended rate is bound by CPU, so this says where a gap to the
+// floor lies.
 //
 //	BENCH_CONTENDED=1 go test -run TestContendedCPU -v .
 func TestContendedCPU(t *testing.T) {
@@ -220,7 +204,7 @@ func TestContendedCPU(t *testing.T) {
 		var n atomic.Int64
 		var wg sync.WaitGroup
 		_, s0 := redisStats(info)
-		c0, e0, start := selfCPU(), scriptCalls(t, addr), time.Now()
+		c0, e0, start := selfCPU(), commandStats(t, addr), time.Now()
 		for _, lock := range locks {
 			wg.Go(func() {
 				for ctx.Err() == nil {
@@ -238,8 +222,13 @@ func TestContendedCPU(t *testing.T) {
 		elapsed := time.Since(start).Seconds()
 		k := float64(n.Load())
 		_, s1 := redisStats(info)
-		c1, e1 := selfCPU(), scriptCalls(t, addr)
-		t.Logf("%s: %.0f acquisitions/s; per acquisition: contenders' CPU %.0f µs, redis-server's %.0f µs, scripts %.2f",
-			lib.name, k/elapsed, float64((c1-c0).Microseconds())/k, float64((s1-s0).Microseconds())/k, (e1-e0)/k)
+		c1, e1 := selfCPU(), commandStats(t, addr)
+		scripts, inner := e1.scripts(), e1.inScripts(e0)
+		scripts.calls -= e0.scripts().calls
+		scripts.usec -= e0.scripts().usec
+		t.Logf("%s: %.0f acquisitions/s; per acquisition: contenders' CPU %.0f µs, redis-server's %.0f µs; "+
+			"scripts %.2f taking %.1f µs, of which %.1f commands taking %.1f µs",
+			lib.name, k/elapsed, float64((c1-c0).Microseconds())/k, float64((s1-s0).Microseconds())/k,
+			scripts.calls/k, scripts.usec/k, inner.calls/k, inner.usec/k)
 	}
 }

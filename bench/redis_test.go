@@ -694,24 +694,65 @@ func printContended(b *strings.Builder, t *testing.T, addr string, total, each i
 // scriptCalls is how many Lua scripts (EVAL and EVALSHA) the server has
 // run (INFO commandstats): refused attempts cost a script each, so the
 // count per acquisition shows how many waiters a release woke in vain.
-func scriptCalls(t *testing.T, addr string) float64 {
+func scriptCalls(t testing.TB, addr string) float64 {
+	return commandStats(t, addr).scripts().calls
+}
+
+// cmdStat is one line of INFO commandstats: calls and the server's time
+// in them. A script's line includes the commands it ran, which also count
+// on their own lines.
+type cmdStat struct{ calls, usec float64 }
+
+type cmdStats map[string]cmdStat // by command name, lower case
+
+// commandStats reads INFO commandstats.
+func commandStats(t testing.TB, addr string) cmdStats {
 	c := newClient(addr)
 	defer c.Close()
-	info, err := c.Info(t.Context(), "commandstats").Result()
+	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n float64
+	m := cmdStats{}
 	for _, line := range strings.Split(info, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || k != "cmdstat_eval" && k != "cmdstat_evalsha" {
+		name, isCmd := strings.CutPrefix(k, "cmdstat_")
+		if !ok || !isCmd {
 			continue
 		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
-		f, _ := strconv.ParseFloat(calls, 64)
-		n += f
+		var st cmdStat
+		for _, kv := range strings.Split(v, ",") {
+			f, val, _ := strings.Cut(kv, "=")
+			switch f {
+			case "calls":
+				st.calls, _ = strconv.ParseFloat(val, 64)
+			case "usec":
+				st.usec, _ = strconv.ParseFloat(val, 64)
+			}
+		}
+		m[name] = st
 	}
-	return n
+	return m
+}
+
+// scripts sums the EVAL and EVALSHA lines.
+func (m cmdStats) scripts() cmdStat {
+	return cmdStat{m["eval"].calls + m["evalsha"].calls, m["eval"].usec + m["evalsha"].usec}
+}
+
+// inScripts sums, between m0 and m, every command but the scripts and
+// INFO itself: on a server only scripts write to, the commands the
+// scripts ran (and the clients' own, such as SUBSCRIBE and PING).
+func (m cmdStats) inScripts(m0 cmdStats) cmdStat {
+	var st cmdStat
+	for name, v := range m {
+		if name == "eval" || name == "evalsha" || name == "info" {
+			continue
+		}
+		st.calls += v.calls - m0[name].calls
+		st.usec += v.usec - m0[name].usec
+	}
+	return st
 }
 
 // pingRTT returns the median PING round trip to addr.
