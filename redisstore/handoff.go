@@ -171,11 +171,11 @@ func (ws *waiters) refusal(channel, owner string, cur hubMark, curOK bool, now t
 	return r, r.pttl > 0
 }
 
-// notice records a handoff to owner (holder) announced on channel. The
-// channel's other waiters keep the new claim (seen): a handoff does not
-// move the hub's mark (see hub.notify), so their next attempt can still
-// be answered here, and the answer must name the lock's holder now (see
-// refusal).
+// notice records a handoff to owner (holder) of the lock whose notice
+// channel is channel. The lock's other waiters keep the new claim (seen):
+// a handoff does not move the hub's mark (see hub.notify), so their next
+// attempt can still be answered here, and the answer should name the
+// lock's holder now, as far as this Store heard (see refusal).
 func (ws *waiters) notice(channel, owner, holder string, token uint64, ttl time.Duration) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()

@@ -122,8 +122,9 @@ func ownerArg(holder, nonce string) string {
 // KEYS: lock, fence, queue (list of waiting holders), queued (hash: holder
 // -> place: "<registration deadline ms>" or, with handoff,
 // "0<deadline ms> <ttl ms> <owner>"), next (the holder the lock is
-// reserved for). ARGV: holder, owner (ownerArg), ttl in ms, notice channel, waits
-// ("1" or "0"), handoff ("1": the place records owner and TTL).
+// reserved for). ARGV: holder, owner (ownerArg), ttl in ms, notice
+// channel, waits ("1" or "0"), handoff ("1": the place records owner and
+// TTL, and its Store follows the holder's handoff channel).
 // Reply: {1, token} when acquired (or collected); {0, holder, token, pttl}
 // when held (or reserved: then holder is the waiter it is reserved for and
 // pttl the reservation's; or deleted before its expiry: then holder is the

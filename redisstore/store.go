@@ -134,6 +134,7 @@ func (s *Store) Prefix() string { return s.prefix }
 //
 // Handoffs to waiters are published on <prefix>{<name>}:handoffs and
 // <prefix>{<name>}:handoffs:<holder> (see the package documentation).
+//
 // The FIFO of waiters uses three more keys, all expiring on their own:
 // <prefix>{<name>}:queue (list), :queued (hash) and :next (string); see
 // the package documentation.
