@@ -53,6 +53,23 @@ func waitingRequest(holder string, ttl time.Duration) backend.Request {
 	return r
 }
 
+// handOver has a take the lock, b's waiting attempt rb be refused (b
+// takes its place), and a release it, which hands it to b (or, with
+// replica acks, reserves it for b); it returns a's grant.
+func handOver(t *testing.T, ctx context.Context, key string, a, b *redisstore.Store, rb backend.Request) backend.Grant {
+	t.Helper()
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.TryAcquire(ctx, key, rb)
+	heldBy(t, err)
+	if err := a.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	return ga
+}
+
 // TestHandoffCollectsWithoutRequest: a waiter told by the notice that the
 // lock was handed to it collects it without a command, and the grant's
 // validity counts from its refused attempt, which Redis ran before the
@@ -121,16 +138,8 @@ func TestHandoffNoticeMissedCollectsByRequest(t *testing.T) {
 	prefix := uniquePrefix()
 	const key = "handoff-missed"
 	a, b := newStore(t, srv.Addr(), prefix), newStore(t, srv.Addr(), prefix)
-	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
 	rb := waitingRequest("b", 30*time.Second)
-	_, err = b.TryAcquire(ctx, key, rb)
-	heldBy(t, err)
-	if err := a.Release(ctx, ga); err != nil {
-		t.Fatal(err)
-	}
+	handOver(t, ctx, key, a, b, rb)
 	lock, _, _ := a.Keys(key)
 	c := newClient(t, srv.Addr())
 	// Let the handed claim age, so that the collection's new expiry shows.
@@ -253,17 +262,9 @@ func TestHandoffNeedsNoAcks(t *testing.T) {
 		return s
 	}
 	a, b := acked(), acked()
-	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
 	rb := waitingRequest("b", time.Minute)
-	_, err = b.TryAcquire(ctx, key, rb)
-	heldBy(t, err)
-	if err := a.Release(ctx, ga); err != nil {
-		t.Fatal(err)
-	}
-	_, err = a.TryAcquire(ctx, key, request("a", time.Minute))
+	ga := handOver(t, ctx, key, a, b, rb)
+	_, err := a.TryAcquire(ctx, key, request("a", time.Minute))
 	if h := heldBy(t, err); h.Holder != "b" || h.Token != ga.Token {
 		t.Errorf("after the release: %+v; want reserved for b, the token unchanged", h)
 	}
@@ -420,16 +421,8 @@ func TestHandoffChannels(t *testing.T) {
 		}
 	}
 
-	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
 	rb := waitingRequest("b", time.Minute)
-	_, err = b.TryAcquire(ctx, key, rb)
-	heldBy(t, err)
-	if err := a.Release(ctx, ga); err != nil { // handed to b
-		t.Fatal(err)
-	}
+	ga := handOver(t, ctx, key, a, b, rb)
 	gb, err := b.TryAcquire(ctx, key, rb)
 	if err != nil {
 		t.Fatalf("b collects the lock handed to it: %v", err)
