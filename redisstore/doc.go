@@ -39,11 +39,12 @@
 //     the lock to the longest-waiting waiter in the same script: so a
 //     holder that unlocks and locks again in a tight loop cannot starve
 //     the others. See "Direct handoff" below and WithHandoverWindow.
-//   - Watch: a waiter subscribes to the lock's notice and handoff
-//     channels and retries as soon as a notice arrives. A blocking Lock's watch (WatchWaiter)
-//     wakes only for notices it can use: a handoff to its holder, a
-//     release that hands the lock to nobody, or the end of a reservation
-//     for another waiter (see WithHandoverWindow); acquisitions and
+//   - Watch: a waiter subscribes to the lock's notice channel and to a
+//     handoff channel (see "Direct handoff") and retries as soon as a
+//     notice arrives. A blocking Lock's watch (WatchWaiter) wakes only
+//     for notices it can use: a handoff to its holder, a release that
+//     hands the lock to nobody, or the end of a reservation for another
+//     waiter (see WithHandoverWindow); acquisitions and
 //     handoffs to others do not wake it. So a release wakes one waiter,
 //     not all of them to be refused. The engine still polls (RetryPeriod,
 //     with jitter, and no later than the PTTL the holder's claim had left)
@@ -112,7 +113,7 @@
 // such a reservation may be overtaken. Exclusion and tokens do not depend
 // on reservations.) An earlier version's Store follows the notice channel
 // only: while versions are mixed, its watches are not woken by a handoff
-// between two waiters of this version: it learns of the new holder at
+// between two waiters of this version, and it learns of the new holder at
 // its next poll (RetryPeriod) or notice.
 //
 // Ownership is the holder's identity plus the engine's random nonce per
