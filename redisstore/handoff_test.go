@@ -474,3 +474,57 @@ func TestHandoffChannels(t *testing.T) {
 		t.Errorf("handoff to c: %q, want its TTL and owner", got[3])
 	}
 }
+
+// TestHandoffOnNoticeChannelCollected: a handoff announced on the notice
+// channel, as an earlier version's release announces every handoff (and
+// this version's, to a place without the leading zero), reaches a waiting
+// Store of this version, which collects the lock without a request.
+func TestHandoffOnNoticeChannelCollected(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	const key = "handoff-notice-channel"
+	a := newStore(t, srv.Addr(), prefix)
+	b, sent := countingStore(t, srv.Addr(), prefix)
+	woken, err := b.WatchWaiter(ctx, key, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga, err := a.TryAcquire(ctx, key, request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := waitingRequest("b", time.Minute)
+	_, err = b.TryAcquire(ctx, key, rb)
+	heldBy(t, err)
+	// Drop the place's leading zero: the release then announces the
+	// handoff on the notice channel.
+	raw := newClient(t, srv.Addr())
+	queued := redisstore.QueueKeys(a, key)[1]
+	place, err := raw.HGet(ctx, queued, "b").Result()
+	if err != nil || !strings.HasPrefix(place, "0") {
+		t.Fatalf("b's place %q, %v; want one with the leading zero", place, err)
+	}
+	if err := raw.HSet(ctx, queued, "b", place[1:]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+	case <-ctx.Done():
+		t.Fatal("b's watch was not woken by the handoff on the notice channel")
+	}
+	before := sent.n.Load()
+	g, err := b.TryAcquire(ctx, key, rb)
+	if err != nil {
+		t.Fatalf("b after the handoff: %v", err)
+	}
+	if n := sent.n.Load() - before; n != 0 {
+		t.Errorf("collecting the handed lock sent %d commands, want none", n)
+	}
+	if rec, err := a.Get(ctx, key); err != nil || rec.Holder != "b" || rec.Token != g.Token || g.Token <= ga.Token {
+		t.Errorf("record %+v, %v; grant %+v: want b's claim with the grant's token", rec, err, g)
+	}
+}
