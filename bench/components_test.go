@@ -223,9 +223,7 @@ func TestContendedCPU(t *testing.T) {
 		k := float64(n.Load())
 		_, s1 := redisStats(info)
 		c1, e1 := selfCPU(), commandStats(t, addr)
-		scripts, inner := e1.scripts(), e1.inScripts(e0)
-		scripts.calls -= e0.scripts().calls
-		scripts.usec -= e0.scripts().usec
+		scripts, inner := e1.scripts().minus(e0.scripts()), e1.inScripts(e0)
 		t.Logf("%s: %.0f acquisitions/s; per acquisition: contenders' CPU %.0f µs, redis-server's %.0f µs; "+
 			"scripts %.2f taking %.1f µs, of which %.1f commands taking %.1f µs",
 			lib.name, k/elapsed, float64((c1-c0).Microseconds())/k, float64((s1-s0).Microseconds())/k,

@@ -735,6 +735,9 @@ func commandStats(t testing.TB, addr string) cmdStats {
 	return m
 }
 
+// minus is what s counted since s0.
+func (s cmdStat) minus(s0 cmdStat) cmdStat { return cmdStat{s.calls - s0.calls, s.usec - s0.usec} }
+
 // scripts sums the EVAL and EVALSHA lines.
 func (m cmdStats) scripts() cmdStat {
 	return cmdStat{m["eval"].calls + m["evalsha"].calls, m["eval"].usec + m["evalsha"].usec}
@@ -749,8 +752,9 @@ func (m cmdStats) inScripts(m0 cmdStats) cmdStat {
 		if name == "eval" || name == "evalsha" || name == "info" {
 			continue
 		}
-		st.calls += v.calls - m0[name].calls
-		st.usec += v.usec - m0[name].usec
+		d := v.minus(m0[name])
+		st.calls += d.calls
+		st.usec += d.usec
 	}
 	return st
 }
