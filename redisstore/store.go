@@ -593,27 +593,28 @@ func (s *Store) watch(ctx context.Context, key, holder string) (<-chan struct{},
 		return nil, err
 	}
 	k := s.keySet(key)
-	channels := []string{k.channel, k.handoffs}
+	// The handoff channel first, and the notice channel once it is
+	// confirmed: the notices published before this call that were still
+	// on their way have then reached the Store, and do not wake the new
+	// watch for nothing. Every notice published after Watch returns is
+	// heard all the same.
+	channels := []string{k.handoffs, k.channel}
 	if holder != "" {
-		channels[1] = k.handoffsTo(holder)
+		channels[0] = k.handoffsTo(holder)
 	}
 	w := newWatcher()
 	w.holder = holder
-	confirmed := make([]<-chan struct{}, 0, len(channels))
-	for _, channel := range channels {
-		c, err := s.hub.add(ctx, channel, k.channel, w)
+	wctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+	defer cancel()
+	for i, channel := range channels {
+		confirmed, err := s.hub.add(ctx, channel, k.channel, w)
 		if err != nil {
-			for _, added := range channels[:len(confirmed)] {
+			for _, added := range channels[:i] {
 				s.hub.remove(added, w)
 			}
 			return nil, fmt.Errorf("redisstore: watch lock %q (channel %s): %w", key, channel, err)
 		}
-		confirmed = append(confirmed, c)
-	}
-	wctx, cancel := context.WithTimeout(ctx, confirmTimeout)
-	defer cancel()
-	for i, channel := range channels {
-		if !awaitConfirmed(wctx, confirmed[i]) {
+		if !awaitConfirmed(wctx, confirmed) {
 			s.hub.returnedEarly(channel, w)
 		}
 	}
