@@ -70,6 +70,31 @@ func handOver(t *testing.T, ctx context.Context, key string, a, b *redisstore.St
 	return ga
 }
 
+// awaitHandoff waits for woken, b's watch, to be woken by the handoff to b.
+func awaitHandoff(t *testing.T, ctx context.Context, woken <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-woken:
+	case <-ctx.Done():
+		t.Fatal("b's watch was not woken by the handoff to b")
+	}
+}
+
+// collectHanded has b's attempt rb collect the lock handed to it without
+// a command (sent counts b's commands).
+func collectHanded(t *testing.T, ctx context.Context, key string, b *redisstore.Store, sent *counter, rb backend.Request) backend.Grant {
+	t.Helper()
+	before := sent.n.Load()
+	g, err := b.TryAcquire(ctx, key, rb)
+	if err != nil {
+		t.Fatalf("b after the handoff: %v", err)
+	}
+	if n := sent.n.Load() - before; n != 0 {
+		t.Errorf("collecting the handed lock sent %d commands, want none", n)
+	}
+	return g
+}
+
 // TestHandoffCollectsWithoutRequest: a waiter told by the notice that the
 // lock was handed to it collects it without a command, and the grant's
 // validity counts from its refused attempt, which Redis ran before the
@@ -97,21 +122,10 @@ func TestHandoffCollectsWithoutRequest(t *testing.T) {
 	if err := a.Release(ctx, ga); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-woken:
-	case <-ctx.Done():
-		t.Fatal("b's watch was not woken by the handoff to b")
-	}
-	before := sent.n.Load()
+	awaitHandoff(t, ctx, woken)
 	beforeCollect := time.Now()
-	g, err := b.TryAcquire(ctx, key, rb)
+	g := collectHanded(t, ctx, key, b, sent, rb)
 	afterCollect := time.Now()
-	if err != nil {
-		t.Fatalf("b after the handoff: %v", err)
-	}
-	if n := sent.n.Load() - before; n != 0 {
-		t.Errorf("collecting the handed lock sent %d commands, want none", n)
-	}
 	if g.Age < beforeCollect.Sub(afterRefused) || g.Age > afterCollect.Sub(beforeRefused) {
 		t.Errorf("grant age %v; want the time since b's refused attempt was sent, within [%v, %v]",
 			g.Age, beforeCollect.Sub(afterRefused), afterCollect.Sub(beforeRefused))
@@ -511,19 +525,8 @@ func TestHandoffOnNoticeChannelCollected(t *testing.T) {
 	if err := a.Release(ctx, ga); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-woken:
-	case <-ctx.Done():
-		t.Fatal("b's watch was not woken by the handoff on the notice channel")
-	}
-	before := sent.n.Load()
-	g, err := b.TryAcquire(ctx, key, rb)
-	if err != nil {
-		t.Fatalf("b after the handoff: %v", err)
-	}
-	if n := sent.n.Load() - before; n != 0 {
-		t.Errorf("collecting the handed lock sent %d commands, want none", n)
-	}
+	awaitHandoff(t, ctx, woken)
+	g := collectHanded(t, ctx, key, b, sent, rb)
 	if rec, err := a.Get(ctx, key); err != nil || rec.Holder != "b" || rec.Token != g.Token || g.Token <= ga.Token {
 		t.Errorf("record %+v, %v; grant %+v: want b's claim with the grant's token", rec, err, g)
 	}
