@@ -29,17 +29,19 @@ func startCluster(t *testing.T) (*testenv.EtcdCluster, int) {
 // does not get it meanwhile, and after Unlock the standby acquires with a
 // larger token, long before the holder's lease could have expired.
 func TestClusterLeaderKilledWhileHeld(t *testing.T) {
-	t.Run("killed", func(t *testing.T) { leaderLostWhileHeld(t, false) })
-	// A paused leader (SIGSTOP: a frozen VM) is replaced the same way; it
-	// rejoins as a follower when it is continued.
-	t.Run("paused", func(t *testing.T) { leaderLostWhileHeld(t, true) })
+	inBothModes(t, func(t *testing.T, mode etcdstore.Option) {
+		t.Run("killed", func(t *testing.T) { leaderLostWhileHeld(t, mode, false) })
+		// A paused leader (SIGSTOP: a frozen VM) is replaced the same way; it
+		// rejoins as a follower when it is continued.
+		t.Run("paused", func(t *testing.T) { leaderLostWhileHeld(t, mode, true) })
+	})
 }
 
-func leaderLostWhileHeld(t *testing.T, pause bool) {
+func leaderLostWhileHeld(t *testing.T, mode etcdstore.Option, pause bool) {
 	c, lead := startCluster(t)
 	prefix := freshPrefix(t)
-	a := newStore(t, connect(t, c.Endpoints()...), etcdstore.WithPrefix(prefix))
-	b := newStore(t, connect(t, c.Endpoints()...), etcdstore.WithPrefix(prefix))
+	a := newStore(t, connect(t, c.Endpoints()...), etcdstore.WithPrefix(prefix), mode)
+	b := newStore(t, connect(t, c.Endpoints()...), etcdstore.WithPrefix(prefix), mode)
 	holder := lock(t, newMutex(t, a, "job", "holder", clusterTTL))
 	heldOpt, held := eventOf(baton.EventHeld)
 	standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", clusterTTL, heldOpt))
@@ -99,47 +101,49 @@ func keptAlive(t *testing.T, s *etcdstore.Store, name string, until time.Time) {
 // acquires after the election, long before the holder's lease could have
 // expired: not when it expires.
 func TestClusterLeaderKilledDuringRelease(t *testing.T) {
-	for _, via := range []string{"follower", "all members"} {
-		t.Run(via, func(t *testing.T) {
-			c, lead := startCluster(t)
-			follower := (lead + 1) % 3
-			eps := c.Endpoints()
-			if via == "follower" {
-				eps = []string{c.Members[follower].Endpoint()}
-			}
-			prefix := freshPrefix(t)
-			a := newStore(t, connect(t, eps...), etcdstore.WithPrefix(prefix))
-			b := newStore(t, connect(t, c.Endpoints()...), etcdstore.WithPrefix(prefix))
-			holder := lock(t, newMutex(t, a, "job", "holder", clusterTTL))
-			heldOpt, held := eventOf(baton.EventHeld)
-			standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", clusterTTL, heldOpt))
-			within(t, 10*time.Second, "the standby to find the lock held", held)
+	inBothModes(t, func(t *testing.T, mode etcdstore.Option) {
+		for _, via := range []string{"follower", "all members"} {
+			t.Run(via, func(t *testing.T) {
+				c, lead := startCluster(t)
+				follower := (lead + 1) % 3
+				eps := c.Endpoints()
+				if via == "follower" {
+					eps = []string{c.Members[follower].Endpoint()}
+				}
+				prefix := freshPrefix(t)
+				a := newStore(t, connect(t, eps...), etcdstore.WithPrefix(prefix), mode)
+				b := newStore(t, connect(t, c.Endpoints()...), etcdstore.WithPrefix(prefix), mode)
+				holder := lock(t, newMutex(t, a, "job", "holder", clusterTTL))
+				heldOpt, held := eventOf(baton.EventHeld)
+				standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", clusterTTL, heldOpt))
+				within(t, 10*time.Second, "the standby to find the lock held", held)
 
-			killed := time.Now()
-			c.Members[lead].Kill()
-			ctx, cancel := context.WithTimeout(t.Context(), clusterTTL/2)
-			defer cancel()
-			err := holder.Unlock(ctx)
-			unlocked := time.Now()
-			if err != nil {
-				t.Fatalf("Unlock during the leader change failed after %v: %v", unlocked.Sub(killed), err)
-			}
-			got := within(t, clusterTTL, "the standby to acquire", standby)
-			if got.err != nil {
-				t.Fatal(got.err)
-			}
-			t.Logf("leader %d killed at 0; Unlock returned at %v; standby acquired at %v",
-				lead, unlocked.Sub(killed), got.at.Sub(killed))
-			// The holder's lease lives at least clusterTTL after its last
-			// keepalive before the kill (and etcd extends leases on a
-			// leader change): a standby that got the lock before then was
-			// woken by the release, not by the expiry.
-			if !got.at.Before(killed.Add(clusterTTL)) {
-				t.Errorf("the standby acquired %v after the kill: after the lease expired, not after the release", got.at.Sub(killed))
-			}
-			if got.lease.Token() <= holder.Token() {
-				t.Errorf("standby token %d after %d", got.lease.Token(), holder.Token())
-			}
-		})
-	}
+				killed := time.Now()
+				c.Members[lead].Kill()
+				ctx, cancel := context.WithTimeout(t.Context(), clusterTTL/2)
+				defer cancel()
+				err := holder.Unlock(ctx)
+				unlocked := time.Now()
+				if err != nil {
+					t.Fatalf("Unlock during the leader change failed after %v: %v", unlocked.Sub(killed), err)
+				}
+				got := within(t, clusterTTL, "the standby to acquire", standby)
+				if got.err != nil {
+					t.Fatal(got.err)
+				}
+				t.Logf("leader %d killed at 0; Unlock returned at %v; standby acquired at %v",
+					lead, unlocked.Sub(killed), got.at.Sub(killed))
+				// The holder's lease lives at least clusterTTL after its last
+				// keepalive before the kill (and etcd extends leases on a
+				// leader change): a standby that got the lock before then was
+				// woken by the release, not by the expiry.
+				if !got.at.Before(killed.Add(clusterTTL)) {
+					t.Errorf("the standby acquired %v after the kill: after the lease expired, not after the release", got.at.Sub(killed))
+				}
+				if got.lease.Token() <= holder.Token() {
+					t.Errorf("standby token %d after %d", got.lease.Token(), holder.Token())
+				}
+			})
+		}
+	})
 }

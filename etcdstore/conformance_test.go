@@ -23,6 +23,7 @@ func conformance(t *testing.T, opts ...etcdstore.Option) {
 	})
 }
 
+// TestConformance runs the suite in fair mode, the default.
 func TestConformance(t *testing.T) { conformance(t) }
 
-func TestConformanceFair(t *testing.T) { conformance(t, etcdstore.WithFair(true)) }
+func TestConformancePlain(t *testing.T) { conformance(t, etcdstore.WithFair(false)) }

@@ -5,7 +5,7 @@
 //	client, err := etcdstore.Open(ctx, etcdstore.Config{Endpoints: []string{"https://etcd-0:2379"}, CAFile: "ca.pem"})
 //	...
 //	defer client.Close()
-//	store, err := etcdstore.New(client) // or etcdstore.New(client, etcdstore.WithFair(true))
+//	store, err := etcdstore.New(client) // fair mode; etcdstore.WithFair(false) for plain mode
 //	...
 //	defer store.Close()
 //	mu, err := baton.NewMutex(store, "nightly-report")
@@ -268,7 +268,8 @@
 //
 // # Fair mode
 //
-// With WithFair(true), contenders that wait in baton.Mutex.Lock (or an
+// Fair mode is the default (WithFair(false) selects plain mode).
+// Contenders that wait in baton.Mutex.Lock (or an
 // Elector) get the lock in the order in which they started waiting, and
 // each is woken only when the key just ahead of it in the queue is
 // deleted or the lock is handed to it: no thundering herd, one waiter
@@ -403,7 +404,23 @@
 // that is not first learns of a new holder only at its engine's
 // next periodic retry (Store.Observe follows the holder at once). All clients of a lock
 // should use the same mode: exclusion and tokens hold across modes, but a
-// Store without fair mode does not queue and can overtake the queue.
+// Store in plain mode does not queue and can overtake the queue. Versions
+// before fair mode became the default opened plain Stores unless told
+// otherwise, so during a rolling upgrade from one of them the lock stays
+// exclusive and fenced but is not served in order until every client runs
+// the new version (or pass WithFair(false) to keep plain mode).
+//
+// What fair mode costs: an uncontended acquire also checks that nobody
+// queues, and a holder that kept the lock longer than its acquire's round
+// trip reads the oldest place before it releases (a serializable read),
+// so a tight uncontended loop runs a few percent slower than in plain mode
+// (docs/benchmarks.md); and TryLock never overtakes the queue, so where
+// some clients wait with Lock and others poll with TryLock, the pollers
+// acquire only while nobody waits. What plain mode costs: waiters race for a released
+// claim, so with many contenders an unlucky waiter can wait many
+// handovers, and the tail of the wait grows with the number of
+// contenders (docs/benchmarks.md measures both modes beside etcd's
+// concurrency.Mutex).
 // Queue values of Stores that collect handed claims carry the handoff=1
 // mark, and a release hands the lock only to such a place, so a Store
 // without handoff (an earlier version) waiting in the same queue is never

@@ -53,49 +53,51 @@ func eventOf(kind baton.EventKind) (baton.Option, <-chan time.Time) {
 // nothing is closed) ends its lease's context at its renew deadline, before
 // etcd expires its lease and a standby acquires.
 func TestPartition(t *testing.T) {
-	srv := startEtcd(t)
-	proxy, err := faultproxy.New(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	prefix := freshPrefix(t)
-	cut := newStore(t, connect(t, "http://"+proxy.Addr()), etcdstore.WithPrefix(prefix))
-	direct := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix))
-	const ttl = 2 * time.Second
-	holder := lock(t, newMutex(t, cut, "job", "cut-off", ttl))
-	heldOpt, held := eventOf(baton.EventHeld)
-	standby := lockAsync(t, t.Context(), newMutex(t, direct, "job", "standby", ttl, heldOpt))
-	within(t, 5*time.Second, "the standby to find the lock held", held)
+	inBothModes(t, func(t *testing.T, mode etcdstore.Option) {
+		srv := startEtcd(t)
+		proxy, err := faultproxy.New(srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { proxy.Close() })
+		prefix := freshPrefix(t)
+		cut := newStore(t, connect(t, "http://"+proxy.Addr()), etcdstore.WithPrefix(prefix), mode)
+		direct := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), mode)
+		const ttl = 2 * time.Second
+		holder := lock(t, newMutex(t, cut, "job", "cut-off", ttl))
+		heldOpt, held := eventOf(baton.EventHeld)
+		standby := lockAsync(t, t.Context(), newMutex(t, direct, "job", "standby", ttl, heldOpt))
+		within(t, 5*time.Second, "the standby to find the lock held", held)
 
-	proxy.Cut()
-	cutAt := time.Now()
-	within(t, ttl, "the holder's lease to end", holder.Done())
-	ended := time.Now()
-	a := within(t, 10*time.Second, "the standby to acquire", standby)
-	if a.err != nil {
-		t.Fatal(a.err)
-	}
-	t.Logf("cut at 0; holder stepped down at %v; standby acquired at %v", ended.Sub(cutAt), a.at.Sub(cutAt))
-	if !ended.Before(a.at) {
-		t.Errorf("the standby acquired at %v, before the cut-off holder stepped down at %v", a.at.Sub(cutAt), ended.Sub(cutAt))
-	}
-	if err := holder.Err(); !errors.Is(err, backend.ErrLost) || !errors.Is(err, baton.ErrStepDown) {
-		t.Errorf("the holder's lease ended with %v; want ErrLost and ErrStepDown", err)
-	}
-	if a.lease.Token() <= holder.Token() {
-		t.Errorf("standby token %d after %d", a.lease.Token(), holder.Token())
-	}
-	// Healed, the cut-off Store finds its lease gone and cannot touch the
-	// new holder's claim.
-	proxy.Restore()
-	err = cut.Release(t.Context(), backend.Grant{Key: "job", Holder: "cut-off", Nonce: "x", Token: holder.Token(), TTL: ttl})
-	if !errors.Is(err, backend.ErrLost) {
-		t.Errorf("Release through the healed Store: %v, want ErrLost", err)
-	}
-	if err := a.lease.Err(); err != nil {
-		t.Errorf("the new holder's lease ended: %v", err)
-	}
+		proxy.Cut()
+		cutAt := time.Now()
+		within(t, ttl, "the holder's lease to end", holder.Done())
+		ended := time.Now()
+		a := within(t, 10*time.Second, "the standby to acquire", standby)
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		t.Logf("cut at 0; holder stepped down at %v; standby acquired at %v", ended.Sub(cutAt), a.at.Sub(cutAt))
+		if !ended.Before(a.at) {
+			t.Errorf("the standby acquired at %v, before the cut-off holder stepped down at %v", a.at.Sub(cutAt), ended.Sub(cutAt))
+		}
+		if err := holder.Err(); !errors.Is(err, backend.ErrLost) || !errors.Is(err, baton.ErrStepDown) {
+			t.Errorf("the holder's lease ended with %v; want ErrLost and ErrStepDown", err)
+		}
+		if a.lease.Token() <= holder.Token() {
+			t.Errorf("standby token %d after %d", a.lease.Token(), holder.Token())
+		}
+		// Healed, the cut-off Store finds its lease gone and cannot touch the
+		// new holder's claim.
+		proxy.Restore()
+		err = cut.Release(t.Context(), backend.Grant{Key: "job", Holder: "cut-off", Nonce: "x", Token: holder.Token(), TTL: ttl})
+		if !errors.Is(err, backend.ErrLost) {
+			t.Errorf("Release through the healed Store: %v, want ErrLost", err)
+		}
+		if err := a.lease.Err(); err != nil {
+			t.Errorf("the new holder's lease ended: %v", err)
+		}
+	})
 }
 
 // TestRestart: the etcd member restarts while a lock is held. A short
@@ -103,131 +105,133 @@ func TestPartition(t *testing.T) {
 // and the standby does not get it. A long outage: the holder steps down
 // before the member is back, and the standby acquires only after that.
 func TestRestart(t *testing.T) {
-	t.Run("short", func(t *testing.T) {
-		srv := startEtcd(t)
-		prefix := freshPrefix(t)
-		a := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix))
-		b := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix))
-		const ttl = 5 * time.Second // renew deadline 3.3s: longer than a crash and restart
-		renewedOpt, renewed := eventOf(baton.EventRenewed)
-		holder := lock(t, newMutex(t, a, "job", "holder", ttl, renewedOpt, baton.WithRenewInterval(500*time.Millisecond)))
-		heldOpt, held := eventOf(baton.EventHeld)
-		standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", ttl, heldOpt))
-		within(t, 5*time.Second, "the standby to find the lock held", held)
+	inBothModes(t, func(t *testing.T, mode etcdstore.Option) {
+		t.Run("short", func(t *testing.T) {
+			srv := startEtcd(t)
+			prefix := freshPrefix(t)
+			a := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), mode)
+			b := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), mode)
+			const ttl = 5 * time.Second // renew deadline 3.3s: longer than a crash and restart
+			renewedOpt, renewed := eventOf(baton.EventRenewed)
+			holder := lock(t, newMutex(t, a, "job", "holder", ttl, renewedOpt, baton.WithRenewInterval(500*time.Millisecond)))
+			heldOpt, held := eventOf(baton.EventHeld)
+			standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", ttl, heldOpt))
+			within(t, 5*time.Second, "the standby to find the lock held", held)
 
-		start := time.Now()
-		srv.Kill()
-		srv.Start()
-		back := time.Now()
-		t.Logf("etcd killed and back in %v", back.Sub(start))
-		for { // a renew sent after the restart
-			if at := within(t, ttl, "a renew after the restart", renewed); at.After(back) {
-				break
+			start := time.Now()
+			srv.Kill()
+			srv.Start()
+			back := time.Now()
+			t.Logf("etcd killed and back in %v", back.Sub(start))
+			for { // a renew sent after the restart
+				if at := within(t, ttl, "a renew after the restart", renewed); at.After(back) {
+					break
+				}
 			}
-		}
-		if err := holder.Err(); err != nil {
-			t.Fatalf("the holder lost the lock across a short restart: %v", err)
-		}
-		select {
-		case a := <-standby:
-			t.Fatalf("the standby acquired while the holder holds the lock: %+v", a)
-		default:
-		}
-		if err := holder.Unlock(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		unlocked := time.Now()
-		got := within(t, 10*time.Second, "the standby to acquire after the release", standby)
-		if got.err != nil || got.lease.Token() <= holder.Token() {
-			t.Fatalf("standby: %v, token %v after %d", got.err, got.lease, holder.Token())
-		}
-		t.Logf("the standby acquired %v after the release", got.at.Sub(unlocked))
-	})
-	t.Run("long", func(t *testing.T) {
-		srv := startEtcd(t)
-		prefix := freshPrefix(t)
-		a := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix))
-		b := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix))
-		const ttl = 2 * time.Second
-		holder := lock(t, newMutex(t, a, "job", "holder", ttl))
-		heldOpt, held := eventOf(baton.EventHeld)
-		standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", ttl, heldOpt))
-		within(t, 5*time.Second, "the standby to find the lock held", held)
-
-		// etcd keeps (and extends) leases across a restart, so after an
-		// outage longer than the renew deadline only the holder's own
-		// step-down and its Store's clean-up free the lock.
-		srv.Kill()
-		killed := time.Now()
-		within(t, ttl, "the holder to step down", holder.Done())
-		ended := time.Now()
-		srv.Start()
-		restarted := time.Now()
-		got := within(t, 20*time.Second, "the standby to acquire", standby)
-		if got.err != nil {
-			t.Fatal(got.err)
-		}
-		t.Logf("killed at 0; holder stepped down at %v; etcd back at %v; standby acquired at %v",
-			ended.Sub(killed), restarted.Sub(killed), got.at.Sub(killed))
-		if err := holder.Err(); !errors.Is(err, baton.ErrStepDown) {
-			t.Errorf("the holder's lease ended with %v, want ErrStepDown", err)
-		}
-		if got.lease.Token() <= holder.Token() {
-			t.Errorf("token %d after %d", got.lease.Token(), holder.Token())
-		}
-	})
-	t.Run("graceful", func(t *testing.T) {
-		srv := startEtcd(t)
-		prefix := freshPrefix(t)
-		a := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix))
-		b := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix))
-		const ttl = 2 * time.Second
-		holder := lock(t, newMutex(t, a, "job", "holder", ttl))
-		heldOpt, held := eventOf(baton.EventHeld)
-		standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", ttl, heldOpt))
-		within(t, 5*time.Second, "the standby to find the lock held", held)
-
-		// A graceful stop keeps serving open streams (keepalives
-		// included) until they end or a timeout (about 7s) runs out, then
-		// the member restarts. Either outcome is allowed: the holder keeps
-		// the lock, or it steps down before the standby acquires.
-		var ended time.Time
-		endedc := make(chan struct{})
-		go func() {
-			<-holder.Done()
-			ended = time.Now()
-			close(endedc)
-		}()
-		start := time.Now()
-		srv.Restart()
-		t.Logf("graceful restart took %v", time.Since(start))
-		var got acquisition
-		select {
-		case got = <-standby:
-			<-endedc
-			t.Logf("the holder stepped down at %v; the standby acquired at %v", ended.Sub(start), got.at.Sub(start))
-			if !ended.Before(got.at) {
-				t.Errorf("the standby acquired before the holder stepped down")
-			}
-		case <-time.After(ttl): // the standby would have acquired by now had the holder lost it
 			if err := holder.Err(); err != nil {
+				t.Fatalf("the holder lost the lock across a short restart: %v", err)
+			}
+			select {
+			case a := <-standby:
+				t.Fatalf("the standby acquired while the holder holds the lock: %+v", a)
+			default:
+			}
+			if err := holder.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			unlocked := time.Now()
+			got := within(t, 10*time.Second, "the standby to acquire after the release", standby)
+			if got.err != nil || got.lease.Token() <= holder.Token() {
+				t.Fatalf("standby: %v, token %v after %d", got.err, got.lease, holder.Token())
+			}
+			t.Logf("the standby acquired %v after the release", got.at.Sub(unlocked))
+		})
+		t.Run("long", func(t *testing.T) {
+			srv := startEtcd(t)
+			prefix := freshPrefix(t)
+			a := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), mode)
+			b := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), mode)
+			const ttl = 2 * time.Second
+			holder := lock(t, newMutex(t, a, "job", "holder", ttl))
+			heldOpt, held := eventOf(baton.EventHeld)
+			standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", ttl, heldOpt))
+			within(t, 5*time.Second, "the standby to find the lock held", held)
+
+			// etcd keeps (and extends) leases across a restart, so after an
+			// outage longer than the renew deadline only the holder's own
+			// step-down and its Store's clean-up free the lock.
+			srv.Kill()
+			killed := time.Now()
+			within(t, ttl, "the holder to step down", holder.Done())
+			ended := time.Now()
+			srv.Start()
+			restarted := time.Now()
+			got := within(t, 20*time.Second, "the standby to acquire", standby)
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			t.Logf("killed at 0; holder stepped down at %v; etcd back at %v; standby acquired at %v",
+				ended.Sub(killed), restarted.Sub(killed), got.at.Sub(killed))
+			if err := holder.Err(); !errors.Is(err, baton.ErrStepDown) {
+				t.Errorf("the holder's lease ended with %v, want ErrStepDown", err)
+			}
+			if got.lease.Token() <= holder.Token() {
+				t.Errorf("token %d after %d", got.lease.Token(), holder.Token())
+			}
+		})
+		t.Run("graceful", func(t *testing.T) {
+			srv := startEtcd(t)
+			prefix := freshPrefix(t)
+			a := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), mode)
+			b := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), mode)
+			const ttl = 2 * time.Second
+			holder := lock(t, newMutex(t, a, "job", "holder", ttl))
+			heldOpt, held := eventOf(baton.EventHeld)
+			standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", ttl, heldOpt))
+			within(t, 5*time.Second, "the standby to find the lock held", held)
+
+			// A graceful stop keeps serving open streams (keepalives
+			// included) until they end or a timeout (about 7s) runs out, then
+			// the member restarts. Either outcome is allowed: the holder keeps
+			// the lock, or it steps down before the standby acquires.
+			var ended time.Time
+			endedc := make(chan struct{})
+			go func() {
+				<-holder.Done()
+				ended = time.Now()
+				close(endedc)
+			}()
+			start := time.Now()
+			srv.Restart()
+			t.Logf("graceful restart took %v", time.Since(start))
+			var got acquisition
+			select {
+			case got = <-standby:
 				<-endedc
-				got = within(t, 10*time.Second, "the standby to acquire", standby)
 				t.Logf("the holder stepped down at %v; the standby acquired at %v", ended.Sub(start), got.at.Sub(start))
 				if !ended.Before(got.at) {
 					t.Errorf("the standby acquired before the holder stepped down")
 				}
-				break
+			case <-time.After(ttl): // the standby would have acquired by now had the holder lost it
+				if err := holder.Err(); err != nil {
+					<-endedc
+					got = within(t, 10*time.Second, "the standby to acquire", standby)
+					t.Logf("the holder stepped down at %v; the standby acquired at %v", ended.Sub(start), got.at.Sub(start))
+					if !ended.Before(got.at) {
+						t.Errorf("the standby acquired before the holder stepped down")
+					}
+					break
+				}
+				t.Logf("the holder kept the lock across the graceful restart")
+				if err := holder.Unlock(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				got = within(t, 10*time.Second, "the standby to acquire", standby)
 			}
-			t.Logf("the holder kept the lock across the graceful restart")
-			if err := holder.Unlock(t.Context()); err != nil {
-				t.Fatal(err)
+			if got.err != nil || got.lease.Token() <= holder.Token() {
+				t.Fatalf("standby: %v, token %v after %d", got.err, got.lease, holder.Token())
 			}
-			got = within(t, 10*time.Second, "the standby to acquire", standby)
-		}
-		if got.err != nil || got.lease.Token() <= holder.Token() {
-			t.Fatalf("standby: %v, token %v after %d", got.err, got.lease, holder.Token())
-		}
+		})
 	})
 }
 

@@ -53,6 +53,13 @@ func newStore(t testing.TB, c *clientv3.Client, opts ...etcdstore.Option) *etcds
 	return s
 }
 
+// inBothModes runs f as two subtests, with the option that selects fair
+// mode (the default) and plain mode.
+func inBothModes(t *testing.T, f func(t *testing.T, mode etcdstore.Option)) {
+	t.Run("fair", func(t *testing.T) { f(t, etcdstore.WithFair(true)) })
+	t.Run("plain", func(t *testing.T) { f(t, etcdstore.WithFair(false)) })
+}
+
 var prefixes atomic.Int64
 
 // freshPrefix returns a key prefix no other test uses.

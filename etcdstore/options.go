@@ -21,7 +21,7 @@ type options struct {
 }
 
 func newOptions(opts []Option) options {
-	o := options{prefix: DefaultPrefix}
+	o := options{prefix: DefaultPrefix, fair: true}
 	for _, f := range opts {
 		if f != nil {
 			f(&o)
@@ -51,14 +51,19 @@ func (o options) validate() error {
 // Store's prefix plus a lock name, or List would mix their records.
 func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
 
-// WithFair turns on fair mode: a contender that finds the lock held while
-// it waits in baton.Mutex.Lock (or an Elector campaign) takes a place in a
+// WithFair chooses between fair mode (true, the default) and plain mode
+// (false). In fair mode a contender that finds the lock held while it
+// waits in baton.Mutex.Lock (or an Elector campaign) takes a place in a
 // queue ordered by etcd's create revision, and the lock passes to waiters
 // strictly in arrival order, each woken only by the departure of the one
-// ahead of it. See the package documentation, "Fair mode", for how this
-// maps onto baton's Backend seam and what it costs. All clients of a lock
-// should use the same mode: exclusion and fencing hold across modes, but a
-// client without fair mode does not queue and can overtake the queue.
+// ahead of it, as with etcd's concurrency.Mutex. In plain mode waiters do
+// not queue: every waiter watches the claim and races for it when it is
+// released, which saves a check on each uncontended acquire but lets an
+// unlucky waiter wait many handovers. See the package documentation,
+// "Fair mode", for how this maps onto baton's Backend seam and what it
+// costs. All clients of a lock should use the same mode: exclusion and
+// fencing hold across modes, but a client in plain mode does not queue
+// and can overtake the queue.
 func WithFair(fair bool) Option { return func(o *options) { o.fair = fair } }
 
 // WithLogger sets the logger for the Store's background work (keepalive

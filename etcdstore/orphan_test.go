@@ -15,30 +15,32 @@ import (
 // deletes it as a release would, and a waiter on another Store acquires,
 // with a larger token, within a few verification periods.
 func TestOrphanIsCleared(t *testing.T) {
-	srv := startEtcd(t)
-	prefix := etcdstore.WithPrefix(freshPrefix(t))
-	a := newStore(t, connect(t, srv.Endpoint()), prefix)
-	b := newStore(t, connect(t, srv.Endpoint()), prefix)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	const ttl = 2 * time.Second
-	orphan, unpin, err := etcdstore.PlantOrphan(ctx, a, "job", "poller", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unpin()
-	m, err := baton.NewMutex(b, "job", baton.WithTTL(ttl), baton.WithIdentity("waiter"), baton.WithLogger(quietLog))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock behind an orphan claim: %v", err)
-	}
-	defer l.Unlock(context.Background())
-	if l.Token() <= uint64(orphan) {
-		t.Fatalf("token %d, want above the orphan's %d", l.Token(), orphan)
-	}
+	inBothModes(t, func(t *testing.T, mode etcdstore.Option) {
+		srv := startEtcd(t)
+		prefix := etcdstore.WithPrefix(freshPrefix(t))
+		a := newStore(t, connect(t, srv.Endpoint()), prefix, mode)
+		b := newStore(t, connect(t, srv.Endpoint()), prefix, mode)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		const ttl = 2 * time.Second
+		orphan, unpin, err := etcdstore.PlantOrphan(ctx, a, "job", "poller", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unpin()
+		m, err := baton.NewMutex(b, "job", baton.WithTTL(ttl), baton.WithIdentity("waiter"), baton.WithLogger(quietLog))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := m.Lock(ctx)
+		if err != nil {
+			t.Fatalf("Lock behind an orphan claim: %v", err)
+		}
+		defer l.Unlock(context.Background())
+		if l.Token() <= uint64(orphan) {
+			t.Fatalf("token %d, want above the orphan's %d", l.Token(), orphan)
+		}
+	})
 }
 
 // TestOrphanPlaceIsCleared: in fair mode, a transaction of Store a put a

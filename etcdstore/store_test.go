@@ -218,14 +218,15 @@ func TestAbandonedClaimExpires(t *testing.T) {
 	}
 }
 
-// TestForceRelease: the holder of a force-released lock loses it within
-// the verification period, with ErrLost but not ErrStepDown; the next
-// holder gets a larger token.
+// TestForceRelease: in plain mode (TestForceReleaseFair: fair mode), the
+// holder of a force-released lock loses it within the verification
+// period, with ErrLost but not ErrStepDown; the next holder gets a larger
+// token.
 func TestForceRelease(t *testing.T) {
 	srv := startEtcd(t)
 	prefix := freshPrefix(t)
-	a := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix))
-	admin := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix))
+	a := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), etcdstore.WithFair(false))
+	admin := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), etcdstore.WithFair(false))
 	const ttl = 3 * time.Second
 	l := lock(t, newMutex(t, a, "job", "holder", ttl))
 	if err := admin.ForceRelease(t.Context(), "job"); err != nil {

@@ -85,7 +85,7 @@
 //	lease      Kubernetes Lease objects (coordination.k8s.io/v1)
 //	configmap  Kubernetes ConfigMaps, for clusters that allow only those
 //	crd        baton's DistributedLock resource (install deploy/crd first)
-//	etcd       etcd: --endpoints URL[,URL...] [--cacert --cert --key --user] [--fair]
+//	etcd       etcd: --endpoints URL[,URL...] [--cacert --cert --key --user] [--fair=false]
 //	redis      one Redis server: --redis-url redis[s]://[user:pass@]host:port[/db]
 //	redlock    Redlock over an odd number (at least 3) of independent Redis
 //	           servers: --redis-url once per server

@@ -32,7 +32,7 @@ func (f *etcdFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.key, "key", "", "etcd backend: PEM client key, for mutual TLS (with --cert)")
 	fs.StringVar(&f.user, "user", "", "etcd backend: USER or USER:PASSWORD for etcd authentication")
 	fs.StringVar(&f.password, "password", "", "etcd backend: the password, if --user has none")
-	fs.BoolVar(&f.fair, "fair", false, "etcd backend: waiters acquire in the order they started waiting")
+	fs.BoolVar(&f.fair, "fair", true, "etcd backend: waiters acquire in the order they started waiting (--fair=false: plain mode; every client of a lock must use the same mode)")
 }
 
 func (f *etcdFlags) config() etcdstore.Config {
