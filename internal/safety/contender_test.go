@@ -48,7 +48,7 @@ const (
 	envIdle     = "BATON_SAFETY_IDLE"      // pause after a tenure before locking again
 	envPoll     = "BATON_SAFETY_POLL"      // "1": lock by polling TryLock instead of Lock
 	envSem      = "BATON_SAFETY_SEMAPHORE" // "1": lock through a baton.Semaphore of limit 1
-	envFair     = "BATON_SAFETY_FAIR"      // "1": etcd in fair mode (etcdstore.WithFair)
+	envFair     = "BATON_SAFETY_FAIR"      // "1": etcd in fair mode (the default); else plain mode, etcdstore.WithFair(false)
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it

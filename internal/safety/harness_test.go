@@ -255,10 +255,8 @@ func (h *harness) spawn() *contender {
 	// live claim again and again, where a store that judges a claim free
 	// too early gives it away. (With K=3 and a fresh contender for each
 	// killed one, a poller is almost always among the standbys.) Not in
-	// fair mode: there TryLock never overtakes the queue, so a poller
-	// never acquires, and the two contenders left to wait would each
-	// queue after the other acquired: no release would know a waiter
-	// behind it, and the lock would never be handed over.
+	// fair mode: there TryLock never overtakes the queue of waiters, so a
+	// poller never acquires while one waits.
 	if c.poll = n%2 == 0 && !h.sc.fair; c.poll {
 		c.cmd.Env = append(c.cmd.Env, envPoll+"=1")
 	}

@@ -27,6 +27,9 @@ func runScenario(t *testing.T, be *backendEnv, sc scenario) {
 	}
 	name := strings.NewReplacer(" + ", "_and_", " ", "_").Replace(sc.fault)
 	sc.lock = "safety-" + strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+	if sc.fair { // apart from the plain row's, which may have left a claim to expire
+		sc.lock += "-fair"
+	}
 	t.Run(name, func(t *testing.T) {
 		newHarness(t, be, sc).run()
 	})
@@ -35,18 +38,28 @@ func runScenario(t *testing.T, be *backendEnv, sc scenario) {
 // common runs the scenarios every backend supports, and the long mode's
 // extras; partition-like faults need a network store.
 func common(t *testing.T, be *backendEnv, network bool) {
-	runScenario(t, be, scenario{fault: faultStop})
-	runScenario(t, be, scenario{fault: faultKill})
-	if network {
-		runScenario(t, be, scenario{fault: faultPartition})
+	commonAs(t, be, scenario{}, network)
+}
+
+// commonAs is common with every row in the set-up base describes (its
+// variant and, on etcd, its mode).
+func commonAs(t *testing.T, be *backendEnv, base scenario, network bool) {
+	run := func(sc scenario) {
+		sc.variant, sc.fair = base.variant, base.fair
+		runScenario(t, be, sc)
 	}
-	runScenario(t, be, scenario{fault: faultDrift, rates: driftRates})
-	runScenario(t, be, scenario{fault: faultJump})
-	runScenario(t, be, scenario{fault: faultDelete})
+	run(scenario{fault: faultStop})
+	run(scenario{fault: faultKill})
+	if network {
+		run(scenario{fault: faultPartition})
+	}
+	run(scenario{fault: faultDrift, rates: driftRates})
+	run(scenario{fault: faultJump})
+	run(scenario{fault: faultDelete})
 	if long() {
-		runScenario(t, be, scenario{fault: faultStopAny})
+		run(scenario{fault: faultStopAny})
 		if network {
-			runScenario(t, be, scenario{fault: faultLatency})
+			run(scenario{fault: faultLatency})
 		}
 	}
 }
@@ -71,7 +84,15 @@ func TestSafety(t *testing.T) {
 	})
 	t.Run("etcd", func(t *testing.T) {
 		be := etcdEnv(t)
-		common(t, be, true)
+		common(t, be, true) // plain mode (etcdstore.WithFair(false))
+		// Fair mode, the default: a queue of waiters, the lock handed to
+		// the oldest at each release.
+		t.Run("fair_mode", func(t *testing.T) {
+			fair := scenario{variant: "fair mode", fair: true}
+			commonAs(t, be, fair, true)
+			fair.fault = faultRestart
+			runScenario(t, be, fair)
+		})
 		runScenario(t, be, scenario{fault: faultRestart})
 		runScenario(t, be, scenario{fault: faultRevoke, rounds: revokeRounds(), storeOverlap: etcdRevoked})
 		runScenario(t, be, scenario{fault: faultRevokeFair, rounds: revokeRounds(), fair: true, storeOverlap: etcdRevoked})

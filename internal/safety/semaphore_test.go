@@ -24,7 +24,14 @@ func TestSafetySemaphore(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			env := be.open(t)
 			for _, fault := range []string{faultStop, faultKill} {
-				runSemaphore(t, env, fault)
+				runSemaphore(t, env, fault, false)
+			}
+			if be.name == "etcd" { // plain mode above, the default below
+				t.Run("fair_mode", func(t *testing.T) {
+					for _, fault := range []string{faultStop, faultKill} {
+						runSemaphore(t, env, fault, true)
+					}
+				})
 			}
 		})
 	}
@@ -32,10 +39,13 @@ func TestSafetySemaphore(t *testing.T) {
 
 // runSemaphore is runScenario with contenders that lock through a
 // Semaphore, on a lock name of their own.
-func runSemaphore(t *testing.T, be *backendEnv, fault string) {
+func runSemaphore(t *testing.T, be *backendEnv, fault string, fair bool) {
 	t.Helper()
-	sc := scenario{fault: fault, rounds: rounds(), semaphore: true}
+	sc := scenario{fault: fault, rounds: rounds(), semaphore: true, fair: fair}
 	sc.lock = "safety-semaphore-" + map[string]string{faultStop: "sigstop", faultKill: "kill"}[fault]
+	if fair {
+		sc.variant, sc.lock = "Semaphore, fair mode", sc.lock+"-fair"
+	}
 	t.Run(fault, func(t *testing.T) {
 		newHarness(t, be, sc).run()
 	})
