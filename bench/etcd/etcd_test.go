@@ -182,6 +182,14 @@ var libraries = []library{
 	},
 }
 
+// fifoFloor is the handover table's floor: a FIFO that hands the lock over
+// in its release, as fair mode does, with no library (fifo_test.go).
+var fifoFloor = library{
+	name:   "raw FIFO handoff (no library)",
+	config: "a place written when the lock is found held, the claim watched; the release reads the oldest place (serializable) and puts the claim with its value on its lease in one transaction: fair mode's handover without baton's engine, Store, guard, /last record, release marker or any failure handling (handover table only)",
+	open:   openFIFO,
+}
+
 // Floors for the uncontended table: what the cycle costs without an engine.
 var floors = []library{
 	{
@@ -655,7 +663,7 @@ func TestEtcdReport(t *testing.T) {
 	fmt.Fprintf(&b, "\nHandover: the holder's unlock call (Resign for Election) to the waiter holding the lock (%d handovers, unlock 10-60ms after the waiter started; then %d with unlock 300-400ms after it started, a waiter that has waited long):\n\n", handovers, longHandovers)
 	fmt.Fprintf(&b, "| library | p50 | p99 | max | waited long: p50 | p99 | max | × the Put-to-watcher floor (p50, waited long) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	long := map[string]time.Duration{}
-	for _, lib := range libraries {
+	for _, lib := range append(slices.Clone(libraries), fifoFloor) {
 		h := handover(t, lib, eps, handovers, 10*time.Millisecond, 50*time.Millisecond)
 		hl := handover(t, lib, eps, longHandovers, 300*time.Millisecond, 100*time.Millisecond)
 		long[lib.name] = hl[len(hl)/2]
@@ -671,7 +679,7 @@ func TestEtcdReport(t *testing.T) {
 	}
 
 	fmt.Fprintf(&b, "\nConfigurations:\n\n")
-	for _, lib := range all {
+	for _, lib := range append(all, fifoFloor) {
 		fmt.Fprintf(&b, "- %s: %s\n", lib.name, lib.config)
 	}
 
@@ -687,9 +695,9 @@ func TestEtcdReport(t *testing.T) {
 		sharedTotal, metStr(fair.P99 <= mu.P99), round(fair.P99), round(mu.P99), round(plain.P99))
 	fmt.Fprintf(&b, "- fair contended p99 wait within 8x the Put-to-watcher floor: **%s** (%v, %.1fx the floor's p50 %v)\n",
 		metStr(fair.P99 <= 8*floorP50), round(fair.P99), float64(fair.P99)/float64(floorP50), round(floorP50))
-	fl, pl, ml := long["baton etcdstore"], long["baton etcdstore, plain"], long["etcd concurrency.Mutex"]
-	fmt.Fprintf(&b, "- a waiter that has waited long handed the lock no slower than by concurrency.Mutex (p50): default (fair) mode **%s** (%v against %v); plain mode %v (no queue, so its waiter writes after the release)\n",
-		metStr(fl <= ml), round(fl), round(ml), round(pl))
+	fl, pl, ml, ffl := long["baton etcdstore"], long["baton etcdstore, plain"], long["etcd concurrency.Mutex"], long[fifoFloor.name]
+	fmt.Fprintf(&b, "- a waiter that has waited long handed the lock no slower than by concurrency.Mutex (p50): default (fair) mode **%s** (%v against %v; the raw FIFO handoff floor %v, %.2fx Mutex's, and baton %.2fx the floor); plain mode %v (no queue, so its waiter writes after the release)\n",
+		metStr(fl <= ml), round(fl), round(ml), round(ffl), float64(ffl)/float64(ml), float64(fl)/float64(ffl), round(pl))
 	fmt.Fprintf(&b, "- contended (default mode, %d in all) at least 10x concurrency.Mutex's throughput: **%s** (%.1fx)\n",
 		sharedTotal, metStr(fair.PerSecond >= 10*mu.PerSecond), fair.PerSecond/mu.PerSecond)
 	fmt.Fprintf(&b, "- fair order: %s\n", rotation(fair.Order))
