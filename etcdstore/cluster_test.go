@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/testenv"
 )
@@ -146,4 +147,58 @@ func TestClusterLeaderKilledDuringRelease(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestClusterLeaderKilledAtExpiry: a claim expires (its holder stopped
+// renewing) just as the raft leader is killed, on a Store that reaches
+// etcd through one follower. The Store's delete of the expired key is
+// forwarded to the dead leader and lost, and etcd answers it only at its
+// own request timeout (7s with the default election timeout); the lease,
+// which the expired claim keeps busy, would never end the key. The Store
+// sends the delete again after its attempt's own timeout, so the standby
+// acquires soon after the election and the claim's expiry, not after
+// etcd's timeout (which the safety suite's leader_killed row once saw:
+// a new holder 10.8s after the kill).
+func TestClusterLeaderKilledAtExpiry(t *testing.T) {
+	const ttl = 3 * time.Second
+	c, lead := startCluster(t)
+	prefix := freshPrefix(t)
+	a := newStore(t, connect(t, c.Members[(lead+1)%3].Endpoint()), etcdstore.WithPrefix(prefix))
+	b := newStore(t, connect(t, c.Members[(lead+2)%3].Endpoint()), etcdstore.WithPrefix(prefix))
+	sent := time.Now()
+	if _, err := a.TryAcquire(t.Context(), "job", backend.Request{Holder: "holder", Nonce: baton.NewNonce(), TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	expiry := sent.Add(ttl) // the claim's deadline is at or after it
+	heldOpt, held := eventOf(baton.EventHeld)
+	standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", clusterTTL, heldOpt))
+	within(t, 10*time.Second, "the standby to find the lock held", held)
+
+	// The follower notices the leader's death only after its election
+	// timeout (1s or more): a delete sent at the expiry goes to the dead
+	// leader.
+	time.Sleep(time.Until(expiry.Add(-300 * time.Millisecond)))
+	killed := time.Now()
+	c.Members[lead].Kill()
+	next := c.WaitLeader(15*time.Second, lead)
+	elected := time.Now()
+	got := within(t, clusterTTL, "the standby to acquire", standby)
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	t.Logf("leader %d killed at 0; claim expired at %v; member %d elected at %v; standby acquired at %v",
+		lead, expiry.Sub(killed), next, elected.Sub(killed), got.at.Sub(killed))
+	// The delete's first attempt ends after firstReleaseAttempt (2s); the
+	// next one is answered once a leader is elected. Waiting for etcd's
+	// own answer to the first would take 7s from the expiry.
+	if late := got.at.Sub(later(expiry, elected)); late >= 5*time.Second {
+		t.Errorf("the standby acquired %v after the claim expired and a leader was elected: the delete of the expired claim waited for etcd's request timeout", late)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -182,11 +182,13 @@
 // its own (2s, doubling up to 8s) and send the transaction again after a
 // transient failure (gRPC Unavailable: no leader, leader changed, request
 // timed out, connection lost), within the caller's context; a release also
-// stops at the claim's deadline (the reaper deletes the key then). Both
-// transactions are conditional, so sending one again is safe: a release
-// never frees a successor's claim, and an acquire whose earlier attempt
-// was applied finds the claim with its own holder, nonce and lease and
-// takes it. Measured on a three-member cluster (default raft timing): the
+// stops at the claim's deadline (the reaper deletes the key then). The
+// Store's own clean-ups, the delete of an expired claim's key and of an
+// abandoned queue place, time their attempts the same way and are sent
+// again until etcd answers. All these transactions are conditional, so
+// sending one again is safe: a release never frees a successor's claim,
+// and an acquire whose earlier attempt was applied finds the claim with
+// its own holder, nonce and lease and takes it. Measured on a three-member cluster (default raft timing): the
 // leader killed, a release sent through a member left without a leader
 // returns about 2s later (its first attempt's timeout, after the ~1.1s
 // election), and a waiter acquires 0-2s after that, not when the holder's

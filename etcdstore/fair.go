@@ -85,13 +85,15 @@ func (s *Store) entryChangedLocked(e *entry) {
 }
 
 // dropEntry deletes an abandoned entry's key if it is still that entry's.
-func (s *Store) dropEntry(ctx context.Context, e *entry) {
-	_, err := s.client.Txn(ctx).Then(s.dropOps(e)...).Commit()
+func (s *Store) dropEntry(ctx context.Context, e *entry, tries cleanupTries) {
+	actx, cancel := context.WithTimeout(ctx, tries.timeout())
+	_, err := s.client.Txn(actx).Then(s.dropOps(e)...).Commit()
+	cancel()
 	s.fq.mu.Lock()
 	defer s.fq.mu.Unlock()
 	e.deleting = false
 	if err != nil {
-		e.retryAt = time.Now().Add(maxBackoff)
+		e.retryAt, e.tries = time.Now().Add(tries.pause()), tries+1
 		if s.ctx.Err() == nil {
 			s.log.Warn("etcdstore: cannot remove an abandoned queue entry; retrying", "lock", e.name, "key", e.key, "err", err)
 		}

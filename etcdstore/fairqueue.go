@@ -79,9 +79,10 @@ type entry struct {
 	collecting   bool        // an attempt is collecting a claim handed to it (see collect)
 	doomed       bool        // abandoned: the session loop deletes the key
 	deleting     bool
-	retryAt      time.Time
-	owners       []owner // contexts of the attempts that use it
-	pinned       bool    // an attempt used it with a context that never ends
+	retryAt      time.Time    // no retry of that delete before
+	tries        cleanupTries // failed attempts of that delete
+	owners       []owner      // contexts of the attempts that use it
+	pinned       bool         // an attempt used it with a context that never ends
 	// ahead names the owner (holder and nonce) of the queue key just ahead
 	// of this place as last read, if that key takes handoffs: once the
 	// claim shows that owner, this place is next in line.

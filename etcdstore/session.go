@@ -20,7 +20,7 @@ const (
 	// taskTimeout bounds every background request (verify, reap, clean-up).
 	taskTimeout = 10 * time.Second
 	// maxBackoff bounds the wait before reopening a failed stream or
-	// retrying a failed clean-up.
+	// retrying a failed clean-up (see cleanupTries).
 	maxBackoff = 2 * time.Second
 	// verifyPause is the least time between a failed verification and
 	// one that a waiting Renew asks for.
@@ -32,6 +32,29 @@ const (
 	// (see trust.go).
 	maxEvery = time.Second
 )
+
+// cleanupTries counts the failed attempts of a clean-up that the session
+// loop sends until etcd answers: the delete of an expired claim (reap) or
+// of an abandoned queue entry (dropEntry). As with Release (releaseClaim),
+// each attempt has its own timeout, short at first: a request stuck on a
+// member whose raft leader died is answered only at etcd's own request
+// timeout (7s by default), so waiting for that answer would hold the lock
+// past its deadline for seconds after a new leader is elected. Both
+// deletes are conditional, so sending one again is safe.
+type cleanupTries int
+
+// timeout bounds the next attempt: firstReleaseAttempt, doubled after
+// each failure up to lastReleaseAttempt, so that a slow store still
+// answers one.
+func (n cleanupTries) timeout() time.Duration {
+	return min(firstReleaseAttempt<<min(n, 3), lastReleaseAttempt)
+}
+
+// pause is the wait before the next attempt once this one failed:
+// releaseBackoff, doubled after each failure up to maxBackoff.
+func (n cleanupTries) pause() time.Duration {
+	return min(releaseBackoff<<min(n, 6), maxBackoff)
+}
 
 // leaseTiming returns, for claims with TTL ttl, the TTL of their etcd lease
 // in whole seconds (ttl plus a headroom of max(ttl/10, 500ms), rounded up),
@@ -122,7 +145,8 @@ func (s *Store) sweepClaims(now time.Time, due func(time.Time)) {
 				due(c.reapAt)
 			} else {
 				c.reaping = true
-				s.pool.goTask(func(ctx context.Context) { s.reap(ctx, c) })
+				tries := c.reapTries
+				s.pool.goTask(func(ctx context.Context) { s.reap(ctx, c, tries) })
 			}
 		}
 	}
@@ -139,7 +163,8 @@ func (s *Store) sweepDoomed(now time.Time, due func(time.Time)) {
 				due(e.retryAt)
 			} else {
 				e.deleting = true
-				s.pool.goTask(func(ctx context.Context) { s.dropEntry(ctx, e) })
+				tries := e.tries
+				s.pool.goTask(func(ctx context.Context) { s.dropEntry(ctx, e, tries) })
 			}
 		}
 	}
@@ -147,14 +172,17 @@ func (s *Store) sweepDoomed(now time.Time, due func(time.Time)) {
 
 // reap deletes the key of an expired claim if it is still that claim's
 // (one conditional delete), so that the claim ends at its deadline even
-// when other claims keep the shared lease alive.
-func (s *Store) reap(ctx context.Context, c *claim) {
-	_, _, err := s.deleteClaim(ctx, c, nil)
+// when other claims keep the shared lease alive. tries is the number of
+// its earlier attempts that failed.
+func (s *Store) reap(ctx context.Context, c *claim, tries cleanupTries) {
+	actx, cancel := context.WithTimeout(ctx, tries.timeout())
+	_, _, err := s.deleteClaim(actx, c, nil)
+	cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.reaping = false
 	if err != nil {
-		c.reapAt = time.Now().Add(maxBackoff)
+		c.reapAt, c.reapTries = time.Now().Add(tries.pause()), tries+1
 		if s.ctx.Err() == nil {
 			s.log.Warn("etcdstore: cannot delete an expired claim; retrying", "lock", c.name, "token", c.token, "err", err)
 		}

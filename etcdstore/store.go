@@ -137,13 +137,14 @@ type claim struct {
 	// Renew answers only within unverifiedFor(ttl) of it, so a holder
 	// whose key was deleted stops renewing within that bound (see
 	// ghostGrace).
-	verified time.Time
-	acquired time.Time // wall clock, for Record.AcquireTime
-	renewed  time.Time // wall clock of the last acquire or renew, for Record.RenewTime
-	lost     error     // why the claim ended, once it did
-	reap     bool      // its key must be deleted (expired, or its release failed)
-	reaping  bool      // that delete is in flight
-	reapAt   time.Time // no retry of the delete before
+	verified  time.Time
+	acquired  time.Time    // wall clock, for Record.AcquireTime
+	renewed   time.Time    // wall clock of the last acquire or renew, for Record.RenewTime
+	lost      error        // why the claim ended, once it did
+	reap      bool         // its key must be deleted (expired, or its release failed)
+	reaping   bool         // that delete is in flight
+	reapAt    time.Time    // no retry of the delete before
+	reapTries cleanupTries // failed attempts of that delete
 }
 
 // New returns a Store on client. It validates the options and starts the
