@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -22,30 +24,62 @@ import (
 // transaction; the waiter holds the lock when its watch shows the claim
 // with its value. It is a floor for the handover table only: it ignores
 // every failure a real lock must survive.
+//
+// With keys set it writes, in the same transactions, the keys baton's fair
+// Store writes for its guarantees (the claim's guard on the same lease,
+// the /last record, the release marker, the touch of the waiter's place)
+// under the same conditions, nested as baton nests them: what etcd's side
+// of baton's handover costs, without its logic.
 type fifoContender struct {
 	c     *clientv3.Client
 	lease clientv3.LeaseID
 	claim string
 	queue string
 	id    string
+	keys  bool
 	n     atomic.Int64
 }
 
 func openFIFO(t testing.TB, endpoints []string, key, id string) contender {
+	return newFIFO(t, endpoints, key, id, false)
+}
+
+func openFIFOKeys(t testing.TB, endpoints []string, key, id string) contender {
+	return newFIFO(t, endpoints, key, id, true)
+}
+
+func newFIFO(t testing.TB, endpoints []string, key, id string, keys bool) *fifoContender {
 	c := openClient(t, endpoints)
 	l, err := c.Grant(t.Context(), int64(lockTTL/time.Second)*6)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fifoContender{c: c, lease: l.ID, claim: "/bench/fifo/" + key, queue: "/bench/fifo/" + key + "/queue/", id: id}
+	return &fifoContender{c: c, lease: l.ID, claim: "/bench/fifo/" + key, queue: "/bench/fifo/" + key + "/queue/", id: id, keys: keys}
+}
+
+func (f *fifoContender) guard() string  { return f.claim + "/guard" }
+func (f *fifoContender) last() string   { return f.claim + "/last" }
+func (f *fifoContender) marker() string { return f.claim + "/released" }
+
+// take is the ops that put the claim with val on lease: with keys, the
+// guard and the /last record too.
+func (f *fifoContender) take(val string, lease clientv3.LeaseID) []clientv3.Op {
+	ops := []clientv3.Op{clientv3.OpPut(f.claim, val, clientv3.WithLease(lease))}
+	if f.keys {
+		ops = append(ops, clientv3.OpPut(f.guard(), val, clientv3.WithLease(lease)), clientv3.OpPut(f.last(), val))
+	}
+	return ops
 }
 
 func (f *fifoContender) lock(ctx context.Context) (func(context.Context) error, error) {
 	val := fmt.Sprintf("%s-%d", f.id, f.n.Add(1))
 	place := f.queue + val
-	resp, err := f.c.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(f.claim), "=", 0), clientv3.Compare(clientv3.CreateRevision(f.queue), "=", 0).WithPrefix()).
-		Then(clientv3.OpPut(f.claim, val, clientv3.WithLease(f.lease))).
+	cond := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(f.claim), "=", 0), clientv3.Compare(clientv3.CreateRevision(f.queue), "=", 0).WithPrefix()}
+	if f.keys {
+		cond = append(cond, clientv3.Compare(clientv3.CreateRevision(f.guard()), "=", 0))
+	}
+	resp, err := f.c.Txn(ctx).If(cond...).
+		Then(f.take(val, f.lease)...).
 		Else(clientv3.OpPut(place, val, clientv3.WithLease(f.lease))).
 		Commit()
 	if err != nil {
@@ -87,7 +121,7 @@ func (f *fifoContender) wait(ctx context.Context, val, place string, rev int64) 
 			}
 			got, err := f.c.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(f.claim), "=", 0)).
-				Then(clientv3.OpPut(f.claim, val, clientv3.WithLease(f.lease))).
+				Then(f.take(val, f.lease)...).
 				Commit()
 			if err != nil {
 				return nil, err
@@ -115,15 +149,21 @@ func (f *fifoContender) release(token int64, own string) func(context.Context) e
 		if err != nil {
 			return err
 		}
+		var next *mvccpb.KeyValue
+		for _, kv := range resp.Kvs {
+			if string(kv.Key) != own {
+				next = kv
+				break
+			}
+		}
+		if f.keys {
+			return f.releaseKeys(ctx, token, own, next)
+		}
 		cond := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(f.claim), "=", token)}
 		ops := []clientv3.Op{clientv3.OpDelete(f.claim)}
-		for _, kv := range resp.Kvs {
-			if string(kv.Key) == own {
-				continue
-			}
-			cond = append(cond, clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision))
-			ops = []clientv3.Op{clientv3.OpPut(f.claim, string(kv.Value), clientv3.WithLease(clientv3.LeaseID(kv.Lease)))}
-			break
+		if next != nil {
+			cond = append(cond, clientv3.Compare(clientv3.CreateRevision(string(next.Key)), "=", next.CreateRevision))
+			ops = []clientv3.Op{clientv3.OpPut(f.claim, string(next.Value), clientv3.WithLease(clientv3.LeaseID(next.Lease)))}
 		}
 		if own != "" {
 			ops = append(ops, clientv3.OpDelete(own))
@@ -131,6 +171,38 @@ func (f *fifoContender) release(token int64, own string) func(context.Context) e
 		_, err = f.c.Txn(ctx).If(cond...).Then(ops...).Commit()
 		return err
 	}
+}
+
+// releaseKeys is release with baton's keys, in the shape of etcdstore's
+// release transaction: on the claim still being token's, hand it to next
+// if its place is unchanged (claim and guard on next's lease, /last, the
+// place touched, the marker) or else delete claim and guard and put the
+// marker; the holder's own place goes either way.
+func (f *fifoContender) releaseKeys(ctx context.Context, token int64, own string, next *mvccpb.KeyValue) error {
+	marker := clientv3.OpPut(f.marker(), strconv.FormatInt(token, 10))
+	release := []clientv3.Op{clientv3.OpDelete(f.claim), clientv3.OpDelete(f.guard())}
+	els := []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(f.guard()), "=", token)},
+		[]clientv3.Op{clientv3.OpDelete(f.guard())}, nil)}
+	if own != "" {
+		release = append(release, clientv3.OpDelete(own), clientv3.OpGet(f.queue, clientv3.WithPrefix(), clientv3.WithCountOnly()))
+		els = append(els, clientv3.OpDelete(own))
+	}
+	release = append(release, marker)
+	els = append(els, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(f.claim), "=", 0)}, []clientv3.Op{marker}, nil))
+	then := release
+	if next != nil {
+		hand := append(f.take(string(next.Value), clientv3.LeaseID(next.Lease)),
+			clientv3.OpPut(string(next.Key), "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease()), marker)
+		if own != "" {
+			hand = append(hand, clientv3.OpDelete(own))
+		}
+		then = []clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(string(next.Key)), "=", next.CreateRevision),
+				clientv3.Compare(clientv3.ModRevision(string(next.Key)), "=", next.ModRevision)},
+			hand, release)}
+	}
+	_, err := f.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(f.claim), "=", token)).Then(then...).Else(els...).Commit()
+	return err
 }
 
 func (f *fifoContender) close() {
