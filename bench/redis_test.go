@@ -618,7 +618,7 @@ func TestRedisReport(t *testing.T) {
 	printContended(&b, t, addr, sharedTotal, 0, sharedMin)
 	fmt.Fprintf(&b, "\nHandover: holder's unlock call to the waiter holding the lock (%d handovers, unlock 10-60ms after the waiter started, taken in %d rounds with the libraries' turns rotating):\n\n", handovers, handoverRounds)
 	fmt.Fprintf(&b, "| library | p50 | p99 | max | p50 × floor |\n|---|---:|---:|---:|---:|\n")
-	hlibs := append(slices.Clone(libraries), notifyFloor, fairFloor)
+	hlibs := append(slices.Clone(libraries), notifyFloor, fairFloor, handoffCommandsFloor)
 	hs := rotatedHandovers(t, hlibs, addr)
 	hf := hs[notifyFloor.name]
 	for _, lib := range hlibs {
@@ -627,7 +627,7 @@ func TestRedisReport(t *testing.T) {
 			float64(h[len(h)/2])/float64(hf[len(hf)/2]))
 	}
 	fmt.Fprintf(&b, "\nConfigurations:\n\n")
-	for _, lib := range append(all, notifyFloor, fairFloor) {
+	for _, lib := range append(all, notifyFloor, fairFloor, handoffCommandsFloor) {
 		fmt.Fprintf(&b, "- %s: %s\n", lib.name, lib.config)
 	}
 
@@ -673,12 +673,14 @@ func TestRedisReport(t *testing.T) {
 			fair0.PerSecond/raw0.PerSecond, metStr(!slices.Contains(b0.Counts, 0)), b0.Counts,
 			metStr(b0.P99 <= 8*hb50), round(b0.P99), float64(b0.P99)/float64(max(hb50, 1)), round(hb50), round(fair0.P99))
 	}
-	hff := hs[fairFloor.name]
+	hff, hcf := hs[fairFloor.name], hs[handoffCommandsFloor.name]
 	fmt.Fprintf(&b, "- handover p50 at most 1.1x the notify floor: %s (%v, %.2fx the floor's %v; %.2fx the raw polling floor's %v; "+
-		"the raw FIFO handoff floor, one script and one notice as baton's: %v, %.2fx the notify floor's, and baton %.2fx of it)\n",
+		"the raw FIFO handoff floor, one script and one notice as baton's: %v, %.2fx the notify floor's, and baton %.2fx of it; "+
+		"that floor with baton's handoff commands: %v, %.2fx the notify floor's, and baton %.2fx of it)\n",
 		metStr(hb50 <= hf[len(hf)/2]*11/10), round(hb50), float64(hb50)/float64(hf[len(hf)/2]), round(hf[len(hf)/2]),
 		float64(hb50)/float64(hs[rw][len(hs[rw])/2]), round(hs[rw][len(hs[rw])/2]),
-		round(hff[len(hff)/2]), float64(hff[len(hff)/2])/float64(hf[len(hf)/2]), float64(hb50)/float64(hff[len(hff)/2]))
+		round(hff[len(hff)/2]), float64(hff[len(hff)/2])/float64(hf[len(hf)/2]), float64(hb50)/float64(hff[len(hff)/2]),
+		round(hcf[len(hcf)/2]), float64(hcf[len(hcf)/2])/float64(hf[len(hf)/2]), float64(hb50)/float64(hcf[len(hcf)/2]))
 	fmt.Print(b.String())
 	if out := os.Getenv("BENCH_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
