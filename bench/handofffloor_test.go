@@ -1,10 +1,6 @@
 package bench
 
-import (
-	"context"
-
-	"github.com/redis/go-redis/v9"
-)
+import "github.com/redis/go-redis/v9"
 
 // handoffCommandsFloor is the raw FIFO handoff floor (fairFloor) with the
 // commands baton's release script runs when it hands the lock over, and
@@ -17,13 +13,12 @@ var handoffCommandsFloor = library{
 		"unlock: one script of GET, LRANGE, HMGET of 5 fence fields, TIME, HGET of the place, LREM, HDEL, HSET of 5 fence fields, " +
 		"SET PX for the waiter, two PUBLISHes (the waiter's channel and the lock's handoff channel), or DEL, HSET and PUBLISH",
 	open: func(addr, key, id string) contender {
-		f := fairFloor.open(addr, key, id).(*fairContender)
-		return &handoffCommandsContender{fairContender: f}
+		return openFair(addr, key, id, commandsHandLock, commandsHandUnlock, key+":waiting", key+":places", key+":fence")
 	},
 }
 
-type handoffCommandsContender struct{ *fairContender }
-
+// The scripts' KEYS: lock, waiting list, places, fence; ARGV: id, TTL in
+// ms (see openFair).
 var (
 	commandsHandLock = redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 redis.call('RPUSH', KEYS[2], ARGV[1]) redis.call('HSET', KEYS[3], ARGV[1], '0 10000 owner') return 0`)
@@ -37,7 +32,7 @@ if h then
   redis.call('LREM', KEYS[2], 0, h)
   redis.call('HDEL', KEYS[3], h)
   redis.call('HSET', KEYS[4], 'token', t[1], 'transitions', '1', 'holder', h, 'expires', t[2], 'handed', t[1])
-  redis.call('SET', KEYS[1], h, 'PX', ARGV[1])
+  redis.call('SET', KEYS[1], h, 'PX', ARGV[2])
   redis.call('PUBLISH', KEYS[1] .. ':to:' .. h, 'handed 1 10000 owner')
   redis.call('PUBLISH', KEYS[1] .. ':handoffs', 'handed 1 10000 owner')
   return 1
@@ -47,19 +42,3 @@ redis.call('HSET', KEYS[4], 'holder', '', 'expires', '0')
 redis.call('PUBLISH', KEYS[1] .. ':n', 'released 1')
 return 1`)
 )
-
-func (f *handoffCommandsContender) lock(ctx context.Context) (func(context.Context) error, error) {
-	keys := []string{f.key, f.key + ":waiting", f.key + ":places", f.key + ":fence"}
-	n, err := commandsHandLock.Run(ctx, f.c, keys, f.id, lockTTL.Milliseconds()).Int()
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		if _, err := f.ps.ReceiveMessage(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return func(ctx context.Context) error {
-		return commandsHandUnlock.Run(ctx, f.c, keys, lockTTL.Milliseconds()).Err()
-	}, nil
-}

@@ -383,19 +383,29 @@ var fairFloor = library{
 	name:   "floor: raw FIFO handoff (script + PUBLISH to the next waiter)",
 	config: "lock: SET NX, or RPUSH to a waiting list and block in Receive on its own channel; unlock: LPOP the next waiter, SET the key for it and PUBLISH to it, or DEL",
 	open: func(addr, key, id string) contender {
-		c := newClient(addr)
-		ps := c.Subscribe(context.Background(), key+":to:"+id)
-		if _, err := ps.Receive(context.Background()); err != nil { // the confirmation
-			panic(err)
-		}
-		return &fairContender{c: c, ps: ps, key: key, id: id}
+		return openFair(addr, key, id, fairLock, fairUnlock, key+":waiting")
 	},
 }
 
+// openFair returns a contender that locks with lockScript (KEYS: key and
+// extra; ARGV: id, TTL in ms; 1 if it holds the lock, 0 if it waits for
+// the message on its own channel) and unlocks with unlockScript (the same
+// KEYS and ARGV).
+func openFair(addr, key, id string, lockScript, unlockScript *redis.Script, extra ...string) *fairContender {
+	c := newClient(addr)
+	ps := c.Subscribe(context.Background(), key+":to:"+id)
+	if _, err := ps.Receive(context.Background()); err != nil { // the confirmation
+		panic(err)
+	}
+	return &fairContender{c: c, ps: ps, id: id, keys: append([]string{key}, extra...), lockScript: lockScript, unlockScript: unlockScript}
+}
+
 type fairContender struct {
-	c       *redis.Client
-	ps      *redis.PubSub
-	key, id string
+	c                        *redis.Client
+	ps                       *redis.PubSub
+	id                       string
+	keys                     []string
+	lockScript, unlockScript *redis.Script
 }
 
 var (
@@ -408,8 +418,7 @@ return 1`)
 )
 
 func (f *fairContender) lock(ctx context.Context) (func(context.Context) error, error) {
-	keys := []string{f.key, f.key + ":waiting"}
-	n, err := fairLock.Run(ctx, f.c, keys, f.id, lockTTL.Milliseconds()).Int()
+	n, err := f.lockScript.Run(ctx, f.c, f.keys, f.id, lockTTL.Milliseconds()).Int()
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +428,7 @@ func (f *fairContender) lock(ctx context.Context) (func(context.Context) error, 
 		}
 	}
 	return func(ctx context.Context) error {
-		return fairUnlock.Run(ctx, f.c, keys, f.id, lockTTL.Milliseconds()).Err()
+		return f.unlockScript.Run(ctx, f.c, f.keys, f.id, lockTTL.Milliseconds()).Err()
 	}, nil
 }
 
