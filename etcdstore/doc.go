@@ -188,14 +188,17 @@
 // again until etcd answers. All these transactions are conditional, so
 // sending one again is safe: a release never frees a successor's claim,
 // and an acquire whose earlier attempt was applied finds the claim with
-// its own holder, nonce and lease and takes it. Measured on a three-member cluster (default raft timing): the
-// leader killed, a release sent through a member left without a leader
-// returns about 2s later (its first attempt's timeout, after the ~1.1s
-// election), and a waiter acquires 0-2s after that, not when the holder's
-// lease expires. A holder keeps its locks across the election if its TTL
-// leaves room for it: Renew needs an acknowledged keepalive that covers the
-// TTL, and the lease's headroom over the TTL (max(T/10, 500ms), rounded up
-// to whole seconds) is what an election may consume before renewals wait.
+// its own holder, nonce and lease and takes it. Measured on a
+// three-member cluster (default raft timing): the leader killed, a
+// release sent through a member left without a leader returns about 2s
+// later (its first attempt's timeout, after the ~1.1s election), and a
+// waiter acquires 0-2s after that, not when the holder's lease expires.
+// A claim that expires during the election is deleted about 2s after its
+// deadline in the same case (TestClusterLeaderKilledAtExpiry). A holder
+// keeps its locks across the election if its TTL leaves room for it:
+// Renew needs an acknowledged keepalive that covers the TTL, and the
+// lease's headroom over the TTL (max(T/10, 500ms), rounded up to whole
+// seconds) is what an election may consume before renewals wait.
 //
 // # Deleted claims
 //
