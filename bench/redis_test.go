@@ -482,27 +482,17 @@ func contended(t *testing.T, lib library, addr string, total, each int, minDur t
 	return contend.RunAtLeast(t, lib.name, contendedLimit, locks, total, each, minDur)
 }
 
-// handover measures, for a waiter blocked in lock, the time from the
-// moment the holder starts its unlock to the moment the waiter holds the
-// lock. The holder unlocks after a random 10-60ms, so that pollers are
-// caught at a random point of their poll interval.
-// rotatedHandovers runs handover for each of libs in handoverRounds rounds of
-// handovers/handoverRounds, the libraries' turns rotating, so that a slow
-// phase of the machine does not favour one: sorted, by name.
+// rotatedHandovers runs handover for each of libs in handoverRounds
+// rounds of handovers/handoverRounds (see contend.Rotated).
 func rotatedHandovers(t *testing.T, libs []library, addr string) map[string][]time.Duration {
-	out := map[string][]time.Duration{}
-	for r := range handoverRounds {
-		for i := range libs {
-			lib := libs[(i+r)%len(libs)]
-			out[lib.name] = append(out[lib.name], handover(t, lib, addr, handovers/handoverRounds)...)
-		}
-	}
-	for _, v := range out {
-		slices.Sort(v)
-	}
-	return out
+	return contend.Rotated(handoverRounds, libs, func(l library) string { return l.name },
+		func(l library) []time.Duration { return handover(t, l, addr, handovers/handoverRounds) })
 }
 
+// handover measures, for a waiter blocked in lock, the time from the
+// moment the holder starts its unlock to the moment the waiter holds the
+// lock, n times. The holder unlocks after a random 10-60ms, so that
+// pollers are caught at a random point of their poll interval.
 func handover(t *testing.T, lib library, addr string, n int) []time.Duration {
 	key := uniqueKey("h")
 	a := lib.open(addr, key, "holder")

@@ -576,20 +576,12 @@ func handover(t *testing.T, lib library, endpoints []string, rounds int, wait, s
 }
 
 // longWaits runs the handovers to a waiter that has waited long for each
-// of libs, in longRounds rounds with the libraries' turns rotating, so
-// that a slow phase of the machine does not favour one: sorted, by name.
+// of libs, in longRounds rounds (see contend.Rotated).
 func longWaits(t *testing.T, libs []library, endpoints []string) map[string][]time.Duration {
-	out := map[string][]time.Duration{}
-	for r := range longRounds {
-		for i := range libs {
-			lib := libs[(i+r)%len(libs)]
-			out[lib.name] = append(out[lib.name], handover(t, lib, endpoints, longHandovers/longRounds, 300*time.Millisecond, 100*time.Millisecond)...)
-		}
-	}
-	for _, v := range out {
-		slices.Sort(v)
-	}
-	return out
+	return contend.Rotated(longRounds, libs, func(l library) string { return l.name },
+		func(l library) []time.Duration {
+			return handover(t, l, endpoints, longHandovers/longRounds, 300*time.Millisecond, 100*time.Millisecond)
+		})
 }
 
 func median(v []float64) float64 {

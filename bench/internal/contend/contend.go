@@ -157,3 +157,20 @@ func RunAtLeast(t testing.TB, name string, limit time.Duration, locks []LockFunc
 	}
 	return r
 }
+
+// Rotated runs measure for each of libs in rounds rounds, the libraries'
+// turns rotating, so that a slow phase of the machine does not favour
+// one, and returns each library's samples, sorted, by name.
+func Rotated[L any](rounds int, libs []L, name func(L) string, measure func(L) []time.Duration) map[string][]time.Duration {
+	out := map[string][]time.Duration{}
+	for r := range rounds {
+		for i := range libs {
+			lib := libs[(i+r)%len(libs)]
+			out[name(lib)] = append(out[name(lib)], measure(lib)...)
+		}
+	}
+	for _, v := range out {
+		slices.Sort(v)
+	}
+	return out
+}
