@@ -279,7 +279,8 @@
 // each is woken only when the key just ahead of it in the queue is
 // deleted or the lock is handed to it: no thundering herd, one waiter
 // woken per handover. A handover costs one transaction (the release, which
-// hands the lock over; a holder that knows no waiter reads first); the
+// hands the lock over; a holder that knows no waiter reads first, unless
+// it watches the queue); the
 // waiter normally collects the lock from a watch event, without a
 // request, having read the waiter behind it while it was next in line.
 //
@@ -296,9 +297,14 @@
 //     busy it reads before it writes (a read costs etcd no disk sync).
 //   - Handoff: a holder that acquired with a place reads, in the same
 //     transaction or read, the oldest place behind its own (or read it ahead
-//     of time: see "Collecting from the watch"). A holder that knows no such
-//     place (it acquired a free lock without one, or nobody was behind it when
-//     it read) reads the oldest place behind its own, or any if it has none,
+//     of time: see "Collecting from the watch"). A holder that acquired a
+//     free lock and keeps it longer than its acquire's round trip watches
+//     the queue from its claim's revision on (the acquire found the queue
+//     empty, so every place put since reaches that watch, oldest first; a
+//     Store keeps at most 256 such watches open) and takes the oldest place
+//     the watch shows. A holder that knows no such place (nobody was behind
+//     it when it read, or its watch shows none, failed or was never opened)
+//     reads the oldest place behind its own, or any if it has none,
 //     when it releases: a serializable read, which costs etcd no round of
 //     consensus and no disk sync, against the write the waiter would send
 //     after a plain release (a holder that took a free lock and releases it
@@ -417,7 +423,9 @@
 //
 // What fair mode costs: an uncontended acquire also checks that nobody
 // queues, and a holder that kept the lock longer than its acquire's round
-// trip reads the oldest place before it releases (a serializable read),
+// trip watches the queue (an etcd watcher while it holds) and, if the
+// watch shows no place, reads the oldest place before it releases (a
+// serializable read),
 // so a tight uncontended loop runs a few percent slower than in plain mode
 // (docs/benchmarks.md); and TryLock never overtakes the queue, so where
 // some clients wait with Lock and others poll with TryLock, the pollers

@@ -99,3 +99,34 @@ func PlantOrphanPlace(ctx context.Context, s *Store, name, holder string, ttl ti
 	s.pool.abandonPlace(l, name, qk)
 	return func() { s.pool.unpin(l) }, nil
 }
+
+// WatchedPlaces reports, for tests, the holders of the places that s's
+// watch of the queue of name (see placeswatch.go) shows behind s's claim,
+// oldest first, and whether a Release would trust them (the watch is open
+// and has not failed). Tests wait for these instead of sleeping.
+func WatchedPlaces(s *Store, name string) (holders []string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.claims[name]
+	if c == nil || c.places == nil || c.places.cancel == nil || c.places.failed {
+		return nil, false
+	}
+	for _, kv := range c.places.places {
+		val, ok := handedValue(kv.Value)
+		v, err := decodeValue([]byte(val))
+		if !ok || err != nil {
+			holders = append(holders, "?")
+			continue
+		}
+		holders = append(holders, v.holder)
+	}
+	return holders, true
+}
+
+// PlacesWatches returns the number of watches of queues s has open (see
+// placeswatch.go), and their bound.
+func PlacesWatches(s *Store) (open, bound int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.placesWatches, maxPlacesWatches
+}

@@ -536,10 +536,11 @@ const successorReadTimeout = time.Second
 // readSuccessor returns the oldest place behind c's holder (behind its own
 // place, or any place if it did not queue), or nil if there is none or the
 // read fails: Release hands the lock to it. It is read when Release needs
-// it, because a holder learns of the waiters behind it only from a read: one
-// that acquired a free lock knows none, and one whose read (at its
-// acquisition, or when it became next in line) found nobody knows none that
-// queued later. The read is serializable: no round of consensus, so it costs
+// it, because a holder learns of the waiters behind it only from a read or
+// from its watch of the queue (see placeswatch.go): one that acquired a
+// free lock and whose watch shows none (or was never opened) knows none,
+// and one whose read (at its acquisition, or when it became next in line)
+// found nobody knows none that queued later. The read is serializable: no round of consensus, so it costs
 // etcd far less than the write that the waiter would otherwise send after a
 // plain release. Release skips it for a claim taken without a place (the
 // lock was free) and held for less than its acquire's round trip: a place

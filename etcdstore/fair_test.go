@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -534,4 +535,93 @@ func awaitPlace(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not within 5s", what)
 		}
 	}
+}
+
+// TestFairHandoffFromWatchedQueue: a holder that took a free lock and keeps
+// it learns of the waiters that queue behind it from a watch of the queue
+// (a place that leaves drops out of that view), and its release hands the
+// lock to the oldest of them without reading the queue first.
+func TestFairHandoffFromWatchedQueue(t *testing.T) {
+	srv := startEtcd(t)
+	opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)}
+	client, reqs := connectCounting(t, srv.Endpoint())
+	hs := newStore(t, client, opts...)
+	ctx := t.Context()
+	const ttl = 10 * time.Second
+	g, err := hs.TryAcquire(ctx, "job", backend.Request{Holder: "holder", Nonce: baton.NewNonce(), TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Two waiters queue, driven through the Backend (a Watch open,
+	// Waiting set); the first leaves again with its Store.
+	queue := func(id string) (*etcdstore.Store, backend.Request, <-chan struct{}) {
+		s := newStore(t, connect(t, srv.Endpoint()), opts...)
+		req := backend.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}
+		wake, err := s.Watch(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TryAcquire(ctx, "job", req); !errors.Is(err, backend.ErrHeld) {
+			t.Fatalf("%s: %v, want ErrHeld", id, err)
+		}
+		return s, req, wake
+	}
+	gone, _, _ := queue("gone")
+	ws, wreq, wake := queue("waiter")
+	awaitPlace(t, "the holder's watch shows both places", func() bool {
+		h, ok := etcdstore.WatchedPlaces(hs, "job")
+		return ok && slices.Equal(h, []string{"gone", "waiter"})
+	})
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	awaitPlace(t, "the holder's watch drops the place that left", func() bool {
+		h, ok := etcdstore.WatchedPlaces(hs, "job")
+		return ok && slices.Equal(h, []string{"waiter"})
+	})
+
+	reads := reqs.snapshot()["Range"]
+	if err := hs.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if n := reqs.snapshot()["Range"] - reads; n != 0 {
+		t.Errorf("the release sent %d reads; want none (the watch showed the waiter)", n)
+	}
+	if _, ok := etcdstore.WatchedPlaces(hs, "job"); ok {
+		t.Error("the holder's watch of the queue is still open after its release")
+	}
+	within(t, 5*time.Second, "the waiter's wake-up", wake)
+	wg, err := ws.TryAcquire(ctx, "job", wreq)
+	if err != nil {
+		t.Fatalf("the waiter collecting the handed lock: %v", err)
+	}
+	if wg.Token <= g.Token {
+		t.Errorf("the waiter's token %d after the holder's %d", wg.Token, g.Token)
+	}
+}
+
+// TestPlacesWatchesBounded: a Store holding more locks than it keeps
+// watches of queues for opens no more than its bound, and closes each
+// with its claim.
+func TestPlacesWatchesBounded(t *testing.T) {
+	srv := startEtcd(t)
+	s := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true))
+	ctx := t.Context()
+	_, bound := etcdstore.PlacesWatches(s)
+	grants := make([]backend.Grant, bound+1)
+	for i := range grants {
+		var err error
+		grants[i], err = s.TryAcquire(ctx, fmt.Sprintf("job-%d", i), backend.Request{Holder: "holder", Nonce: baton.NewNonce(), TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitPlace(t, "the bound of watches open", func() bool { n, _ := etcdstore.PlacesWatches(s); return n == bound })
+	for _, g := range grants {
+		if err := s.Release(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitPlace(t, "every watch closed with its claim", func() bool { n, _ := etcdstore.PlacesWatches(s); return n == 0 })
 }

@@ -73,7 +73,7 @@ type Store struct {
 	hub       *watchHub  // the watches behind Watch
 
 	// mu guards closed, claims (and every claim's fields but those that
-	// never change) and seen. See "Lock order" above.
+	// never change), seen and placesWatches. See "Lock order" above.
 	mu     sync.Mutex
 	closed bool
 	claims map[string]*claim // by lock name: claims made through this Store
@@ -82,6 +82,9 @@ type Store struct {
 	// acquire before it could have expired, even if its key vanishes (see
 	// ghost).
 	seen map[string]*seenClaim
+	// placesWatches: the claims' watches of queues open now (see
+	// placeswatch.go).
+	placesWatches int
 }
 
 // lockSpec takes the locks that a follower's spec needs (see specLocked):
@@ -122,9 +125,10 @@ type claim struct {
 	token         int64 // the claim key's mod revision: the transaction that gave it to its holder
 	ttl           time.Duration
 	lease         *lease
-	entry         string     // fair mode: the holder's queue key, deleted with the claim
-	entryRev      int64      // fair mode: the queue key's create revision
-	next          *successor // fair mode: the waiter Release hands the claim to, if still there
+	entry         string       // fair mode: the holder's queue key, deleted with the claim
+	entryRev      int64        // fair mode: the queue key's create revision
+	next          *successor   // fair mode: the waiter Release hands the claim to, if still there
+	places        *placesWatch // fair mode, without a place or a next: the queue, watched (see placeswatch.go)
 	// deadline is the send time of the last successful acquire or renew
 	// plus ttl, on this process's monotonic clock. The lease is known to
 	// live at least until then; after it the claim is expired: Renew and
@@ -241,6 +245,7 @@ func (s *Store) Close() error {
 		if c.lost == nil {
 			c.lost = ErrClosed
 		}
+		s.stopPlacesWatch(c)
 	}
 	// Every lock, in order: whatever an attempt sees next, it sees closed.
 	s.fq.mu.Lock()
@@ -565,7 +570,11 @@ func (s *Store) granted(name string, req backend.Request, l *lease, sent time.Ti
 	c.renewed = c.acquired
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	dead := s.pool.attachClaim(c, s.claims[name])
+	old := s.claims[name]
+	dead := s.pool.attachClaim(c, old)
+	if old != nil {
+		s.stopPlacesWatch(old)
+	}
 	s.claims[name] = c
 	var why error
 	switch {
@@ -581,6 +590,9 @@ func (s *Store) granted(name string, req backend.Request, l *lease, sent time.Ti
 		c.lost, c.reap = why, true
 		s.pool.wake()
 		return backend.Grant{}, fmt.Errorf("etcdstore: lock %q: acquired with token %d but %w", name, token, why)
+	}
+	if s.fair && place == nil && next == nil {
+		s.armPlacesWatch(c)
 	}
 	return backend.Grant{
 		Key: name, Holder: req.Holder, Nonce: req.Nonce, Token: uint64(token), TTL: req.TTL,
@@ -707,8 +719,16 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 		return err
 	}
 	next := c.next
-	if s.fair && next == nil && (c.entry != "" || time.Since(c.since) >= c.rtt) {
-		next = s.readSuccessor(ctx, c)
+	if s.fair && next == nil {
+		s.mu.Lock()
+		first, watched := c.watchedFirst()
+		s.mu.Unlock()
+		switch {
+		case watched:
+			next = successorOf(first) // nil if the oldest place takes no handoffs, as a read would say
+		case c.entry != "" || time.Since(c.since) >= c.rtt:
+			next = s.readSuccessor(ctx, c)
+		}
 	}
 	ours, waiters, err := s.releaseClaim(ctx, c, next)
 	if err != nil {
@@ -881,6 +901,7 @@ func (s *Store) deleteClaim(ctx context.Context, c *claim, next *successor) (our
 
 // forgetLocked drops c from the Store's books. s.mu must be held.
 func (s *Store) forgetLocked(c *claim) {
+	s.stopPlacesWatch(c)
 	if s.claims[c.name] == c {
 		delete(s.claims, c.name)
 	}
