@@ -187,7 +187,7 @@ var libraries = []library{
 // in its release, as fair mode does, with no library (fifo_test.go).
 var fifoFloor = library{
 	name:   "raw FIFO handoff (no library)",
-	config: "a place written when the lock is found held, the claim watched; the release reads the oldest place (serializable) and puts the claim with its value on its lease in one transaction: fair mode's handover without baton's engine, Store, guard, /last record, release marker or any failure handling (handover table only)",
+	config: "a place written when the lock is found held, the claim watched; the queue watched by a holder that took the free lock; the release takes the oldest place from that watch or else reads it (serializable), and puts the claim with its value on its lease in one transaction: fair mode's handover without baton's engine, Store, guard, /last record, release marker or any failure handling (handover table only)",
 	open:   openFIFO,
 }
 

@@ -1,10 +1,13 @@
 package etcdbench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,10 +21,12 @@ import (
 // library around it: no engine, no Store, no guard, /last record or
 // release marker, no clean-up of places whose answers were lost. A
 // contender that finds the lock held writes a place (a queue key on its
-// lease) in the same transaction and watches the claim; the release reads
-// the oldest place (a serializable read) and, if there is one, puts the
-// claim with that place's value on that place's lease in its one
-// transaction; the waiter holds the lock when its watch shows the claim
+// lease) in the same transaction and watches the claim; a contender that
+// takes the free lock watches the queue while it holds it, as baton's
+// Store does (see etcdstore's placeswatch.go); the release takes the
+// oldest place from that watch, or else reads it (a serializable read),
+// and, if there is one, puts the claim with that place's value on that
+// place's lease in its one transaction; the waiter holds the lock when its watch shows the claim
 // with its value. It is a floor for the handover table only: it ignores
 // every failure a real lock must survive.
 //
@@ -86,7 +91,7 @@ func (f *fifoContender) lock(ctx context.Context) (func(context.Context) error, 
 		return nil, err
 	}
 	if resp.Succeeded {
-		return f.release(resp.Header.Revision, ""), nil
+		return f.release(resp.Header.Revision, "", f.watchPlaces(resp.Header.Revision)), nil
 	}
 	return f.wait(ctx, val, place, resp.Header.Revision)
 }
@@ -100,7 +105,7 @@ func (f *fifoContender) wait(ctx context.Context, val, place string, rev int64) 
 	for wr := range f.c.Watch(wctx, f.claim, clientv3.WithRev(rev+1)) {
 		for _, ev := range wr.Events {
 			if ev.Type == clientv3.EventTypePut && string(ev.Kv.Value) == val {
-				return f.release(ev.Kv.ModRevision, place), nil
+				return f.release(ev.Kv.ModRevision, place, nil), nil
 			}
 			if ev.Type != clientv3.EventTypeDelete {
 				continue
@@ -127,7 +132,7 @@ func (f *fifoContender) wait(ctx context.Context, val, place string, rev int64) 
 				return nil, err
 			}
 			if got.Succeeded {
-				return f.release(got.Header.Revision, place), nil
+				return f.release(got.Header.Revision, place, nil), nil
 			}
 		}
 	}
@@ -137,23 +142,80 @@ func (f *fifoContender) wait(ctx context.Context, val, place string, rev int64) 
 	return nil, errors.New("fifo: the watch ended")
 }
 
-// release returns the unlock of a claim of mod revision token: it reads
-// the oldest place other than the holder's own (one serializable read of
-// the two oldest) and hands the claim to it if that place is unchanged,
-// or deletes the claim if there is none. The holder's place goes in the
-// same transaction.
-func (f *fifoContender) release(token int64, own string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		resp, err := f.c.Get(ctx, f.queue, clientv3.WithPrefix(), clientv3.WithSerializable(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(2))
-		if err != nil {
-			return err
+// placesWatch is the watch of the queue of a contender that took the free
+// lock: the places put since, oldest first.
+type placesWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	places []*mvccpb.KeyValue
+}
+
+// watchPlaces watches the queue from after rev, the free lock's acquisition.
+func (f *fifoContender) watchPlaces(rev int64) *placesWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &placesWatch{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for wr := range f.c.Watch(ctx, f.queue, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+			w.mu.Lock()
+			for _, ev := range wr.Events {
+				i := slices.IndexFunc(w.places, func(kv *mvccpb.KeyValue) bool { return bytes.Equal(kv.Key, ev.Kv.Key) })
+				switch {
+				case ev.Type == clientv3.EventTypeDelete && i >= 0:
+					w.places = slices.Delete(w.places, i, i+1)
+				case i >= 0:
+					w.places[i] = ev.Kv
+				case ev.IsCreate():
+					w.places = append(w.places, ev.Kv)
+				}
+			}
+			w.mu.Unlock()
 		}
+	}()
+	return w
+}
+
+// first returns the oldest place w shows, or nil.
+func (w *placesWatch) first() *mvccpb.KeyValue {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.places) == 0 {
+		return nil
+	}
+	return w.places[0]
+}
+
+// stop ends w.
+func (w *placesWatch) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// release returns the unlock of a claim of mod revision token: it takes
+// the oldest place from the holder's watch of the queue (w, if it took the
+// free lock), or else reads the oldest place other than the holder's own
+// (one serializable read of the two oldest), and hands the claim to it if
+// that place is unchanged, or deletes the claim if there is none. The
+// holder's place goes in the same transaction.
+func (f *fifoContender) release(token int64, own string, w *placesWatch) func(context.Context) error {
+	return func(ctx context.Context) error {
 		var next *mvccpb.KeyValue
-		for _, kv := range resp.Kvs {
-			if string(kv.Key) != own {
-				next = kv
-				break
+		if w != nil {
+			next = w.first()
+			defer w.stop()
+		}
+		if next == nil {
+			resp, err := f.c.Get(ctx, f.queue, clientv3.WithPrefix(), clientv3.WithSerializable(),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(2))
+			if err != nil {
+				return err
+			}
+			for _, kv := range resp.Kvs {
+				if string(kv.Key) != own {
+					next = kv
+					break
+				}
 			}
 		}
 		if f.keys {
@@ -168,7 +230,7 @@ func (f *fifoContender) release(token int64, own string) func(context.Context) e
 		if own != "" {
 			ops = append(ops, clientv3.OpDelete(own))
 		}
-		_, err = f.c.Txn(ctx).If(cond...).Then(ops...).Commit()
+		_, err := f.c.Txn(ctx).If(cond...).Then(ops...).Commit()
 		return err
 	}
 }
