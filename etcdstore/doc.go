@@ -298,11 +298,14 @@
 //   - Handoff: a holder that acquired with a place reads, in the same
 //     transaction or read, the oldest place behind its own (or read it ahead
 //     of time: see "Collecting from the watch"). A holder that acquired a
-//     free lock and keeps it longer than its acquire's round trip watches
-//     the queue from its claim's revision on (the acquire found the queue
-//     empty, so every place put since reaches that watch, oldest first; a
-//     Store keeps at most 256 such watches open) and takes the oldest place
-//     the watch shows. A holder that knows no such place (nobody was behind
+//     free lock with an attempt that would have waited (Lock, a campaign),
+//     or one that its Store has seen contended lately (the Store queued for
+//     it, or its last release of it handed it over or found waiters), and
+//     keeps it longer than its acquire's round trip watches the queue
+//     from its claim's revision on (the acquire found the queue empty, so
+//     every place put since reaches that watch, oldest first; a Store
+//     keeps at most 256 such watches open) and takes the oldest place the
+//     watch shows. A holder that knows no such place (nobody was behind
 //     it when it read, or its watch shows none, failed or was never opened)
 //     reads the oldest place behind its own, or any if it has none,
 //     when it releases: a serializable read, which costs etcd no round of
@@ -423,9 +426,10 @@
 //
 // What fair mode costs: an uncontended acquire also checks that nobody
 // queues, and a holder that kept the lock longer than its acquire's round
-// trip watches the queue (an etcd watcher while it holds) and, if the
-// watch shows no place, reads the oldest place before it releases (a
-// serializable read),
+// trip reads the oldest place before it releases (a serializable read;
+// a holder that took it with Lock, or on a lock the Store has seen
+// contended, watches the queue instead, an etcd watcher while it holds,
+// and reads only if the watch shows none),
 // so a tight uncontended loop runs a few percent slower than in plain mode
 // (docs/benchmarks.md); and TryLock never overtakes the queue, so where
 // some clients wait with Lock and others poll with TryLock, the pollers

@@ -130,3 +130,12 @@ func PlacesWatches(s *Store) (open, bound int) {
 	defer s.mu.Unlock()
 	return s.placesWatches, maxPlacesWatches
 }
+
+// MarkContended makes s take name for a lock it has seen contended (see
+// fairQueue.contended), as a queued place or a release that handed it over
+// would.
+func MarkContended(s *Store, name string) {
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
+	s.fq.contended[name] = true
+}

@@ -537,10 +537,12 @@ func awaitPlace(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestFairHandoffFromWatchedQueue: a holder that took a free lock and keeps
-// it learns of the waiters that queue behind it from a watch of the queue
-// (a place that leaves drops out of that view), and its release hands the
-// lock to the oldest of them without reading the queue first.
+// TestFairHandoffFromWatchedQueue: a holder that took a free lock with
+// TryLock reads the queue when it releases, until its Store has seen the
+// lock contended; from then on it learns of the waiters that queue behind
+// it from a watch of the queue (a place that leaves drops out of that
+// view), and its release hands the lock to the oldest of them without a
+// read. A waiting attempt watches from its first tenure.
 func TestFairHandoffFromWatchedQueue(t *testing.T) {
 	srv := startEtcd(t)
 	opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)}
@@ -548,14 +550,18 @@ func TestFairHandoffFromWatchedQueue(t *testing.T) {
 	hs := newStore(t, client, opts...)
 	ctx := t.Context()
 	const ttl = 10 * time.Second
-	g, err := hs.TryAcquire(ctx, "job", backend.Request{Holder: "holder", Nonce: baton.NewNonce(), TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
+	take := func() backend.Grant {
+		t.Helper()
+		g, err := hs.TryAcquire(ctx, "job", backend.Request{Holder: "holder", Nonce: baton.NewNonce(), TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
 	}
-
-	// Two waiters queue, driven through the Backend (a Watch open,
-	// Waiting set); the first leaves again with its Store.
+	// queue has a waiter queue, driven through the Backend (a Watch open,
+	// Waiting set).
 	queue := func(id string) (*etcdstore.Store, backend.Request, <-chan struct{}) {
+		t.Helper()
 		s := newStore(t, connect(t, srv.Endpoint()), opts...)
 		req := backend.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}
 		wake, err := s.Watch(ctx, "job")
@@ -567,6 +573,41 @@ func TestFairHandoffFromWatchedQueue(t *testing.T) {
 		}
 		return s, req, wake
 	}
+	// release releases g and has waiter s collect the lock and, if done,
+	// release it in turn; it returns the reads the holder's release sent.
+	release := func(g backend.Grant, s *etcdstore.Store, req backend.Request, wake <-chan struct{}, done bool) int {
+		t.Helper()
+		reads := reqs.snapshot()["Range"]
+		if err := hs.Release(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		reads = reqs.snapshot()["Range"] - reads
+		within(t, 5*time.Second, req.Holder+"'s wake-up", wake)
+		wg, err := s.TryAcquire(ctx, "job", req)
+		if err != nil {
+			t.Fatalf("%s collecting the handed lock: %v", req.Holder, err)
+		}
+		if wg.Token <= g.Token {
+			t.Errorf("%s's token %d after the holder's %d", req.Holder, wg.Token, g.Token)
+		}
+		if done {
+			if err := s.Release(ctx, wg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return reads
+	}
+
+	// First tenure: the Store has not seen the lock contended, so it
+	// watches nothing and reads when it releases.
+	g := take()
+	s1, r1, wake1 := queue("first")
+	if n := release(g, s1, r1, wake1, true); n != 1 {
+		t.Errorf("the first release sent %d reads; want 1 (no watch yet)", n)
+	}
+
+	// Second tenure: its last release handed the lock over, so it watches.
+	g = take()
 	gone, _, _ := queue("gone")
 	ws, wreq, wake := queue("waiter")
 	awaitPlace(t, "the holder's watch shows both places", func() bool {
@@ -580,30 +621,29 @@ func TestFairHandoffFromWatchedQueue(t *testing.T) {
 		h, ok := etcdstore.WatchedPlaces(hs, "job")
 		return ok && slices.Equal(h, []string{"waiter"})
 	})
-
-	reads := reqs.snapshot()["Range"]
-	if err := hs.Release(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	if n := reqs.snapshot()["Range"] - reads; n != 0 {
+	if n := release(g, ws, wreq, wake, false); n != 0 {
 		t.Errorf("the release sent %d reads; want none (the watch showed the waiter)", n)
 	}
 	if _, ok := etcdstore.WatchedPlaces(hs, "job"); ok {
 		t.Error("the holder's watch of the queue is still open after its release")
 	}
-	within(t, 5*time.Second, "the waiter's wake-up", wake)
-	wg, err := ws.TryAcquire(ctx, "job", wreq)
+
+	// A waiting attempt (Lock) that finds a lock free watches its queue
+	// from its first tenure: its caller expects to contend.
+	ls := newStore(t, connect(t, srv.Endpoint()), opts...)
+	lg, err := ls.TryAcquire(ctx, "other", backend.Request{Holder: "locker", Nonce: baton.NewNonce(), TTL: ttl, Waiting: true})
 	if err != nil {
-		t.Fatalf("the waiter collecting the handed lock: %v", err)
+		t.Fatal(err)
 	}
-	if wg.Token <= g.Token {
-		t.Errorf("the waiter's token %d after the holder's %d", wg.Token, g.Token)
+	awaitPlace(t, "a waiting attempt's watch of the queue", func() bool { _, ok := etcdstore.WatchedPlaces(ls, "other"); return ok })
+	if err := ls.Release(ctx, lg); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// TestPlacesWatchesBounded: a Store holding more locks than it keeps
-// watches of queues for opens no more than its bound, and closes each
-// with its claim.
+// TestPlacesWatchesBounded: a Store holding more contended locks than it
+// keeps watches of queues for opens no more than its bound, and closes
+// each with its claim.
 func TestPlacesWatchesBounded(t *testing.T) {
 	srv := startEtcd(t)
 	s := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true))
@@ -611,6 +651,7 @@ func TestPlacesWatchesBounded(t *testing.T) {
 	_, bound := etcdstore.PlacesWatches(s)
 	grants := make([]backend.Grant, bound+1)
 	for i := range grants {
+		etcdstore.MarkContended(s, fmt.Sprintf("job-%d", i))
 		var err error
 		grants[i], err = s.TryAcquire(ctx, fmt.Sprintf("job-%d", i), backend.Request{Holder: "holder", Nonce: baton.NewNonce(), TTL: time.Minute})
 		if err != nil {

@@ -42,14 +42,21 @@ type fairQueue struct {
 	// a read found, and when: the key a waiter that queues next is likely
 	// to wait for, so its watch can start early.
 	tail map[string]tailGuess
+	// contended: locks this Store has seen contended lately: it queued
+	// for one, or its last release of one handed it over or found
+	// waiters. A claim on such a lock taken free, even by TryLock,
+	// watches the queue (see placeswatch.go); a release that looked and
+	// found nobody drops it.
+	contended map[string]bool
 }
 
 func newFairQueue() *fairQueue {
 	return &fairQueue{
-		entries: make(map[entryKey]*entry),
-		doomed:  make(map[*entry]struct{}),
-		busy:    make(map[string]bool),
-		tail:    make(map[string]tailGuess),
+		entries:   make(map[entryKey]*entry),
+		doomed:    make(map[*entry]struct{}),
+		busy:      make(map[string]bool),
+		tail:      make(map[string]tailGuess),
+		contended: make(map[string]bool),
 	}
 }
 

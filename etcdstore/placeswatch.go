@@ -12,9 +12,12 @@ import (
 
 // A fair holder that took a free lock knows no waiter behind it, so its
 // Release would read the queue (readSuccessor) before it hands over, and
-// that read is on the waiter's path. If the claim is held longer than its
-// acquire's round trip (the hold after which that read is sent), the Store
-// watches the lock's queue instead, from the revision after the claim's:
+// that read is on the waiter's path. If the claim was taken by an attempt
+// that would have waited (a Lock or a campaign: its caller expects to
+// contend) or on a lock the Store has seen contended lately
+// (fairQueue.contended), and it is held longer than its acquire's round
+// trip (the hold after which that read is sent), the Store watches the
+// lock's queue instead, from the revision after the claim's:
 // the acquire found the queue empty, so every place a waiter puts while
 // the claim is held reaches the watch, in the order the places were
 // created, and the release hands the lock to the oldest without a read.
@@ -24,11 +27,13 @@ import (
 // no place shown, or once the watch has failed, Release reads as before.
 //
 // A watch costs etcd a watcher, and this process two goroutines (this
-// Store's and the etcd client's), while the claim is held, and no request
-// per renewal; a claim released within its acquire's round trip (a tight
-// uncontended loop) never opens one. A Store keeps at most
-// maxPlacesWatches open at once, so that holding thousands of locks does
-// not cost thousands of watchers: claims beyond that read at release.
+// Store's and the etcd client's) and a few KiB, while the claim is held,
+// and no request per renewal. A claim taken by TryLock on a lock the Store
+// has not seen contended never opens one (the first contention it meets
+// is served by the read), nor does a claim released within its acquire's
+// round trip (a tight loop). A Store keeps at most maxPlacesWatches open
+// at once, so that holding thousands of locks does not cost thousands of
+// watchers: claims beyond that read at release.
 
 // maxPlacesWatches bounds the watches of queues a Store keeps open.
 const maxPlacesWatches = 256
@@ -44,9 +49,18 @@ type placesWatch struct {
 	places []*mvccpb.KeyValue // the queue's keys, oldest first, as last shown
 }
 
-// armPlacesWatch arranges, for a fair claim c acquired without a place and
-// knowing no waiter, that the Store watch its lock's queue once c has been
-// held for its acquire's round trip. s.mu must be held.
+// contended reports whether the Store has seen the lock name contended
+// lately (see fairQueue.contended).
+func (s *Store) contended(name string) bool {
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
+	return s.fq.contended[name]
+}
+
+// armPlacesWatch arranges, for a fair claim c acquired free (without a
+// place, knowing no waiter) by a waiting attempt or on a lock the Store
+// has seen contended, that the Store watch its lock's queue once c has
+// been held for its acquire's round trip. s.mu must be held.
 func (s *Store) armPlacesWatch(c *claim) {
 	w := &placesWatch{}
 	c.places = w

@@ -591,7 +591,7 @@ func (s *Store) granted(name string, req backend.Request, l *lease, sent time.Ti
 		s.pool.wake()
 		return backend.Grant{}, fmt.Errorf("etcdstore: lock %q: acquired with token %d but %w", name, token, why)
 	}
-	if s.fair && place == nil && next == nil {
+	if s.fair && place == nil && next == nil && (req.Waiting || s.contended(name)) {
 		s.armPlacesWatch(c)
 	}
 	return backend.Grant{
@@ -718,16 +718,16 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	if err != nil {
 		return err
 	}
-	next := c.next
+	next, looked := c.next, false
 	if s.fair && next == nil {
 		s.mu.Lock()
 		first, watched := c.watchedFirst()
 		s.mu.Unlock()
 		switch {
 		case watched:
-			next = successorOf(first) // nil if the oldest place takes no handoffs, as a read would say
+			next, looked = successorOf(first), true // nil if the oldest place takes no handoffs, as a read would say
 		case c.entry != "" || time.Since(c.since) >= c.rtt:
-			next = s.readSuccessor(ctx, c)
+			next, looked = s.readSuccessor(ctx, c), true
 		}
 	}
 	ours, waiters, err := s.releaseClaim(ctx, c, next)
@@ -737,9 +737,17 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	s.mu.Lock()
 	s.forgetLocked(c)
 	s.mu.Unlock()
-	if c.entry != "" && ours {
+	if s.fair {
 		s.fq.mu.Lock()
-		s.fq.busy[c.name] = waiters
+		if c.entry != "" && ours {
+			s.fq.busy[c.name] = waiters
+		}
+		switch {
+		case next != nil || waiters:
+			s.fq.contended[c.name] = true
+		case looked:
+			delete(s.fq.contended, c.name)
+		}
 		s.fq.mu.Unlock()
 	}
 	if !ours {
