@@ -5,6 +5,7 @@ package safety
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // rounds is how many times each scenario injects its fault.
@@ -92,6 +93,16 @@ func TestSafety(t *testing.T) {
 			commonAs(t, be, fair, true)
 			fair.fault = faultRestart
 			runScenario(t, be, fair)
+			// Contenders that pause between tenures often take the lock
+			// free after it was contended: their Store then watches the
+			// queue while it holds and hands over from that watch's view
+			// (etcdstore's placeswatch.go), which a paused holder or a
+			// deleted claim must not turn into a stale handover.
+			idle := scenario{variant: "fair mode, idle between tenures", fair: true, idle: 20 * time.Millisecond}
+			for _, f := range []string{faultStop, faultDelete} {
+				idle.fault = f
+				runScenario(t, be, idle)
+			}
 		})
 		runScenario(t, be, scenario{fault: faultRestart})
 		runScenario(t, be, scenario{fault: faultRevoke, rounds: revokeRounds(), storeOverlap: etcdRevoked})
