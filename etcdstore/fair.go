@@ -538,19 +538,20 @@ const successorReadTimeout = time.Second
 // place, or any place if it did not queue), or nil if there is none or the
 // read fails: Release hands the lock to it. It is read when Release needs
 // it, because a holder learns of the waiters behind it only from a read or
-// from its watch of the queue (see placeswatch.go): one that acquired a
-// free lock and whose watch shows none (or was never opened) knows none,
-// and one whose read (at its acquisition, or when it became next in line)
-// found nobody knows none that queued later. The read is serializable: no round of consensus, so it costs
-// etcd far less than the write that the waiter would otherwise send after a
-// plain release. Release skips it for a claim taken without a place (the
-// lock was free) and held for less than its acquire's round trip: a place
-// written meanwhile is unlikely (a write takes about that long), and a tight
-// uncontended loop would pay the read on every cycle; a waiter it misses
-// acquires after the plain release, as without the read. A stale answer is safe: the handoff's condition (the
-// place's key unchanged) fails for a place that left since, and a place
-// missing from a member's older state is younger than every place in it, so
-// arrival order is kept.
+// from its watch of the queue (see placeswatch.go): one that acquired a free
+// lock and whose watch shows none (or was never opened) knows none, and one
+// whose read (at its acquisition, or when it became next in line) found
+// nobody knows none that queued later. The read is serializable: no round of
+// consensus, so it costs etcd far less than the write that the waiter would
+// otherwise send after a plain release. Release skips it for a claim taken
+// without a place (the lock was free) and held for less than its acquire's
+// round trip: a place written meanwhile is unlikely (a write takes about
+// that long), and a tight uncontended loop would pay the read on every
+// cycle; a waiter it misses acquires after the plain release, as without the
+// read. A stale answer is safe: the handoff's condition (the place's key
+// unchanged) fails for a place that left since, and a place missing from a
+// member's older state is younger than every place in it, so arrival order
+// is kept.
 func (s *Store) readSuccessor(ctx context.Context, c *claim) *successor {
 	_, _, qp := s.Keys(c.name)
 	opts := append(clientv3.WithFirstCreate(), clientv3.WithSerializable())

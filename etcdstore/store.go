@@ -31,8 +31,8 @@ var ErrClosed = errors.New("etcdstore: store closed")
 // Observe's context or on Close), the fair queue, the watch hub and the
 // lease pool:
 //
-//	Store.mu      closed, the claims and their fields, the claims seen (store.go)
-//	fairQueue.mu  the places in fair queues, abandoned places, busy, tail (fairqueue.go)
+//	Store.mu      closed, the claims and their fields (their watches of queues too), the claims seen (store.go, placeswatch.go)
+//	fairQueue.mu  the places in fair queues, abandoned places, busy, tail, contended (fairqueue.go)
 //	watchHub.mu   the followers behind Watch and their registrations (watchhub.go)
 //	leasePool.mu  the leases, which claims and places sit on each, their orphans, the trust gate (leasepool.go, orphan.go)
 //
