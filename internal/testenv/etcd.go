@@ -161,8 +161,10 @@ func StartEtcd(t testing.TB, opts ...EtcdOption) *Etcd {
 	t.Cleanup(e.Kill)
 	// Ports picked free can be taken before etcd binds them; try a few.
 	for attempt := 0; ; attempt++ {
-		err = e.pickPorts()
+		var ports []int
+		ports, err = freePorts(etcdPorts)
 		if err == nil {
+			e.setPorts(ports)
 			err = e.start()
 		}
 		if err == nil {
@@ -176,25 +178,13 @@ func StartEtcd(t testing.TB, opts ...EtcdOption) *Etcd {
 	}
 }
 
-func (e *Etcd) pickPorts() error {
-	ports := make([]int, 3)
-	// Hold all three listeners at once so that the three ports differ.
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		ls = append(ls, l)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
+// etcdPorts is the number of ports an etcd listens on: client, peer and
+// metrics.
+const etcdPorts = 3
+
+// setPorts takes the client, peer and metrics ports from ports.
+func (e *Etcd) setPorts(ports []int) {
 	e.ClientPort, e.PeerPort, e.MetricsPort = ports[0], ports[1], ports[2]
-	return nil
 }
 
 // Addr returns the client address "127.0.0.1:port", e.g. for a TCP proxy in
@@ -310,22 +300,37 @@ func (e *Etcd) launch() (*proc, error) {
 	}
 	cmd.Stdout = nil
 	setPdeathsig(cmd)
-	p, _, err := startProc(cmd, out, "")
+	p, serving, err := startProc(cmd, out, etcdServingMetrics)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.waitHealthy(p); err != nil {
+	if err := e.waitHealthy(p, serving); err != nil {
 		p.kill()
 		return p, err
 	}
 	return p, nil
 }
 
-// waitHealthy polls the metrics listener's /health until etcd reports
-// {"health":"true"}: it has a leader and a linearizable read went through.
-func (e *Etcd) waitHealthy(p *proc) error {
+// etcdServingMetrics is in the line etcd logs once it has bound its
+// metrics listener.
+const etcdServingMetrics = `"msg":"serving metrics"`
+
+// waitHealthy waits until p says it serves its metrics listener, then
+// polls that listener's /health until etcd reports {"health":"true"}: it
+// has a leader and a linearizable read went through. Until p has bound the
+// port, another process may hold it and answer: a member whose metrics
+// port a fellow member took as its client port failed to bind, took
+// seconds to exit, and meanwhile that member's /health passed for its own.
+func (e *Etcd) waitHealthy(p *proc, serving <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdStartTimeout)
 	defer cancel()
+	select {
+	case <-serving:
+	case <-p.exited:
+		return fmt.Errorf("etcd exited before it served: %s", lastLines(p.log.String(), 8))
+	case <-ctx.Done():
+		return fmt.Errorf("etcd not serving its metrics listener after %v: %s", etcdStartTimeout, lastLines(p.log.String(), 8))
+	}
 	url := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.MetricsPort)) + "/health"
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	tick := time.NewTicker(50 * time.Millisecond)

@@ -190,6 +190,51 @@ func TestEtcdServersAreIndependent(t *testing.T) {
 	}
 }
 
+// TestEtcdMetricsPortTakenByAnotherEtcd: an etcd whose metrics port is
+// another etcd's client port (which serves /health too) fails to start; it
+// must not pass for healthy on the other's answer while it shuts down.
+// Members of a cluster whose ports collided this way once made a cluster
+// of two look like three.
+func TestEtcdMetricsPortTakenByAnotherEtcd(t *testing.T) {
+	t.Parallel()
+	a := StartEtcd(t, EtcdNoFsync())
+	bin, err := FindEtcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newEtcd(t, bin, etcdConfig{unsafeSync: true}, "", filepath.Join(t.TempDir(), "data"))
+	t.Cleanup(b.Kill)
+	ports, err := freePorts(etcdPorts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.setPorts(ports)
+	b.MetricsPort = a.ClientPort
+	err = b.start()
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("start with a taken metrics port: %v, want an error naming the taken port", err)
+	}
+	if b.Running() {
+		t.Fatal("Running() after a failed start")
+	}
+}
+
+// TestFreePortsDistinct: ports from one call differ, as a cluster's
+// members need.
+func TestFreePortsDistinct(t *testing.T) {
+	ports, err := freePorts(9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] {
+			t.Fatalf("port %d twice in %v", p, ports)
+		}
+		seen[p] = true
+	}
+}
+
 // TestTestbinDirMatchesBuildScript checks that TestbinDir computes the
 // directory that tools/testbin/build.sh --print-dir prints.
 func TestTestbinDirMatchesBuildScript(t *testing.T) {

@@ -78,13 +78,16 @@ func StartEtcdCluster(t testing.TB, opts ...EtcdOption) *EtcdCluster {
 	}
 }
 
-// start picks ports for every member and starts them all at once (a
-// member reports healthy only once a quorum has elected a leader).
+// start picks ports for every member, all distinct, and starts them all
+// at once (a member reports healthy only once a quorum has elected a
+// leader).
 func (c *EtcdCluster) start() error {
-	for _, m := range c.Members {
-		if err := m.pickPorts(); err != nil {
-			return err
-		}
+	ports, err := freePorts(etcdPorts * len(c.Members))
+	if err != nil {
+		return err
+	}
+	for i, m := range c.Members {
+		m.setPorts(ports[i*etcdPorts:])
 	}
 	var peers []string
 	for _, m := range c.Members {
@@ -152,6 +155,7 @@ func (c *EtcdCluster) WaitLeader(timeout time.Duration, not ...int) int {
 		if time.Now().After(deadline) {
 			for i, m := range c.Members {
 				c.t.Logf("testenv: etcd member %d's last raft log lines: %s", i, raftLines(m.Log(), 8))
+				c.t.Logf("testenv: etcd member %d's last warnings and errors from outside rafthttp: %s", i, serverErrorLines(m.Log(), 8))
 			}
 			c.t.Fatalf("testenv: no etcd leader (other than members %v) within %v; members now: %s", not, timeout, c.describe())
 		}
@@ -168,7 +172,7 @@ func (c *EtcdCluster) describe() string {
 		st := "running"
 		switch {
 		case !m.Running():
-			st = "not running"
+			st = "not running (killed, stopped or exited)"
 		case m.Paused():
 			st = "paused"
 		}
@@ -195,6 +199,28 @@ func raftLines(log string, n int) string {
 		return "(none)"
 	}
 	return lastLines(raft.String(), n)
+}
+
+// serverErrorLines returns the last n lines of an etcd log at level warn or
+// above that do not come from rafthttp (whose complaints about a lost peer
+// drown the rest), joined for a failure message: why a member stopped.
+func serverErrorLines(log string, n int) string {
+	var errs strings.Builder
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, `"caller":"rafthttp/`) {
+			continue
+		}
+		for _, level := range []string{`"level":"warn"`, `"level":"error"`, `"level":"panic"`, `"level":"fatal"`, "panic:"} {
+			if strings.Contains(line, level) {
+				errs.WriteString(line)
+				break
+			}
+		}
+	}
+	if errs.Len() == 0 {
+		return "(none)"
+	}
+	return lastLines(errs.String(), n)
 }
 
 // isLeader reads etcd_server_is_leader from the member's metrics.

@@ -61,6 +61,16 @@ func (p *proc) awaitReady(name string, ready <-chan struct{}, timeout time.Durat
 	}
 }
 
+// hasExited reports whether p has exited.
+func (p *proc) hasExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
 // kill kills p and waits for it to exit.
 func (p *proc) kill() {
 	_ = p.cmd.Process.Kill()

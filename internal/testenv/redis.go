@@ -196,12 +196,35 @@ func (r *RedisServer) launch() (*proc, error) {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// freePorts returns n distinct ports free on 127.0.0.1 a moment ago: all n
+// listeners are held at once, so the kernel cannot hand out one port
+// twice. Another process may still take one before the server binds it;
+// servers that share ports (a cluster's members) must get them from one
+// call, or a member can find its port taken by another and fail late.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports, nil
 }
 
 func lastLines(s string, n int) string {

@@ -31,11 +31,12 @@ type server struct {
 	paused bool  // stopped with SIGSTOP (Pause), not yet continued
 }
 
-// Running reports whether the process is running.
+// Running reports whether the process is running: started, not stopped,
+// and not exited on its own.
 func (s *server) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.proc != nil
+	return s.proc != nil && !s.proc.hasExited()
 }
 
 // Start starts a stopped server again with the same port and data, and
