@@ -38,7 +38,8 @@ TESTFLAGS ?=
 # docs/modules.md). Each sub-module's go.mod replaces its baton
 # dependencies with the directories beside it, so every target tests the
 # tree as it is. bench/, tools/testbin and tools/crdgen are modules of
-# their own, outside this list: they have their own targets. tools/image's
+# their own, outside this list: they have their own targets (make test
+# still runs the unit tests of bench's harness, bench/internal). tools/image's
 # test builds and checks the container image (make image).
 MODULES = . internal/testenv kubestore deploy etcdstore redisstore fence batonprom schedule \
 	adapter/batonlock adapter/gocronlock adapter/logrbridge cmd/baton internal/safety \
@@ -65,6 +66,8 @@ test: deps vet
 	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
 	export KUBEBUILDER_ASSETS BATON_ETCD_BIN && \
 	$(call FOREACH_MODULE,$(GO) test -race -timeout 20m $(TESTFLAGS) ./...)
+	@echo "== bench's harness (bench/internal; the reports have their own targets)" >&2
+	cd bench && $(GO) test -race -timeout 5m $(TESTFLAGS) ./internal/...
 
 # test-loaded runs make test beside one busy loop per CPU (BUSY=n to
 # choose), killed when the tests end. -count=1: a result cached from an

@@ -58,104 +58,147 @@ func RunAtLeast(t testing.TB, name string, limit time.Duration, locks []LockFunc
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
-	var (
-		mu       sync.Mutex
-		waits    []time.Duration
-		order    []int
-		censored int
-		n        atomic.Int64
-		counts   = make([]atomic.Int64, len(locks))
-		snapshot []int
-		wg       sync.WaitGroup
-		start    = time.Now()
-		end      time.Time
-		minEnd   = start.Add(minDur)
-	)
-	snap := func() {
-		if snapshot == nil {
-			end = time.Now()
-			for j := range counts {
-				snapshot = append(snapshot, int(counts[j].Load()))
-			}
-		}
-	}
+	start := time.Now()
+	r := &run{t: t, name: name, cancel: cancel, total: total, each: each,
+		start: start, minEnd: start.Add(minDur), counts: make([]atomic.Int64, len(locks))}
 	if each == 0 && minDur > 0 {
 		// total reached before minDur: stop at minDur.
-		stopAtMin := time.AfterFunc(minDur, func() {
-			if n.Load() >= int64(total) {
-				mu.Lock()
-				snap()
-				mu.Unlock()
-				cancel()
-			}
-		})
-		defer stopAtMin.Stop()
+		defer time.AfterFunc(minDur, r.stopIfTotal).Stop()
 	}
+	var wg sync.WaitGroup
 	for i, lock := range locks {
-		wg.Go(func() {
-			var mine []time.Duration
-			defer func() {
-				mu.Lock()
-				waits = append(waits, mine...)
-				mu.Unlock()
-			}()
-			for each == 0 || len(mine) < each {
-				t0 := time.Now()
-				unlock, err := lock(ctx)
-				if err != nil {
-					if ctx.Err() != nil && each == 0 {
-						mu.Lock()
-						censored++
-						mu.Unlock()
-						mine = append(mine, time.Since(t0))
-						return
-					}
-					t.Errorf("%s: contender %d after %d acquisitions: %v", name, i, len(mine), err)
-					return
-				}
-				mine = append(mine, time.Since(t0))
-				counts[i].Add(1)
-				mu.Lock()
-				order = append(order, i)
-				mu.Unlock()
-				if k := n.Add(1); each == 0 && k >= int64(total) && !time.Now().Before(minEnd) || each > 0 && len(mine) == each {
-					mu.Lock()
-					snap()
-					mu.Unlock()
-					if each == 0 {
-						cancel()
-					}
-				}
-				if err := unlock(context.WithoutCancel(ctx)); err != nil {
-					t.Errorf("%s: unlock: %v", name, err)
-				}
-			}
-		})
+		wg.Go(func() { r.contend(ctx, i, lock) })
 	}
 	wg.Wait()
-	if each > 0 {
+	return r.result()
+}
+
+// run is one RunAtLeast in progress.
+type run struct {
+	t           testing.TB
+	name        string
+	cancel      context.CancelFunc // stops the run
+	total, each int
+	start       time.Time
+	minEnd      time.Time // start + minDur
+
+	n      atomic.Int64   // acquisitions
+	counts []atomic.Int64 // acquisitions per contender
+
+	mu       sync.Mutex
+	waits    []time.Duration
+	order    []int
+	censored int
+	snapshot []int     // counts when the run was complete; nil before
+	end      time.Time // when snapshot was taken
+}
+
+// contend runs contender i's loop and adds its waits to the run's.
+func (r *run) contend(ctx context.Context, i int, lock LockFunc) {
+	mine := r.loop(ctx, i, lock)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waits = append(r.waits, mine...)
+}
+
+// loop locks and unlocks until the run stops (or, with each > 0, each
+// times), and returns the waits of its lock calls: a call still waiting
+// when the run stops counts with its wait so far (censored).
+func (r *run) loop(ctx context.Context, i int, lock LockFunc) []time.Duration {
+	var mine []time.Duration
+	for r.each == 0 || len(mine) < r.each {
+		t0 := time.Now()
+		unlock, err := lock(ctx)
+		if err != nil {
+			if ctx.Err() != nil && r.each == 0 {
+				r.mu.Lock()
+				r.censored++
+				r.mu.Unlock()
+				return append(mine, time.Since(t0))
+			}
+			r.t.Errorf("%s: contender %d after %d acquisitions: %v", r.name, i, len(mine), err)
+			return mine
+		}
+		mine = append(mine, time.Since(t0))
+		r.acquired(i, len(mine))
+		if err := unlock(context.WithoutCancel(ctx)); err != nil {
+			r.t.Errorf("%s: unlock: %v", r.name, err)
+		}
+	}
+	return mine
+}
+
+// acquired counts contender i's mine-th acquisition, and takes the counts
+// when that completes the run (stopping it if it runs until total).
+func (r *run) acquired(i, mine int) {
+	r.counts[i].Add(1)
+	r.mu.Lock()
+	r.order = append(r.order, i)
+	r.mu.Unlock()
+	k := r.n.Add(1)
+	if r.each == 0 && k >= int64(r.total) && !time.Now().Before(r.minEnd) || r.each > 0 && mine == r.each {
+		r.snap()
+		if r.each == 0 {
+			r.cancel()
+		}
+	}
+}
+
+// stopIfTotal stops a run that reached total before minDur.
+func (r *run) stopIfTotal() {
+	if r.n.Load() >= int64(r.total) {
+		r.snap()
+		r.cancel()
+	}
+}
+
+// snap takes the counts and the end time, once.
+func (r *run) snap() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.snapshot != nil {
+		return
+	}
+	r.end = time.Now()
+	for j := range r.counts {
+		r.snapshot = append(r.snapshot, int(r.counts[j].Load()))
+	}
+}
+
+// result summarizes the run once every contender has returned.
+func (r *run) result() Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	end := r.end
+	if r.each > 0 {
 		end = time.Now()
 	}
+	res := Result{Counts: r.snapshot, Censored: r.censored, Order: r.order}
+	res.PerSecond = float64(r.n.Load()) / end.Sub(r.start).Seconds()
+	summarizeWaits(&res, r.waits)
+	return res
+}
+
+// summarizeWaits sets res's wait percentiles from waits (sorted here).
+func summarizeWaits(res *Result, waits []time.Duration) {
+	if len(waits) == 0 {
+		return
+	}
 	slices.Sort(waits)
-	r := Result{Counts: snapshot, Censored: censored, Order: order}
-	r.PerSecond = float64(n.Load()) / end.Sub(start).Seconds()
-	if len(waits) > 0 {
-		r.P50 = waits[len(waits)*50/100]
-		r.P99 = waits[len(waits)*99/100]
-		r.Max = waits[len(waits)-1]
-		var sum, acc time.Duration
-		for _, w := range waits {
-			sum += w
-		}
-		for _, w := range waits {
-			acc += w
-			if float64(acc) >= 0.99*float64(sum) {
-				r.P99Time = w
-				break
-			}
+	res.P50 = waits[len(waits)*50/100]
+	res.P99 = waits[len(waits)*99/100]
+	res.Max = waits[len(waits)-1]
+	var sum, acc time.Duration
+	for _, w := range waits {
+		sum += w
+	}
+	for _, w := range waits {
+		acc += w
+		if float64(acc) >= 0.99*float64(sum) {
+			res.P99Time = w
+			break
 		}
 	}
-	return r
 }
 
 // Rotated runs measure for each of libs in rounds rounds, the libraries'
