@@ -39,8 +39,8 @@ func (s *server) Running() bool {
 	return s.proc != nil && !s.proc.hasExited()
 }
 
-// Start starts a stopped server again with the same port and data, and
-// returns once it serves. It fails the test if it cannot.
+// Start starts a stopped (or exited) server again with the same port and
+// data, and returns once it serves. It fails the test if it cannot.
 func (s *server) Start() {
 	s.t.Helper()
 	if err := s.start(); err != nil {
@@ -51,7 +51,7 @@ func (s *server) Start() {
 func (s *server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc != nil {
+	if s.proc != nil && !s.proc.hasExited() {
 		return errors.New("already running")
 	}
 	p, err := s.launch()
@@ -61,7 +61,7 @@ func (s *server) start() error {
 	if err != nil {
 		return err
 	}
-	s.proc = p
+	s.proc, s.paused = p, false
 	return nil
 }
 
