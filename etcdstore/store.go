@@ -568,6 +568,8 @@ func (s *Store) granted(name string, req backend.Request, l *lease, sent time.Ti
 		c.entry, c.entryRev = place.key, place.rev
 	}
 	c.renewed = c.acquired
+	// Read before Store.mu: no need to hold it while fairQueue.mu is taken.
+	watchPlaces := s.fair && place == nil && next == nil && (req.Waiting || s.contended(name))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.claims[name]
@@ -591,7 +593,7 @@ func (s *Store) granted(name string, req backend.Request, l *lease, sent time.Ti
 		s.pool.wake()
 		return backend.Grant{}, fmt.Errorf("etcdstore: lock %q: acquired with token %d but %w", name, token, why)
 	}
-	if s.fair && place == nil && next == nil && (req.Waiting || s.contended(name)) {
+	if watchPlaces {
 		s.armPlacesWatch(c)
 	}
 	return backend.Grant{
