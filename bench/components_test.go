@@ -176,7 +176,8 @@ func TestUncontendedRounds(t *testing.T) {
 }
 
 // TestContendedCPU runs 8 contenders in tight lock/unlock loops for 3 s,
-// baton and the raw FIFO handoff floor in turn, and logs the CPU that the
+// baton, the FIFO handoff floor with baton's commands and the raw FIFO
+// handoff floor in turn, and logs the CPU that the
 // contenders' process and the redis-server spent per acquisition, and
 // the scripts run per acquisition with the server's time in them and in
 // the commands they called (INFO commandstats; what is left of a script's
@@ -192,7 +193,7 @@ func TestContendedCPU(t *testing.T) {
 	addr := testenv.StartRedis(t).Addr()
 	info := newClient(addr)
 	defer info.Close()
-	for _, lib := range []library{libraries[0], fairFloor} {
+	for _, lib := range []library{libraries[0], handoffCommandsFloor, fairFloor} {
 		key := uniqueKey("cpu")
 		var locks []contend.LockFunc
 		for i := range contenders {

@@ -5,11 +5,14 @@ import "github.com/redis/go-redis/v9"
 // handoffCommandsFloor is the raw FIFO handoff floor (fairFloor) with the
 // commands baton's release script runs when it hands the lock over, and
 // none of its logic: no parsing or checks of the lock value, the fence or
-// the places, constant values. It is the handover table's measure of what
-// those commands, each there for a guarantee, cost on the server.
+// the places, constant values; its lock script runs the commands of
+// baton's acquire script, taking the free lock or, refused, a place. It
+// is the handover and contended tables' measure of what those commands,
+// each there for a guarantee, cost on the server.
 var handoffCommandsFloor = library{
 	name: "floor: baton's handoff commands, no logic",
-	config: "the raw FIFO handoff with baton's commands: lock: SET NX PX, or RPUSH to the waiting list and HSET of the place; " +
+	config: "the raw FIFO handoff with baton's commands: lock: one script of TIME, HMGET of 5 fence fields, SET NX PX, then HSET of 4 fence fields and PUBLISH, " +
+		"or GET and PTTL of the lock, HSET of the place, RPUSH to the waiting list, and PTTL and PEXPIRE of both; " +
 		"unlock: one script of GET, LRANGE, HMGET of 5 fence fields, TIME, HGET of the place, LREM, HDEL, HSET of 5 fence fields, " +
 		"SET PX for the waiter, two PUBLISHes (the waiter's channel and the lock's handoff channel), or DEL, HSET and PUBLISH",
 	open: func(addr, key, id string) contender {
@@ -20,8 +23,20 @@ var handoffCommandsFloor = library{
 // The scripts' KEYS: lock, waiting list, places, fence; ARGV: id, TTL in
 // ms (see openFair).
 var (
-	commandsHandLock = redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-redis.call('RPUSH', KEYS[2], ARGV[1]) redis.call('HSET', KEYS[3], ARGV[1], '0 10000 owner') return 0`)
+	commandsHandLock = redis.NewScript(`local t = redis.call('TIME')
+redis.call('HMGET', KEYS[4], 'token', 'transitions', 'holder', 'expires', 'reserved')
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('HSET', KEYS[4], 'token', t[1], 'transitions', '1', 'holder', ARGV[1], 'expires', t[2])
+  redis.call('PUBLISH', KEYS[1] .. ':n', 'acquired 1')
+  return 1
+end
+redis.call('GET', KEYS[1])
+redis.call('PTTL', KEYS[1])
+redis.call('HSET', KEYS[3], ARGV[1], '0 10000 owner')
+redis.call('RPUSH', KEYS[2], ARGV[1])
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[3], ARGV[2]) end
+return 0`)
 	commandsHandUnlock = redis.NewScript(`redis.call('GET', KEYS[1])
 local waiting = redis.call('LRANGE', KEYS[2], 0, -1)
 redis.call('HMGET', KEYS[4], 'token', 'transitions', 'holder', 'expires', 'reserved')

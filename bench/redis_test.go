@@ -664,13 +664,15 @@ func TestRedisReport(t *testing.T) {
 		what string
 		r    map[string]contendedResult
 	}{{fmt.Sprintf("%d in all", sharedTotal), shared}, {fmt.Sprintf("%d each", perContender), each}} {
-		b0, raw0, fair0 := c.r[bn], c.r[rw], c.r[fairFloor.name]
+		b0, raw0, fair0, cmd0 := c.r[bn], c.r[rw], c.r[fairFloor.name], c.r[handoffCommandsFloor.name]
 		fmt.Fprintf(&b, "- contended (%s): throughput at least 1.0x the raw unfair loop's: %s (%.2fx; %.2fx the raw FIFO handoff floor's %.0f/s, "+
-			"which is %.2fx the unfair loop's); no contender starved: %s (%v); "+
-			"p99 wait at most 8x the handover p50: %s (%v, %.1fx %v; the FIFO floor's p99 %v)\n",
+			"which is %.2fx the unfair loop's; %.2fx that floor with baton's handoff commands, %.0f/s, which is %.2fx the unfair loop's); "+
+			"no contender starved: %s (%v); "+
+			"p99 wait at most 8x the handover p50: %s (%v, %.1fx %v; the FIFO floor's p99 %v, with baton's commands %v)\n",
 			c.what, metStr(b0.PerSecond >= raw0.PerSecond), b0.PerSecond/raw0.PerSecond, b0.PerSecond/fair0.PerSecond, fair0.PerSecond,
-			fair0.PerSecond/raw0.PerSecond, metStr(!slices.Contains(b0.Counts, 0)), b0.Counts,
-			metStr(b0.P99 <= 8*hb50), round(b0.P99), float64(b0.P99)/float64(max(hb50, 1)), round(hb50), round(fair0.P99))
+			fair0.PerSecond/raw0.PerSecond, b0.PerSecond/cmd0.PerSecond, cmd0.PerSecond, cmd0.PerSecond/raw0.PerSecond,
+			metStr(!slices.Contains(b0.Counts, 0)), b0.Counts,
+			metStr(b0.P99 <= 8*hb50), round(b0.P99), float64(b0.P99)/float64(max(hb50, 1)), round(hb50), round(fair0.P99), round(cmd0.P99))
 	}
 	hff, hcf := hs[fairFloor.name], hs[handoffCommandsFloor.name]
 	fmt.Fprintf(&b, "- handover p50 at most 1.1x the notify floor: %s (%v, %.2fx the floor's %v; %.2fx the raw polling floor's %v; "+
@@ -705,7 +707,8 @@ func printContended(b *strings.Builder, t *testing.T, addr string, total, each i
 		run(lib)
 	}
 	run(fairFloor)
-	for _, lib := range append(slices.Clone(libraries), fairFloor) {
+	run(handoffCommandsFloor)
+	for _, lib := range append(slices.Clone(libraries), fairFloor, handoffCommandsFloor) {
 		r := rs[lib.name]
 		fmt.Fprintf(b, "| %s | %.0f | %.2f | %v | %v | %v | %v | %.1f | %v |\n", lib.name, r.PerSecond, r.PerSecond/rs[raw.name].PerSecond,
 			round(r.P50), round(r.P99), round(r.P99Time), round(r.Max), scripts[lib.name], r.Counts)
