@@ -139,3 +139,11 @@ func MarkContended(s *Store, name string) {
 	defer s.fq.mu.Unlock()
 	s.fq.contended[name] = true
 }
+
+// FairMemory returns how many lock names s's fair queue keeps state for
+// in its busy, contended and tail maps (see fairQueue).
+func FairMemory(s *Store) (busy, contended, tail int) {
+	s.fq.mu.Lock()
+	defer s.fq.mu.Unlock()
+	return len(s.fq.busy), len(s.fq.contended), len(s.fq.tail)
+}

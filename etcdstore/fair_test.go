@@ -666,3 +666,26 @@ func TestPlacesWatchesBounded(t *testing.T) {
 	}
 	awaitPlace(t, "every watch closed with its claim", func() bool { n, _ := etcdstore.PlacesWatches(s); return n == 0 })
 }
+
+// TestFairForgetsUncontendedNames: a Store that takes many distinct lock
+// names free, one after another (a lock per job or per invoice), keeps no
+// state for them once they are released: its memory does not grow with
+// the names it has used.
+func TestFairForgetsUncontendedNames(t *testing.T) {
+	srv := startEtcd(t)
+	s := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true))
+	ctx := t.Context()
+	for i := range 40 {
+		req := backend.Request{Holder: "holder", Nonce: baton.NewNonce(), TTL: time.Minute, Waiting: i%2 == 0}
+		g, err := s.TryAcquire(ctx, fmt.Sprintf("invoice-%d", i), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if busy, contended, tail := etcdstore.FairMemory(s); busy+contended+tail != 0 {
+		t.Errorf("after 40 names taken free and released: state kept for %d busy, %d contended, %d tail names; want none", busy, contended, tail)
+	}
+}

@@ -233,7 +233,7 @@ func (s *Store) acquireFair(ctx context.Context, name string, req backend.Reques
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		s.fq.mu.Lock()
-		s.fq.busy[name] = !resp.Succeeded
+		s.fq.setBusy(name, !resp.Succeeded)
 		delete(s.fq.tail, name)
 		s.fq.mu.Unlock()
 		if resp.Succeeded {

@@ -36,7 +36,8 @@ type fairQueue struct {
 	seq    uint64 // numbers queue entry keys
 	// busy: the last look at a lock found it held or its queue not
 	// empty; an attempt without a place then reads before it writes (see
-	// tryAcquireFair).
+	// tryAcquireFair). Only locks found busy have an entry (setBusy), so
+	// a Store that takes many distinct names free keeps none of them.
 	busy map[string]bool
 	// tail: the last queue key (or the claim, if nobody queued) that such
 	// a read found, and when: the key a waiter that queues next is likely
@@ -57,6 +58,15 @@ func newFairQueue() *fairQueue {
 		busy:      make(map[string]bool),
 		tail:      make(map[string]tailGuess),
 		contended: make(map[string]bool),
+	}
+}
+
+// setBusy records what the last look at name found. q.mu is held.
+func (q *fairQueue) setBusy(name string, busy bool) {
+	if busy {
+		q.busy[name] = true
+	} else {
+		delete(q.busy, name)
 	}
 }
 

@@ -742,7 +742,7 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	if s.fair {
 		s.fq.mu.Lock()
 		if c.entry != "" && ours {
-			s.fq.busy[c.name] = waiters
+			s.fq.setBusy(c.name, waiters)
 		}
 		switch {
 		case next != nil || waiters:
