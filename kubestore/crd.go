@@ -111,6 +111,8 @@ type DistributedLockStore struct {
 	// claims is, per lock name, the claim this process last saw on the
 	// object (or saw end with the object's deletion); see missing.
 	claims map[string]claimSeen
+	// sweepAt: seen is swept when it grows past this (see sweepLocked).
+	sweepAt int
 }
 
 // claimSeen is the last claim this process saw on one lock object: the
@@ -280,7 +282,35 @@ func (s *DistributedLockStore) observe(l *v1alpha1.DistributedLock) []time.Durat
 			delete(seen, k)
 		}
 	}
+	if len(seen) == 0 {
+		delete(s.seen, l.Name)
+	}
+	s.sweepLocked(now)
 	return rem
+}
+
+// sweepLocked forgets the holder entries first seen at least twice their
+// duration ago, on every lock name, and the names left with none, so
+// that a process that touches many lock names (a lock per job) does not
+// keep entries per name forever. It is the Lease store's rule
+// (store.sweepLocked): should such an entry be seen again, it counts
+// from then, which only delays a takeover. It runs when seen has doubled
+// since the last sweep. s.mu must be held.
+func (s *DistributedLockStore) sweepLocked(now time.Time) {
+	if len(s.seen) <= max(s.sweepAt, minSweep) {
+		return
+	}
+	for name, seen := range s.seen {
+		for k, at := range seen {
+			if now.Sub(at) > 2*time.Duration(k.dur)*time.Second {
+				delete(seen, k)
+			}
+		}
+		if len(seen) == 0 {
+			delete(s.seen, name)
+		}
+	}
+	s.sweepAt = 2 * len(s.seen)
 }
 
 // noteClaimLocked records the claim on l (none if it has no holder
@@ -349,7 +379,13 @@ func (s *DistributedLockStore) wrote(l *v1alpha1.DistributedLock, sent time.Time
 		seen[*mine] = sent
 	}
 	s.noteClaimLocked(l)
-	s.last[l.Name] = l.DeepCopy()
+	if len(l.Status.Holders) == 0 {
+		// Free: no grant has this version, so no Renew or Release will
+		// ask for it (see written).
+		delete(s.last, l.Name)
+	} else {
+		s.last[l.Name] = l.DeepCopy()
+	}
 	s.mu.Unlock()
 }
 

@@ -3,6 +3,7 @@ package kubestore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,33 @@ func TestDLNewerFormatNotWritten(t *testing.T) {
 	}
 	if err := s[0].ForceRelease(ctx, "future"); !errors.Is(err, backend.ErrCorruptRecord) {
 		t.Fatalf("ForceRelease: %v; want ErrCorruptRecord", err)
+	}
+}
+
+// TestDLForgetsReleasedNames: a process that takes many distinct lock
+// names one after another (a lock per job) keeps no copy of a released
+// object and no claim for it, and forgets what it saw of a name once that
+// has aged past twice its lease duration, so its memory does not grow
+// with the names it has used.
+func TestDLForgetsReleasedNames(t *testing.T) {
+	s, clk, _ := newFakeDLs(t, 1)
+	dl, ctx := s[0], context.Background()
+	req := fakeReq("worker")
+	for i := range 4 * minSweep {
+		req.Nonce = baton.NewNonce()
+		g, err := dl.TryAcquire(ctx, fmt.Sprintf("job-%d", i), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dl.Release(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		if len(dl.last)+len(dl.claims) != 0 {
+			t.Fatalf("after job-%d: %d released objects and %d claims kept; want none", i, len(dl.last), len(dl.claims))
+		}
+		if n := len(dl.seen); n > minSweep+1 {
+			t.Fatalf("after job-%d: %d names seen, each aged past twice its duration but the last; want at most %d", i, n, minSweep+1)
+		}
+		clk.Step(2*req.TTL + time.Second)
 	}
 }
