@@ -249,6 +249,16 @@
 //   - Tokens are still mod revisions: the next claim's is above the
 //     deletion's revision.
 //
+// A Store remembers the claim it saw for each lock it found held, until it
+// acquires that lock. A Store that never touches the name again (a
+// replica that lost each slot of a scheduled job, whose locks have a name
+// per slot) would keep one such claim per name. So once it has seen
+// claims of more than 256 names, and again each time that number has
+// doubled, it reads their release markers (in transactions of 64 reads, in
+// the background) and forgets the claims that etcd shows released: the
+// acquiring transaction's condition already holds for them. Claims still
+// held, or deleted without a release, are kept.
+//
 // Stores of earlier versions write no release marker and no guard:
 // contenders of this version that saw one of their claims treat its
 // release as a deletion and wait as above, and while Stores of both

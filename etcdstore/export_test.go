@@ -147,3 +147,18 @@ func FairMemory(s *Store) (busy, contended, tail int) {
 	defer s.fq.mu.Unlock()
 	return len(s.fq.busy), len(s.fq.contended), len(s.fq.tail)
 }
+
+// MinSeenPrune is the size below which seen is never pruned.
+const MinSeenPrune = minSeenPrune
+
+// Seen returns the lock names for which s keeps the claim an attempt saw
+// (see ghost and seenprune.go).
+func Seen(s *Store) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make(map[string]bool, len(s.seen))
+	for name := range s.seen {
+		names[name] = true
+	}
+	return names
+}

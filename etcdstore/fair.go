@@ -319,6 +319,7 @@ func (s *Store) heldObservation(name string, req backend.Request, resp *clientv3
 		if v.holder != req.Holder {
 			s.mu.Lock()
 			s.seen[name] = &seenClaim{mod: claimKV.ModRevision, lease: claimKV.Lease, holder: v.holder, ttl: v.ttl}
+			s.maybePruneSeenLocked()
 			s.mu.Unlock()
 		}
 	} else if guard = guardOf(resp); guard != nil {

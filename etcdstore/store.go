@@ -73,7 +73,8 @@ type Store struct {
 	hub       *watchHub  // the watches behind Watch
 
 	// mu guards closed, claims (and every claim's fields but those that
-	// never change), seen and placesWatches. See "Lock order" above.
+	// never change), seen (with seenPruneAt and pruningSeen) and
+	// placesWatches. See "Lock order" above.
 	mu     sync.Mutex
 	closed bool
 	claims map[string]*claim // by lock name: claims made through this Store
@@ -82,6 +83,10 @@ type Store struct {
 	// acquire before it could have expired, even if its key vanishes (see
 	// ghost).
 	seen map[string]*seenClaim
+	// seenPruneAt and pruningSeen: seen is pruned in the background when
+	// it grows past seenPruneAt, one prune at a time (see seenprune.go).
+	seenPruneAt int
+	pruningSeen bool
 	// placesWatches: the claims' watches of queues open now (see
 	// placeswatch.go).
 	placesWatches int
@@ -617,6 +622,7 @@ func (s *Store) held(f *follower, name string, kv *mvccpb.KeyValue, obs observat
 	s.observeHeld(f, obs)
 	if c := s.claims[name]; c == nil || c.token != kv.ModRevision {
 		s.seen[name] = &seenClaim{mod: kv.ModRevision, lease: kv.Lease, holder: v.holder, ttl: v.ttl}
+		s.maybePruneSeenLocked()
 	}
 	s.mu.Unlock()
 	return fmt.Errorf("etcdstore: %w", he)
