@@ -77,7 +77,9 @@ func (s *Store) pruneSeen(snapshot map[string]*seenClaim) {
 	}
 	s.seenPruneAt = 2 * len(s.seen)
 	s.pruningSeen = false
+	kept := len(s.seen)
 	s.mu.Unlock()
+	s.log.Debug("etcdstore: forgot the claims seen on locks since released", "forgot", len(released), "kept", kept)
 	s.fq.mu.Lock()
 	for _, name := range released {
 		delete(s.fq.busy, name)
