@@ -49,6 +49,7 @@ const (
 	envPoll     = "BATON_SAFETY_POLL"      // "1": lock by polling TryLock instead of Lock
 	envSem      = "BATON_SAFETY_SEMAPHORE" // "1": lock through a baton.Semaphore of limit 1
 	envFair     = "BATON_SAFETY_FAIR"      // "1": etcd in fair mode (the default); else plain mode, etcdstore.WithFair(false)
+	envChurn    = "BATON_SAFETY_CHURN"     // "1": etcd: the Store also finds other locks held, then released (see seenChurn)
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -415,12 +416,23 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 		}
 		b, closeFn = st, func() { _ = closer.Close() }
 	case "etcd":
-		st, err := etcdstore.OpenStore(ctx, etcdstore.Config{Endpoints: []string{target}, DialTimeout: 5 * time.Second},
-			etcdstore.WithLogger(logger), etcdstore.WithFair(os.Getenv(envFair) == "1"))
+		open := func() (*etcdstore.Store, error) {
+			return etcdstore.OpenStore(ctx, etcdstore.Config{Endpoints: []string{target}, DialTimeout: 5 * time.Second},
+				etcdstore.WithLogger(logger), etcdstore.WithFair(os.Getenv(envFair) == "1"))
+		}
+		st, err := open()
 		if err != nil {
 			return nil, nil, err
 		}
 		b, closeFn = st, func() { _ = st.Close() }
+		if os.Getenv(envChurn) == "1" {
+			stop, err := seenChurn(ctx, st, open, name, id, ttl)
+			if err != nil {
+				closeFn()
+				return nil, nil, err
+			}
+			closeFn = func() { stop(); _ = st.Close() }
+		}
 	case "lease", "configmap", "crd":
 		cfg := &rest.Config{Host: target, Timeout: 10 * time.Second}
 		ns := os.Getenv(envNS)
@@ -514,3 +526,47 @@ type driftTimer struct{ t *time.Timer }
 
 func (t driftTimer) C() <-chan time.Time { return t.t.C }
 func (t driftTimer) Stop() bool          { return t.t.Stop() }
+
+// seenChurn makes st find locks held by another Store (opened with open),
+// each then released: "<name>.churn-<id>-<n>", churnBurst of them at once,
+// then one every 20 ms. st records each claim it sees, and prunes those
+// records once it has seen more than a few hundred (etcdstore's
+// seenprune.go), so its prunes run during the scenario, beside the lock
+// under test. It returns a function that stops the churn and closes the
+// other Store.
+// churnBurst is how many locks seenChurn shows st at its start: more than
+// a prune's threshold, so that the first prune runs early.
+const churnBurst = 300
+
+func seenChurn(ctx context.Context, st *etcdstore.Store, open func() (*etcdstore.Store, error), name, id string, ttl time.Duration) (stop func(), err error) {
+	other, err := open()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			if n >= churnBurst {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+			} else if ctx.Err() != nil {
+				return
+			}
+			lock := fmt.Sprintf("%s.churn-%s-%d", name, id, n)
+			g, err := other.TryAcquire(ctx, lock, backend.Request{Holder: id + "-other", Nonce: baton.NewNonce(), TTL: ttl})
+			if err != nil {
+				continue // the scenario's faults may reach these requests too
+			}
+			_, _ = st.TryAcquire(ctx, lock, backend.Request{Holder: id, Nonce: baton.NewNonce(), TTL: ttl})
+			_ = other.Release(ctx, g)
+		}
+	}()
+	return func() { cancel(); <-done; _ = other.Close() }, nil
+}

@@ -145,6 +145,10 @@ type scenario struct {
 	// waiters, the lock handed to the oldest at each release), and all
 	// of them lock with Lock (see spawn).
 	fair bool
+	// churn: each contender's etcd Store also finds other locks held,
+	// then released, so that it prunes the claims it saw during the run
+	// (seenChurn).
+	churn bool
 	// storeOverlap, if set, says why the store itself does not keep its
 	// leases under this fault: two holders at once are then reported,
 	// not failures (see tolerated); fencing must still hold.
@@ -265,6 +269,9 @@ func (h *harness) spawn() *contender {
 	}
 	if h.sc.fair {
 		c.cmd.Env = append(c.cmd.Env, envFair+"=1")
+	}
+	if h.sc.churn {
+		c.cmd.Env = append(c.cmd.Env, envChurn+"=1")
 	}
 	if len(h.sc.skews) > 0 {
 		c.cmd.Env = append(c.cmd.Env, envSkew+"="+h.sc.skews[(n-1)%len(h.sc.skews)].String())

@@ -103,6 +103,10 @@ func TestSafety(t *testing.T) {
 				idle.fault = f
 				runScenario(t, be, idle)
 			}
+			// A Store forgets the claims it saw once etcd shows them
+			// released (etcdstore's seenprune.go); a claim deleted by
+			// hand must stay remembered while those prunes run.
+			runScenario(t, be, scenario{variant: "fair mode, Stores pruning the claims they saw", fair: true, churn: true, fault: faultDelete, rounds: 2 * rounds()})
 		})
 		runScenario(t, be, scenario{fault: faultRestart})
 		runScenario(t, be, scenario{fault: faultRevoke, rounds: revokeRounds(), storeOverlap: etcdRevoked})
