@@ -903,13 +903,7 @@ func (s *DistributedLockStore) change(ctx context.Context, op string, g backend.
 			return s.fail(ctx, op, "get", g.Key, err)
 		}
 		rem := s.observe(cur)
-		i := -1
-		for j := range cur.Status.Holders {
-			if h := &cur.Status.Holders[j]; h.Identity == g.Holder && h.Nonce == g.Nonce {
-				i = j
-				break
-			}
-		}
+		i := slices.IndexFunc(cur.Status.Holders, func(h v1alpha1.Holder) bool { return h.Identity == g.Holder && h.Nonce == g.Nonce })
 		switch {
 		case uid != "" && string(cur.UID) != uid:
 			return lost("the lock object was deleted and created again (uid %s, granted on uid %s)", cur.UID, uid)
