@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -345,4 +346,55 @@ func TestDeletedUnseenClaimHolds(t *testing.T) {
 	if err := newStore(t, dir, clk).ForceRelease(bg, "none"); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("ForceRelease of a lock never taken: %v, want ErrNotFound", err)
 	}
+}
+
+// A Store that tries many locks once each and finds them held (schedule's
+// lock per slot) forgets the claims it saw there once their records show
+// them ended, instead of keeping one per name for ever; it keeps, through
+// every prune, a claim whose record shows it still live and one whose
+// record was deleted while held (what the entries guard).
+func TestSeenPrunedOnceEnded(t *testing.T) {
+	dir, clk := t.TempDir(), newFakeClock()
+	holder, standby := newStore(t, dir, clk), newStore(t, dir, clk)
+	const ttl = 10 * time.Second
+	live := mustAcquire(t, holder, "live", req("a", "n1", ttl))
+	gone := mustAcquire(t, holder, "gone", req("a", "n2", ttl))
+	for _, g := range []backend.Grant{live, gone} {
+		_, err := standby.TryAcquire(bg, g.Key, req("b", "m", ttl))
+		wantHeld(t, err, "a", g.Token, ttl)
+	}
+	removeRecord(t, dir, "gone")
+
+	most := 0
+	for i := range 2*minSeenPrune + 10 {
+		key := fmt.Sprintf("slot-%d", i)
+		g := mustAcquire(t, holder, key, req("a", "n", ttl))
+		if _, err := standby.TryAcquire(bg, key, req("b", "m", ttl)); !errors.Is(err, backend.ErrHeld) {
+			t.Fatalf("standby's TryAcquire of %s: %v, want ErrHeld", key, err)
+		}
+		if err := holder.Release(bg, g); err != nil {
+			t.Fatal(err)
+		}
+		clk.advance(ttl / 4) // the claims seen end as last seen
+		var err error
+		if live, err = holder.Renew(bg, live); err != nil {
+			t.Fatal(err)
+		}
+		standby.seen.mu.Lock()
+		most = max(most, len(standby.seen.m))
+		standby.seen.mu.Unlock()
+	}
+	standby.seen.mu.Lock()
+	n, keptLive, keptGone := len(standby.seen.m), standby.seen.m["live"], standby.seen.m["gone"]
+	standby.seen.mu.Unlock()
+	if most > minSeenPrune+1 || n > minSeenPrune {
+		t.Fatalf("claims seen: at most %d, %d at the end; want no more than %d", most, n, minSeenPrune+1)
+	}
+	if keptLive == nil || keptGone == nil {
+		t.Fatalf("a prune forgot the live claim (%v) or the deleted one (%v)", keptLive, keptGone)
+	}
+	// The deleted claim still refuses, from when the standby first finds
+	// the record missing.
+	_, err := standby.TryAcquire(bg, "gone", req("b", "m", ttl))
+	wantHeld(t, err, "a", gone.Token, ttl)
 }

@@ -141,6 +141,14 @@
 // only in the guard. Deleting NAME.lock as well is outside the protocol: it
 // breaks the file lock that every write relies on.
 //
+// A Store keeps the claims it saw in memory, one per lock it found held.
+// So that a process trying many locks once each (schedule's lock per
+// slot) does not keep one for ever per name, each time that map has
+// doubled past 256 entries the Store reads the records of the claims that
+// have ended as last seen, and forgets those whose record shows no live
+// claim: a later deletion of such a record cannot hide a claim it saw. A
+// claim whose record is missing is kept.
+//
 // # Record format
 //
 // NAME.json is one JSON object on one line, with exactly these fields:

@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -21,10 +22,27 @@ import (
 // on the machine's monotonic clock, which every process reads alike (see
 // the package documentation). Until then TryAcquire refuses with a
 // *backend.HeldError naming the last holder seen.
+//
+// An entry is kept until this Store sees the lock again and finds the
+// claim ended, or the record missing for long enough. A Store that tries
+// many names once each (schedule's lock per slot: every replica tries
+// the slot, one wins, and the others never touch that name again) would
+// keep one entry per name for ever, so when the map has doubled since the
+// last prune (and holds more than minSeenPrune) the Store reads the
+// records of the entries whose claim, as last seen, has ended (see
+// Store.pruneSeen): an entry whose record shows no live claim is
+// forgotten, since a later deletion of that record cannot hide a claim
+// this Store saw; an entry whose record is missing is kept (that is what
+// it guards).
 type seenClaims struct {
 	mu sync.Mutex
 	m  map[string]*seenClaim
+	// pruneAt is the size past which the next prune is due (see due).
+	pruneAt int
 }
+
+// minSeenPrune is the smallest map that is pruned.
+const minSeenPrune = 256
 
 type seenClaim struct {
 	holder  string
@@ -75,4 +93,58 @@ func (c *seenClaims) missing(key string, now int64) *backend.HeldError {
 		return nil
 	}
 	return &backend.HeldError{Key: key, Holder: sc.holder, Token: sc.token, RetryAfter: time.Duration(end - now)}
+}
+
+// due returns, if the map has doubled since the last prune and holds more
+// than minSeenPrune entries, the entries whose claim, as last seen, has
+// ended at machine time now (read from clock) and whose record was never
+// seen missing, with now, for the caller to read their records (reread)
+// and then call pruned. It forgets the entries whose record was seen
+// missing long enough ago that the claim is over (missing would forget
+// them at its next call). It returns nil if no prune is due, one is
+// running, or the clock cannot be read.
+func (c *seenClaims) due(clock func() (int64, error)) (ended map[string]*seenClaim, now int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) <= max(c.pruneAt, minSeenPrune) {
+		return nil, 0
+	}
+	now, err := clock()
+	if err != nil {
+		return nil, 0
+	}
+	c.pruneAt = math.MaxInt // until pruned: one prune at a time
+	ended = map[string]*seenClaim{}
+	for key, sc := range c.m {
+		switch {
+		case sc.missing == 0 && sc.expires <= now:
+			ended[key] = sc
+		case sc.missing != 0 && now >= max(sc.expires, sc.missing+int64(sc.ttl)):
+			delete(c.m, key)
+		}
+	}
+	return ended, now
+}
+
+// reread records what a read at machine time now found for key, whose
+// entry was sc when due returned it: r (nil if the record is missing). An
+// entry replaced meanwhile is left alone: it is newer than the read.
+func (c *seenClaims) reread(key string, sc *seenClaim, r *record, now int64, bootID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.m[key] != sc || r == nil:
+	case r.remaining(now, bootID) == 0:
+		delete(c.m, key)
+	default:
+		c.m[key] = &seenClaim{holder: r.holder, token: r.token, ttl: r.ttl, expires: r.expires}
+	}
+}
+
+// pruned ends a prune that due started: the next is due when the map has
+// doubled again.
+func (c *seenClaims) pruned() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pruneAt = 2 * len(c.m)
 }

@@ -175,11 +175,29 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 		r.acquireTime, r.renewTime = wall, wall
 		return r, nil
 	})
+	s.pruneSeen()
 	if err != nil {
 		return backend.Grant{}, err
 	}
 	s.seen.saw(key, r, now, s.bootID)
 	return backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: r.token, TTL: req.TTL}, nil
+}
+
+// pruneSeen forgets the claims this Store saw on locks whose records now
+// show them ended, once the map of claims seen has doubled (see
+// seenClaims): one read of a record per entry whose claim, as last seen,
+// has ended. A record that cannot be read keeps its entry.
+func (s *Store) pruneSeen() {
+	ended, now := s.seen.due(s.now)
+	if ended == nil {
+		return
+	}
+	defer s.seen.pruned()
+	for key, sc := range ended {
+		if _, r, err := s.read(key, s.paths(key).record); err == nil {
+			s.seen.reread(key, sc, r, now, s.bootID)
+		}
+	}
 }
 
 // nextClaim fills in r's token and transitions for an acquisition that
@@ -327,6 +345,7 @@ func (s *Store) Get(ctx context.Context, key string) (backend.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Record{}, err
 	}
+	defer s.pruneSeen()
 	p := s.paths(key)
 	_, r, err := s.read(key, p.record)
 	if err != nil {
