@@ -49,7 +49,7 @@ const (
 	envPoll     = "BATON_SAFETY_POLL"      // "1": lock by polling TryLock instead of Lock
 	envSem      = "BATON_SAFETY_SEMAPHORE" // "1": lock through a baton.Semaphore of limit 1
 	envFair     = "BATON_SAFETY_FAIR"      // "1": etcd in fair mode (the default); else plain mode, etcdstore.WithFair(false)
-	envChurn    = "BATON_SAFETY_CHURN"     // "1": etcd: the Store also finds other locks held, then released (see seenChurn)
+	envChurn    = "BATON_SAFETY_CHURN"     // "1": etcd, file: the Store also finds other locks held, then released (see seenChurn)
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -394,6 +394,13 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 			return nil, nil, err
 		}
 		b = st
+		if os.Getenv(envChurn) == "1" {
+			other, err := filestore.New(target)
+			if err != nil {
+				return nil, nil, err
+			}
+			closeFn = seenChurn(ctx, st, other, noClose, name, id, ttl)
+		}
 	case "redis", "redlock":
 		urls := []string{target} // a topology's URL (redis+sentinel://), as it is
 		var opts []redisstore.Option
@@ -426,11 +433,12 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 		}
 		b, closeFn = st, func() { _ = st.Close() }
 		if os.Getenv(envChurn) == "1" {
-			stop, err := seenChurn(ctx, st, open, name, id, ttl)
+			other, err := open()
 			if err != nil {
 				closeFn()
 				return nil, nil, err
 			}
+			stop := seenChurn(ctx, st, other, func() { _ = other.Close() }, name, id, ttl)
 			closeFn = func() { stop(); _ = st.Close() }
 		}
 	case "lease", "configmap", "crd":
@@ -527,22 +535,18 @@ type driftTimer struct{ t *time.Timer }
 func (t driftTimer) C() <-chan time.Time { return t.t.C }
 func (t driftTimer) Stop() bool          { return t.t.Stop() }
 
-// seenChurn makes st find locks held by another Store (opened with open),
-// each then released: "<name>.churn-<id>-<n>", churnBurst of them at once,
-// then one every 20 ms. st records each claim it sees, and prunes those
-// records once it has seen more than a few hundred (etcdstore's
-// seenprune.go), so its prunes run during the scenario, beside the lock
-// under test. It returns a function that stops the churn and closes the
-// other Store.
+// seenChurn makes st find locks held by another Store (other), each then
+// released: "<name>.churn-<id>-<n>", churnBurst of them at once, then one
+// every 20 ms. st records each claim it sees, and prunes those records
+// once it has seen more than a few hundred (etcdstore's seenprune.go,
+// filestore's seen.go), so its prunes run during the scenario, beside the
+// lock under test. It returns a function that stops the churn and closes
+// other with closeOther.
 // churnBurst is how many locks seenChurn shows st at its start: more than
 // a prune's threshold, so that the first prune runs early.
 const churnBurst = 300
 
-func seenChurn(ctx context.Context, st *etcdstore.Store, open func() (*etcdstore.Store, error), name, id string, ttl time.Duration) (stop func(), err error) {
-	other, err := open()
-	if err != nil {
-		return nil, err
-	}
+func seenChurn(ctx context.Context, st, other backend.Backend, closeOther func(), name, id string, ttl time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -568,5 +572,5 @@ func seenChurn(ctx context.Context, st *etcdstore.Store, open func() (*etcdstore
 			_ = other.Release(ctx, g)
 		}
 	}()
-	return func() { cancel(); <-done; _ = other.Close() }, nil
+	return func() { cancel(); <-done; closeOther() }
 }

@@ -145,9 +145,9 @@ type scenario struct {
 	// waiters, the lock handed to the oldest at each release), and all
 	// of them lock with Lock (see spawn).
 	fair bool
-	// churn: each contender's etcd Store also finds other locks held,
-	// then released, so that it prunes the claims it saw during the run
-	// (seenChurn).
+	// churn: each contender's Store (etcd, file) also finds other locks
+	// held, then released, so that it prunes the claims it saw during the
+	// run (seenChurn).
 	churn bool
 	// storeOverlap, if set, says why the store itself does not keep its
 	// leases under this fault: two holders at once are then reported,
