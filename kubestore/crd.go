@@ -111,18 +111,21 @@ type DistributedLockStore struct {
 	// claims is, per lock name, the claim this process last saw on the
 	// object (or saw end with the object's deletion); see missing.
 	claims map[string]claimSeen
-	// sweepAt: seen is swept when it grows past this (see sweepLocked).
+	// sweepAt: seen and claims are swept when either grows past this (see
+	// sweepLocked).
 	sweepAt int
 }
 
 // claimSeen is the last claim this process saw on one lock object: the
 // first holder and the lock's token (for a HeldError), the longest lease
-// duration among its entries, and, once the object was seen missing, when
-// that was first seen on this process's monotonic clock.
+// duration among its entries, when this process last saw it (seenAt),
+// and, once the object was seen missing, when that was first seen, both
+// on this process's monotonic clock.
 type claimSeen struct {
 	holder string
 	token  uint64
 	ttl    time.Duration
+	seenAt time.Time
 	gone   bool
 	at     time.Time
 }
@@ -258,7 +261,7 @@ func (s *DistributedLockStore) observe(l *v1alpha1.DistributedLock) []time.Durat
 	now := s.base.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.noteClaimLocked(l)
+	s.noteClaimLocked(l, now)
 	seen := s.seen[l.Name]
 	if seen == nil {
 		seen = map[entryKey]time.Time{}
@@ -294,11 +297,22 @@ func (s *DistributedLockStore) observe(l *v1alpha1.DistributedLock) []time.Durat
 // that a process that touches many lock names (a lock per job) does not
 // keep entries per name forever. It is the Lease store's rule
 // (store.sweepLocked): should such an entry be seen again, it counts
-// from then, which only delays a takeover. It runs when seen has doubled
-// since the last sweep. s.mu must be held.
+// from then, which only delays a takeover. By the same rule it forgets
+// the claims last seen at least twice their duration ago, and those seen
+// deleted whose wait is over: a lock this process found held once and
+// never looked at again (a loser of schedule's lock per slot) is then
+// judged, should its object vanish, as by a process that never saw it
+// (see "Deleted lock objects" in the package documentation), as the
+// Lease store judges it once its observation is swept. It runs when seen
+// or claims has doubled since the last sweep. s.mu must be held.
 func (s *DistributedLockStore) sweepLocked(now time.Time) {
-	if len(s.seen) <= max(s.sweepAt, minSweep) {
+	if max(len(s.seen), len(s.claims)) <= max(s.sweepAt, minSweep) {
 		return
+	}
+	for name, c := range s.claims {
+		if c.gone && !now.Before(c.at.Add(c.ttl)) || !c.gone && now.Sub(c.seenAt) > 2*c.ttl {
+			delete(s.claims, name)
+		}
 	}
 	for name, seen := range s.seen {
 		for k, at := range seen {
@@ -310,18 +324,18 @@ func (s *DistributedLockStore) sweepLocked(now time.Time) {
 			delete(s.seen, name)
 		}
 	}
-	s.sweepAt = 2 * len(s.seen)
+	s.sweepAt = 2 * max(len(s.seen), len(s.claims))
 }
 
 // noteClaimLocked records the claim on l (none if it has no holder
-// entries) as the last one this process saw. s.mu must be held.
-func (s *DistributedLockStore) noteClaimLocked(l *v1alpha1.DistributedLock) {
+// entries) as the last one this process saw, at now. s.mu must be held.
+func (s *DistributedLockStore) noteClaimLocked(l *v1alpha1.DistributedLock, now time.Time) {
 	hs := l.Status.Holders
 	if len(hs) == 0 {
 		delete(s.claims, l.Name)
 		return
 	}
-	c := claimSeen{holder: hs[0].Identity, token: uint64(max(0, l.Status.Token))}
+	c := claimSeen{holder: hs[0].Identity, token: uint64(max(0, l.Status.Token)), seenAt: now}
 	for i := range hs {
 		c.ttl = max(c.ttl, entryTTL(&hs[i]))
 	}
@@ -341,7 +355,7 @@ func (s *DistributedLockStore) missing(name string, last *v1alpha1.DistributedLo
 	defer s.mu.Unlock()
 	prev, had := s.claims[name]
 	if last != nil {
-		s.noteClaimLocked(last)
+		s.noteClaimLocked(last, now)
 		if c, ok := s.claims[name]; ok && had {
 			c.ttl = max(c.ttl, prev.ttl)
 			if prev.gone {
@@ -378,7 +392,7 @@ func (s *DistributedLockStore) wrote(l *v1alpha1.DistributedLock, sent time.Time
 		}
 		seen[*mine] = sent
 	}
-	s.noteClaimLocked(l)
+	s.noteClaimLocked(l, sent)
 	if len(l.Status.Holders) == 0 {
 		// Free: no grant has this version, so no Renew or Release will
 		// ask for it (see written).

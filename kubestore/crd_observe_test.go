@@ -209,3 +209,34 @@ func TestDLForgetsReleasedNames(t *testing.T) {
 		clk.Step(2*req.TTL + time.Second)
 	}
 }
+
+// TestDLForgetsClaimsSeenLongAgo: a process that finds many lock names
+// held once each and never looks at them again (a loser of schedule's
+// lock per slot) forgets each claim once it is twice its lease duration
+// old, instead of keeping one per name for ever; it keeps the claims it
+// saw more recently.
+func TestDLForgetsClaimsSeenLongAgo(t *testing.T) {
+	s, clk, _ := newFakeDLs(t, 2)
+	holder, loser, ctx := s[0], s[1], context.Background()
+	ttl := fakeReq("").TTL
+	slot := func(i int) string { return fmt.Sprintf("slot-%d", i) }
+	const n = 4 * minSweep
+	for i := range n {
+		if _, err := holder.TryAcquire(ctx, slot(i), fakeReq("winner")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loser.TryAcquire(ctx, slot(i), fakeReq("loser")); !errors.Is(err, backend.ErrHeld) {
+			t.Fatalf("loser's TryAcquire of %s: %v; want ErrHeld", slot(i), err)
+		}
+		if k := len(loser.claims); k > minSweep+1 {
+			t.Fatalf("after %s: %d claims kept; want at most %d", slot(i), k, minSweep+1)
+		}
+		clk.Step(ttl / 2)
+	}
+	// Seen at most twice their duration ago: kept through every sweep.
+	for i := n - 4; i < n; i++ {
+		if _, ok := loser.claims[slot(i)]; !ok {
+			t.Fatalf("the claim on %s, seen %v ago, was forgotten", slot(i), time.Duration(n-i)*ttl/2)
+		}
+	}
+}

@@ -74,7 +74,11 @@
 // event, whose final state is free, proves it free. A process that never
 // saw such an object cannot know of its claim, and may create the object
 // at once; its token is still larger than the former holder's, so a fenced
-// resource refuses the former holder's writes.
+// resource refuses the former holder's writes. Nor can one that saw
+// it long ago: so that a process that touches many lock names (a loser
+// of schedule's lock per slot) does not remember each for ever, a store
+// forgets what it saw of a lock once that is more than twice the lease
+// duration old, each time the names it remembers have doubled past 64.
 //
 // # Fencing tokens
 //
