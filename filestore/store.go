@@ -175,8 +175,9 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 		r.acquireTime, r.renewTime = wall, wall
 		return r, nil
 	})
-	s.pruneSeen()
 	if err != nil {
+		// A refusal is when this Store records a claim of another's.
+		s.pruneSeen(ctx)
 		return backend.Grant{}, err
 	}
 	s.seen.saw(key, r, now, s.bootID)
@@ -186,14 +187,18 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 // pruneSeen forgets the claims this Store saw on locks whose records now
 // show them ended, once the map of claims seen has doubled (see
 // seenClaims): one read of a record per entry whose claim, as last seen,
-// has ended. A record that cannot be read keeps its entry.
-func (s *Store) pruneSeen() {
+// has ended, until ctx ends. A record that cannot be read, or is not read
+// before ctx ends, keeps its entry.
+func (s *Store) pruneSeen(ctx context.Context) {
 	ended, now := s.seen.due(s.now)
 	if ended == nil {
 		return
 	}
 	defer s.seen.pruned()
 	for key, sc := range ended {
+		if ctx.Err() != nil {
+			return
+		}
 		if _, r, err := s.read(key, s.paths(key).record); err == nil {
 			s.seen.reread(key, sc, r, now, s.bootID)
 		}
@@ -345,7 +350,7 @@ func (s *Store) Get(ctx context.Context, key string) (backend.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Record{}, err
 	}
-	defer s.pruneSeen()
+	defer s.pruneSeen(ctx)
 	p := s.paths(key)
 	_, r, err := s.read(key, p.record)
 	if err != nil {
