@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,6 +177,19 @@ func TestUncontendedRounds(t *testing.T) {
 	}
 }
 
+// counts are this process's allocations and goroutines started so far:
+// per acquisition, a measure of the contenders' work that does not move
+// with the machine's load, as their CPU time does.
+type counts struct{ allocs, bytes, goroutines uint64 }
+
+func clientCounts() counts {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	g := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(g)
+	return counts{allocs: ms.Mallocs, bytes: ms.TotalAlloc, goroutines: g[0].Value.Uint64()}
+}
+
 // TestContendedCPU runs 8 contenders in tight lock/unlock loops for 3 s,
 // baton, the FIFO handoff floor with baton's commands and the raw FIFO
 // handoff floor in turn, and logs the CPU that the
@@ -183,7 +198,9 @@ func TestUncontendedRounds(t *testing.T) {
 // the commands they called (INFO commandstats; what is left of a script's
 // time is Lua and the cost of each redis.call): on this 2-CPU machine
 // the contended rate is bound by CPU, so this says where a gap to the
-// floor lies.
+// floor lies. It also logs the contenders' allocations and the
+// goroutines they started per acquisition, which do not move with the
+// machine's load.
 //
 //	BENCH_CONTENDED=1 go test -run TestContendedCPU -v .
 func TestContendedCPU(t *testing.T) {
@@ -205,6 +222,7 @@ func TestContendedCPU(t *testing.T) {
 		var n atomic.Int64
 		var wg sync.WaitGroup
 		_, s0 := redisStats(info)
+		m0 := clientCounts()
 		c0, e0, start := selfCPU(), commandStats(t, addr), time.Now()
 		for _, lock := range locks {
 			wg.Go(func() {
@@ -222,12 +240,15 @@ func TestContendedCPU(t *testing.T) {
 		cancel()
 		elapsed := time.Since(start).Seconds()
 		k := float64(n.Load())
+		m1 := clientCounts()
 		_, s1 := redisStats(info)
 		c1, e1 := selfCPU(), commandStats(t, addr)
 		scripts, inner := e1.scripts().minus(e0.scripts()), e1.inScripts(e0)
 		t.Logf("%s: %.0f acquisitions/s; per acquisition: contenders' CPU %.0f µs, redis-server's %.0f µs; "+
-			"scripts %.2f taking %.1f µs, of which %.1f commands taking %.1f µs",
+			"scripts %.2f taking %.1f µs, of which %.1f commands taking %.1f µs; "+
+			"contenders' allocations %.1f (%.0f bytes), goroutines started %.2f",
 			lib.name, k/elapsed, float64((c1-c0).Microseconds())/k, float64((s1-s0).Microseconds())/k,
-			scripts.calls/k, scripts.usec/k, inner.calls/k, inner.usec/k)
+			scripts.calls/k, scripts.usec/k, inner.calls/k, inner.usec/k,
+			float64(m1.allocs-m0.allocs)/k, float64(m1.bytes-m0.bytes)/k, float64(m1.goroutines-m0.goroutines)/k)
 	}
 }
