@@ -190,6 +190,9 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 // has ended, until ctx ends. A record that cannot be read, or is not read
 // before ctx ends, keeps its entry.
 func (s *Store) pruneSeen(ctx context.Context) {
+	if ctx.Err() != nil {
+		return // not due(): it would count a prune that reads nothing
+	}
 	ended, now := s.seen.due(s.now)
 	if ended == nil {
 		return
