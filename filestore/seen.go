@@ -52,6 +52,10 @@ type seenClaim struct {
 	missing int64 // machine clock at which the record was first seen missing; 0: not yet
 }
 
+// end is when a claim whose record was seen missing can have ended at the
+// latest (see seenClaims).
+func (sc *seenClaim) end() int64 { return max(sc.expires, sc.missing+int64(sc.ttl)) }
+
 // saw records what this Store found for key at machine time now: a live
 // claim is remembered, anything else (a free or expired record) forgotten.
 func (c *seenClaims) saw(key string, r *record, now int64, bootID string) {
@@ -87,7 +91,7 @@ func (c *seenClaims) missing(key string, now int64) *backend.HeldError {
 	if sc.missing == 0 {
 		sc.missing = now
 	}
-	end := max(sc.expires, sc.missing+int64(sc.ttl))
+	end := sc.end()
 	if now >= end {
 		delete(c.m, key)
 		return nil
@@ -119,7 +123,7 @@ func (c *seenClaims) due(clock func() (int64, error)) (ended map[string]*seenCla
 		switch {
 		case sc.missing == 0 && sc.expires <= now:
 			ended[key] = sc
-		case sc.missing != 0 && now >= max(sc.expires, sc.missing+int64(sc.ttl)):
+		case sc.missing != 0 && now >= sc.end():
 			delete(c.m, key)
 		}
 	}
