@@ -798,10 +798,11 @@ func kubePuts(t *testing.T, cfg *rest.Config, name string, n int, pause time.Dur
 // the standby, and the standby's acquiring PUT on the object the event
 // carried. Each round runs from the release's send to the acquiring PUT's
 // return; the leader takes the Lease back (as a renewal) before the pause.
-// A standby that sends nothing while it waits (baton's, DESIGN "idle
-// standbys") cannot be handed a Lease by name: its validity counts from a
-// write of its own (invariant 3), so this is the handover's floor, where
-// the tight loop's PUT is the floor of each write.
+// A standby that sends nothing while it waits (baton's: an idle standby
+// costs the API server nothing) cannot be handed a Lease by name: its
+// validity counts from a request of its own sent after the handoff
+// (DESIGN invariant 3), so this is the floor of its handover, where the
+// tight loop's PUT is the floor of each write.
 func kubeHandoffFloor(t *testing.T, cfg *rest.Config, rounds int, pause time.Duration) kubeHandoffTimes {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
