@@ -16,7 +16,9 @@ package bench
 //   - API requests per minute made by the leader and by each idle standby,
 //     counted at the HTTP transport (rest.Config.WrapTransport), three
 //     candidates, in the steady state.
-//   - the floor: one conditional Lease update (PUT) round trip.
+//   - the floors: one conditional Lease update (PUT) round trip, in a tight
+//     loop and after idling, and a handover to an idle standby with only
+//     the requests it needs (kubeHandoffFloor).
 
 import (
 	"bytes"
