@@ -763,21 +763,10 @@ const (
 // kubePuts times n conditional updates of a Lease of its own, after 10
 // warm-up updates, each update after pause.
 func kubePuts(t *testing.T, cfg *rest.Config, name string, n int, pause time.Duration) []time.Duration {
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = 1e6, 1e6
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	leases := cs.CoordinationV1().Leases(kubeNamespace)
-	l, err := leases.Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: kubeLockName(name)},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("floor"), LeaseDurationSeconds: ptr.To[int32](15)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	leases := floorLeases(t, cfg)
+	l := createFloorLease(ctx, t, leases, kubeLockName(name), "floor")
+	var err error
 	var out []time.Duration
 	for i := range n + 10 {
 		time.Sleep(pause) // the idle time being measured, not synchronisation
@@ -808,24 +797,9 @@ func kubePuts(t *testing.T, cfg *rest.Config, name string, n int, pause time.Dur
 func kubeHandoffFloor(t *testing.T, cfg *rest.Config, rounds int, pause time.Duration) kubeHandoffTimes {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	leases := func() coordinationclient.LeaseInterface {
-		c := rest.CopyConfig(cfg)
-		c.QPS, c.Burst = 1e6, 1e6
-		cs, err := kubernetes.NewForConfig(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cs.CoordinationV1().Leases(kubeNamespace)
-	}
-	leader, standby := leases(), leases()
+	leader, standby := floorLeases(t, cfg), floorLeases(t, cfg)
 	name := kubeLockName("handoff-floor")
-	l, err := leader.Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("leader"), LeaseDurationSeconds: ptr.To[int32](15)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := createFloorLease(ctx, t, leader, name, "leader")
 	w, err := standby.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: l.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
@@ -886,6 +860,30 @@ func kubeHandoffFloor(t *testing.T, cfg *rest.Config, rounds int, pause time.Dur
 		l = r.lease
 	}
 	return out
+}
+
+// floorLeases returns the Leases of a client of its own, without client-go's
+// rate limit: a floor times the server, not the client's throttle.
+func floorLeases(t *testing.T, cfg *rest.Config) coordinationclient.LeaseInterface {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 1e6, 1e6
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs.CoordinationV1().Leases(kubeNamespace)
+}
+
+// createFloorLease creates the Lease name, held by holder, for a floor.
+func createFloorLease(ctx context.Context, t *testing.T, leases coordinationclient.LeaseInterface, name, holder string) *coordinationv1.Lease {
+	l, err := leases.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // kubeHandoffTimes are kubeHandoffFloor's rounds: each from the release's
