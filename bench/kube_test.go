@@ -47,6 +47,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -421,6 +422,12 @@ type kubeHandoverResult struct {
 	relSent, relDone, standbyFirst, standbyLast []time.Duration
 	standbyReqs                                 []int
 	standbyVerbs                                map[string]int
+
+	// floor is a round of the floors (handoffFloor) after each handover
+	// that succeeded, if kubeHandover was given one; paired is that
+	// handover's time.
+	floor  []handoffRound
+	paired []time.Duration
 }
 
 func waitFor[T any](ch chan T, d time.Duration) (T, bool) {
@@ -449,7 +456,14 @@ func waitLeader(c *kubeCand, leader string, d time.Duration) bool {
 	}
 }
 
-func kubeHandover(t *testing.T, lib kubeLibrary, cfg *rest.Config, tm kubeTiming) kubeHandoverResult {
+// kubeHandover times tm.handovers release-to-new-leader handovers of lib
+// between two candidates (see the report's handover table).
+//
+// If floor is not nil, a round of it (kubeTightPuts tight PUTs, then a
+// handover after kubeIdlePause) follows each handover, once both
+// candidates see the new leader: the floors at the moments of the
+// library's own rounds.
+func kubeHandover(t *testing.T, lib kubeLibrary, cfg *rest.Config, tm kubeTiming, floor *handoffFloor) kubeHandoverResult {
 	lock := kubeLockName("handover")
 	a := lib.newCand(t, cfg, lock, "cand-a", tm)
 	b := lib.newCand(t, cfg, lock, "cand-b", tm)
@@ -506,6 +520,10 @@ func kubeHandover(t *testing.T, lib kubeLibrary, cfg *rest.Config, tm kubeTiming
 			t.Fatalf("%s: the old leader never saw the new one", lib.name)
 		}
 		leader, standby = standby, leader
+		if floor != nil && ok {
+			res.floor = append(res.floor, floor.round(kubeIdlePause, kubeTightPuts))
+			res.paired = append(res.paired, t1.Sub(t0))
+		}
 	}
 	return res
 }
@@ -758,6 +776,7 @@ func kubeIdleFloor(t *testing.T, cfg *rest.Config) []time.Duration {
 const (
 	kubeIdleUpdates = 30
 	kubeIdlePause   = 500 * time.Millisecond
+	kubeTightPuts   = 5 // in each round of the floors between handovers
 )
 
 // kubePuts times n conditional updates of a Lease of its own, after 10
@@ -795,25 +814,63 @@ func kubePuts(t *testing.T, cfg *rest.Config, name string, n int, pause time.Dur
 // (DESIGN invariant 3), so this is the floor of its handover, where the
 // tight loop's PUT is the floor of each write.
 func kubeHandoffFloor(t *testing.T, cfg *rest.Config, rounds int, pause time.Duration) kubeHandoffTimes {
+	f := newHandoffFloor(t, cfg)
+	defer f.close()
+	var out kubeHandoffTimes
+	for i := range rounds + 10 {
+		r := f.round(pause, 0)
+		if i >= 10 { // warm-up
+			out.total = append(out.total, r.total)
+			out.release = append(out.release, r.release)
+			out.acqSent = append(out.acqSent, r.acqSent)
+			out.acquire = append(out.acquire, r.acquire)
+		}
+	}
+	return out
+}
+
+// handoffFloor is kubeHandoffFloor's two bare clients and their Lease, kept
+// open so that its rounds can also run between baton's handovers
+// (kubeHandover), where they measure the floors at the same moments as
+// baton's rounds: on this shared VM a floor timed minutes apart moves by up
+// to 2x.
+type handoffFloor struct {
+	t       *testing.T
+	ctx     context.Context
+	cancel  context.CancelFunc
+	leader  coordinationclient.LeaseInterface
+	l       *coordinationv1.Lease // the latest version, as the leader or the standby wrote it
+	w       watch.Interface       // the standby's
+	took    chan handoffTaken
+	stopped chan struct{} // closed when the standby's goroutine has returned
+}
+
+// handoffTaken is the standby's acquiring PUT: its send and return.
+type handoffTaken struct {
+	sent, at time.Time
+	lease    *coordinationv1.Lease
+	err      error
+}
+
+// handoffRound is one round of a handoffFloor, each duration from the
+// release's send: to the acquiring PUT's return (total), to the release's
+// return, and to the acquiring PUT's send; the acquiring PUT's own round
+// trip; and the median of the tight PUTs before the pause (0 if none).
+type handoffRound struct{ total, release, acqSent, acquire, put time.Duration }
+
+func newHandoffFloor(t *testing.T, cfg *rest.Config) *handoffFloor {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	leader, standby := floorLeases(t, cfg), floorLeases(t, cfg)
 	name := kubeLockName("handoff-floor")
 	l := createFloorLease(ctx, t, leader, name, "leader")
 	w, err := standby.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: l.ResourceVersion})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	type taken struct {
-		sent, at time.Time // the acquiring PUT's send and return
-		lease    *coordinationv1.Lease
-		err      error
-	}
-	took := make(chan taken, 1)
-	stopped := make(chan struct{})
-	defer func() { cancel(); w.Stop(); <-stopped }()
+	f := &handoffFloor{t: t, ctx: ctx, cancel: cancel, leader: leader, l: l, w: w, took: make(chan handoffTaken, 1), stopped: make(chan struct{})}
 	go func() {
-		defer close(stopped)
+		defer close(f.stopped)
 		for ev := range w.ResultChan() {
 			free, ok := ev.Object.(*coordinationv1.Lease)
 			if !ok || ptr.Deref(free.Spec.HolderIdentity, "") != "" {
@@ -823,43 +880,63 @@ func kubeHandoffFloor(t *testing.T, cfg *rest.Config, rounds int, pause time.Dur
 			sent := time.Now()
 			got, err := standby.Update(ctx, free, metav1.UpdateOptions{})
 			select {
-			case took <- taken{sent, time.Now(), got, err}:
+			case f.took <- handoffTaken{sent, time.Now(), got, err}:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	var out kubeHandoffTimes
-	for i := range rounds + 10 {
-		l.Spec.HolderIdentity = ptr.To("leader")
-		if l, err = leader.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(pause) // the idle time being measured, not synchronisation
-		l.Spec.HolderIdentity = ptr.To("")
-		start := time.Now()
-		if _, err = leader.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		released := time.Now()
-		var r taken
-		select {
-		case r = <-took:
-		case <-time.After(time.Minute):
-			t.Fatal("the standby's watch did not deliver the release within a minute")
-		}
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if i >= 10 { // warm-up
-			out.total = append(out.total, r.at.Sub(start))
-			out.release = append(out.release, released.Sub(start))
-			out.acqSent = append(out.acqSent, r.sent.Sub(start))
-			out.acquire = append(out.acquire, r.at.Sub(r.sent))
-		}
-		l = r.lease
+	return f
+}
+
+// round takes the Lease back as the leader, times puts conditional
+// updates in a tight loop, idles for pause, and times the handover.
+func (f *handoffFloor) round(pause time.Duration, puts int) handoffRound {
+	t, ctx := f.t, f.ctx
+	var err error
+	f.l.Spec.HolderIdentity = ptr.To("leader")
+	if f.l, err = f.leader.Update(ctx, f.l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	return out
+	var r handoffRound
+	if puts > 0 {
+		tight := make([]time.Duration, puts)
+		for i := range tight {
+			f.l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			start := time.Now()
+			if f.l, err = f.leader.Update(ctx, f.l, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			tight[i] = time.Since(start)
+		}
+		r.put = quantile(tight, 0.5)
+	}
+	time.Sleep(pause) // the idle time being measured, not synchronisation
+	f.l.Spec.HolderIdentity = ptr.To("")
+	start := time.Now()
+	if _, err = f.leader.Update(ctx, f.l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	var got handoffTaken
+	select {
+	case got = <-f.took:
+	case <-time.After(time.Minute):
+		t.Fatal("the standby's watch did not deliver the release within a minute")
+	}
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	f.l = got.lease
+	r.total, r.release, r.acqSent, r.acquire = got.at.Sub(start), released.Sub(start), got.sent.Sub(start), got.at.Sub(got.sent)
+	return r
+}
+
+// close stops the standby's watch and waits for its goroutine.
+func (f *handoffFloor) close() {
+	f.cancel()
+	f.w.Stop()
+	<-f.stopped
 }
 
 // floorLeases returns the Leases of a client of its own, without client-go's
@@ -1077,11 +1154,21 @@ func TestKubeReport(t *testing.T) {
 	}
 
 	// Handovers: one library and timing at a time.
+	// baton's rounds alternate with rounds of the floors (see kubeHandover).
 	hand := map[countKey]kubeHandoverResult{}
+	between := newHandoffFloor(t, cfg)
+	defer between.close()
+	for range 3 { // warm-up
+		between.round(kubeIdlePause, kubeTightPuts)
+	}
 	for ti, tm := range kubeTimings {
 		for li, lib := range kubeLibraries {
 			start := time.Now()
-			r := kubeHandover(t, lib, cfg, tm)
+			var floor *handoffFloor
+			if lib.name == kubeBaton.name {
+				floor = between
+			}
+			r := kubeHandover(t, lib, cfg, tm, floor)
 			hand[countKey{li, ti, 0}] = r
 			t.Logf("%s %v: %d handovers in %v, p50 %v", lib.name, tm, len(r.handover), time.Since(start).Round(time.Second), kround(quantile(r.handover, 0.5)))
 		}
@@ -1109,6 +1196,16 @@ func TestKubeReport(t *testing.T) {
 				kround(quantile(r.release, 0.5)), ratio)
 			res.Handover = append(res.Handover, KubeHandover{Timing: tm.String(), Library: lib.name, N: len(r.handover),
 				P50: ms(quantile(r.handover, 0.5)), P99: ms(quantile(r.handover, 0.99))})
+		}
+	}
+	p("\n")
+
+	p("The floors between baton's rounds: after each of baton's handovers above (once both candidates see the new leader), the handover floor's two clients take their own Lease back, send %d conditional updates in a tight loop, idle for %v and hand over as in the handover floor, so that each of baton's rounds has floors timed seconds from it rather than minutes. \"paired\" is the median over the rounds of baton's handover ÷ the floor's handover that followed it.\n\n", kubeTightPuts, kubeIdlePause)
+	p("| LeaseDuration/RenewDeadline/RetryPeriod | rounds | tight PUT p50 | handover floor p50 | × tight PUT | baton handover p50 | × tight PUT | baton ÷ handover floor, paired |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for ti, tm := range kubeTimings {
+		if f, ok := floorsBetween(hand[countKey{0, ti, 0}]); ok {
+			p("| %v | %d | %v | %v | %.1f | %v | %.1f | %.2f |\n", tm, f.n, kround(f.put), kround(f.handoff), f.handoffX(), kround(f.baton), f.batonX(), f.paired)
 		}
 	}
 	p("\n")
@@ -1222,14 +1319,18 @@ func TestKubeReport(t *testing.T) {
 			rel := quantile(b.relDone, 0.5) - quantile(b.relSent, 0.5)
 			acq := quantile(b.standbyLast, 0.5) - quantile(b.standbyFirst, 0.5)
 			hx := float64(handoffP50) / float64(floorP50)
-			reach := "within reach by that floor"
-			if hx > 2.5 {
-				reach = "out of reach in this run: that floor is beyond 2.5x"
+			between := "no rounds of the floors between baton's"
+			if f, ok := floorsBetween(b); ok {
+				reach := "within reach by those floors"
+				if f.handoffX() > 2.5 {
+					reach = "out of reach by those floors"
+				}
+				between = fmt.Sprintf("between baton's rounds the handover floor was %.1fx the tight PUT and baton %.1fx, %.2fx the floor paired: %s", f.handoffX(), f.batonX(), f.paired, reach)
 			}
 			p("- %v handover at most 2.5x the Lease PUT floor (issue 19): %s (%.1fx; from the breakdown's medians, the release PUT took %v, %.1fx the floor, and the standby's first request to its acquiring request's return %v, %.1fx; "+
-				"an update after idling plus one in a tight loop is %.1fx the floor; a handover to an idle standby with only the requests it needs is %.1fx, %s; baton's handover is %.2fx that)\n",
+				"an update after idling plus one in a tight loop is %.1fx the floor; a handover to an idle standby with only the requests it needs is %.1fx, and baton's handover %.2fx that; %s)\n",
 				tm, metStr(x <= 2.5), x, kround(rel), float64(rel)/float64(floorP50), kround(acq), float64(acq)/float64(floorP50),
-				float64(idleP50+floorP50)/float64(floorP50), hx, reach, float64(bp)/float64(handoffP50))
+				float64(idleP50+floorP50)/float64(floorP50), hx, float64(bp)/float64(handoffP50), between)
 		}
 	}
 	for ti, tm := range kubeTimings {
@@ -1268,6 +1369,33 @@ func TestKubeReport(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// kubeFloorsBetween summarizes the floors' rounds between a library's
+// handovers (kubeHandover with a floor).
+type kubeFloorsBetween struct {
+	n                   int
+	put, handoff, baton time.Duration // medians: the tight PUTs, the floor's handovers, the library's handovers in those rounds
+	paired              float64       // median of each handover ÷ the floor's handover after it
+}
+
+func (f kubeFloorsBetween) handoffX() float64 { return float64(f.handoff) / float64(f.put) }
+func (f kubeFloorsBetween) batonX() float64   { return float64(f.baton) / float64(f.put) }
+
+// floorsBetween summarizes r's rounds of the floors; false if it has none.
+func floorsBetween(r kubeHandoverResult) (kubeFloorsBetween, bool) {
+	if len(r.floor) == 0 {
+		return kubeFloorsBetween{}, false
+	}
+	var puts, handoffs []time.Duration
+	var ratios []float64
+	for i, f := range r.floor {
+		puts, handoffs = append(puts, f.put), append(handoffs, f.total)
+		ratios = append(ratios, float64(r.paired[i])/float64(f.total))
+	}
+	slices.Sort(ratios)
+	return kubeFloorsBetween{n: len(r.floor), put: quantile(puts, 0.5), handoff: quantile(handoffs, 0.5),
+		baton: quantile(r.paired, 0.5), paired: ratios[(len(ratios)-1)/2]}, true
 }
 
 // failoverWithin counts the rounds whose lag beyond the acquiring write
