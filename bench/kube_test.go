@@ -4,7 +4,7 @@ package bench
 // beside client-go's tools/leaderelection (LeaseLock, ReleaseOnCancel) on one
 // envtest control plane (kube-apiserver + etcd from tools/testbin) in one run.
 //
-//	cd bench && go test -run TestKubeReport -v -count=1 .        # ~6 min, prints Markdown
+//	cd bench && go test -run TestKubeReport -v -count=1 .        # ~8 min, prints Markdown
 //	BENCH_OUT=/tmp/kube.md go test -run TestKubeReport -count=1 .
 //
 // Measured:
@@ -18,7 +18,8 @@ package bench
 //     candidates, in the steady state.
 //   - the floors: one conditional Lease update (PUT) round trip, in a tight
 //     loop and after idling, and a handover to an idle standby with only
-//     the requests it needs (kubeHandoffFloor).
+//     the requests it needs (kubeHandoffFloor); the tight PUTs and the
+//     handover again between baton's handovers (handoffFloor).
 
 import (
 	"bytes"
