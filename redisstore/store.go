@@ -604,8 +604,10 @@ func (s *Store) watch(ctx context.Context, key, holder string) (<-chan struct{},
 	}
 	w := newWatcher()
 	w.holder = holder
-	wctx, cancel := context.WithTimeout(ctx, confirmTimeout)
-	defer cancel()
+	// The wait for confirmations lasts at most confirmTimeout in all. A
+	// channel the Store follows already (a waiter that locks again) is
+	// confirmed: no timer then.
+	var wctx context.Context
 	for i, channel := range channels {
 		confirmed, err := s.hub.add(ctx, channel, k.channel, w)
 		if err != nil {
@@ -613,6 +615,14 @@ func (s *Store) watch(ctx context.Context, key, holder string) (<-chan struct{},
 				s.hub.remove(added, w)
 			}
 			return nil, fmt.Errorf("redisstore: watch lock %q (channel %s): %w", key, channel, err)
+		}
+		if isClosed(confirmed) {
+			continue
+		}
+		if wctx == nil {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(ctx, confirmTimeout)
+			defer cancel()
 		}
 		if !awaitConfirmed(wctx, confirmed) {
 			s.hub.returnedEarly(channel, w)

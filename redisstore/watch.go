@@ -206,6 +206,16 @@ func awaitConfirmed(ctx context.Context, confirmed <-chan struct{}) bool {
 	}
 }
 
+// isClosed reports whether c is closed, without waiting.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // watching reports whether channel has a watcher now.
 func (h *hub) watching(channel string) bool {
 	h.mu.Lock()
