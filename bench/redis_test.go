@@ -534,6 +534,78 @@ func handover(t *testing.T, lib library, addr string, n int) []time.Duration {
 	return out
 }
 
+// unlockSamples is the number of handovers unlockServerTimes times per
+// library.
+const unlockSamples = 30
+
+// unlockServerTimes runs n handovers of lib as handover does and returns
+// the server's time running the holder's unlock script in each: the first
+// script SLOWLOG recorded after a reset just before the unlock, read when
+// the unlock returned (every command is logged meanwhile; a waiter's
+// request after the notice comes later).
+func unlockServerTimes(t *testing.T, lib library, addr string, n int) []time.Duration {
+	ctx := t.Context()
+	adm := newClient(addr)
+	defer adm.Close()
+	was, err := adm.ConfigGet(ctx, "slowlog-log-slower-than").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer adm.ConfigSet(context.Background(), "slowlog-log-slower-than", was["slowlog-log-slower-than"])
+	key := uniqueKey("u")
+	a, b := lib.open(addr, key, "holder"), lib.open(addr, key, "waiter")
+	defer a.close()
+	defer b.close()
+	var out []time.Duration
+	for i := 0; len(out) < n; i++ {
+		if i == 2*n {
+			t.Fatalf("%s: SLOWLOG recorded the unlock script in %d of %d handovers", lib.name, len(out), i)
+		}
+		unlockA, err := a.lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type res struct {
+			unlock func(context.Context) error
+			err    error
+		}
+		got := make(chan res, 1)
+		go func() {
+			u, err := b.lock(ctx)
+			got <- res{u, err}
+		}()
+		time.Sleep(time.Duration(10+mrand.IntN(50)) * time.Millisecond) // let the waiter wait
+		if err := adm.SlowLogReset(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := unlockA(ctx); err != nil {
+			t.Fatal(err)
+		}
+		logs, err := adm.SlowLogGet(ctx, 128).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if err := r.unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i := len(logs) - 1; i >= 0; i-- { // oldest first
+			if cmd := strings.ToLower(logs[i].Args[0]); cmd == "evalsha" || cmd == "eval" {
+				out = append(out, logs[i].Duration)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func TestRedisReport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the report takes a minute or two")
@@ -625,6 +697,17 @@ func TestRedisReport(t *testing.T) {
 		fmt.Fprintf(&b, "| %s | %v | %v | %v | %.2f |\n", lib.name, round(h[len(h)/2]), round(h[len(h)*99/100]), round(h[len(h)-1]),
 			float64(h[len(h)/2])/float64(hf[len(hf)/2]))
 	}
+	slibs := []library{libraries[0], handoffCommandsFloor, fairFloor, notifyFloor}
+	fmt.Fprintf(&b, "\nThe server's time running the holder's unlock script in a handover (SLOWLOG, every command logged, %d handovers of each after the same 10-60 ms wait; "+
+		"not the handovers timed above, as SLOWLOG's own commands run between the unlock and the waiter's turn): "+
+		"where a handover's time goes between the server's Lua and the two clients:\n\n", unlockSamples)
+	fmt.Fprintf(&b, "| library | p50 | p90 |\n|---|---:|---:|\n")
+	us := map[string][]time.Duration{}
+	for _, lib := range slibs {
+		u := unlockServerTimes(t, lib, addr, unlockSamples)
+		us[lib.name] = u
+		fmt.Fprintf(&b, "| %s | %v | %v |\n", lib.name, round(u[len(u)/2]), round(u[len(u)*9/10]))
+	}
 	fmt.Fprintf(&b, "\nConfigurations:\n\n")
 	for _, lib := range append(all, notifyFloor, fairFloor, handoffCommandsFloor) {
 		fmt.Fprintf(&b, "- %s: %s\n", lib.name, lib.config)
@@ -677,11 +760,13 @@ func TestRedisReport(t *testing.T) {
 	hff, hcf := hs[fairFloor.name], hs[handoffCommandsFloor.name]
 	fmt.Fprintf(&b, "- handover p50 at most 1.1x the notify floor: %s (%v, %.2fx the floor's %v; %.2fx the raw polling floor's %v; "+
 		"the raw FIFO handoff floor, one script and one notice as baton's: %v, %.2fx the notify floor's, and baton %.2fx of it; "+
-		"that floor with baton's handoff commands: %v, %.2fx the notify floor's, and baton %.2fx of it)\n",
+		"that floor with baton's handoff commands: %v, %.2fx the notify floor's, and baton %.2fx of it; "+
+		"the server ran baton's unlock script for %v against that floor's %v, p50)\n",
 		metStr(hb50 <= hf[len(hf)/2]*11/10), round(hb50), float64(hb50)/float64(hf[len(hf)/2]), round(hf[len(hf)/2]),
 		float64(hb50)/float64(hs[rw][len(hs[rw])/2]), round(hs[rw][len(hs[rw])/2]),
 		round(hff[len(hff)/2]), float64(hff[len(hff)/2])/float64(hf[len(hf)/2]), float64(hb50)/float64(hff[len(hff)/2]),
-		round(hcf[len(hcf)/2]), float64(hcf[len(hcf)/2])/float64(hf[len(hf)/2]), float64(hb50)/float64(hcf[len(hcf)/2]))
+		round(hcf[len(hcf)/2]), float64(hcf[len(hcf)/2])/float64(hf[len(hf)/2]), float64(hb50)/float64(hcf[len(hcf)/2]),
+		round(us[bn][len(us[bn])/2]), round(us[handoffCommandsFloor.name][len(us[handoffCommandsFloor.name])/2]))
 	fmt.Print(b.String())
 	if out := os.Getenv("BENCH_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
