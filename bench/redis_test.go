@@ -499,39 +499,51 @@ func handover(t *testing.T, lib library, addr string, n int) []time.Duration {
 	defer a.close()
 	b := lib.open(addr, key, "waiter")
 	defer b.close()
-	ctx := t.Context()
 	var out []time.Duration
 	for range n {
-		unlockA, err := a.lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		type res struct {
-			unlock func(context.Context) error
-			err    error
-			at     time.Time
-		}
-		got := make(chan res, 1)
-		go func() {
-			u, err := b.lock(ctx)
-			got <- res{u, err, time.Now()}
-		}()
-		time.Sleep(time.Duration(10+mrand.IntN(50)) * time.Millisecond) // let the waiter wait
-		t0 := time.Now()
-		if err := unlockA(ctx); err != nil {
-			t.Fatal(err)
-		}
-		r := <-got
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		out = append(out, r.at.Sub(t0))
-		if err := r.unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		var t0 time.Time
+		at := handoverRound(t, a, b, func(unlock func() error) error {
+			t0 = time.Now()
+			return unlock()
+		})
+		out = append(out, at.Sub(t0))
 	}
 	slices.Sort(out)
 	return out
+}
+
+// handoverRound hands the lock from a to b once: a locks, b waits in
+// lock, and after a random 10-60ms release runs, calling unlock (a's
+// unlock) once. It returns when b holds the lock, after b unlocked, with
+// the moment b's lock returned.
+func handoverRound(t *testing.T, a, b contender, release func(unlock func() error) error) time.Time {
+	ctx := t.Context()
+	unlockA, err := a.lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		unlock func(context.Context) error
+		err    error
+		at     time.Time
+	}
+	got := make(chan res, 1)
+	go func() {
+		u, err := b.lock(ctx)
+		got <- res{u, err, time.Now()}
+	}()
+	time.Sleep(time.Duration(10+mrand.IntN(50)) * time.Millisecond) // let the waiter wait
+	if err := release(func() error { return unlockA(ctx) }); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if err := r.unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return r.at
 }
 
 // unlockSamples is the number of handovers unlockServerTimes times per
@@ -564,40 +576,21 @@ func unlockServerTimes(t *testing.T, lib library, addr string, n int) []time.Dur
 		if i == 2*n {
 			t.Fatalf("%s: SLOWLOG recorded the unlock script in %d of %d handovers", lib.name, len(out), i)
 		}
-		unlockA, err := a.lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		type res struct {
-			unlock func(context.Context) error
-			err    error
-		}
-		got := make(chan res, 1)
-		go func() {
-			u, err := b.lock(ctx)
-			got <- res{u, err}
-		}()
-		time.Sleep(time.Duration(10+mrand.IntN(50)) * time.Millisecond) // let the waiter wait
-		if err := adm.SlowLogReset(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := unlockA(ctx); err != nil {
-			t.Fatal(err)
-		}
-		logs, err := adm.SlowLogGet(ctx, 128).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := <-got
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if err := r.unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for i := len(logs) - 1; i >= 0; i-- { // oldest first
-			if cmd := strings.ToLower(logs[i].Args[0]); cmd == "evalsha" || cmd == "eval" {
-				out = append(out, logs[i].Duration)
+		var logs []redis.SlowLog
+		handoverRound(t, a, b, func(unlock func() error) error {
+			if err := adm.SlowLogReset(ctx).Err(); err != nil {
+				return err
+			}
+			if err := unlock(); err != nil {
+				return err
+			}
+			var err error
+			logs, err = adm.SlowLogGet(ctx, 128).Result()
+			return err
+		})
+		for j := len(logs) - 1; j >= 0; j-- { // oldest first
+			if cmd := strings.ToLower(logs[j].Args[0]); cmd == "evalsha" || cmd == "eval" {
+				out = append(out, logs[j].Duration)
 				break
 			}
 		}
