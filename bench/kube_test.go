@@ -19,7 +19,8 @@ package bench
 //   - the floors: one conditional Lease update (PUT) round trip, in a tight
 //     loop and after idling, and a handover to an idle standby with only
 //     the requests it needs (kubeHandoffFloor); the tight PUTs and the
-//     handover again between baton's handovers (handoffFloor).
+//     handover again between baton's handovers, on a bare Lease and on
+//     one whose writes carry baton's metadata (handoffFloor).
 
 import (
 	"bytes"
@@ -35,6 +36,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -424,10 +426,10 @@ type kubeHandoverResult struct {
 	standbyReqs                                 []int
 	standbyVerbs                                map[string]int
 
-	// floor is a round of the floors (handoffFloor) after each handover
-	// that succeeded, if kubeHandover was given one; paired is that
-	// handover's time.
-	floor  []handoffRound
+	// floor holds, for each handover that succeeded, a round of each of
+	// the floors kubeHandover was given (handoffFloor), in their order;
+	// paired is that handover's time.
+	floor  [][]handoffRound
 	paired []time.Duration
 }
 
@@ -460,11 +462,10 @@ func waitLeader(c *kubeCand, leader string, d time.Duration) bool {
 // kubeHandover times tm.handovers release-to-new-leader handovers of lib
 // between two candidates (see the report's handover table).
 //
-// If floor is not nil, a round of it (kubeTightPuts tight PUTs, then a
-// handover after kubeIdlePause) follows each handover, once both
-// candidates see the new leader: the floors at the moments of the
-// library's own rounds.
-func kubeHandover(t *testing.T, lib kubeLibrary, cfg *rest.Config, tm kubeTiming, floor *handoffFloor) kubeHandoverResult {
+// A round of each of floors (kubeTightPuts tight PUTs, then a handover
+// after kubeIdlePause) follows each handover, once both candidates see the
+// new leader: the floors at the moments of the library's own rounds.
+func kubeHandover(t *testing.T, lib kubeLibrary, cfg *rest.Config, tm kubeTiming, floors []*handoffFloor) kubeHandoverResult {
 	lock := kubeLockName("handover")
 	a := lib.newCand(t, cfg, lock, "cand-a", tm)
 	b := lib.newCand(t, cfg, lock, "cand-b", tm)
@@ -521,8 +522,12 @@ func kubeHandover(t *testing.T, lib kubeLibrary, cfg *rest.Config, tm kubeTiming
 			t.Fatalf("%s: the old leader never saw the new one", lib.name)
 		}
 		leader, standby = standby, leader
-		if floor != nil && ok {
-			res.floor = append(res.floor, floor.round(kubeIdlePause, kubeTightPuts))
+		if len(floors) > 0 && ok {
+			rounds := make([]handoffRound, len(floors))
+			for i, f := range floors {
+				rounds[i] = f.round(kubeIdlePause, kubeTightPuts)
+			}
+			res.floor = append(res.floor, rounds)
 			res.paired = append(res.paired, t1.Sub(t0))
 		}
 	}
@@ -815,7 +820,7 @@ func kubePuts(t *testing.T, cfg *rest.Config, name string, n int, pause time.Dur
 // (DESIGN invariant 3), so this is the floor of its handover, where the
 // tight loop's PUT is the floor of each write.
 func kubeHandoffFloor(t *testing.T, cfg *rest.Config, rounds int, pause time.Duration) kubeHandoffTimes {
-	f := newHandoffFloor(t, cfg)
+	f := newHandoffFloor(t, cfg, false)
 	defer f.close()
 	var out kubeHandoffTimes
 	for i := range rounds + 10 {
@@ -834,9 +839,11 @@ func kubeHandoffFloor(t *testing.T, cfg *rest.Config, rounds int, pause time.Dur
 // open so that its rounds can also run between baton's handovers
 // (kubeHandover), where they measure the floors at the same moments as
 // baton's rounds: on this shared VM a floor timed minutes apart moves by up
-// to 2x.
+// to 2x. With meta, every write carries what baton's writes carry beside
+// the holder (see stamp).
 type handoffFloor struct {
 	t       *testing.T
+	meta    bool
 	ctx     context.Context
 	cancel  context.CancelFunc
 	leader  coordinationclient.LeaseInterface
@@ -859,7 +866,7 @@ type handoffTaken struct {
 // trip; and the median of the tight PUTs before the pause (0 if none).
 type handoffRound struct{ total, release, acqSent, acquire, put time.Duration }
 
-func newHandoffFloor(t *testing.T, cfg *rest.Config) *handoffFloor {
+func newHandoffFloor(t *testing.T, cfg *rest.Config, meta bool) *handoffFloor {
 	ctx, cancel := context.WithCancel(context.Background())
 	leader, standby := floorLeases(t, cfg), floorLeases(t, cfg)
 	name := kubeLockName("handoff-floor")
@@ -869,7 +876,7 @@ func newHandoffFloor(t *testing.T, cfg *rest.Config) *handoffFloor {
 		cancel()
 		t.Fatal(err)
 	}
-	f := &handoffFloor{t: t, ctx: ctx, cancel: cancel, leader: leader, l: l, w: w, took: make(chan handoffTaken, 1), stopped: make(chan struct{})}
+	f := &handoffFloor{t: t, meta: meta, ctx: ctx, cancel: cancel, leader: leader, l: l, w: w, took: make(chan handoffTaken, 1), stopped: make(chan struct{})}
 	go func() {
 		defer close(f.stopped)
 		for ev := range w.ResultChan() {
@@ -877,7 +884,7 @@ func newHandoffFloor(t *testing.T, cfg *rest.Config) *handoffFloor {
 			if !ok || ptr.Deref(free.Spec.HolderIdentity, "") != "" {
 				continue
 			}
-			free.Spec.HolderIdentity = ptr.To("standby")
+			f.stamp(free, "standby")
 			sent := time.Now()
 			got, err := standby.Update(ctx, free, metav1.UpdateOptions{})
 			select {
@@ -895,7 +902,7 @@ func newHandoffFloor(t *testing.T, cfg *rest.Config) *handoffFloor {
 func (f *handoffFloor) round(pause time.Duration, puts int) handoffRound {
 	t, ctx := f.t, f.ctx
 	var err error
-	f.l.Spec.HolderIdentity = ptr.To("leader")
+	f.stamp(f.l, "leader")
 	if f.l, err = f.leader.Update(ctx, f.l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -904,6 +911,7 @@ func (f *handoffFloor) round(pause time.Duration, puts int) handoffRound {
 		tight := make([]time.Duration, puts)
 		for i := range tight {
 			f.l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			f.stamp(f.l, "leader")
 			start := time.Now()
 			if f.l, err = f.leader.Update(ctx, f.l, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
@@ -913,7 +921,7 @@ func (f *handoffFloor) round(pause time.Duration, puts int) handoffRound {
 		r.put = quantile(tight, 0.5)
 	}
 	time.Sleep(pause) // the idle time being measured, not synchronisation
-	f.l.Spec.HolderIdentity = ptr.To("")
+	f.stamp(f.l, "")
 	start := time.Now()
 	if _, err = f.leader.Update(ctx, f.l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -931,6 +939,42 @@ func (f *handoffFloor) round(pause time.Duration, puts int) handoffRound {
 	f.l = got.lease
 	r.total, r.release, r.acqSent, r.acquire = got.at.Sub(start), released.Sub(start), got.sent.Sub(start), got.at.Sub(got.sent)
 	return r
+}
+
+// stamp sets l's holder ("" to release) and, for a floor with baton's
+// metadata, what a write of kubestore's Lease backend carries beside it:
+// its label, its token and nonce annotations, its claim finalizer while
+// held, and the renew time; an acquisition (a holder other than l's) takes
+// the next token, a new nonce, the acquire time and one more transition,
+// and a release drops the nonce and the finalizer.
+func (f *handoffFloor) stamp(l *coordinationv1.Lease, holder string) {
+	prev := ptr.Deref(l.Spec.HolderIdentity, "")
+	l.Spec.HolderIdentity = ptr.To(holder)
+	if !f.meta {
+		return
+	}
+	now := metav1.NewMicroTime(time.Now())
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[kubestore.LabelApplication] = "bench"
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	token, _ := strconv.ParseUint(l.Annotations[kubestore.AnnotationToken], 10, 64)
+	switch {
+	case holder == "":
+		delete(l.Annotations, kubestore.AnnotationNonce)
+		l.Finalizers = nil
+	case holder != prev:
+		token++
+		l.Annotations[kubestore.AnnotationNonce] = baton.NewNonce()
+		l.Finalizers = []string{kubestore.FinalizerClaim}
+		l.Spec.AcquireTime = &now
+		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+	}
+	l.Annotations[kubestore.AnnotationToken] = strconv.FormatUint(token, 10)
+	l.Spec.RenewTime = &now
 }
 
 // close stops the standby's watch and waits for its goroutine.
@@ -1157,19 +1201,21 @@ func TestKubeReport(t *testing.T) {
 	// Handovers: one library and timing at a time.
 	// baton's rounds alternate with rounds of the floors (see kubeHandover).
 	hand := map[countKey]kubeHandoverResult{}
-	between := newHandoffFloor(t, cfg)
-	defer between.close()
-	for range 3 { // warm-up
-		between.round(kubeIdlePause, kubeTightPuts)
+	between := []*handoffFloor{newHandoffFloor(t, cfg, false), newHandoffFloor(t, cfg, true)}
+	for _, f := range between {
+		defer f.close()
+		for range 3 { // warm-up
+			f.round(kubeIdlePause, kubeTightPuts)
+		}
 	}
 	for ti, tm := range kubeTimings {
 		for li, lib := range kubeLibraries {
 			start := time.Now()
-			var floor *handoffFloor
+			var floors []*handoffFloor
 			if lib.name == kubeBaton.name {
-				floor = between
+				floors = between
 			}
-			r := kubeHandover(t, lib, cfg, tm, floor)
+			r := kubeHandover(t, lib, cfg, tm, floors)
 			hand[countKey{li, ti, 0}] = r
 			t.Logf("%s %v: %d handovers in %v, p50 %v", lib.name, tm, len(r.handover), time.Since(start).Round(time.Second), kround(quantile(r.handover, 0.5)))
 		}
@@ -1201,12 +1247,15 @@ func TestKubeReport(t *testing.T) {
 	}
 	p("\n")
 
-	p("The floors between baton's rounds: after each of baton's handovers above (once both candidates see the new leader), the handover floor's two clients take their own Lease back, send %d conditional updates in a tight loop, idle for %v and hand over as in the handover floor, so that each of baton's rounds has floors timed seconds from it rather than minutes. \"paired\" is the median over the rounds of baton's handover ÷ the floor's handover that followed it.\n\n", kubeTightPuts, kubeIdlePause)
-	p("| LeaseDuration/RenewDeadline/RetryPeriod | rounds | tight PUT p50 | handover floor p50 | × tight PUT | baton handover p50 | × tight PUT | baton ÷ handover floor, paired |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("The floors between baton's rounds: after each of baton's handovers above (once both candidates see the new leader), two handover floors in turn, each with two clients and a Lease of its own, take their Lease back, send %d conditional updates in a tight loop, idle for %v and hand over as in the handover floor, so that each of baton's rounds has floors timed seconds from it rather than minutes. "+
+		"The first floor's Lease is bare, as the handover floor's above; every write of the second carries what baton's writes carry beside the holder (its label, token and nonce annotations, its claim finalizer while held, acquire and renew times, transitions). \"paired\" is the median over the rounds of baton's handover ÷ the floor's handover that followed it; \"× tight PUT\" divides by the same floor's tight PUTs.\n\n", kubeTightPuts, kubeIdlePause)
+	p("| LeaseDuration/RenewDeadline/RetryPeriod | floor's Lease | rounds | tight PUT p50 | handover floor p50 | × tight PUT | baton handover p50 | × tight PUT | baton ÷ handover floor, paired |\n")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for ti, tm := range kubeTimings {
-		if f, ok := floorsBetween(hand[countKey{0, ti, 0}]); ok {
-			p("| %v | %d | %v | %v | %.1f | %v | %.1f | %.2f |\n", tm, f.n, kround(f.put), kround(f.handoff), f.handoffX(), kround(f.baton), f.batonX(), f.paired)
+		for k, what := range []string{"bare", "with baton's metadata"} {
+			if f, ok := floorsBetween(hand[countKey{0, ti, 0}], k); ok {
+				p("| %v | %s | %d | %v | %v | %.1f | %v | %.1f | %.2f |\n", tm, what, f.n, kround(f.put), kround(f.handoff), f.handoffX(), kround(f.baton), f.batonX(), f.paired)
+			}
 		}
 	}
 	p("\n")
@@ -1321,12 +1370,15 @@ func TestKubeReport(t *testing.T) {
 			acq := quantile(b.standbyLast, 0.5) - quantile(b.standbyFirst, 0.5)
 			hx := float64(handoffP50) / float64(floorP50)
 			between := "no rounds of the floors between baton's"
-			if f, ok := floorsBetween(b); ok {
+			if f, ok := floorsBetween(b, 0); ok {
 				reach := "within reach by those floors"
 				if f.handoffX() > 2.5 {
 					reach = "out of reach by those floors"
 				}
 				between = fmt.Sprintf("between baton's rounds the handover floor was %.1fx the tight PUT and baton %.1fx, %.2fx the floor paired: %s", f.handoffX(), f.batonX(), f.paired, reach)
+				if m, ok := floorsBetween(b, 1); ok {
+					between += fmt.Sprintf("; the handover floor with baton's metadata on its Lease was %.1fx the bare tight PUT, and baton %.2fx it paired", float64(m.handoff)/float64(f.put), m.paired)
+				}
 			}
 			p("- %v handover at most 2.5x the Lease PUT floor (issue 19): %s (%.1fx; from the breakdown's medians, the release PUT took %v, %.1fx the floor, and the standby's first request to its acquiring request's return %v, %.1fx; "+
 				"an update after idling plus one in a tight loop is %.1fx the floor; a handover to an idle standby with only the requests it needs is %.1fx, and baton's handover %.2fx that; %s)\n",
@@ -1383,14 +1435,16 @@ type kubeFloorsBetween struct {
 func (f kubeFloorsBetween) handoffX() float64 { return float64(f.handoff) / float64(f.put) }
 func (f kubeFloorsBetween) batonX() float64   { return float64(f.baton) / float64(f.put) }
 
-// floorsBetween summarizes r's rounds of the floors; false if it has none.
-func floorsBetween(r kubeHandoverResult) (kubeFloorsBetween, bool) {
-	if len(r.floor) == 0 {
+// floorsBetween summarizes r's rounds of its floor k (in kubeHandover's
+// order); false if it has none.
+func floorsBetween(r kubeHandoverResult, k int) (kubeFloorsBetween, bool) {
+	if len(r.floor) == 0 || k >= len(r.floor[0]) {
 		return kubeFloorsBetween{}, false
 	}
 	var puts, handoffs []time.Duration
 	var ratios []float64
-	for i, f := range r.floor {
+	for i, rounds := range r.floor {
+		f := rounds[k]
 		puts, handoffs = append(puts, f.put), append(handoffs, f.total)
 		ratios = append(ratios, float64(r.paired[i])/float64(f.total))
 	}
