@@ -502,7 +502,7 @@ func handover(t *testing.T, lib library, addr string, n int) []time.Duration {
 	var out []time.Duration
 	for range n {
 		var t0 time.Time
-		at := handoverRound(t, a, b, func(unlock func() error) error {
+		at := contend.Handover(t, a.lock, b.lock, handoverWait(), func(unlock func() error) error {
 			t0 = time.Now()
 			return unlock()
 		})
@@ -512,39 +512,10 @@ func handover(t *testing.T, lib library, addr string, n int) []time.Duration {
 	return out
 }
 
-// handoverRound hands the lock from a to b once: a locks, b waits in
-// lock, and after a random 10-60ms release runs, calling unlock (a's
-// unlock) once. It returns when b holds the lock, after b unlocked, with
-// the moment b's lock returned.
-func handoverRound(t *testing.T, a, b contender, release func(unlock func() error) error) time.Time {
-	ctx := t.Context()
-	unlockA, err := a.lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type res struct {
-		unlock func(context.Context) error
-		err    error
-		at     time.Time
-	}
-	got := make(chan res, 1)
-	go func() {
-		u, err := b.lock(ctx)
-		got <- res{u, err, time.Now()}
-	}()
-	time.Sleep(time.Duration(10+mrand.IntN(50)) * time.Millisecond) // let the waiter wait
-	if err := release(func() error { return unlockA(ctx) }); err != nil {
-		t.Fatal(err)
-	}
-	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if err := r.unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return r.at
-}
+// handoverWait is how long a handover's holder waits before it unlocks: a
+// random 10-60ms, so that pollers are caught at a random point of their
+// poll interval.
+func handoverWait() time.Duration { return time.Duration(10+mrand.IntN(50)) * time.Millisecond }
 
 // unlockSamples is the number of handovers unlockServerTimes times per
 // library.
@@ -577,7 +548,7 @@ func unlockServerTimes(t *testing.T, lib library, addr string, n int) []time.Dur
 			t.Fatalf("%s: SLOWLOG recorded the unlock script in %d of %d handovers", lib.name, len(out), i)
 		}
 		var logs []redis.SlowLog
-		handoverRound(t, a, b, func(unlock func() error) error {
+		contend.Handover(t, a.lock, b.lock, handoverWait(), func(unlock func() error) error {
 			if err := adm.SlowLogReset(ctx).Err(); err != nil {
 				return err
 			}

@@ -540,36 +540,14 @@ func handover(t *testing.T, lib library, endpoints []string, rounds int, wait, s
 	defer a.close()
 	b := lib.open(t, endpoints, key, "waiter")
 	defer b.close()
-	ctx := t.Context()
 	var out []time.Duration
 	for range rounds {
-		unlockA, err := a.lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		type res struct {
-			unlock func(context.Context) error
-			err    error
-			at     time.Time
-		}
-		got := make(chan res, 1)
-		go func() {
-			u, err := b.lock(ctx)
-			got <- res{u, err, time.Now()}
-		}()
-		time.Sleep(wait + mrand.N(spread)) // let the waiter wait
-		t0 := time.Now()
-		if err := unlockA(ctx); err != nil {
-			t.Fatal(err)
-		}
-		r := <-got
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		out = append(out, r.at.Sub(t0))
-		if err := r.unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		var t0 time.Time
+		at := contend.Handover(t, a.lock, b.lock, wait+mrand.N(spread), func(unlock func() error) error {
+			t0 = time.Now()
+			return unlock()
+		})
+		out = append(out, at.Sub(t0))
 	}
 	slices.Sort(out)
 	return out

@@ -217,3 +217,38 @@ func Rotated[L any](rounds int, libs []L, name func(L) string, measure func(L) [
 	}
 	return out
 }
+
+// Handover hands the lock from holder to waiter once: holder locks, waiter
+// waits in its lock call, and after wait release runs, which must call
+// unlock (the holder's unlock) once. It returns the moment the waiter's
+// lock call returned, after the waiter unlocked. Any error fails t.
+func Handover(t testing.TB, holder, waiter LockFunc, wait time.Duration, release func(unlock func() error) error) time.Time {
+	t.Helper()
+	ctx := t.Context()
+	unlockHolder, err := holder(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		unlock func(context.Context) error
+		err    error
+		at     time.Time
+	}
+	got := make(chan res, 1)
+	go func() {
+		u, err := waiter(ctx)
+		got <- res{u, err, time.Now()}
+	}()
+	time.Sleep(wait) // let the waiter wait: the state being measured, not synchronisation
+	if err := release(func() error { return unlockHolder(ctx) }); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if err := r.unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return r.at
+}

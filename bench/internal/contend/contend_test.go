@@ -101,3 +101,23 @@ func TestRunCensors(t *testing.T) {
 	}
 	checkWaits(t, r)
 }
+
+// TestHandover: the waiter gets the lock only after release has unlocked
+// the holder, and the lock is free afterwards.
+func TestHandover(t *testing.T) {
+	sem := make(chan struct{}, 1)
+	var released time.Time
+	at := Handover(t, chanLock(sem), chanLock(sem), time.Millisecond, func(unlock func() error) error {
+		if len(sem) != 1 {
+			t.Errorf("the holder does not hold the lock at release")
+		}
+		released = time.Now()
+		return unlock()
+	})
+	if at.Before(released) {
+		t.Errorf("the waiter's lock returned at %v, before the release at %v", at, released)
+	}
+	if len(sem) != 0 {
+		t.Errorf("the lock is still held after the handover")
+	}
+}
