@@ -819,17 +819,14 @@ func kubePuts(t *testing.T, cfg *rest.Config, name string, n int, pause time.Dur
 // validity counts from a request of its own sent after the handoff
 // (DESIGN invariant 3), so this is the floor of its handover, where the
 // tight loop's PUT is the floor of each write.
-func kubeHandoffFloor(t *testing.T, cfg *rest.Config, rounds int, pause time.Duration) kubeHandoffTimes {
+func kubeHandoffFloor(t *testing.T, cfg *rest.Config, rounds int, pause time.Duration) []handoffRound {
 	f := newHandoffFloor(t, cfg, false)
 	defer f.close()
-	var out kubeHandoffTimes
+	var out []handoffRound
 	for i := range rounds + 10 {
 		r := f.round(pause, 0)
 		if i >= 10 { // warm-up
-			out.total = append(out.total, r.total)
-			out.release = append(out.release, r.release)
-			out.acqSent = append(out.acqSent, r.acqSent)
-			out.acquire = append(out.acquire, r.acquire)
+			out = append(out, r)
 		}
 	}
 	return out
@@ -865,6 +862,15 @@ type handoffTaken struct {
 // return, and to the acquiring PUT's send; the acquiring PUT's own round
 // trip; and the median of the tight PUTs before the pause (0 if none).
 type handoffRound struct{ total, release, acqSent, acquire, put time.Duration }
+
+// column returns one duration of each of rs, as get picks it.
+func column(rs []handoffRound, get func(handoffRound) time.Duration) []time.Duration {
+	out := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		out[i] = get(r)
+	}
+	return out
+}
 
 func newHandoffFloor(t *testing.T, cfg *rest.Config, meta bool) *handoffFloor {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -1007,11 +1013,6 @@ func createFloorLease(ctx context.Context, t *testing.T, leases coordinationclie
 	}
 	return l
 }
-
-// kubeHandoffTimes are kubeHandoffFloor's rounds: each from the release's
-// send to the acquiring PUT's return (total), to the release's return, and
-// to the acquiring PUT's send; and the acquiring PUT's own round trip.
-type kubeHandoffTimes struct{ total, release, acqSent, acquire []time.Duration }
 
 // ---- the report ----
 
@@ -1158,10 +1159,13 @@ func TestKubeReport(t *testing.T) {
 	p("The same update after %v without requests (as a release comes, at some moment of the leader's renew interval), %d after 10 warm-up: p50 %v (%.1fx the floor), max %v\n\n",
 		kubeIdlePause, len(idle), kround(idleP50), float64(idleP50)/float64(floorP50), kround(quantile(idle, 1)))
 	handoff := kubeHandoffFloor(t, cfg, kubeIdleUpdates, kubeIdlePause)
-	handoffP50 := quantile(handoff.total, 0.5)
+	total := column(handoff, func(r handoffRound) time.Duration { return r.total })
+	handoffP50 := quantile(total, 0.5)
 	p("A handover to an idle standby with nothing but the requests it needs: two clients, both without requests for %v, the leader's release PUT, its watch event at the standby, the standby's acquiring PUT on the object the event carried; from the release's send to the acquiring PUT's return, %d after 10 warm-up: p50 %v (%.1fx the floor), max %v. Medians from the release's send: release PUT returned %v, acquiring PUT sent %v; the acquiring PUT itself %v\n\n",
-		kubeIdlePause, len(handoff.total), kround(handoffP50), float64(handoffP50)/float64(floorP50), kround(quantile(handoff.total, 1)),
-		kround(quantile(handoff.release, 0.5)), kround(quantile(handoff.acqSent, 0.5)), kround(quantile(handoff.acquire, 0.5)))
+		kubeIdlePause, len(handoff), kround(handoffP50), float64(handoffP50)/float64(floorP50), kround(quantile(total, 1)),
+		kround(quantile(column(handoff, func(r handoffRound) time.Duration { return r.release }), 0.5)),
+		kround(quantile(column(handoff, func(r handoffRound) time.Duration { return r.acqSent }), 0.5)),
+		kround(quantile(column(handoff, func(r handoffRound) time.Duration { return r.acquire }), 0.5)))
 
 	// Requests per minute and crash failover: every library, timing and
 	// candidate count at once (different Leases). The counts do not
