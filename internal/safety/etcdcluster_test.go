@@ -119,8 +119,12 @@ func TestSafetyEtcdCluster(t *testing.T) {
 //     which the stopped leader may apply late: their claim values and
 //     places are orphans that the Stores' verification must clear, or
 //     the queue would wait for a place nobody holds. Every check is
-//     strict, and the lock must have been handed over during the faults
-//     (fairWitness).
+//     strict, and after each fault a release must hand the lock over
+//     within a few acquisitions (fairWitness). The release during the
+//     pause may rightly not: a holder that cannot read the queue in time
+//     releases plainly. A CI run on 2026-12-03 failed the witness's old
+//     check, which looked only up to the first acquisition after each
+//     fault.
 //   - leader_paused_long: stopped for twice the TTL, longer than its
 //     leases; when it resumes, etcd itself revokes live leases (see
 //     etcdStaleRevoke). Two holders at once are reported, not failures;
