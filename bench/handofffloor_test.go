@@ -12,7 +12,7 @@ import "github.com/redis/go-redis/v9"
 var handoffCommandsFloor = library{
 	name: "floor: baton's handoff commands, no logic",
 	config: "the raw FIFO handoff with baton's commands: lock: one script of TIME, HMGET of 5 fence fields, SET NX PX, then HSET of 4 fence fields and PUBLISH, " +
-		"or GET and PTTL of the lock, HSET of the place, RPUSH to the waiting list, and PTTL and PEXPIRE of both; " +
+		"or (refused from the fence) HSET of the place, RPUSH to the waiting list, and PTTL and PEXPIRE of both; " +
 		"unlock: one script of GET, LRANGE, HMGET of 5 fence fields, TIME, HGET of the place, LREM, HDEL, HSET of 5 fence fields, " +
 		"SET PX for the waiter, two PUBLISHes (the waiter's channel and the lock's handoff channel), or DEL, HSET and PUBLISH",
 	open: func(addr, key, id string) contender {
@@ -30,8 +30,6 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('PUBLISH', KEYS[1] .. ':n', 'acquired 1')
   return 1
 end
-redis.call('GET', KEYS[1])
-redis.call('PTTL', KEYS[1])
 redis.call('HSET', KEYS[3], ARGV[1], '0 10000 owner')
 redis.call('RPUSH', KEYS[2], ARGV[1])
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end

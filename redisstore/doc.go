@@ -25,7 +25,8 @@
 //     expiry (PEXPIRE, the TTL rounded up to whole milliseconds), all in one
 //     script, so a crash can never leave a claim without expiry (the
 //     SETNX-then-EXPIRE bug). If the key is present, report the holder and
-//     the claim's remaining PTTL (HeldError.RetryAfter).
+//     the claim's remaining time (HeldError.RetryAfter), from the fence,
+//     which keeps the holder, token and expiry beside the key.
 //   - Renew: if holder and nonce match, set the expiry to the TTL again
 //     (and record it in the fence); otherwise backend.ErrLost. A lock key
 //     that is gone is never written again by a renew.

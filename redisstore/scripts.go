@@ -108,7 +108,13 @@ func ownerArg(holder, nonce string) string {
 // reserved; see releaseScript). While the fence shows neither a live claim
 // nor a reservation, the script writes the claim with SET NX without
 // reading the lock key first (the uncontended path: five commands); if
-// the key is there after all, it goes on with the full checks.
+// the key is there after all, it goes on with the full checks. While it
+// shows another holder's live claim, the script refuses with the fence's
+// holder, token and expiry, without reading the lock key either (the
+// contended path): acquire, renew and release keep those fields with the
+// key's, so the answer is the key's (its expiry within a millisecond). A
+// lock value damaged under a live claim is then reported as corrupt once
+// the claim's expiry has passed, not before.
 //
 // A place in the FIFO of a Store that collects handed locks (see
 // releaseScript) also records the waiter's owner and TTL, so that a release
@@ -174,6 +180,12 @@ if not ftoken then return ftrans end
 if fexp <= nown and fres <= nown then
   local token = take(ftoken, ftrans, flast)
   if token then return {1, token} end
+end
+-- The fence says another holder's claim is live (or was deleted before
+-- it could expire): refused, without reading the lock key.
+if fexp > nown and flast ~= '' and flast ~= ARGV[1] then
+  enqueue()
+  return {0, flast, tonumber(ftoken), fexp - nown}
 end
 local l, err = readlock(KEYS[1])
 if err then return err end

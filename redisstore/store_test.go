@@ -114,6 +114,36 @@ func TestCorruptRecords(t *testing.T) {
 	}
 }
 
+// TestCorruptUnderLiveClaim: a lock value overwritten while its claim is
+// live, as the fence records it, is refused from the fence (naming the
+// holder and token the fence records) until the claim could have
+// expired, and reported as ErrCorruptRecord from then on.
+func TestCorruptUnderLiveClaim(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	s := newStore(t, srv.Addr(), uniquePrefix())
+	raw := newClient(t, srv.Addr())
+	g, err := s.TryAcquire(ctx, "overwritten", request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, fence, _ := s.Keys("overwritten")
+	if err := raw.Set(ctx, lock, "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var held *backend.HeldError
+	if _, err := s.TryAcquire(ctx, "overwritten", request("b", time.Minute)); !errors.As(err, &held) || held.Holder != "a" || held.Token != g.Token {
+		t.Errorf("TryAcquire while the fence shows a's claim live: %v, want a HeldError naming a and token %d", err, g.Token)
+	}
+	// The claim's expiry has passed, as far as the fence knows.
+	if err := raw.HSet(ctx, fence, "expires", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TryAcquire(ctx, "overwritten", request("b", time.Minute)); !errors.Is(err, backend.ErrCorruptRecord) || !strings.Contains(err.Error(), "is not a lock value") {
+		t.Errorf("TryAcquire after the claim's expiry: %v, want ErrCorruptRecord saying the key is not a lock value", err)
+	}
+}
+
 // TestCorruptReservedField: a fence whose reservation end is not a number
 // (only an acquisition reads it) is reported as ErrCorruptRecord naming the
 // field, and left alone.
