@@ -30,12 +30,16 @@ import (
 //
 // where the margin (default max(2% of TTL, 50ms)) covers clock-rate drift.
 // A renew that fails is retried every RetryPeriod; if none succeeds by
-// S + RenewDeadline, the holder steps down. Because RenewDeadline + margin
-// < TTL is enforced at construction, the lease's context always ends before
-// ValidUntil, so code that watches Context or Done stops before anyone else
-// can acquire. A process paused (stopped, swapped out, in a long GC) past
-// that point cannot be stopped by any lease: its late writes are what the
-// fencing Token is for.
+// S + RenewDeadline, the holder steps down. An acquire answered at or after
+// S + RenewDeadline (a request that waited out an outage in the client or
+// the network) yields no Lease: the engine releases the claim at once and
+// Lock tries again, so no Lease is handed out with its renew deadline
+// already behind it. Because RenewDeadline + margin < TTL is enforced at
+// construction, the lease's context always ends before ValidUntil, so code
+// that watches Context or Done stops before anyone else can acquire. A
+// process paused (stopped, swapped out, in a long GC) past that point
+// cannot be stopped by any lease: its late writes are what the fencing
+// Token is for.
 type Lease struct {
 	m      *Mutex
 	ctx    context.Context

@@ -630,3 +630,69 @@ func TestLeaseKeeperStartsOnRealClock(t *testing.T) {
 		t.Fatalf("after Unlock: %v", l.Err())
 	}
 }
+
+// slowGrant is a script whose first grants are answered late: the fake
+// clock moves on by late[i] while the i-th acquire is in flight (a store
+// that answered after an outage, or after the client's retries).
+type slowGrant struct {
+	*script
+	clk  *clocktest.FakeClock
+	late []time.Duration
+}
+
+func (s *slowGrant) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
+	g, err := s.script.TryAcquire(ctx, key, req)
+	s.mu.Lock()
+	if len(s.late) > 0 {
+		s.clk.Step(s.late[0])
+		s.late = s.late[1:]
+	}
+	s.mu.Unlock()
+	return g, err
+}
+
+// A grant that comes at or after the renew deadline of its own request is
+// not handed out: its holder's context would be live with its validity as
+// good as over (the keeper has not run yet), so a holder that checks its
+// context and writes would write with no margin before ValidUntil. The
+// lock is released at once; Lock tries again and counts the lease it
+// returns from the attempt that succeeded in time.
+func TestLateGrantIsReleasedNotHandedOut(t *testing.T) {
+	b := newScript()
+	clk := clocktest.NewFakeClock(t0)
+	slow := &slowGrant{script: b, clk: clk, late: []time.Duration{10 * time.Second}} // the renew deadline
+	m, err := baton.NewMutex(slow, "jobs.nightly", baton.WithClock(clk), baton.WithIdentity("me"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.TryLock(context.Background())
+	if !errors.Is(err, baton.ErrUnavailable) || errors.Is(err, baton.ErrHeld) || !strings.Contains(err.Error(), "renew deadline 10s") {
+		t.Fatalf("TryLock answered at the renew deadline: err = %v, want ErrUnavailable naming the renew deadline", err)
+	}
+	if holder, _, releases := b.state(); holder != "" || releases != 1 {
+		t.Fatalf("after a late grant the store says holder %q after %d releases, want it released once", holder, releases)
+	}
+
+	// Lock: the first answer is late, the retry (after the retry period)
+	// is answered at once and counts from its own send time.
+	slow.late = []time.Duration{11 * time.Second}
+	got := make(chan *baton.Lease, 1)
+	go func() {
+		l, err := m.Lock(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	awaitTimer(t, clk) // the late attempt was refused; Lock waits to retry
+	clk.Step(3 * time.Second)
+	l := <-got
+	if l == nil {
+		return
+	}
+	defer l.Unlock(context.Background())
+	if l.Err() != nil || !l.ValidUntil().After(clk.Now()) || l.Token() != 3 {
+		t.Fatalf("lease after a late grant: err %v, token %d, valid until %v at %v; want the retry's live lease, token 3",
+			l.Err(), l.Token(), l.ValidUntil(), clk.Now())
+	}
+}

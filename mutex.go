@@ -62,6 +62,11 @@ func (m *Mutex) Identity() string { return m.cfg.identity }
 // the error matches ErrHeld and unwraps (errors.As) to *HeldError naming the
 // holder.
 //
+// If the store grants the lock only at or after the renew deadline of the
+// request (see Lease, "Clock model"), TryLock releases it and returns an
+// error matching ErrUnavailable: the holder's validity would already be
+// over.
+//
 // The Lease's context is derived from ctx's values but not its cancellation:
 // ctx bounds the attempt, not the tenure. End the tenure with Lease.Unlock.
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
@@ -155,7 +160,29 @@ func (m *Mutex) try(ctx, parent context.Context, nonce string, waiting bool) (*L
 	}
 	// A lock handed to this waiter counts from a request sent before the
 	// handoff (backend.Grant.Age), not from this call.
-	return newLease(m, parent, g, sent.Add(-g.Age)), nil
+	from := sent.Add(-g.Age)
+	if took := m.cfg.clock.Since(from); took >= m.cfg.renewDeadline {
+		return nil, m.refuseLate(ctx, g, took)
+	}
+	return newLease(m, parent, g, from), nil
+}
+
+// refuseLate releases g, a grant that came at or after the renew deadline
+// of the request it counts from, and says why it is not handed out. Its
+// holder would step down the moment its keeper first ran, and until then
+// its context would be live past the renew deadline, with less than the
+// margin the deadline keeps before ValidUntil (a store that answered after
+// a long outage or a long queue of retries does this). The caller retries
+// as it would after any store error; the token it consumed is not reused.
+func (m *Mutex) refuseLate(ctx context.Context, g backend.Grant, took time.Duration) error {
+	err := fmt.Errorf("%w: the store granted token %d %v after the request it counts from was sent, not before the renew deadline %v: the holder's validity was as good as over, so the lock was released at once",
+		ErrUnavailable, g.Token, took.Round(time.Millisecond), m.cfg.renewDeadline)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.renewDeadline)
+	defer cancel()
+	if rerr := m.b.Release(rctx, g); rerr != nil {
+		return fmt.Errorf("%w; the release failed too (the claim lasts until its TTL ends): %w", err, rerr)
+	}
+	return err
 }
 
 func (m *Mutex) observe(e Event) { m.cfg.observe(e) }
