@@ -45,6 +45,7 @@ type result struct {
 	overlaps   int // pairs of tenures interleaved on the registers, paused tenures aside: must be 0
 	lostExcl   int // lost updates on the unfenced counter not caused by a paused holder: must be 0
 	liveLate   int // writes whose holder saw its lease live after its ValidUntil: must be 0
+	deadBorn   int // acquisitions reported past their own renew deadline (beyond liveSlack): must be 0
 	earlyTakes int // acquisitions before a predecessor that was still working had reached its ValidUntil: must be 0
 	badEnds    int // tenures that ended by a step-down, a loss or a refused token without a fault on their contender: must be 0
 	ends       map[string]int
@@ -222,7 +223,7 @@ func checkHistory(t reporter, be *backendEnv, sc scenario, ops []op, evs []event
 	//     is still within its ValidUntil; a tenure ends by a step-down, a
 	//     loss or a refused token only under a fault on its contender.
 	tens := tenuresOf(evs)
-	checkValidity(t, excl, ops, tens, res)
+	checkValidity(t, excl, be.ttl, ops, tens, res)
 	checkEnds(t, tens, res)
 
 	// 4. The fenced register's history is linearizable for a register
@@ -418,6 +419,7 @@ type tenure struct {
 	c, term string
 	tok     uint64
 	acq     time.Duration // the contender's clock reading just after Lock returned (test's clock)
+	vu0     time.Duration // its ValidUntil then (0: none)
 	vu      time.Duration // the largest ValidUntil it reported (0: none)
 	end     *event        // its "releasing" event, if it came
 }
@@ -434,7 +436,7 @@ func tenuresOf(evs []event) []*tenure {
 		switch e.Kind {
 		case "acquired":
 			count[e.C]++
-			tn := &tenure{c: e.C, term: fmt.Sprintf("%s/%d", e.C, count[e.C]), tok: e.Tok, acq: e.CAt, vu: e.VUAt}
+			tn := &tenure{c: e.C, term: fmt.Sprintf("%s/%d", e.C, count[e.C]), tok: e.Tok, acq: e.CAt, vu0: e.VUAt, vu: e.VUAt}
 			if e.CAt == 0 {
 				tn.acq = e.At
 			}
@@ -460,13 +462,26 @@ func tenuresOf(evs []event) []*tenure {
 // slack is 1 s.
 const liveSlack = time.Second
 
+// stoppedWaiting reports whether waiter c was stopped (faultStopWait)
+// between from and to: an acquisition it reported then may come late
+// because the stop, not the engine, delayed its report.
+func (r *result) stoppedWaiting(c string, from, to time.Duration) bool {
+	for _, ws := range r.waiterStops {
+		if ws.c == c && ws.at >= from && ws.at <= to {
+			return true
+		}
+	}
+	return false
+}
+
 // checkValidity checks the holders' ValidUntil, on the machine's
 // monotonic clock (the contenders are processes on this machine): a write
-// whose holder saw its lease live after its ValidUntil, and an
-// acquisition while another holder, not yet stopped, was within its
-// ValidUntil. A holder that reported the end of its tenure before the
-// acquisition had stopped; one killed, paused or still working had not.
-func checkValidity(t, excl reporter, ops []op, tens []*tenure, res *result) {
+// whose holder saw its lease live after its ValidUntil, an acquisition
+// reported past its renew deadline, and an acquisition while another
+// holder, not yet stopped, was within its ValidUntil. A holder that
+// reported the end of its tenure before the acquisition had stopped; one
+// killed, paused or still working had not.
+func checkValidity(t, excl reporter, ttl time.Duration, ops []op, tens []*tenure, res *result) {
 	t.Helper()
 	byTerm := map[string]*tenure{}
 	for _, tn := range tens {
@@ -486,6 +501,23 @@ func checkValidity(t, excl reporter, ops []op, tens []*tenure, res *result) {
 			if res.liveLate <= 3 {
 				t.Errorf("tenure %s (token %d) saw its lease live at %v, %v after its ValidUntil %v, and wrote (op %d)",
 					o.Term, o.Tok, o.Live, (o.Live - o.VU).Round(time.Millisecond), o.VU, o.Seq)
+			}
+		}
+	}
+	// A lease handed out past its renew deadline (a grant that came long
+	// after its request was sent) is live until its keeper first runs,
+	// with less than the deadline's margin before ValidUntil: the engine
+	// must refuse such a grant, not count on the keeper. The deadline is
+	// the engine's default, 2/3 of the TTL after the send time that
+	// ValidUntil counts from (TTL minus the margin before it).
+	margin := max(ttl/50, 50*time.Millisecond)
+	for _, tn := range tens {
+		deadline := tn.vu0 - (ttl - margin) + ttl*2/3
+		if tn.vu0 != 0 && tn.acq > deadline+liveSlack && !res.paused[tn.term] && !res.stoppedWaiting(tn.c, tn.vu0-ttl, tn.acq) {
+			res.deadBorn++
+			if res.deadBorn <= 3 {
+				t.Errorf("tenure %s (token %d) was acquired at %v, %v after its renew deadline %v (ValidUntil %v): a grant that came too late was handed out",
+					tn.term, tn.tok, tn.acq, (tn.acq - deadline).Round(time.Millisecond), deadline, tn.vu0)
 			}
 		}
 	}

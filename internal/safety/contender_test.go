@@ -467,6 +467,9 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 	default:
 		return nil, nil, fmt.Errorf("unknown backend %q", backend)
 	}
+	if file := os.Getenv(envGrantPause); file != "" {
+		b = pauseGrants(b, file, ttl)
+	}
 	lk := batonLocker{poll: os.Getenv(envPoll) == "1", rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
 	if os.Getenv(envSem) == "1" {
 		// A Semaphore of limit 1 is one slot lock (name.slot-0): the

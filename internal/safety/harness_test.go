@@ -9,9 +9,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -55,6 +57,7 @@ const (
 	faultRevoke     = "lease revoked"
 	faultRevokeFair = "lease revoked in fair mode"
 	faultStopWait   = "SIGSTOP of a waiter"
+	faultLateGrant  = "grants answered after the renew deadline"
 )
 
 // etcdRevoked is why the lease-revoked rows may show two holders: a
@@ -198,14 +201,18 @@ type harness struct {
 	mu         sync.Mutex
 	contenders map[string]*contender
 	next       int
+
+	// grantPause is the file whose existence makes every contender's
+	// grants reach its engine late (see pausedGrants).
+	grantPause string
 }
 
 func newHarness(t *testing.T, be *backendEnv, sc scenario) *harness {
 	s := scenarioSeed(be.name, sc.fault)
 	t.Logf("scenario %s / %s: seed %d", be.name, sc.fault, s)
 	h := &harness{t: t, be: be, sc: sc, reg: newRegister(t), rng: rand.New(rand.NewPCG(uint64(s), 1)),
-		contenders: map[string]*contender{},
-		res:        &result{backend: be.name, fault: sc.fault, variant: sc.reportVariant()}}
+		contenders: map[string]*contender{}, grantPause: filepath.Join(t.TempDir(), "grant-pause"),
+		res: &result{backend: be.name, fault: sc.fault, variant: sc.reportVariant()}}
 	h.rep = t
 	return h
 }
@@ -254,6 +261,7 @@ func (h *harness) spawn() *contender {
 		envSeed+"="+strconv.FormatUint(h.rng.Uint64(), 10),
 		envSettle+"="+h.sc.settle.String(),
 		envIdle+"="+h.sc.idle.String(),
+		envGrantPause+"="+h.grantPause,
 	)
 	// Every other contender polls with TryLock: it asks the store about a
 	// live claim again and again, where a store that judges a claim free
@@ -541,6 +549,8 @@ func (h *harness) inject(round int) {
 		h.stopWaiter(round)
 	case faultRevoke, faultRevokeFair:
 		h.revokeHeld(minWrites)
+	case faultLateGrant:
+		h.lateGrants()
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}
@@ -1014,6 +1024,65 @@ func (h *harness) latency(minWrites int) {
 		})
 	h.contender(f.c).link.restore()
 }
+
+// lateGrants makes every grant reach the contenders' engines 1.5 TTLs
+// after the store made it, as a pause of the contender between the store's
+// answer and the engine would (a GC or VM pause, or an answer held up in
+// the network; the CI run that found this had an etcd acquire wait in the
+// client through a store restart): past the renew deadline of the request
+// the grant counts from. The engine must release each such grant rather
+// than hand it out (the checker sees no acquisition reported past its
+// renew deadline). The pause ends once a contender logged that refusal
+// (or after the bound, and then the row fails: it did not exercise it);
+// work then resumes.
+func (h *harness) lateGrants() {
+	h.t.Helper()
+	h.working(3, 30*time.Second)
+	from := h.reg.now()
+	if err := os.WriteFile(h.grantPause, nil, 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	h.mu.Lock()
+	var cs []*contender
+	for _, c := range h.contenders {
+		cs = append(cs, c)
+	}
+	h.mu.Unlock()
+	refused := awaitOutput(cs, lateGrantSign, h.be.bound()+30*time.Second)
+	if err := os.Remove(h.grantPause); err != nil {
+		h.t.Fatal(err)
+	}
+	h.disturb("", from, h.reg.now()+h.be.bound()+grantPauseFor(h.be.ttl), faultLateGrant)
+	if !refused {
+		h.t.Errorf("no contender had a grant refused for coming after its renew deadline (%q in its log): the row did not exercise it", lateGrantSign)
+	}
+	_, evs := h.reg.history()
+	var tok uint64
+	for _, e := range evs {
+		if e.Kind == "acquired" {
+			tok = max(tok, e.Tok)
+		}
+	}
+	h.writesAbove(tok, 3, h.be.bound()+30*time.Second)
+}
+
+// awaitOutput reports whether one of cs logged sign before timeout.
+func awaitOutput(cs []*contender, sign string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, c := range cs {
+			if strings.Contains(c.output(), sign) {
+				return true
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // the logs have no event to wait on
+	}
+	return false
+}
+
+// lateGrantSign is part of the engine's error for a grant refused because
+// it came after its renew deadline (baton's Mutex.refuseLate).
+const lateGrantSign = "not before the renew deadline"
 
 // stopAny pauses whichever contender holds the largest token at a random
 // instant (not at a chosen point of its loop) for between the TTL and

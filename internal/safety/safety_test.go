@@ -60,6 +60,7 @@ func commonAs(t *testing.T, be *backendEnv, base scenario, network bool) {
 	run(scenario{fault: faultDrift, rates: driftRates})
 	run(scenario{fault: faultJump})
 	run(scenario{fault: faultDelete})
+	run(scenario{fault: faultLateGrant, rounds: 1})
 	if long() {
 		run(scenario{fault: faultStopAny})
 		if network {
