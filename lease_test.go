@@ -293,14 +293,7 @@ func TestLockKeepsItsNonce(t *testing.T) {
 	b.set("other")
 	b.retryAfter = 100 * time.Millisecond
 	m, clk := newMutex(t, b)
-	got := make(chan *baton.Lease, 1)
-	go func() {
-		l, err := m.Lock(context.Background())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockInBackground(t, m)
 	for range 3 { // three refused attempts
 		awaitTimer(t, clk)
 		clk.Step(100 * time.Millisecond)
@@ -344,14 +337,7 @@ func TestLockRetriesNoLaterThanRetryAfter(t *testing.T) {
 	b.set("other")
 	b.retryAfter = 300 * time.Millisecond // the store says the claim ends then
 	m, clk := newMutex(t, b)
-	got := make(chan *baton.Lease, 1)
-	go func() {
-		l, err := m.Lock(context.Background())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockInBackground(t, m)
 	awaitTimer(t, clk)
 	b.mu.Lock()
 	b.holder = "" // expired; no watch event
@@ -369,14 +355,7 @@ func TestLockWakesOnWatch(t *testing.T) {
 	b := newScript()
 	b.set("other")
 	m, clk := newMutex(t, watching{b})
-	got := make(chan *baton.Lease, 1)
-	go func() {
-		l, err := m.Lock(context.Background())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockInBackground(t, m)
 	awaitTimer(t, clk) // waiting: held by other
 	b.set("")          // released; the fake clock does not move
 	select {
@@ -507,14 +486,7 @@ func TestLockWatchingDoesNotPoll(t *testing.T) {
 	b.set("other")
 	b.retryAfter = 10 * time.Second
 	m, clk := newMutex(t, watching{b})
-	got := make(chan *baton.Lease, 1)
-	go func() {
-		l, err := m.Lock(context.Background())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockInBackground(t, m)
 	acquires := func() int {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -676,14 +648,7 @@ func TestLateGrantIsReleasedNotHandedOut(t *testing.T) {
 	// Lock: the first answer is late, the retry (after the retry period)
 	// is answered at once and counts from its own send time.
 	slow.late = []time.Duration{11 * time.Second}
-	got := make(chan *baton.Lease, 1)
-	go func() {
-		l, err := m.Lock(context.Background())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockInBackground(t, m)
 	awaitTimer(t, clk) // the late attempt was refused; Lock waits to retry
 	clk.Step(3 * time.Second)
 	l := <-got
@@ -695,4 +660,18 @@ func TestLateGrantIsReleasedNotHandedOut(t *testing.T) {
 		t.Fatalf("lease after a late grant: err %v, token %d, valid until %v at %v; want the retry's live lease, token 3",
 			l.Err(), l.Token(), l.ValidUntil(), clk.Now())
 	}
+}
+
+// lockInBackground calls m.Lock in a goroutine and sends its Lease (nil
+// after an error, which it reports) on the returned channel.
+func lockInBackground(t *testing.T, m *baton.Mutex) <-chan *baton.Lease {
+	got := make(chan *baton.Lease, 1)
+	go func() {
+		l, err := m.Lock(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	return got
 }
