@@ -125,7 +125,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 			o[1].Live, o[1].VU, o[1].HasVU = 1500*ms, 11*ms, true
 			return o
 		}), cleanEvs, "after its ValidUntil"},
-		{"acquired after its ValidUntil", scenario{fault: faultKill}, clean, append(cleanEvs[:3:3],
+		{"acquired past its renew deadline", scenario{fault: faultKill}, clean, append(cleanEvs[:3:3],
 			event{eventReq{C: "c2", Kind: "acquired", Tok: 6}, 1500 * ms, 1500 * ms, 15 * ms}), "a grant that came too late was handed out"},
 		{"early takeover", scenario{fault: faultKill}, withVU(30 * ms), cleanEvs, "early takeover"},
 		{"loss without a fault", scenario{fault: faultKill}, clean,
