@@ -11,8 +11,8 @@ import (
 )
 
 // envGrantPause names a file: while it exists, every grant a contender's
-// store makes reaches the contender's engine grantPauseFor(TTL) late (the
-// fault "grants answered after the renew deadline").
+// store makes reaches the contender's engine grantPauseFor(TTL) late. Set
+// only in the row "grants answered after the renew deadline".
 const envGrantPause = "BATON_SAFETY_GRANT_PAUSE"
 
 // grantPauseFor is how late a paused grant reaches the engine: 1.5 TTLs,

@@ -261,8 +261,12 @@ func (h *harness) spawn() *contender {
 		envSeed+"="+strconv.FormatUint(h.rng.Uint64(), 10),
 		envSettle+"="+h.sc.settle.String(),
 		envIdle+"="+h.sc.idle.String(),
-		envGrantPause+"="+h.grantPause,
 	)
+	if h.sc.fault == faultLateGrant {
+		// Only this row wraps the contenders' backends (pausedGrants):
+		// every other row runs the stores as users get them.
+		c.cmd.Env = append(c.cmd.Env, envGrantPause+"="+h.grantPause)
+	}
 	// Every other contender polls with TryLock: it asks the store about a
 	// live claim again and again, where a store that judges a claim free
 	// too early gives it away. (With K=3 and a fresh contender for each
