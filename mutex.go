@@ -175,14 +175,14 @@ func (m *Mutex) try(ctx, parent context.Context, nonce string, waiting bool) (*L
 // a long outage or a long queue of retries does this). The caller retries
 // as it would after any store error; the token it consumed is not reused.
 func (m *Mutex) refuseLate(ctx context.Context, g backend.Grant, took time.Duration) error {
-	err := fmt.Errorf("%w: the store granted token %d %v after the request it counts from was sent, not before the renew deadline %v: the holder's validity was as good as over, so the lock was released at once",
+	err := fmt.Errorf("%w: the store granted token %d %v after the request it counts from was sent, not before the renew deadline %v: its validity was as good as over, so it was not handed out",
 		ErrUnavailable, g.Token, took.Round(time.Millisecond), m.cfg.renewDeadline)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.renewDeadline)
 	defer cancel()
 	if rerr := m.b.Release(rctx, g); rerr != nil {
-		return fmt.Errorf("%w; the release failed too (the claim lasts until its TTL ends): %w", err, rerr)
+		return fmt.Errorf("%w; releasing it failed too, so the claim lasts until its TTL ends: %w", err, rerr)
 	}
-	return err
+	return fmt.Errorf("%w, and was released", err)
 }
 
 func (m *Mutex) observe(e Event) { m.cfg.observe(e) }
