@@ -510,9 +510,8 @@ func checkValidity(t, excl reporter, ttl time.Duration, ops []op, tens []*tenure
 	// must refuse such a grant, not count on the keeper. The deadline is
 	// the engine's default, 2/3 of the TTL after the send time that
 	// ValidUntil counts from (TTL minus the margin before it).
-	margin := max(ttl/50, 50*time.Millisecond)
 	for _, tn := range tens {
-		deadline := tn.vu0 - (ttl - margin) + ttl*2/3
+		deadline := tn.vu0 - (ttl - engineMargin(ttl)) + ttl*2/3
 		if tn.vu0 != 0 && tn.acq > deadline+liveSlack && !res.paused[tn.term] && !res.stoppedWaiting(tn.c, tn.vu0-ttl, tn.acq) {
 			res.deadBorn++
 			if res.deadBorn <= 3 {

@@ -122,9 +122,12 @@ func (b *backendEnv) bound() time.Duration { return b.claimLife + b.retry() + li
 // TTL - TTL/3 more, less the margin and takeoverSlack. Measured from the
 // fault to the register's receipt of the report, on the test's clock.
 func (b *backendEnv) minTakeover() time.Duration {
-	margin := max(b.ttl/50, 50*time.Millisecond)
-	return b.ttl - b.ttl/3 - margin - takeoverSlack
+	return b.ttl - b.ttl/3 - engineMargin(b.ttl) - takeoverSlack
 }
+
+// engineMargin is the engine's default safety margin for ttl (baton's
+// options: max(2% of TTL, 50ms)), which the contenders do not change.
+func engineMargin(ttl time.Duration) time.Duration { return max(ttl/50, 50*time.Millisecond) }
 
 // scenario is one row of the report: a backend under one fault.
 type scenario struct {
@@ -969,16 +972,22 @@ func (h *harness) tenureEnd(c string, tok uint64, timeout time.Duration) event {
 	return end
 }
 
+// all returns the contenders spawned so far.
+func (h *harness) all() []*contender {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cs := make([]*contender, 0, len(h.contenders))
+	for _, c := range h.contenders {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
 // stopAll resumes and reconnects every contender, asks them to stop with
 // SIGTERM and waits for them to exit.
 func (h *harness) stopAll() {
 	h.t.Helper()
-	h.mu.Lock()
-	var cs []*contender
-	for _, c := range h.contenders {
-		cs = append(cs, c)
-	}
-	h.mu.Unlock()
+	cs := h.all()
 	for _, c := range cs {
 		c.link.restore()
 		_ = c.cmd.Process.Signal(syscall.SIGCONT)
@@ -1046,12 +1055,7 @@ func (h *harness) lateGrants() {
 	if err := os.WriteFile(h.grantPause, nil, 0o644); err != nil {
 		h.t.Fatal(err)
 	}
-	h.mu.Lock()
-	var cs []*contender
-	for _, c := range h.contenders {
-		cs = append(cs, c)
-	}
-	h.mu.Unlock()
+	cs := h.all()
 	refused := awaitOutput(cs, lateGrantSign, h.be.bound()+30*time.Second)
 	if err := os.Remove(h.grantPause); err != nil {
 		h.t.Fatal(err)
