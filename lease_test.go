@@ -610,6 +610,15 @@ type slowGrant struct {
 	*script
 	clk  *clocktest.FakeClock
 	late []time.Duration
+	// releaseErr, when set, is what Release returns, leaving the claim.
+	releaseErr error
+}
+
+func (s *slowGrant) Release(ctx context.Context, g backend.Grant) error {
+	if s.releaseErr != nil {
+		return s.releaseErr
+	}
+	return s.script.Release(ctx, g)
 }
 
 func (s *slowGrant) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
@@ -659,6 +668,28 @@ func TestLateGrantIsReleasedNotHandedOut(t *testing.T) {
 	if l.Err() != nil || !l.ValidUntil().After(clk.Now()) || l.Token() != 3 {
 		t.Fatalf("lease after a late grant: err %v, token %d, valid until %v at %v; want the retry's live lease, token 3",
 			l.Err(), l.Token(), l.ValidUntil(), clk.Now())
+	}
+}
+
+// A late grant that cannot be released either is still not handed out;
+// the error says the claim stays until its TTL ends, and wraps both the
+// refusal and the release's error.
+func TestLateGrantWhoseReleaseFails(t *testing.T) {
+	b := newScript()
+	clk := clocktest.NewFakeClock(t0)
+	down := errors.New("connection refused")
+	slow := &slowGrant{script: b, clk: clk, late: []time.Duration{12 * time.Second}, releaseErr: down}
+	m, err := baton.NewMutex(slow, "jobs.nightly", baton.WithClock(clk), baton.WithIdentity("me"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.TryLock(context.Background())
+	if !errors.Is(err, baton.ErrUnavailable) || !errors.Is(err, down) || errors.Is(err, baton.ErrHeld) ||
+		!strings.Contains(err.Error(), "releasing it failed too, so the claim lasts until its TTL ends") || strings.Contains(err.Error(), "was released") {
+		t.Fatalf("TryLock answered late, release failing: err = %v, want ErrUnavailable wrapping the release's error and saying the claim stays", err)
+	}
+	if holder, _, releases := b.state(); holder != "me" || releases != 0 {
+		t.Fatalf("the store says holder %q after %d releases, want the unreleased claim of %q", holder, releases, "me")
 	}
 }
 
