@@ -1059,7 +1059,7 @@ func (h *harness) lateGrants() {
 		h.t.Fatal(err)
 	}
 	cs := h.all()
-	refused := awaitOutput(cs, lateGrantSign, h.be.bound()+30*time.Second)
+	refused := awaitOutput(cs, lateGrantSign, countOutput(cs, lateGrantSign), h.be.bound()+30*time.Second)
 	if err := os.Remove(h.grantPause); err != nil {
 		h.t.Fatal(err)
 	}
@@ -1077,18 +1077,27 @@ func (h *harness) lateGrants() {
 	h.writesAbove(tok, 3, h.be.bound()+30*time.Second)
 }
 
-// awaitOutput reports whether one of cs logged sign before timeout.
-func awaitOutput(cs []*contender, sign string, timeout time.Duration) bool {
+// awaitOutput reports whether cs logged sign more than seen times in all
+// (seen: countOutput before the fault) before timeout, so that each
+// round of a row needs its own sign.
+func awaitOutput(cs []*contender, sign string, seen int, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		for _, c := range cs {
-			if strings.Contains(c.output(), sign) {
-				return true
-			}
+		if countOutput(cs, sign) > seen {
+			return true
 		}
 		time.Sleep(20 * time.Millisecond) // the logs have no event to wait on
 	}
 	return false
+}
+
+// countOutput is how many times cs have logged sign so far.
+func countOutput(cs []*contender, sign string) int {
+	n := 0
+	for _, c := range cs {
+		n += strings.Count(c.output(), sign)
+	}
+	return n
 }
 
 // lateGrantSign is part of the engine's error for a grant refused because

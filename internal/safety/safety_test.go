@@ -20,6 +20,17 @@ func rounds() int {
 // lease: a round is quick (the successor acquires at once), so one more.
 func revokeRounds() int { return rounds() + 1 }
 
+// lateGrantRounds is how many times the late-grant rows hold every grant
+// back past its renew deadline: each round waits for a refused grant and
+// then for the lock to work again, so one in the short mode, and half
+// the long mode's rounds there.
+func lateGrantRounds() int {
+	if long() {
+		return rounds() / 2
+	}
+	return 1
+}
+
 // runScenario runs one fault scenario on be as a subtest.
 func runScenario(t *testing.T, be *backendEnv, sc scenario) {
 	t.Helper()
@@ -60,7 +71,7 @@ func commonAs(t *testing.T, be *backendEnv, base scenario, network bool) {
 	run(scenario{fault: faultDrift, rates: driftRates})
 	run(scenario{fault: faultJump})
 	run(scenario{fault: faultDelete})
-	run(scenario{fault: faultLateGrant, rounds: 1})
+	run(scenario{fault: faultLateGrant, rounds: lateGrantRounds()})
 	if long() {
 		run(scenario{fault: faultStopAny})
 		if network {
