@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,6 +51,7 @@ const (
 	envSem      = "BATON_SAFETY_SEMAPHORE" // "1": lock through a baton.Semaphore of limit 1
 	envFair     = "BATON_SAFETY_FAIR"      // "1": etcd in fair mode (the default); else plain mode, etcdstore.WithFair(false)
 	envChurn    = "BATON_SAFETY_CHURN"     // "1": etcd, file: the Store also finds other locks held, then released (see seenChurn)
+	envQueued   = "BATON_SAFETY_QUEUED"    // "1": report "queued" at a Lock call's second refused attempt (see queuedReporter)
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -119,6 +121,30 @@ func (b batonLocker) lock(ctx context.Context) (held, error) {
 		if err := sleepCtx(ctx, pollEvery+time.Duration(b.rng.Int64N(int64(pollEvery)))); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// queuedReporter reports "queued" once per Lock call, at its second
+// refused attempt: a waiting attempt that a store refused has its place
+// among the store's waiters (Redis keeps it one TTL past the attempt), so
+// a release can hand the lock to it, and the engine makes its second
+// attempt once its watch is open, so the waiter then hears a handoff.
+// stopWaiter stops such a waiter.
+type queuedReporter struct {
+	c       *client
+	refused atomic.Int32 // refusals since the Lock call began; -1: not armed
+}
+
+// arm starts counting a Lock call's refusals; a nil reporter does nothing.
+func (q *queuedReporter) arm() {
+	if q != nil {
+		q.refused.Store(0)
+	}
+}
+
+func (q *queuedReporter) Observe(e baton.Event) {
+	if e.Kind == baton.EventHeld && q.refused.Load() >= 0 && q.refused.Add(1) == 2 {
+		q.c.event("queued", 0, nil)
 	}
 }
 
@@ -226,7 +252,12 @@ func contenderMain() int {
 	}
 	clk := &jumpClock{Clock: inner}
 	defer watchJumps(ctx, clk, c)()
-	lk, closeFn, err := openLocker(ctx, id, logger, clk)
+	var queued *queuedReporter
+	if os.Getenv(envQueued) == "1" {
+		queued = &queuedReporter{c: c}
+		queued.refused.Store(-1)
+	}
+	lk, closeFn, err := openLocker(ctx, id, logger, clk, queued)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "contender %s: %v\n", id, err)
 		c.event("error", 0, err)
@@ -243,6 +274,7 @@ func contenderMain() int {
 	t := &tenures{c: c, rng: rng, clk: clk, rate: rate, ttl: ttl, id: id}
 	for n := 1; ctx.Err() == nil; n++ {
 		c.event("locking", 0, nil)
+		queued.arm()
 		h, err := lk.lock(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -331,6 +363,9 @@ func (t *tenures) run(ctx context.Context, h held, term string) {
 			rounds, until = math.MaxInt, time.Now().Add(holdMax*t.ttl)
 		}
 		held = held || wr.Hold
+		if wr.End && !held {
+			break
+		}
 		select {
 		case <-h.context().Done():
 		case <-ctx.Done():
@@ -377,13 +412,16 @@ func awaitEnd(ctx context.Context, h held, until time.Time) {
 }
 
 // openLocker opens the backend named by the environment.
-func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.Clock) (locker, func(), error) {
+func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.Clock, queued *queuedReporter) (locker, func(), error) {
 	ttl, err := time.ParseDuration(os.Getenv(envTTL))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", envTTL, err)
 	}
 	target, name := os.Getenv(envTarget), os.Getenv(envLock)
 	opts := []baton.Option{baton.WithTTL(ttl), baton.WithIdentity(id), baton.WithClock(clk), baton.WithLogger(logger)}
+	if queued != nil {
+		opts = append(opts, baton.WithObserver(queued))
+	}
 	noClose := func() {}
 	var b backend.Backend
 	closeFn := noClose

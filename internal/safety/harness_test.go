@@ -285,6 +285,9 @@ func (h *harness) spawn() *contender {
 	if h.sc.semaphore {
 		c.cmd.Env = append(c.cmd.Env, envSem+"=1")
 	}
+	if h.sc.fault == faultStopWait {
+		c.cmd.Env = append(c.cmd.Env, envQueued+"=1") // see waiter
+	}
 	if h.sc.fair {
 		c.cmd.Env = append(c.cmd.Env, envFair+"=1")
 	}
@@ -1252,21 +1255,25 @@ func allStopped(pid int) (bool, error) {
 	return true, nil
 }
 
-// stopWaiter stops the contender that has waited longest for the lock
-// until the holder has released it. A store that serves waiters in order
-// (Redis hands the lock to the longest waiter in the release) hands the
-// lock to the stopped process. In even rounds the waiter is resumed
-// within half a TTL of the release, while that claim is live; in odd
-// rounds only after the lock went on without it (the claim expired,
-// another holder works). Either way it must not take the time it was
-// stopped for validity: a Redis waiter counts a handed lock from its last
-// refused attempt, and asks Redis again if that is old. A contender can
-// have acquired just before the stop without having said so yet: it is
-// then a stopped holder, whose late writes fencing refuses
-// (pauseStoppedHolders).
+// stopWaiter stops a contender that has just queued for the lock (see
+// waiter) and asks the holder to end its tenure, then resumes the waiter
+// after that release. A store that serves waiters in order (Redis hands
+// the lock to the longest waiter in the release) hands the lock to the
+// stopped process. Rounds cycle through three resumes: within half a TTL
+// of the release, while that claim is live; only after the lock went on
+// without it (another contender acquired after the release: the claim
+// handed to it expired); and in the last third of the TTL after the
+// release, where a waiter that counted the handed claim from the notice's
+// arrival would renew it only after the store let it expire. Each time it
+// must not take the time it was stopped for validity: a Redis waiter
+// counts a handed lock from its last refused attempt, and asks Redis
+// again if that is old. After the resume the lock must go on: another
+// contender acquires and works. A contender can have acquired just before
+// the stop without having said so yet: it is then a stopped holder, whose
+// late writes fencing refuses (pauseStoppedHolders).
 func (h *harness) stopWaiter(round int) {
 	h.t.Helper()
-	tok := h.working(3, 30*time.Second)
+	h.working(3, 30*time.Second)
 	c := h.waiter()
 	at := h.reg.now()
 	h.signal(c, syscall.SIGSTOP)
@@ -1277,33 +1284,66 @@ func (h *harness) stopWaiter(round int) {
 	h.res.waiterStops = append(h.res.waiterStops, waiterStop{c: c, at: at})
 	h.mu.Unlock()
 	defer func() { h.disturb(c, at, h.reg.now()+h.be.ttl, faultStopWait) }()
+	// The holder releases at its next write, well within the TTL for
+	// which the stopped waiter's place outlives its attempt.
+	h.reg.endTenure()
+	var released time.Duration
 	h.reg.await("a release while a waiter is stopped", 60*time.Second, func(s *snapshot) bool {
-		return slices.ContainsFunc(s.events, func(e event) bool { return e.Kind == "releasing" && e.At > at })
+		i := slices.IndexFunc(s.events, func(e event) bool { return e.Kind == "releasing" && e.At > at })
+		if i >= 0 {
+			released = s.events[i].At
+		}
+		return i >= 0
 	})
-	if round%2 == 0 {
+	switch round % 3 {
+	case 0:
 		time.Sleep(time.Duration(h.rng.Int64N(int64(h.be.ttl / 2)))) // the random instant
-	} else {
-		h.writesAbove(tok, 3, h.be.bound()+30*time.Second)
+	case 1:
+		h.othersWork(c, released)
+	case 2:
+		time.Sleep(2*h.be.ttl/3 + time.Duration(h.rng.Int64N(int64(h.be.ttl/4))))
 	}
+	resumed := h.reg.now()
 	h.signal(c, syscall.SIGCONT)
-	h.writesAbove(tok, 6, h.be.bound()+30*time.Second)
+	h.othersWork(c, resumed)
 }
 
-// waiter returns the contender that has waited longest for the lock: its
-// last event is the start of a Lock call, and the oldest such.
+// othersWork waits until a contender other than c has acquired the lock
+// after from and written three times with that token or a larger one.
+func (h *harness) othersWork(c string, from time.Duration) {
+	h.t.Helper()
+	var tok uint64
+	h.reg.await(fmt.Sprintf("an acquisition by a contender other than %s after %v", c, from), h.be.bound()+30*time.Second, func(s *snapshot) bool {
+		i := slices.IndexFunc(s.events, func(e event) bool { return e.Kind == "acquired" && e.C != c && e.At > from })
+		if i >= 0 {
+			tok = s.events[i].Tok
+		}
+		return i >= 0
+	})
+	h.writesAbove(tok-1, 3, h.be.bound()+30*time.Second)
+}
+
+// waiter returns a contender that has just taken its place among the
+// store's waiters: a Lock call (not a poller, which takes no place) whose
+// attempts were refused ("queued": its watch is open) after waiter was
+// called, and which has not acquired since. Its place is then fresh, so
+// a release within a TTL hands it the lock; one that has waited long may
+// be about to let its place lapse, as a stopped process does not renew
+// it.
 func (h *harness) waiter() string {
 	h.t.Helper()
+	from := h.reg.now()
 	var c string
-	h.reg.await("a waiting contender", 30*time.Second, func(s *snapshot) bool {
+	h.reg.await("a contender that has just queued", 30*time.Second, func(s *snapshot) bool {
 		last := map[string]event{}
 		for _, e := range s.events {
 			last[e.C] = e
 		}
-		var since time.Duration
 		c = ""
+		var at time.Duration
 		for id, e := range last {
-			if e.Kind == "locking" && (c == "" || e.At < since) {
-				c, since = id, e.At
+			if e.Kind == "queued" && e.At >= from && (c == "" || e.At > at) {
+				c, at = id, e.At
 			}
 		}
 		return c != ""

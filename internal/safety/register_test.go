@@ -62,12 +62,15 @@ type writeResp struct {
 	// ends (bounded by holdMax): set for the tenure a fault hit, so that
 	// the engine's own reaction (a step-down, a loss) ends it.
 	Hold bool `json:"hold,omitempty"`
+	// End asks the holder to end its tenure after this write (unless it
+	// was asked to hold): see register.endTenure.
+	End bool `json:"end,omitempty"`
 }
 
 // eventReq is a lock event reported by a contender.
 type eventReq struct {
 	C    string `json:"c"`
-	Kind string `json:"kind"` // locking, acquired, releasing, released, stale, error, jumped
+	Kind string `json:"kind"` // locking, queued, acquired, releasing, released, stale, error, jumped
 	Tok  uint64 `json:"tok"`
 	Err  string `json:"err,omitempty"`
 	// Cause is why a tenure ended ("releasing" only): one of the cause*
@@ -155,6 +158,7 @@ type register struct {
 	events   []event
 	trap     *trap
 	holds    map[uint64]bool // tokens whose holders are asked to hold (writeResp.Hold)
+	ending   bool            // the next accepted write of the largest token is answered End
 	changed  chan struct{}   // closed and replaced at every change
 	// noFence makes the "fenced" register accept every token (for the
 	// test that shows what the checker catches without fencing).
@@ -286,9 +290,19 @@ func (r *register) serveWrite(w http.ResponseWriter, req *http.Request) {
 		tr.fire(in.C, in.Term, in.Tok, r.now())
 	}
 	hold := r.holds[in.Tok]
+	end := r.ending && o.OK && in.Tok == r.fMax
+	r.ending = r.ending && !end
 	r.notify()
 	r.mu.Unlock()
-	reply(w, writeResp{OK: o.OK, Hold: hold})
+	reply(w, writeResp{OK: o.OK, Hold: hold, End: end})
+}
+
+// endTenure asks the holder of the largest token to end its tenure at its
+// next accepted write, so that the lock changes hands soon (stopWaiter).
+func (r *register) endTenure() {
+	r.mu.Lock()
+	r.ending = true
+	r.mu.Unlock()
 }
 
 func (r *register) serveEvent(w http.ResponseWriter, req *http.Request) {

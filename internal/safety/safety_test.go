@@ -98,7 +98,8 @@ func TestSafety(t *testing.T) {
 		common(t, be, true)
 		runScenario(t, be, scenario{fault: faultRestart})
 		// Releases hand the lock to the longest waiter: one may be stopped.
-		runScenario(t, be, scenario{fault: faultStopWait})
+		// At least one round of each of stopWaiter's three resumes.
+		runScenario(t, be, scenario{fault: faultStopWait, rounds: max(3, rounds())})
 		if !long() { // common runs it in the long mode
 			runScenario(t, be, scenario{fault: faultLatency, rounds: 1})
 		}
