@@ -43,7 +43,9 @@ copy() {
 
 table=()
 survived=0
-for patch in "$root"/internal/safety/mutants/m*.patch; do
+# In numeric order (m2 before m10).
+mapfile -t patches < <(printf '%s\n' "$root"/internal/safety/mutants/m*.patch | sort -V)
+for patch in "${patches[@]}"; do
 	id=$(basename "$patch" .patch)
 	id=${id%%-*}
 	if [ -n "${MUTANTS:-}" ] && ! [[ " $MUTANTS " == *" $id "* ]]; then
