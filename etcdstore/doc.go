@@ -245,7 +245,11 @@
 //     holder and token, with RetryAfter a verification period (the guard's
 //     deletion wakes no watch); Get and List report the lock held.
 //     ForceRelease deletes the guard too: it is the sanctioned way to free
-//     a lock at once.
+//     a lock at once. A deletion that takes the guard with it (`etcdctl
+//     del --prefix P`, over every lock, or of P .guard/N itself) leaves
+//     only the condition above: contenders that saw the claim still wait,
+//     but one that never saw it acquires at once, and until the holder
+//     notices, only the fencing token protects the resource.
 //   - Tokens are still mod revisions: the next claim's is above the
 //     deletion's revision.
 //
