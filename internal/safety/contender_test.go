@@ -132,7 +132,7 @@ func (b batonLocker) lock(ctx context.Context) (held, error) {
 // stopWaiter stops such a waiter.
 type queuedReporter struct {
 	c       *client
-	refused atomic.Int32 // refusals since the Lock call began; -1: not armed
+	refused atomic.Int32 // refusals since the Lock call began
 }
 
 // arm starts counting a Lock call's refusals; a nil reporter does nothing.
@@ -143,7 +143,7 @@ func (q *queuedReporter) arm() {
 }
 
 func (q *queuedReporter) Observe(e baton.Event) {
-	if e.Kind == baton.EventHeld && q.refused.Load() >= 0 && q.refused.Add(1) == 2 {
+	if e.Kind == baton.EventHeld && q.refused.Add(1) == 2 {
 		q.c.event("queued", 0, nil)
 	}
 }
@@ -255,7 +255,6 @@ func contenderMain() int {
 	var queued *queuedReporter
 	if os.Getenv(envQueued) == "1" {
 		queued = &queuedReporter{c: c}
-		queued.refused.Store(-1)
 	}
 	lk, closeFn, err := openLocker(ctx, id, logger, clk, queued)
 	if err != nil {
