@@ -10,10 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -209,8 +209,10 @@ type harness struct {
 	next       int
 
 	// grantPause is the file whose existence makes every contender's
-	// grants reach its engine late (see pausedGrants).
+	// grants reach its engine late (see pausedGrants); it holds the
+	// number of the late-grant round, lateRound.
 	grantPause string
+	lateRound  int
 }
 
 func newHarness(t *testing.T, be *backendEnv, sc scenario) *harness {
@@ -1058,17 +1060,23 @@ func (h *harness) lateGrants() {
 	h.t.Helper()
 	h.working(3, 30*time.Second)
 	from := h.reg.now()
-	if err := os.WriteFile(h.grantPause, nil, 0o644); err != nil {
+	h.lateRound++
+	round := strconv.Itoa(h.lateRound)
+	// Written whole and renamed into place: a contender never reads a
+	// pause file without its round.
+	if err := os.WriteFile(h.grantPause+".new", []byte(round), 0o644); err != nil {
 		h.t.Fatal(err)
 	}
-	cs := h.all()
-	refused := awaitOutput(cs, lateGrantSign, countOutput(cs, lateGrantSign), h.be.bound()+30*time.Second)
+	if err := os.Rename(h.grantPause+".new", h.grantPause); err != nil {
+		h.t.Fatal(err)
+	}
+	refused := awaitLateRefusal(h.all(), round, h.be.bound()+30*time.Second)
 	if err := os.Remove(h.grantPause); err != nil {
 		h.t.Fatal(err)
 	}
 	h.disturb("", from, h.reg.now()+h.be.bound()+grantPauseFor(h.be.ttl), faultLateGrant)
 	if !refused {
-		h.t.Errorf("no contender had a grant refused for coming after its renew deadline (%q in its log): the row did not exercise it", lateGrantSign)
+		h.t.Errorf("in round %s, no contender refused a grant held back in that round for coming after its renew deadline (%q in its log): the row did not exercise it", round, lateGrantSign)
 	}
 	_, evs := h.reg.history()
 	var tok uint64
@@ -1080,28 +1088,48 @@ func (h *harness) lateGrants() {
 	h.writesAbove(tok, 3, h.be.bound()+30*time.Second)
 }
 
-// awaitOutput reports whether cs logged sign more than seen times in all
-// (seen: countOutput before the fault) before timeout, so that each
-// round of a row needs its own sign.
-func awaitOutput(cs []*contender, sign string, seen int, timeout time.Duration) bool {
+// awaitLateRefusal reports whether, before timeout, one of cs refused a
+// grant that its store made while the pause file held round: a refusal
+// whose token pausedGrants logged as held back in that round. A grant
+// held back in an earlier round and refused late does not count, so each
+// round needs its own refusal.
+func awaitLateRefusal(cs []*contender, round string, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if countOutput(cs, sign) > seen {
-			return true
+		for _, c := range cs {
+			if refusedHeldBack(c.output(), round) {
+				return true
+			}
 		}
 		time.Sleep(20 * time.Millisecond) // the logs have no event to wait on
 	}
 	return false
 }
 
-// countOutput is how many times cs have logged sign so far.
-func countOutput(cs []*contender, sign string) int {
-	n := 0
-	for _, c := range cs {
-		n += strings.Count(c.output(), sign)
+// refusedHeldBack reports whether out, one contender's log, shows the
+// engine refusing (lateGrantSign) a grant held back in round.
+func refusedHeldBack(out, round string) bool {
+	held := map[string]bool{}
+	for _, m := range heldBackLine.FindAllStringSubmatch(out, -1) {
+		if m[2] == round {
+			held[m[1]] = true
+		}
 	}
-	return n
+	for _, m := range lateRefusalLine.FindAllStringSubmatch(out, -1) {
+		if held[m[1]] {
+			return true
+		}
+	}
+	return false
 }
+
+var (
+	// heldBackLine is what pausedGrants logs of a grant it holds back.
+	heldBackLine = regexp.MustCompile(`grant of token (\d+) held back in round (\d+)`)
+	// lateRefusalLine is the engine's refusal of a late grant (baton's
+	// Mutex.refuseLate), with the grant's token.
+	lateRefusalLine = regexp.MustCompile(`granted token (\d+) [^\n]*` + lateGrantSign)
+)
 
 // lateGrantSign is part of the engine's error for a grant refused because
 // it came after its renew deadline (baton's Mutex.refuseLate).
