@@ -16,10 +16,10 @@
 #   make bench-etcd   the etcd backend beside etcd's concurrency package
 #   make bench-scale  1, 100 and 10,000 held locks per backend, idle electors
 #   make safety-report  the fault-injection suite (internal/safety), short
-#                mode (~4 minutes; it also runs in make test), its tables
-#                written into docs/safety.md
+#                mode (~13 minutes idle; it also runs in make test), its
+#                tables written into docs/safety.md
 #   make safety-long  the same, long mode: eight rounds of every fault on
-#                every backend (~17 minutes)
+#                every backend (~46 minutes idle)
 #   make mutants  plant each bug of internal/safety/mutants/*.patch in a
 #                copy of the tree and require the safety suite to fail on
 #                it, three runs each (MUTANT_RUNS); a table of the verdicts

@@ -28,13 +28,14 @@
 // TestNaiveConfigMapLock runs the same harness against a ConfigMap lock
 // written the way older guides suggest and asserts that it fails.
 //
-// Run the short mode (every backend, two rounds per fault, a few minutes)
-// with
+// The package is its own module. Run the short mode (every backend, two
+// rounds per fault; about 13 minutes on two idle cores, past go test's
+// default timeout) from the repository's root with
 //
-//	go test -race ./internal/safety
+//	go -C internal/safety test -race -timeout 30m .
 //
-// and the long mode (eight rounds, more faults) with -safety.long or
-// BATON_SAFETY_LONG=1. The seed is logged; -safety.seed=N replays a
+// and the long mode (eight rounds, more faults; about 46 minutes) with
+// -safety.long or BATON_SAFETY_LONG=1 and -timeout 150m. The seed is logged; -safety.seed=N replays a
 // schedule. BATON_SAFETY_REPORT=path (or -safety.report) writes the
 // Markdown report; BATON_SAFETY_TRACE=1 logs every contender request.
 // docs/safety.md describes the scenarios and shows a measured table.
