@@ -1,10 +1,11 @@
 // Command baton runs commands under distributed locks with fencing tokens.
 //
-//	go run ./cmd/baton demo
+//	go -C cmd/baton run . demo
 //
-// shows it on this machine: three replicas of "baton run" on the file
-// backend, a leader crash (SIGKILL) and a takeover with a larger token
-// after the TTL, then a handover on release (SIGTERM), in about 10 seconds.
+// run from the repository's root (the command is its own module) shows it
+// on this machine: three replicas of "baton run" on the file backend, a
+// leader crash (SIGKILL) and a takeover with a larger token after the
+// TTL, then a handover on release (SIGTERM), in about 10 seconds.
 //
 // # Commands
 //
