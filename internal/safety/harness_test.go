@@ -740,11 +740,14 @@ func (h *harness) steppedRenewTime() {
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var last time.Time
+	var last time.Time // the last renew time read
 	var lastErr error
 	for {
-		last, lastErr = h.be.renewTime(ctx, h.sc.lock)
-		if lastErr == nil && !last.IsZero() {
+		rt, err := h.be.renewTime(ctx, h.sc.lock)
+		if lastErr = err; err == nil {
+			last = rt
+		}
+		if err == nil && !last.IsZero() {
 			if off := last.Sub(time.Now().Round(0)); off > jumpBy/2 || off < -jumpBy/2 {
 				h.t.Logf("the lock's object carries renewTime %s, %v from the test's clock", last.Format(time.RFC3339), off.Round(time.Second))
 				return
@@ -756,7 +759,7 @@ func (h *harness) steppedRenewTime() {
 			// the holders may all be contenders whose steps cancelled out
 			// or fresh ones. The round's safety is the checker's; this only
 			// shows that a step reached the stored object when it can.
-			h.t.Logf("no renew time written by a stepped clock within 30s: last %v (%v)", last, lastErr)
+			h.t.Logf("no renew time written by a stepped clock within 30s: last read %v (last error: %v)", last, lastErr)
 			return
 		case <-tick.C:
 		}
