@@ -35,8 +35,9 @@
 //	go -C internal/safety test -race -timeout 30m .
 //
 // and the long mode (eight rounds, more faults; about 46 minutes) with
-// -safety.long or BATON_SAFETY_LONG=1 and -timeout 150m. The seed is logged; -safety.seed=N replays a
-// schedule. BATON_SAFETY_REPORT=path (or -safety.report) writes the
-// Markdown report; BATON_SAFETY_TRACE=1 logs every contender request.
+// -safety.long or BATON_SAFETY_LONG=1 and -timeout 150m. The seed is
+// logged; -safety.seed=N replays a schedule. BATON_SAFETY_REPORT=path (or
+// -safety.report) writes the Markdown report; BATON_SAFETY_TRACE=1 logs
+// every contender request.
 // docs/safety.md describes the scenarios and shows a measured table.
 package safety
