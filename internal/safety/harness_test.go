@@ -744,12 +744,11 @@ func (h *harness) steppedRenewTime() {
 	var lastErr error
 	for {
 		rt, err := h.be.renewTime(ctx, h.sc.lock)
-		if lastErr = err; err == nil {
+		lastErr = err
+		if err == nil {
 			last = rt
-		}
-		if err == nil && !last.IsZero() {
-			if off := last.Sub(time.Now().Round(0)); off > jumpBy/2 || off < -jumpBy/2 {
-				h.t.Logf("the lock's object carries renewTime %s, %v from the test's clock", last.Format(time.RFC3339), off.Round(time.Second))
+			if off := rt.Sub(time.Now().Round(0)); !rt.IsZero() && (off > jumpBy/2 || off < -jumpBy/2) {
+				h.t.Logf("the lock's object carries renewTime %s, %v from the test's clock", rt.Format(time.RFC3339), off.Round(time.Second))
 				return
 			}
 		}
