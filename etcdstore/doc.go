@@ -249,7 +249,10 @@
 //     del --prefix P`, over every lock, or of P .guard/N itself) leaves
 //     only the condition above: contenders that saw the claim still wait,
 //     but one that never saw it acquires at once, and until the holder
-//     notices, only the fencing token protects the resource.
+//     notices, only the fencing token protects the resource. In fair
+//     mode `del --prefix` takes the waiters' places too: their attempts
+//     fail with ErrLost, the engine retries, and they queue again, each
+//     looking at etcd every verification period for the release marker.
 //   - Tokens are still mod revisions: the next claim's is above the
 //     deletion's revision.
 //

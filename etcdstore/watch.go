@@ -172,9 +172,13 @@ func (s *Store) cachedHeld(f *follower, name string) error {
 	if c := s.claims[name]; c != nil && uint64(c.token) == he.Token && c.lost == nil {
 		he.RetryAfter = max(time.Until(c.deadline), 0)
 	}
-	if sc := s.seen[name]; !s.fair && spec.obs.mod == 0 && sc != nil && !sc.gone.IsZero() {
+	if sc := s.seen[name]; spec.obs.mod == 0 && sc != nil && !sc.gone.IsZero() {
 		// Held by a claim whose key vanished (see ghost): ask etcd, for
-		// the release marker the holder's Store puts.
+		// the release marker the holder's Store puts. It wakes no watch,
+		// nor, in fair mode, does anything else when no queue key is
+		// ahead of this waiter's place: the key of the holder's place,
+		// whose deletion wakes the waiter behind it, may be gone too
+		// (`etcdctl del --prefix`).
 		return nil
 	}
 	return fmt.Errorf("etcdstore: %w", he)
