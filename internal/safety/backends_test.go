@@ -110,6 +110,7 @@ func redisEnv(t *testing.T) *backendEnv {
 	return &backendEnv{name: "redis", ttl: ttl, claimLife: ttl,
 		newLink:    func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "") },
 		deleteLock: redisDel(srv.Addr()),
+		deleteAll:  redisDelAll(srv.Addr()),
 		restart: func(t *testing.T, down time.Duration) {
 			srv.Kill()
 			time.Sleep(down)
@@ -129,6 +130,7 @@ func redlockEnv(t *testing.T) *backendEnv {
 	return &backendEnv{name: "redlock", ttl: ttl, claimLife: ttl,
 		newLink:    func(t *testing.T) link { return proxied(t, addrs, "") },
 		deleteLock: redisDel(addrs...),
+		deleteAll:  redisDelAll(addrs...),
 		restart: func(t *testing.T, down time.Duration) {
 			// All three: the lock is lost with them, not a quorum of them.
 			for _, s := range srvs {
@@ -151,6 +153,7 @@ func etcdEnv(t *testing.T) *backendEnv {
 	return &backendEnv{name: "etcd", ttl: ttl, claimLife: life,
 		newLink:     func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "http://") },
 		deleteLock:  admin.deleteClaim,
+		deleteAll:   admin.deletePrefix,
 		revokeLease: admin.revokeClaimLease,
 		restart: func(t *testing.T, down time.Duration) {
 			srv.Kill()
@@ -165,6 +168,10 @@ type etcdAdmin struct{ endpoint string }
 
 // claimKey is a lock's claim key (etcdstore/doc.go: prefix + name).
 func claimKey(lock string) string { return "/baton/locks/" + lock }
+
+// guardKey is a lock's guard key (etcdstore/doc.go: prefix + ".guard/" +
+// name).
+func guardKey(lock string) string { return "/baton/locks/.guard/" + lock }
 
 func (a etcdAdmin) do(f func(cli *clientv3.Client) error) error {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{a.endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -185,6 +192,31 @@ func (a etcdAdmin) deleteClaim(ctx context.Context, lock string) error {
 		}
 		return err
 	})
+}
+
+// deletePrefix deletes every key under the Stores' prefix (`etcdctl del
+// --prefix /baton/locks/`), over every lock on the member: the claim,
+// /last, /released, the claim's guard and, in fair mode, the queue. The
+// claim key and its guard must be among them. It returns the keys of the
+// lock it deleted.
+func (a etcdAdmin) deletePrefix(ctx context.Context, lock string) (string, error) {
+	var keys []string
+	err := a.do(func(cli *clientv3.Client) error {
+		resp, err := cli.Delete(ctx, "/baton/locks/", clientv3.WithPrefix(), clientv3.WithPrevKV())
+		if err != nil {
+			return err
+		}
+		for _, kv := range resp.PrevKvs {
+			if k := string(kv.Key); k == claimKey(lock) || strings.HasPrefix(k, claimKey(lock)+"/") || k == guardKey(lock) {
+				keys = append(keys, k)
+			}
+		}
+		if !slices.Contains(keys, claimKey(lock)) || !slices.Contains(keys, guardKey(lock)) {
+			return fmt.Errorf("deleted %d keys under /baton/locks/, of lock %s %q: want its claim and guard", resp.Deleted, lock, keys)
+		}
+		return nil
+	})
+	return strings.Join(keys, " "), err
 }
 
 // revokeClaimLease finds the lease that the lock's claim key is attached
@@ -473,6 +505,46 @@ func redisDel(addrs ...string) func(context.Context, string) error {
 			errs = append(errs, err, c.Close())
 		}
 		return errors.Join(errs...)
+	}
+}
+
+// redisDelAll deletes every key of a lock on every server, as an operator
+// would with `redis-cli --scan --pattern 'baton:{N}:*' | xargs redis-cli
+// del`: the claim, the fence (the token counter and the claim's recorded
+// expiry) and the queue of waiters. The claim key must be among them on a
+// majority of the servers, and the fence on every one.
+func redisDelAll(addrs ...string) func(context.Context, string) (string, error) {
+	return func(ctx context.Context, lock string) (string, error) {
+		base := "baton:{" + lock + "}:"
+		var done []string
+		var errs []error
+		claims := 0
+		for _, a := range addrs {
+			c := redis.NewClient(&redis.Options{Addr: a})
+			var keys []string
+			it := c.Scan(ctx, 0, base+"*", 0).Iterator()
+			for it.Next(ctx) {
+				keys = append(keys, it.Val())
+			}
+			err := it.Err()
+			if err == nil && len(keys) > 0 {
+				err = c.Del(ctx, keys...).Err()
+			}
+			slices.Sort(keys)
+			switch {
+			case err != nil:
+			case !slices.Contains(keys, base+"fence"):
+				err = fmt.Errorf("no %sfence on %s (keys %q)", base, a, keys)
+			case slices.Contains(keys, base+"lock"):
+				claims++
+			}
+			done = append(done, fmt.Sprintf("%s on %s", strings.Join(keys, " "), a))
+			errs = append(errs, err, c.Close())
+		}
+		if claims <= len(addrs)/2 && errors.Join(errs...) == nil {
+			errs = append(errs, fmt.Errorf("%slock deleted on %d of %d servers, want a majority", base, claims, len(addrs)))
+		}
+		return strings.Join(done, "; "), errors.Join(errs...)
 	}
 }
 

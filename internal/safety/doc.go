@@ -21,8 +21,9 @@
 // and no acquisition while an unstopped holder is within it (compared on
 // CLOCK_MONOTONIC, which the contender processes share), and a reason for
 // every tenure's end (a step-down or a loss only under a fault). The
-// faults also include deleting the lock's object while it is held, and
-// revoking the etcd lease of the holder's claim.
+// faults also include deleting the lock's object while it is held, or
+// every key of the lock, and revoking the etcd lease of the holder's
+// claim.
 // mutants.sh (make mutants) plants known bugs in copies of the tree and
 // requires the suite to fail on each.
 // TestNaiveConfigMapLock runs the same harness against a ConfigMap lock

@@ -54,6 +54,7 @@ const (
 	faultMinority   = "partition from 1 of 3"
 	faultJump       = "clock step 1h + SIGKILL"
 	faultDelete     = "lock deleted"
+	faultDeleteAll  = "every key of the lock deleted"
 	faultRevoke     = "lease revoked"
 	faultRevokeFair = "lease revoked in fair mode"
 	faultStopWait   = "SIGSTOP of a waiter"
@@ -66,6 +67,14 @@ const (
 // while the former holder learns of it at its next renew. Only its token
 // protects the resource meanwhile.
 const etcdRevoked = "an operator revoked the holder's etcd lease"
+
+// keysDeleted is why the every-key-deleted rows may show two holders: with
+// the claim's fence (Redis) or guard (etcd) gone, the store keeps no trace
+// of the claim, and a contender that never saw it acquires at once
+// (redisstore/doc.go, "A lock key deleted while held"; etcdstore/doc.go,
+// "Deleted claims"), while the holder learns of it at its next renew. Only
+// its token protects the resource meanwhile.
+const keysDeleted = "an operator deleted every key of the lock, its fence or guard among them"
 
 // link is how one contender reaches the store: the target it is given and,
 // for network stores, the proxies in between that a partition cuts.
@@ -104,6 +113,10 @@ type backendEnv struct {
 	// or a cleanup job would: the record file, the Redis claim key (on
 	// every Redlock server), the etcd claim key, the Kubernetes object.
 	deleteLock func(ctx context.Context, lock string) error
+	// deleteAll deletes every key of the lock, the fence (Redis) or guard
+	// (etcd) among them, as an operator clearing keys by pattern would,
+	// and says which it deleted; nil for other stores.
+	deleteAll func(ctx context.Context, lock string) (string, error)
 	// revokeLease revokes the etcd lease that the lock's claim key, of
 	// token tok, is attached to, as `etcdctl lease revoke` would, and
 	// returns its ID; nil for other stores.
@@ -560,6 +573,8 @@ func (h *harness) inject(round int) {
 		h.kill(3 + h.rng.IntN(5))
 	case faultDelete:
 		h.deleteHeld(minWrites)
+	case faultDeleteAll:
+		h.deleteAllHeld(minWrites)
 	case faultStopWait:
 		h.stopWaiter(round)
 	case faultRevoke, faultRevokeFair:
@@ -885,72 +900,103 @@ func (h *harness) deleteHeld(minWrites int) {
 }
 
 // revokeHeld revokes the etcd lease that the lock's claim is attached to
-// after one of the holder's accepted writes, while it holds the lock (it
-// is asked to keep its lease until the lease's context ends), as an
-// operator with `etcdctl lease revoke` would. etcd deletes the claim and
-// its guard with the lease, so a contender may acquire at once, while the
-// holder learns of it only at its next renew (or from the fenced register
-// refusing its token): two holders at once are the scenario's
-// storeOverlap, tolerated. What must hold: a successor within the
-// liveness bound, counted from the revocation; the holder's lease's
-// context ends by the engine's verdict (a loss, or a step-down), not
-// only the register's refusal (a held tenure that the register refuses
-// waits for it: see awaitEnd), within TTL + liveSlack of the revocation;
-// the lock goes on with larger tokens; and the former holder, whose
-// Store has lost its lease (and in fair mode its place in the queue),
-// acquires again if it locks with Lock (see reacquired). Fencing (no
-// stale write accepted, no token twice) is the checker's, strict.
+// after one of the holder's accepted writes, while it holds the lock, as
+// an operator with `etcdctl lease revoke` would. etcd deletes the claim
+// and its guard with the lease, so a contender may acquire at once, while
+// the holder learns of it only at its next renew. See freedUnder for what
+// must hold; the holder's lease must end within TTL + liveSlack of the
+// revocation (its keeper renews every TTL/3 and steps down at the renew
+// deadline at the latest; liveSlack is for a late timer on a loaded
+// machine).
 func (h *harness) revokeHeld(minWrites int) {
 	h.t.Helper()
-	f := h.waitFired(h.armHold(false, true, minWrites, func(string) {}), "lease revocation")
-	ctx, cancel := context.WithTimeout(h.t.Context(), 10*time.Second)
-	// Times are counted from the revoke's call: a successor's report can
-	// reach the register before the call returns.
-	revoked := h.reg.now()
-	id, err := h.be.revokeLease(ctx, h.sc.lock, f.tok)
-	cancel()
-	if err != nil {
-		h.t.Fatalf("revoking the lease of %s's claim with token %d: %v", f.c, f.tok, err)
-	}
-	defer func() { h.disturb(f.c, f.at, h.reg.now()+h.be.ttl, "lease revoked") }()
-	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
-	h.takeover(fmt.Sprintf("lease %x of %s's claim with token %d revoked", id, f.c, f.tok), ev.At-revoked)
-	end := h.tenureEnd(f.c, f.tok, h.be.ttl+30*time.Second)
-	// Its keeper renews every TTL/3 and steps down at the renew deadline
-	// at the latest; liveSlack is for a late timer on a loaded machine.
-	if end.Cause != causeLost && end.Cause != causeStepDown || end.At-revoked > h.be.ttl+liveSlack {
-		h.t.Errorf("%s's tenure with token %d ended %v after its lease was revoked, by %q (%s), want a loss or a step-down within %v",
-			f.c, f.tok, (end.At - revoked).Round(time.Millisecond), end.Cause, end.Err, h.be.ttl+liveSlack)
-	}
-	h.t.Logf("lease %x of %s (token %d) revoked at %v; %s acquired token %d %v later; %s's token first refused %v after the revocation; its tenure ended %v after it (%s: %s): it believed it held the lock for %v beside its successor",
-		id, f.c, f.tok, revoked.Round(time.Millisecond), ev.C, ev.Tok, (ev.At - revoked).Round(time.Millisecond),
-		f.c, h.firstRefusal(f.c, f.tok, revoked), (end.At - revoked).Round(time.Millisecond), end.Cause, end.Err,
-		max(0, end.At-ev.At).Round(time.Millisecond))
-	h.writesAbove(f.tok, 3, 30*time.Second)
-	h.reacquired(f.c, f.tok, revoked)
+	h.freedUnder(minWrites, "lease revocation", h.be.ttl+liveSlack, func(ctx context.Context, f fired) (string, error) {
+		id, err := h.be.revokeLease(ctx, h.sc.lock, f.tok)
+		return fmt.Sprintf("lease %x of %s's claim with token %d revoked", id, f.c, f.tok), err
+	})
 }
 
-// reacquired waits until contender c, whose lease with token tok was
-// revoked at revoked, acquires again: its Store must carry on with a new
-// etcd lease (and, in fair mode, a new place in the queue). A poller is
+// deleteAllHeld deletes every key of the lock, the one that makes
+// contenders wait out a deleted claim among them (the Redis fence, the etcd
+// guard), after one of the holder's accepted writes, while it holds the
+// lock, as an operator clearing the store's keys by pattern would. The
+// store then keeps no trace of the claim: a contender that never saw it
+// acquires at once (redisstore/doc.go, "A lock key deleted while held";
+// etcdstore/doc.go, "Deleted claims"), and tokens must go on increasing
+// all the same (Redis: from the server's clock once the counter is gone).
+// See freedUnder for what must hold; the holder's lease must end within
+// the liveness bound of the deletion (an etcd holder's Renew is answered
+// locally for up to a TTL and a verification period after its last
+// verification).
+func (h *harness) deleteAllHeld(minWrites int) {
+	h.t.Helper()
+	h.freedUnder(minWrites, "deletion of every key of the lock", h.be.bound(), func(ctx context.Context, f fired) (string, error) {
+		keys, err := h.be.deleteAll(ctx, h.sc.lock)
+		return fmt.Sprintf("every key of the lock (%s) deleted under %s's token %d", keys, f.c, f.tok), err
+	})
+}
+
+// freedUnder runs free (named what) on the store after one of the holder's
+// accepted writes, while the holder holds the lock (it is asked to keep its
+// lease until the lease's context ends): an operator's action that frees
+// the lock without its holder, which learns of it only at its next renew.
+// Two holders at once are the scenario's storeOverlap, tolerated. What
+// must hold: a successor within the liveness bound, counted from free's
+// call; the holder's lease's context ended by the engine's verdict (a
+// loss, or a step-down), not only by the register's refusal (a held tenure
+// that the register refuses waits for it: see awaitEnd), within endBound
+// of free's call; the lock going on with larger tokens; and the former
+// holder acquiring again if it locks with Lock (see reacquired). Fencing
+// (no stale write accepted, no token twice) is the checker's, strict.
+func (h *harness) freedUnder(minWrites int, what string, endBound time.Duration, free func(context.Context, fired) (string, error)) {
+	h.t.Helper()
+	f := h.waitFired(h.armHold(false, true, minWrites, func(string) {}), what)
+	ctx, cancel := context.WithTimeout(h.t.Context(), 10*time.Second)
+	// Times are counted from free's call: a successor's report can reach
+	// the register before the call returns.
+	freed := h.reg.now()
+	done, err := free(ctx, f)
+	cancel()
+	if err != nil {
+		h.t.Fatalf("%s under %s's token %d: %v", what, f.c, f.tok, err)
+	}
+	defer func() { h.disturb(f.c, f.at, h.reg.now()+h.be.ttl, h.sc.fault) }()
+	ev, _ := h.acquiredAfter(f.tok, h.be.bound()+30*time.Second)
+	h.takeover(done, ev.At-freed)
+	end := h.tenureEnd(f.c, f.tok, h.be.ttl+30*time.Second)
+	if end.Cause != causeLost && end.Cause != causeStepDown || end.At-freed > endBound {
+		h.t.Errorf("%s's tenure with token %d ended %v after the %s, by %q (%s), want a loss or a step-down within %v",
+			f.c, f.tok, (end.At - freed).Round(time.Millisecond), what, end.Cause, end.Err, endBound)
+	}
+	h.t.Logf("%s at %v; %s acquired token %d %v later; %s's token first refused %v after it; its tenure ended %v after it (%s: %s): it believed it held the lock for %v beside its successor",
+		done, freed.Round(time.Millisecond), ev.C, ev.Tok, (ev.At - freed).Round(time.Millisecond),
+		f.c, h.firstRefusal(f.c, f.tok, freed), (end.At - freed).Round(time.Millisecond), end.Cause, end.Err,
+		max(0, end.At-ev.At).Round(time.Millisecond))
+	h.writesAbove(f.tok, 3, 30*time.Second)
+	h.reacquired(f.c, f.tok, freed)
+}
+
+// reacquired waits until contender c, whose claim with token tok was
+// freed without it at freed, acquires again: its Store must carry on (on
+// etcd with a new lease and, in fair mode, a new place in the queue). A poller is
 // not waited for: waiters woken by their watches win nearly every
 // handover against its TryLock (measured: 3 of 25 acquisitions in 40s in
 // plain mode), and in fair mode TryLock never overtakes the queue.
-func (h *harness) reacquired(c string, tok uint64, revoked time.Duration) {
+func (h *harness) reacquired(c string, tok uint64, freed time.Duration) {
 	h.t.Helper()
 	if h.contender(c).poll {
 		h.t.Logf("%s polls with TryLock: not waiting for it to acquire again", c)
 		return
 	}
 	var again event
-	h.reg.await(fmt.Sprintf("%s, whose lease was revoked, to acquire again", c), h.be.bound()+60*time.Second, func(s *snapshot) bool {
+	h.reg.await(fmt.Sprintf("%s, whose claim with token %d was freed without it, to acquire again", c, tok), h.be.bound()+60*time.Second, func(s *snapshot) bool {
 		i := slices.IndexFunc(s.events, func(e event) bool { return e.C == c && e.Kind == "acquired" && e.Tok > tok })
 		if i >= 0 {
 			again = s.events[i]
 		}
 		return i >= 0
 	})
-	h.t.Logf("%s acquired again (token %d) %v after the revocation", c, again.Tok, (again.At - revoked).Round(time.Millisecond))
+	h.t.Logf("%s acquired again (token %d) %v after its claim was freed", c, again.Tok, (again.At - freed).Round(time.Millisecond))
 }
 
 // firstRefusal describes when, after from, the register first refused

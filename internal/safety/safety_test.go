@@ -97,6 +97,7 @@ func TestSafety(t *testing.T) {
 		be := redisEnv(t)
 		common(t, be, true)
 		runScenario(t, be, scenario{fault: faultRestart})
+		runScenario(t, be, scenario{fault: faultDeleteAll, storeOverlap: keysDeleted})
 		// Releases hand the lock to the longest waiter: one may be stopped.
 		// At least one round of each of stopWaiter's three resumes.
 		runScenario(t, be, scenario{fault: faultStopWait, rounds: max(3, rounds())})
@@ -132,6 +133,8 @@ func TestSafety(t *testing.T) {
 		runScenario(t, be, scenario{fault: faultRestart})
 		runScenario(t, be, scenario{fault: faultRevoke, rounds: revokeRounds(), storeOverlap: etcdRevoked})
 		runScenario(t, be, scenario{fault: faultRevokeFair, rounds: revokeRounds(), fair: true, storeOverlap: etcdRevoked})
+		runScenario(t, be, scenario{fault: faultDeleteAll, storeOverlap: keysDeleted})
+		runScenario(t, be, scenario{fault: faultDeleteAll, fair: true, variant: "fair mode", storeOverlap: keysDeleted})
 	})
 	t.Run("lease", func(t *testing.T) {
 		be := leaseEnv(t, "lease")
@@ -152,6 +155,7 @@ func TestSafety(t *testing.T) {
 		be := redlockEnv(t)
 		common(t, be, true)
 		runScenario(t, be, scenario{fault: faultRestart})
+		runScenario(t, be, scenario{fault: faultDeleteAll, storeOverlap: keysDeleted})
 		runScenario(t, be, scenario{fault: faultMinority, rounds: 1})
 	})
 }
