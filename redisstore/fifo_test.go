@@ -173,7 +173,11 @@ func plantOldPlace(t *testing.T, ctx context.Context, addr string, s *redisstore
 }
 
 // TestFIFONoStarvation: contenders that unlock and lock again in tight
-// loops take turns.
+// loops take turns. The loops start while a starter holds the lock, and
+// the starter unlocks once all of them are queued: a contender whose
+// goroutine was slow to start would otherwise be counted as starved while
+// it had not asked yet (on a busy machine one loop could finish 20 rounds
+// alone before another sent its first attempt).
 func TestFIFONoStarvation(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	ctx := testCtx(t, 60*time.Second)
@@ -183,6 +187,15 @@ func TestFIFONoStarvation(t *testing.T) {
 		n      = 4
 		rounds = 30
 	)
+	starterStore := newStore(t, srv.Addr(), prefix)
+	starter, err := baton.NewMutex(starterStore, key, baton.WithIdentity("starter"), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := starter.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var (
 		mu      sync.Mutex
 		counts  [n]int
@@ -204,8 +217,7 @@ func TestFIFONoStarvation(t *testing.T) {
 				mu.Lock()
 				counts[i]++
 				if r == rounds-1 && atFirst == nil {
-					atFirst = counts[:]
-					atFirst = append([]int(nil), atFirst...)
+					atFirst = append([]int(nil), counts[:]...)
 				}
 				mu.Unlock()
 				if err := l.Unlock(ctx); err != nil {
@@ -215,6 +227,10 @@ func TestFIFONoStarvation(t *testing.T) {
 			}
 		})
 	}
+	awaitQueued(t, ctx, srv.Addr(), starterStore, key, n)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
 	wg.Wait()
 	for i, c := range atFirst {
 		if c < rounds/2 {
@@ -222,6 +238,27 @@ func TestFIFONoStarvation(t *testing.T) {
 		}
 	}
 	t.Logf("acquisitions when the first contender was done: %v", atFirst)
+}
+
+// awaitQueued waits until key's FIFO holds n waiters.
+func awaitQueued(t *testing.T, ctx context.Context, addr string, s *redisstore.Store, key string, n int64) {
+	t.Helper()
+	c := newClient(t, addr)
+	queue := redisstore.QueueKeys(s, key)[0]
+	for {
+		got, err := c.LLen(ctx, queue).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d waiters queued in %s, want %d", got, queue, n)
+		case <-time.After(10 * time.Millisecond): // polls the server: the waiters queue in other goroutines
+		}
+	}
 }
 
 // TestFIFOQueuesWaitingAttempt: an attempt marked Waiting (a blocking Lock)
