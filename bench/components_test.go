@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"os"
@@ -20,6 +21,8 @@ import (
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/bench/internal/contend"
 	"github.com/baton-go/baton/internal/testenv"
+	"github.com/baton-go/baton/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 // Component benchmarks: where an uncontended cycle's time goes.
@@ -201,7 +204,9 @@ func clientCounts() counts {
 // is each row's budget per acquisition, and the unfair loop's is the
 // budget that issue 19's contended target leaves a fair lock. It also
 // logs the contenders' allocations and the goroutines they started per
-// acquisition, which do not move with the machine's load.
+// acquisition, which do not move with the machine's load. A row of
+// baton's Store driven without the engine (storeWaiting) says how much of
+// baton's cost is the engine's.
 //
 //	BENCH_CONTENDED=1 go test -run TestContendedCPU -v .
 func TestContendedCPU(t *testing.T) {
@@ -211,7 +216,7 @@ func TestContendedCPU(t *testing.T) {
 	addr := testenv.StartRedis(t).Addr()
 	info := newClient(addr)
 	defer info.Close()
-	for _, lib := range []library{libraries[len(libraries)-1], libraries[0], handoffCommandsFloor, fairFloor} {
+	for _, lib := range []library{libraries[len(libraries)-1], libraries[0], storeWaiting, handoffCommandsFloor, fairFloor} {
 		key := uniqueKey("cpu")
 		var locks []contend.LockFunc
 		for i := range contenders {
@@ -254,3 +259,58 @@ func TestContendedCPU(t *testing.T) {
 			float64(m1.allocs-m0.allocs)/k, float64(m1.bytes-m0.bytes)/k, float64(m1.goroutines-m0.goroutines)/k)
 	}
 }
+
+// storeWaiting is baton's Store driven as the engine drives it for a
+// blocking Lock, with none of the engine's own work (no Lease, keeper,
+// events or retry policy): one nonce per call, a waiting TryAcquire, the
+// holder's handoff watch (WatchWaiter) opened at the first refusal and
+// closed once acquired, and a retry on a notice or after RetryAfter.
+var storeWaiting = library{
+	name:   "baton Store, waiting, without the engine",
+	config: "TryAcquire (Waiting) + WatchWaiter + Release, no Mutex",
+	open: func(addr, key, id string) contender {
+		c := newClient(addr)
+		return &storeWaiter{c: c, s: newStore(c), key: key, id: id}
+	},
+}
+
+type storeWaiter struct {
+	c       *redis.Client
+	s       *redisstore.Store
+	key, id string
+}
+
+func (w *storeWaiter) lock(ctx context.Context) (func(context.Context) error, error) {
+	req := backend.Request{Holder: w.id, Nonce: baton.NewNonce(), TTL: lockTTL, Waiting: true}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var woken <-chan struct{}
+	for {
+		g, err := w.s.TryAcquire(ctx, w.key, req)
+		if err == nil {
+			return func(ctx context.Context) error { return w.s.Release(ctx, g) }, nil
+		}
+		var held *backend.HeldError
+		if !errors.As(err, &held) {
+			return nil, err
+		}
+		if woken == nil {
+			if woken, err = w.s.WatchWaiter(wctx, w.key, w.id); err != nil {
+				return nil, err
+			}
+			continue // as the engine does: a notice may have come before the watch
+		}
+		retry := time.NewTimer(held.RetryAfter)
+		select {
+		case <-woken:
+		case <-retry.C:
+		case <-ctx.Done():
+		}
+		retry.Stop()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (w *storeWaiter) close() { _ = w.s.Close(); _ = w.c.Close() }
