@@ -123,6 +123,17 @@ func WatchedPlaces(s *Store, name string) (holders []string, ok bool) {
 	return holders, true
 }
 
+// HeldPastRoundTrip reports whether s holds name and has held it for
+// its acquire's round trip: a fair Release that knows no waiter reads the
+// queue only then (a shorter hold, as in a tight loop, frees the lock
+// without a read).
+func HeldPastRoundTrip(s *Store, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.claims[name]
+	return c != nil && time.Since(c.since) >= c.rtt
+}
+
 // PlacesWatches returns the number of watches of queues s has open (see
 // placeswatch.go), and their bound.
 func PlacesWatches(s *Store) (open, bound int) {

@@ -602,6 +602,10 @@ func TestFairHandoffFromWatchedQueue(t *testing.T) {
 	// watches nothing and reads when it releases.
 	g := take()
 	s1, r1, wake1 := queue("first")
+	// The read is sent once the claim has been held for its acquire's
+	// round trip; on a busy machine that round trip can outlast the
+	// queueing above.
+	awaitPlace(t, "the holder's claim held for its acquire's round trip", func() bool { return etcdstore.HeldPastRoundTrip(hs, "job") })
 	if n := release(g, s1, r1, wake1, true); n != 1 {
 		t.Errorf("the first release sent %d reads; want 1 (no watch yet)", n)
 	}
