@@ -32,10 +32,11 @@ func BenchmarkCycle(b *testing.B) {
 	ctx, cancelAll := context.WithCancel(context.Background()) // cancelable, like t.Context() in the report
 	defer cancelAll()
 	cpu := func(b *testing.B) { cpuPerOp(b, addr) }
-	// The peers by their short names, and the bare commands of baton's
-	// cycle (whose script-µs/op, beside the Store's, is the cost of
-	// baton's Lua logic).
-	named := map[string]library{"commands-floor": commandsFloor}
+	// The peers by their short names, the bare commands of baton's cycle
+	// (whose script-µs/op, beside the Store's, is the cost of baton's Lua
+	// logic) and those commands with the checks its guarantees need,
+	// written lean (beside the Store's, what that logic costs beyond them).
+	named := map[string]library{"commands-floor": commandsFloor, "checks-floor": checksFloor}
 	for _, lib := range libraries[1:3] {
 		named[lib.name[strings.LastIndex(lib.name, "/")+1:]] = lib
 	}
@@ -195,7 +196,8 @@ func clientCounts() counts {
 
 // TestContendedCPU runs 8 contenders in tight lock/unlock loops for 3 s,
 // the raw unfair loop, baton, the FIFO handoff floor with baton's
-// commands and the raw FIFO handoff floor in turn, and logs the CPU that
+// commands, the same with the checks baton's guarantees need (checksFloor)
+// and the raw FIFO handoff floor in turn, and logs the CPU that
 // the contenders' process and the redis-server spent per acquisition, and
 // the scripts run per acquisition with the server's time in them and in
 // the commands they called (INFO commandstats; what is left of a script's
@@ -216,7 +218,7 @@ func TestContendedCPU(t *testing.T) {
 	addr := testenv.StartRedis(t).Addr()
 	info := newClient(addr)
 	defer info.Close()
-	for _, lib := range []library{libraries[len(libraries)-1], libraries[0], storeWaiting, handoffCommandsFloor, fairFloor} {
+	for _, lib := range []library{libraries[len(libraries)-1], libraries[0], storeWaiting, handoffCommandsFloor, checksFloor, fairFloor} {
 		key := uniqueKey("cpu")
 		var locks []contend.LockFunc
 		for i := range contenders {
