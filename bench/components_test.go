@@ -208,7 +208,14 @@ func clientCounts() counts {
 // logs the contenders' allocations and the goroutines they started per
 // acquisition, which do not move with the machine's load. A row of
 // baton's Store driven without the engine (storeWaiting) says how much of
-// baton's cost is the engine's.
+// baton's cost is the engine's. Under each row it logs the commands the
+// server ran per acquisition (calls and µs, by name) and the bytes it
+// received and sent per acquisition, so that two rows with the same
+// commands can be told apart by what is left: Lua, and the requests'
+// size.
+//
+// BENCH_ONLY=<part of a row's name> runs only the rows that contain it
+// (to profile one row: -test.cpuprofile, or perf on the redis-server).
 //
 //	BENCH_CONTENDED=1 go test -run TestContendedCPU -v .
 func TestContendedCPU(t *testing.T) {
@@ -219,6 +226,9 @@ func TestContendedCPU(t *testing.T) {
 	info := newClient(addr)
 	defer info.Close()
 	for _, lib := range []library{libraries[len(libraries)-1], libraries[0], storeWaiting, handoffCommandsFloor, checksFloor, fairFloor} {
+		if only := os.Getenv("BENCH_ONLY"); !strings.Contains(lib.name, only) {
+			continue
+		}
 		key := uniqueKey("cpu")
 		var locks []contend.LockFunc
 		for i := range contenders {
@@ -231,6 +241,7 @@ func TestContendedCPU(t *testing.T) {
 		var wg sync.WaitGroup
 		_, s0 := redisStats(info)
 		m0 := clientCounts()
+		in0, out0 := netBytes(t, info)
 		c0, e0, start := selfCPU(), commandStats(t, addr), time.Now()
 		for _, lock := range locks {
 			wg.Go(func() {
@@ -251,6 +262,7 @@ func TestContendedCPU(t *testing.T) {
 		m1 := clientCounts()
 		_, s1 := redisStats(info)
 		c1, e1 := selfCPU(), commandStats(t, addr)
+		in1, out1 := netBytes(t, info)
 		scripts, inner := e1.scripts().minus(e0.scripts()), e1.inScripts(e0)
 		client, server := float64((c1-c0).Microseconds())/k, float64((s1-s0).Microseconds())/k
 		t.Logf("%s: %.0f acquisitions/s; per acquisition: CPU %.0f µs, the contenders' %.0f µs and redis-server's %.0f µs; "+
@@ -259,7 +271,28 @@ func TestContendedCPU(t *testing.T) {
 			lib.name, k/elapsed, client+server, client, server,
 			scripts.calls/k, scripts.usec/k, inner.calls/k, inner.usec/k,
 			float64(m1.allocs-m0.allocs)/k, float64(m1.bytes-m0.bytes)/k, float64(m1.goroutines-m0.goroutines)/k)
+		t.Logf("  per acquisition: %.0f bytes received and %.0f sent by redis-server; commands: %s",
+			(in1-in0)/k, (out1-out0)/k, e1.perCommand(e0, k))
 	}
+}
+
+// netBytes returns the bytes the server has received and sent since it
+// started (INFO stats).
+func netBytes(t testing.TB, c *redis.Client) (in, out float64) {
+	info, err := c.Info(context.Background(), "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "total_net_input_bytes":
+			in, _ = strconv.ParseFloat(v, 64)
+		case "total_net_output_bytes":
+			out, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return in, out
 }
 
 // storeWaiting is baton's Store driven as the engine drives it for a

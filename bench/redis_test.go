@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	mrand "math/rand/v2"
 	"os"
 	"runtime"
@@ -854,6 +855,20 @@ func (s cmdStat) minus(s0 cmdStat) cmdStat { return cmdStat{s.calls - s0.calls, 
 // scripts sums the EVAL and EVALSHA lines.
 func (m cmdStats) scripts() cmdStat {
 	return cmdStat{m["eval"].calls + m["evalsha"].calls, m["eval"].usec + m["evalsha"].usec}
+}
+
+// perCommand lists, by name, the commands counted between m0 and m (but
+// INFO), each as "name calls/µs" per one of k operations.
+func (m cmdStats) perCommand(m0 cmdStats, k float64) string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		d := m[name].minus(m0[name])
+		if name == "info" || d.calls/k < 0.005 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %.2f/%.1fµs", name, d.calls/k, d.usec/k))
+	}
+	return strings.Join(out, ", ")
 }
 
 // inScripts sums, between m0 and m, every command but the scripts and
