@@ -20,7 +20,15 @@ import (
 // The scripts are kept short on purpose: an uncontended cycle is two of
 // them, and in a cycle on one machine the server's time running them
 // (each redis.call, each argument, each helper closure) shows beside the
-// two round trips. Each script defines only the helpers it uses.
+// two round trips. Each script defines only the helpers it uses, and the
+// two that every acquisition runs keep their common paths lean: Redis
+// creates a script's closures anew on every run (about 0.15 µs each on
+// the machine of docs/benchmarks.md), and each helper call, table and
+// read of more than the script needs costs about as much again.
+// acquireScript takes its two common paths before it defines the helpers
+// of the others; releaseScript parses the lock value in place, reads the
+// queue from its head one place at a time, and defines the helpers that
+// name another holder only on that path.
 
 const corruptCode = "BATON_CORRUPT"
 
@@ -28,9 +36,6 @@ const corruptCode = "BATON_CORRUPT"
 const (
 	luaCorrupt = `
 local function corrupt(msg) return redis.error_reply('` + corruptCode + ` ' .. msg) end
-`
-	luaIsuint = `
-local function isuint(v) return type(v) == 'string' and #v <= 16 and string.match(v, '^%d+$') ~= nil and tonumber(v) <= 9007199254740992 end
 `
 	luaNum = `
 local function num(n) return string.format('%.0f', n) end
@@ -41,17 +46,29 @@ local function nowms()
   return t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
 end
 `
+	// luaLockValue splits the lock value v (see lockValue) into the
+	// script's locals tok, ttl, acq and owner; luaBadLock is true if v
+	// does not parse or its token is above 2^53 (a corrupt value).
+	luaLockValue = `tok, ttl, acq, owner = string.match(v, '^(%d+) (%d+) (%d+) (%d+ .+)$')`
+	luaBadLock   = `not tok or #tok > 16 or tonumber(tok) > 9007199254740992`
+
 	// readlock returns the lock key's value split into {token, ttl,
 	// acquired, owner} (see lockValue), nil if there is no lock, or nil
-	// and an error reply. A key of another type raises WRONGTYPE.
-	luaReadlock = luaCorrupt + `
+	// and an error reply. A key of another type raises WRONGTYPE. It uses
+	// corrupt (luaCorrupt).
+	luaReadlock = `
 local function readlock(k)
   local v = redis.call('GET', k)
   if not v then return nil end
-  local tok, ttl, acq, owner = string.match(v, '^(%d+) (%d+) (%d+) (%d+ .+)$')
-  if not tok or #tok > 16 or tonumber(tok) > 9007199254740992 then return nil, corrupt(k .. ' is not a lock value') end
+  local tok, ttl, acq, owner
+  ` + luaLockValue + `
+  if ` + luaBadLock + ` then return nil, corrupt(k .. ' is not a lock value') end
   return {tok, ttl, acq, owner}
 end
+`
+	// holderof and other name the holder of a lock that is not the
+	// caller's. They use corrupt (luaCorrupt).
+	luaHolder = `
 -- holderof returns the holder an owner part names ("<n> <nonce of n bytes><holder>"), or nil.
 local function holderof(owner)
   local n, rest = string.match(owner, '^(%d+) (.*)$')
@@ -66,19 +83,24 @@ local function other(k, l)
   return {0, h, tonumber(l[1])}
 end
 `
-	// readfence returns the fence hash's token, transitions, last holder,
-	// the last claim's expiry and the end of the last reservation as
-	// numbers ('0', '0', '', 0, 0 if there is none), or nil and an error
-	// reply. It uses corrupt: a script that includes it includes
-	// luaReadlock.
-	luaReadfence = luaIsuint + `
-local function readfence(k)
-  local v = redis.call('HMGET', k, 'token', 'transitions', 'holder', 'expires', 'reserved')
-  if (v[1] and not isuint(v[1])) or (v[2] and not isuint(v[2])) or (v[4] and not isuint(v[4])) or (v[5] and not isuint(v[5])) then
-    return nil, corrupt(k .. ' has a token, transitions, expires or reserved field that is not a number')
+	// luaFence reads the fence (KEYS[2]) into the script's locals ftoken
+	// and ftrans (decimal strings, "0" if absent), flast ("" if none), fexp
+	// and fres (numbers, 0 if absent): the token, the transitions, the last
+	// holder, the last claim's expiry and the end of the last reservation.
+	// If one of its numeric fields is not an unsigned integer of at most
+	// 2^53, the script ends with a corrupt error reply. It is text spliced
+	// where a script reads the fence, not a function (see the top of this
+	// file); it uses corrupt (luaCorrupt).
+	luaFence = `
+local f = redis.call('HMGET', KEYS[2], 'token', 'transitions', 'holder', 'expires', 'reserved')
+for i = 1, 5 do
+  local x = f[i]
+  if i ~= 3 and x and (#x == 0 or #x > 16 or string.find(x, '%D') or tonumber(x) > 9007199254740992) then
+    return corrupt(KEYS[2] .. ' has a token, transitions, expires or reserved field that is not a number')
   end
-  return v[1] or '0', v[2] or '0', v[3] or '', tonumber(v[4] or '0'), tonumber(v[5] or '0')
 end
+ftoken, ftrans, flast = f[1] or '0', f[2] or '0', f[3] or ''
+fexp, fres = tonumber(f[4] or '0'), tonumber(f[5] or '0')
 `
 )
 
@@ -135,13 +157,14 @@ func ownerArg(holder, nonce string) string {
 // when held (or reserved: then holder is the waiter it is reserved for and
 // pttl the reservation's; or deleted before its expiry: then holder is the
 // last holder and pttl the time left until that expiry).
-var acquireScript = redis.NewScript(luaReadlock + luaReadfence + luaNum + `
+var acquireScript = redis.NewScript(luaCorrupt + luaNum + `
 local t = redis.call('TIME')
-local nown = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now = num(nown)
+local nown = t[1] * 1000 + math.floor(t[2] / 1000)
+local ftoken, ftrans, flast, fexp, fres
+` + luaFence + `
+local ttl = tonumber(ARGV[3])
 local function enqueue()
   if ARGV[5] ~= '1' then return end
-  local ttl = tonumber(ARGV[3])
   local place = num(nown + ttl)
   if ARGV[6] == '1' then place = '0' .. place .. ' ' .. ARGV[3] .. ' ' .. ARGV[2] end
   -- A new place joins the end of the queue, if there is room (RPUSH
@@ -156,29 +179,27 @@ local function enqueue()
 end
 -- take writes the claim if the lock key is absent (SET NX), and reports
 -- whether it did.
-local function take(ftoken, ftrans, flast)
+local function take()
   -- The token is the counter plus one, or the server's clock in
   -- microseconds if that is larger: a server that lost the counter (a
   -- restart without a durable append-only file, a promoted replica that
   -- missed the last increments) still issues tokens above every earlier
   -- one, as long as its clock has not gone back by more than the outage
   -- lasted.
-  local token = math.max(tonumber(ftoken) + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  local token = math.max(tonumber(ftoken) + 1, t[1] * 1000000 + t[2])
   local ts = num(token)
-  if not redis.call('SET', KEYS[1], ts .. ' ' .. ARGV[3] .. ' ' .. now .. ' ' .. ARGV[2], 'NX', 'PX', ARGV[3]) then return nil end
+  if not redis.call('SET', KEYS[1], ts .. ' ' .. ARGV[3] .. ' ' .. num(nown) .. ' ' .. ARGV[2], 'NX', 'PX', ARGV[3]) then return nil end
   local trans = tonumber(ftrans)
   if ftoken ~= '0' and flast ~= ARGV[1] then trans = trans + 1 end
-  redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(trans), 'holder', ARGV[1], 'expires', num(nown + tonumber(ARGV[3])))
+  redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(trans), 'holder', ARGV[1], 'expires', num(nown + ttl))
   if ARGV[5] == '1' and redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then redis.call('LREM', KEYS[3], 0, ARGV[1]) end
   redis.call('PUBLISH', ARGV[4], 'acquired ' .. ts)
   return token
 end
-local ftoken, ftrans, flast, fexp, fres = readfence(KEYS[2])
-if not ftoken then return ftrans end
 -- The fence says the last claim has ended and nothing is reserved: the
 -- key is most likely absent.
 if fexp <= nown and fres <= nown then
-  local token = take(ftoken, ftrans, flast)
+  local token = take()
   if token then return {1, token} end
 end
 -- The fence says another holder's claim is live (or was deleted before
@@ -187,6 +208,8 @@ if fexp > nown and flast ~= '' and flast ~= ARGV[1] then
   enqueue()
   return {0, flast, tonumber(ftoken), fexp - nown}
 end
+-- The other paths, and the helpers only they use.
+` + luaReadlock + luaHolder + `
 local l, err = readlock(KEYS[1])
 if err then return err end
 if l then
@@ -199,7 +222,7 @@ if l then
     else
       redis.call('SET', KEYS[1], l[1] .. ' ' .. ARGV[3] .. ' ' .. l[3] .. ' ' .. l[4], 'PX', ARGV[3])
     end
-    redis.call('HSET', KEYS[2], 'expires', num(nown + tonumber(ARGV[3])))
+    redis.call('HSET', KEYS[2], 'expires', num(nown + ttl))
     return {1, tonumber(l[1])}
   end
   local h = holderof(l[4])
@@ -220,7 +243,7 @@ if nxt and nxt ~= ARGV[1] then
   return {0, nxt, tonumber(ftoken), math.max(redis.call('PTTL', KEYS[5]), 1)}
 end
 if nxt then redis.call('DEL', KEYS[5]) end
-return {1, take(ftoken, ftrans, flast)}
+return {1, take()}
 `)
 
 // maxWaitersLua caps the FIFO of waiters; contenders beyond it compete
@@ -236,7 +259,7 @@ const maxWaitersLua = "64"
 // KEYS: lock, fence. ARGV: owner (ownerArg), ttl in ms.
 // Reply: {1, token} when renewed; {0, holder, token} when the lock is
 // another owner's, {0, "", 0} when it is free.
-var renewScript = redis.NewScript(luaReadlock + luaNum + `
+var renewScript = redis.NewScript(luaCorrupt + luaReadlock + luaHolder + luaNum + `
 local t = redis.call('TIME')
 local l, err = readlock(KEYS[1])
 if err then return err end
@@ -277,7 +300,7 @@ return {1, tonumber(l[1])}
 // KEYS: lock, fence, queue, queued, next. ARGV: holder, owner (ownerArg),
 // notice channel, handover window in ms (0: no FIFO), leaving, handoff
 // channel. Reply: as renewScript.
-var releaseScript = redis.NewScript(luaReadlock + luaReadfence + luaNum + `
+var releaseScript = redis.NewScript(luaCorrupt + luaNum + `
 -- place returns a place's deadline, and its TTL, owner and whether its
 -- Store hears the holder's own channel if it records them.
 local function place(p)
@@ -289,61 +312,72 @@ local function drop(h)
   redis.call('LREM', KEYS[3], 0, h)
   redis.call('HDEL', KEYS[4], h)
 end
--- first returns the longest-waiting live waiter other than the releaser,
--- with what its place records (see place), and drops it and every dead
--- place before it.
-local function first(waiting, now)
-  for _, h in ipairs(waiting) do
-    local d, ttl, owner, own = place(redis.call('HGET', KEYS[4], h) or '0')
-    if d < now or h ~= ARGV[1] then
-      drop(h)
-      if d >= now then return h, ttl, owner, own end
-    end
-  end
+local v = redis.call('GET', KEYS[1])
+local tok, ttl, acq, owner
+if v then
+  ` + luaLockValue + `
+  if ` + luaBadLock + ` then return corrupt(KEYS[1] .. ' is not a lock value') end
 end
-local l, err = readlock(KEYS[1])
-if err then return err end
 if ARGV[5] == '1' then
   local p = redis.call('HGET', KEYS[4], ARGV[1])
   if p and select(3, place(p)) == ARGV[2] then drop(ARGV[1]) end
 end
-if not l then return {0, '', 0} end
-if l[4] ~= ARGV[2] then return other(KEYS[1], l) end
-local window = tonumber(ARGV[4])
-local waiting = window > 0 and redis.call('LRANGE', KEYS[3], 0, -1) or {}
-local h, ttl, owner, own, t, now, ftoken, ftrans
-if #waiting > 0 then
-  -- Read the fence before first() drops places: a corrupt fence fails
-  -- the script before it wrote anything.
-  ftoken, ftrans = readfence(KEYS[2])
-  if not ftoken then return ftrans end
-  t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  h, ttl, owner, own = first(waiting, now)
+if not v then return {0, '', 0} end
+if owner ~= ARGV[2] then
+  ` + luaHolder + `
+  return other(KEYS[1], {tok, ttl, acq, owner})
 end
-if owner then
-  local ts = num(math.max(tonumber(ftoken) + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
-  redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(tonumber(ftrans) + 1), 'holder', h, 'expires', num(now + tonumber(ttl)), 'handed', ts)
-  redis.call('SET', KEYS[1], ts .. ' ' .. ttl .. ' ' .. num(now) .. ' ' .. owner, 'PX', ttl)
-  local notice = 'handed ' .. ts .. ' ' .. ttl .. ' ' .. owner
+local window = tonumber(ARGV[4])
+local h, wttl, wowner, own, t, now
+local ftoken, ftrans, flast, fexp, fres
+-- The queue is read one place at a time from its head: a live head, the
+-- common case, is one read. A dropped place leaves the queue, so the next
+-- one takes its index; the releaser's own live place stays, stepped over.
+local x = window > 0 and redis.call('LRANGE', KEYS[3], 0, 0)[1]
+if x then
+  -- Read the fence before dropping places: a corrupt fence fails the
+  -- script before it wrote anything.
+  ` + luaFence + `
+  t = redis.call('TIME')
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local i = 0
+  while x do
+    local d, xttl, xowner, xown = place(redis.call('HGET', KEYS[4], x) or '0')
+    if d < now or x ~= ARGV[1] then
+      drop(x)
+      if d >= now then
+        h, wttl, wowner, own = x, xttl, xowner, xown
+        break
+      end
+    else
+      i = i + 1
+    end
+    x = redis.call('LRANGE', KEYS[3], i, i)[1]
+  end
+end
+if wowner then
+  local ts = num(math.max(tonumber(ftoken) + 1, t[1] * 1000000 + t[2]))
+  redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(tonumber(ftrans) + 1), 'holder', h, 'expires', num(now + tonumber(wttl)), 'handed', ts)
+  redis.call('SET', KEYS[1], ts .. ' ' .. wttl .. ' ' .. num(now) .. ' ' .. wowner, 'PX', wttl)
+  local notice = 'handed ' .. ts .. ' ' .. wttl .. ' ' .. wowner
   if own then
     redis.call('PUBLISH', ARGV[6] .. ':' .. h, notice)
     redis.call('PUBLISH', ARGV[6], notice)
   else
     redis.call('PUBLISH', ARGV[3], notice)
   end
-  return {1, tonumber(l[1])}
+  return {1, tonumber(tok)}
 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[2], 'holder', '', 'expires', '0')
 if h then
   redis.call('SET', KEYS[5], h, 'PX', window)
   redis.call('HSET', KEYS[2], 'reserved', num(now + window))
-  redis.call('PUBLISH', ARGV[3], 'released ' .. l[1] .. ' ' .. ARGV[4] .. ' ' .. h)
+  redis.call('PUBLISH', ARGV[3], 'released ' .. tok .. ' ' .. ARGV[4] .. ' ' .. h)
 else
-  redis.call('PUBLISH', ARGV[3], 'released ' .. l[1])
+  redis.call('PUBLISH', ARGV[3], 'released ' .. tok)
 end
-return {1, tonumber(l[1])}
+return {1, tonumber(tok)}
 `)
 
 // forceReleaseScript frees the lock whoever holds it, keeps the fence's
@@ -352,11 +386,11 @@ return {1, tonumber(l[1])}
 //
 // KEYS: lock, fence. ARGV: notice channel.
 // Reply: {found, wasHeld}: found is 0 if neither key exists.
-var forceReleaseScript = redis.NewScript(luaReadlock + luaReadfence + `
+var forceReleaseScript = redis.NewScript(luaCorrupt + luaReadlock + `
 local l, err = readlock(KEYS[1])
 if err then return err end
-local ftoken, ferr = readfence(KEYS[2])
-if not ftoken then return ferr end
+local ftoken, ftrans, flast, fexp, fres
+` + luaFence + `
 local fexists = redis.call('EXISTS', KEYS[2])
 if not l and fexists == 0 then return {0, 0} end
 if l then redis.call('DEL', KEYS[1]) end
@@ -396,12 +430,12 @@ return r
 //
 // KEYS: lock, fence. ARGV: owner (ownerArg), token.
 // Reply: 1 if raised (or already there), 0 if the lock is not the owner's.
-var raiseScript = redis.NewScript(luaReadlock + luaReadfence + `
+var raiseScript = redis.NewScript(luaCorrupt + luaReadlock + `
 local l, err = readlock(KEYS[1])
 if err then return err end
 if not l or l[4] ~= ARGV[1] then return 0 end
-local ftoken, ferr = readfence(KEYS[2])
-if not ftoken then return ferr end
+local ftoken, ftrans, flast, fexp, fres
+` + luaFence + `
 local want = tonumber(ARGV[2])
 if tonumber(ftoken) < want then redis.call('HSET', KEYS[2], 'token', ARGV[2]) end
 if tonumber(l[1]) < want then
@@ -426,7 +460,7 @@ return 1
 // ttl2, ... Reply: one entry per lock: {1, token} renewed; {0, holder,
 // token} another owner's; {0, "", 0} free; {2, error message} the error
 // renewScript would have replied.
-var renewManyScript = redis.NewScript(luaReadlock + luaNum + `
+var renewManyScript = redis.NewScript(luaCorrupt + luaReadlock + luaHolder + luaNum + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function renew(lk, fk, owner, ttl)
