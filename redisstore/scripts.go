@@ -23,8 +23,8 @@ import (
 // two round trips. Each script defines only the helpers it uses, and the
 // two that every acquisition runs keep their common paths lean: Redis
 // creates a script's closures anew on every run (about 0.15 µs each on
-// the machine of docs/benchmarks.md), and each helper call, table and
-// read of more than the script needs costs about as much again.
+// the machine of docs/benchmarks.md), and helper calls, tables and reads
+// of more than a path needs cost it too.
 // acquireScript takes its two common paths before it defines the helpers
 // of the others; releaseScript parses the lock value in place, reads the
 // queue from its head one place at a time, and defines the helpers that
