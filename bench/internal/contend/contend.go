@@ -28,8 +28,8 @@ type Result struct {
 	Order    []int // contender of each acquisition, in order
 }
 
-// Run warms up every contender with one lock and unlock, then runs them in
-// tight lock/unlock loops (no work while holding) for at most limit. With
+// Run warms up every contender (see warmUp), then runs them in tight
+// lock/unlock loops (no work while holding) for at most limit. With
 // each > 0, every contender stops after each acquisitions, and counts are
 // taken when the first contender is done; otherwise the run stops after
 // total acquisitions, whoever made them, and the lock calls still waiting
@@ -49,13 +49,7 @@ func Run(t testing.TB, name string, limit time.Duration, locks []LockFunc, total
 // the sleepers' waits at its own length.
 func RunAtLeast(t testing.TB, name string, limit time.Duration, locks []LockFunc, total, each int, minDur time.Duration) Result {
 	t.Helper()
-	for _, lock := range locks { // warm up each contender's connection
-		unlock, err := lock(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = unlock(t.Context())
-	}
+	warmUp(t, name, limit, locks)
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	start := time.Now()
@@ -71,6 +65,33 @@ func RunAtLeast(t testing.TB, name string, limit time.Duration, locks []LockFunc
 	}
 	wg.Wait()
 	return r.result()
+}
+
+// warmUp takes the lock once with each contender in turn (its
+// connection), then runs all of them at once until they have made two
+// acquisitions per contender in all, so that nearly every contender has
+// waited for the lock before the timed run: what a library sets up at a
+// contender's first wait (baton's waiter watch subscribes then) is done
+// outside the run, as the fair floors' subscriptions are (they subscribe
+// when opened). A contender that starves does not hold the warm-up up.
+func warmUp(t testing.TB, name string, limit time.Duration, locks []LockFunc) {
+	for _, lock := range locks {
+		unlock, err := lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = unlock(t.Context())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
+	defer cancel()
+	start := time.Now()
+	r := &run{t: t, name: name + " (warm-up)", cancel: cancel, total: 2 * len(locks),
+		start: start, minEnd: start, counts: make([]atomic.Int64, len(locks))}
+	var wg sync.WaitGroup
+	for i, lock := range locks {
+		wg.Go(func() { r.loop(ctx, i, lock) })
+	}
+	wg.Wait()
 }
 
 // run is one RunAtLeast in progress.
