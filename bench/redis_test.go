@@ -646,7 +646,8 @@ func TestRedisReport(t *testing.T) {
 		fmt.Fprintf(&b, "| %s | %.0f | %.2f |\n", lib.name, m, m/rawLAN)
 	}
 
-	fmt.Fprintf(&b, "\n%d contenders (each its own client) in tight lock/unlock loops until %d acquisitions in all (the issue's setup); "+
+	fmt.Fprintf(&b, "\n%d contenders (each its own client) in tight lock/unlock loops until %d acquisitions in all (the issue's setup), "+
+		"after a warm-up in which the contenders wait for the lock (the fair floors subscribe when opened, baton at a Lock's first wait); "+
 		"lock calls still waiting at the end count with their wait so far. "+
 		"\"p99 of waiting time\" weighs each wait by its length: 99%% of all time spent waiting was in waits no longer than this:\n\n",
 		contenders, sharedTotal)

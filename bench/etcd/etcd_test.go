@@ -630,7 +630,8 @@ func TestEtcdReport(t *testing.T) {
 			cpuPer(0, cpus[lib.name], uncontendedRounds*(uncontendedCycles+50)))
 	}
 
-	fmt.Fprintf(&b, "\n%d contenders (each its own client) in tight lock/unlock loops until %d acquisitions in all; "+
+	fmt.Fprintf(&b, "\n%d contenders (each its own client) in tight lock/unlock loops until %d acquisitions in all, "+
+		"after a warm-up in which the contenders wait for the lock; "+
 		"lock calls still waiting at the end count with their wait so far:\n\n", contenders, sharedTotal)
 	fmt.Fprintf(&b, "| library | acquisitions/s | wait p50 | wait p99 | wait max | etcd CPU per acquisition | WAL fsyncs per acquisition | mean WAL fsync | acquisitions per contender | order |\n|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	shared := map[string]contendedResult{}
