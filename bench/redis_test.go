@@ -858,8 +858,8 @@ func (m cmdStats) scripts() cmdStat {
 	return cmdStat{m["eval"].calls + m["evalsha"].calls, m["eval"].usec + m["evalsha"].usec}
 }
 
-// perCommand lists, by name, the commands counted between m0 and m (but
-// INFO), each as "name calls/µs" per one of k operations.
+// perCommand lists, by name, the commands counted between m0 and m, INFO
+// aside, each as "name calls/µs" per one of k operations.
 func (m cmdStats) perCommand(m0 cmdStats, k float64) string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(m)) {
