@@ -214,7 +214,7 @@ func clientCounts() counts {
 // commands can be told apart by what is left: Lua, and the requests'
 // size.
 //
-// BENCH_ONLY=<part of a row's name> runs only the rows that contain it
+// BENCH_ROWS=<part of a row's name> runs only the rows that contain it
 // (to profile one row: -test.cpuprofile, or perf on the redis-server).
 //
 //	BENCH_CONTENDED=1 go test -run TestContendedCPU -v .
@@ -226,7 +226,7 @@ func TestContendedCPU(t *testing.T) {
 	info := newClient(addr)
 	defer info.Close()
 	for _, lib := range []library{libraries[len(libraries)-1], libraries[0], storeWaiting, handoffCommandsFloor, checksFloor, fairFloor} {
-		if only := os.Getenv("BENCH_ONLY"); !strings.Contains(lib.name, only) {
+		if only := os.Getenv("BENCH_ROWS"); !strings.Contains(lib.name, only) {
 			continue
 		}
 		key := uniqueKey("cpu")
