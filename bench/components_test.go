@@ -279,19 +279,9 @@ func TestContendedCPU(t *testing.T) {
 // netBytes returns the bytes the server has received and sent since it
 // started (INFO stats).
 func netBytes(t testing.TB, c *redis.Client) (in, out float64) {
-	info, err := c.Info(context.Background(), "stats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		switch k {
-		case "total_net_input_bytes":
-			in, _ = strconv.ParseFloat(v, 64)
-		case "total_net_output_bytes":
-			out, _ = strconv.ParseFloat(v, 64)
-		}
-	}
+	f := infoFields(t, c, "stats")
+	in, _ = strconv.ParseFloat(f["total_net_input_bytes"], 64)
+	out, _ = strconv.ParseFloat(f["total_net_output_bytes"], 64)
 	return in, out
 }
 

@@ -917,14 +917,23 @@ func round(d time.Duration) time.Duration {
 func redisVersion(t *testing.T, addr string) string {
 	c := newClient(addr)
 	defer c.Close()
-	info, err := c.Info(t.Context(), "server").Result()
+	if v, ok := infoFields(t, c, "server")["redis_version"]; ok {
+		return v
+	}
+	return "?"
+}
+
+// infoFields reads one section of INFO as its "field:value" lines.
+func infoFields(t testing.TB, c *redis.Client, section string) map[string]string {
+	info, err := c.Info(t.Context(), section).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
+	f := map[string]string{}
 	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			return v
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			f[k] = v
 		}
 	}
-	return "?"
+	return f
 }
