@@ -52,6 +52,25 @@ var checksFloor = library{
 	},
 }
 
+// checksWaitingFloor is checksFloor whose waiter waits as baton's engine
+// does: not blocked on its own connection, which cannot be interrupted by
+// the caller's context or woken when a dead holder's claim expires, but in
+// a select on the notice (passed on by the connection's reader goroutine),
+// the context and a timer, giving up its place when the context ends (see
+// fairContender.waitSelect). That costs a goroutine hop per handover, which
+// a blocking lock that keeps baton's guarantees pays, so what this row
+// misses is out of reach for such a lock.
+var checksWaitingFloor = library{
+	name: "floor: checks floor, waiting in a select",
+	config: "the checks floor with its waiter in a select on the notice (from a reader goroutine), the context " +
+		"and a timer at the TTL, as a blocking lock that returns when its context ends or a dead holder's claim expires must wait",
+	open: func(addr, key, id string) contender {
+		f := openFair(addr, key, id, checksLock, checksUnlock, key+":fence", key+":queue", key+":places")
+		f.readNotices(checksLeave)
+		return &checksContender{f}
+	},
+}
+
 // checksContender is a fairContender whose scripts also take the owner
 // (holder and a fresh nonce, as baton's) and report a corrupt key as an
 // error.
@@ -149,5 +168,12 @@ end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[2], 'holder', '', 'expires', '0')
 redis.call('PUBLISH', KEYS[1] .. ':notify', 'released ' .. tok)
+return 1`)
+	// checksLeave gives up a waiter's place: 2 if the lock was handed to
+	// it (its claim holds the owner; the waiter then releases it), else 1.
+	checksLeave = redis.NewScript(`local v = redis.call('GET', KEYS[1])
+if v and string.match(v, '^%d+ %d+ %d+ (.+)$') == ARGV[3] then return 2 end
+redis.call('HDEL', KEYS[4], ARGV[1])
+redis.call('LREM', KEYS[3], 0, ARGV[1])
 return 1`)
 )

@@ -407,6 +407,70 @@ type fairContender struct {
 	id                       string
 	keys                     []string
 	lockScript, unlockScript *redis.Script
+	// notes, if set by readNotices, receives the payloads of the
+	// contender's notices from a reader goroutine, and a waiter waits for
+	// its own in a select (see waitSelect); leave gives up a wait.
+	notes      chan string
+	readerDone chan struct{}
+	leave      *redis.Script
+}
+
+// readNotices starts a goroutine that reads f's notices and passes their
+// payloads on to f.notes; it ends when f is closed. leave (KEYS and ARGV
+// as the lock script's) gives up a waiter's place, and returns 2 if the
+// lock was handed to it (the waiter then releases it).
+func (f *fairContender) readNotices(leave *redis.Script) {
+	f.notes, f.readerDone, f.leave = make(chan string, 16), make(chan struct{}), leave
+	go func() {
+		defer close(f.readerDone)
+		for {
+			m, err := f.ps.ReceiveMessage(context.Background())
+			if err != nil {
+				return
+			}
+			select {
+			case f.notes <- m.Payload:
+			default: // a waiter takes its own notice at once; never more than a few are left
+			}
+		}
+	}()
+}
+
+// waitSelect waits for the notice that hands the lock to the owner in
+// args (args[2]) as a blocking lock that keeps baton's guarantees must:
+// in a select on the notice, the caller's context, and a timer at the
+// claim's TTL (a holder that dies publishes nothing; a lock would try
+// again then, this floor fails). Notices for an earlier owner of this
+// contender (a wait that gave up) are skipped. When ctx ends it gives up
+// the place, and releases the lock if it was handed meanwhile.
+func (f *fairContender) waitSelect(ctx context.Context, args []any) error {
+	suffix := " " + args[2].(string)
+	t := time.NewTimer(lockTTL)
+	defer t.Stop()
+	for {
+		select {
+		case p := <-f.notes:
+			if strings.HasSuffix(p, suffix) {
+				return nil
+			}
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), f.giveUp(args))
+		case <-t.C:
+			return errors.New("no handoff within the TTL")
+		}
+	}
+}
+
+// giveUp leaves the place of the wait with args, and releases the lock if
+// it was handed to that wait.
+func (f *fairContender) giveUp(args []any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, err := f.leave.Run(ctx, f.c, f.keys, args...).Int()
+	if err == nil && n == 2 {
+		err = f.unlockScript.Run(ctx, f.c, f.keys, args...).Err()
+	}
+	return err
 }
 
 var (
@@ -435,7 +499,12 @@ func (f *fairContender) lockWith(ctx context.Context, extra ...any) (func(contex
 		return nil, err
 	}
 	if n == 0 {
-		if _, err := f.ps.ReceiveMessage(ctx); err != nil {
+		if f.notes != nil {
+			err = f.waitSelect(ctx, args)
+		} else {
+			_, err = f.ps.ReceiveMessage(ctx)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -444,7 +513,13 @@ func (f *fairContender) lockWith(ctx context.Context, extra ...any) (func(contex
 	}, nil
 }
 
-func (f *fairContender) close() { _ = f.ps.Close(); _ = f.c.Close() }
+func (f *fairContender) close() {
+	_ = f.ps.Close()
+	_ = f.c.Close()
+	if f.readerDone != nil {
+		<-f.readerDone
+	}
+}
 
 var runID atomic.Int64
 
