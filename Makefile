@@ -39,7 +39,8 @@ TESTFLAGS ?=
 # dependencies with the directories beside it, so every target tests the
 # tree as it is. bench/, tools/testbin and tools/crdgen are modules of
 # their own, outside this list: they have their own targets (make test
-# still runs the unit tests of bench's harness, bench/internal). tools/image's
+# still runs the unit tests of bench's harness, bench/internal, and checks
+# that bench/probes' patches apply). tools/image's
 # test builds and checks the container image (make image).
 MODULES = . internal/testenv kubestore deploy etcdstore redisstore fence batonprom schedule \
 	adapter/batonlock adapter/gocronlock adapter/logrbridge cmd/baton internal/safety \
@@ -70,8 +71,8 @@ test: deps vet
 	BATON_ETCD_BIN="$$KUBEBUILDER_ASSETS/etcd" && \
 	export KUBEBUILDER_ASSETS BATON_ETCD_BIN && \
 	$(call FOREACH_MODULE,$(GO) test -race -timeout 30m $(TESTFLAGS) ./...)
-	@echo "== bench's harness (bench/internal; the reports have their own targets)" >&2
-	cd bench && $(GO) test -race -timeout 5m $(TESTFLAGS) ./internal/...
+	@echo "== bench's harness (bench/internal) and probes (bench/probes); the reports have their own targets" >&2
+	cd bench && $(GO) test -race -timeout 5m $(TESTFLAGS) ./internal/... ./probes/...
 
 # test-loaded runs make test beside one busy loop per CPU (BUSY=n to
 # choose), killed when the tests end. -count=1: a result cached from an
