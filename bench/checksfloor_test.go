@@ -47,9 +47,13 @@ var checksFloor = library{
 	config: "the handoff commands floor's commands plus the checks baton's guarantees need (fence fields numeric, deleted-key guard, " +
 		"token floor from the server clock, claim value parsed and owner-checked, places with deadline, TTL and owner), written lean",
 	open: func(addr, key, id string) contender {
-		f := openFair(addr, key, id, checksLock, checksUnlock, key+":fence", key+":queue", key+":places")
-		return &checksContender{f}
+		return &checksContender{openChecks(addr, key, id)}
 	},
+}
+
+// openChecks opens a fair contender with the checks floor's scripts.
+func openChecks(addr, key, id string) *fairContender {
+	return openFair(addr, key, id, checksLock, checksUnlock, key+":fence", key+":queue", key+":places")
 }
 
 // checksWaitingFloor is checksFloor whose waiter waits as baton's engine
@@ -65,7 +69,7 @@ var checksWaitingFloor = library{
 	config: "the checks floor with its waiter in a select on the notice (from a reader goroutine), the context " +
 		"and a timer at the TTL, as a blocking lock that returns when its context ends or a dead holder's claim expires must wait",
 	open: func(addr, key, id string) contender {
-		f := openFair(addr, key, id, checksLock, checksUnlock, key+":fence", key+":queue", key+":places")
+		f := openChecks(addr, key, id)
 		f.readNotices(checksLeave)
 		return &checksContender{f}
 	},
