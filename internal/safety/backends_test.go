@@ -131,6 +131,8 @@ func redlockEnv(t *testing.T) *backendEnv {
 		newLink:    func(t *testing.T) link { return proxied(t, addrs, "") },
 		deleteLock: redisDel(addrs...),
 		deleteAll:  redisDelAll(addrs...),
+		// redisDelAll deletes on one server after another.
+		deleteAllByServer: true,
 		restart: func(t *testing.T, down time.Duration) {
 			// All three: the lock is lost with them, not a quorum of them.
 			for _, s := range srvs {

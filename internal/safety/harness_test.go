@@ -117,6 +117,10 @@ type backendEnv struct {
 	// (etcd) among them, as an operator clearing keys by pattern would,
 	// and says which it deleted; nil for other stores.
 	deleteAll func(ctx context.Context, lock string) (string, error)
+	// deleteAllByServer is true if deleteAll sweeps several independent
+	// servers one after another (Redlock): a claim won on a quorum while
+	// the sweep goes on may be deleted on a server swept later.
+	deleteAllByServer bool
 	// revokeLease revokes the etcd lease that the lock's claim key, of
 	// token tok, is attached to, as `etcdctl lease revoke` would, and
 	// returns its ID; nil for other stores.
@@ -933,7 +937,7 @@ func (h *harness) deleteAllHeld(minWrites int) {
 	h.freedUnder(minWrites, "deletion of every key of the lock", h.be.bound(), func(ctx context.Context, f fired) (string, error) {
 		start := h.reg.now()
 		keys, err := h.be.deleteAll(ctx, h.sc.lock)
-		if h.be.name == "redlock" {
+		if h.be.deleteAllByServer {
 			// The sweep goes server by server: a successor that won a
 			// quorum on servers already swept may lose its claim on one
 			// swept after, and another contender win a quorum there, so
