@@ -25,7 +25,8 @@ import (
 // of 400 acquisitions in all per library (as the report's first contended
 // table), the libraries' order rotating between rounds. The p99 target
 // compares each library's p99 wait with its own handover p50 of the same
-// round.
+// round. It also prints, for each pair of those libraries, the median over
+// the rounds of the difference between their handover p50s in a round.
 //
 //	BENCH_REPEATS=40 go test -run TestRedisRepeats -v .
 func TestRedisRepeats(t *testing.T) {
@@ -42,6 +43,7 @@ func TestRedisRepeats(t *testing.T) {
 	type tally struct {
 		handover, contended, p99 int
 		hx, cx, px               []float64
+		h                        []time.Duration // handover p50 per round
 	}
 	met := map[string]*tally{}
 	for _, lib := range judged {
@@ -71,6 +73,7 @@ func TestRedisRepeats(t *testing.T) {
 			m.contended += b2i(cx >= 1.0)
 			m.p99 += b2i(px <= 8)
 			m.hx, m.cx, m.px = append(m.hx, hx), append(m.cx, cx), append(m.px, px)
+			m.h = append(m.h, h)
 			fmt.Fprintf(&b, "| %d | %s | %v | %.2f | %.0f | %.2f | %v | %.1f |\n",
 				r+1, lib.name, round(h), hx, c.PerSecond, cx, round(c.P99), px)
 		}
@@ -80,6 +83,16 @@ func TestRedisRepeats(t *testing.T) {
 		m := met[lib.name]
 		fmt.Fprintf(&b, "- %s: handover p50 at most 1.1x the notify floor: %d (%.2fx); contended throughput at least 1.0x the unfair loop: %d (%.2fx); p99 wait at most 8x its handover p50: %d (%.1fx)\n",
 			lib.name, m.handover, medianOf(m.hx), m.contended, medianOf(m.cx), m.p99, medianOf(m.px))
+	}
+	b.WriteString("\nHandover p50, one library's minus another's in the same round (the median over the rounds):\n\n")
+	for i, x := range judged {
+		for _, y := range judged[i+1:] {
+			d := make([]float64, n)
+			for r := range n {
+				d[r] = float64(met[x.name].h[r]-met[y.name].h[r]) / float64(time.Microsecond)
+			}
+			fmt.Fprintf(&b, "- %s minus %s: %.0f µs\n", x.name, y.name, medianOf(d))
+		}
 	}
 	t.Log("\n" + b.String())
 }
