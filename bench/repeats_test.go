@@ -50,19 +50,7 @@ func TestRedisRepeats(t *testing.T) {
 		met[lib.name] = &tally{}
 	}
 	for r := range n {
-		hs := map[string]time.Duration{}
-		hlibs := append(slices.Clone(judged), notifyFloor)
-		for i := range hlibs {
-			lib := hlibs[(i+r)%len(hlibs)]
-			d := handover(t, lib, addr, 20) // sorted
-			hs[lib.name] = d[len(d)/2]
-		}
-		cs := map[string]contendedResult{}
-		clibs := append(slices.Clone(judged), raw)
-		for i := range clibs {
-			lib := clibs[(i+r)%len(clibs)]
-			cs[lib.name] = contended(t, lib, addr, sharedTotal, 0, 0)
-		}
+		hs, cs := repeatRound(t, addr, r, judged, raw)
 		for _, lib := range judged {
 			h, c := hs[lib.name], cs[lib.name]
 			hx := float64(h) / float64(hs[notifyFloor.name])
@@ -95,6 +83,26 @@ func TestRedisRepeats(t *testing.T) {
 		}
 	}
 	t.Log("\n" + b.String())
+}
+
+// repeatRound measures round r of TestRedisRepeats: the handover p50 of
+// each of judged and of the notify floor, and a contended run of each of
+// judged and of raw, the libraries' order rotated by r.
+func repeatRound(t *testing.T, addr string, r int, judged []library, raw library) (map[string]time.Duration, map[string]contendedResult) {
+	hs := map[string]time.Duration{}
+	hlibs := append(slices.Clone(judged), notifyFloor)
+	for i := range hlibs {
+		lib := hlibs[(i+r)%len(hlibs)]
+		d := handover(t, lib, addr, 20) // sorted
+		hs[lib.name] = d[len(d)/2]
+	}
+	cs := map[string]contendedResult{}
+	clibs := append(slices.Clone(judged), raw)
+	for i := range clibs {
+		lib := clibs[(i+r)%len(clibs)]
+		cs[lib.name] = contended(t, lib, addr, sharedTotal, 0, 0)
+	}
+	return hs, cs
 }
 
 func medianOf(v []float64) float64 {
