@@ -196,8 +196,9 @@ func clientCounts() counts {
 
 // TestContendedCPU runs 8 contenders in tight lock/unlock loops for 3 s,
 // the raw unfair loop, baton, the FIFO handoff floor with baton's
-// commands, the same with the checks baton's guarantees need (checksFloor)
-// and the raw FIFO handoff floor in turn, and logs the CPU that
+// commands, the same with the checks baton's guarantees need (checksFloor),
+// that with its waiter in a select as baton's (checksWaitingFloor), and the
+// raw FIFO handoff floor in turn, and logs the CPU that
 // the contenders' process and the redis-server spent per acquisition, and
 // the scripts run per acquisition with the server's time in them and in
 // the commands they called (INFO commandstats; what is left of a script's
@@ -225,7 +226,7 @@ func TestContendedCPU(t *testing.T) {
 	addr := testenv.StartRedis(t).Addr()
 	info := newClient(addr)
 	defer info.Close()
-	for _, lib := range []library{libraries[len(libraries)-1], libraries[0], storeWaiting, handoffCommandsFloor, checksFloor, fairFloor} {
+	for _, lib := range []library{libraries[len(libraries)-1], libraries[0], storeWaiting, handoffCommandsFloor, checksFloor, checksWaitingFloor, fairFloor} {
 		if only := os.Getenv("BENCH_ROWS"); !strings.Contains(lib.name, only) {
 			continue
 		}
