@@ -418,7 +418,9 @@ type fairContender struct {
 // readNotices starts a goroutine that reads f's notices and passes their
 // payloads on to f.notes; it ends when f is closed. leave (KEYS and ARGV
 // as the lock script's) gives up a waiter's place, and returns 2 if the
-// lock was handed to it (the waiter then releases it).
+// lock was handed to it (the waiter then releases it). It is for a
+// contender whose lock passes the owner as the third argument and whose
+// handoff notices end with it (the checks floor's).
 func (f *fairContender) readNotices(leave *redis.Script) {
 	f.notes, f.readerDone, f.leave = make(chan string, 16), make(chan struct{}), leave
 	go func() {
