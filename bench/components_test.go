@@ -173,7 +173,6 @@ func TestUncontendedRounds(t *testing.T) {
 			rates[lib.name] = append(rates[lib.name], uncontended(t, lib, addr))
 		}
 	}
-	median := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
 	base := median(rates[libraries[1].name])
 	for _, lib := range all {
 		m := median(rates[lib.name])

@@ -683,7 +683,6 @@ func TestRedisReport(t *testing.T) {
 			rates[lib.name] = append(rates[lib.name], uncontended(t, lib, addr))
 		}
 	}
-	median := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
 	raw := median(rates[libraries[len(libraries)-1].name])
 
 	var b strings.Builder
@@ -979,6 +978,13 @@ func pingRTT(t *testing.T, addr string) time.Duration {
 	}
 	slices.Sort(d)
 	return d[len(d)/2]
+}
+
+// median returns the middle value of v (the upper one of an even count).
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 func round(d time.Duration) time.Duration {

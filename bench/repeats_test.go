@@ -70,7 +70,7 @@ func TestRedisRepeats(t *testing.T) {
 	for _, lib := range judged {
 		m := met[lib.name]
 		fmt.Fprintf(&b, "- %s: handover p50 at most 1.1x the notify floor: %d (%.2fx); contended throughput at least 1.0x the unfair loop: %d (%.2fx); p99 wait at most 8x its handover p50: %d (%.1fx)\n",
-			lib.name, m.handover, medianOf(m.hx), m.contended, medianOf(m.cx), m.p99, medianOf(m.px))
+			lib.name, m.handover, median(m.hx), m.contended, median(m.cx), m.p99, median(m.px))
 	}
 	b.WriteString("\nHandover p50, one library's minus another's in the same round (the median over the rounds):\n\n")
 	for i, x := range judged {
@@ -79,7 +79,7 @@ func TestRedisRepeats(t *testing.T) {
 			for r := range n {
 				d[r] = float64(met[x.name].h[r]-met[y.name].h[r]) / float64(time.Microsecond)
 			}
-			fmt.Fprintf(&b, "- %s minus %s: %.0f µs\n", x.name, y.name, medianOf(d))
+			fmt.Fprintf(&b, "- %s minus %s: %.0f µs\n", x.name, y.name, median(d))
 		}
 	}
 	t.Log("\n" + b.String())
@@ -103,12 +103,6 @@ func repeatRound(t *testing.T, addr string, r int, judged []library, raw library
 		cs[lib.name] = contended(t, lib, addr, sharedTotal, 0, 0)
 	}
 	return hs, cs
-}
-
-func medianOf(v []float64) float64 {
-	v = slices.Clone(v)
-	slices.Sort(v)
-	return v[len(v)/2]
 }
 
 func b2i(ok bool) int {
