@@ -132,6 +132,13 @@ func TestACLUser(t *testing.T) {
 			t.Fatalf("TryAcquire by the waiter the lock was handed to: %v", err)
 		}
 	}
+	// A full FIFO: the scripts drop the place of the waiter beyond its cap
+	// again (RPOP), which the rules must allow.
+	for i := range 65 {
+		if _, err := b.TryAcquire(ctx, "acl", waitingRequest(fmt.Sprintf("w%d", i), time.Minute)); !errors.Is(err, backend.ErrHeld) {
+			t.Fatalf("waiting attempt %d of 65 (the FIFO holds 64) while the lock is held: %v, want ErrHeld", i+1, err)
+		}
+	}
 	if err := b.(*redisstore.Store).ForceRelease(ctx, "acl"); err != nil {
 		t.Errorf("ForceRelease: %v", err)
 	}

@@ -27,9 +27,11 @@ const DefaultPrefix = "baton:"
 //
 // They allow the connection commands, the scripts, SCAN (List), pub/sub for
 // Watch, and the commands the scripts run, on baton's keys and channels only.
+// Rules copied before +rpop was added lack it: with them, an acquire that
+// finds 64 waiters queued already fails with ErrForbidden; add +rpop.
 const ACLRules = "~baton:* &baton:* +@connection +evalsha +eval +subscribe +unsubscribe +scan " +
 	"+type +exists +get +set +del +hset +hget +hmget +hdel +hexists +pexpire +pttl " +
-	"+rpush +llen +lrange +lrem +publish +time"
+	"+rpush +rpop +llen +lrange +lrem +publish +time"
 
 // Store is a backend.Backend on one Redis server (or a Redis Cluster, through
 // a *redis.ClusterClient: the keys of one lock share a hash slot; untested).
