@@ -26,9 +26,9 @@ import (
 // the machine of docs/benchmarks.md), and helper calls, tables and reads
 // of more than a path needs cost it too.
 // acquireScript takes its two common paths before it defines the helpers
-// of the others; releaseScript parses the lock value in place, reads the
-// queue from its head one place at a time, and defines the helpers that
-// name another holder only on that path.
+// of the others; releaseScript defines none outside the path that names
+// another holder, parses the lock value and the places in place, and reads
+// the queue from its head one place at a time.
 
 const corruptCode = "BATON_CORRUPT"
 
@@ -297,54 +297,72 @@ return {1, tonumber(l[1])}
 // dropped first, if it is still this owner's; then, if the lock is this
 // owner's (handed to it and never collected), it is released as above.
 //
+// Every release runs it, and every handover waits for it: its paths that
+// free or hand the lock define no helper and call none (it writes its
+// numbers with string.format and its corrupt replies in place), and it
+// reads the four fence fields luaFence checks without the holder's.
+//
 // KEYS: lock, fence, queue, queued, next. ARGV: holder, owner (ownerArg),
 // notice channel, handover window in ms (0: no FIFO), leaving, handoff
 // channel. Reply: as renewScript.
-var releaseScript = redis.NewScript(luaCorrupt + luaNum + `
--- place returns a place's deadline, and its TTL, owner and whether its
--- Store hears the holder's own channel if it records them.
-local function place(p)
-  local d, ttl, owner = string.match(p, '^(%d+) (%d+) (.+)$')
-  if d and #ttl <= 12 and tonumber(ttl) >= 1 then return tonumber(d), ttl, owner, string.byte(d) == 48 end
-  return tonumber(d or p) or 0
-end
-local function drop(h)
-  redis.call('LREM', KEYS[3], 0, h)
-  redis.call('HDEL', KEYS[4], h)
-end
+var releaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 local tok, ttl, acq, owner
 if v then
   ` + luaLockValue + `
-  if ` + luaBadLock + ` then return corrupt(KEYS[1] .. ' is not a lock value') end
+  if ` + luaBadLock + ` then return redis.error_reply('` + corruptCode + ` ' .. KEYS[1] .. ' is not a lock value') end
 end
 if ARGV[5] == '1' then
   local p = redis.call('HGET', KEYS[4], ARGV[1])
-  if p and select(3, place(p)) == ARGV[2] then drop(ARGV[1]) end
+  local d, pttl, powner
+  if p then d, pttl, powner = string.match(p, '^(%d+) (%d+) (.+)$') end
+  if d and #pttl <= 12 and tonumber(pttl) >= 1 and powner == ARGV[2] then
+    redis.call('LREM', KEYS[3], 0, ARGV[1])
+    redis.call('HDEL', KEYS[4], ARGV[1])
+  end
 end
 if not v then return {0, '', 0} end
 if owner ~= ARGV[2] then
-  ` + luaHolder + `
+  -- The helpers that name the holder, defined on this path only.
+  ` + luaCorrupt + luaHolder + `
   return other(KEYS[1], {tok, ttl, acq, owner})
 end
 local window = tonumber(ARGV[4])
-local h, wttl, wowner, own, t, now
-local ftoken, ftrans, flast, fexp, fres
 -- The queue is read one place at a time from its head: a live head, the
 -- common case, is one read. A dropped place leaves the queue, so the next
 -- one takes its index; the releaser's own live place stays, stepped over.
 local x = window > 0 and redis.call('LRANGE', KEYS[3], 0, 0)[1]
+local h, wttl, wowner, own, t, now, f
 if x then
   -- Read the fence before dropping places: a corrupt fence fails the
-  -- script before it wrote anything.
-  ` + luaFence + `
+  -- script before it wrote anything. (The fields luaFence checks; the
+  -- holder is not read.)
+  f = redis.call('HMGET', KEYS[2], 'token', 'transitions', 'expires', 'reserved')
+  for i = 1, 4 do
+    local y = f[i]
+    if y and (#y == 0 or #y > 16 or string.find(y, '%D') or tonumber(y) > 9007199254740992) then
+      return redis.error_reply('` + corruptCode + ` ' .. KEYS[2] .. ' has a token, transitions, expires or reserved field that is not a number')
+    end
+  end
   t = redis.call('TIME')
   now = t[1] * 1000 + math.floor(t[2] / 1000)
   local i = 0
   while x do
-    local d, xttl, xowner, xown = place(redis.call('HGET', KEYS[4], x) or '0')
+    -- A place is "<deadline> <ttl> <owner>" (a Store that collects handed
+    -- locks; a leading zero on the deadline: it hears the holder's own
+    -- channel) or "<deadline>" (an earlier version's waiter).
+    local p = redis.call('HGET', KEYS[4], x) or '0'
+    local d, xttl, xowner = string.match(p, '^(%d+) (%d+) (.+)$')
+    local xown = false
+    if d and #xttl <= 12 and tonumber(xttl) >= 1 then
+      xown = string.byte(d) == 48
+    else
+      d, xttl, xowner = d or p, nil, nil
+    end
+    d = tonumber(d) or 0
     if d < now or x ~= ARGV[1] then
-      drop(x)
+      redis.call('LREM', KEYS[3], 0, x)
+      redis.call('HDEL', KEYS[4], x)
       if d >= now then
         h, wttl, wowner, own = x, xttl, xowner, xown
         break
@@ -356,9 +374,10 @@ if x then
   end
 end
 if wowner then
-  local ts = num(math.max(tonumber(ftoken) + 1, t[1] * 1000000 + t[2]))
-  redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(tonumber(ftrans) + 1), 'holder', h, 'expires', num(now + tonumber(wttl)), 'handed', ts)
-  redis.call('SET', KEYS[1], ts .. ' ' .. wttl .. ' ' .. num(now) .. ' ' .. wowner, 'PX', wttl)
+  local ts = string.format('%.0f', math.max(tonumber(f[1] or '0') + 1, t[1] * 1000000 + t[2]))
+  redis.call('HSET', KEYS[2], 'token', ts, 'transitions', string.format('%.0f', tonumber(f[2] or '0') + 1), 'holder', h,
+    'expires', string.format('%.0f', now + tonumber(wttl)), 'handed', ts)
+  redis.call('SET', KEYS[1], ts .. ' ' .. wttl .. ' ' .. string.format('%.0f', now) .. ' ' .. wowner, 'PX', wttl)
   local notice = 'handed ' .. ts .. ' ' .. wttl .. ' ' .. wowner
   if own then
     redis.call('PUBLISH', ARGV[6] .. ':' .. h, notice)
@@ -372,7 +391,7 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[2], 'holder', '', 'expires', '0')
 if h then
   redis.call('SET', KEYS[5], h, 'PX', window)
-  redis.call('HSET', KEYS[2], 'reserved', num(now + window))
+  redis.call('HSET', KEYS[2], 'reserved', string.format('%.0f', now + window))
   redis.call('PUBLISH', ARGV[3], 'released ' .. tok .. ' ' .. ARGV[4] .. ' ' .. h)
 else
   redis.call('PUBLISH', ARGV[3], 'released ' .. tok)
