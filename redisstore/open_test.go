@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,9 @@ func TestACLUser(t *testing.T) {
 		append([]string{"--user", "locker", "on", ">pw"}, strings.Fields(redisstore.ACLRules)...)...,
 	), testenv.RedisArgs(
 		"--user", "reader", "on", ">pw", "~*", "+@read", "-@scripting",
+	), testenv.RedisArgs(
+		// The rules as documented before +rpop was added.
+		append([]string{"--user", "older", "on", ">pw"}, slices.DeleteFunc(strings.Fields(redisstore.ACLRules), func(r string) bool { return r == "+rpop" })...)...,
 	))
 	ctx := testCtx(t, 20*time.Second)
 	b := openURLs(t, []string{fmt.Sprintf("redis://locker:pw@%s", srv.Addr())})
@@ -139,6 +143,10 @@ func TestACLUser(t *testing.T) {
 			t.Fatalf("waiting attempt %d of 65 (the FIFO holds 64) while the lock is held: %v, want ErrHeld", i+1, err)
 		}
 	}
+	older := openURLs(t, []string{fmt.Sprintf("redis://older:pw@%s", srv.Addr())})
+	if _, err := older.TryAcquire(ctx, "acl", waitingRequest("w65", time.Minute)); !errors.Is(err, backend.ErrForbidden) || !strings.Contains(err.Error(), "redisstore.ACLRules") {
+		t.Errorf("a waiting attempt beyond the FIFO's cap by a user without +rpop: %v, want ErrForbidden naming redisstore.ACLRules as the fix", err)
+	}
 	if err := b.(*redisstore.Store).ForceRelease(ctx, "acl"); err != nil {
 		t.Errorf("ForceRelease: %v", err)
 	}
@@ -147,8 +155,8 @@ func TestACLUser(t *testing.T) {
 	}
 
 	r := openURLs(t, []string{fmt.Sprintf("redis://reader:pw@%s", srv.Addr())})
-	if _, err := r.TryAcquire(ctx, "acl", request("x", time.Minute)); !errors.Is(err, backend.ErrForbidden) {
-		t.Errorf("TryAcquire by a user without scripting: %v, want ErrForbidden", err)
+	if _, err := r.TryAcquire(ctx, "acl", request("x", time.Minute)); !errors.Is(err, backend.ErrForbidden) || !strings.Contains(err.Error(), "redisstore.ACLRules") {
+		t.Errorf("TryAcquire by a user without scripting: %v, want ErrForbidden naming redisstore.ACLRules as the fix", err)
 	}
 }
 

@@ -651,8 +651,9 @@ func (s *Store) wrap(name, key, op string, err error) error {
 	case strings.HasPrefix(msg, "READONLY"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the server is a read-only replica: give the primary's address, or a %s:// URL that follows failovers (%v)",
 			op, name, key, backend.ErrMisconfigured, schemeSentinel, err)
-	case strings.HasPrefix(msg, "NOPERM"), strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"),
-		strings.Contains(msg, "user executing the script can't run this command"):
+	case strings.HasPrefix(msg, "NOPERM"), strings.Contains(msg, "user executing the script can't run this command"):
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w; give the user the rules of redisstore.ACLRules", op, name, key, backend.ErrForbidden, err)
+	case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w", op, name, key, backend.ErrForbidden, err)
 	}
 	return fmt.Errorf("redisstore: %s lock %q (key %s): %w", op, name, key, storeerr.Classify(err))
