@@ -52,6 +52,13 @@ end
 	luaLockValue = `tok, ttl, acq, owner = string.match(v, '^(%d+) (%d+) (%d+) (%d+ .+)$')`
 	luaBadLock   = `not tok or #tok > 16 or tonumber(tok) > 9007199254740992`
 
+	// luaPlace splits a waiter's place p (see acquireScript) into the
+	// script's locals d, pttl and powner; luaPlaceOwned is true if the
+	// place records an owner and a valid TTL (a Store that collects
+	// handed locks), false for a deadline alone (an earlier version's).
+	luaPlace      = `d, pttl, powner = string.match(p, '^(%d+) (%d+) (.+)$')`
+	luaPlaceOwned = `d and #pttl <= 12 and tonumber(pttl) >= 1`
+
 	// readlock returns the lock key's value split into {token, ttl,
 	// acquired, owner} (see lockValue), nil if there is no lock, or nil
 	// and an error reply. A key of another type raises WRONGTYPE. It uses
@@ -313,10 +320,10 @@ if v then
   if ` + luaBadLock + ` then return redis.error_reply('` + corruptCode + ` ' .. KEYS[1] .. ' is not a lock value') end
 end
 if ARGV[5] == '1' then
-  local p = redis.call('HGET', KEYS[4], ARGV[1])
+  local p = redis.call('HGET', KEYS[4], ARGV[1]) or '0'
   local d, pttl, powner
-  if p then d, pttl, powner = string.match(p, '^(%d+) (%d+) (.+)$') end
-  if d and #pttl <= 12 and tonumber(pttl) >= 1 and powner == ARGV[2] then
+  ` + luaPlace + `
+  if ` + luaPlaceOwned + ` and powner == ARGV[2] then
     redis.call('LREM', KEYS[3], 0, ARGV[1])
     redis.call('HDEL', KEYS[4], ARGV[1])
   end
@@ -352,19 +359,20 @@ if x then
     -- locks; a leading zero on the deadline: it hears the holder's own
     -- channel) or "<deadline>" (an earlier version's waiter).
     local p = redis.call('HGET', KEYS[4], x) or '0'
-    local d, xttl, xowner = string.match(p, '^(%d+) (%d+) (.+)$')
+    local d, pttl, powner
+    ` + luaPlace + `
     local xown = false
-    if d and #xttl <= 12 and tonumber(xttl) >= 1 then
+    if ` + luaPlaceOwned + ` then
       xown = string.byte(d) == 48
     else
-      d, xttl, xowner = d or p, nil, nil
+      d, pttl, powner = d or p, nil, nil
     end
     d = tonumber(d) or 0
     if d < now or x ~= ARGV[1] then
       redis.call('LREM', KEYS[3], 0, x)
       redis.call('HDEL', KEYS[4], x)
       if d >= now then
-        h, wttl, wowner, own = x, xttl, xowner, xown
+        h, wttl, wowner, own = x, pttl, powner, xown
         break
       end
     else
