@@ -25,8 +25,9 @@ import (
 // of 400 acquisitions in all per library (as the report's first contended
 // table), the libraries' order rotating between rounds. The p99 target
 // compares each library's p99 wait with its own handover p50 of the same
-// round. It also prints, for each pair of those libraries, the median over
-// the rounds of the difference between their handover p50s in a round.
+// round. It also prints, for each pair of those libraries, the medians over
+// the rounds of the difference and of the ratio between their handover
+// p50s in a round, and in how many rounds the ratio was at most 1.1.
 //
 //	BENCH_REPEATS=40 go test -run TestRedisRepeats -v .
 func TestRedisRepeats(t *testing.T) {
@@ -72,14 +73,18 @@ func TestRedisRepeats(t *testing.T) {
 		fmt.Fprintf(&b, "- %s: handover p50 at most 1.1x the notify floor: %d (%.2fx); contended throughput at least 1.0x the unfair loop: %d (%.2fx); p99 wait at most 8x its handover p50: %d (%.1fx)\n",
 			lib.name, m.handover, median(m.hx), m.contended, median(m.cx), m.p99, median(m.px))
 	}
-	b.WriteString("\nHandover p50, one library's minus another's in the same round (the median over the rounds):\n\n")
+	b.WriteString("\nHandover p50, one library's against another's in the same round: the median over the rounds of the difference and of the ratio, and the rounds in which the ratio was at most 1.1:\n\n")
 	for i, x := range judged {
 		for _, y := range judged[i+1:] {
-			d := make([]float64, n)
+			d, q := make([]float64, n), make([]float64, n)
+			within := 0
 			for r := range n {
-				d[r] = float64(met[x.name].h[r]-met[y.name].h[r]) / float64(time.Microsecond)
+				hx, hy := met[x.name].h[r], met[y.name].h[r]
+				d[r] = float64(hx-hy) / float64(time.Microsecond)
+				q[r] = float64(hx) / float64(hy)
+				within += b2i(q[r] <= 1.1)
 			}
-			fmt.Fprintf(&b, "- %s minus %s: %.0f µs\n", x.name, y.name, median(d))
+			fmt.Fprintf(&b, "- %s against %s: %.0f µs, %.2fx, at most 1.1x in %d\n", x.name, y.name, median(d), median(q), within)
 		}
 	}
 	t.Log("\n" + b.String())
