@@ -60,6 +60,12 @@ FOREACH_MODULE = failed=; for m in $(MODULES); do \
 # prints their directory as its last line of stdout.
 TESTBIN = bash tools/testbin/build.sh
 
+# testbin builds them into the cache (tools/testbin/README.md; several
+# minutes the first time, reused afterwards): the command a test names when
+# it cannot find them (internal/testenv.TestbinHint), and part of deps.
+testbin:
+	@GO='$(GO)' $(TESTBIN) >/dev/null
+
 # The binaries' directory is computed in the recipe, after deps has built
 # them: KUBEBUILDER_ASSETS for envtest, BATON_ETCD_BIN for internal/testenv.
 # -timeout is a hang guard per test binary. The slowest, the fault-injection

@@ -314,3 +314,20 @@ func TestFindEtcdOrder(t *testing.T) {
 		t.Errorf("FindKubeAssets() without kube-apiserver: %v", err)
 	}
 }
+
+// TestTestbinHintBuilds: the command the errors above name runs the build
+// (tools/testbin/build.sh), so that following the advice builds the
+// binaries rather than doing nothing. make -n prints the recipe without
+// running it.
+func TestTestbinHintBuilds(t *testing.T) {
+	args := strings.Fields(TestbinHint)
+	if _, err := exec.LookPath(args[0]); err != nil {
+		unavailable(t, "%s is not installed: %v", args[0], err)
+	}
+	root := filepath.Join("..", "..") // this module is internal/testenv
+	cmd := exec.Command(args[0], append([]string{"-n", "-C", root}, args[1:]...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "tools/testbin/build.sh") {
+		t.Errorf("%s -n (in %s): %v\n%s\nwant the recipe to run tools/testbin/build.sh", TestbinHint, root, err, out)
+	}
+}
