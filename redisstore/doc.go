@@ -272,7 +272,9 @@
 //
 // With ACLs, a user needs ACLRules: the connection commands, EVALSHA/EVAL,
 // SUBSCRIBE, SCAN and the commands the scripts run, on baton's keys
-// (~baton:*) and channels (&baton:*) only.
+// (~baton:*) and channels (&baton:*) only. Store.CheckPermissions asks a
+// server (Redis 7 or later) whether the Store's user may run each of them
+// on a lock's keys and channels, and names those it may not.
 //
 // Every Store keeps one pub/sub connection for its watches, while any lock
 // was watched within the last minute (WithWatchLinger). Close stops it.

@@ -32,3 +32,12 @@ func SlotOf(name string) uint16 { return slotOf(name) }
 
 // MaxRenewsPerScript is how many locks one renewal script renews at most.
 const MaxRenewsPerScript = maxRenewsPerScript
+
+// PermissionCommands returns the commands CheckPermissions asks about.
+func PermissionCommands(s *Store) []string {
+	var cmds []string
+	for _, c := range s.permissionChecks("x") {
+		cmds = append(cmds, c[0])
+	}
+	return cmds
+}

@@ -1,0 +1,100 @@
+package redisstore_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/internal/testenv"
+	"github.com/baton-go/baton/redisstore"
+)
+
+// TestPermissionChecksCoverACLRules: CheckPermissions asks about every
+// command of ACLRules, and about no other (PING stands for @connection).
+func TestPermissionChecksCoverACLRules(t *testing.T) {
+	s, err := redisstore.Open("redis://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	asked := redisstore.PermissionCommands(s)
+	rules := strings.Fields(redisstore.ACLRules)
+	for _, r := range rules {
+		if cmd, ok := strings.CutPrefix(r, "+"); ok && !strings.HasPrefix(cmd, "@") && !slices.Contains(asked, cmd) {
+			t.Errorf("ACLRules has %s, which CheckPermissions does not ask about", r)
+		}
+	}
+	for _, cmd := range asked {
+		if cmd != "ping" && !slices.Contains(rules, "+"+cmd) {
+			t.Errorf("CheckPermissions asks about %s, which ACLRules does not allow", cmd)
+		}
+	}
+}
+
+// TestCheckPermissions: on a real server, a user with ACLRules passes; a
+// user without one of the rules, without the channel pattern, with
+// read-only keys or without scripting gets ErrForbidden naming what it
+// may not run.
+func TestCheckPermissions(t *testing.T) {
+	rules := strings.Fields(redisstore.ACLRules)
+	without := func(drop ...string) []string {
+		return slices.DeleteFunc(slices.Clone(rules), func(r string) bool { return slices.Contains(drop, r) })
+	}
+	user := func(name string, rules ...string) testenv.RedisOption {
+		return testenv.RedisArgs(append([]string{"--user", name, "on", ">pw"}, rules...)...)
+	}
+	srv := testenv.StartRedis(t,
+		user("locker", rules...),
+		user("older", without("+rpop")...),
+		user("nochannels", without("&baton:*")...),
+		user("readonly", append(without("~baton:*"), "%R~baton:*")...),
+		user("noscripts", "~baton:*", "&baton:*", "+@all", "-@scripting"),
+	)
+	ctx := testCtx(t, 20*time.Second)
+	check := func(user string) error {
+		s, err := redisstore.Open(fmt.Sprintf("redis://%s:pw@%s", user, srv.Addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		return s.CheckPermissions(ctx, "job")
+	}
+	if err := check("locker"); err != nil {
+		t.Errorf("a user with ACLRules: %v, want nil", err)
+	}
+	for _, tc := range []struct {
+		user string
+		want []string // in the error, in this order
+		not  []string // not in the error
+	}{
+		{"older", []string{"may not run RPOP baton:{job}:queue;", "redisstore.ACLRules"}, []string{"PUBLISH", "SET"}},
+		{"nochannels", []string{"may not run SUBSCRIBE baton:{job}:notify baton:{job}:handoffs baton:{job}:handoffs:holder, PUBLISH baton:{job}:notify, PUBLISH baton:{job}:handoffs, PUBLISH baton:{job}:handoffs:holder;"}, []string{"RPOP", "SET"}},
+		{"readonly", []string{"EVALSHA (a script) on baton:{job}:lock", "SET baton:{job}:lock", "HSET baton:{job}:fence", "RPUSH baton:{job}:queue"}, []string{"GET", "HGET", "PUBLISH"}},
+		{"noscripts", []string{"NOPERM", "evalsha", "redisstore.ACLRules"}, nil},
+	} {
+		err := check(tc.user)
+		t.Logf("%s: %v", tc.user, err)
+		if !errors.Is(err, backend.ErrForbidden) {
+			t.Errorf("%s: %v, want ErrForbidden", tc.user, err)
+			continue
+		}
+		msg, at := err.Error(), 0
+		for _, w := range tc.want {
+			i := strings.Index(msg[at:], w)
+			if i < 0 {
+				t.Errorf("%s: %q does not name %q (after the position of the one before)", tc.user, msg, w)
+				break
+			}
+			at += i + len(w)
+		}
+		for _, n := range tc.not {
+			if strings.Contains(msg, n+" ") {
+				t.Errorf("%s: %q names %s, which the user may run", tc.user, msg, n)
+			}
+		}
+	}
+}
