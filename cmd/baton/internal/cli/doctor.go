@@ -21,8 +21,9 @@ settings, the identity and the store's reachability (and the lock's holder
 with --name); on Kubernetes, that the namespace exists, that the
 DistributedLock CRD is installed (--backend crd), every verb the lock needs
 (with SelfSubjectAccessReview) and whether the lock name is already used by
-another application; on Redis, each server's persistence (INFO persistence);
-on etcd, each endpoint's status and version. Prints one row per check and,
+another application; on Redis, each server's persistence (INFO persistence)
+and whether the user may run every command the lock needs
+(redis.acl_check_cmd, Redis 7 or later); on etcd, each endpoint's status and version. Prints one row per check and,
 for each problem, the fix. Exits 1 if any check fails.`
 
 // The results of a check. SKIP marks a check that could not run because
@@ -104,7 +105,7 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 			checks = append(checks, a.kubeChecks(ctx, f)...)
 		}
 	case "redis", "redlock":
-		checks = append(checks, redisChecks(ctx, f.redisURLs)...)
+		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name))...)
 	case "etcd":
 		checks = append(checks, etcdChecks(ctx, &f.etcd)...)
 	}
@@ -145,11 +146,7 @@ func identityCheck(f *lockFlags) check {
 func (a *app) storeCheck(ctx context.Context, st store, where, name string) (check, backend.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 	defer cancel()
-	probe := name
-	if probe == "" {
-		probe = "doctor-probe"
-	}
-	r, err := st.Get(ctx, probe)
+	r, err := st.Get(ctx, probeName(name))
 	switch {
 	case errors.Is(err, backend.ErrNotFound):
 		return check{"store", resultPass, "reached " + where, ""}, backend.Record{}, nil
@@ -161,6 +158,15 @@ func (a *app) storeCheck(ctx context.Context, st store, where, name string) (che
 		return check{"store", resultPass, "reached " + where, ""}, r, nil
 	}
 	return check{"store", resultPass, "reached " + where, ""}, backend.Record{}, nil
+}
+
+// probeName is the lock the store rows read, and the Redis permissions
+// row asks about: --name, or a name of no lock's if none was given.
+func probeName(name string) string {
+	if name == "" {
+		return "doctor-probe"
+	}
+	return name
 }
 
 // storeCheckTimeout bounds the store row's read.

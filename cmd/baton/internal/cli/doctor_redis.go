@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/storeerr"
 	"github.com/baton-go/baton/redisstore"
 )
@@ -20,14 +23,56 @@ const redisCheckTimeout = 5 * time.Second
 const aofFix = "run the server with appendonly yes and appendfsync always (redis.conf, or CONFIG SET appendonly yes, CONFIG SET appendfsync always, then CONFIG REWRITE): " +
 	"without them a restart or crash frees held locks and can repeat fencing tokens (docs/backends.md)"
 
-// redisChecks reads the persistence settings of each server, one row per
+// redisChecks reads the persistence settings of each server and asks it
+// whether the user may run what baton sends for lock name: two rows per
 // --redis-url.
-func redisChecks(ctx context.Context, urls []string) []check {
-	checks := make([]check, 0, len(urls))
+func redisChecks(ctx context.Context, urls []string, name string) []check {
+	checks := make([]check, 0, 2*len(urls))
 	for _, u := range urls {
-		checks = append(checks, persistenceCheck(ctx, u))
+		p := persistenceCheck(ctx, u)
+		checks = append(checks, p)
+		if p.result == resultFail {
+			checks = append(checks, check{"permissions " + redactURL(u), resultSkip, "not checked: the server did not answer (see the persistence row)", ""})
+			continue
+		}
+		checks = append(checks, permissionsCheck(ctx, u, name))
 	}
 	return checks
+}
+
+// permissionsCheck asks the server at rawURL whether the URL's user may run
+// every command of redisstore.ACLRules on lock name's keys and channels
+// (redisstore.Store.CheckPermissions).
+func permissionsCheck(ctx context.Context, rawURL, name string) check {
+	shown := redactURL(rawURL)
+	label := "permissions " + shown
+	s, err := redisstore.Open(rawURL)
+	if err != nil {
+		return check{label, resultFail, err.Error(), "write the URL as redis://[user:password@]host:port[/db] (rediss:// for TLS)"}
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
+	defer cancel()
+	err = s.CheckPermissions(ctx, name)
+	user := urlUser(rawURL)
+	switch {
+	case err == nil:
+		detail := fmt.Sprintf("this user may run every command baton sends for lock %q (redisstore.ACLRules)", name)
+		if strings.HasPrefix(rawURL, "redis+cluster") || strings.HasPrefix(rawURL, "rediss+cluster") {
+			detail += "; asked one cluster node: ACL users are set node by node, so give every node the same rules"
+		}
+		return check{label, resultPass, detail, ""}
+	case errors.Is(err, errors.ErrUnsupported):
+		return check{label, resultWarn, "cannot tell whether this user may run every command baton sends: " + err.Error(),
+			"an administrator (a user allowed to run ACL commands) runs: " + adminCLI(rawURL) + " ACL GETUSER " + user +
+				"\nand compares its rules with redisstore.ACLRules: " + redisstore.ACLRules}
+	case errors.Is(err, backend.ErrForbidden):
+		cause, _ := diagnose(err)
+		return check{label, resultFail, cause + ": " + err.Error(),
+			"an administrator (a user allowed to run ACL commands) adds the rules baton needs (redisstore.ACLRules), then keeps them with ACL SAVE or CONFIG REWRITE:\n" +
+				adminCLI(rawURL) + " ACL SETUSER " + user + " " + shellRules(redisstore.ACLRules)}
+	}
+	return redisFailure(label, err)
 }
 
 // persistenceCheck asks the server at rawURL for INFO persistence and, if
@@ -96,6 +141,46 @@ func redisFailure(label string, err error) check {
 	err = storeerr.Classify(err)
 	cause, fix := diagnose(err)
 	return check{label, resultFail, cause + ": " + err.Error(), fix}
+}
+
+// urlUser returns the user a Redis URL names, or default, the user of a
+// URL that names none.
+func urlUser(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil && u.User.Username() != "" {
+		return u.User.Username()
+	}
+	return "default"
+}
+
+// adminCLI is the redis-cli command line an administrator runs ACL
+// commands with on the server of a redis:// URL (host and port left to
+// fill in for a Sentinel or Cluster URL, whose data nodes it does not
+// name).
+func adminCLI(rawURL string) string {
+	host, port := "HOST", "PORT"
+	if u, err := url.Parse(rawURL); err == nil && (u.Scheme == "redis" || u.Scheme == "rediss") && u.Hostname() != "" {
+		host, port = u.Hostname(), u.Port()
+		if port == "" {
+			port = "6379"
+		}
+	}
+	cli := "redis-cli -h " + host + " -p " + port
+	if strings.HasPrefix(rawURL, "rediss") {
+		cli += " --tls"
+	}
+	return cli + " --user ADMIN --askpass"
+}
+
+// shellRules quotes the ACL rules that a shell would expand (~baton:*) or
+// act on (&baton:*), so that the fix can be pasted as it is.
+func shellRules(rules string) string {
+	fields := strings.Fields(rules)
+	for i, r := range fields {
+		if strings.ContainsAny(r, "*&~%") {
+			fields[i] = "'" + r + "'"
+		}
+	}
+	return strings.Join(fields, " ")
 }
 
 // infoField returns the value of a field of an INFO reply.

@@ -77,6 +77,13 @@ func TestRedisTopologies(t *testing.T) {
 		if code != 0 || !strings.Contains(out, `"name": "topo"`) {
 			t.Errorf("status via %s: exit %d:\n%s%s", url, code, out, stderr)
 		}
+		// doctor asks the primary, or one cluster node, about the user's rights.
+		code, out, stderr = runCLI(t, "doctor", "--backend", "redis", "--redis-url", url, "--name", "topo")
+		if got := doctorTable(t, out)["permissions "+url]; code != 0 || got.result != "PASS" {
+			t.Errorf("doctor via %s: exit %d, permissions row %+v, want PASS:\n%s%s", url, code, got, out, stderr)
+		} else if cl := strings.HasPrefix(url, "redis+cluster"); cl != strings.Contains(got.detail, "ACL users are set node by node") {
+			t.Errorf("doctor via %s: permissions row %q; want it to say that one node was asked if and only if the URL is a cluster's", url, got.detail)
+		}
 	}
 	for _, bad := range []string{"redis+sentinel://127.0.0.1:26379", "redis+cluster://127.0.0.1:7000"} {
 		if code, _, stderr := runCLI(t, "lock", "--backend", "redis", "--redis-url", bad, "--name", "topo", "--", "true"); code != cli.ExitUsage {
