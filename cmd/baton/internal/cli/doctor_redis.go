@@ -32,7 +32,7 @@ func redisChecks(ctx context.Context, urls []string, name string) []check {
 		p := persistenceCheck(ctx, u)
 		checks = append(checks, p)
 		if p.result == resultFail {
-			checks = append(checks, check{"permissions " + redactURL(u), resultSkip, "not checked: the server did not answer (see the persistence row)", ""})
+			checks = append(checks, check{"permissions " + redactURL(u), resultSkip, "not checked: the persistence row failed (its detail says why)", ""})
 			continue
 		}
 		checks = append(checks, permissionsCheck(ctx, u, name))

@@ -443,7 +443,7 @@ func TestDoctorRedisPersistence(t *testing.T) {
 		row(gone): {"FAIL", "unreachable: store unavailable: dial tcp " + strings.TrimPrefix(gone, "redis://") +
 			": connect: connection refused (nothing listens at that address: is the server running, and are the host and port right?)"},
 		"permissions " + on.URL(): {"PASS", `this user may run every command baton sends for lock "doctor-probe" (redisstore.ACLRules)`},
-		"permissions " + gone:     {"SKIP", "not checked: the server did not answer (see the persistence row)"},
+		"permissions " + gone:     {"SKIP", "not checked: the persistence row failed (its detail says why)"},
 	})
 }
 
@@ -451,7 +451,8 @@ func TestDoctorRedisPersistence(t *testing.T) {
 // redisstore.ACLRules, and fails, with exit 1 and the command that adds the
 // rules, for a user without one of them (+rpop, which rules copied from an
 // earlier release lack: Lock then fails only once 64 waiters are queued)
-// or without scripting; the store row passes for the first two.
+// or without scripting; the store row passes for the first two. With
+// refused credentials the persistence row fails and this one is skipped.
 func TestDoctorRedisPermissions(t *testing.T) {
 	t.Parallel()
 	rules := strings.Fields(redisstore.ACLRules)
@@ -459,35 +460,36 @@ func TestDoctorRedisPermissions(t *testing.T) {
 		testenv.RedisArgs(append([]string{"--user", "locker", "on", ">pw"}, rules...)...),
 		testenv.RedisArgs(append([]string{"--user", "older", "on", ">pw"}, slices.DeleteFunc(slices.Clone(rules), func(r string) bool { return r == "+rpop" })...)...),
 		testenv.RedisArgs("--user", "noscripts", "on", ">pw", "~*", "&*", "+@all", "-@scripting"))
-	as := func(user string) string { return "redis://" + user + ":pw@" + srv.Addr() }
-	row := func(user string) string { return "permissions redis://" + user + ":xxxxx@" + srv.Addr() }
+	host, port, _ := net.SplitHostPort(srv.Addr())
 	setuser := func(user string) string {
-		host, port, _ := net.SplitHostPort(srv.Addr())
 		return "redis-cli -h " + host + " -p " + port + " --user ADMIN --askpass ACL SETUSER " + user + " '~baton:*' '&baton:*' +@connection +evalsha"
 	}
 	for _, tc := range []struct {
-		user string
-		code int
-		want doctorRow
-		fix  string // a part of the row's fix; none if empty
+		user, password string
+		code           int
+		want           doctorRow
+		fix            string // a part of the row's fix; none if empty
 	}{
-		{"locker", 0, doctorRow{"PASS", `this user may run every command baton sends for lock "job" (redisstore.ACLRules)`}, ""},
-		{"older", 1, doctorRow{"FAIL", `no permission: redisstore: lock "job": permission denied by the store: this user may not run RPOP baton:{job}:queue; ` +
+		{"locker", "pw", 0, doctorRow{"PASS", `this user may run every command baton sends for lock "job" (redisstore.ACLRules)`}, ""},
+		{"older", "pw", 1, doctorRow{"FAIL", `no permission: redisstore: lock "job": permission denied by the store: this user may not run RPOP baton:{job}:queue; ` +
 			`give it the rules of redisstore.ACLRules (with the key and channel patterns ~baton:* &baton:* for the prefix "baton:")`}, setuser("older")},
-		{"noscripts", 1, doctorRow{"FAIL", `no permission: redisstore: check permissions for lock "job" (key baton:{job}:lock): permission denied by the store: ` +
+		{"noscripts", "pw", 1, doctorRow{"FAIL", `no permission: redisstore: check permissions for lock "job" (key baton:{job}:lock): permission denied by the store: ` +
 			`NOPERM this user has no permissions to run the 'evalsha' command; give the user the rules of redisstore.ACLRules`}, setuser("noscripts")},
+		{"locker", "wrong", 1, doctorRow{"SKIP", "not checked: the persistence row failed (its detail says why)"}, ""},
 	} {
-		t.Run(tc.user, func(t *testing.T) {
-			code, out, stderr := runCLI(t, "doctor", "--backend", "redis", "--redis-url", as(tc.user), "--name", "job")
+		t.Run(tc.user+":"+tc.password, func(t *testing.T) {
+			url := "redis://" + tc.user + ":" + tc.password + "@" + srv.Addr()
+			code, out, stderr := runCLI(t, "doctor", "--backend", "redis", "--redis-url", url, "--name", "job")
 			t.Logf("doctor:\n%s", out)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; stderr %s", code, tc.code, stderr)
 			}
-			wantRows(t, out, map[string]doctorRow{row(tc.user): tc.want})
-			if fix := doctorFix(out, row(tc.user)); !strings.Contains(fix, tc.fix) || (tc.fix == "") != (fix == "") {
+			row := "permissions " + strings.Replace(url, tc.password, "xxxxx", 1)
+			wantRows(t, out, map[string]doctorRow{row: tc.want})
+			if fix := doctorFix(out, row); !strings.Contains(fix, tc.fix) || (tc.fix == "") != (fix == "") {
 				t.Errorf("fix %q, want one with %q", fix, tc.fix)
 			}
-			if tc.user != "noscripts" {
+			if tc.user != "noscripts" && tc.password == "pw" {
 				if got := doctorTable(t, out)["store"]; got.result != "PASS" {
 					t.Errorf("store row %+v, want PASS: the user may read the lock", got)
 				}
