@@ -468,7 +468,9 @@
 // the prefix's key range (etcdctl role grant-permission --prefix ROLE
 // readwrite /baton/locks/). Leases need no further permission. Refused
 // operations fail with an error matching backend.ErrForbidden, which stops
-// the engine from retrying.
+// the engine from retrying. Store.CheckPermissions asks etcd, without
+// writing, whether the user may do what a lock needs (baton doctor's
+// permissions row).
 //
 // # Goroutines
 //
