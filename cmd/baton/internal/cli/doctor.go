@@ -23,8 +23,10 @@ DistributedLock CRD is installed (--backend crd), every verb the lock needs
 (with SelfSubjectAccessReview) and whether the lock name is already used by
 another application; on Redis, each server's persistence (INFO persistence)
 and whether the user may run every command the lock needs
-(redis.acl_check_cmd, Redis 7 or later); on etcd, each endpoint's status and version. Prints one row per check and,
-for each problem, the fix. Exits 1 if any check fails.`
+(redis.acl_check_cmd, Redis 7 or later); on etcd, each endpoint's status
+and version, and whether the user may read and write the lock's keys.
+Prints one row per check and, for each problem, the fix. Exits 1 if any
+check fails.`
 
 // The results of a check. SKIP marks a check that could not run because
 // an earlier row failed (its detail names the row).
@@ -107,7 +109,9 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 	case "redis", "redlock":
 		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name))...)
 	case "etcd":
-		checks = append(checks, etcdChecks(ctx, &f.etcd)...)
+		rows := etcdChecks(ctx, &f.etcd)
+		checks = append(checks, rows...)
+		checks = append(checks, etcdPermissionsCheck(ctx, st, probeName(f.name), rows))
 	}
 	return checks
 }

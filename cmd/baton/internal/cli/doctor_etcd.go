@@ -2,14 +2,18 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/storeerr"
 )
 
@@ -78,6 +82,31 @@ func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string
 			"see etcdctl alarm list and etcdctl endpoint status on that member; a NOSPACE alarm refuses every write until it is cleared"}, true
 	}
 	return check{label, resultPass, detail, ""}, true
+}
+
+// etcdPermissionsCheck asks etcd whether the user may read and write what
+// the lock name needs under the store's prefix (etcdstore's
+// CheckPermissions), unless the store could not be opened or no endpoint
+// answered (rows: the endpoints' rows).
+func etcdPermissionsCheck(ctx context.Context, st store, name string, rows []check) check {
+	const label = "permissions"
+	es, ok := st.(*etcdstore.Store)
+	if !ok {
+		return check{label, resultSkip, "not checked: the store could not be opened (see the store row)", ""}
+	}
+	if !slices.ContainsFunc(rows, func(c check) bool { return c.result != resultFail }) {
+		return check{label, resultSkip, "not checked: no endpoint answered (see the etcd rows)", ""}
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdCheckTimeout)
+	defer cancel()
+	if err := es.CheckPermissions(ctx, name); err != nil {
+		c := storeFailureNamed(label, err)
+		if errors.Is(err, backend.ErrForbidden) {
+			c.fix = "an administrator grants the user's role read and write permission on the prefix's key range: etcdctl --user root role grant-permission --prefix ROLE readwrite " + es.Prefix()
+		}
+		return c
+	}
+	return check{label, resultPass, fmt.Sprintf("this user may read the prefix %q and write the keys of lock %q", es.Prefix(), name), ""}
 }
 
 // storeFailureNamed is storeFailure for a row of another name.

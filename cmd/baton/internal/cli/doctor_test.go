@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	authzv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -519,6 +520,7 @@ func TestDoctorEtcd(t *testing.T) {
 		"store":                {"PASS", "reached etcd at " + e.Endpoint() + "," + gone},
 		"etcd " + e.Endpoint(): {"PASS", "etcd " + version + ", leader"},
 		"etcd " + gone:         {"WARN", refused(gone)},
+		"permissions":          {"PASS", `this user may read the prefix "/baton/locks/" and write the keys of lock "job"`},
 	})
 	if fix := doctorFix(out, "etcd "+gone); !strings.HasSuffix(fix, "then exit 69; the lock works meanwhile through the endpoints that answer") {
 		t.Errorf("the down endpoint's fix is %q", fix)
@@ -529,7 +531,67 @@ func TestDoctorEtcd(t *testing.T) {
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	wantRows(t, out, map[string]doctorRow{"etcd " + gone: {"FAIL", refused(gone)}})
+	rows := doctorTable(t, out)
+	if got := rows["etcd "+gone]; got != (doctorRow{"FAIL", refused(gone)}) {
+		t.Errorf("row %q: %+v", "etcd "+gone, got)
+	}
+	if got := rows["permissions"]; got.result != "SKIP" {
+		t.Errorf("permissions row %+v, want SKIP: no endpoint answered", got)
+	}
+}
+
+// A real etcd with authentication on: the permissions row passes for a
+// user whose role may read and write the prefix, and fails, with exit 1
+// and the grant that fixes it, for one that may only read it (whose store
+// row passes: it may read the lock).
+func TestDoctorEtcdPermissions(t *testing.T) {
+	t.Parallel()
+	e := testenv.StartEtcd(t)
+	ctx := t.Context()
+	root, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	prefix := "/baton/locks/"
+	must(root.RoleAdd(ctx, "root"))
+	must(root.UserAdd(ctx, "root", "root-pw"))
+	must(root.UserGrantRole(ctx, "root", "root"))
+	for role, perm := range map[string]clientv3.PermissionType{"locker": clientv3.PermissionType(clientv3.PermReadWrite), "reader": clientv3.PermissionType(clientv3.PermRead)} {
+		must(root.RoleAdd(ctx, role))
+		must(root.RoleGrantPermission(ctx, role, prefix, clientv3.GetPrefixRangeEnd(prefix), perm))
+		must(root.UserAdd(ctx, role, role+"-pw"))
+		must(root.UserGrantRole(ctx, role, role))
+	}
+	must(root.AuthEnable(ctx))
+	for _, tc := range []struct {
+		user string
+		code int
+		want doctorRow
+	}{
+		{"locker", 0, doctorRow{"PASS", `this user may read the prefix "/baton/locks/" and write the keys of lock "job"`}},
+		{"reader", 1, doctorRow{"FAIL", `no permission: etcdstore: lock "job": check permissions: permission denied by the store: etcdserver: permission denied ` +
+			`(the user needs read and write permission on the key range of the prefix "/baton/locks/": etcdctl role grant-permission --prefix ROLE readwrite /baton/locks/)`}},
+	} {
+		code, out, stderr := runCLI(t, "doctor", "--backend", "etcd", "--endpoints", e.Endpoint(), "--user", tc.user, "--password", tc.user+"-pw", "--name", "job")
+		t.Logf("doctor as %s:\n%s", tc.user, out)
+		if code != tc.code {
+			t.Errorf("%s: exit %d, want %d; stderr %s", tc.user, code, tc.code, stderr)
+		}
+		wantRows(t, out, map[string]doctorRow{"permissions": tc.want})
+		if got := doctorTable(t, out)["store"]; got.result != "PASS" {
+			t.Errorf("%s: store row %+v, want PASS: the user may read the lock", tc.user, got)
+		}
+		if fix := doctorFix(out, "permissions"); (tc.code == 1) != strings.Contains(fix, "role grant-permission --prefix ROLE readwrite /baton/locks/") {
+			t.Errorf("%s: permissions fix %q", tc.user, fix)
+		}
+	}
 }
 
 // etcdVersion is the version the test etcd binary reports.
