@@ -21,6 +21,10 @@ func TestMain(m *testing.M) {
 		// A child process of TestCrossProcessExclusion.
 		os.Exit(helperMain())
 	}
+	if dirs := os.Getenv(permHelperEnv); dirs != "" {
+		// A child process of TestPermissionDenied, run as another user.
+		os.Exit(permHelperMain(dirs))
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -81,6 +81,10 @@ func WithPermissions(perm fs.FileMode) Option {
 // New returns a Store on the directory dir, creating it (and its parents)
 // if it does not exist. It fails if dir is not a directory, is not
 // writable, or the platform is not supported (only Linux and macOS are).
+// Here and in every operation, a permission the file system refuses gives
+// an error matching backend.ErrForbidden (the engine does not retry it),
+// and a read-only file system one matching backend.ErrMisconfigured; both
+// name the directory and the fix.
 //
 // dir should be on a local file system that survives reboots if fencing
 // tokens are to keep increasing across reboots: not a tmpfs such as
@@ -123,10 +127,10 @@ func New(dir string, opts ...Option) (*Store, error) {
 	switch fi, err := os.Stat(abs); {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(abs, dirPerm(o.perm)); err != nil {
-			return nil, fmt.Errorf("file: creating lock directory: %w", err)
+			return nil, fmt.Errorf("file: creating lock directory: %w", fsError(err, abs))
 		}
 	case err != nil:
-		return nil, fmt.Errorf("file: lock directory: %w", err)
+		return nil, fmt.Errorf("file: lock directory: %w", fsError(err, abs))
 	case !fi.IsDir():
 		return nil, fmt.Errorf("file: lock directory %s is not a directory (mode %v)", abs, fi.Mode())
 	}
@@ -134,7 +138,7 @@ func New(dir string, opts ...Option) (*Store, error) {
 	// read-only mounts, ACLs or root.
 	probe, err := os.CreateTemp(abs, ".baton-probe-*")
 	if err != nil {
-		return nil, fmt.Errorf("file: lock directory %s is not writable: %w", abs, err)
+		return nil, fmt.Errorf("file: lock directory %s is not writable: %w", abs, fsError(err, abs))
 	}
 	_ = probe.Close()
 	if err := os.Remove(probe.Name()); err != nil {
@@ -357,7 +361,7 @@ func (s *Store) Get(ctx context.Context, key string) (backend.Record, error) {
 	p := s.paths(key)
 	_, r, err := s.read(key, p.record)
 	if err != nil {
-		return backend.Record{}, err
+		return backend.Record{}, fsError(err, s.dir)
 	}
 	now, err := s.now()
 	if err != nil {
@@ -387,7 +391,7 @@ func (s *Store) List(ctx context.Context) ([]backend.Record, error) {
 		return nil, nil // see ReadOnly
 	}
 	if err != nil {
-		return nil, fmt.Errorf("file: listing locks: %w", err)
+		return nil, fmt.Errorf("file: listing locks: %w", fsError(err, s.dir))
 	}
 	now, err := s.now()
 	if err != nil {

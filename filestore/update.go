@@ -58,7 +58,14 @@ type change func(p paths, old *record, now int64, slow bool) (*record, error)
 
 // update applies fn to key's record. It returns the record written (nil:
 // none) and the machine time of the read that fn's decision was based on.
+// A file system error is marked with its sentinel (fsError).
 func (s *Store) update(ctx context.Context, key string, fn change) (*record, int64, error) {
+	r, now, err := s.apply(ctx, key, fn)
+	return r, now, fsError(err, s.dir)
+}
+
+// apply is update without the marking of file system errors.
+func (s *Store) apply(ctx context.Context, key string, fn change) (*record, int64, error) {
 	if err := backend.ValidateName(key); err != nil {
 		return nil, 0, fmt.Errorf("file: %w", err)
 	}

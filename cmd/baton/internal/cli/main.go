@@ -33,7 +33,7 @@ const (
 	// another owner held the lock at its last attempt.
 	ExitHeld = 75
 	// ExitNoPermission (EX_NOPERM): the store refused the credentials or
-	// the operation (RBAC, ACL, etcd roles).
+	// the operation (RBAC, ACL, etcd roles, file modes).
 	ExitNoPermission = 77
 	// ExitConfig (EX_CONFIG): the store answers but the setup cannot work:
 	// a missing namespace or CRD, a TLS setup that fails.
@@ -55,7 +55,8 @@ const exitCodesHelp = `Exit codes:
         or at the last attempt when --wait ran out)
   75    "lock": another owner held the lock at the last attempt before --wait
         ran out
-  77    the store refused the credentials or the operation (RBAC, ACL, roles)
+  77    the store refused the credentials or the operation (RBAC, ACL, roles,
+        file modes)
   78    the store's setup cannot work: missing namespace or CRD, TLS failure
   126   CMD could not be started
   127   CMD was not found

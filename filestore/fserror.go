@@ -1,0 +1,42 @@
+package filestore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"github.com/baton-go/baton/backend"
+)
+
+// fsError marks err, which came from the file system while using the lock
+// directory dir, with the baton sentinel of its cause, and adds the fix: a
+// refused permission matches backend.ErrForbidden (so the engine stops
+// retrying and the CLI exits 77), a read-only file system
+// backend.ErrMisconfigured. Other errors, and errors already marked, are
+// returned as they are.
+func fsError(err error, dir string) error {
+	switch {
+	case err == nil, errors.Is(err, backend.ErrForbidden), errors.Is(err, backend.ErrMisconfigured):
+		return err
+	case errors.Is(err, fs.ErrPermission):
+		return &markedError{err: err, mark: backend.ErrForbidden, fix: fmt.Sprintf(
+			"this process (uid %d) may not read or write the lock directory %s or a file in it: run it as the user that owns them, or give that user read and write access (a directory shared by a group: WithPermissions)",
+			os.Geteuid(), dir)}
+	case errors.Is(err, syscall.EROFS):
+		return &markedError{err: err, mark: backend.ErrMisconfigured, fix: fmt.Sprintf(
+			"the lock directory %s is on a read-only file system: use a directory on a writable local file system", dir)}
+	}
+	return err
+}
+
+// markedError is an error of the file system that also matches a baton
+// sentinel, and says how to fix its cause.
+type markedError struct {
+	err, mark error
+	fix       string
+}
+
+func (e *markedError) Error() string   { return e.err.Error() + "; " + e.fix }
+func (e *markedError) Unwrap() []error { return []error{e.err, e.mark} }
