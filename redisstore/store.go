@@ -653,6 +653,9 @@ func (s *Store) wrap(name, key, op string, err error) error {
 			op, name, key, backend.ErrMisconfigured, schemeSentinel, err)
 	case strings.HasPrefix(msg, "NOPERM"), strings.Contains(msg, "user executing the script can't run this command"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w; give the user the rules of redisstore.ACLRules", op, name, key, backend.ErrForbidden, err)
+	case strings.Contains(msg, "DB index is out of range"):
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the URL selects a database the server does not have (%v): use a database number below the server's databases setting (16 unless redis.conf says otherwise), or raise that setting",
+			op, name, key, backend.ErrMisconfigured, err)
 	case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w", op, name, key, backend.ErrForbidden, err)
 	}

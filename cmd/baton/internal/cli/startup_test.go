@@ -11,6 +11,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/baton-go/baton/cmd/baton/internal/cli"
+	"github.com/baton-go/baton/internal/testenv"
 )
 
 // closedPort returns a loopback address where nothing listens.
@@ -83,12 +84,14 @@ func TestUnreachableStore(t *testing.T) {
 func TestMisconfiguredStore(t *testing.T) {
 	t.Parallel()
 	kc, _ := kubeconfig(t)
+	redisURL := testenv.StartRedis(t).URL()
 	for _, tc := range []struct {
 		name string
 		args []string
 		code int
 		want string
 	}{
+		{"redis database out of range", []string{"--backend", "redis", "--redis-url", redisURL + "/99"}, cli.ExitConfig, "use a database number below the server's databases setting"},
 		{"missing namespace", []string{"--backend", "lease", "--kubeconfig", kc, "-n", "no-such-ns"}, cli.ExitConfig, `namespace "no-such-ns" does not exist`},
 		{"missing kubeconfig", []string{"--backend", "lease", "--kubeconfig", filepath.Join(t.TempDir(), "missing")}, cli.ExitConfig, "missing"},
 		{"redis URL without a scheme", []string{"--backend", "redis", "--redis-url", "localhost:16390"}, cli.ExitUsage, `--redis-url "localhost:16390"`},
