@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/baton-go/baton/backend"
@@ -33,7 +34,7 @@ func (a *app) openReachable(ctx context.Context, f *storeFlags, name string, tim
 			}
 			closeStore(st)
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				err = fmt.Errorf("%w: no answer: %w", backend.ErrUnavailable, err)
+				err = fmt.Errorf("%w: no answer: %w%s", backend.ErrUnavailable, err, f.noAnswerHint())
 			}
 		}
 		if !errors.Is(err, backend.ErrUnavailable) {
@@ -78,4 +79,16 @@ func exitCodeOf(err error) int {
 		return ExitUnavailable
 	}
 	return ExitFailure
+}
+
+// noAnswerHint is what a store that did not answer in time may mean beyond
+// the usual causes, for these flags: a rediss:// URL to a server without
+// TLS on that port never gets an answer to its TLS handshake.
+func (f *storeFlags) noAnswerHint() string {
+	for _, u := range f.redisURLs {
+		if strings.HasPrefix(u, "rediss") {
+			return " (a rediss:// URL: a server that does not speak TLS on that port never answers the handshake; use redis:// for it)"
+		}
+	}
+	return ""
 }

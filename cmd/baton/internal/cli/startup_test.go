@@ -139,3 +139,15 @@ func TestUnreachableWaitZero(t *testing.T) {
 		t.Errorf("exit %d, want %d after one attempt:\n%s", code, cli.ExitUnavailable, stderr)
 	}
 }
+
+// A rediss:// URL to a server without TLS: the handshake gets no answer,
+// so the store counts as unreachable (exit 69), and the message says what
+// a TLS URL to a plain port does.
+func TestRedisTLSToPlainServer(t *testing.T) {
+	t.Parallel()
+	url := strings.Replace(testenv.StartRedis(t).URL(), "redis://", "rediss://", 1)
+	code, _, stderr := runCLI(t, "lock", "--backend", "redis", "--redis-url", url, "--name", "job", "--connect-timeout", "1s", "--", "true")
+	if code != cli.ExitUnavailable || !strings.Contains(stderr, "never answers the handshake; use redis://") {
+		t.Errorf("exit %d, want %d naming the TLS handshake:\n%s", code, cli.ExitUnavailable, stderr)
+	}
+}
