@@ -6,10 +6,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/baton-go/baton/backend"
@@ -267,7 +269,7 @@ func diagnose(ctx context.Context, endpoint string, tc *tls.Config) error {
 	}
 	defer conn.Close()
 	if tc == nil {
-		return nil
+		return plainProblem(conn, host)
 	}
 	tc = tc.Clone()
 	if tc.ServerName == "" {
@@ -276,6 +278,12 @@ func diagnose(ctx context.Context, endpoint string, tc *tls.Config) error {
 	tc.NextProtos = []string{"h2"}
 	tconn := tls.Client(conn, tc)
 	if err := tconn.HandshakeContext(ctx); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+			// etcd without TLS on this port reads the client hello as a
+			// malformed HTTP/2 preface and hangs up.
+			return fmt.Errorf("%w: TLS handshake with %s: %w (the server closed the connection: it does not serve TLS on this port, so use an http:// endpoint, or it refused this client)",
+				backend.ErrMisconfigured, host, err)
+		}
 		return fmt.Errorf("TLS handshake with %s: %w", host, err)
 	}
 	// TLS 1.3 servers report a missing client certificate only on the
@@ -285,6 +293,27 @@ func diagnose(ctx context.Context, endpoint string, tc *tls.Config) error {
 		return fmt.Errorf("TLS with %s: %w", host, err)
 	}
 	return nil
+}
+
+// plainProblem sends the HTTP/2 preface a plain gRPC client starts with on
+// conn and reads the first byte of the answer: etcd without TLS answers
+// with a SETTINGS frame, a TLS server with an alert or by hanging up. It
+// returns an error naming the fix for the second, and nil otherwise.
+func plainProblem(conn net.Conn, host string) error {
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := io.WriteString(conn, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"); err != nil {
+		return nil
+	}
+	b := make([]byte, 1)
+	_, err := conn.Read(b)
+	const fix = "use an https:// endpoint (with the CA file that signed its certificate)"
+	switch {
+	case err == nil && b[0] == 0x15: // a TLS alert record
+		return fmt.Errorf("%w: %s answered a plain connection with a TLS alert: it serves TLS on this port, so %s", backend.ErrMisconfigured, host, fix)
+	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+		return fmt.Errorf("%w: %s hung up on a plain HTTP/2 connection, as a TLS server does: if it serves TLS, %s; if not, it is not an etcd client port", backend.ErrMisconfigured, host, fix)
+	}
+	return nil // a frame, or no answer yet: not a refusal
 }
 
 // OpenStore is Open followed by New: what a command-line tool calls for

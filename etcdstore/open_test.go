@@ -3,6 +3,7 @@ package etcdstore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,7 +81,16 @@ func TestTLS(t *testing.T) {
 	cfg := etcdstore.Config{Endpoints: srv.Endpoints(), CAFile: files.CAFile}
 	useLock(t, openOK(t, cfg), etcdstore.WithPrefix(freshPrefix(t)))
 	openFails(t, "without the CA (system roots)", etcdstore.Config{Endpoints: srv.Endpoints()})
-	openFails(t, "over plain TCP", etcdstore.Config{Endpoints: []string{srv.Addr()}})
+	if err := openFails(t, "over plain TCP", etcdstore.Config{Endpoints: []string{srv.Addr()}}); !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "use an https:// endpoint") {
+		t.Errorf("plain TCP to a TLS server: %v, want ErrMisconfigured naming https://", err)
+	}
+	// An https:// endpoint on a server without TLS is a misconfiguration
+	// that names the scheme, not a server that does not answer.
+	plain := startEtcd(t)
+	err := openFails(t, "with TLS to a server without it", etcdstore.Config{Endpoints: []string{"https://" + plain.Addr()}, CAFile: files.CAFile})
+	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "use an http:// endpoint") {
+		t.Errorf("TLS to a server without it: %v, want ErrMisconfigured naming http://", err)
+	}
 }
 
 func TestMutualTLS(t *testing.T) {
