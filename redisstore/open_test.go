@@ -183,4 +183,13 @@ func TestTLS(t *testing.T) {
 	if _, err := untrusted.TryAcquire(ctx, "tls", request("x", time.Minute)); err == nil {
 		t.Error("TryAcquire over TLS with an untrusted certificate succeeded")
 	}
+
+	// A plain redis:// URL to the TLS port: the server hangs up, and Get
+	// (the CLI's first request) says to use rediss://.
+	plain := openURLs(t, []string{strings.Replace(url, "rediss://", "redis://", 1)}, redisstore.WithClientOptions(func(o *redis.Options) {
+		o.MaxRetries = -1
+	}))
+	if _, err := plain.Get(ctx, "tls"); !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "use a rediss:// URL") {
+		t.Errorf("Get over plain TCP from a TLS port: %v, want ErrMisconfigured naming rediss://", err)
+	}
 }

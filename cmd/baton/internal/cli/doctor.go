@@ -106,7 +106,20 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 		case f.kube.loaded != nil: // else the store row says why there is no client configuration
 			checks = append(checks, a.kubeChecks(ctx, f)...)
 		}
-	case "redis", "redlock":
+	case "redis":
+		if errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrMisconfigured) {
+			// One server, which the store row could not reach or talk to:
+			// its rows would only repeat that failure with less of its
+			// cause. (A refusal keeps them: the permissions row names
+			// what is missing.)
+			u := redactURL(f.redisURLs[0])
+			checks = append(checks,
+				check{"persistence " + u, resultSkip, "not checked: the store row failed (its detail says why)", ""},
+				check{"permissions " + u, resultSkip, "not checked: the store row failed (its detail says why)", ""})
+			break
+		}
+		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name))...)
+	case "redlock":
 		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name))...)
 	case "etcd":
 		rows := etcdChecks(ctx, &f.etcd)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/cmd/baton/internal/cli"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
 )
@@ -612,4 +613,31 @@ func etcdVersion(t *testing.T) string {
 	}
 	t.Fatalf("%s --version says no version:\n%s", bin, out)
 	return ""
+}
+
+// A redis:// URL to a server that serves TLS: the store row fails as a
+// misconfiguration naming rediss://, and the server's rows are skipped
+// rather than repeating a bare EOF.
+func TestDoctorRedisPlainToTLS(t *testing.T) {
+	t.Parallel()
+	files, _ := testenv.WriteTLSFiles(t)
+	url := strings.Replace(testenv.StartRedis(t, testenv.WithRedisTLS(files)).URL(), "rediss://", "redis://", 1)
+	code, out, _ := runCLI(t, "doctor", "--backend", "redis", "--redis-url", url, "--name", "job")
+	t.Logf("doctor:\n%s", out)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	rows := doctorTable(t, out)
+	if got := rows["store"]; got.result != "FAIL" || !strings.HasPrefix(got.detail, "misconfigured: ") || !strings.Contains(got.detail, "use a rediss:// URL") {
+		t.Errorf("store row %+v, want FAIL naming rediss://", got)
+	}
+	for _, r := range []string{"persistence " + url, "permissions " + url} {
+		if got := rows[r]; got != (doctorRow{"SKIP", "not checked: the store row failed (its detail says why)"}) {
+			t.Errorf("row %q: %+v, want SKIP", r, got)
+		}
+	}
+	// baton lock exits at once with the code of a setup that cannot work.
+	if code, _, stderr := runCLI(t, "lock", "--backend", "redis", "--redis-url", url, "--name", "job", "--", "true"); code != cli.ExitConfig {
+		t.Errorf("lock: exit %d, want %d:\n%s", code, cli.ExitConfig, stderr)
+	}
 }
