@@ -653,6 +653,10 @@ func (s *Store) wrap(name, key, op string, err error) error {
 			op, name, key, backend.ErrMisconfigured, schemeSentinel, err)
 	case strings.HasPrefix(msg, "NOPERM"), strings.Contains(msg, "user executing the script can't run this command"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w; give the user the rules of redisstore.ACLRules", op, name, key, backend.ErrForbidden, err)
+	case errors.Is(err, redis.Nil) && strings.Contains(msg, "all sentinels"):
+		// go-redis's wording; the sentinels did answer, with no address.
+		return fmt.Errorf("redisstore: %s lock %q: %w: the sentinels answered, but none monitors a primary by the name the URL gives (%v): write the name of their `sentinel monitor NAME ...` after the URL's last / (redis-cli -h SENTINEL -p PORT SENTINEL MASTERS lists them)",
+			op, name, backend.ErrMisconfigured, err)
 	case strings.Contains(msg, "DB index is out of range"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the URL selects a database the server does not have (%v): use a database number below the server's databases setting (16 unless redis.conf says otherwise), or raise that setting",
 			op, name, key, backend.ErrMisconfigured, err)

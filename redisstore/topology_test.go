@@ -98,6 +98,13 @@ func TestTopologyBadInput(t *testing.T) {
 		}
 	}
 	topo := testenv.StartRedisSentinel(t)
+	// Sentinels that monitor no primary by the URL's name answer with no
+	// address: a misconfiguration naming the fix, not "unreachable".
+	url := topo.URL()
+	wrongName := openURL(t, url[:strings.LastIndex(url, "/")+1]+"no-such-primary", uniquePrefix())
+	if _, err := wrongName.Get(context.Background(), "job"); !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "none monitors a primary by the name the URL gives") {
+		t.Errorf("Get through sentinels with a wrong primary name: %v; want ErrMisconfigured naming the name", err)
+	}
 	replica := openURL(t, "redis://"+topo.Servers[1].Addr(), uniquePrefix())
 	_, err := replica.TryAcquire(context.Background(), "job", request("a", time.Minute))
 	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "read-only replica") {
