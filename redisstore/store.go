@@ -657,6 +657,12 @@ func (s *Store) wrap(name, key, op string, err error) error {
 		// go-redis's wording; the sentinels did answer, with no address.
 		return fmt.Errorf("redisstore: %s lock %q: %w: the sentinels answered, but none monitors a primary by the name the URL gives (%v): write the name of their `sentinel monitor NAME ...` after the URL's last / (redis-cli -h SENTINEL -p PORT SENTINEL MASTERS lists them)",
 			op, name, backend.ErrMisconfigured, err)
+	case strings.Contains(msg, "cluster support disabled"):
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %v: the server is not a Redis Cluster node: give a single server as redis://host:port, or a Sentinel-managed primary as redis+sentinel://",
+			op, name, key, backend.ErrMisconfigured, err)
+	case (strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")) && !s.isCluster():
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %v: the server is a Redis Cluster node, which a client of one server cannot follow: give the cluster as redis+cluster://N1:PORT,N2:PORT,... (or build the Store on a *redis.ClusterClient)",
+			op, name, key, backend.ErrMisconfigured, err)
 	case strings.Contains(msg, "DB index is out of range"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the URL selects a database the server does not have (%v): use a database number below the server's databases setting (16 unless redis.conf says otherwise), or raise that setting",
 			op, name, key, backend.ErrMisconfigured, err)
@@ -664,6 +670,13 @@ func (s *Store) wrap(name, key, op string, err error) error {
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w", op, name, key, backend.ErrForbidden, err)
 	}
 	return fmt.Errorf("redisstore: %s lock %q (key %s): %w", op, name, key, storeerr.Classify(err))
+}
+
+// isCluster reports whether the Store's client is a Redis Cluster's, which
+// follows MOVED and ASK redirections itself.
+func (s *Store) isCluster() bool {
+	_, ok := s.client.(*redis.ClusterClient)
+	return ok
 }
 
 // reply reads the array a script returned.

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +110,32 @@ func TestTopologyBadInput(t *testing.T) {
 	_, err := replica.TryAcquire(context.Background(), "job", request("a", time.Minute))
 	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "read-only replica") {
 		t.Errorf("TryAcquire on a replica: %v; want ErrMisconfigured naming the replica", err)
+	}
+}
+
+// A cluster URL to a server without cluster support, and a plain URL to a
+// cluster node, are misconfigurations that name the URL form to use.
+func TestTopologyMismatch(t *testing.T) {
+	ctx := t.Context()
+	single := testenv.StartRedis(t)
+	s := openURL(t, "redis+cluster://"+single.Addr()+","+single.Addr(), uniquePrefix())
+	if _, err := s.Get(ctx, "job"); !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "not a Redis Cluster node") {
+		t.Errorf("a cluster URL to a single server: %v; want ErrMisconfigured naming redis://", err)
+	}
+	cluster := testenv.StartRedisCluster(t, 3)
+	node := openURL(t, "redis://"+cluster.Nodes[0].Addr(), uniquePrefix())
+	moved := 0
+	for i := range 20 { // about two thirds of the names hash to the other two nodes
+		_, err := node.Get(ctx, fmt.Sprintf("job%d", i))
+		switch {
+		case err == nil, errors.Is(err, backend.ErrNotFound):
+		case errors.Is(err, backend.ErrMisconfigured) && strings.Contains(err.Error(), "redis+cluster://"):
+			moved++
+		default:
+			t.Errorf("a plain URL to a cluster node, lock job%d: %v; want ErrMisconfigured naming redis+cluster://", i, err)
+		}
+	}
+	if moved == 0 {
+		t.Error("no name of 20 hashed to another node")
 	}
 }
