@@ -47,7 +47,10 @@
 // namespace (the default; see below). Do not put the directory on NFS or
 // another network file system: flock there is emulated or local to one
 // client, and the clock below is not shared across machines. Use the
-// Kubernetes, etcd or Redis backends across machines.
+// Kubernetes, etcd or Redis backends across machines. Store.FileSystem
+// says whether the directory is on a network or in-memory file system
+// (baton doctor warns about both); New does not refuse them, since
+// processes all on one machine may share, say, an NFS home directory.
 //
 // Processes that can open the lock files can hold their flock and so block
 // a lock; processes that can write the directory can rewrite records. New

@@ -18,7 +18,8 @@ import (
 
 const doctorLong = `Check that baton can work here, without taking any lock: the timing
 settings, the identity and the store's reachability (and the lock's holder
-with --name); on Kubernetes, that the namespace exists, that the
+with --name); on the file backend, the lock directory's file system (not a
+network one, not one in memory); on Kubernetes, that the namespace exists, that the
 DistributedLock CRD is installed (--backend crd), every verb the lock needs
 (with SelfSubjectAccessReview) and whether the lock name is already used by
 another application; on Redis, each server's persistence (INFO persistence)
@@ -99,6 +100,8 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 		}
 	}
 	switch f.backend {
+	case "file":
+		checks = append(checks, fileSystemCheck(st))
 	case "lease", "configmap", "crd":
 		switch {
 		case errors.Is(err, backend.ErrUnavailable):

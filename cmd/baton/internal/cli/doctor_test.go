@@ -229,12 +229,27 @@ func TestDoctorFile(t *testing.T) {
 		"store": {"PASS", fmt.Sprintf(`reached file store %s; lock "busy" is held by "pod-1" (token %d)`, shared, l.Token())},
 	})
 
-	code, out, stderr := runCLI(t, "doctor", "--dir", t.TempDir(), "--name", "x", "--ttl", "30s")
-	if code != 0 || !strings.Contains(out, "TTL 30s, renew deadline 20s") || !strings.Contains(out, "store     PASS") {
+	dir := t.TempDir()
+	code, out, stderr := runCLI(t, "doctor", "--dir", dir, "--name", "x", "--ttl", "30s")
+	rows := doctorTable(t, out)
+	if code != 0 || !strings.Contains(out, "TTL 30s, renew deadline 20s") || rows["store"].result != "PASS" {
 		t.Errorf("doctor on the file backend: exit %d, stderr %s, output:\n%s", code, stderr, out)
 	}
+	// The lock directory's file system: a local one passes; one in memory
+	// warns (tokens restart after a reboot). A network one warns too (not
+	// tested: no NFS mount here; the names are filestore's TestFileSystem).
+	if got := rows["file system"]; got.result != "PASS" || !strings.HasPrefix(got.detail, dir+" is on ") {
+		t.Errorf("file system row %+v, want PASS", got)
+	}
+	if shm, err := os.MkdirTemp("/dev/shm", "baton-doctor-"); err == nil {
+		defer os.RemoveAll(shm)
+		code, out, _ := runCLI(t, "doctor", "--dir", shm)
+		if got := doctorTable(t, out)["file system"]; code != 0 || got.result != "WARN" || !strings.Contains(got.detail, "is on tmpfs, in memory") {
+			t.Errorf("doctor on /dev/shm: exit %d, file system row %+v, want WARN", code, got)
+		}
+	}
 	code, out, _ = runCLI(t, "doctor", "--dir", t.TempDir(), "--identity", "fixed", "--ttl", "10s", "--renew-deadline", "10s")
-	if code != 1 || !strings.Contains(out, "renew deadline 10s must be shorter than TTL 10s") || !strings.Contains(out, "identity  WARN") {
+	if code != 1 || !strings.Contains(out, "renew deadline 10s must be shorter than TTL 10s") || doctorTable(t, out)["identity"].result != "WARN" {
 		t.Errorf("doctor with bad timing: exit %d, output:\n%s", code, out)
 	}
 }

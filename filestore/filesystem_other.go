@@ -1,0 +1,5 @@
+//go:build !linux && !darwin
+
+package filestore
+
+func fileSystemOf(string) (FileSystem, error) { return FileSystem{}, errUnsupported }
