@@ -94,3 +94,34 @@ func TestStatusAsNobody(t *testing.T) {
 		t.Errorf("status as nobody with HOME=/nonexistent: exit %d:\n%s\nwant %q", code, out, want)
 	}
 }
+
+// baton lock as a user that may not write the lock directory, or open the
+// files of a lock root made (mode 0600), exits at once with the permission
+// code and names the fix, instead of exit 1 and a bare "permission denied".
+func TestLockAsNobodyForbidden(t *testing.T) {
+	t.Parallel()
+	readOnly, shared := t.TempDir(), t.TempDir()
+	st, err := filestore.New(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.TryAcquire(context.Background(), "nightly", backend.Request{Holder: "root-job", Nonce: "n", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{readOnly, shared} {
+		for ; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, dir string }{{"a directory it may not write", readOnly}, {"a lock root made", shared}} {
+		code, out := asNobody(t, "lock", "--dir", tc.dir, "--name", "nightly", "--wait", "0", "--", "true")
+		if code != 77 || !strings.Contains(out, "may not read or write the lock directory "+tc.dir) {
+			t.Errorf("lock as nobody on %s: exit %d, want 77 naming the fix:\n%s", tc.name, code, out)
+		}
+	}
+}
