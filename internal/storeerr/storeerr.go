@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -78,6 +79,8 @@ func unreachable(err error) (hint string, ok bool) {
 		return "no route to the host: check the address and the network", true
 	case errors.Is(err, syscall.ETIMEDOUT):
 		return "the connection timed out: check the address, the network and firewalls", true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "the server closed the connection: a restart, a proxy, or a limit on connections such as Redis maxclients", true
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {

@@ -30,6 +30,31 @@ func TestRefused(t *testing.T) {
 	}
 }
 
+// A server that accepts and closes the connection at once (a restart, a
+// connection limit): the read's EOF means the store is unavailable for now.
+func TestClosedByServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	conn, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = conn.Read(make([]byte, 1))
+	got := storeerr.Classify(err)
+	if !errors.Is(got, backend.ErrUnavailable) || !strings.Contains(got.Error(), "the server closed the connection") {
+		t.Errorf("Classify(%v) = %v; want ErrUnavailable saying the server closed the connection", err, got)
+	}
+}
+
 func TestUnknownHost(t *testing.T) {
 	_, err := net.DefaultResolver.LookupHost(context.Background(), "no-such-host.invalid")
 	got := storeerr.Classify(err)
