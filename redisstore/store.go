@@ -669,7 +669,34 @@ func (s *Store) wrap(name, key, op string, err error) error {
 	case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w", op, name, key, backend.ErrForbidden, err)
 	}
+	if why, ok := busyServer(msg); ok {
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w (%s)", op, name, key, backend.ErrUnavailable, err, why)
+	}
 	return fmt.Errorf("redisstore: %s lock %q (key %s): %w", op, name, key, storeerr.Classify(err))
+}
+
+// busyServer recognises the answers of a server that cannot serve a
+// request now but will (loading its data, running a long script, a
+// replica without its primary, a cluster failing over or resharding,
+// too few replicas for min-replicas-to-write, memory full, a full
+// connection table), and says why: the engine retries them, and the CLI
+// counts the store as unavailable, not as an unknown failure.
+func busyServer(msg string) (string, bool) {
+	for _, b := range []struct{ prefix, why string }{
+		{"LOADING ", "the server is loading its data after a restart"},
+		{"BUSY ", "a script or function is running on the server (SCRIPT KILL or FUNCTION KILL ends one that has not written)"},
+		{"MASTERDOWN ", "the replica lost its link to its primary"},
+		{"TRYAGAIN ", "the cluster is moving the lock's hash slot"},
+		{"CLUSTERDOWN ", "the cluster cannot serve the lock's hash slot now"},
+		{"NOREPLICAS ", "fewer replicas than min-replicas-to-write are connected"},
+		{"OOM ", "the server reached maxmemory with a policy that evicts nothing"},
+		{"ERR max number of clients reached", "the server has maxclients connections"},
+	} {
+		if strings.HasPrefix(msg, b.prefix) {
+			return b.why, true
+		}
+	}
+	return "", false
 }
 
 // isCluster reports whether the Store's client is a Redis Cluster's, which
