@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -22,8 +23,8 @@ import (
 // A TLS server closes a plain connection on its first bytes, which go-redis
 // reports as a bare EOF. Get calls it, as the first request of the CLI
 // and of doctor; the probe dials once, sends nothing but a client hello,
-// and gives up after a second.
-func (s *Store) plainToTLS(err error) error {
+// and gives up after a second, or when ctx ends.
+func (s *Store) plainToTLS(ctx context.Context, err error) error {
 	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
 		return err
 	}
@@ -32,10 +33,10 @@ func (s *Store) plainToTLS(err error) error {
 		return err
 	}
 	addr := c.Options().Addr
-	d := &net.Dialer{Timeout: time.Second}
 	// Only whether the server speaks TLS is asked: no data is sent over
 	// the connection, so its certificate need not be verified.
-	conn, herr := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: time.Second}, Config: &tls.Config{InsecureSkipVerify: true}}
+	conn, herr := d.DialContext(ctx, "tcp", addr)
 	if herr != nil {
 		return err
 	}
