@@ -19,15 +19,15 @@ import (
 const doctorLong = `Check that baton can work here, without taking any lock: the timing
 settings, the identity and the store's reachability (and the lock's holder
 with --name); on the file backend, the lock directory's file system (not a
-network one, not one in memory); on Kubernetes, that the namespace exists, that the
-DistributedLock CRD is installed (--backend crd), every verb the lock needs
-(with SelfSubjectAccessReview) and whether the lock name is already used by
-another application; on Redis, each server's persistence (INFO persistence)
-and whether the user may run every command the lock needs
-(redis.acl_check_cmd, Redis 7 or later); on etcd, each endpoint's status
-and version, and whether the user may read and write the lock's keys.
-Prints one row per check and, for each problem, the fix. Exits 1 if any
-check fails.`
+network one, not one in memory); on Kubernetes, that the namespace exists,
+that the DistributedLock CRD is installed (--backend crd), every verb the
+lock needs (with SelfSubjectAccessReview) and whether the lock name is
+already used by another application; on Redis, each server's persistence
+(INFO persistence) and whether the user may run every command the lock
+needs (redis.acl_check_cmd, Redis 7 or later); on etcd, each endpoint's
+status and version, and whether the user may read and write the lock's
+keys. Prints one row per check and, for each problem, the fix. Exits 1 if
+any check fails.`
 
 // The results of a check. SKIP marks a check that could not run because
 // an earlier row failed (its detail names the row).
