@@ -91,6 +91,11 @@
 //	redlock    Redlock over an odd number (at least 3) of independent Redis
 //	           servers: --redis-url once per server
 //
+// A flag of another backend than the one selected is a usage error (exit
+// 2), never ignored: --redis-url without --backend redis would otherwise
+// lock on this machine only, where every other machine may take the same
+// lock.
+//
 // The Kubernetes backends load their connection like kubectl: --kubeconfig,
 // else $KUBECONFIG, else ~/.kube/config, else the pod's service account;
 // --context and -n/--namespace override the kubeconfig's. --app names the

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,7 +58,6 @@ func DefaultDir() string {
 	return filepath.Join(os.TempDir(), "baton-"+strconv.Itoa(uid))
 }
 
-// storeFlags select a backend.
 // isDir reports whether path is an existing directory: a home such as
 // /nonexistent (the home of system users) is none.
 func isDir(path string) bool {
@@ -65,6 +65,7 @@ func isDir(path string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// storeFlags select a backend.
 type storeFlags struct {
 	backend   string
 	dir       string
@@ -73,9 +74,11 @@ type storeFlags struct {
 	redisURLs []string
 	// readOnly opens the file backend for reading only (status).
 	readOnly bool
+	fs       *pflag.FlagSet // to tell flags given from defaults; nil in tests that fill the fields
 }
 
 func (f *storeFlags) register(fs *pflag.FlagSet) {
+	f.fs = fs
 	fs.StringVar(&f.backend, "backend", "file", "coordination store: file (one machine); lease, configmap or crd (Kubernetes; crd is the DistributedLock resource); etcd; redis or redlock")
 	fs.StringVar(&f.dir, "dir", "", dirHelp)
 	f.kube.register(fs)
@@ -84,6 +87,12 @@ func (f *storeFlags) register(fs *pflag.FlagSet) {
 }
 
 func (f *storeFlags) validate() error {
+	if !slices.Contains(backends, f.backend) {
+		return usageErrorf("unknown backend %q (available: %s)", f.backend, strings.Join(backends, ", "))
+	}
+	if err := f.checkForeignFlags(); err != nil {
+		return err
+	}
 	switch f.backend {
 	case "file":
 		if f.dir == "" {
@@ -103,8 +112,60 @@ func (f *storeFlags) validate() error {
 			return usageErrorf("--backend redlock needs an odd number of --redis-url, at least 3 (independent servers), got %d", n)
 		}
 		return checkRedisURLs(f.redisURLs)
-	default:
-		return usageErrorf("unknown backend %q (available: %s)", f.backend, strings.Join(backends, ", "))
+	}
+	return nil
+}
+
+// checkForeignFlags refuses a flag given on the command line that the
+// selected backend would ignore: --redis-url without --backend redis
+// would otherwise lock on this machine only (the file backend, the
+// default), where any other machine could take the same lock.
+func (f *storeFlags) checkForeignFlags() error {
+	if f.fs == nil {
+		return nil
+	}
+	var err error
+	f.fs.Visit(func(fl *pflag.Flag) {
+		readers := backendsReading(fl.Name)
+		if err != nil || readers == nil || slices.Contains(readers, f.backend) {
+			return
+		}
+		choice := readers[0]
+		if len(readers) > 1 {
+			choice += " (or " + strings.Join(readers[1:], ", ") + ")"
+		}
+		if f.fs.Changed("backend") {
+			err = usageErrorf("--%s is read only by the %s, and --backend is %s: drop --%s, or use --backend %s",
+				fl.Name, backendNames(readers), f.backend, fl.Name, choice)
+			return
+		}
+		err = usageErrorf("--%s is read only by the %s, and no --backend was given, so the backend is file (this machine only): add --backend %s, or drop --%s",
+			fl.Name, backendNames(readers), choice, fl.Name)
+	})
+	return err
+}
+
+// backendNames names backends in a sentence: "etcd backend", "redis and
+// redlock backends".
+func backendNames(names []string) string {
+	if len(names) == 1 {
+		return names[0] + " backend"
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1] + " backends"
+}
+
+// backendsReading returns the backends that read flag name, or nil if
+// every backend does (or it is not a store flag).
+func backendsReading(name string) []string {
+	switch name {
+	case "dir":
+		return []string{"file"}
+	case "kubeconfig", "context", "namespace", "app":
+		return []string{"lease", "configmap", "crd"}
+	case "endpoints", "cacert", "cert", "key", "user", "password", "fair":
+		return []string{"etcd"}
+	case "redis-url":
+		return []string{"redis", "redlock"}
 	}
 	return nil
 }
@@ -186,11 +247,9 @@ type lockFlags struct {
 	// connectTimeout bounds the retries of an unreachable store at
 	// start-up (see openReachable).
 	connectTimeout time.Duration
-	fs             *pflag.FlagSet // to tell flags given from defaults
 }
 
 func (f *lockFlags) register(fs *pflag.FlagSet) {
-	f.fs = fs
 	fs.StringVar(&f.name, "name", "", "lock name (required): lower-case letters, digits, '-' and '.', at most 253 characters")
 	f.storeFlags.register(fs)
 	fs.StringVar(&f.identity, "identity", "", "holder identity shown to others (default: host name plus a random suffix)")

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -59,6 +60,18 @@ func TestUsageErrors(t *testing.T) {
 			`--backend redis needs exactly one --redis-url, got 0`},
 		{[]string{"run", "--name", "x", "--backend", "redlock", "--redis-url", "redis://a:1", "--redis-url", "redis://b:1", "--", "true"},
 			`--backend redlock needs an odd number of --redis-url, at least 3 (independent servers), got 2`},
+		// A flag that the backend in use would ignore: without --backend,
+		// --redis-url would lock on this machine only.
+		{[]string{"lock", "--name", "x", "--redis-url", "redis://127.0.0.1:1", "--", "true"},
+			`--redis-url is read only by the redis and redlock backends, and no --backend was given, so the backend is file (this machine only): add --backend redis (or redlock), or drop --redis-url`},
+		{[]string{"doctor", "--endpoints", "http://127.0.0.1:1"},
+			`--endpoints is read only by the etcd backend, and no --backend was given`},
+		{[]string{"release", "x", "--force", "-n", "jobs"},
+			`--namespace is read only by the lease, configmap and crd backends, and no --backend was given, so the backend is file (this machine only): add --backend lease (or configmap, crd), or drop --namespace`},
+		{[]string{"status", "--backend", "etcd", "--endpoints", "127.0.0.1:1", "--dir", dir},
+			`--dir is read only by the file backend, and --backend is etcd: drop --dir, or use --backend file`},
+		{[]string{"run", "--name", "x", "--backend", "redis", "--redis-url", "redis://a:1", "--fair=false", "--", "true"},
+			`--fair is read only by the etcd backend, and --backend is redis: drop --fair, or use --backend etcd`},
 		{[]string{"run", "--name", "x", "--http", "8080", "--", "true"},
 			`--http "8080": want HOST:PORT or :PORT`},
 		{[]string{"status", "-o", "xml"},
@@ -82,7 +95,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		args := tt.args
-		if args[0] != "--log-level" && args[0] != "bogus" && args[0] != "demo" {
+		if args[0] != "--log-level" && args[0] != "bogus" && args[0] != "demo" && !selectsStore(args) {
 			args = append([]string{args[0], "--dir", dir}, args[1:]...)
 		}
 		code, stdout, stderr := runCLI(t, args...)
@@ -103,6 +116,13 @@ func TestUsageErrors(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("a rejected command line touched the store: %s exists (%v)", dir, err)
 	}
+}
+
+// selectsStore reports whether args choose a backend other than file,
+// which refuses --dir.
+func selectsStore(args []string) bool {
+	i := slices.Index(args, "--backend")
+	return i >= 0 && i+1 < len(args) && slices.Contains([]string{"lease", "configmap", "crd", "etcd", "redis", "redlock"}, args[i+1])
 }
 
 func TestHelpDocumentsExitCodesAndDefaults(t *testing.T) {
