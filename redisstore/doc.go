@@ -217,6 +217,24 @@
 //     the old one's (TestRestartWithoutPersistence): fencing holds, the
 //     lock does not.
 //
+// # Memory limit and eviction
+//
+// A server at its maxmemory evicts keys by its maxmemory-policy, whatever
+// they hold. Under noeviction, or with no limit, nothing is evicted: at
+// the limit an acquisition fails with OOM (backend.ErrUnavailable) until
+// memory is freed, while holders keep renewing (Redis refuses a script
+// only at a first write that may need memory, and a renewal's first is
+// PEXPIRE). Under a volatile-* policy only keys that expire are evicted:
+// a lock's key (a claim expires) and its queue, never its fence, so an
+// evicted claim is a claim deleted by hand (above): its holder loses the
+// lock early, and nobody else acquires it before the claim could have
+// expired. Under an allkeys-* policy, the one a cache usually runs, the
+// fence can go with the key, and another process can then take a lock that
+// is still held (tokens still increase: the server's clock). Keep locks
+// on a Redis that evicts nothing; Store.MemoryPolicies reads each
+// primary's limit and policy, and `baton doctor` fails an allkeys-* policy
+// and warns of a volatile-* one.
+//
 // # Topologies
 //
 // Open (and the CLI's --redis-url) takes, beside redis:// and rediss://:
