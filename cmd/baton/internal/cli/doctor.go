@@ -23,7 +23,8 @@ network one, not one in memory); on Kubernetes, that the namespace exists,
 that the DistributedLock CRD is installed (--backend crd), every verb the
 lock needs (with SelfSubjectAccessReview) and whether the lock name is
 already used by another application; on Redis, each server's persistence
-(INFO persistence) and whether the user may run every command the lock
+(INFO persistence), whether it may evict the locks' keys at its memory
+limit (INFO memory) and whether the user may run every command the lock
 needs (redis.acl_check_cmd, Redis 7 or later); on etcd, each endpoint's
 status and version, and whether the user may read and write the lock's
 keys. Prints one row per check and, for each problem, the fix. Exits 1 if
@@ -118,6 +119,7 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 			u := redactURL(f.redisURLs[0])
 			checks = append(checks,
 				check{"persistence " + u, resultSkip, "not checked: the store row failed (its detail says why)", ""},
+				check{"eviction " + u, resultSkip, "not checked: the store row failed (its detail says why)", ""},
 				check{"permissions " + u, resultSkip, "not checked: the store row failed (its detail says why)", ""})
 			break
 		}

@@ -23,21 +23,96 @@ const redisCheckTimeout = 5 * time.Second
 const aofFix = "run the server with appendonly yes and appendfsync always (redis.conf, or CONFIG SET appendonly yes, CONFIG SET appendfsync always, then CONFIG REWRITE): " +
 	"without them a restart or crash frees held locks and can repeat fencing tokens (docs/backends.md)"
 
-// redisChecks reads the persistence settings of each server and asks it
-// whether the user may run what baton sends for lock name: two rows per
-// --redis-url.
+// evictionFix is the fix for a server that may evict baton's keys.
+const evictionFix = "keep baton's locks on a Redis that evicts nothing: maxmemory-policy noeviction (redis.conf, or CONFIG SET maxmemory-policy noeviction then CONFIG REWRITE; on a managed service, its parameter group), or no maxmemory; a cache that must evict needs a Redis of its own (docs/backends.md)"
+
+// redisChecks reads the persistence settings and eviction policy of each
+// server and asks it whether the user may run what baton sends for lock
+// name: three rows per --redis-url.
 func redisChecks(ctx context.Context, urls []string, name string) []check {
-	checks := make([]check, 0, 2*len(urls))
+	checks := make([]check, 0, 3*len(urls))
 	for _, u := range urls {
 		p := persistenceCheck(ctx, u)
 		checks = append(checks, p)
 		if p.result == resultFail {
-			checks = append(checks, check{"permissions " + redactURL(u), resultSkip, "not checked: the persistence row failed (its detail says why)", ""})
+			skip := "not checked: the persistence row failed (its detail says why)"
+			checks = append(checks, check{"eviction " + redactURL(u), resultSkip, skip, ""}, check{"permissions " + redactURL(u), resultSkip, skip, ""})
 			continue
 		}
-		checks = append(checks, permissionsCheck(ctx, u, name))
+		checks = append(checks, evictionCheck(ctx, u), permissionsCheck(ctx, u, name))
 	}
 	return checks
+}
+
+// evictionCheck asks each primary behind rawURL for its memory limit and
+// eviction policy (redisstore.Store.MemoryPolicies): it fails if Redis may
+// evict a lock's fence (allkeys-*), which lets a second holder in, and
+// warns if it may evict a lock's key (volatile-*), which ends a holder's
+// lock early.
+func evictionCheck(ctx context.Context, rawURL string) check {
+	shown := redactURL(rawURL)
+	label := "eviction " + shown
+	s, err := redisstore.Open(rawURL)
+	if err != nil {
+		return check{label, resultFail, err.Error(), "write the URL as redis://[user:password@]host:port[/db] (rediss:// for TLS)"}
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
+	defer cancel()
+	policies, err := s.MemoryPolicies(ctx)
+	switch {
+	case errors.Is(err, backend.ErrForbidden):
+		return check{label, resultWarn, "cannot tell whether Redis may evict the locks' keys: " + err.Error(),
+			"an operator runs: redis-cli -h HOST -p PORT INFO memory (on each primary)\nand looks for maxmemory:0 or maxmemory_policy:noeviction. Otherwise: " + evictionFix}
+	case err != nil:
+		return redisFailure(label, err)
+	}
+	worst := policies[0]
+	for _, p := range policies[1:] {
+		if severity(p) > severity(worst) {
+			worst = p
+		}
+	}
+	setting := fmt.Sprintf("%s has maxmemory %s and maxmemory-policy %s", worst.Addr, sizeIEC(worst.MaxMemory), worst.Policy)
+	switch worst.Evicts() {
+	case "fences":
+		return check{label, resultFail, setting + ": at that limit Redis evicts any key, a held lock's key and fence among them, and another process then takes the lock while its holder still runs", evictionFix}
+	case "claims":
+		return check{label, resultWarn, setting + ": at that limit Redis may evict a held lock's key (it expires): its holder then loses the lock and its command is stopped early (the fence, which does not expire, keeps everyone else out until the claim could have expired)", evictionFix}
+	}
+	detail := "no maxmemory: Redis evicts nothing"
+	if worst.MaxMemory > 0 {
+		detail = fmt.Sprintf("maxmemory-policy noeviction: Redis evicts nothing (at maxmemory, %s, new acquisitions fail until memory is freed; holders keep renewing)", sizeIEC(worst.MaxMemory))
+	}
+	if len(policies) > 1 {
+		detail = fmt.Sprintf("on each of %d primaries, %s", len(policies), detail)
+	}
+	return check{label, resultPass, detail, ""}
+}
+
+// sizeIEC writes a size in bytes in the units Redis's "mb" and "gb"
+// mean (powers of 1024): "3 MiB", "1.5 GiB", "1000 bytes".
+func sizeIEC(n int64) string {
+	for _, u := range []struct {
+		unit string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size {
+			return fmt.Sprintf("%.4g %s", float64(n)/float64(u.size), u.unit)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// severity orders eviction policies by what they can do to a lock.
+func severity(p redisstore.MemoryPolicy) int {
+	switch p.Evicts() {
+	case "fences":
+		return 2
+	case "claims":
+		return 1
+	}
+	return 0
 }
 
 // permissionsCheck asks the server at rawURL whether the URL's user may run

@@ -464,6 +464,50 @@ func TestDoctorRedisPersistence(t *testing.T) {
 	})
 }
 
+// Real redis-server processes: the eviction row reads INFO memory and
+// fails for a policy that may evict any key (a lock's fence too: two
+// holders), warns for one that may evict keys that expire (a lock's key:
+// an early loss), and passes when nothing is evicted.
+func TestDoctorRedisEviction(t *testing.T) {
+	t.Parallel()
+	server := func(args ...string) string { return testenv.StartRedis(t, testenv.RedisArgs(args...)).URL() }
+	noLimit := server("--maxmemory-policy", "allkeys-lru")
+	noEviction := server("--maxmemory", "100mb", "--maxmemory-policy", "noeviction")
+	volatile := server("--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru")
+	allKeys := server("--maxmemory", "1536mb", "--maxmemory-policy", "allkeys-lru",
+		"--user", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info")
+	addr := func(url string) string { return strings.TrimPrefix(url, "redis://") }
+	noInfo := "redis://noinfo:pw@" + addr(allKeys)
+	for _, tc := range []struct {
+		name, url string
+		code      int
+		want      doctorRow
+		fix       string // a part of the row's fix; none if empty
+	}{
+		{"no maxmemory", noLimit, 0, doctorRow{"PASS", "no maxmemory: Redis evicts nothing"}, ""},
+		{"noeviction", noEviction, 0, doctorRow{"PASS", "maxmemory-policy noeviction: Redis evicts nothing (at maxmemory, 100 MiB, new acquisitions fail until memory is freed; holders keep renewing)"}, ""},
+		{"volatile-lru", volatile, 0, doctorRow{"WARN", addr(volatile) + " has maxmemory 100 MiB and maxmemory-policy volatile-lru: at that limit Redis may evict a held lock's key (it expires): " +
+			"its holder then loses the lock and its command is stopped early (the fence, which does not expire, keeps everyone else out until the claim could have expired)"}, "maxmemory-policy noeviction"},
+		{"allkeys-lru", allKeys, 1, doctorRow{"FAIL", addr(allKeys) + " has maxmemory 1.5 GiB and maxmemory-policy allkeys-lru: at that limit Redis evicts any key, " +
+			"a held lock's key and fence among them, and another process then takes the lock while its holder still runs"}, "a cache that must evict needs a Redis of its own"},
+		{"INFO denied", noInfo, 0, doctorRow{"WARN", "cannot tell whether Redis may evict the locks' keys: redisstore: INFO memory: permission denied by the store: " +
+			"NOPERM this user has no permissions to run the 'info' command (baton's locks do not need INFO; only this check does)"}, "INFO memory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := runCLI(t, "doctor", "--backend", "redis", "--redis-url", tc.url, "--name", "job")
+			t.Logf("doctor:\n%s", out)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %s", code, tc.code, stderr)
+			}
+			row := "eviction " + strings.Replace(tc.url, ":pw@", ":xxxxx@", 1)
+			wantRows(t, out, map[string]doctorRow{row: tc.want})
+			if fix := doctorFix(out, row); !strings.Contains(fix, tc.fix) || (tc.fix == "") != (fix == "") {
+				t.Errorf("fix %q, want one with %q", fix, tc.fix)
+			}
+		})
+	}
+}
+
 // Real redis-server processes: the permissions row passes for a user with
 // redisstore.ACLRules, and fails, with exit 1 and the command that adds the
 // rules, for a user without one of them (+rpop, which rules copied from an
