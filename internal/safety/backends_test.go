@@ -111,6 +111,7 @@ func redisEnv(t *testing.T) *backendEnv {
 		newLink:    func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "") },
 		deleteLock: redisDel(srv.Addr()),
 		deleteAll:  redisDelAll(srv.Addr()),
+		evictLock:  redisEvict(srv.Addr()),
 		restart: func(t *testing.T, down time.Duration) {
 			srv.Kill()
 			time.Sleep(down)
@@ -508,6 +509,109 @@ func redisDel(addrs ...string) func(context.Context, string) error {
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// redisEvict has the server at addr evict a held lock's keys as a full
+// memory does under maxmemory-policy volatile-ttl (the policy of the
+// volatile-* family that picks keys by their expiry, so the claim, which
+// expires within the TTL, goes first): it sets maxmemory a little above
+// the memory in use and writes filler keys that expire in an hour until
+// every key of the lock that expires is gone, the claim among them; then
+// it lifts the limit and deletes the filler. The fence, which does not
+// expire, stays; the waiters' queue goes too. While the limit holds, a
+// script whose first write may need memory (an acquisition, a waiter
+// joining the queue) fails with OOM.
+func redisEvict(addr string) func(context.Context, string) (string, error) {
+	return func(ctx context.Context, lock string) (desc string, err error) {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			return "", err
+		}
+		used, err := strconv.ParseInt(infoValue(info, "used_memory"), 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("INFO memory: used_memory: %w", err)
+		}
+		limit := used + 1<<20
+		if err := configSet(ctx, c, "maxmemory-policy", "volatile-ttl", "maxmemory-samples", "10", "maxmemory", strconv.FormatInt(limit, 10)); err != nil {
+			return "", err
+		}
+		defer func() {
+			// The limit goes first, so that the contenders can write again.
+			err = errors.Join(err, configSet(context.WithoutCancel(ctx), c, "maxmemory", "0", "maxmemory-policy", "noeviction", "maxmemory-samples", "5"),
+				delFiller(context.WithoutCancel(ctx), c))
+		}()
+		filler := strings.Repeat("x", 1024)
+		for batch := 0; ; batch++ {
+			left, err := expiringKeys(ctx, c, "baton:{"+lock+"}:")
+			if err != nil {
+				return "", err
+			}
+			if len(left) == 0 {
+				return fmt.Sprintf("every key of the lock that expires evicted (maxmemory %d bytes, volatile-ttl, %d KiB of filler)", limit, 256*batch), nil
+			}
+			if batch == 64 { // 16 MiB: far more than the 1 MiB of room
+				return "", fmt.Errorf("%v still there after %d KiB of filler with maxmemory %d bytes", left, 256*batch, limit)
+			}
+			p := c.Pipeline()
+			for i := range 256 {
+				p.Set(ctx, fmt.Sprintf("safety:filler:%d:%d", batch, i), filler, time.Hour)
+			}
+			if _, err := p.Exec(ctx); err != nil {
+				return "", err
+			}
+		}
+	}
+}
+
+// expiringKeys returns the keys of a lock (prefix "baton:{N}:") that have
+// an expiry, and its claim key if present whatever its expiry.
+func expiringKeys(ctx context.Context, c *redis.Client, prefix string) ([]string, error) {
+	var left []string
+	for _, k := range []string{"lock", "fence", "queue", "queued", "next"} {
+		d, err := c.PTTL(ctx, prefix+k).Result()
+		if err != nil {
+			return nil, err
+		}
+		if d >= 0 || k == "lock" && d != -2 { // go-redis gives PTTL's -1 (no expiry) and -2 (no key) as they are
+			left = append(left, prefix+k)
+		}
+	}
+	return left, nil
+}
+
+// configSet runs CONFIG SET with the name-value pairs given.
+func configSet(ctx context.Context, c *redis.Client, pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := c.ConfigSet(ctx, pairs[i], pairs[i+1]).Err(); err != nil {
+			return fmt.Errorf("CONFIG SET %s %s: %w", pairs[i], pairs[i+1], err)
+		}
+	}
+	return nil
+}
+
+// delFiller deletes redisEvict's filler keys.
+func delFiller(ctx context.Context, c *redis.Client) error {
+	it := c.Scan(ctx, 0, "safety:filler:*", 1000).Iterator()
+	var keys []string
+	for it.Next(ctx) {
+		keys = append(keys, it.Val())
+	}
+	if err := it.Err(); err != nil || len(keys) == 0 {
+		return err
+	}
+	return c.Unlink(ctx, keys...).Err()
+}
+
+// infoValue returns a field of an INFO reply ("" if absent).
+func infoValue(info, field string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // redisDelAll deletes every key of a lock on every server, as an operator

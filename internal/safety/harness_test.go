@@ -55,6 +55,7 @@ const (
 	faultJump       = "clock step 1h + SIGKILL"
 	faultDelete     = "lock deleted"
 	faultDeleteAll  = "every key of the lock deleted"
+	faultEvict      = "lock key evicted"
 	faultRevoke     = "lease revoked"
 	faultRevokeFair = "lease revoked in fair mode"
 	faultStopWait   = "SIGSTOP of a waiter"
@@ -113,6 +114,10 @@ type backendEnv struct {
 	// or a cleanup job would: the record file, the Redis claim key (on
 	// every Redlock server), the etcd claim key, the Kubernetes object.
 	deleteLock func(ctx context.Context, lock string) error
+	// evictLock has the store evict the lock's claim key under memory
+	// pressure (Redis, maxmemory-policy volatile-ttl), the fence staying,
+	// and says what it did; nil for other stores.
+	evictLock func(ctx context.Context, lock string) (string, error)
 	// deleteAll deletes every key of the lock, the fence (Redis) or guard
 	// (etcd) among them, as an operator clearing keys by pattern would,
 	// and says which it deleted; nil for other stores.
@@ -576,7 +581,11 @@ func (h *harness) inject(round int) {
 		h.jump(round, minWrites)
 		h.kill(3 + h.rng.IntN(5))
 	case faultDelete:
-		h.deleteHeld(minWrites)
+		h.deleteHeld(minWrites, "lock deleted", func(ctx context.Context, lock string) (string, error) {
+			return "", h.be.deleteLock(ctx, lock)
+		})
+	case faultEvict:
+		h.deleteHeld(minWrites, "lock key evicted", h.be.evictLock)
 	case faultDeleteAll:
 		h.deleteAllHeld(minWrites)
 	case faultStopWait:
@@ -867,25 +876,28 @@ func (h *harness) restartStore() {
 	h.takeover(fmt.Sprintf("store restarted under token %d", tok), at-back)
 }
 
-// deleteHeld deletes the lock's object in the store after one of the
-// holder's accepted writes, while it holds the lock (the holder is asked
-// to keep its lease until the lease's context ends). The store must not
-// hand the lock to anyone before the holder's claim could have ended
-// (minTakeover), the holder must learn that it lost the lock, and tokens
-// must go on increasing: the checker sees no repeated token, no two
-// holders and no stale write accepted.
-func (h *harness) deleteHeld(minWrites int) {
+// deleteHeld deletes the lock's object in the store (del; what names the
+// fault in messages) after one of the holder's accepted writes, while it
+// holds the lock (the holder is asked to keep its lease until the lease's
+// context ends). The store must not hand the lock to anyone before the
+// holder's claim could have ended (minTakeover), the holder must learn
+// that it lost the lock, and tokens must go on increasing: the checker
+// sees no repeated token, no two holders and no stale write accepted.
+func (h *harness) deleteHeld(minWrites int, what string, del func(ctx context.Context, lock string) (string, error)) {
 	h.t.Helper()
-	f := h.waitFired(h.armHold(false, true, minWrites, func(string) {}), "lock deletion")
+	f := h.waitFired(h.armHold(false, true, minWrites, func(string) {}), what)
 	ctx, cancel := context.WithTimeout(h.t.Context(), 10*time.Second)
-	err := h.be.deleteLock(ctx, h.sc.lock)
+	done, err := del(ctx, h.sc.lock)
 	cancel()
 	if err != nil {
-		h.t.Fatalf("deleting the object of lock %s: %v", h.sc.lock, err)
+		h.t.Fatalf("%s: lock %s: %v", what, h.sc.lock, err)
 	}
-	defer func() { h.disturb(f.c, f.at, h.reg.now()+h.be.ttl, "lock deleted") }()
+	if done != "" {
+		h.t.Logf("%s under %s's token %d: %s", what, f.c, f.tok, done)
+	}
+	defer func() { h.disturb(f.c, f.at, h.reg.now()+h.be.ttl, what) }()
 	var ev event
-	h.reg.await(fmt.Sprintf("an acquisition after the lock was deleted under %s's token %d", f.c, f.tok), h.be.bound()+30*time.Second,
+	h.reg.await(fmt.Sprintf("an acquisition after %s under %s's token %d", what, f.c, f.tok), h.be.bound()+30*time.Second,
 		func(s *snapshot) bool {
 			for _, e := range s.events {
 				if e.Kind == "acquired" && e.At > f.at {
@@ -895,8 +907,8 @@ func (h *harness) deleteHeld(minWrites int) {
 			}
 			return false
 		})
-	h.takeoverAfter(fmt.Sprintf("lock deleted under %s's token %d", f.c, f.tok), f, ev.At-f.at)
-	h.reg.await(fmt.Sprintf("%s to end its tenure with token %d after the lock was deleted", f.c, f.tok), h.be.ttl+30*time.Second,
+	h.takeoverAfter(fmt.Sprintf("%s under %s's token %d", what, f.c, f.tok), f, ev.At-f.at)
+	h.reg.await(fmt.Sprintf("%s to end its tenure with token %d after %s", f.c, f.tok, what), h.be.ttl+30*time.Second,
 		func(s *snapshot) bool {
 			return slices.ContainsFunc(s.events, func(e event) bool { return e.C == f.c && e.Kind == "releasing" && e.Tok == f.tok })
 		})

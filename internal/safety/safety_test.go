@@ -98,6 +98,9 @@ func TestSafety(t *testing.T) {
 		common(t, be, true)
 		runScenario(t, be, scenario{fault: faultRestart})
 		runScenario(t, be, scenario{fault: faultDeleteAll, storeOverlap: keysDeleted})
+		// A server at its maxmemory with a volatile-* policy evicts claims
+		// (they expire), not fences: no second holder.
+		runScenario(t, be, scenario{fault: faultEvict, variant: "maxmemory-policy volatile-ttl"})
 		// Releases hand the lock to the longest waiter: one may be stopped.
 		// At least one round of each of stopWaiter's three resumes.
 		runScenario(t, be, scenario{fault: faultStopWait, rounds: max(3, rounds())})
