@@ -249,9 +249,10 @@
 // cluster while a node is down); every lock's keys share a hash slot. The
 // rediss+ forms use TLS with the system's roots. user and password are the
 // data nodes' ACL credentials. A URL with no primary name, a cluster given
-// one node, or a replica's address given as a plain redis:// URL (its
-// writes fail with READONLY: backend.ErrMisconfigured, not retried) are
-// refused with an error that says so. The conformance suite runs on both
+// one node, a replica's address given as a plain redis:// URL (its writes
+// fail with READONLY: backend.ErrMisconfigured, not retried) and a
+// sentinel's (it runs no scripts: ErrMisconfigured too) are refused with
+// an error that says so. The conformance suite runs on both
 // topologies (TestConformanceSentinel: a primary, a replica and three
 // sentinels; TestConformanceCluster: three primaries), and
 // TestSentinelFailover acquires through the same Store after the primary

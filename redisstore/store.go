@@ -663,6 +663,9 @@ func (s *Store) wrap(name, key, op string, err error) error {
 	case (strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")) && !s.isCluster():
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %v: the server is a Redis Cluster node, which a client of one server cannot follow: give the cluster as redis+cluster://N1:PORT,N2:PORT,... (or build the Store on a *redis.ClusterClient)",
 			op, name, key, backend.ErrMisconfigured, err)
+	case strings.HasPrefix(msg, "ERR unknown command") && (strings.Contains(msg, "evalsha") || strings.Contains(msg, "'eval'")):
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the server does not run Lua scripts (%s), which baton needs: a Redis Sentinel answers so (give the sentinels as %s://S1:26379,S2:26379,.../PRIMARY, with the name they monitor the primary by), and so does a proxy or Redis-compatible server without scripting",
+			op, name, key, backend.ErrMisconfigured, strings.TrimSpace(msg), schemeSentinel)
 	case strings.Contains(msg, "DB index is out of range"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the URL selects a database the server does not have (%v): use a database number below the server's databases setting (16 unless redis.conf says otherwise), or raise that setting",
 			op, name, key, backend.ErrMisconfigured, err)

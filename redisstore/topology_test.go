@@ -86,7 +86,8 @@ func TestSentinelFailover(t *testing.T) {
 }
 
 // Bad topology input gives an error naming the problem, and a replica
-// given as the primary is refused as misconfigured, not retried.
+// given as the primary, or a sentinel given as a server, is refused as
+// misconfigured, not retried.
 func TestTopologyBadInput(t *testing.T) {
 	for _, tc := range []struct{ url, want string }{
 		{"redis+sentinel://127.0.0.1:26379", "names no primary"},
@@ -110,6 +111,11 @@ func TestTopologyBadInput(t *testing.T) {
 	_, err := replica.TryAcquire(context.Background(), "job", request("a", time.Minute))
 	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "read-only replica") {
 		t.Errorf("TryAcquire on a replica: %v; want ErrMisconfigured naming the replica", err)
+	}
+	// A sentinel given as a plain server knows no EVALSHA.
+	sentinel := openURL(t, "redis://"+topo.SentinelAddrs()[0], uniquePrefix())
+	if _, err := sentinel.Get(context.Background(), "job"); !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "redis+sentinel://S1:26379") {
+		t.Errorf("Get on a sentinel's address as redis://: %v; want ErrMisconfigured naming redis+sentinel://", err)
 	}
 }
 
