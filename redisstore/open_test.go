@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -191,5 +193,18 @@ func TestTLS(t *testing.T) {
 	}))
 	if _, err := plain.Get(ctx, "tls"); !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "use a rediss:// URL") {
 		t.Errorf("Get over plain TCP from a TLS port: %v, want ErrMisconfigured naming rediss://", err)
+	}
+}
+
+// TestNotRedis: a URL whose host and port are an HTTP server's is a
+// misconfiguration that says the server does not speak Redis, not an
+// unknown failure.
+func TestNotRedis(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	s := openURL(t, "redis://"+srv.Listener.Addr().String(), uniquePrefix())
+	_, err := s.Get(testCtx(t, 20*time.Second), "job")
+	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "does not answer in the Redis protocol") {
+		t.Errorf("Get from an HTTP server: %v; want ErrMisconfigured saying it is not Redis", err)
 	}
 }

@@ -666,6 +666,12 @@ func (s *Store) wrap(name, key, op string, err error) error {
 	case strings.HasPrefix(msg, "ERR unknown command") && (strings.Contains(msg, "evalsha") || strings.Contains(msg, "'eval'")):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the server does not run Lua scripts (%s), which baton needs: a Redis Sentinel answers so (give the sentinels as %s://S1:26379,S2:26379,.../PRIMARY, with the name they monitor the primary by), and so does a proxy or Redis-compatible server without scripting",
 			op, name, key, backend.ErrMisconfigured, strings.TrimSpace(msg), schemeSentinel)
+	case strings.HasPrefix(msg, "redis: invalid reply:"), strings.HasPrefix(msg, "redis: can't parse"):
+		// go-redis's wording for a reply that is not RESP at all, or not
+		// the RESP its command expects (an HTTP server's "HTTP/1.1 400"
+		// read as the answer to HELLO).
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the server does not answer in the Redis protocol (%v): the URL's host and port are another service's (an HTTP server, a proxy's admin port?)",
+			op, name, key, backend.ErrMisconfigured, err)
 	case strings.Contains(msg, "DB index is out of range"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the URL selects a database the server does not have (%v): use a database number below the server's databases setting (16 unless redis.conf says otherwise), or raise that setting",
 			op, name, key, backend.ErrMisconfigured, err)

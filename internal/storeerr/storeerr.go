@@ -80,7 +80,7 @@ func unreachable(err error) (hint string, ok bool) {
 	case errors.Is(err, syscall.ETIMEDOUT):
 		return "the connection timed out: check the address, the network and firewalls", true
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return "the server closed the connection: a restart, a proxy, or a limit on connections such as Redis maxclients", true
+		return "the server closed the connection: a restart, a proxy, a limit on connections such as Redis maxclients, or a service of another protocol at that port", true
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
