@@ -15,11 +15,12 @@ const DefaultConnectTimeout = 10 * time.Second
 
 // openReachable opens the store and reads lock name once, retrying while
 // the store cannot be reached (backend.ErrUnavailable), for at most
-// timeout: one log line per failed attempt, then an error with
+// timeout (its message says so, with why: how timeout came from the
+// flags): one log line per failed attempt, then an error with
 // ExitUnavailable that names the cause and the fix. Other errors (a
 // missing namespace or CRD, permission, TLS) are returned at once. Once
 // the store has answered, losing it is the engine's to retry.
-func (a *app) openReachable(ctx context.Context, f *storeFlags, name string, timeout time.Duration) (store, string, error) {
+func (a *app) openReachable(ctx context.Context, f *storeFlags, name string, timeout time.Duration, why string) (store, string, error) {
 	f.etcd.log = a.log
 	start := time.Now()
 	pause := 250 * time.Millisecond
@@ -47,8 +48,8 @@ func (a *app) openReachable(ctx context.Context, f *storeFlags, name string, tim
 				tries = fmt.Sprintf("%d attempts in %v", attempt, time.Since(start).Round(time.Millisecond))
 			}
 			return nil, "", failf(ExitUnavailable, "cannot reach the %s store (%s): %w\n"+
-				"Check that the store runs and that its address is right; --connect-timeout (now %v) sets how long to keep trying at start-up.",
-				f.backend, tries, err, timeout)
+				"Check that the store runs and that its address is right; --connect-timeout (now %v%s) sets how long to keep trying at start-up.",
+				f.backend, tries, err, timeout, why)
 		}
 		wait := min(pause, left)
 		a.log.Warn("cannot reach the store; retrying", "backend", f.backend, "attempt", attempt, "retry_in", wait.Round(time.Millisecond),

@@ -67,11 +67,12 @@ func (a *app) lockCommand() *cobra.Command {
 var errWaitTimeout = errors.New("wait ran out")
 
 func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []string) error {
-	connect := f.connectTimeout
-	if !wait.forever {
-		connect = min(connect, wait.d) // never wait longer than asked: --wait 0 tries once
+	connect, why := f.connectTimeout, ""
+	if !wait.forever && wait.d < connect {
+		// Never wait longer than asked: --wait 0 tries once.
+		connect, why = wait.d, ": --wait is shorter"
 	}
-	st, where, err := a.openReachable(ctx, &f.storeFlags, f.name, connect)
+	st, where, err := a.openReachable(ctx, &f.storeFlags, f.name, connect, why)
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr, label string, arg
 	if err != nil {
 		return err
 	}
-	st, where, err := a.openReachable(ctx, &f.storeFlags, f.name, f.connectTimeout)
+	st, where, err := a.openReachable(ctx, &f.storeFlags, f.name, f.connectTimeout, "")
 	if err != nil {
 		return err
 	}

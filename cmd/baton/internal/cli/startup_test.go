@@ -131,11 +131,13 @@ func TestMissingCRD(t *testing.T) {
 	}
 }
 
-// --wait 0 tries an unreachable store once: no retries, exit 69 at once.
+// --wait 0 tries an unreachable store once: no retries, exit 69 at once,
+// and the message says why --connect-timeout did not apply.
 func TestUnreachableWaitZero(t *testing.T) {
 	t.Parallel()
-	code, _, stderr := runCLI(t, "lock", "--backend", "redis", "--redis-url", "redis://"+closedPort(t), "--name", "job", "--wait", "0", "--", "true")
-	if code != cli.ExitUnavailable || !strings.Contains(stderr, "(1 attempt)") || strings.Contains(stderr, "retrying") {
+	code, _, stderr := runCLI(t, "lock", "--backend", "redis", "--redis-url", "redis://"+closedPort(t), "--name", "job", "--wait", "0", "--connect-timeout", "5s", "--", "true")
+	if code != cli.ExitUnavailable || !strings.Contains(stderr, "(1 attempt)") || strings.Contains(stderr, "retrying") ||
+		!strings.Contains(stderr, "--connect-timeout (now 0s: --wait is shorter)") {
 		t.Errorf("exit %d, want %d after one attempt:\n%s", code, cli.ExitUnavailable, stderr)
 	}
 }
