@@ -296,24 +296,32 @@ func diagnose(ctx context.Context, endpoint string, tc *tls.Config) error {
 }
 
 // plainProblem sends the HTTP/2 preface a plain gRPC client starts with on
-// conn and reads the first byte of the answer: etcd without TLS answers
-// with a SETTINGS frame, a TLS server with an alert or by hanging up. It
-// returns an error naming the fix for the second, and nil otherwise.
+// conn and reads the start of the answer: etcd without TLS answers with a
+// SETTINGS frame, a TLS server with an alert or by hanging up, a server of
+// another protocol (Redis, HTTP/1) with text. It returns an error naming
+// the fix for all but the first, and nil if the answer is a SETTINGS frame
+// or does not come within a second.
 func plainProblem(conn net.Conn, host string) error {
 	_ = conn.SetDeadline(time.Now().Add(time.Second))
 	if _, err := io.WriteString(conn, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"); err != nil {
 		return nil
 	}
-	b := make([]byte, 1)
-	_, err := conn.Read(b)
+	// A frame header is 9 bytes; its fourth is the frame's type, 4 for
+	// SETTINGS, which an HTTP/2 server sends first.
+	b := make([]byte, 32)
+	n, err := io.ReadAtLeast(conn, b, 9)
+	b = b[:n]
 	const fix = "use an https:// endpoint (with the CA file that signed its certificate)"
 	switch {
-	case err == nil && b[0] == 0x15: // a TLS alert record
+	case n > 0 && b[0] == 0x15: // a TLS alert record
 		return fmt.Errorf("%w: %s answered a plain connection with a TLS alert: it serves TLS on this port, so %s", backend.ErrMisconfigured, host, fix)
-	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+	case n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
 		return fmt.Errorf("%w: %s hung up on a plain HTTP/2 connection, as a TLS server does: if it serves TLS, %s; if not, it is not an etcd client port", backend.ErrMisconfigured, host, fix)
+	case n >= 9 && b[3] == 4, n < 9 && err != nil && !errors.Is(err, io.ErrUnexpectedEOF):
+		return nil // a SETTINGS frame, or no full answer yet: not a refusal
 	}
-	return nil // a frame, or no answer yet: not a refusal
+	return fmt.Errorf("%w: %s answered a plain HTTP/2 connection with %q, which is not HTTP/2: it is not an etcd client port (a Redis or HTTP/1 server answers so): give the port etcd serves clients on (2379 by default)",
+		backend.ErrMisconfigured, host, b)
 }
 
 // OpenStore is Open followed by New: what a command-line tool calls for

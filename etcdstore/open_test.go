@@ -93,6 +93,17 @@ func TestTLS(t *testing.T) {
 	}
 }
 
+// An endpoint where a Redis server listens (the port of another store) is
+// a misconfiguration that says it is not an etcd client port, not an
+// etcd that does not answer.
+func TestNotEtcd(t *testing.T) {
+	redis := testenv.StartRedis(t)
+	err := openFails(t, "to a Redis server", etcdstore.Config{Endpoints: []string{"http://" + redis.Addr()}})
+	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "not an etcd client port") {
+		t.Errorf("an endpoint to a Redis server: %v, want ErrMisconfigured saying it is not etcd", err)
+	}
+}
+
 func TestMutualTLS(t *testing.T) {
 	srv := startEtcd(t, testenv.WithEtcdClientCertAuth())
 	files, _ := srv.TLSFiles()
