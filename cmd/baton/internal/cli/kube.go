@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/baton-go/baton/backend"
@@ -88,6 +89,14 @@ func (f *kubeFlags) restConfig() (*rest.Config, string, error) {
 		tried := strings.Join(rules.GetLoadingPrecedence(), ", ")
 		if tried == "" {
 			tried = "no file"
+		}
+		if os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != "" {
+			// In a pod whose service account token is not mounted
+			// (automountServiceAccountToken: false), client-go falls back
+			// to kubeconfig files and reports only that none was found.
+			_, ierr := rest.InClusterConfig()
+			return nil, "", fmt.Errorf("connecting to Kubernetes: %w: in a pod (KUBERNETES_SERVICE_HOST is set), but its service account cannot be used (%v), and no kubeconfig was found (looked for: %s); "+
+				"mount the token (automountServiceAccountToken: true on the pod or its ServiceAccount), or give --kubeconfig", backend.ErrMisconfigured, ierr, tried)
 		}
 		return nil, "", fmt.Errorf("connecting to Kubernetes: %w: no kubeconfig found (looked for: %s) and not running in a cluster; "+
 			"give --kubeconfig, or set KUBECONFIG to an existing file", backend.ErrMisconfigured, tried)

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,6 +116,23 @@ func TestKubeconfigEnvMissing(t *testing.T) {
 	code, _, stderr := runCLI(t, "lock", "--backend", "lease", "--name", "job", "--", "true")
 	if code != cli.ExitConfig || !strings.Contains(stderr, missing) || strings.Contains(stderr, "KUBERNETES_MASTER") {
 		t.Errorf("exit %d, want %d naming %s:\n%s", code, cli.ExitConfig, missing, stderr)
+	}
+}
+
+// In a pod whose service account token is not mounted (the environment
+// says Kubernetes, the token file is missing) and with no kubeconfig, the
+// error names the token and automountServiceAccountToken, not "not
+// running in a cluster".
+func TestInClusterWithoutToken(t *testing.T) {
+	if _, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token"); err == nil {
+		t.Skip("this machine has a service account token (a pod): the test needs its absence")
+	}
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "nope"))
+	t.Setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "6443")
+	code, _, stderr := runCLI(t, "lock", "--backend", "lease", "--name", "job", "--", "true")
+	if code != cli.ExitConfig || !strings.Contains(stderr, "serviceaccount/token") || !strings.Contains(stderr, "automountServiceAccountToken: true") {
+		t.Errorf("exit %d, want %d naming the token and automountServiceAccountToken:\n%s", code, cli.ExitConfig, stderr)
 	}
 }
 
