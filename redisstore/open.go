@@ -92,6 +92,7 @@ func OpenRedlock(urls []string, opts ...Option) (*Redlock, error) {
 			_ = c.Close()
 		}
 	}
+	seen := map[string]string{} // server address -> the URL that named it
 	for _, u := range urls {
 		c, err := openClient(u, o)
 		if err != nil {
@@ -99,6 +100,15 @@ func OpenRedlock(urls []string, opts ...Option) (*Redlock, error) {
 			return nil, err
 		}
 		clients = append(clients, c)
+		if sc, ok := c.(*redis.Client); ok {
+			addr := sc.Options().Addr
+			if first, dup := seen[addr]; dup {
+				closeAll()
+				return nil, fmt.Errorf("redisstore: %w: %s and %s name the same server (%s): Redlock needs independent servers, each its own redis-server, or a quorum is one server's answer counted twice",
+					backend.ErrInvalidOptions, redact(first), redact(u), addr)
+			}
+			seen[addr] = u
+		}
 	}
 	r, err := newRedlock(clients, o)
 	if err != nil {
