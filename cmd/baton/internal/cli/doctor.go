@@ -25,7 +25,8 @@ lock needs (with SelfSubjectAccessReview) and whether the lock name is
 already used by another application; on Redis, each server's persistence
 (INFO persistence), whether it may evict the locks' keys at its memory
 limit (INFO memory) and whether the user may run every command the lock
-needs (redis.acl_check_cmd, Redis 7 or later); on etcd, each endpoint's
+needs (redis.acl_check_cmd, Redis 7 or later), and on Redlock that the URLs
+reach different servers (INFO server's run_id); on etcd, each endpoint's
 status and version, and whether the user may read and write the lock's
 keys. Prints one row per check and, for each problem, the fix. Exits 1 if
 any check fails.`
@@ -126,6 +127,7 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name))...)
 	case "redlock":
 		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name))...)
+		checks = append(checks, independenceCheck(ctx, f.redisURLs))
 	case "etcd":
 		rows := etcdChecks(ctx, &f.etcd)
 		checks = append(checks, rows...)

@@ -44,6 +44,62 @@ func redisChecks(ctx context.Context, urls []string, name string) []check {
 	return checks
 }
 
+// independenceCheck asks each server of a Redlock for its run_id (INFO
+// server), which a redis-server draws at start: two URLs that reach one
+// server (localhost and 127.0.0.1, a DNS alias, a proxy) are one instance
+// counted twice, and a quorum of them is not a majority of servers.
+func independenceCheck(ctx context.Context, urls []string) check {
+	const label = "independent servers"
+	ids := map[string]string{} // run_id -> the URL that reached it
+	var denied, silent []string
+	for _, u := range urls {
+		id, err := runID(ctx, u)
+		switch {
+		case redis.IsPermissionError(err):
+			denied = append(denied, redactURL(u))
+			continue
+		case err != nil:
+			silent = append(silent, redactURL(u))
+			continue
+		}
+		if first, dup := ids[id]; dup {
+			return check{label, resultFail, fmt.Sprintf("%s and %s reach the same redis-server (run_id %s): Redlock counts its answer twice, so one server's failure or lost data can cost a quorum", redactURL(first), redactURL(u), id),
+				"give each --redis-url a different redis-server, on its own machine (not a replica of another)"}
+		}
+		ids[id] = u
+	}
+	switch {
+	case len(denied) > 0:
+		return check{label, resultWarn, fmt.Sprintf("cannot tell whether the servers are distinct: the user may not run INFO on %s", strings.Join(denied, ", ")),
+			"an operator runs: redis-cli -h HOST -p PORT INFO server (on each server)\nand checks that every run_id differs"}
+	case len(silent) > 0:
+		return check{label, resultSkip, fmt.Sprintf("%d of %d servers answered, each a different redis-server; not checked: %s (see their rows)", len(ids), len(urls), strings.Join(silent, ", ")), ""}
+	}
+	return check{label, resultPass, fmt.Sprintf("the %d URLs reach %d different redis-servers (run_id)", len(urls), len(ids)), ""}
+}
+
+// runID asks the server at rawURL for its run_id (INFO server).
+func runID(ctx context.Context, rawURL string) (string, error) {
+	opt, err := redisstore.ParseURL(rawURL)
+	if err != nil {
+		return "", err
+	}
+	opt.MaxRetries = -1
+	client := redis.NewClient(opt)
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
+	defer cancel()
+	info, err := client.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	id, ok := infoField(info, "run_id")
+	if !ok || id == "" {
+		return "", fmt.Errorf("INFO server has no run_id")
+	}
+	return id, nil
+}
+
 // evictionCheck asks each primary behind rawURL for its memory limit and
 // eviction policy (redisstore.Store.MemoryPolicies): it fails if Redis may
 // evict a lock's fence (allkeys-*), which lets a second holder in, and

@@ -461,6 +461,7 @@ func TestDoctorRedisPersistence(t *testing.T) {
 			": connect: connection refused (nothing listens at that address: is the server running, and are the host and port right?)"},
 		"permissions " + on.URL(): {"PASS", `this user may run every command baton sends for lock "doctor-probe" (redisstore.ACLRules)`},
 		"permissions " + gone:     {"SKIP", "not checked: the persistence row failed (its detail says why)"},
+		"independent servers":     {"SKIP", "2 of 3 servers answered, each a different redis-server; not checked: " + gone + " (see their rows)"},
 	})
 }
 
@@ -505,6 +506,28 @@ func TestDoctorRedisEviction(t *testing.T) {
 				t.Errorf("fix %q, want one with %q", fix, tc.fix)
 			}
 		})
+	}
+}
+
+// Real redis-server processes: a Redlock's URLs must reach different
+// servers; two names of one server (127.0.0.1 and localhost) fail.
+func TestDoctorRedlockIndependence(t *testing.T) {
+	t.Parallel()
+	a, b, c := testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)
+	_, port, _ := net.SplitHostPort(a.Addr())
+	alias := "redis://localhost:" + port
+	code, out, _ := runCLI(t, "doctor", "--backend", "redlock", "--redis-url", a.URL(), "--redis-url", b.URL(), "--redis-url", alias)
+	t.Logf("doctor, one server named twice:\n%s", out)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	row := doctorTable(t, out)["independent servers"]
+	if row.result != "FAIL" || !strings.Contains(row.detail, a.URL()+" and "+alias+" reach the same redis-server") {
+		t.Errorf("independent servers row %+v, want FAIL naming %s and %s", row, a.URL(), alias)
+	}
+	code, out, _ = runCLI(t, "doctor", "--backend", "redlock", "--redis-url", a.URL(), "--redis-url", b.URL(), "--redis-url", c.URL())
+	if row := doctorTable(t, out)["independent servers"]; row.result != "PASS" {
+		t.Errorf("three servers: independent servers row %+v, want PASS (exit %d)\n%s", row, code, out)
 	}
 }
 
