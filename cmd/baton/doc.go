@@ -123,14 +123,17 @@
 //	N      under run and lock: CMD's exit code (128+N if signal N ended CMD)
 //	1      runtime error: the store failed, or lock lost the lock while CMD ran
 //	2      usage error: unknown flag, invalid value, impossible timing,
-//	       invalid lock name, missing CMD, unknown backend or output format
+//	       invalid lock name, missing CMD, unknown backend or output
+//	       format, a flag of another backend than the one selected
 //	69     the store could not be reached: for --connect-timeout (default
 //	       10s) at start-up, or at the last attempt when --wait ran out
 //	75     lock: another owner held the lock at the last attempt before
 //	       --wait ran out
 //	77     the store refused the credentials or the operation (RBAC, ACL)
 //	78     the store's setup cannot work: missing namespace or CRD, a TLS
-//	       setup that fails, a missing kubeconfig
+//	       setup that fails, a missing kubeconfig, a URL whose server is
+//	       of the wrong kind (a sentinel, another protocol, one Redlock
+//	       server named twice)
 //	126    CMD could not be started
 //	127    CMD was not found
 //	128+N  run or lock stopped by signal N before CMD started

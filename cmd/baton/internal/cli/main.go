@@ -50,7 +50,7 @@ const exitCodesHelp = `Exit codes:
   1     runtime error (for example the store failed, or "lock" lost the lock
         while CMD ran)
   2     usage error: unknown flag, invalid value, impossible timing, invalid
-        lock name, missing CMD
+        lock name, missing CMD, a flag of another backend than --backend's
   69    the store could not be reached (for --connect-timeout at start-up,
         or at the last attempt when --wait ran out)
   75    "lock": another owner held the lock at the last attempt before --wait
