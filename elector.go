@@ -110,11 +110,16 @@ func (e *Elector) setLeader(id string, self bool) {
 //     term must not start while the first one's work may still run. work's
 //     goroutine is still running; the process should exit.
 //   - an error that retrying cannot fix (invalid name, corrupt record,
-//     permission), or ErrAlreadyRunning.
+//     permission), ErrAlreadyRunning, or ErrInvalidOptions for a nil work.
 //
 // After a loss, Run campaigns again: a replica that lost its term (a network
 // blip, a long pause) becomes a standby, not a dead process.
 func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lease) error) error {
+	if work == nil {
+		// Checked before campaigning: a nil work would panic in its own
+		// goroutine once elected, which no caller can recover.
+		return fmt.Errorf("baton: elector %q: %w: work is nil", e.mu.name, ErrInvalidOptions)
+	}
 	if !e.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("baton: elector %q: %w", e.mu.name, ErrAlreadyRunning)
 	}

@@ -3,6 +3,7 @@ package baton_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -238,6 +239,19 @@ func TestElectorRunTwiceAtOnce(t *testing.T) {
 	}
 	cancel()
 	<-runErr
+}
+
+// A nil work is refused before campaigning: elected, it would panic in
+// Run's own goroutine, which no caller can recover.
+func TestElectorRunNilWork(t *testing.T) {
+	b := newScript()
+	e, _ := newElector(t, b)
+	if err := e.Run(context.Background(), nil); !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "work is nil") {
+		t.Fatalf("Run(ctx, nil) = %v, want ErrInvalidOptions naming work", err)
+	}
+	if holder, _, _ := b.state(); holder != "" {
+		t.Fatalf("store holder %q after a refused Run, want none", holder)
+	}
 }
 
 func TestElectorStopsOnPermanentError(t *testing.T) {
