@@ -13,8 +13,8 @@ import (
 // fsError marks err, which came from the file system while using the lock
 // directory dir, with the baton sentinel of its cause, and adds the fix: a
 // refused permission matches backend.ErrForbidden (so the engine stops
-// retrying and the CLI exits 77), a read-only file system
-// backend.ErrMisconfigured. Other errors, and errors already marked, are
+// retrying and the CLI exits 77), a read-only file system or a file
+// where a directory belongs backend.ErrMisconfigured. Other errors, and errors already marked, are
 // returned as they are.
 func fsError(err error, dir string) error {
 	switch {
@@ -27,6 +27,9 @@ func fsError(err error, dir string) error {
 	case errors.Is(err, syscall.EROFS):
 		return &markedError{err: err, mark: backend.ErrMisconfigured, fix: fmt.Sprintf(
 			"the lock directory %s is on a read-only file system: use a directory on a writable local file system", dir)}
+	case errors.Is(err, syscall.ENOTDIR):
+		return &markedError{err: err, mark: backend.ErrMisconfigured, fix: fmt.Sprintf(
+			"a file stands where the path of the lock directory %s needs a directory: name a directory, or move the file", dir)}
 	}
 	return err
 }

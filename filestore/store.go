@@ -132,7 +132,7 @@ func New(dir string, opts ...Option) (*Store, error) {
 	case err != nil:
 		return nil, fmt.Errorf("file: lock directory: %w", fsError(err, abs))
 	case !fi.IsDir():
-		return nil, fmt.Errorf("file: lock directory %s is not a directory (mode %v)", abs, fi.Mode())
+		return nil, fmt.Errorf("file: %w: lock directory %s is not a directory (mode %v): name a directory, or move the file", backend.ErrMisconfigured, abs, fi.Mode())
 	}
 	// Check writability by writing: permission bits do not tell about
 	// read-only mounts, ACLs or root.

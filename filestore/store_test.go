@@ -454,12 +454,14 @@ func TestNew(t *testing.T) {
 		if err := os.WriteFile(path, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		// A setup that cannot work (the CLI exits 78), not an unknown
+		// failure.
 		_, err := New(path)
-		if err == nil || !strings.Contains(err.Error(), "not a directory") || !strings.Contains(err.Error(), path) {
-			t.Fatalf("New(file) = %v", err)
+		if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "not a directory") || !strings.Contains(err.Error(), path) {
+			t.Fatalf("New(file) = %v, want ErrMisconfigured naming it", err)
 		}
-		if _, err := New(filepath.Join(path, "sub")); err == nil {
-			t.Fatal("New(file/sub) succeeded")
+		if _, err := New(filepath.Join(path, "sub")); !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "a file stands where") {
+			t.Fatalf("New(file/sub) = %v, want ErrMisconfigured naming the file in the way", err)
 		}
 	})
 	t.Run("not writable", func(t *testing.T) {
