@@ -106,7 +106,8 @@
 // root, and $XDG_STATE_HOME/baton (~/.local/state/baton) for other users, so
 // that fencing tokens keep increasing across reboots; else
 // <temp dir>/baton-<uid> when there is no home directory. Processes share a
-// lock only if they use the same directory.
+// lock only if they use the same directory, which must be given as an
+// absolute path.
 //
 // # Timing
 //

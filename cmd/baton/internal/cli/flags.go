@@ -27,7 +27,7 @@ var backends = []string{"file", "lease", "configmap", "crd", "etcd", "redis", "r
 // EnvDir names the environment variable that overrides the default --dir.
 const EnvDir = "BATON_DIR"
 
-const dirHelp = "directory of the file backend's lock records (default: $BATON_DIR, else /var/lib/baton for root, ~/.local/state/baton for others)"
+const dirHelp = "directory of the file backend's lock records, an absolute path (default: $BATON_DIR, else /var/lib/baton for root, ~/.local/state/baton for others)"
 
 // dirDoc explains the default --dir in command help.
 const dirDoc = `The file backend keeps one record per lock in --dir. Processes share a lock
@@ -95,9 +95,7 @@ func (f *storeFlags) validate() error {
 	}
 	switch f.backend {
 	case "file":
-		if f.dir == "" {
-			f.dir = DefaultDir()
-		}
+		return f.checkDir()
 	case "lease", "configmap", "crd":
 		return f.kube.validate()
 	case "etcd":
@@ -114,6 +112,27 @@ func (f *storeFlags) validate() error {
 		return checkRedisURLs(f.redisURLs)
 	}
 	return nil
+}
+
+// checkDir sets the file backend's directory to its default if --dir was
+// not given, and refuses a relative one: processes share a lock only in
+// the same directory, and a relative path names a different one for each
+// working directory (two cron entries, two shells), so each would take
+// the lock alone.
+func (f *storeFlags) checkDir() error {
+	from := "--dir"
+	if f.dir == "" {
+		f.dir, from = DefaultDir(), "$"+EnvDir
+	}
+	if filepath.IsAbs(f.dir) {
+		return nil
+	}
+	abs, err := filepath.Abs(f.dir)
+	if err != nil {
+		abs = "/var/lib/baton"
+	}
+	return usageErrorf("%s %q is a relative path: processes share a lock only if they use the same directory, and a relative path names another one in each working directory; give an absolute path, such as %s",
+		from, f.dir, abs)
 }
 
 // checkForeignFlags refuses a flag given on the command line that the

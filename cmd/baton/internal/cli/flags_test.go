@@ -72,6 +72,10 @@ func TestUsageErrors(t *testing.T) {
 			`--dir is read only by the file backend, and --backend is etcd: drop --dir, or use --backend file`},
 		{[]string{"run", "--name", "x", "--backend", "redis", "--redis-url", "redis://a:1", "--fair=false", "--", "true"},
 			`--fair is read only by the etcd backend, and --backend is redis: drop --fair, or use --backend etcd`},
+		// A relative --dir names another directory in each working
+		// directory: two processes would not share the lock.
+		{[]string{"lock", "--name", "x", "--dir", "locks", "--", "true"},
+			`--dir "locks" is a relative path: processes share a lock only if they use the same directory`},
 		{[]string{"run", "--name", "x", "--http", "8080", "--", "true"},
 			`--http "8080": want HOST:PORT or :PORT`},
 		{[]string{"status", "-o", "xml"},
