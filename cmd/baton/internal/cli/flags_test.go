@@ -70,6 +70,10 @@ func TestUsageErrors(t *testing.T) {
 			`--namespace is read only by the lease, configmap and crd backends, and no --backend was given, so the backend is file (this machine only): add --backend lease (or configmap, crd), or drop --namespace`},
 		{[]string{"status", "--backend", "etcd", "--endpoints", "127.0.0.1:1", "--dir", dir},
 			`--dir is read only by the file backend, and --backend is etcd: drop --dir, or use --backend file`},
+		// (With --leader-label, run reads the Kubernetes flags whatever
+		// the backend: a usage error then comes from elsewhere.)
+		{[]string{"run", "--name", "x", "--backend", "redis", "--redis-url", "redis://a:1", "--leader-label", "role=leader", "-n", "jobs", "--retry-period", "1h", "--", "true"},
+			`retry period 1h0m0s must be shorter than renew deadline`},
 		{[]string{"run", "--name", "x", "--backend", "redis", "--redis-url", "redis://a:1", "--fair=false", "--", "true"},
 			`--fair is read only by the etcd backend, and --backend is redis: drop --fair, or use --backend etcd`},
 		// A relative --dir names another directory in each working
