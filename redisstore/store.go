@@ -424,7 +424,7 @@ func (s *Store) Get(ctx context.Context, key string) (backend.Record, error) {
 	lock, fence, _ := s.Keys(key)
 	v, err := getScript.Run(ctx, s.client, []string{lock, fence}).Slice()
 	if err != nil {
-		return backend.Record{}, s.wrap(key, lock, "get", s.plainToTLS(ctx, err))
+		return backend.Record{}, s.wrap(key, lock, "get", s.explainClosed(ctx, err))
 	}
 	return s.decodeRecord(key, v)
 }
