@@ -23,6 +23,9 @@ const redisCheckTimeout = 5 * time.Second
 const aofFix = "run the server with appendonly yes and appendfsync always (redis.conf, or CONFIG SET appendonly yes, CONFIG SET appendfsync always, then CONFIG REWRITE): " +
 	"without them a restart or crash frees held locks and can repeat fencing tokens (docs/backends.md)"
 
+// redisURLFix is the fix for a --redis-url that does not parse.
+const redisURLFix = "write the URL as redis://[user:password@]host:port[/db] (rediss:// for TLS)"
+
 // evictionFix is the fix for a server that may evict baton's keys.
 const evictionFix = "keep baton's locks on a Redis that evicts nothing: maxmemory-policy noeviction (redis.conf, or CONFIG SET maxmemory-policy noeviction then CONFIG REWRITE; on a managed service, its parameter group), or no maxmemory; a cache that must evict needs a Redis of its own (docs/backends.md)"
 
@@ -106,22 +109,23 @@ func runID(ctx context.Context, rawURL string) (string, error) {
 // warns if it may evict a lock's key (volatile-*), which ends a holder's
 // lock early.
 func evictionCheck(ctx context.Context, rawURL string) check {
-	shown := redactURL(rawURL)
-	label := "eviction " + shown
-	s, err := redisstore.Open(rawURL)
-	if err != nil {
-		return check{label, resultFail, err.Error(), "write the URL as redis://[user:password@]host:port[/db] (rediss:// for TLS)"}
-	}
-	defer s.Close()
-	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
-	defer cancel()
-	policies, err := s.MemoryPolicies(ctx)
+	label := "eviction " + redactURL(rawURL)
+	return askStore(ctx, rawURL, label, func(ctx context.Context, s *redisstore.Store) check {
+		policies, err := s.MemoryPolicies(ctx)
+		return evictionRow(label, policies, err)
+	})
+}
+
+// evictionRow judges the policies MemoryPolicies returned.
+func evictionRow(label string, policies []redisstore.MemoryPolicy, err error) check {
 	switch {
 	case errors.Is(err, backend.ErrForbidden):
 		return check{label, resultWarn, "cannot tell whether Redis may evict the locks' keys: " + err.Error(),
 			"an operator runs: redis-cli -h HOST -p PORT INFO memory (on each primary)\nand looks for maxmemory:0 or maxmemory_policy:noeviction. Otherwise: " + evictionFix}
 	case err != nil:
 		return redisFailure(label, err)
+	case len(policies) == 0:
+		return check{label, resultWarn, "cannot tell whether Redis may evict the locks' keys: no primary answered", evictionFix}
 	}
 	worst := policies[0]
 	for _, p := range policies[1:] {
@@ -175,16 +179,27 @@ func severity(p redisstore.MemoryPolicy) int {
 // every command of redisstore.ACLRules on lock name's keys and channels
 // (redisstore.Store.CheckPermissions).
 func permissionsCheck(ctx context.Context, rawURL, name string) check {
-	shown := redactURL(rawURL)
-	label := "permissions " + shown
+	label := "permissions " + redactURL(rawURL)
+	return askStore(ctx, rawURL, label, func(ctx context.Context, s *redisstore.Store) check {
+		return permissionsRow(label, rawURL, name, s.CheckPermissions(ctx, name))
+	})
+}
+
+// askStore opens a Store on rawURL for the doctor row label and asks it
+// with ask, within redisCheckTimeout.
+func askStore(ctx context.Context, rawURL, label string, ask func(context.Context, *redisstore.Store) check) check {
 	s, err := redisstore.Open(rawURL)
 	if err != nil {
-		return check{label, resultFail, err.Error(), "write the URL as redis://[user:password@]host:port[/db] (rediss:// for TLS)"}
+		return check{label, resultFail, err.Error(), redisURLFix}
 	}
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
 	defer cancel()
-	err = s.CheckPermissions(ctx, name)
+	return ask(ctx, s)
+}
+
+// permissionsRow judges what CheckPermissions returned.
+func permissionsRow(label, rawURL, name string, err error) check {
 	user := urlUser(rawURL)
 	switch {
 	case err == nil:
@@ -219,7 +234,7 @@ func persistenceCheck(ctx context.Context, rawURL string) check {
 	}
 	opt, err := redisstore.ParseURL(rawURL)
 	if err != nil {
-		return check{label, resultFail, err.Error(), "write the URL as redis://[user:password@]host:port[/db] (rediss:// for TLS)"}
+		return check{label, resultFail, err.Error(), redisURLFix}
 	}
 	opt.MaxRetries = -1 // one question, one attempt: the row reports what happened
 	client := redis.NewClient(opt)
