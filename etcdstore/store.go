@@ -1148,6 +1148,10 @@ func mapErr(err error) error {
 		errors.Is(err, rpctypes.ErrUserEmpty) || errors.As(err, &ee) && ee.Code() == codes.PermissionDenied {
 		return fmt.Errorf("%w: %w", backend.ErrForbidden, err)
 	}
+	if errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) {
+		return fmt.Errorf("%w: %w (etcd's database reached its quota, and its NOSPACE alarm refuses writes until an operator compacts and defragments it and runs etcdctl alarm disarm; holders keep their locks, whose renewals need no writes, but no lock can be acquired, and a release leaves the claim to expire at its TTL)",
+			backend.ErrUnavailable, err)
+	}
 	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable && !errors.Is(err, backend.ErrUnavailable) {
 		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 	}
