@@ -2,9 +2,12 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // CheckPermissions asks etcd whether the Store's user may do what the
@@ -35,9 +38,11 @@ func (s *Store) CheckPermissions(ctx context.Context, name string) error {
 	never := clientv3.Compare(clientv3.Version(claim), "<", 0) // a key's version is never negative
 	resp, err := s.client.Txn(ctx).If(never).Then(ops...).Commit()
 	switch {
-	case err != nil:
+	case err != nil && errors.Is(mapErr(err), backend.ErrForbidden):
 		return fmt.Errorf("%w (the user needs read and write permission on the key range of the prefix %q: etcdctl role grant-permission --prefix ROLE readwrite %s)",
 			s.wrap(name, "check permissions", err), s.prefix, s.prefix)
+	case err != nil:
+		return s.wrap(name, "check permissions", err)
 	case resp.Succeeded:
 		// Cannot happen; if it did, the writes ran: say so rather than pass.
 		return fmt.Errorf("etcdstore: lock %q: check permissions: the never-true condition held, and the check's writes ran", name)

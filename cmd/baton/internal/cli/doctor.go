@@ -27,9 +27,9 @@ already used by another application; on Redis, each server's persistence
 limit (INFO memory) and whether the user may run every command the lock
 needs (redis.acl_check_cmd, Redis 7 or later), and on Redlock that the URLs
 reach different servers (INFO server's run_id); on etcd, each endpoint's
-status and version, and whether the user may read and write the lock's
-keys. Prints one row per check and, for each problem, the fix. Exits 1 if
-any check fails.`
+status, version and alarms, and whether the user may read and write the
+lock's keys. Prints one row per check and, for each problem, the fix.
+Exits 1 if any check fails.`
 
 // The results of a check. SKIP marks a check that could not run because
 // an earlier row failed (its detail names the row).
@@ -129,9 +129,9 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name))...)
 		checks = append(checks, independenceCheck(ctx, f.redisURLs))
 	case "etcd":
-		rows := etcdChecks(ctx, &f.etcd)
+		rows, answered := etcdChecks(ctx, &f.etcd)
 		checks = append(checks, rows...)
-		checks = append(checks, etcdPermissionsCheck(ctx, st, probeName(f.name), rows))
+		checks = append(checks, etcdPermissionsCheck(ctx, st, probeName(f.name), answered))
 	}
 	return checks
 }

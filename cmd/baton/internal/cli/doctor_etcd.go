@@ -21,34 +21,37 @@ import (
 const etcdCheckTimeout = 5 * time.Second
 
 // etcdChecks asks each endpoint for its status (clientv3 Status): one row
-// per endpoint, with the server's version. An endpoint that does not
-// answer fails if none answers, and warns otherwise (the others serve the
-// lock).
-func etcdChecks(ctx context.Context, f *etcdFlags) []check {
+// per endpoint, with the server's version, and whether any endpoint
+// answered. An endpoint that does not answer fails if none answers, and
+// warns otherwise (the others serve the lock); one that reports an alarm
+// that stops the lock fails.
+func etcdChecks(ctx context.Context, f *etcdFlags) (rows []check, answered bool) {
 	cfg := f.config()
 	cc, err := cfg.ClientConfig()
 	if err != nil {
-		return []check{{"etcd", resultFail, err.Error(), "check --endpoints, --cacert, --cert, --key, --user and --password"}}
+		return []check{{"etcd", resultFail, err.Error(), "check --endpoints, --cacert, --cert, --key, --user and --password"}}, false
 	}
 	client, err := clientv3.New(cc)
 	if err != nil {
-		return []check{storeFailureNamed("etcd", err)}
+		return []check{storeFailureNamed("etcd", err)}, false
 	}
 	defer client.Close()
 	checks := make([]check, 0, len(cfg.Endpoints))
-	answered := false
+	var silent []bool // by row: its endpoint did not answer
 	for _, ep := range cfg.Endpoints {
 		c, ok := endpointCheck(ctx, client, ep)
 		answered = answered || ok
-		checks = append(checks, c)
+		checks, silent = append(checks, c), append(silent, !ok)
 	}
 	for i := range checks {
-		if checks[i].result == resultFail && answered {
+		// An alarm an endpoint answered with is the cluster's: the other
+		// endpoints do not work around it.
+		if checks[i].result == resultFail && silent[i] && answered {
 			checks[i].result = resultWarn
 			checks[i].fix += "; the lock works meanwhile through the endpoints that answer"
 		}
 	}
-	return checks
+	return checks, answered
 }
 
 // endpointCheck is the row of one endpoint: its version and role if it
@@ -78,8 +81,14 @@ func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string
 	}
 	detail := fmt.Sprintf("etcd %s, %s", st.Version, role)
 	if len(st.Errors) > 0 {
-		return check{label, resultWarn, detail + "; the member reports: " + strings.Join(st.Errors, "; "),
-			"see etcdctl alarm list and etcdctl endpoint status on that member; a NOSPACE alarm refuses every write until it is cleared"}, true
+		// An alarm refuses every write (NOSPACE) or every request
+		// (CORRUPT) until an operator clears it: no lock can be taken.
+		result := resultWarn
+		if slices.ContainsFunc(st.Errors, func(e string) bool { return strings.Contains(e, "alarm:NOSPACE") || strings.Contains(e, "alarm:CORRUPT") }) {
+			result = resultFail
+		}
+		return check{label, result, detail + "; the member reports: " + strings.Join(st.Errors, "; "),
+			"see etcdctl alarm list and etcdctl endpoint status on that member; a NOSPACE alarm refuses every write until an operator compacts and defragments the database and runs etcdctl alarm disarm"}, true
 	}
 	return check{label, resultPass, detail, ""}, true
 }
@@ -87,19 +96,24 @@ func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string
 // etcdPermissionsCheck asks etcd whether the user may read and write what
 // the lock name needs under the store's prefix (etcdstore's
 // CheckPermissions), unless the store could not be opened or no endpoint
-// answered (rows: the endpoints' rows).
-func etcdPermissionsCheck(ctx context.Context, st store, name string, rows []check) check {
+// answered.
+func etcdPermissionsCheck(ctx context.Context, st store, name string, answered bool) check {
 	const label = "permissions"
 	es, ok := st.(*etcdstore.Store)
 	if !ok {
 		return check{label, resultSkip, "not checked: the store could not be opened (see the store row)", ""}
 	}
-	if !slices.ContainsFunc(rows, func(c check) bool { return c.result != resultFail }) {
+	if !answered {
 		return check{label, resultSkip, "not checked: no endpoint answered (see the etcd rows)", ""}
 	}
 	ctx, cancel := context.WithTimeout(ctx, etcdCheckTimeout)
 	defer cancel()
 	if err := es.CheckPermissions(ctx, name); err != nil {
+		if errors.Is(err, backend.ErrUnavailable) {
+			// An endpoint answered its row: a refusal of writes (an alarm)
+			// or a member that went away since, which its row names.
+			return check{label, resultSkip, "not checked: " + err.Error(), ""}
+		}
 		c := storeFailureNamed(label, err)
 		if errors.Is(err, backend.ErrForbidden) {
 			c.fix = "an administrator grants the user's role read and write permission on the prefix's key range: etcdctl --user root role grant-permission --prefix ROLE readwrite " + es.Prefix()

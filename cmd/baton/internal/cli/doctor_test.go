@@ -582,6 +582,42 @@ func TestDoctorRedisPermissions(t *testing.T) {
 	}
 }
 
+// A real etcd whose database reached its quota: its NOSPACE alarm refuses
+// every write, so its row fails (another endpoint would not help: the
+// alarm is the cluster's), and the permissions row, whose check writes,
+// is skipped with the reason instead of blaming the user's role.
+func TestDoctorEtcdNoSpace(t *testing.T) {
+	t.Parallel()
+	e := testenv.StartEtcd(t, testenv.EtcdNoFsync(), testenv.EtcdArgs("--quota-backend-bytes", "1048576"))
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	value := strings.Repeat("x", 60<<10)
+	for i := 0; ; i++ {
+		_, err := c.Put(t.Context(), fmt.Sprintf("/filler/%d", i), value)
+		if err != nil && strings.Contains(err.Error(), "database space exceeded") {
+			break
+		}
+		if err != nil || i == 100 {
+			t.Fatalf("filling the database: put %d: %v", i, err)
+		}
+	}
+	code, out, _ := runCLI(t, "doctor", "--backend", "etcd", "--endpoints", e.Endpoint(), "--name", "job")
+	t.Logf("doctor:\n%s", out)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	rows := doctorTable(t, out)
+	if r := rows["etcd "+e.Endpoint()]; r.result != "FAIL" || !strings.Contains(r.detail, "alarm:NOSPACE") {
+		t.Errorf("etcd row %+v, want FAIL naming alarm:NOSPACE", r)
+	}
+	if r := rows["permissions"]; r.result != "SKIP" || !strings.Contains(r.detail, "etcdctl alarm disarm") {
+		t.Errorf("permissions row %+v, want SKIP naming the alarm", r)
+	}
+}
+
 // Real etcd servers: each endpoint's row shows the server's version; an
 // endpoint that does not answer warns while another answers, and fails
 // when none does.
