@@ -664,7 +664,7 @@ func (s *Store) wrap(name, key, op string, err error) error {
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %v: the server is a Redis Cluster node, which a client of one server cannot follow: give the cluster as redis+cluster://N1:PORT,N2:PORT,... (or build the Store on a *redis.ClusterClient)",
 			op, name, key, backend.ErrMisconfigured, err)
 	case strings.HasPrefix(msg, "ERR unknown command") && (strings.Contains(msg, "evalsha") || strings.Contains(msg, "'eval'")):
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the server does not run Lua scripts (%s), which baton needs: a Redis Sentinel answers so (give the sentinels as %s://S1:26379,S2:26379,.../PRIMARY, with the name they monitor the primary by), and so does a proxy or Redis-compatible server without scripting",
+		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the server does not run Lua scripts (%s), which baton needs: a Redis Sentinel answers so (give the sentinels as %s://S1:26379,S2:26379,.../PRIMARY, with the name they monitor the primary by), and so do a server whose EVAL and EVALSHA an operator renamed or disabled (rename-command) and a proxy or Redis-compatible server without scripting",
 			op, name, key, backend.ErrMisconfigured, strings.TrimSpace(msg), schemeSentinel)
 	case strings.HasPrefix(msg, "redis: invalid reply:"), strings.HasPrefix(msg, "redis: can't parse"):
 		// go-redis's wording for a reply that is not RESP at all, or not
