@@ -13,9 +13,9 @@ import (
 // fsError marks err, which came from the file system while using the lock
 // directory dir, with the baton sentinel of its cause, and adds the fix: a
 // refused permission matches backend.ErrForbidden (so the engine stops
-// retrying and the CLI exits 77), a read-only file system or a file
-// where a directory belongs backend.ErrMisconfigured. Other errors, and errors already marked, are
-// returned as they are.
+// retrying and the CLI exits 77), a read-only file system or a file where
+// a directory belongs backend.ErrMisconfigured. Other errors, and errors
+// already marked, are returned as they are.
 func fsError(err error, dir string) error {
 	switch {
 	case err == nil, errors.Is(err, backend.ErrForbidden), errors.Is(err, backend.ErrMisconfigured):
