@@ -66,8 +66,8 @@ func (s *Store) explainClosed(ctx context.Context, err error) error {
 }
 
 // firstWords dials addr and returns the first line the server writes
-// before it is sent anything, within 300ms (Redis says nothing unless it
-// refuses the client), or "".
+// before it is sent anything, within a second or ctx (Redis says nothing
+// unless it refuses the client), or "".
 func firstWords(ctx context.Context, addr string) string {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -77,7 +77,8 @@ func firstWords(ctx context.Context, addr string) string {
 		return ""
 	}
 	defer conn.Close()
-	_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetReadDeadline(deadline)
 	line, _ := bufio.NewReader(io.LimitReader(conn, 4096)).ReadString('\n')
 	return strings.TrimSpace(line)
 }
