@@ -59,10 +59,21 @@ func tlsProblem(err error) (hint string, ok bool) {
 		return "the server did not answer in TLS: use a plain URL (http://, redis://), or enable TLS on the server", true
 	case errors.As(err, &verify):
 		return "the server's certificate could not be verified: check the CA file and the host name", true
-	case errors.As(err, &alert):
+	case errors.As(err, &alert), isRemoteTLSAlert(err):
+		if strings.Contains(err.Error(), "certificate required") {
+			return "the server requires a client certificate (mutual TLS): give one that its CA signed, with its key", true
+		}
 		return "the server refused the TLS connection: does it require a client certificate (and accept this one)?", true
 	}
 	return "", false
+}
+
+// isRemoteTLSAlert reports an alert the server sent during the handshake,
+// which crypto/tls returns as a *net.OpError "remote error" around an
+// unexported alert type (tls.AlertError is for QUIC).
+func isRemoteTLSAlert(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error" && strings.HasPrefix(op.Err.Error(), "tls: ")
 }
 
 // unreachable recognises a store that could not be reached.

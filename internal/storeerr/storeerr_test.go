@@ -85,6 +85,21 @@ func TestTLS(t *testing.T) {
 	}
 }
 
+// A server that requires a client certificate refuses a client without
+// one with a TLS alert, which crypto/tls reports as a "remote error".
+func TestTLSClientCertificateRequired(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert}
+	srv.StartTLS()
+	defer srv.Close()
+	c := srv.Client() // trusts the server, has no certificate of its own
+	_, err := c.Get(srv.URL)
+	got := storeerr.Classify(err)
+	if !errors.Is(got, backend.ErrMisconfigured) || !strings.Contains(got.Error(), "requires a client certificate") {
+		t.Errorf("Classify(%v) = %v; want ErrMisconfigured saying a client certificate is required", err, got)
+	}
+}
+
 func TestOthersUnchanged(t *testing.T) {
 	for _, err := range []error{nil, errors.New("something else"), backend.ErrForbidden, context.Canceled} {
 		if got := storeerr.Classify(err); got != err {
