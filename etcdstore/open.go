@@ -3,7 +3,6 @@ package etcdstore
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/storeerr"
+	"github.com/baton-go/baton/internal/tlsfiles"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -128,29 +128,15 @@ func (c Config) validate() error {
 }
 
 // TLSConfig returns the client TLS configuration c describes, or nil if c
-// does not ask for TLS.
+// does not ask for TLS. A CA, certificate or key file that cannot be read
+// or parsed gives an error matching backend.ErrMisconfigured.
 func (c Config) TLSConfig() (*tls.Config, error) {
 	if !c.tlsOn() {
 		return nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("etcdstore: CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcdstore: CA file %s holds no PEM certificate", c.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("etcdstore: client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	if err := tlsfiles.Apply(tc, c.CAFile, c.CertFile, c.KeyFile); err != nil {
+		return nil, fmt.Errorf("etcdstore: %w", err)
 	}
 	return tc, nil
 }

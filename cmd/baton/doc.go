@@ -88,6 +88,7 @@
 //	crd        baton's DistributedLock resource (install deploy/crd first)
 //	etcd       etcd: --endpoints URL[,URL...] [--cacert --cert --key --user] [--fair=false]
 //	redis      one Redis server: --redis-url redis[s]://[user:pass@]host:port[/db]
+//	           [--cacert --cert --key, for rediss://]
 //	redlock    Redlock over an odd number (at least 3) of independent Redis
 //	           servers: --redis-url once per server
 //

@@ -124,10 +124,16 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 				check{"permissions " + u, resultSkip, "not checked: the store row failed (its detail says why)", ""})
 			break
 		}
-		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name))...)
+		tlsFn, _ := f.redisTLS() // an error failed the store row, and these rows were skipped
+		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name), tlsFn)...)
 	case "redlock":
-		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name))...)
-		checks = append(checks, independenceCheck(ctx, f.redisURLs))
+		tlsFn, terr := f.redisTLS()
+		if terr != nil {
+			checks = append(checks, check{"redis TLS", resultSkip, "not checked: the servers' rows need the TLS files (see the store row)", ""})
+			break
+		}
+		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name), tlsFn)...)
+		checks = append(checks, independenceCheck(ctx, f.redisURLs, tlsFn))
 	case "etcd":
 		rows, answered := etcdChecks(ctx, &f.etcd)
 		checks = append(checks, rows...)

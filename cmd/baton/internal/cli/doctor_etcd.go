@@ -81,16 +81,21 @@ func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string
 	}
 	detail := fmt.Sprintf("etcd %s, %s", st.Version, role)
 	if len(st.Errors) > 0 {
-		// An alarm refuses every write (NOSPACE) or every request
-		// (CORRUPT) until an operator clears it: no lock can be taken.
+		// An alarm stops every lock until an operator clears it.
 		result := resultWarn
-		if slices.ContainsFunc(st.Errors, func(e string) bool { return strings.Contains(e, "alarm:NOSPACE") || strings.Contains(e, "alarm:CORRUPT") }) {
+		if slices.ContainsFunc(st.Errors, stopsLocks) {
 			result = resultFail
 		}
 		return check{label, result, detail + "; the member reports: " + strings.Join(st.Errors, "; "),
 			"see etcdctl alarm list and etcdctl endpoint status on that member; a NOSPACE alarm refuses every write until an operator compacts and defragments the database and runs etcdctl alarm disarm"}, true
 	}
 	return check{label, resultPass, detail, ""}, true
+}
+
+// stopsLocks reports whether an error a member's status lists is an alarm
+// that refuses every write (NOSPACE) or every request (CORRUPT).
+func stopsLocks(statusErr string) bool {
+	return strings.Contains(statusErr, "alarm:NOSPACE") || strings.Contains(statusErr, "alarm:CORRUPT")
 }
 
 // etcdPermissionsCheck asks etcd whether the user may read and write what

@@ -32,17 +32,17 @@ const evictionFix = "keep baton's locks on a Redis that evicts nothing: maxmemor
 // redisChecks reads the persistence settings and eviction policy of each
 // server and asks it whether the user may run what baton sends for lock
 // name: three rows per --redis-url.
-func redisChecks(ctx context.Context, urls []string, name string) []check {
+func redisChecks(ctx context.Context, urls []string, name string, tlsFn func(*redis.Options)) []check {
 	checks := make([]check, 0, 3*len(urls))
 	for _, u := range urls {
-		p := persistenceCheck(ctx, u)
+		p := persistenceCheck(ctx, u, tlsFn)
 		checks = append(checks, p)
 		if p.result == resultFail {
 			skip := "not checked: the persistence row failed (its detail says why)"
 			checks = append(checks, check{"eviction " + redactURL(u), resultSkip, skip, ""}, check{"permissions " + redactURL(u), resultSkip, skip, ""})
 			continue
 		}
-		checks = append(checks, evictionCheck(ctx, u), permissionsCheck(ctx, u, name))
+		checks = append(checks, evictionCheck(ctx, u, tlsFn), permissionsCheck(ctx, u, name, tlsFn))
 	}
 	return checks
 }
@@ -51,12 +51,12 @@ func redisChecks(ctx context.Context, urls []string, name string) []check {
 // server), which a redis-server draws at start: two URLs that reach one
 // server (localhost and 127.0.0.1, a DNS alias, a proxy) are one instance
 // counted twice, and a quorum of them is not a majority of servers.
-func independenceCheck(ctx context.Context, urls []string) check {
+func independenceCheck(ctx context.Context, urls []string, tlsFn func(*redis.Options)) check {
 	const label = "independent servers"
 	ids := map[string]string{} // run_id -> the URL that reached it
 	var denied, silent []string
 	for _, u := range urls {
-		id, err := runID(ctx, u)
+		id, err := runID(ctx, u, tlsFn)
 		switch {
 		case redis.IsPermissionError(err):
 			denied = append(denied, redactURL(u))
@@ -82,13 +82,11 @@ func independenceCheck(ctx context.Context, urls []string) check {
 }
 
 // runID asks the server at rawURL for its run_id (INFO server).
-func runID(ctx context.Context, rawURL string) (string, error) {
-	opt, err := redisstore.ParseURL(rawURL)
+func runID(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) (string, error) {
+	client, err := questionClient(rawURL, tlsFn)
 	if err != nil {
 		return "", err
 	}
-	opt.MaxRetries = -1
-	client := redis.NewClient(opt)
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
 	defer cancel()
@@ -103,14 +101,29 @@ func runID(ctx context.Context, rawURL string) (string, error) {
 	return id, nil
 }
 
+// questionClient is a client of the server at rawURL (with tlsFn, see
+// storeFlags.redisTLS) for one question: one attempt, so that a row
+// reports what happened.
+func questionClient(rawURL string, tlsFn func(*redis.Options)) (*redis.Client, error) {
+	opt, err := redisstore.ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if tlsFn != nil {
+		tlsFn(opt)
+	}
+	opt.MaxRetries = -1
+	return redis.NewClient(opt), nil
+}
+
 // evictionCheck asks each primary behind rawURL for its memory limit and
 // eviction policy (redisstore.Store.MemoryPolicies): it fails if Redis may
 // evict a lock's fence (allkeys-*), which lets a second holder in, and
 // warns if it may evict a lock's key (volatile-*), which ends a holder's
 // lock early.
-func evictionCheck(ctx context.Context, rawURL string) check {
+func evictionCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) check {
 	label := "eviction " + redactURL(rawURL)
-	return askStore(ctx, rawURL, label, func(ctx context.Context, s *redisstore.Store) check {
+	return askStore(ctx, rawURL, label, tlsFn, func(ctx context.Context, s *redisstore.Store) check {
 		policies, err := s.MemoryPolicies(ctx)
 		return evictionRow(label, policies, err)
 	})
@@ -178,17 +191,17 @@ func severity(p redisstore.MemoryPolicy) int {
 // permissionsCheck asks the server at rawURL whether the URL's user may run
 // every command of redisstore.ACLRules on lock name's keys and channels
 // (redisstore.Store.CheckPermissions).
-func permissionsCheck(ctx context.Context, rawURL, name string) check {
+func permissionsCheck(ctx context.Context, rawURL, name string, tlsFn func(*redis.Options)) check {
 	label := "permissions " + redactURL(rawURL)
-	return askStore(ctx, rawURL, label, func(ctx context.Context, s *redisstore.Store) check {
+	return askStore(ctx, rawURL, label, tlsFn, func(ctx context.Context, s *redisstore.Store) check {
 		return permissionsRow(label, rawURL, name, s.CheckPermissions(ctx, name))
 	})
 }
 
-// askStore opens a Store on rawURL for the doctor row label and asks it
-// with ask, within redisCheckTimeout.
-func askStore(ctx context.Context, rawURL, label string, ask func(context.Context, *redisstore.Store) check) check {
-	s, err := redisstore.Open(rawURL)
+// askStore opens a Store on rawURL (with tlsFn, see storeFlags.redisTLS)
+// for the doctor row label and asks it with ask, within redisCheckTimeout.
+func askStore(ctx context.Context, rawURL, label string, tlsFn func(*redis.Options), ask func(context.Context, *redisstore.Store) check) check {
+	s, err := redisstore.Open(rawURL, redisOptions(tlsFn)...)
 	if err != nil {
 		return check{label, resultFail, err.Error(), redisURLFix}
 	}
@@ -223,7 +236,7 @@ func permissionsRow(label, rawURL, name string, err error) check {
 
 // persistenceCheck asks the server at rawURL for INFO persistence and, if
 // the append-only file is on, for its appendfsync setting.
-func persistenceCheck(ctx context.Context, rawURL string) check {
+func persistenceCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) check {
 	shown := redactURL(rawURL)
 	label := "persistence " + shown
 	if err := redisstore.CheckURL(rawURL); err == nil && strings.Contains(strings.SplitN(rawURL, "://", 2)[0], "+") {
@@ -232,12 +245,10 @@ func persistenceCheck(ctx context.Context, rawURL string) check {
 		return check{label, resultWarn, "cannot tell from a Sentinel or Cluster URL whether every data node keeps the locks across a restart",
 			"on each primary and replica an operator runs: redis-cli -h HOST -p PORT INFO persistence\nand looks for aof_enabled:1 and appendfsync always. Otherwise: " + aofFix}
 	}
-	opt, err := redisstore.ParseURL(rawURL)
+	client, err := questionClient(rawURL, tlsFn)
 	if err != nil {
 		return check{label, resultFail, err.Error(), redisURLFix}
 	}
-	opt.MaxRetries = -1 // one question, one attempt: the row reports what happened
-	client := redis.NewClient(opt)
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
 	defer cancel()

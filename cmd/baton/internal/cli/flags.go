@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,12 +13,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 
 	"github.com/baton-go/baton"
 
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/filestore"
+	"github.com/baton-go/baton/internal/tlsfiles"
 	"github.com/baton-go/baton/redisstore"
 )
 
@@ -104,14 +107,68 @@ func (f *storeFlags) validate() error {
 		if len(f.redisURLs) != 1 {
 			return usageErrorf("--backend redis needs exactly one --redis-url, got %d", len(f.redisURLs))
 		}
-		return checkRedisURLs(f.redisURLs)
+		return f.checkRedisURLs()
 	case "redlock":
 		if n := len(f.redisURLs); n < 3 || n%2 == 0 {
 			return usageErrorf("--backend redlock needs an odd number of --redis-url, at least 3 (independent servers), got %d", n)
 		}
-		return checkRedisURLs(f.redisURLs)
+		return f.checkRedisURLs()
 	}
 	return nil
+}
+
+// checkRedisURLs reports the first --redis-url that does not parse, or
+// that the TLS flags cannot serve.
+func (f *storeFlags) checkRedisURLs() error {
+	if err := checkRedisURLs(f.redisURLs); err != nil {
+		return err
+	}
+	e := &f.etcd
+	if e.cacert == "" && e.cert == "" && e.key == "" {
+		return nil
+	}
+	if (e.cert == "") != (e.key == "") {
+		return usageErrorf("--cert and --key go together (mutual TLS), got cert %q and key %q", e.cert, e.key)
+	}
+	for _, u := range f.redisURLs {
+		if !strings.HasPrefix(u, "rediss://") {
+			return usageErrorf("--cacert, --cert and --key configure TLS to one server, a rediss:// URL; --redis-url %q is not one (for a Sentinel or a Cluster over TLS with a private CA, build the client in Go and pass it to redisstore.New)", redactURL(u))
+		}
+	}
+	return nil
+}
+
+// redisTLS returns what applies --cacert, --cert and --key to the options
+// of every rediss:// client, or nil if they are not given.
+func (f *storeFlags) redisTLS() (func(*redis.Options), error) {
+	e := &f.etcd
+	if e.cacert == "" && e.cert == "" && e.key == "" {
+		return nil, nil
+	}
+	var files tls.Config
+	if err := tlsfiles.Apply(&files, e.cacert, e.cert, e.key); err != nil {
+		return nil, fmt.Errorf("redis TLS: %w", err)
+	}
+	return func(o *redis.Options) {
+		if o.TLSConfig == nil { // checkRedisURLs admits rediss:// URLs only
+			return
+		}
+		if files.RootCAs != nil {
+			o.TLSConfig.RootCAs = files.RootCAs
+		}
+		if files.Certificates != nil {
+			o.TLSConfig.Certificates = files.Certificates
+		}
+	}, nil
+}
+
+// redisOptions are the options of a Redis store opened with tlsFn (see
+// redisTLS; nil for none).
+func redisOptions(tlsFn func(*redis.Options)) []redisstore.Option {
+	if tlsFn == nil {
+		return nil
+	}
+	return []redisstore.Option{redisstore.WithClientOptions(tlsFn)}
 }
 
 // checkDir sets the file backend's directory to its default if --dir was
@@ -184,7 +241,9 @@ func backendsReading(name string) []string {
 		return []string{"file"}
 	case "kubeconfig", "context", "namespace", "app":
 		return []string{"lease", "configmap", "crd"}
-	case "endpoints", "cacert", "cert", "key", "user", "password", "fair":
+	case "cacert", "cert", "key":
+		return []string{"etcd", "redis", "redlock"}
+	case "endpoints", "user", "password", "fair":
 		return []string{"etcd"}
 	case "redis-url":
 		return []string{"redis", "redlock"}
@@ -231,13 +290,21 @@ func (f *storeFlags) open() (store, string, error) {
 	case "etcd":
 		return f.etcd.open()
 	case "redis":
-		s, err := redisstore.Open(f.redisURLs[0])
+		tlsFn, err := f.redisTLS()
+		if err != nil {
+			return nil, "", err
+		}
+		s, err := redisstore.Open(f.redisURLs[0], redisOptions(tlsFn)...)
 		if err != nil {
 			return nil, "", fmt.Errorf("opening the redis store: %w", err)
 		}
 		return s, "redis " + redactURL(f.redisURLs[0]), nil
 	case "redlock":
-		r, err := redisstore.OpenRedlock(f.redisURLs)
+		tlsFn, err := f.redisTLS()
+		if err != nil {
+			return nil, "", err
+		}
+		r, err := redisstore.OpenRedlock(f.redisURLs, redisOptions(tlsFn)...)
 		if err != nil {
 			return nil, "", fmt.Errorf("opening the redlock store: %w", err)
 		}

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -89,5 +90,51 @@ func TestRedisTopologies(t *testing.T) {
 		if code, _, stderr := runCLI(t, "lock", "--backend", "redis", "--redis-url", bad, "--name", "topo", "--", "true"); code != cli.ExitUsage {
 			t.Errorf("lock --redis-url %s: exit %d, want %d:\n%s", bad, code, cli.ExitUsage, stderr)
 		}
+	}
+}
+
+// A Redis with a private CA that requires client certificates: --cacert,
+// --cert and --key reach it through a rediss:// URL, for lock and doctor;
+// without the CA the certificate is not trusted (78), without a client
+// certificate the server refuses (78), and the TLS flags beside a plain
+// redis:// URL are a usage error.
+func TestRedisMutualTLS(t *testing.T) {
+	t.Parallel()
+	files, _ := testenv.WriteTLSFiles(t)
+	files.AuthClients = true
+	srv := testenv.StartRedis(t, testenv.WithRedisTLS(files))
+	base := []string{"--backend", "redis", "--redis-url", srv.URL(), "--name", "job"}
+	withTLS := append(slices.Clone(base), "--cacert", files.CAFile, "--cert", files.CertFile, "--key", files.KeyFile)
+
+	code, _, stderr := runCLI(t, append(append([]string{"lock"}, withTLS...), "--wait", "0", "--", "true")...)
+	if code != 0 {
+		t.Fatalf("lock with the CA and a client certificate: exit %d:\n%s", code, stderr)
+	}
+	code, out, _ := runCLI(t, append([]string{"doctor"}, withTLS...)...)
+	rows := doctorTable(t, out)
+	for _, name := range []string{"store", "persistence " + srv.URL(), "eviction " + srv.URL(), "permissions " + srv.URL()} {
+		if row := rows[name]; row.result != "PASS" && row.result != "WARN" {
+			t.Errorf("doctor with the CA and a client certificate: row %q %+v, want it answered (exit %d)\n%s", name, row, code, out)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		code  int
+		want  string
+	}{
+		{"no CA", nil, cli.ExitConfig, "signed by an authority the client does not trust"},
+		{"no client certificate", []string{"--cacert", files.CAFile}, cli.ExitConfig, "requires a client certificate"},
+		{"missing CA file", []string{"--cacert", files.CAFile + ".missing"}, cli.ExitConfig, "CA file"},
+	} {
+		args := append(append(append([]string{"lock"}, base...), tc.flags...), "--wait", "0", "--", "true")
+		if code, _, stderr := runCLI(t, args...); code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d, want %d saying %q:\n%s", tc.name, code, tc.code, tc.want, stderr)
+		}
+	}
+	plain := "redis://" + srv.Addr()
+	code, _, stderr = runCLI(t, "lock", "--backend", "redis", "--redis-url", plain, "--cacert", files.CAFile, "--name", "job", "--", "true")
+	if code != cli.ExitUsage || !strings.Contains(stderr, "is not one") {
+		t.Errorf("--cacert with a redis:// URL: exit %d, want %d:\n%s", code, cli.ExitUsage, stderr)
 	}
 }

@@ -1,0 +1,43 @@
+// Package tlsfiles loads the PEM files that configure a TLS client: a
+// bundle of the CAs that sign the server's certificate, and a client
+// certificate with its key for mutual TLS. Its errors name the file and
+// match backend.ErrMisconfigured: a file that is missing, unreadable or
+// not PEM is a setup that cannot work, which retrying does not fix.
+package tlsfiles
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+
+	"github.com/baton-go/baton/backend"
+)
+
+// Apply sets tc's RootCAs from caFile and its Certificates from certFile
+// and keyFile; an empty name leaves that part of tc as it is. certFile and
+// keyFile go together.
+func Apply(tc *tls.Config, caFile, certFile, keyFile string) error {
+	if (certFile == "") != (keyFile == "") {
+		return fmt.Errorf("%w: a client certificate needs both a certificate file (%q) and a key file (%q)", backend.ErrInvalidOptions, certFile, keyFile)
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return fmt.Errorf("%w: CA file: %w", backend.ErrMisconfigured, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("%w: CA file %s holds no PEM certificate", backend.ErrMisconfigured, caFile)
+		}
+		tc.RootCAs = pool
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return fmt.Errorf("%w: client certificate %s with key %s: %w", backend.ErrMisconfigured, certFile, keyFile, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return nil
+}
