@@ -239,7 +239,7 @@
 //
 // Open (and the CLI's --redis-url) takes, beside redis:// and rediss://:
 //
-//	redis+sentinel://[user:password@]S1:26379,S2:26379,S3:26379/PRIMARY[/DB]
+//	redis+sentinel://[user:password@]S1:26379,S2:26379,S3:26379/PRIMARY[/DB][?sentinel_password=P[&sentinel_username=U]]
 //	redis+cluster://[user:password@]N1:7000,N2:7000,N3:7000
 //
 // The first names the sentinels and the name under which they monitor the
@@ -248,7 +248,11 @@
 // (every primary, ideally: one is refused, so that the client finds the
 // cluster while a node is down); every lock's keys share a hash slot. The
 // rediss+ forms use TLS with the system's roots. user and password are the
-// data nodes' ACL credentials. A URL with no primary name, a cluster given
+// data nodes' ACL credentials; sentinels that require a password of their
+// own (requirepass, or an ACL user) take it as sentinel_password (and
+// sentinel_username), and without it their refusal is
+// backend.ErrForbidden naming the parameter (TestSentinelAuth). Messages
+// show URLs through RedactURL. A URL with no primary name, a cluster given
 // one node, a replica's address given as a plain redis:// URL (its writes
 // fail with READONLY: backend.ErrMisconfigured, not retried) and a
 // sentinel's (it runs no scripts: ErrMisconfigured too) are refused with

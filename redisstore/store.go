@@ -653,6 +653,9 @@ func (s *Store) wrap(name, key, op string, err error) error {
 			op, name, key, backend.ErrMisconfigured, schemeSentinel, err)
 	case strings.HasPrefix(msg, "NOPERM"), strings.Contains(msg, "user executing the script can't run this command"):
 		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w; give the user the rules of redisstore.ACLRules", op, name, key, backend.ErrForbidden, err)
+	case strings.Contains(msg, "all sentinels") && (strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOPERM")):
+		return fmt.Errorf("redisstore: %s lock %q: %w: the sentinels refused this client's credentials (%v): give theirs in the URL as ?sentinel_password=P (and &sentinel_username=U for an ACL user); the user and password before the @ are the data nodes'",
+			op, name, backend.ErrForbidden, err)
 	case errors.Is(err, redis.Nil) && strings.Contains(msg, "all sentinels"):
 		// go-redis's wording; the sentinels did answer, with no address.
 		return fmt.Errorf("redisstore: %s lock %q: %w: the sentinels answered, but none monitors a primary by the name the URL gives (%v): write the name of their `sentinel monitor NAME ...` after the URL's last / (redis-cli -h SENTINEL -p PORT SENTINEL MASTERS lists them)",

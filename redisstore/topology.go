@@ -15,12 +15,14 @@ import (
 // The URL forms of the highly available topologies (see the package
 // documentation, "Topologies"):
 //
-//	redis+sentinel://[user:password@]HOST:PORT[,HOST:PORT...]/PRIMARY[/DB]
+//	redis+sentinel://[user:password@]HOST:PORT[,HOST:PORT...]/PRIMARY[/DB][?sentinel_password=P[&sentinel_username=U]]
 //	redis+cluster://[user:password@]HOST:PORT,HOST:PORT[,...]
 //
 // The hosts are the sentinels' (first form) or the cluster nodes' (second);
-// user and password are the data nodes' ACL credentials. rediss+sentinel
-// and rediss+cluster use TLS with the system's roots.
+// user and password are the data nodes' ACL credentials, and
+// sentinel_username and sentinel_password the sentinels' (sentinels with
+// requirepass or ACL users). rediss+sentinel and rediss+cluster use TLS
+// with the system's roots. Other query parameters are refused.
 const (
 	schemeSentinel = "redis+sentinel"
 	schemeCluster  = "redis+cluster"
@@ -90,8 +92,16 @@ func sentinelTopology(u *url.URL, addrs []string, user, pass string) (topology, 
 		}
 		db = n
 	}
+	q := u.Query()
+	for k := range q {
+		if k != "sentinel_username" && k != "sentinel_password" {
+			return topology{}, fmt.Errorf("redisstore: %w: %s: unknown parameter %q (a Sentinel URL takes sentinel_username and sentinel_password, the sentinels' own credentials)",
+				backend.ErrInvalidOptions, RedactURL(u.String()), k)
+		}
+	}
 	return topology{kind: "Sentinel", failover: &redis.FailoverOptions{
 		MasterName: path[0], SentinelAddrs: addrs, Username: user, Password: pass, DB: db,
+		SentinelUsername: q.Get("sentinel_username"), SentinelPassword: q.Get("sentinel_password"),
 		ContextTimeoutEnabled: true, DialerRetries: 1,
 	}}, nil
 }
@@ -103,6 +113,9 @@ func clusterTopology(u *url.URL, addrs []string, user, pass string) (topology, e
 	}
 	if p := strings.Trim(u.Path, "/"); p != "" {
 		return topology{}, fmt.Errorf("redisstore: %w: %s: a cluster has only database 0, there is no path", backend.ErrInvalidOptions, u.Redacted())
+	}
+	if u.RawQuery != "" {
+		return topology{}, fmt.Errorf("redisstore: %w: %s: a Cluster URL takes no parameters", backend.ErrInvalidOptions, RedactURL(u.String()))
 	}
 	return topology{kind: "Cluster", cluster: &redis.ClusterOptions{
 		Addrs: addrs, Username: user, Password: pass, ContextTimeoutEnabled: true, DialerRetries: 1,
@@ -132,12 +145,27 @@ func hostList(hosts string) ([]string, error) {
 	return addrs, nil
 }
 
-// redact hides a password in a URL that does not parse.
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
+// redact is RedactURL.
+func redact(raw string) string { return RedactURL(raw) }
+
+// RedactURL returns a Redis URL with its passwords hidden, for logs and
+// messages: the userinfo's, and the value of every query parameter but
+// sentinel_username (sentinel_password, and a misspelling of it, which a
+// message about an unknown parameter shows).
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
 	}
-	return "(unparsable URL)"
+	if q := u.Query(); len(q) > 0 {
+		for k := range q {
+			if k != "sentinel_username" {
+				q.Set(k, "xxxxx")
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }
 
 // CheckURL reports whether raw is a URL Open accepts (redis://, rediss://,

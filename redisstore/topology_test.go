@@ -94,6 +94,8 @@ func TestTopologyBadInput(t *testing.T) {
 		{"redis+sentinel://127.0.0.1:26379/", "names no primary"},
 		{"redis+cluster://127.0.0.1:7000", "gives one node"},
 		{"redis+cluster://127.0.0.1", `address "127.0.0.1": want HOST:PORT`},
+		{"redis+sentinel://127.0.0.1:26379/p?sentinel_pasword=pw", `unknown parameter "sentinel_pasword"`},
+		{"redis+cluster://127.0.0.1:7000,127.0.0.1:7001?dial_timeout=1", "takes no parameters"},
 	} {
 		if _, err := redisstore.Open(tc.url); !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Open(%q): %v; want ErrInvalidOptions saying %q", tc.url, err, tc.want)
@@ -143,5 +145,42 @@ func TestTopologyMismatch(t *testing.T) {
 	}
 	if moved == 0 {
 		t.Error("no name of 20 hashed to another node")
+	}
+}
+
+// Passwords never show in messages: the userinfo's, and every query
+// parameter's but sentinel_username (a misspelt sentinel_password too).
+func TestRedactURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"redis://u:pw@h:1/0": "redis://u:xxxxx@h:1/0",
+		"redis+sentinel://:pw@h:1,h:2/p?sentinel_password=spw&sentinel_username=su": "redis+sentinel://:xxxxx@h:1,h:2/p?sentinel_password=xxxxx&sentinel_username=su",
+		"redis+sentinel://h:1/p?sentinel_pasword=spw":                               "redis+sentinel://h:1/p?sentinel_pasword=xxxxx",
+		"::": "(unparsable URL)",
+	} {
+		if got := redisstore.RedactURL(raw); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// Sentinels that require a password (requirepass, or an ACL user) take it
+// from sentinel_password; without it the sentinels' refusal is a refused
+// credential that names the parameter, not "unreachable".
+func TestSentinelAuth(t *testing.T) {
+	topo := testenv.StartRedisSentinel(t)
+	ctx := testCtx(t, 30*time.Second)
+	for _, addr := range topo.SentinelAddrs() {
+		if err := newClient(t, addr).Do(ctx, "ACL", "SETUSER", "default", "resetpass", ">spw").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := topo.URL()
+	without := openURL(t, base, uniquePrefix())
+	if _, err := without.Get(ctx, "job"); !errors.Is(err, backend.ErrForbidden) || !strings.Contains(err.Error(), "sentinel_password") {
+		t.Errorf("Get through sentinels that want a password, without it: %v; want ErrForbidden naming sentinel_password", err)
+	}
+	with := openURL(t, base+"?sentinel_password=spw", uniquePrefix())
+	if _, err := with.Get(ctx, "job"); err != nil && !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("Get through sentinels with sentinel_password: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -86,7 +85,7 @@ func (f *storeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.dir, "dir", "", dirHelp)
 	f.kube.register(fs)
 	f.etcd.register(fs)
-	fs.StringArrayVar(&f.redisURLs, "redis-url", nil, "redis and redlock backends: redis[s]://[user:password@]host:port[/db], or redis+sentinel://S1:26379,.../PRIMARY (a Sentinel-managed primary) or redis+cluster://N1:7000,N2:7000,... (a Redis Cluster); give it once for redis, three or more times (an odd number of independent servers) for redlock")
+	fs.StringArrayVar(&f.redisURLs, "redis-url", nil, "redis and redlock backends: redis[s]://[user:password@]host:port[/db], or redis+sentinel://S1:26379,.../PRIMARY[?sentinel_password=P] (a Sentinel-managed primary) or redis+cluster://N1:7000,N2:7000,... (a Redis Cluster); give it once for redis, three or more times (an odd number of independent servers) for redlock")
 }
 
 func (f *storeFlags) validate() error {
@@ -273,14 +272,8 @@ func closeStore(st store) {
 	}
 }
 
-// redactURL hides the password of a store URL for logs and messages.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
+// redactURL hides the passwords of a store URL for logs and messages.
+func redactURL(raw string) string { return redisstore.RedactURL(raw) }
 
 // open opens the selected backend. Call validate first.
 func (f *storeFlags) open() (store, string, error) {
