@@ -22,11 +22,11 @@ const DefaultDriftFactor = 0.01
 // held by whoever holds it on a quorum of N/2+1 servers. It tolerates the
 // loss of fewer than a quorum of servers.
 //
-// Two instances on one server are one instance counted twice: OpenRedlock
-// refuses two URLs with the same address, and an acquisition that finds
-// two instances sharing a keyspace (one refuses the claim another just
-// granted this very attempt: two names of one server, a DNS alias, a
-// proxy) fails with backend.ErrMisconfigured, having undone its claims.
+// Two instances on one server are one instance counted twice, and each
+// attempt then finds its own claim on one of them: OpenRedlock refuses two
+// URLs with the same address; two names of one server (localhost and
+// 127.0.0.1, a DNS alias, a proxy) it cannot tell apart, and `baton
+// doctor` compares the servers' run_ids.
 //
 // # Clock model
 //
@@ -191,10 +191,6 @@ func (r *Redlock) TryAcquire(ctx context.Context, key string, req backend.Reques
 		}
 		return backend.Grant{}, err
 	}
-	if i, j, ok := sharedKeyspace(req.Holder, res); ok {
-		return fail(fmt.Errorf("redisstore: redlock %q: %w: servers %d and %d appear to be one Redis database (server %d refused this attempt naming the claim, token %d, that server %d had just granted it): "+
-			"Redlock needs independent servers, each its own redis-server; give each --redis-url a different server", key, backend.ErrMisconfigured, i, j, j, res[i].res.token, i))
-	}
 	if len(got) >= r.quorum {
 		// Raise the counters of the quorum that are behind the token, so that
 		// any later quorum, which overlaps this one, issues a larger token.
@@ -229,27 +225,6 @@ func (r *Redlock) TryAcquire(ctx context.Context, key string, req backend.Reques
 		return fail(r.heldError(key, held))
 	}
 	return fail(fmt.Errorf("redisstore: redlock %q: acquired on %d of %d servers, need %d: %w", key, len(got), len(r.stores), r.quorum, errors.Join(errs...)))
-}
-
-// sharedKeyspace finds two instances that are one keyspace (two URLs of
-// one server under different names: localhost and 127.0.0.1, a DNS alias,
-// a proxy): instance j refused the attempt naming its holder and the token
-// that instance i granted it in the same attempt, which only the claim
-// written by this very attempt carries (tokens follow each server's clock
-// in microseconds, so independent servers do not issue equal ones in
-// practice).
-func sharedKeyspace(holder string, res []instanceAcquire) (i, j int, ok bool) {
-	for j, b := range res {
-		if b.err != nil || b.res.acquired || b.res.holder != holder {
-			continue
-		}
-		for i, a := range res {
-			if i != j && a.err == nil && a.res.acquired && a.res.token == b.res.token {
-				return i, j, true
-			}
-		}
-	}
-	return 0, 0, false
 }
 
 // heldError names the holder seen on most servers and estimates when enough

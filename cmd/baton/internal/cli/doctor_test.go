@@ -529,6 +529,13 @@ func TestDoctorRedlockIndependence(t *testing.T) {
 	if row := doctorTable(t, out)["independent servers"]; row.result != "PASS" {
 		t.Errorf("three servers: independent servers row %+v, want PASS (exit %d)\n%s", row, code, out)
 	}
+	// Three names of one server: every attempt meets its own claim, and
+	// lock says so instead of naming its own identity as another holder.
+	code, _, stderr := runCLI(t, "lock", "--backend", "redlock", "--redis-url", a.URL(), "--redis-url", alias, "--redis-url", "redis://LOCALHOST:"+port,
+		"--name", "job", "--wait", "0", "--", "true")
+	if code != cli.ExitHeld || !strings.Contains(stderr, "this process's own identity") {
+		t.Errorf("lock over three names of one server: exit %d, want %d naming its own identity:\n%s", code, cli.ExitHeld, stderr)
+	}
 }
 
 // Real redis-server processes: the permissions row passes for a user with

@@ -122,9 +122,9 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 		}
 		switch {
 		case errors.As(err, &held) && !wait.forever && wait.d == 0:
-			return failf(ExitHeld, "lock %q is held by %s; not waiting (--wait 0)", f.name, describeHolder(held))
+			return failf(ExitHeld, "lock %q is held by %s; not waiting (--wait 0)", f.name, describeHolder(held, mu.Identity()))
 		case errors.As(err, &held) && !wait.forever:
-			return failf(ExitHeld, "lock %q is still held by %s after waiting %v", f.name, describeHolder(held), wait.d)
+			return failf(ExitHeld, "lock %q is still held by %s after waiting %v", f.name, describeHolder(held, mu.Identity()), wait.d)
 		case errors.Is(err, errWaitTimeout):
 			// Not held at the last attempt: the message keeps its cause.
 			return failf(exitCodeOf(err), "lock %q: gave up after waiting %v: %w", f.name, wait.d, err)
@@ -168,9 +168,13 @@ func (a *app) lockMutex(st store, f *lockFlags, wait waitValue) (mu *baton.Mutex
 }
 
 // describeHolder names the holder of a HeldError: `"web-1" (token 3)`.
-func describeHolder(h *backend.HeldError) string {
-	if h.Holder == "" {
+func describeHolder(h *backend.HeldError, self string) string {
+	switch h.Holder {
+	case "":
 		return fmt.Sprintf("another owner (token %d)", h.Token)
+	case self:
+		// Not this process's own claim: it would have been collected.
+		return fmt.Sprintf("%q (token %d), this process's own identity: another process runs with the same --identity, or, on redlock, two --redis-url reach one server (baton doctor checks both)", h.Holder, h.Token)
 	}
 	return fmt.Sprintf("%q (token %d)", h.Holder, h.Token)
 }
