@@ -134,8 +134,7 @@
 //	77     the store refused the credentials or the operation (RBAC, ACL)
 //	78     the store's setup cannot work: missing namespace or CRD, a TLS
 //	       setup that fails, a missing kubeconfig, a URL whose server is
-//	       of the wrong kind (a sentinel, another protocol, one Redlock
-//	       server named twice)
+//	       of the wrong kind (a sentinel, another protocol)
 //	126    CMD could not be started
 //	127    CMD was not found
 //	128+N  run or lock stopped by signal N before CMD started
