@@ -114,9 +114,10 @@ type backendEnv struct {
 	// or a cleanup job would: the record file, the Redis claim key (on
 	// every Redlock server), the etcd claim key, the Kubernetes object.
 	deleteLock func(ctx context.Context, lock string) error
-	// evictLock has the store evict the lock's claim key under memory
-	// pressure (Redis, maxmemory-policy volatile-ttl), the fence staying,
-	// and says what it did; nil for other stores.
+	// evictLock has the store evict the lock's keys that expire (its
+	// claim, its queue) under memory pressure (Redis, maxmemory-policy
+	// volatile-ttl), the fence staying, and says what it did; nil for
+	// other stores.
 	evictLock func(ctx context.Context, lock string) (string, error)
 	// deleteAll deletes every key of the lock, the fence (Redis) or guard
 	// (etcd) among them, as an operator clearing keys by pattern would,
