@@ -111,13 +111,20 @@ func wrapInfo(err error) error {
 }
 
 // serverAddr is the address a client of one server dials; a Sentinel
-// client (go-redis names its address "FailoverClient") dials the primary
-// the sentinels name, which it does not tell.
+// client dials the primary the sentinels name, which it does not tell.
 func serverAddr(c redis.UniversalClient) string {
-	if sc, ok := c.(*redis.Client); ok && sc.Options().Addr != "FailoverClient" {
+	if sc, ok := oneServer(c); ok {
 		return sc.Options().Addr
 	}
 	return "the primary"
+}
+
+// oneServer returns c as a client of one fixed server: not a Cluster's,
+// and not a Sentinel client (a *redis.Client too, whose address go-redis
+// names "FailoverClient").
+func oneServer(c redis.UniversalClient) (*redis.Client, bool) {
+	sc, ok := c.(*redis.Client)
+	return sc, ok && sc.Options().Addr != "FailoverClient"
 }
 
 // infoField returns the value of a field of an INFO reply.

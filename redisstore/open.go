@@ -105,7 +105,7 @@ func OpenRedlock(urls []string, opts ...Option) (*Redlock, error) {
 			if first, dup := seen[addr]; dup {
 				closeAll()
 				return nil, fmt.Errorf("redisstore: %w: %s and %s name the same server (%s): Redlock needs independent servers, each its own redis-server, or a quorum is one server's answer counted twice",
-					backend.ErrInvalidOptions, redact(first), redact(u), addr)
+					backend.ErrInvalidOptions, RedactURL(first), RedactURL(u), addr)
 			}
 			seen[addr] = u
 		}

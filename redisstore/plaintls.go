@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/baton-go/baton/backend"
-	"github.com/redis/go-redis/v9"
 )
 
 // explainClosed explains a connection that a server closed at once, err,
@@ -36,8 +35,8 @@ func (s *Store) explainClosed(ctx context.Context, err error) error {
 	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
 		return err
 	}
-	c, ok := s.client.(*redis.Client)
-	if !ok || c.Options().Addr == "FailoverClient" {
+	c, ok := oneServer(s.client)
+	if !ok {
 		return err
 	}
 	addr := c.Options().Addr

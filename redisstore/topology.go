@@ -53,7 +53,7 @@ func parseTopology(raw string) (t topology, ok bool, err error) {
 		return topology{}, false, nil
 	}
 	if !found {
-		return topology{}, true, fmt.Errorf("redisstore: %w: %q: want %s://HOST:PORT[,HOST:PORT...]", backend.ErrInvalidOptions, redact(raw), scheme)
+		return topology{}, true, fmt.Errorf("redisstore: %w: %q: want %s://HOST:PORT[,HOST:PORT...]", backend.ErrInvalidOptions, RedactURL(raw), scheme)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -144,9 +144,6 @@ func hostList(hosts string) ([]string, error) {
 	}
 	return addrs, nil
 }
-
-// redact is RedactURL.
-func redact(raw string) string { return RedactURL(raw) }
 
 // RedactURL returns a Redis URL with its passwords hidden, for logs and
 // messages: the userinfo's, and the value of every query parameter but
