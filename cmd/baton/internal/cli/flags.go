@@ -119,8 +119,10 @@ func (f *storeFlags) validate() error {
 // checkRedisURLs reports the first --redis-url that does not parse, or
 // that the TLS flags cannot serve.
 func (f *storeFlags) checkRedisURLs() error {
-	if err := checkRedisURLs(f.redisURLs); err != nil {
-		return err
+	for _, u := range f.redisURLs {
+		if err := redisstore.CheckURL(u); err != nil {
+			return usageErrorf("--redis-url %q: %w; write it as redis://host:port (rediss:// for TLS), redis+sentinel://S1:26379,.../PRIMARY or redis+cluster://N1:7000,N2:7000,...", redactURL(u), err)
+		}
 	}
 	e := &f.etcd
 	if e.cacert == "" && e.cert == "" && e.key == "" {
@@ -251,16 +253,6 @@ func backendsReading(name string) []string {
 }
 
 // store is what the commands need from a backend.
-// checkRedisURLs reports the first --redis-url that does not parse.
-func checkRedisURLs(urls []string) error {
-	for _, u := range urls {
-		if err := redisstore.CheckURL(u); err != nil {
-			return usageErrorf("--redis-url %q: %w; write it as redis://host:port (rediss:// for TLS), redis+sentinel://S1:26379,.../PRIMARY or redis+cluster://N1:7000,N2:7000,...", redactURL(u), err)
-		}
-	}
-	return nil
-}
-
 type store interface {
 	backend.Backend
 }

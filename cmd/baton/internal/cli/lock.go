@@ -67,11 +67,7 @@ func (a *app) lockCommand() *cobra.Command {
 var errWaitTimeout = errors.New("wait ran out")
 
 func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []string) error {
-	connect, why := f.connectTimeout, ""
-	if !wait.forever && wait.d < connect {
-		// Never wait longer than asked: --wait 0 tries once.
-		connect, why = wait.d, ": --wait is shorter"
-	}
+	connect, why := connectTimeout(f, wait)
 	st, where, err := a.openReachable(ctx, &f.storeFlags, f.name, connect, why)
 	if err != nil {
 		return err
@@ -165,6 +161,16 @@ func (a *app) lockMutex(st store, f *lockFlags, wait waitValue) (mu *baton.Mutex
 		return nil, nil, &exitError{code: ExitUsage, err: err}
 	}
 	return mu, stop, nil
+}
+
+// connectTimeout is how long lock keeps trying an unreachable store at
+// start-up, and why, if not --connect-timeout: never longer than --wait
+// (--wait 0 tries once).
+func connectTimeout(f *lockFlags, wait waitValue) (time.Duration, string) {
+	if !wait.forever && wait.d < f.connectTimeout {
+		return wait.d, ": --wait is shorter"
+	}
+	return f.connectTimeout, ""
 }
 
 // describeHolder names the holder of a HeldError: `"web-1" (token 3)`.
