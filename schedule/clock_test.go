@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -124,5 +125,56 @@ func TestRunWithoutJobs(t *testing.T) {
 	cancel()
 	if err := s.Run(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+}
+
+// A daily 02:30 job in Berlin runs once on the night the clock falls back
+// (02:30 comes twice) and once on the night it springs forward (02:30 is
+// skipped: it runs at 03:00 CEST), with two replicas as with one.
+func TestDailyJobAcrossOffsetChanges(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		start     time.Time // UTC
+		slot      time.Time // UTC: the night's one run
+		untilSlot time.Duration
+	}{
+		{"fall back", time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC), 30 * time.Minute},
+		{"spring forward", time.Date(2026, 3, 29, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC), time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newFakeEnv(tc.start)
+			cnt := newCounter()
+			recs := []*recorder{newRecorder(), newRecorder()}
+			for i, rec := range recs {
+				s := env.replica(t, fmt.Sprintf("replica-%d", i), 0, schedule.WithLocation(berlin), schedule.WithObserver(rec.observe))
+				if err := s.Add("nightly", "30 2 * * *", cnt.job, schedule.LockAtLeastFor(0)); err != nil {
+					t.Fatal(err)
+				}
+				start(t, s)
+			}
+			// Two hours of the night, a minute at a time.
+			for step := time.Minute; step <= 2*time.Hour; step += time.Minute {
+				awaitWaiters(t, env.wall, len(recs))
+				env.wall.Step(time.Minute)
+				if step == tc.untilSlot {
+					for _, rec := range recs {
+						if e := rec.next(t); !e.Slot.Equal(tc.slot) {
+							t.Fatalf("event for slot %v, want %v", e.Slot.UTC(), tc.slot)
+						}
+					}
+				}
+			}
+			awaitWaiters(t, env.wall, len(recs))
+			for _, rec := range recs {
+				rec.none(t)
+			}
+			if runs := cnt.snapshot(); len(runs) != 1 || runs[tc.slot] != 1 {
+				t.Errorf("runs per slot = %v, want one run at %v", runs, tc.slot)
+			}
+		})
 	}
 }

@@ -58,8 +58,16 @@ type spec struct {
 	// whenever it started (cron's own ConstantDelaySchedule counts from
 	// the time it is asked, which differs between replicas).
 	every time.Duration
-	loc   *time.Location
+	// wall is set for a spec that names times of day (its hour field does
+	// not name every hour): sched read on wall-clock readings of zone,
+	// represented in UTC, which has no offset changes. See nextWall.
+	wall *cron.SpecSchedule
+	zone *time.Location
+	loc  *time.Location
 }
+
+// everyHour is a cron hour field's bits for hours 0-23.
+const everyHour = 1<<24 - 1
 
 // parseSpec parses a standard cron spec with an optional leading seconds
 // field, descriptors (@daily, @every 5m) and a CRON_TZ= prefix. It never
@@ -83,8 +91,18 @@ func parseSpec(text string, loc *time.Location) (sp spec, err error) {
 		return spec{}, bad(err)
 	}
 	sp = spec{text: text, sched: s, loc: loc}
-	if e, ok := s.(cron.ConstantDelaySchedule); ok {
-		sp.every = e.Delay
+	switch s := s.(type) {
+	case cron.ConstantDelaySchedule:
+		sp.every = s.Delay
+	case *cron.SpecSchedule:
+		if s.Hour&everyHour != everyHour {
+			w := *s
+			w.Location = time.UTC
+			sp.wall, sp.zone = &w, s.Location
+			if sp.zone == time.Local { // no CRON_TZ: cron reads it in loc
+				sp.zone = loc
+			}
+		}
 	}
 	return sp, nil
 }
@@ -101,7 +119,69 @@ func (sp spec) next(t time.Time) time.Time {
 		}
 		return time.Unix((k+1)*e, 0).In(sp.loc)
 	}
+	if sp.wall != nil {
+		return sp.nextWall(t)
+	}
 	return sp.sched.Next(t.In(sp.loc))
+}
+
+// nextWall returns the first slot strictly after t of a spec that names
+// times of day, such as "30 2 * * *". Its slots are readings of the wall
+// clock in the spec's zone, each run once when the zone changes its
+// offset, as cron(8) runs them: a reading that occurs twice (the clock
+// falls back) is a slot at its first occurrence only, and a reading that
+// is skipped (the clock springs forward) is a slot at the end of the skipped
+// interval. (cron's own Next would run a daily 02:30 job twice on the day
+// Europe falls back and not at all on the day it springs forward.)
+//
+// Slots follow the order of their readings, and the slot of t's own
+// reading is not after t, so no earlier reading has a slot after t: the
+// loop starts at t's reading and ends at the first reading whose slot is
+// after t. It passes over readings only within a repeated interval.
+func (sp spec) nextWall(t time.Time) time.Time {
+	for w := sp.wall.Next(wallReading(t, sp.zone)); !w.IsZero(); w = sp.wall.Next(w) {
+		if at := slotOf(w, sp.zone); at.After(t) {
+			return at
+		}
+	}
+	return time.Time{}
+}
+
+// wallReading returns what a wall clock in zone reads at t, as a time in
+// UTC.
+func wallReading(t time.Time, zone *time.Location) time.Time {
+	_, off := t.In(zone).Zone()
+	return t.UTC().Add(time.Duration(off) * time.Second)
+}
+
+// slotOf returns the first moment at which a wall clock in zone reads w
+// (a reading in UTC, as from wallReading), or, if the zone skips w, the
+// moment the skip ends. The offsets tried are those in effect a day
+// before and a day after w: zones change their offset at most once in
+// such a span.
+func slotOf(w time.Time, zone *time.Location) time.Time {
+	var first, skipped time.Time
+	for _, probe := range []time.Time{w.Add(-24 * time.Hour), w.Add(24 * time.Hour)} {
+		_, off := probe.In(zone).Zone()
+		at := w.Add(-time.Duration(off) * time.Second)
+		if wallReading(at, zone).Equal(w) {
+			if first.IsZero() || at.Before(first) {
+				first = at
+			}
+		} else if skipped.IsZero() || at.After(skipped) {
+			// Read with the earlier, smaller offset, a skipped reading
+			// falls after the change: the zone in effect there began
+			// when the skip ended.
+			skipped = at
+		}
+	}
+	if !first.IsZero() {
+		return first.In(zone)
+	}
+	if resumed, _ := skipped.In(zone).ZoneBounds(); !resumed.IsZero() {
+		return resumed
+	}
+	return skipped.In(zone)
 }
 
 // newest returns the newest n slots in (after, now], oldest first, and

@@ -70,3 +70,63 @@ func TestNextEveryIsEpochAligned(t *testing.T) {
 		t.Errorf("next with CRON_TZ=UTC = %v, want %v", n, base.Add(24*time.Hour))
 	}
 }
+
+// A spec that names times of day runs each of them once on the days its
+// zone changes offset: a repeated reading at its first occurrence, a
+// skipped one when the skip ends. Specs that name every hour follow the
+// clock: each real hour has its slots.
+func TestNextAcrossOffsetChanges(t *testing.T) {
+	zone := func(name string) *time.Location {
+		l, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	berlin, lordHowe, santiago := zone("Europe/Berlin"), zone("Australia/Lord_Howe"), zone("America/Santiago")
+	utc := func(s string) time.Time {
+		u, err := time.Parse("2006-01-02 15:04", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	for _, tc := range []struct {
+		spec string
+		loc  *time.Location
+		from string // UTC
+		want []string
+	}{
+		// Berlin falls back at 01:00 UTC on 2026-10-25 (03:00 CEST -> 02:00 CET).
+		{"30 2 * * *", berlin, "2026-10-24 12:00", []string{"2026-10-25 00:30", "2026-10-26 01:30"}},
+		{"*/30 2 * * *", berlin, "2026-10-24 12:00", []string{"2026-10-25 00:00", "2026-10-25 00:30", "2026-10-26 01:00"}},
+		{"0 3 * * *", berlin, "2026-10-24 12:00", []string{"2026-10-25 02:00", "2026-10-26 02:00"}},
+		{"0 * * * *", berlin, "2026-10-24 23:30", []string{"2026-10-25 00:00", "2026-10-25 01:00", "2026-10-25 02:00"}},
+		// From inside the repeated hour, its readings are behind.
+		{"30 2 * * *", berlin, "2026-10-25 01:10", []string{"2026-10-26 01:30"}},
+		// Berlin springs forward at 01:00 UTC on 2026-03-29 (02:00 CET -> 03:00 CEST).
+		{"30 2 * * *", berlin, "2026-03-28 12:00", []string{"2026-03-29 01:00", "2026-03-30 00:30"}},
+		{"0,30 2 * * *", berlin, "2026-03-28 12:00", []string{"2026-03-29 01:00", "2026-03-30 00:00"}},
+		{"0 3 * * *", berlin, "2026-03-28 12:00", []string{"2026-03-29 01:00", "2026-03-30 01:00"}},
+		{"30 * * * *", berlin, "2026-03-28 23:45", []string{"2026-03-29 00:30", "2026-03-29 01:30"}},
+		{"CRON_TZ=Europe/Berlin 30 2 * * *", time.UTC, "2026-03-28 12:00", []string{"2026-03-29 01:00"}},
+		{"30 2 29 3 *", berlin, "2026-03-01 00:00", []string{"2026-03-29 01:00", "2027-03-29 00:30"}},
+		// Lord Howe moves by half an hour: 02:00 -> 01:30 on 2026-04-05 (15:00 UTC on the 4th).
+		{"45 1 * * *", lordHowe, "2026-04-04 12:00", []string{"2026-04-04 14:45", "2026-04-05 15:15"}},
+		// Santiago springs forward at midnight: 2026-09-06 00:00 does not exist (04:00 UTC).
+		{"0 0 * * *", santiago, "2026-09-05 12:00", []string{"2026-09-06 04:00", "2026-09-07 03:00"}},
+	} {
+		sp, err := parseSpec(tc.spec, tc.loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := utc(tc.from)
+		for _, w := range tc.want {
+			at = sp.next(at)
+			if !at.Equal(utc(w)) {
+				t.Errorf("%q in %v: next = %v, want %s UTC", tc.spec, tc.loc, at.UTC(), w)
+				break
+			}
+		}
+	}
+}
