@@ -81,7 +81,8 @@
 // on the days the zone changes its offset, as cron(8) does: a time the
 // clock passes twice when it falls back runs at its first occurrence only,
 // and a time the clock skips when it springs forward runs when the skip
-// ends (at 03:00 for a 02:30 job in Europe). A spec whose hour field is
+// ends (at 03:00 for a 02:30 job in Europe; times skipped together run
+// once, together). A spec whose hour field is
 // every hour ("*/15 * * * *", "@hourly") follows the clock: a skipped hour
 // has no slots and a repeated hour has its slots twice, each an hour of
 // real time. Replicas agree on these slots when their time zone databases
