@@ -78,7 +78,7 @@
 //
 // In a zone with daylight saving time, a spec that names times of day (its
 // hour field is not every hour, as in "30 2 * * *") runs each of them once
-// on the days the zone changes its offset, as cron(8) does: a time the
+// on the days the zone changes its offset, much as cron(8) does: a time the
 // clock passes twice when it falls back runs at its first occurrence only,
 // and a time the clock skips when it springs forward runs when the skip
 // ends (at 03:00 for a 02:30 job in Europe; times skipped together run

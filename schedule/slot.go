@@ -128,7 +128,7 @@ func (sp spec) next(t time.Time) time.Time {
 // nextWall returns the first slot strictly after t of a spec that names
 // times of day, such as "30 2 * * *". Its slots are readings of the wall
 // clock in the spec's zone, each run once when the zone changes its
-// offset, as cron(8) runs them: a reading that occurs twice (the clock
+// offset, much as cron(8) runs them: a reading that occurs twice (the clock
 // falls back) is a slot at its first occurrence only, and a reading that
 // is skipped (the clock springs forward) is a slot at the end of the skipped
 // interval. (cron's own Next would run a daily 02:30 job twice on the day
