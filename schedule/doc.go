@@ -74,20 +74,20 @@
 // handled are not attempted again by this replica.
 //
 // Specs without a CRON_TZ= prefix are read in UTC unless WithLocation says
-// otherwise; give every replica the same location.
+// otherwise; give every replica the same location. Slots of "@every d" are
+// the multiples of d since the Unix epoch, so that replicas agree on them.
 //
 // In a zone with daylight saving time, a spec that names times of day (its
 // hour field is not every hour, as in "30 2 * * *") runs each of them once
-// on the days the zone changes its offset, much as cron(8) does: a time the
-// clock passes twice when it falls back runs at its first occurrence only,
-// and a time the clock skips when it springs forward runs when the skip
-// ends (at 03:00 for a 02:30 job in Europe; times skipped together run
-// once, together). A spec whose hour field is
-// every hour ("*/15 * * * *", "@hourly") follows the clock: a skipped hour
-// has no slots and a repeated hour has its slots twice, each an hour of
-// real time. Replicas agree on these slots when their time zone databases
-// agree on the change. Slots of "@every d" are
-// the multiples of d since the Unix epoch, so that replicas agree on them.
+// on the days the zone changes its offset, much as cron(8) does: a time
+// the clock passes twice when it falls back runs at its first occurrence
+// only, and a time the clock skips when it springs forward runs when the
+// skip ends (at 03:00 for a 02:30 job in Europe; times skipped together
+// run once, together). A spec whose hour field is every hour
+// ("*/15 * * * *", "@hourly") follows the clock: a skipped hour has no
+// slots and a repeated hour has its slots twice, each an hour of real
+// time. Replicas agree on these slots when their time zone databases agree
+// on the change.
 //
 // # Lock records
 //
