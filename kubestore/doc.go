@@ -229,10 +229,12 @@
 // needs "list". A denied request returns an error matching
 // backend.ErrForbidden that names the namespace, the resource, the verb and
 // the rule above; the engine does not retry it. A missing namespace
-// returns an error matching ErrNamespaceNotFound and backend.ErrMisconfigured
-// that says so, and a missing DistributedLock CRD one matching
-// backend.ErrMisconfigured that says how to install it: the engine does not
-// retry them either. An API server that cannot be reached gives an error
+// returns an error matching ErrNamespaceNotFound and
+// backend.ErrMisconfigured that says so; a namespace being deleted (the API
+// server answers 403 to every create there) one matching
+// backend.ErrMisconfigured, not backend.ErrForbidden, that says so; and a
+// missing DistributedLock CRD one matching backend.ErrMisconfigured that
+// says how to install it: the engine does not retry them either. An API server that cannot be reached gives an error
 // matching backend.ErrUnavailable (retried), and a TLS setup that cannot
 // work one matching backend.ErrMisconfigured.
 package kubestore

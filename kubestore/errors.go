@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/storeerr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -82,6 +83,11 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		return fmt.Errorf("kube: %s %s: %w (%v)", op, where, context.DeadlineExceeded, err)
 	case errors.Is(err, backend.ErrCorruptRecord):
 		return fmt.Errorf("kube: %s %s: %w", op, where, err)
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// A 403 that no Role can lift: the namespace is going away.
+		return fmt.Errorf("kube: %s %s: %w: namespace %q is being deleted, and the API server creates nothing in it (%s); "+
+			"use another namespace, or create this one again once it is gone (until then kubectl get namespace %s shows it Terminating)",
+			op, where, backend.ErrMisconfigured, s.ns, apiMessage(err), s.ns)
 	case apierrors.IsForbidden(err):
 		rule, who := s.k.rbacRule(lockVerbs), "this identity"
 		if verb == "list" {

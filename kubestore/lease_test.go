@@ -3,6 +3,7 @@ package kubestore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -346,6 +347,26 @@ func TestMissingNamespace(t *testing.T) {
 		t.Errorf("TryAcquire in a missing namespace: %v; want ErrNamespaceNotFound naming it", err)
 	}
 	t.Logf("the error: %v", err)
+}
+
+// TestTerminatingNamespace: in a namespace being deleted, the API server
+// refuses to create anything with 403 Forbidden. That is not a missing
+// permission: the error says the namespace is going away, and matches
+// ErrMisconfigured so that a waiting Lock does not wait for it.
+func TestTerminatingNamespace(t *testing.T) {
+	cfg := controlPlane(t)
+	ns := newNamespace(t)
+	// envtest runs no namespace controller: the namespace stays Terminating.
+	if err := adminClient(t).CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := newLease(t, cfg, ns)
+	_, err := s.TryAcquire(t.Context(), "x", req("a", 2*time.Second))
+	t.Logf("the error: %v", err)
+	if !errors.Is(err, backend.ErrMisconfigured) || errors.Is(err, backend.ErrForbidden) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("namespace %q is being deleted", ns)) || strings.Contains(err.Error(), "Role") {
+		t.Errorf("TryAcquire in a terminating namespace: %v; want ErrMisconfigured saying it is being deleted, not a missing Role", err)
+	}
 }
 
 // shippedRole reads the Role from deploy/rbac/rbac.yaml.

@@ -132,9 +132,10 @@
 //	75     lock: another owner held the lock at the last attempt before
 //	       --wait ran out
 //	77     the store refused the credentials or the operation (RBAC, ACL)
-//	78     the store's setup cannot work: missing namespace or CRD, a TLS
-//	       setup that fails, a missing kubeconfig, a URL whose server is
-//	       of the wrong kind (a sentinel, another protocol)
+//	78     the store's setup cannot work: a missing namespace (or one
+//	       being deleted) or CRD, a TLS setup that fails, a missing
+//	       kubeconfig, a URL whose server is of the wrong kind (a
+//	       sentinel, another protocol)
 //	126    CMD could not be started
 //	127    CMD was not found
 //	128+N  run or lock stopped by signal N before CMD started

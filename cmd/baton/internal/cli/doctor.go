@@ -19,10 +19,10 @@ import (
 const doctorLong = `Check that baton can work here, without taking any lock: the timing
 settings, the identity and the store's reachability (and the lock's holder
 with --name); on the file backend, the lock directory's file system (not a
-network one, not one in memory); on Kubernetes, that the namespace exists,
-that the DistributedLock CRD is installed (--backend crd), every verb the
-lock needs (with SelfSubjectAccessReview) and whether the lock name is
-already used by another application; on Redis, each server's persistence
+network one, not one in memory); on Kubernetes, that the namespace exists
+and is not being deleted, that the DistributedLock CRD is installed
+(--backend crd), every verb the lock needs (with SelfSubjectAccessReview)
+and whether the lock name is already used by another application; on Redis, each server's persistence
 (INFO persistence), whether it may evict the locks' keys at its memory
 limit (INFO memory) and whether the user may run every command the lock
 needs (redis.acl_check_cmd, Redis 7 or later), and on Redlock that the URLs

@@ -30,6 +30,7 @@ type presence int
 const (
 	present presence = iota
 	absent
+	deleting   // a namespace marked for deletion: nothing can be created in it
 	cannotTell // the check could not tell
 )
 
@@ -63,6 +64,8 @@ func (a *app) kubeChecks(ctx context.Context, f *lockFlags) []check {
 		switch {
 		case nsState == absent:
 			checks = append(checks, check{label, resultSkip, fmt.Sprintf("not checked: namespace %s does not exist", ns), ""})
+		case nsState == deleting:
+			checks = append(checks, check{label, resultSkip, fmt.Sprintf("not checked: namespace %s is being deleted", ns), ""})
 		case crdState == absent:
 			checks = append(checks, check{label, resultSkip, "not checked: the DistributedLock CRD is not installed", ""})
 		default:
@@ -88,8 +91,11 @@ func kubeResource(backend string) schema.GroupVersionResource {
 // tell.
 func namespaceCheck(ctx context.Context, cs kubernetes.Interface, ns string) (check, presence) {
 	label := "namespace " + ns
-	_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	got, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	switch {
+	case err == nil && got.DeletionTimestamp != nil:
+		return check{label, resultFail, fmt.Sprintf("namespace %s is being deleted (since %s): the API server creates no lock object in it", ns, got.DeletionTimestamp.UTC().Format(time.RFC3339)),
+			fmt.Sprintf("use another namespace, or create this one again once it is gone; if it stays Terminating, kubectl get namespace %s -o yaml names what holds it (a lock held by a process that is gone: baton release --force NAME)", ns)}, deleting
 	case err == nil:
 		return check{label, resultPass, "exists", ""}, present
 	case apierrors.IsNotFound(err):

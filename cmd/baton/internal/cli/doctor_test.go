@@ -363,6 +363,37 @@ func TestDoctorKubeNamespace(t *testing.T) {
 	})
 }
 
+// A namespace being deleted exists, but the API server creates nothing in
+// it: doctor fails its row, and lock exits 78 saying so instead of 77 with
+// a Role to bind.
+func TestDoctorKubeNamespaceTerminating(t *testing.T) {
+	t.Parallel()
+	kc, ns := kubeconfig(t)
+	cs, err := kubernetes.NewForConfig(controlPlane(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// envtest runs no namespace controller: the namespace stays Terminating.
+	if err := cs.CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "doctor", "--backend", "lease", "--kubeconfig", kc, "--name", "nightly")
+	t.Logf("doctor:\n%s", out)
+	if code != 1 {
+		t.Errorf("doctor exit %d, want 1; stderr %s", code, stderr)
+	}
+	if row := doctorTable(t, out)["namespace "+ns]; row.result != "FAIL" || !strings.Contains(row.detail, "is being deleted") {
+		t.Errorf("namespace row %+v, want FAIL saying it is being deleted", row)
+	}
+	if row := doctorTable(t, out)["name nightly"]; row.result != "SKIP" {
+		t.Errorf("name row %+v, want SKIP: no lock object can be created there", row)
+	}
+	code, _, stderr = runCLI(t, "lock", "--backend", "lease", "--kubeconfig", kc, "--name", "nightly", "--wait", "0", "--", "true")
+	if code != 78 || !strings.Contains(stderr, "is being deleted") || strings.Contains(stderr, "Role") {
+		t.Errorf("lock exit %d, stderr %q; want 78 saying the namespace is being deleted", code, stderr)
+	}
+}
+
 // Stores that cannot be reached: the store row names the cause; the rows
 // that need the store fail or are skipped.
 func TestDoctorUnreachable(t *testing.T) {
