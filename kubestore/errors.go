@@ -88,6 +88,11 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		return fmt.Errorf("kube: %s %s: %w: namespace %q is being deleted, and the API server creates nothing in it (%s); "+
 			"use another namespace, or create this one again once it is gone (until then kubectl get namespace %s shows it Terminating)",
 			op, where, backend.ErrMisconfigured, s.ns, apiMessage(err), s.ns)
+	case apierrors.IsForbidden(err) && isQuota(err):
+		return fmt.Errorf("kube: %s %s: %w: a ResourceQuota of namespace %q refused the %s (%s); no Role lifts a quota: "+
+			"raise it (kubectl describe resourcequota -n %s), or delete lock objects nobody uses any more: baton never deletes them, "+
+			"and package schedule leaves one per slot it runs",
+			op, where, backend.ErrForbidden, s.ns, verb, apiMessage(err), s.ns)
 	case apierrors.IsForbidden(err):
 		rule, who := s.k.rbacRule(lockVerbs), "this identity"
 		if verb == "list" {
@@ -114,6 +119,13 @@ func isNamespaceNotFound(err error) bool {
 	}
 	d := st.Status().Details
 	return d != nil && d.Kind == "namespaces"
+}
+
+// isQuota reports a refusal by the ResourceQuota admission plugin, which
+// gives no status cause: only its message says so.
+func isQuota(err error) bool {
+	msg := apiMessage(err)
+	return strings.Contains(msg, "exceeded quota: ") || strings.Contains(msg, "status unknown for quota: ")
 }
 
 func apiMessage(err error) string {

@@ -16,8 +16,10 @@ import (
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/kubestore"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -366,6 +368,34 @@ func TestTerminatingNamespace(t *testing.T) {
 	if !errors.Is(err, backend.ErrMisconfigured) || errors.Is(err, backend.ErrForbidden) ||
 		!strings.Contains(err.Error(), fmt.Sprintf("namespace %q is being deleted", ns)) || strings.Contains(err.Error(), "Role") {
 		t.Errorf("TryAcquire in a terminating namespace: %v; want ErrMisconfigured saying it is being deleted, not a missing Role", err)
+	}
+}
+
+// TestQuotaExceeded: a ResourceQuota that allows no more Leases makes the
+// API server answer 403 Forbidden to a create. No Role lifts it: the error
+// names the quota and what frees it, not a rule to bind.
+func TestQuotaExceeded(t *testing.T) {
+	cfg := controlPlane(t)
+	ns := newNamespace(t)
+	cs := adminClient(t)
+	const resource = "count/leases.coordination.k8s.io"
+	q, err := cs.CoreV1().ResourceQuotas(ns).Create(t.Context(), &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "leases"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{resource: k8sresource.MustParse("1")}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// envtest runs no quota controller: write the usage it would.
+	q.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{resource: k8sresource.MustParse("1")}}
+	if _, err := cs.CoreV1().ResourceQuotas(ns).UpdateStatus(t.Context(), q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := newLease(t, cfg, ns)
+	_, err = s.TryAcquire(t.Context(), "x", req("a", 2*time.Second))
+	t.Logf("the error: %v", err)
+	if !errors.Is(err, backend.ErrForbidden) || !strings.Contains(err.Error(), "ResourceQuota") || strings.Contains(err.Error(), "Bind") {
+		t.Errorf("TryAcquire beyond a quota: %v; want ErrForbidden naming the quota, not a Role to bind", err)
 	}
 }
 
