@@ -67,3 +67,51 @@ func redisRestartEnv(t *testing.T, srv *testenv.RedisServer, addr string) *backe
 			srv.Start()
 		}}
 }
+
+// faultSlotMigrated is the Cluster's resharding: the lock's hash slot
+// moves to another primary while the lock is held.
+const faultSlotMigrated = "3 primaries: hash slot of the lock migrated while held"
+
+// TestSafetyRedisSlotMigration moves the lock's hash slot to the next
+// primary right after one of the holder's accepted writes, each round, as
+// resharding a Cluster does (redis-cli --cluster reshard, or adding a
+// node): keys move with MIGRATE, one at a time and TTL/8 apart, while
+// contenders' scripts are sent on by ASK, then MOVED. A lock's keys share
+// one hash slot, so each script sees all of them on one node or is refused
+// (TRYAGAIN, while they are split) and retried; the row is strict: one
+// holder at a time, 0 stale writes accepted, no token twice.
+func TestSafetyRedisSlotMigration(t *testing.T) {
+	topo := testenv.StartRedisCluster(t, 3)
+	be := &backendEnv{name: "redis", ttl: ttl, claimLife: ttl,
+		newLink: func(*testing.T) link { return local(topo.URL()) },
+		restart: func(t *testing.T, _ time.Duration) { t.Fatal("not used") }}
+	runClusterScenario(t, be, scenario{fault: faultSlotMigrated}, func(h *harness) { migrateSlot(h, topo) })
+}
+
+// migrateSlot moves the lock's slot to the next primary right after one of
+// the holder's accepted writes (the move runs here, not in the trap, which
+// would hold the write's reply back), then waits for the lock to go on: writes
+// accepted after the move, and a change of hands.
+func migrateSlot(h *harness, topo *testenv.RedisCluster) {
+	h.t.Helper()
+	key := "baton:{" + h.sc.lock + "}:lock"
+	f := h.waitFired(h.arm(false, 3+h.rng.IntN(5), func(string) {}), "a write before the slot migration")
+	to := (topo.SlotServer(h.t, key) + 1) % len(topo.Nodes)
+	start := h.reg.now()
+	from := topo.MigrateSlot(h.t, key, to, h.be.ttl/8)
+	moved := h.reg.now()
+	h.t.Logf("%s held token %d; the slot moved from primary %d to %d in %v, %v after the write", f.c, f.tok, from, to, moved-start, start-f.at)
+	var at time.Duration
+	h.reg.await("an accepted write after the migration", h.be.bound()+30*time.Second, func(s *snapshot) bool {
+		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= moved; i-- {
+			if o := s.ops[i]; o.Write && o.OK {
+				at = o.Ret
+			}
+		}
+		return at > 0
+	})
+	if _, ok := h.acquiredAfter(f.tok, 60*time.Second); !ok {
+		h.t.Fatalf("no acquisition after token %d", f.tok)
+	}
+	h.writesAbove(f.tok, 3, 30*time.Second)
+}

@@ -276,3 +276,152 @@ func (c *RedisCluster) Failover(t testing.TB, i int, timeout time.Duration) {
 	})
 	c.Nodes[i], c.Replicas[i] = c.Replicas[i], old
 }
+
+// MigrateSlot moves the hash slot of key from the primary that serves it
+// to Nodes[to], as resharding does (redis-cli --cluster reshard, or adding
+// a node); see SlotMove. With pause 0 the keys move in batches of up to
+// 100, each atomically on the source; with pause above 0, one at a time,
+// with pause before the first and after each, so that the slot is
+// half-moved for a while. It returns the index of the former owner (to
+// itself if it already served the slot).
+func (c *RedisCluster) MigrateSlot(t testing.TB, key string, to int, pause time.Duration) (from int) {
+	t.Helper()
+	m := c.StartSlotMove(t, key, to)
+	if m.From == to {
+		return to
+	}
+	batch := 100
+	if pause > 0 {
+		batch = 1
+	}
+	for {
+		time.Sleep(pause)
+		if m.MoveKeys(t, batch) == 0 {
+			break
+		}
+	}
+	m.Finish(t)
+	return m.From
+}
+
+// A SlotMove is a hash slot on its way from Nodes[From] to Nodes[To], in
+// the steps resharding takes: StartSlotMove marks the slot importing on
+// the target and migrating on the source; MoveKeys moves keys with
+// MIGRATE; Finish moves the rest and tells the target, the source and the
+// other primaries the new owner. Meanwhile the source answers ASK for a
+// key it no longer has, and TRYAGAIN for a command on several keys of
+// which it has only some; clients follow ASK, and MOVED after Finish.
+type SlotMove struct {
+	c            *RedisCluster
+	From, To     int
+	slot         string
+	srcID, dstID string
+}
+
+// StartSlotMove starts moving the hash slot of key to Nodes[to]. If
+// Nodes[to] already serves it, the move has nothing to do (From == To).
+func (c *RedisCluster) StartSlotMove(t testing.TB, key string, to int) *SlotMove {
+	t.Helper()
+	m := &SlotMove{c: c, From: c.SlotServer(t, key), To: to}
+	slot, _ := m.call(t, c.Nodes[0], "CLUSTER", "KEYSLOT", key).(int64)
+	m.slot = strconv.FormatInt(slot, 10)
+	if m.From == to {
+		return m
+	}
+	m.srcID, _ = m.call(t, c.Nodes[m.From], "CLUSTER", "MYID").(string)
+	m.dstID, _ = m.call(t, c.Nodes[to], "CLUSTER", "MYID").(string)
+	m.call(t, c.Nodes[to], "CLUSTER", "SETSLOT", m.slot, "IMPORTING", m.srcID)
+	m.call(t, c.Nodes[m.From], "CLUSTER", "SETSLOT", m.slot, "MIGRATING", m.dstID)
+	return m
+}
+
+// MoveKeys moves up to n of the slot's keys still on the source, in one
+// MIGRATE, and returns how many it moved.
+func (m *SlotMove) MoveKeys(t testing.TB, n int) int {
+	t.Helper()
+	if m.From == m.To {
+		return 0
+	}
+	src, dst := m.c.Nodes[m.From], m.c.Nodes[m.To]
+	keys, _ := m.call(t, src, "CLUSTER", "GETKEYSINSLOT", m.slot, strconv.Itoa(n)).([]any)
+	if len(keys) == 0 {
+		return 0
+	}
+	args := []string{"MIGRATE", "127.0.0.1", strconv.Itoa(dst.Port), "", "0", "5000", "KEYS"}
+	for _, k := range keys {
+		args = append(args, fmt.Sprint(k))
+	}
+	m.call(t, src, args...)
+	return len(keys)
+}
+
+// Finish moves the keys left and makes Nodes[To] the slot's owner on
+// every primary.
+func (m *SlotMove) Finish(t testing.TB) {
+	t.Helper()
+	if m.From == m.To {
+		return
+	}
+	for m.MoveKeys(t, 100) > 0 {
+	}
+	m.call(t, m.c.Nodes[m.To], "CLUSTER", "SETSLOT", m.slot, "NODE", m.dstID)
+	m.call(t, m.c.Nodes[m.From], "CLUSTER", "SETSLOT", m.slot, "NODE", m.dstID)
+	for i, n := range m.c.Nodes {
+		if i != m.From && i != m.To {
+			m.call(t, n, "CLUSTER", "SETSLOT", m.slot, "NODE", m.dstID)
+		}
+	}
+}
+
+func (m *SlotMove) call(t testing.TB, n *RedisServer, args ...string) any {
+	t.Helper()
+	r, err := redisCall(n.Addr(), args...)
+	if err != nil {
+		t.Fatalf("testenv: %s on %s: %v", strings.Join(args, " "), n.Addr(), err)
+	}
+	return r
+}
+
+// SlotServer returns the index in Nodes of the primary that serves key's
+// hash slot now, as Nodes[0] sees the cluster (CLUSTER SLOTS); SlotOwner
+// is the owner when the cluster started.
+func (c *RedisCluster) SlotServer(t testing.TB, key string) int {
+	t.Helper()
+	r, err := redisCall(c.Nodes[0].Addr(), "CLUSTER", "KEYSLOT", key)
+	slot, ok := r.(int64)
+	if err != nil || !ok {
+		t.Fatalf("testenv: CLUSTER KEYSLOT %q: %v (%v)", key, r, err)
+	}
+	return c.slotServer(t, slot)
+}
+
+// slotServer returns the index in Nodes of the primary that serves slot,
+// as Nodes[0] sees the cluster (CLUSTER SLOTS).
+func (c *RedisCluster) slotServer(t testing.TB, slot int64) int {
+	t.Helper()
+	r, err := redisCall(c.Nodes[0].Addr(), "CLUSTER", "SLOTS")
+	ranges, _ := r.([]any)
+	if err != nil {
+		t.Fatalf("testenv: CLUSTER SLOTS on %s: %v", c.Nodes[0].Addr(), err)
+	}
+	for _, rg := range ranges {
+		e, _ := rg.([]any)
+		if len(e) < 3 {
+			continue
+		}
+		lo, _ := e[0].(int64)
+		hi, _ := e[1].(int64)
+		owner, _ := e[2].([]any)
+		if slot < lo || slot > hi || len(owner) < 2 {
+			continue
+		}
+		port, _ := owner[1].(int64)
+		for i, n := range c.Nodes {
+			if int64(n.Port) == port {
+				return i
+			}
+		}
+	}
+	t.Fatalf("testenv: no primary in Nodes serves slot %d (CLUSTER SLOTS: %v)", slot, r)
+	return -1
+}
