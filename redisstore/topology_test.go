@@ -184,3 +184,60 @@ func TestSentinelAuth(t *testing.T) {
 		t.Errorf("Get through sentinels with sentinel_password: %v", err)
 	}
 }
+
+// A Cluster moving a held lock's hash slot to another primary, step by
+// step as resharding does: while the lock's keys are split between the two
+// nodes, renewals are refused as unavailable (retried by the engine); a
+// contender is refused throughout, as unavailable while the slot moves;
+// the holder renews before and after the keys move, and after the new
+// owner is announced.
+func TestClusterSlotMigration(t *testing.T) {
+	c := testenv.StartRedisCluster(t, 3)
+	ctx := testCtx(t, time.Minute)
+	s := openURL(t, c.URL(), uniquePrefix())
+	other := openURL(t, c.URL(), s.Prefix())
+	g, err := s.TryAcquire(ctx, "job", request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, _, _ := s.Keys("job")
+	m := c.StartSlotMove(t, lock, (c.SlotServer(t, lock)+1)%len(c.Nodes))
+	renew := func(step string) {
+		t.Helper()
+		if g2, err := s.Renew(ctx, g); err != nil {
+			t.Errorf("%s: Renew: %v", step, err)
+		} else {
+			g = g2
+		}
+	}
+	// While the slot moves, an acquisition names keys the source (or the
+	// target) does not have, the lock's queue among them: Redis cannot
+	// tell them from keys moved away, and refuses with TRYAGAIN.
+	refused := func(step string, moving bool) {
+		t.Helper()
+		_, err := other.TryAcquire(ctx, "job", request("b", time.Minute))
+		if !errors.Is(err, backend.ErrHeld) && !(moving && errors.Is(err, backend.ErrUnavailable)) {
+			t.Errorf("%s: a contender's TryAcquire: %v; want ErrHeld (or ErrUnavailable while the slot moves)", step, err)
+		}
+	}
+
+	renew("slot marked migrating")
+	refused("slot marked migrating", true)
+	if m.MoveKeys(t, 1) != 1 {
+		t.Fatal("no key moved")
+	}
+	if _, err := s.Renew(ctx, g); !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "moving the lock's hash slot") {
+		t.Errorf("keys split: Renew: %v; want ErrUnavailable saying the slot is moving", err)
+	}
+	refused("keys split", true)
+	for m.MoveKeys(t, 100) > 0 {
+	}
+	renew("every key moved, slot still migrating")
+	refused("every key moved, slot still migrating", true)
+	m.Finish(t)
+	renew("new owner announced")
+	refused("new owner announced", false)
+	if err := s.Release(ctx, g); err != nil {
+		t.Errorf("Release after the move: %v", err)
+	}
+}
