@@ -188,9 +188,9 @@ func TestSentinelAuth(t *testing.T) {
 // A Cluster moving a held lock's hash slot to another primary, step by
 // step as resharding does: while the lock's keys are split between the two
 // nodes, renewals are refused as unavailable (retried by the engine); a
-// contender is refused throughout, as unavailable while the slot moves;
-// the holder renews before and after the keys move, and after the new
-// owner is announced.
+// contender is refused throughout, as unavailable while the slot moves,
+// and so is the holder's release (the claim stays); the holder renews
+// before and after the keys move, and after the new owner is announced.
 func TestClusterSlotMigration(t *testing.T) {
 	c := testenv.StartRedisCluster(t, 3)
 	ctx := testCtx(t, time.Minute)
@@ -223,6 +223,11 @@ func TestClusterSlotMigration(t *testing.T) {
 
 	renew("slot marked migrating")
 	refused("slot marked migrating", true)
+	// A release names the waiters' keys too: refused, the claim stays.
+	if err := s.Release(ctx, g); !errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("slot marked migrating: Release: %v; want ErrUnavailable", err)
+	}
+	renew("after the refused release")
 	if m.MoveKeys(t, 1) != 1 {
 		t.Fatal("no key moved")
 	}
