@@ -98,7 +98,9 @@ func New(b backend.Backend, ledger Ledger, opts ...Option) (*Scheduler, error) {
 // (minute hour day-of-month month day-of-week), or six with a leading
 // seconds field; descriptors such as @daily or @every 15m; and an optional
 // CRON_TZ=Zone prefix. Slots of "@every d" are the multiples of d since
-// the Unix epoch, so that all replicas agree on them.
+// the Unix epoch, so that all replicas agree on them; d must be a positive
+// whole number of seconds (cron's parser would run "@every 0s" or
+// "@every 500ms" every second: Add refuses them).
 //
 // name is the job's name: a valid lock name (backend.ValidateName) of at most
 // MaxJobNameLength characters, unique in the scheduler, and the same on

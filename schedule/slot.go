@@ -80,6 +80,9 @@ func parseSpec(text string, loc *time.Location) (sp spec, err error) {
 	if (strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ=")) && !strings.Contains(trimmed, " ") {
 		return spec{}, bad(fmt.Errorf("a time zone prefix must be followed by a schedule"))
 	}
+	if err := checkEvery(trimmed); err != nil {
+		return spec{}, bad(err)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = bad(fmt.Errorf("cron parser: %v", r))
@@ -105,6 +108,29 @@ func parseSpec(text string, loc *time.Location) (sp spec, err error) {
 		}
 	}
 	return sp, nil
+}
+
+// checkEvery refuses an "@every d" whose d is not a positive whole number
+// of seconds, which cron's parser would silently run every second (0s,
+// -5m, 500ms) or at another interval (1500ms as 1s). Slots are whole
+// seconds: their lock names are the slot to the second.
+func checkEvery(spec string) error {
+	if i := strings.Index(spec, " "); i > 0 && strings.Contains(spec[:i], "TZ=") {
+		spec = strings.TrimSpace(spec[i+1:])
+	}
+	arg, ok := strings.CutPrefix(spec, "@every ")
+	if !ok {
+		return nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(arg))
+	if err != nil {
+		return err
+	}
+	if d < time.Second || d%time.Second != 0 {
+		return fmt.Errorf("@every needs a positive whole number of seconds, as in @every 90s, not %v (cron's parser would make it every %v)",
+			d, max(d.Truncate(time.Second), time.Second))
+	}
+	return nil
 }
 
 // next returns the first slot strictly after t, or the zero time if there

@@ -62,6 +62,12 @@ func TestAddRejectsInvalidJobs(t *testing.T) {
 		{"TZ alone", "j", "TZ=UTC", job, nil, schedule.ErrInvalidSpec, "followed by a schedule"},
 		{"unknown descriptor", "j", "@fortnightly", job, nil, schedule.ErrInvalidSpec, "@fortnightly"},
 		{"never", "j", "0 0 30 2 *", job, nil, schedule.ErrInvalidSpec, "no slot within five years"},
+		// cron's parser would run these every second.
+		{"every zero", "j", "@every 0s", job, nil, schedule.ErrInvalidSpec, "a positive whole number of seconds"},
+		{"every negative", "j", "@every -5m", job, nil, schedule.ErrInvalidSpec, "a positive whole number of seconds"},
+		{"every sub-second", "j", "@every 500ms", job, nil, schedule.ErrInvalidSpec, "a positive whole number of seconds"},
+		{"every fraction", "j", "@every 1500ms", job, nil, schedule.ErrInvalidSpec, "a positive whole number of seconds"},
+		{"every with a zone", "j", "CRON_TZ=UTC @every 0s", job, nil, schedule.ErrInvalidSpec, "a positive whole number of seconds"},
 		{"upper-case name", "Nightly", "@daily", job, nil, backend.ErrInvalidName, `"Nightly"`},
 		{"empty name", "", "@daily", job, nil, backend.ErrInvalidName, "empty"},
 		{"long name", long, "@daily", job, nil, backend.ErrInvalidName, "at most 236"},
