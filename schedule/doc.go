@@ -92,7 +92,11 @@
 // # Lock records
 //
 // Every slot has a lock of its own, so the backend keeps one lock record
-// per slot run (for the file backend, two small files; for Kubernetes, one
-// object). baton has no operation to delete them; prune old records of
-// jobs that run often with the store's own tools.
+// per slot run (for the file backend, three small files; for Kubernetes,
+// one object, counted by a ResourceQuota on its resource; for Redis, a
+// fence hash that never expires). baton has no operation to delete them;
+// prune old records of jobs that run often with the store's own tools (see
+// docs/cron.md, "Housekeeping"). For the same reason, give a metrics
+// observer to WithLockObserver, which names every slot's lock events
+// after its job, rather than to the slot locks themselves.
 package schedule

@@ -60,6 +60,8 @@ type config struct {
 	lockOpts []baton.Option
 	grace    time.Duration
 	observer func(Event)
+	// lockObserver observes the slot locks under the job's name.
+	lockObserver baton.Observer
 }
 
 // WithClock sets the clock that decides slot times (its Now is this
@@ -78,9 +80,23 @@ func WithLocation(loc *time.Location) Option { return func(cfg *config) { cfg.lo
 func WithLogger(l *slog.Logger) Option { return func(cfg *config) { cfg.logger = l } }
 
 // WithLockOptions sets options for the lock of every slot (TTL, identity,
-// clock, observer). They are validated by New.
+// clock, observer). They are validated by New. For metrics, prefer
+// WithLockObserver to baton.WithObserver here.
 func WithLockOptions(opts ...baton.Option) Option {
 	return func(cfg *config) { cfg.lockOpts = append(cfg.lockOpts, opts...) }
+}
+
+// WithLockObserver has o observe the events of every slot's lock
+// (acquisition, renew failures, loss, release: see baton.Event) with the
+// job's name as the event's Name, so that a metrics collector such as
+// batonprom's keeps one set of series per job. Given through
+// WithLockOptions(baton.WithObserver(o)) instead, o would see each slot's
+// own lock name ("nightly-report.20261130t030000z") and keep series for
+// every slot ever run, which nothing removes. A lock has one observer:
+// this one replaces an observer given through WithLockOptions (combine
+// several with baton.Observers).
+func WithLockObserver(o baton.Observer) Option {
+	return func(cfg *config) { cfg.lockObserver = o }
 }
 
 // WithShutdownGrace sets how long Run waits for running jobs to return

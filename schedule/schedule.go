@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -310,7 +311,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 		ev.Outcome, ev.Err = Error, err
 		s.observe(ev)
 	}
-	m, err := baton.NewMutex(s.b, key, s.cfg.lockOpts...)
+	m, err := baton.NewMutex(s.b, key, s.lockOptions(j)...)
 	if err != nil {
 		fail("schedule: cannot make the slot's lock", err)
 		return
@@ -378,6 +379,20 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	}
 	s.observe(ev)
 	s.hold(ctx, slot.Add(j.atLeast), lease, release, wg)
+}
+
+// lockOptions returns the options of j's slot locks: WithLockOptions's,
+// and WithLockObserver's observer under j's name.
+func (s *Scheduler) lockOptions(j *job) []baton.Option {
+	o := s.cfg.lockObserver
+	if o == nil {
+		return s.cfg.lockOpts
+	}
+	rename := baton.ObserverFunc(func(e baton.Event) {
+		e.Name = j.name
+		o.Observe(e)
+	})
+	return append(slices.Clip(s.cfg.lockOpts), baton.WithObserver(rename))
 }
 
 // runContext returns the context of a slot's run (the ledger check and

@@ -527,3 +527,46 @@ func TestShutdownWhileLedgerHangs(t *testing.T) {
 		t.Fatal("the job ran although the ledger did not answer")
 	}
 }
+
+// WithLockObserver sees the slot locks' events under the job's name: one
+// name for every slot, so that metrics keep one set of series per job.
+func TestLockObserverNamesTheJob(t *testing.T) {
+	env := newFakeEnv(t0)
+	var mu sync.Mutex
+	kinds := map[baton.EventKind]int{}
+	names := map[string]bool{}
+	released := make(chan struct{}, 16)
+	obs := baton.ObserverFunc(func(e baton.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		kinds[e.Kind]++
+		names[e.Name] = true
+		if e.Kind == baton.EventReleased {
+			released <- struct{}{}
+		}
+	})
+	rec := newRecorder()
+	s := env.replica(t, "a", 0, schedule.WithObserver(rec.observe), schedule.WithLockObserver(obs))
+	if err := s.Add("tick", "* * * * * *", newCounter().job); err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	for i := 1; i <= 3; i++ {
+		awaitWaiters(t, env.wall, 1)
+		env.wall.Step(time.Second)
+		rec.expect(t, t0.Add(time.Duration(i)*time.Second), schedule.Ran)
+		select {
+		case <-released:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("slot %d's lock was not released within 10s", i)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(names) != 1 || !names["tick"] {
+		t.Errorf("lock events named %v, want only the job's name %q", names, "tick")
+	}
+	if kinds[baton.EventAcquired] != 3 || kinds[baton.EventReleased] != 3 {
+		t.Errorf("events by kind %v, want 3 acquisitions and 3 releases", kinds)
+	}
+}
