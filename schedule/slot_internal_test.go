@@ -130,3 +130,37 @@ func TestNextAcrossOffsetChanges(t *testing.T) {
 		}
 	}
 }
+
+// A daily spec at a time of day runs exactly once on every local date for
+// three years in zones with daylight saving time of every kind, including
+// times that some nights skip or repeat, and its slots always increase.
+func TestDailyOncePerLocalDate(t *testing.T) {
+	for _, name := range []string{"Europe/Berlin", "America/New_York", "Australia/Sydney", "Australia/Lord_Howe", "America/Santiago", "UTC"} {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{"30 2 * * *", "0 0 * * *", "45 1 * * *", "0 3 * * *"} {
+			sp, err := parseSpec(s, loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			from := time.Date(2026, 1, 1, 0, 0, 0, 0, loc)
+			end := from.AddDate(3, 0, 0)
+			runs := map[string]int{}
+			prev := from.Add(-time.Nanosecond)
+			for at := sp.next(from.Add(-time.Nanosecond)); at.Before(end); at = sp.next(at) {
+				if !at.After(prev) {
+					t.Fatalf("%s in %s: slot %v after %v", s, name, at, prev)
+				}
+				prev = at
+				runs[at.In(loc).Format(time.DateOnly)]++
+			}
+			for d := from; d.Before(end); d = d.AddDate(0, 0, 1) {
+				if n := runs[d.Format(time.DateOnly)]; n != 1 {
+					t.Errorf("%s in %s: %d runs on %s, want 1", s, name, n, d.Format(time.DateOnly))
+				}
+			}
+		}
+	}
+}
