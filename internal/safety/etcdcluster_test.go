@@ -302,15 +302,7 @@ func leaderKill(h *harness, cl *testenv.EtcdCluster) fired {
 	elected := h.reg.now()
 	h.t.Logf("%s held token %d; leader %d killed; member %d elected %v later", f.c, f.tok, lead, next, elected-killedAt)
 	// Work goes on: writes accepted after the election, by any holder.
-	var at time.Duration
-	h.reg.await("an accepted write after the election", h.be.bound()+30*time.Second, func(s *snapshot) bool {
-		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= elected; i-- {
-			if o := s.ops[i]; o.Write && o.OK {
-				at = o.Ret
-			}
-		}
-		return at > 0
-	})
+	at := h.writeAfter("election", elected)
 	h.takeover(fmt.Sprintf("leader killed under token %d", f.tok), at-killedAt)
 	// The lock changes hands afterwards (tenures end on their own): a
 	// release across the new leader.
@@ -451,15 +443,7 @@ func disturbMember(h *harness, m int, what string, hold time.Duration, start, st
 		end()
 	}
 	h.t.Logf("%s held token %d; %s of member %d; leader %d %v later", f.c, f.tok, what, m, next, ready-at0)
-	var at time.Duration
-	h.reg.await(fmt.Sprintf("an accepted write after the %s", what), h.be.bound()+30*time.Second, func(s *snapshot) bool {
-		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= ready; i-- {
-			if o := s.ops[i]; o.Write && o.OK {
-				at = o.Ret
-			}
-		}
-		return at > 0
-	})
+	at := h.writeAfter(what, ready)
 	<-done // at hold, unless it ended at leader()'s return
 	// Measured from the election: a lease's clock restarts with it. Where
 	// etcd may revoke live leases at the resume (etcdStaleRevoke), the

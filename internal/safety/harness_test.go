@@ -424,6 +424,23 @@ func (h *harness) acquiredAfter(tok uint64, timeout time.Duration) (event, bool)
 	return got, found
 }
 
+// writeAfter waits for a write accepted at or after since (on the
+// register's clock), by any holder, and returns when the first such write
+// returned; after names the moment in the wait's message.
+func (h *harness) writeAfter(after string, since time.Duration) time.Duration {
+	h.t.Helper()
+	var at time.Duration
+	h.reg.await("an accepted write after the "+after, h.be.bound()+30*time.Second, func(s *snapshot) bool {
+		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= since; i-- {
+			if o := s.ops[i]; o.Write && o.OK {
+				at = o.Ret
+			}
+		}
+		return at > 0
+	})
+	return at
+}
+
 // writesAbove waits until tokens above tok have n accepted writes in all.
 func (h *harness) writesAbove(tok uint64, n int, timeout time.Duration) {
 	h.t.Helper()
@@ -865,15 +882,7 @@ func (h *harness) restartStore() {
 	}
 	h.be.restart(h.t, down)
 	back := h.reg.now()
-	var at time.Duration
-	h.reg.await("an accepted write after the restart", h.be.bound()+30*time.Second, func(s *snapshot) bool {
-		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= back; i-- {
-			if o := s.ops[i]; o.Write && o.OK {
-				at = o.Ret
-			}
-		}
-		return at > 0
-	})
+	at := h.writeAfter("restart", back)
 	h.takeover(fmt.Sprintf("store restarted under token %d", tok), at-back)
 }
 

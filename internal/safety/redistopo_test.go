@@ -101,15 +101,7 @@ func migrateSlot(h *harness, topo *testenv.RedisCluster) {
 	from := topo.MigrateSlot(h.t, key, to, h.be.ttl/8)
 	moved := h.reg.now()
 	h.t.Logf("%s held token %d; the slot moved from primary %d to %d in %v, %v after the write", f.c, f.tok, from, to, moved-start, start-f.at)
-	var at time.Duration
-	h.reg.await("an accepted write after the migration", h.be.bound()+30*time.Second, func(s *snapshot) bool {
-		for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= moved; i-- {
-			if o := s.ops[i]; o.Write && o.OK {
-				at = o.Ret
-			}
-		}
-		return at > 0
-	})
+	h.writeAfter("migration", moved)
 	if _, ok := h.acquiredAfter(f.tok, 60*time.Second); !ok {
 		h.t.Fatalf("no acquisition after token %d", f.tok)
 	}

@@ -244,12 +244,18 @@ func StartRedisClusterWithReplicas(t testing.TB, n int, opts ...RedisOption) *Re
 // slot when the cluster started.
 func (c *RedisCluster) SlotOwner(t testing.TB, key string) int {
 	t.Helper()
+	return int(c.keySlot(t, key)) * len(c.Nodes) / 16384
+}
+
+// keySlot returns key's hash slot, as Nodes[0] computes it.
+func (c *RedisCluster) keySlot(t testing.TB, key string) int64 {
+	t.Helper()
 	r, err := redisCall(c.Nodes[0].Addr(), "CLUSTER", "KEYSLOT", key)
 	slot, ok := r.(int64)
 	if err != nil || !ok {
 		t.Fatalf("testenv: CLUSTER KEYSLOT %q: %v (%v)", key, r, err)
 	}
-	return int(slot) * len(c.Nodes) / 16384
+	return slot
 }
 
 // AwaitPromotion waits until the replica of Nodes[i] answers as a primary.
@@ -322,9 +328,8 @@ type SlotMove struct {
 // Nodes[to] already serves it, the move has nothing to do (From == To).
 func (c *RedisCluster) StartSlotMove(t testing.TB, key string, to int) *SlotMove {
 	t.Helper()
-	m := &SlotMove{c: c, From: c.SlotServer(t, key), To: to}
-	slot, _ := m.call(t, c.Nodes[0], "CLUSTER", "KEYSLOT", key).(int64)
-	m.slot = strconv.FormatInt(slot, 10)
+	slot := c.keySlot(t, key)
+	m := &SlotMove{c: c, From: c.slotServer(t, slot), To: to, slot: strconv.FormatInt(slot, 10)}
 	if m.From == to {
 		return m
 	}
@@ -387,12 +392,7 @@ func (m *SlotMove) call(t testing.TB, n *RedisServer, args ...string) any {
 // is the owner when the cluster started.
 func (c *RedisCluster) SlotServer(t testing.TB, key string) int {
 	t.Helper()
-	r, err := redisCall(c.Nodes[0].Addr(), "CLUSTER", "KEYSLOT", key)
-	slot, ok := r.(int64)
-	if err != nil || !ok {
-		t.Fatalf("testenv: CLUSTER KEYSLOT %q: %v (%v)", key, r, err)
-	}
-	return c.slotServer(t, slot)
+	return c.slotServer(t, c.keySlot(t, key))
 }
 
 // slotServer returns the index in Nodes of the primary that serves slot,
