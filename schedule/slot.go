@@ -152,13 +152,14 @@ func (sp spec) next(t time.Time) time.Time {
 }
 
 // nextWall returns the first slot strictly after t of a spec that names
-// times of day, such as "30 2 * * *". Its slots are readings of the wall
-// clock in the spec's zone, each run once when the zone changes its
-// offset, much as cron(8) runs them: a reading that occurs twice (the clock
-// falls back) is a slot at its first occurrence only, and a reading that
-// is skipped (the clock springs forward) is a slot at the end of the skipped
-// interval. (cron's own Next would run a daily 02:30 job twice on the day
-// Europe falls back and not at all on the day it springs forward.)
+// times of day, such as "30 2 * * *", in the scheduler's location as next
+// does. Its slots are readings of the wall clock in the spec's zone, each
+// a slot once, also on the days the zone changes its offset, much as
+// cron(8) runs them: a reading that occurs twice (the clock falls back) is
+// a slot at its first occurrence only, and a reading that is skipped (the
+// clock springs forward) is a slot at the end of the skipped interval.
+// (cron's own Next would run a daily 02:30 job twice on the day Europe
+// falls back and not at all on the day it springs forward.)
 //
 // Slots follow the order of their readings, and the slot of t's own
 // reading is not after t, so no earlier reading has a slot after t: the
@@ -167,7 +168,7 @@ func (sp spec) next(t time.Time) time.Time {
 func (sp spec) nextWall(t time.Time) time.Time {
 	for w := sp.wall.Next(wallReading(t, sp.zone)); !w.IsZero(); w = sp.wall.Next(w) {
 		if at := slotOf(w, sp.zone); at.After(t) {
-			return at
+			return at.In(sp.loc)
 		}
 	}
 	return time.Time{}
