@@ -699,9 +699,10 @@ func busyServer(msg string) (string, bool) {
 		{"BUSY ", "a script or function is running on the server (SCRIPT KILL or FUNCTION KILL ends one that has not written)"},
 		{"MASTERDOWN ", "the replica lost its link to its primary"},
 		{"TRYAGAIN ", "the cluster is moving the lock's hash slot"},
-		// A Cluster's client follows redirections itself (a client of one
-		// server is told so above); one that reaches the caller came while
-		// the slot moved, from a retry the client did not redirect again.
+		// A Cluster's client follows redirections itself (wrap tells a
+		// client of one server so first); one that still reaches the
+		// caller came while the slot moved (the safety suite's slot
+		// migration row saw one on a batched renewal).
 		{"ASK ", "the cluster is moving the lock's hash slot"},
 		{"MOVED ", "the cluster moved the lock's hash slot"},
 		{"CLUSTERDOWN ", "the cluster cannot serve the lock's hash slot now"},
