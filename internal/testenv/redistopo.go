@@ -315,8 +315,9 @@ func (c *RedisCluster) MigrateSlot(t testing.TB, key string, to int, pause time.
 // the target and migrating on the source; MoveKeys moves keys with
 // MIGRATE; Finish moves the rest and tells the target, the source and the
 // other primaries the new owner. Meanwhile the source answers ASK for a
-// key it no longer has, and TRYAGAIN for a command on several keys of
-// which it has only some; clients follow ASK, and MOVED after Finish.
+// key it does not have, and TRYAGAIN for a command on several keys unless
+// it has all of them (keys that exist on neither node included); clients
+// follow ASK, and MOVED after Finish.
 type SlotMove struct {
 	c            *RedisCluster
 	From, To     int
