@@ -314,10 +314,11 @@ func (c *RedisCluster) MigrateSlot(t testing.TB, key string, to int, pause time.
 // the steps resharding takes: StartSlotMove marks the slot importing on
 // the target and migrating on the source; MoveKeys moves keys with
 // MIGRATE; Finish moves the rest and tells the target, the source and the
-// other primaries the new owner. Meanwhile the source answers ASK for a
-// key it does not have, and TRYAGAIN for a command on several keys unless
-// it has all of them (keys that exist on neither node included); clients
-// follow ASK, and MOVED after Finish.
+// other primaries the new owner. Meanwhile the source runs a command
+// whose keys it has, answers ASK when it has none of them and TRYAGAIN
+// when it has only some; the target, reached with ASKING, answers TRYAGAIN
+// unless it has them all. A key that exists on neither node counts as
+// missing on both. Clients follow ASK, and MOVED after Finish.
 type SlotMove struct {
 	c            *RedisCluster
 	From, To     int
