@@ -126,6 +126,32 @@ type ForceReleaser interface {
 	ForceRelease(ctx context.Context, key string) error
 }
 
+// Remover is implemented by backends that can delete a free lock's record,
+// for lock names that are used once: package schedule locks each slot of a
+// job under its own name, and without Remove every slot would leave its
+// record in the store for ever.
+//
+// Remove deletes key's record, atomically with the check, if and only if
+// no claim on key is recorded (it was released or force-released, and
+// nobody acquired it since) and nothing is reserved for a waiter. It
+// returns nil if it deleted the record or key has none, and an error
+// matching ErrHeld otherwise: a live claim, one that expired without a
+// release (a store may judge such a claim expired and delete it instead,
+// but only where it judges expiry itself, as Redis and etcd do), or a
+// waiter's place or reservation. A store that keeps a waiting queue beside
+// the record may refuse while anyone is queued.
+//
+// Remove never resets the fencing counter: a later TryAcquire of key
+// creates the record anew with a token larger than every token issued
+// before for key, on the same terms as the store's tokens after a
+// restart. But a store that saw key's record before (a contender's
+// observation, a watch) may count the removal as a change it has to wait
+// out, as it does for a record deleted by hand, so a key that will be
+// locked again soon should not be removed.
+type Remover interface {
+	Remove(ctx context.Context, key string) error
+}
+
 // Request describes who asks for a key and for how long.
 type Request struct {
 	// Holder is the contender's identity, stable for a process (for

@@ -14,7 +14,7 @@
 // # What is checked
 //
 // The contract documented in package backend (Backend, Watcher, Lister,
-// ForceReleaser, WaiterWatcher): exclusivity under many concurrent
+// ForceReleaser, WaiterWatcher, Remover): exclusivity under many concurrent
 // contenders (through the raw Backend, through baton.Mutex, and per slot
 // through baton.Semaphore); fencing tokens that are positive and strictly
 // increase across holders, releases, expiry takeovers and new clients;
@@ -27,7 +27,8 @@
 // Optional capabilities are tested when the backend (the value returned by
 // connect) implements them, and their subtests are skipped otherwise:
 // backend.Watcher (Watch, WakeOnRelease), backend.Lister (List),
-// backend.ForceReleaser (ForceRelease) and backend.WaiterWatcher. Every
+// backend.ForceReleaser (ForceRelease), backend.WaiterWatcher and
+// backend.Remover (Remove). Every
 // other failure to reach or use the store fails the test.
 //
 // # Timing
@@ -134,6 +135,7 @@ func Run(t *testing.T, h Harness) {
 		{"Semaphore", s.testSemaphore},
 		{"ForceRelease", s.testForceRelease},
 		{"WaiterWatcher", s.testWaiterWatcher},
+		{"Remove", s.testRemove},
 	} {
 		t.Run(st.name, st.f)
 	}

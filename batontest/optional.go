@@ -106,3 +106,49 @@ func drainNow(ch <-chan struct{}) {
 		}
 	}
 }
+
+// testRemove: Remove refuses a held key (ErrHeld, the claim intact),
+// deletes a released key's record, returns nil for a key without one, and
+// never resets the fencing counter: a contender that never saw the key
+// creates it again at once with a larger token, and the removed claim's
+// grant no longer renews.
+func (s *suite) testRemove(t *testing.T) {
+	e := s.setup(t)
+	a, b := e.client(), e.client()
+	rm, ok := b.(backend.Remover)
+	if !ok {
+		t.Skip("the backend does not implement backend.Remover")
+	}
+	ttl := s.longTTL()
+	held := e.acquire(a, "remove.me", request("holder-a", ttl))
+	checkHeld(t, "Remove of a held key", rm.Remove(e.ctx, "remove.me"), "remove.me", "holder-a", held.Token, ttl)
+	held = e.renew(a, held) // the claim is intact
+	e.release(a, held)
+
+	if err := rm.Remove(e.ctx, "remove.me"); err != nil {
+		t.Fatalf("Remove of a released key: %v", err)
+	}
+	if _, err := b.Get(e.ctx, "remove.me"); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("Get after Remove: %v, want ErrNotFound", err)
+	}
+	if err := rm.Remove(e.ctx, "remove.me"); err != nil {
+		t.Errorf("Remove of a removed key: %v, want nil", err)
+	}
+	if err := rm.Remove(e.ctx, "remove.never"); err != nil {
+		t.Errorf("Remove of a key with no record: %v, want nil", err)
+	}
+
+	c := e.client() // never saw the key
+	g, err := c.TryAcquire(e.ctx, "remove.me", request("holder-c", ttl))
+	if err != nil {
+		t.Fatalf("TryAcquire of a removed key: %v; want it free at once for a contender that never saw it", err)
+	}
+	if g.Token <= held.Token {
+		t.Errorf("token %d after Remove of a key whose last token was %d: the counter went back", g.Token, held.Token)
+	}
+	if _, err := a.Renew(e.ctx, held); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("Renew of the removed key's released grant: %v, want ErrLost", err)
+	}
+	checkHeld(t, "Remove of the key held again", rm.Remove(e.ctx, "remove.me"), "remove.me", "holder-c", g.Token, ttl)
+	e.release(c, g)
+}

@@ -10,7 +10,9 @@
 //   - Every operation is atomic: a Store judges and changes a record under
 //     one mutex, so at most one claim per key is valid at any instant.
 //   - Fencing tokens start at 1 and strictly increase per key for the life of
-//     the Store, across holders, releases and expiries. They are not
+//     the Store, across holders, releases, expiries and removals (a key
+//     created after any Remove starts above the largest token removed).
+//     They are not
 //     durable: a new Store (a restarted process) starts again at 1, so a
 //     resource that outlives the process must not be fenced with them.
 //   - Only the owner of a claim (holder identity, nonce and token of its
@@ -39,20 +41,26 @@ import (
 	"github.com/baton-go/baton/backend"
 )
 
-// Store is an in-process backend.Backend, backend.Watcher and backend.Lister.
-// Create it with New; its methods are safe for concurrent use.
+// Store is an in-process backend.Backend, backend.Watcher, backend.Lister
+// and backend.Remover. Create it with New; its methods are safe for
+// concurrent use.
 type Store struct {
 	clock baton.PassiveClock
 
 	mu       sync.Mutex
 	records  map[string]*record
 	watchers map[string]map[chan struct{}]struct{}
+	// removed is the largest token of a record Remove deleted; new
+	// records count from it, so that a removed key's tokens go on
+	// increasing without the Store remembering the key.
+	removed uint64
 }
 
 var (
 	_ backend.Backend = (*Store)(nil)
 	_ backend.Watcher = (*Store)(nil)
 	_ backend.Lister  = (*Store)(nil)
+	_ backend.Remover = (*Store)(nil)
 )
 
 // record is one key's state. A record exists from the first acquisition of
@@ -136,7 +144,7 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 	r := s.records[key]
 	switch {
 	case r == nil:
-		r = &record{}
+		r = &record{token: s.removed}
 	case r.validAt(now):
 		return backend.Grant{}, fmt.Errorf("memory: %w", &backend.HeldError{
 			Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.remaining(now),
@@ -223,6 +231,33 @@ func (s *Store) ForceRelease(ctx context.Context, key string) error {
 		return nil
 	}
 	r.free()
+	s.notifyLocked(key)
+	return nil
+}
+
+// Remove implements backend.Remover. It deletes key's record if no claim
+// on it is valid on the Store's clock (released, force-released or
+// expired), and returns an error that unwraps to *backend.HeldError
+// otherwise. A key without a record is not an error. The key's next
+// acquisition gets a larger token all the same (see Guarantees).
+func (s *Store) Remove(ctx context.Context, key string) error {
+	if err := check(ctx, key); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	r := s.records[key]
+	switch {
+	case r == nil:
+		return nil
+	case r.validAt(now):
+		return fmt.Errorf("memory: remove: %w", &backend.HeldError{
+			Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.remaining(now),
+		})
+	}
+	s.removed = max(s.removed, r.token)
+	delete(s.records, key)
 	s.notifyLocked(key)
 	return nil
 }
