@@ -12,8 +12,8 @@
 // # What the backend does, and what the engine does
 //
 // The backend performs atomic operations only: each of acquire, renew,
-// release, force-release and get is one Lua script, which Redis runs
-// without interleaving any other command. Timing is the engine's (package
+// release, force-release, remove and get is one Lua script, which Redis
+// runs without interleaving any other command. Timing is the engine's (package
 // baton): the holder counts its validity from the send time of its last
 // successful acquire or renew on its own monotonic clock, and steps down
 // before the claim can expire in Redis. Redis starts a claim's TTL when it
@@ -136,8 +136,8 @@
 //	               ends; "0" after a release), handed (the token of the last
 //	               claim a release handed to a waiter, until collected by a
 //	               request), reserved (the server time, in ms, at which the
-//	               last reservation ends). Never expires; baton never
-//	               deletes it.
+//	               last reservation ends). Never expires; only Remove
+//	               deletes it (see "Removing a lock").
 //	P{N}:notify    pub/sub channel: a message per acquire and per release:
 //	               "acquired <token>", "released <token>", when the release
 //	               reserved the lock for a waiter "released <token>
@@ -168,7 +168,12 @@
 // its numeric fields or a lock key without expiry is reported as
 // backend.ErrCorruptRecord and never overwritten:
 // overwriting could reset the fencing counter. Inspect it and remove it by
-// hand (removing the fence key restarts the lock's tokens at 1).
+// hand. Removing the fence key loses the lock's counter: the next token is
+// then the server's clock in microseconds (see "Fencing tokens"), which is
+// larger than the earlier tokens only if the clock has passed the counter.
+// It has, unless the clock went back (or, under Redlock, the counter was
+// raised to another server's clock, ahead of this one's); Store.Remove
+// checks it before it deletes a fence (see "Removing a lock").
 //
 // # A lock key deleted while held
 //
@@ -183,19 +188,57 @@
 // all the same. To free such a lock at once, force-release it (baton
 // release NAME --force, Store.ForceRelease), which clears the recorded
 // expiry; it is also the sanctioned way to free a live claim. Deleting the
-// fence key as well loses both the expiry and the counter (see below).
+// fence key as well loses both the expiry and the counter (see "Fencing
+// tokens").
+//
+// # Removing a lock
+//
+// A lock name used once (package schedule locks each run of a job under a
+// name of its own) leaves its fence behind for ever, and its queue keys
+// until they expire. Store.Remove deletes all five keys of the lock (lock,
+// fence, queue, queued, next) in one script, if and only if nothing on
+// the lock is live; otherwise it deletes nothing and returns an error
+// matching backend.ErrHeld, whose HeldError names what refused it as an
+// acquisition's refusal would:
+//
+//   - the lock key exists: a claim, or a claim a release handed to a
+//     waiter that has not collected it yet;
+//   - the fence records a claim whose expiry has not passed on the
+//     server's clock (its key deleted by hand, see above);
+//   - the lock is reserved for a waiter (next);
+//   - a waiter's place has not run out (the deadline its last attempt
+//     set, one TTL after it). Places that ran out go with the rest.
+//
+// A claim that expired without a release is not live, and is removed: the
+// server judged its expiry, as it does for every contender. A key of
+// another type, a corrupt lock value or fence, or a fence without a token
+// field is reported as backend.ErrCorruptRecord, and nothing is deleted.
+//
+// The next acquisition creates the keys anew, and its token is the
+// server's clock in microseconds (see "Fencing tokens"): there is no
+// counter left to add to. So that it is larger than every token issued
+// before, Remove deletes the fence only while its counter is below the
+// server's clock, and otherwise fails (keeping every key) until the clock
+// has passed the counter. The next token is then larger under the
+// assumption that tokens after a restart need: the server's clock does not
+// go back after the removal by more than the time between the last token
+// and the removal (NTP slews; a clock stepped back can repeat tokens). A
+// contender that saw the lock before has nothing to wait out after a
+// removal: the server, not the contender, judges claims here.
+// Redlock.Remove runs Store.Remove on every server (see Redlock).
 //
 // # Fencing tokens, persistence and restarts
 //
 // A token is the fence key's counter plus one, or the server's clock
-// (TIME) in microseconds if that is larger; the counter (which only the
-// acquire script and Redlock's raise step change, and nothing deletes)
-// then takes the token. So tokens strictly increase while the server keeps
-// its data, and also when it loses the counter (a restart without durable
-// persistence, a promoted replica that missed the last writes), under one
-// assumption: the clock of the server that issues the next token has not
-// gone back, since the last token was issued, by more than the outage
-// lasted (NTP slews; a clock stepped back an hour can repeat tokens).
+// (TIME) in microseconds if that is larger; the counter (which only
+// acquisitions, handoffs and Redlock's raise step change, and only Remove
+// deletes: see "Removing a lock") then takes the token. So tokens strictly
+// increase while the server keeps its data, and also when it loses the
+// counter (a restart without durable persistence, a promoted replica that
+// missed the last writes), under one assumption: the clock of the server
+// that issues the next token has not gone back, since the last token was
+// issued, by more than the outage lasted (NTP slews; a clock stepped back
+// an hour can repeat tokens).
 // Tokens are therefore large numbers (about 1.8e15 in 2026, below 2^53,
 // which Lua keeps exact, until the 23rd century). Claims are another
 // matter; whether a server keeps them depends on its configuration:

@@ -35,6 +35,17 @@ func (s *Store) CheckPermissions(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
+	refused, err := s.refusedCommands(ctx, name)
+	if err != nil || len(refused) == 0 {
+		return err
+	}
+	return fmt.Errorf("redisstore: lock %q: %w: this user may not run %s; give it the rules of redisstore.ACLRules (with the key and channel patterns ~%s* &%s* for the prefix %q)",
+		name, backend.ErrForbidden, strings.Join(refused, ", "), s.prefix, s.prefix, s.prefix)
+}
+
+// refusedCommands returns the commands of permissionChecks that the server
+// says this Store's user may not run, as showCommand writes them.
+func (s *Store) refusedCommands(ctx context.Context, name string) ([]string, error) {
 	checks := s.permissionChecks(name)
 	args := make([]any, 0, 8*len(checks))
 	for _, c := range checks {
@@ -47,21 +58,33 @@ func (s *Store) CheckPermissions(ctx context.Context, name string) error {
 	denied, err := permissionsScript.Run(ctx, s.client, nil, args...).Int64Slice()
 	switch {
 	case err != nil && strings.HasPrefix(err.Error(), noACLCheckCode):
-		return fmt.Errorf("redisstore: lock %q: %w: the server has no redis.acl_check_cmd (Redis before 7.0), so it cannot tell which commands this user may run; compare the user's rules (ACL GETUSER) with redisstore.ACLRules", name, errors.ErrUnsupported)
+		return nil, fmt.Errorf("redisstore: lock %q: %w: the server has no redis.acl_check_cmd (Redis before 7.0), so it cannot tell which commands this user may run; compare the user's rules (ACL GETUSER) with redisstore.ACLRules", name, errors.ErrUnsupported)
 	case err != nil:
-		return s.wrap(name, k.lock, "check permissions for", err)
-	case len(denied) == 0:
-		return nil
+		return nil, s.wrap(name, k.lock, "check permissions for", err)
 	}
 	refused := make([]string, 0, len(denied))
 	for _, i := range denied {
 		if i < 1 || int(i) > len(checks) {
-			return fmt.Errorf("redisstore: lock %q: unexpected script reply %v", name, denied)
+			return nil, fmt.Errorf("redisstore: lock %q: unexpected script reply %v", name, denied)
 		}
 		refused = append(refused, showCommand(checks[i-1]))
 	}
-	return fmt.Errorf("redisstore: lock %q: %w: this user may not run %s; give it the rules of redisstore.ACLRules (with the key and channel patterns ~%s* &%s* for the prefix %q)",
-		name, backend.ErrForbidden, strings.Join(refused, ", "), s.prefix, s.prefix, s.prefix)
+	return refused, nil
+}
+
+// namePermissions adds to err, a script's refusal by the server's ACL, the
+// commands this Store's user may not run on lock name's keys, as far as
+// the server can tell (refusedCommands): Redis refuses a command that a
+// script runs without naming it.
+func (s *Store) namePermissions(ctx context.Context, name string, err error) error {
+	if !errors.Is(err, backend.ErrForbidden) {
+		return err
+	}
+	refused, cerr := s.refusedCommands(ctx, name)
+	if cerr != nil || len(refused) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (this user may not run %s)", err, strings.Join(refused, ", "))
 }
 
 // permissionChecks returns the commands, with their arguments, that

@@ -58,11 +58,14 @@ const DefaultDriftFactor = 0.01
 // the grant is returned, every server of the quorum whose counter is lower
 // is raised to it. As long as no server loses data, any later quorum
 // overlaps this one in at least one server whose counter is at least this
-// token, so tokens strictly increase. It is NOT a consensus token: a server
-// restarted without its data (no appendonly, or fsync not "always") forgets
-// both the claim and its counter, and then a later holder can get a smaller
-// token, or, if that server was part of the quorum, a second holder can
-// acquire while the first still holds. Restart a server only after the
+// token, so tokens strictly increase. (Remove deletes a server's counter
+// only while it is below that server's clock in microseconds, the least
+// token the server issues next: larger, as long as its clock does not go
+// back.) It is NOT a consensus token: a server restarted without its data
+// (no appendonly, or fsync not "always") forgets both the claim and its
+// counter, and then a later holder can get a smaller token, or, if that
+// server was part of the quorum, a second holder can acquire while the
+// first still holds. Restart a server only after the
 // longest TTL has passed, or run it with appendonly yes and appendfsync
 // always. Where fencing must hold across failures, use the etcd or
 // Kubernetes backends: their tokens come from a consensus log.

@@ -427,6 +427,79 @@ if l then return {1, 1} end
 return {1, 0}
 `)
 
+// removeScript deletes every key of a lock (lock, fence, queue, queued,
+// next) if nothing on it is live, for lock names that are used once
+// (Store.Remove). It refuses, as the acquire script would refuse a
+// contender, while
+//
+//   - the lock key exists (a claim, or one handed to a waiter and not
+//     collected yet): the claim's holder, token and PTTL;
+//   - the fence records a claim whose expiry has not passed on the
+//     server's clock (a lock key deleted by hand, see acquireScript): the
+//     last holder and token, and the time left until that expiry;
+//   - the lock is reserved for a waiter (next): that waiter, the fence's
+//     token and the reservation's PTTL;
+//   - a waiter's place in the queue is live (its registration deadline
+//     has not passed, as releaseScript judges it): the first such
+//     waiter, the fence's token and the time left until its deadline.
+//
+// A place whose deadline has passed belongs to a waiter that stopped
+// asking (releaseScript would drop it), and goes with the rest.
+//
+// It also keeps the fence while its counter is not below the server's
+// clock in microseconds (TIME), so that the next token, which the clock
+// gives once the fence is gone (see acquireScript), is larger than every
+// token issued before, as long as the clock does not go back.
+//
+// A key of another type than the lock's keys have, a corrupt lock value
+// or fence, or a fence without a token field (not one that baton wrote
+// whole) fails the script before it deletes anything: none of the keys
+// is deleted. It deletes no key but the five it is given (one hash slot).
+//
+// KEYS: lock, fence, queue, queued, next.
+// Reply: {1} when removed, or when none of the keys existed;
+// {0, holder, token, pttl} when refused; {2, token, now in µs} when the
+// fence's counter is not below the server's clock.
+var removeScript = redis.NewScript(luaCorrupt + luaReadlock + luaHolder + `
+local t = redis.call('TIME')
+local nown = t[1] * 1000 + math.floor(t[2] / 1000)
+local want, found, fence = {'string', 'hash', 'list', 'hash', 'string'}, false, false
+for i = 1, 5 do
+  local ty = redis.call('TYPE', KEYS[i])['ok']
+  if ty ~= 'none' then
+    if ty ~= want[i] then return corrupt(KEYS[i] .. ' is a ' .. ty .. ', not a ' .. want[i]) end
+    found, fence = true, fence or i == 2
+  end
+end
+if not found then return {1} end
+local ftoken, ftrans, flast, fexp, fres
+` + luaFence + `
+if fence and not f[1] then return corrupt(KEYS[2] .. ' has no token field') end
+local l, err = readlock(KEYS[1])
+if err then return err end
+if l then
+  local h = holderof(l[4])
+  if not h then return corrupt(KEYS[1] .. ' does not name a holder') end
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < 0 then return corrupt(KEYS[1] .. ' has no expiry') end
+  return {0, h, tonumber(l[1]), math.max(pttl, 1)}
+end
+if fexp > nown then return {0, flast, tonumber(ftoken), fexp - nown} end
+local nxt = redis.call('GET', KEYS[5])
+if nxt then return {0, nxt, tonumber(ftoken), math.max(redis.call('PTTL', KEYS[5]), 1)} end
+-- A place is "0<deadline> <ttl> <owner>" or "<deadline>" (see
+-- releaseScript); anything else, or none, counts as run out.
+for _, x in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+  local p = redis.call('HGET', KEYS[4], x) or '0'
+  local d = tonumber(string.match(p, '^(%d+) ') or p) or 0
+  if d >= nown then return {0, x, tonumber(ftoken), math.max(d - nown, 1)} end
+end
+local nowus = t[1] * 1000000 + t[2]
+if tonumber(ftoken) >= nowus then return {2, tonumber(ftoken), nowus} end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+return {1}
+`)
+
 // getScript reads both keys and the server's clock at one instant. It does
 // not judge them; the Go side does (decodeRecord), so that it can say
 // precisely what is wrong.

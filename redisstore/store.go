@@ -34,9 +34,10 @@ const ACLRules = "~baton:* &baton:* +@connection +evalsha +eval +subscribe +unsu
 	"+rpush +rpop +llen +lrange +lrem +publish +time"
 
 // Store is a backend.Backend on one Redis server (or a Redis Cluster, through
-// a *redis.ClusterClient: the keys of one lock share a hash slot; untested).
-// It also implements backend.Watcher (acquire and release notices over
-// pub/sub) and backend.Lister.
+// a *redis.ClusterClient: the keys of one lock share a hash slot).
+// It also implements backend.Watcher and backend.WaiterWatcher (acquire,
+// release and handoff notices over pub/sub), backend.Lister,
+// backend.ForceReleaser and backend.Remover.
 //
 // See the package documentation for the key layout, the guarantees and what
 // a restart or a failover does to locks and tokens.
@@ -130,8 +131,8 @@ func (s *Store) Prefix() string { return s.prefix }
 
 // Keys returns the Redis keys and the pub/sub channel used for lock name:
 //
-//	lock:    <prefix>{<name>}:lock     hash, expires with the claim (PX)
-//	fence:   <prefix>{<name>}:fence    hash, never expires, never deleted
+//	lock:    <prefix>{<name>}:lock     string, expires with the claim (PX)
+//	fence:   <prefix>{<name>}:fence    hash, never expires; only Remove deletes it
 //	channel: <prefix>{<name>}:notify   pub/sub channel: acquire and release notices
 //
 // Handoffs to waiters are published on <prefix>{<name>}:handoffs and
