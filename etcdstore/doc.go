@@ -59,13 +59,13 @@
 //	P N /last        the last acquisition: written in the acquiring transaction, so
 //	                 its mod revision is the last token issued; its version minus
 //	                 one counts acquisitions after the first (Record.Transitions).
-//	                 Never expires; release keeps it. Get and List report a
-//	                 released lock from it.
+//	                 Never expires; release keeps it (Remove deletes it). Get
+//	                 and List report a released lock from it.
 //	P N /released    the release marker: put (value: the released token) by every
 //	                 transaction that ends a claim on release (a fair handoff too)
-//	                 or clean-up; never
-//	                 expires. A claim key that vanished after the marker's last
-//	                 write was deleted by someone else (see "Deleted claims").
+//	                 or clean-up; never expires (Remove deletes it). A claim key
+//	                 that vanished after the marker's last write was deleted by
+//	                 someone else (see "Deleted claims").
 //	P .guard/N       the claim's guard: same value, lease and mod revision as the
 //	                 claim; put and deleted with it, but outlives a claim key deleted
 //	                 by hand (see "Deleted claims"). No lock name starts with a dot.
@@ -261,16 +261,49 @@
 // replica that lost each slot of a scheduled job, whose locks have a name
 // per slot) would keep one such claim per name. So once it has seen
 // claims of more than 256 names, and again each time that number has
-// doubled, it reads their release markers (in transactions of 64 reads, in
-// the background) and forgets the claims that etcd shows released: the
-// acquiring transaction's condition already holds for them. Claims still
-// held, or deleted without a release, are kept.
+// doubled, it reads their release markers, claim keys and guards (in
+// transactions of 96 reads, in the background) and forgets the claims
+// that etcd shows released (the acquiring transaction's condition already
+// holds for them), and those gone without a release (deleted by hand, or
+// the lock removed: see "Removing a lock") whose grace above has passed
+// since this Store first found them gone (a prune that finds one gone
+// starts its grace). Claims still held, or whose guard is still in
+// place, are kept.
 //
 // Stores of earlier versions write no release marker and no guard:
 // contenders of this version that saw one of their claims treat its
 // release as a deletion and wait as above, and while Stores of both
 // versions share a lock, one of an earlier version can acquire over a
 // guard. Upgrade every Store before relying on the guard.
+//
+// # Removing a lock
+//
+// Store.Remove (backend.Remover: package schedule removes the lock of each
+// slot once the slot is done) deletes every key under P N/ (the /last
+// record, the release marker, anything else left there) in one
+// transaction that requires the claim key, its guard and every place in
+// the queue absent. Otherwise it deletes nothing and returns an error
+// matching backend.ErrHeld: naming the claim's holder and token, or the
+// guarded claim's after a hand deletion of its key, or, when only places
+// remain, the oldest of them (a waiter's, or the place of a holder whose
+// claim was force-released, which that holder's Store deletes at the
+// claim's deadline). It does not judge a claim expired: the key goes at
+// the claim's deadline or with its lease, and Remove succeeds then. A lock
+// without keys is not an error.
+//
+// Tokens go on increasing: the next claim's is its mod revision, above the
+// removal's revision. Get reports backend.ErrNotFound until then, and
+// Transitions counts from zero again. The Store that removed the lock
+// forgets the claim it saw on it if the release marker it deleted showed
+// that claim released. Other Stores that saw a claim of the lock cannot
+// tell the removal from a deletion by hand: an attempt of theirs counts
+// that claim as held for its grace (see "Deleted claims"; less if etcd
+// reports the claim's lease gone), and their prune forgets it after that
+// grace. Stores that never saw a claim of the lock acquire at once. So
+// remove only a lock that will not be taken again soon. The Store of a
+// force-released claim puts the release marker when its holder releases,
+// or at the claim's deadline, even if the lock was removed before (that
+// key alone is left): remove such a lock after that deadline.
 //
 // # Watch
 //
@@ -466,11 +499,12 @@
 //
 // With etcd authentication on, the user needs read and write permission on
 // the prefix's key range (etcdctl role grant-permission --prefix ROLE
-// readwrite /baton/locks/). Leases need no further permission. Refused
-// operations fail with an error matching backend.ErrForbidden, which stops
-// the engine from retrying. Store.CheckPermissions asks etcd, without
-// writing, whether the user may do what a lock needs (baton doctor's
-// permissions row).
+// readwrite /baton/locks/). Leases need no further permission, nor does
+// Remove. Refused operations fail with an error matching
+// backend.ErrForbidden, which stops the engine from retrying (Remove's
+// and CheckPermissions' errors name the permission to grant).
+// Store.CheckPermissions asks etcd, without writing, whether the user may
+// do what a lock needs, Remove included (baton doctor's permissions row).
 //
 // # Goroutines
 //

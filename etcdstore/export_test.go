@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -173,3 +174,33 @@ func Seen(s *Store) map[string]bool {
 	}
 	return names
 }
+
+// PruneSeen runs a prune of the claims s saw (see seenprune.go) now, and
+// returns when it is done.
+func PruneSeen(s *Store) {
+	s.mu.Lock()
+	snapshot := maps.Clone(s.seen)
+	s.pruningSeen = true
+	s.mu.Unlock()
+	s.pruneSeen(snapshot)
+}
+
+// AgeSeen makes s believe that it first found the claims it saw and found
+// gone (see settleSeenLocked) d earlier than it did, so that a test need
+// not sleep through their grace. It returns the names of those claims.
+func AgeSeen(s *Store, d time.Duration) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	aged := map[string]bool{}
+	for name, sc := range s.seen {
+		if !sc.gone.IsZero() {
+			sc.gone = sc.gone.Add(-d)
+			aged[name] = true
+		}
+	}
+	return aged
+}
+
+// GhostGrace is how long a Store counts a claim it saw as held after it
+// first found its key gone without a release (see ghostGrace).
+func GhostGrace(ttl time.Duration) time.Duration { return ghostGrace(ttl) }

@@ -2,6 +2,7 @@ package etcdstore_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -73,5 +74,13 @@ func TestCheckPermissions(t *testing.T) {
 		if !errors.Is(err, backend.ErrForbidden) {
 			t.Errorf("%s: %v, want ErrForbidden", user, err)
 		}
+	}
+
+	// Remove needs no more than the check asks for, and names the fix.
+	if err := as("locker").Remove(ctx, "job"); err != nil {
+		t.Errorf("Remove by a user with read and write permission on the prefix: %v, want nil", err)
+	}
+	if err := as("reader").Remove(ctx, "job"); !errors.Is(err, backend.ErrForbidden) || !strings.Contains(err.Error(), "grant-permission") {
+		t.Errorf("Remove by a user that may only read the prefix: %v; want ErrForbidden naming the permission to grant", err)
 	}
 }

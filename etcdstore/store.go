@@ -51,7 +51,7 @@ var ErrClosed = errors.New("etcdstore: store closed")
 // and its lock marked busy under fairQueue.mu after it.
 
 // Store is a backend.Backend on etcd. It also implements backend.Watcher,
-// backend.Lister and backend.ForceReleaser.
+// backend.Lister, backend.ForceReleaser and backend.Remover.
 //
 // A Store keeps one etcd lease per distinct TTL for every claim and queue
 // entry it makes, renews all of them with one keepalive stream, and runs a
@@ -121,6 +121,7 @@ var (
 	_ backend.Watcher       = (*Store)(nil)
 	_ backend.Lister        = (*Store)(nil)
 	_ backend.ForceReleaser = (*Store)(nil)
+	_ backend.Remover       = (*Store)(nil)
 )
 
 // claim is a lock this Store acquired and has not released.
@@ -457,8 +458,9 @@ func (s *Store) plainHeld(ctx context.Context, name string, req backend.Request,
 
 // ghost applies DESIGN invariant 3 to sc, a claim of another owner that
 // an attempt saw and whose key is now gone without a release marker (it
-// was deleted by hand or by ForceRelease, or went with its lease): the
-// holder may still hold it by its own clock. It returns a HeldError (with
+// was deleted by hand or by ForceRelease, or went with its lease; or the
+// lock was removed, marker and all, after its release): the holder may
+// still hold it by its own clock. It returns a HeldError (with
 // RetryAfter) while sc counts as held: until ghostGrace(sc.ttl) after this
 // Store first found the key gone (rev is the revision of that read),
 // unless etcd reports sc's lease gone (a holder's Store renews only while
@@ -468,7 +470,7 @@ func (s *Store) ghost(ctx context.Context, f *follower, name string, sc *seenCla
 	s.mu.Lock()
 	if sc.gone.IsZero() {
 		sc.gone = time.Now()
-		s.log.Warn("etcdstore: a claim's key vanished without a release (deleted by hand?); it counts as held until it could have expired",
+		s.log.Warn("etcdstore: a claim's key vanished without a release (deleted by hand, or the lock removed?); it counts as held until it could have expired",
 			"lock", name, "holder", sc.holder, "token", sc.mod, "for", ghostGrace(sc.ttl))
 	}
 	wait := time.Until(sc.gone.Add(ghostGrace(sc.ttl)))
