@@ -120,6 +120,14 @@ func (k *configMapKind) update(ctx context.Context, o object) (object, error) {
 	return decodeConfigMap(cm)
 }
 
+func (k *configMapKind) deleteVersion(ctx context.Context, o object) error {
+	pre, err := deletePreconditions(o)
+	if err != nil {
+		return err
+	}
+	return k.c.Delete(ctx, o.name, metav1.DeleteOptions{Preconditions: pre})
+}
+
 func (k *configMapKind) list(ctx context.Context) ([]object, error) {
 	cms, err := k.c.List(ctx, metav1.ListOptions{LabelSelector: LabelApplication})
 	if err != nil {

@@ -26,8 +26,8 @@ import (
 // DistributedLockStore is a baton backend that keeps each lock in a
 // DistributedLock custom resource (baton.dev/v1alpha1, see package
 // kube/api/v1alpha1 and deploy/crd) of one namespace, named after the lock.
-// It implements backend.Backend, backend.Watcher, backend.Lister and
-// backend.ForceReleaser, and is safe for concurrent use.
+// It implements backend.Backend, backend.Watcher, backend.Lister,
+// backend.ForceReleaser and backend.Remover, and is safe for concurrent use.
 //
 // A DistributedLock is a mutex with exactly the guarantees of LeaseStore,
 // in a resource of baton's own (with an application name, a schema and
@@ -95,8 +95,10 @@ import (
 //	  verbs: ["get", "watch", "create", "update"]
 //
 // (deploy/rbac/distributedlock-role.yaml). List (baton status) also needs
-// "list". The CRD itself (deploy/crd) is installed once per cluster by an
-// administrator.
+// "list", and Remove "delete", which only package schedule's clean-up of
+// the lock objects of finished slots uses (see Removing lock objects in
+// the package documentation). The CRD itself (deploy/crd) is installed
+// once per cluster by an administrator.
 type DistributedLockStore struct {
 	base *store // namespace, options, error reporting, Watch
 	c    client.WithWatch
@@ -122,6 +124,7 @@ type DistributedLockStore struct {
 // and, once the object was seen missing, when that was first seen, both
 // on this process's monotonic clock.
 type claimSeen struct {
+	uid    string // the object's uid; "" if unknown
 	holder string
 	token  uint64
 	ttl    time.Duration
@@ -135,6 +138,7 @@ var (
 	_ backend.Watcher       = (*DistributedLockStore)(nil)
 	_ backend.Lister        = (*DistributedLockStore)(nil)
 	_ backend.ForceReleaser = (*DistributedLockStore)(nil)
+	_ backend.Remover       = (*DistributedLockStore)(nil)
 )
 
 // DistributedLockOption configures NewDistributedLock. Every Option
@@ -335,7 +339,7 @@ func (s *DistributedLockStore) noteClaimLocked(l *v1alpha1.DistributedLock, now 
 		delete(s.claims, l.Name)
 		return
 	}
-	c := claimSeen{holder: hs[0].Identity, token: uint64(max(0, l.Status.Token)), seenAt: now}
+	c := claimSeen{uid: string(l.UID), holder: hs[0].Identity, token: uint64(max(0, l.Status.Token)), seenAt: now}
 	for i := range hs {
 		c.ttl = max(c.ttl, entryTTL(&hs[i]))
 	}
@@ -354,6 +358,12 @@ func (s *DistributedLockStore) missing(name string, last *v1alpha1.DistributedLo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev, had := s.claims[name]
+	if last != nil && len(last.Status.Holders) == 0 && had && !sameObject(prev.uid, string(last.UID)) {
+		// Free when deleted, and the claim seen is on another object of
+		// this name (a lagging watch reports the deletion after this
+		// process created the object again, say after Remove): keep it.
+		return claimSeen{}, 0
+	}
 	if last != nil {
 		s.noteClaimLocked(last, now)
 		if c, ok := s.claims[name]; ok && had {
@@ -631,8 +641,8 @@ func (s *DistributedLockStore) TryAcquire(ctx context.Context, key string, req b
 }
 
 // attempt is one round of TryAcquire: read the object, decide, and write
-// conditionally. A lost race, or a deletion it let finish, returns an
-// error errRetry accepts, for TryAcquire to read again.
+// conditionally. A lost race, a deletion it let finish, or one since its
+// read, returns an error errRetry accepts, for TryAcquire to read again.
 func (s *DistributedLockStore) attempt(ctx context.Context, key string, req backend.Request, dur int32) (backend.Grant, error) {
 	const op = "acquire"
 	ns := s.base.ns
@@ -732,6 +742,8 @@ func (s *DistributedLockStore) takeSlot(ctx context.Context, cur *v1alpha1.Distr
 	switch {
 	case apierrors.IsConflict(err):
 		return backend.Grant{}, err
+	case apierrors.IsNotFound(err) && !isCRDMissing(err):
+		return backend.Grant{}, errFinished // deleted since read: read again
 	case err != nil:
 		return backend.Grant{}, s.fail(ctx, op, "update", key, err)
 	}
@@ -1109,7 +1121,8 @@ func (s *DistributedLockStore) Watch(ctx context.Context, key string) (<-chan st
 
 const dlResource = "distributedlocks.baton.dev"
 
-// dlKind gives the shared store what its error reporting and Watch need.
+// dlKind gives the shared store what its error reporting, Watch and
+// Remove's conditional delete need.
 // The record logic of DistributedLocks (several holders) lives in
 // DistributedLockStore; the single-holder methods are not used.
 type dlKind struct {
@@ -1147,6 +1160,15 @@ func (k *dlKind) get(ctx context.Context, name string) (object, error) {
 		return object{}, err
 	}
 	return object{name: l.Name, rv: l.ResourceVersion}, nil
+}
+
+func (k *dlKind) deleteVersion(ctx context.Context, o object) error {
+	pre, err := deletePreconditions(o)
+	if err != nil {
+		return err
+	}
+	l := &v1alpha1.DistributedLock{ObjectMeta: metav1.ObjectMeta{Namespace: k.ns, Name: o.name}}
+	return k.c.Delete(ctx, l, client.Preconditions(*pre))
 }
 
 func (*dlKind) create(context.Context, object) (object, error) { return object{}, errNotSingleHolder }

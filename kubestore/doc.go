@@ -5,9 +5,10 @@
 //	store, err := kubestore.NewLeaseForConfig(cfg, "my-namespace", kubestore.WithApplication("billing"))
 //	m, err := baton.NewMutex(store, "nightly-report")
 //
-// LeaseStore implements backend.Backend, backend.Watcher, backend.Lister and
-// backend.ForceReleaser. ConfigMapStore keeps the same record in a ConfigMap's
-// annotations, for clusters whose policies allow only ConfigMaps.
+// LeaseStore implements backend.Backend, backend.Watcher, backend.Lister,
+// backend.ForceReleaser and backend.Remover. ConfigMapStore keeps the same
+// record in a ConfigMap's annotations, for clusters whose policies allow
+// only ConfigMaps.
 // DistributedLockStore uses baton's own resource (baton.dev/v1alpha1
 // DistributedLock, installed from deploy/crd) for what a Lease cannot hold:
 // a counting semaphore of up to spec.capacity holders, each with its own
@@ -29,14 +30,16 @@
 // nonce, compared on the object inside the same conditional write) can
 // renew or release it. Fencing tokens grow by one with each acquisition;
 // release clears the holder but never deletes the object, so the token
-// survives releases, expiries and restarts of every client. Tokens do not
-// repeat or go backwards when someone deletes the object either (see
-// Fencing tokens); only restoring etcd from an older backup, or moving the
-// locks to another cluster, can do that.
+// survives releases, expiries and restarts of every client. Only Remove
+// deletes a lock object, and only a free one (see Removing lock objects).
+// Tokens do not repeat or go backwards when the object is deleted either
+// (see Fencing tokens); only restoring etcd from an older backup, or
+// moving the locks to another cluster, can do that.
 //
 // # Deleted lock objects
 //
-// baton never deletes a lock object; `baton release --force`
+// baton deletes a lock object only through Remove, and only while it
+// records no claim (see Removing lock objects). `baton release --force`
 // (ForceRelease) is the sanctioned way to free a lock whose holder is
 // stuck: it clears the holder and keeps the token counter. An operator
 // may still run kubectl delete on a held object. A held object carries
@@ -80,6 +83,49 @@
 // forgets what it saw of a lock once that is more than twice the lease
 // duration old, each time the names it remembers have doubled past 64.
 //
+// # Removing lock objects
+//
+// A lock object stays after its release, with its token counter. For lock
+// names that are used once that adds up: package schedule locks each slot
+// of a job under a name of its own, so an every-minute job would leave
+// 525,600 objects a year in the cluster's etcd, until a ResourceQuota on
+// their count stops the job. So the stores implement backend.Remover:
+// schedule calls Remove once a slot is recorded done and its lock released
+// (schedule.KeepSlotLocks keeps the objects instead).
+//
+// Remove reads the object and deletes it only if it records no claim: no
+// holder and no FinalizerClaim. A claim that expired as judged here but
+// was never released counts: expiry is each process's own judgement, and
+// the next acquisition (or baton release --force) clears such a claim.
+// Otherwise Remove returns an error matching backend.ErrHeld with the
+// holder, its token and, as RetryAfter, the rest of the claim as judged
+// from this process's observations. The delete carries the preconditions
+// uid and resourceVersion of the version read: an acquisition between the
+// read and the delete changes the resourceVersion, so the API server
+// refuses the delete (409 Conflict), and Remove reads again and decides
+// again (up to WithMaxConflicts times). A version with a claim is never
+// deleted. An object that is being deleted already, without a claim, is
+// left to that deletion (Remove returns nil; baton never acquires it
+// again); an object of another application or tool is refused, as by
+// TryAcquire.
+//
+// Tokens continue after a removal as after any deletion: the next object
+// of the name starts at the resourceVersion of its creation, above every
+// token issued on the removed one (see Fencing tokens), and a grant on the
+// removed object gets backend.ErrLost from its Renew and Release. Remove
+// keeps an object whose token is above its resourceVersion, which only a
+// counter set by hand or an object copied from another cluster has: its
+// successor could start below that token. The store that removed the
+// object knows its final state was free and forgets what it saw of it, so
+// it may create the object again at once, as may a process that never saw
+// it. Another process that saw the object counts its absence by the rule
+// above and may wait one lease duration before creating it (a watch's
+// Deleted event, which carries the free final state, spares it the
+// wait): a name that will be locked again soon should not be removed.
+//
+// Remove needs the verb "delete" on the lock objects (see RBAC), which no
+// other operation uses.
+//
 // # Fencing tokens
 //
 // The token of an acquisition that updates an existing object is the
@@ -97,7 +143,12 @@
 // backend.ErrCorruptRecord) an API server whose resourceVersions are not
 // integers. Objects created before this scheme (tokens from 1) keep
 // counting from their annotation; once deleted, their next object starts
-// above the cluster's resourceVersion.
+// at the cluster's resourceVersion, which is larger than their tokens:
+// each of those was issued by a write of the object, and the
+// resourceVersion counts every write of the cluster. Only a counter set by
+// hand (below) or an object copied from another cluster can be ahead of
+// its resourceVersion; Remove refuses to delete such an object, kubectl
+// delete does not check.
 //
 // The creator learns its token from the create's response; it cannot be
 // in the create request. So a new object carries the annotation
@@ -122,7 +173,9 @@
 // want: `kubectl annotate lease NAME baton.dev/token=N --overwrite`
 // (ConfigMap: the same annotation; DistributedLock: status.token with
 // kubectl edit). Deleting the object does not reset the counter to 1; it
-// continues above the cluster's resourceVersion.
+// continues above the cluster's resourceVersion. So do not delete an
+// object whose counter you set above its resourceVersion (Remove keeps
+// it): its successor could issue smaller tokens.
 //
 // # Clock model: expiry by local observation
 //
@@ -223,18 +276,23 @@
 //	  resources: ["leases"]
 //	  verbs: ["get", "watch", "create", "update"]
 //
-// (deploy/rbac/rbac.yaml ships it with a ServiceAccount and RoleBinding). No
-// delete: baton never deletes lock objects (see Deleted lock objects); it
-// adds and removes the finalizer FinalizerClaim with update. List (baton status) also
-// needs "list". A denied request returns an error matching
-// backend.ErrForbidden that names the namespace, the resource, the verb and
-// the rule above; the engine does not retry it. A missing namespace
-// returns an error matching ErrNamespaceNotFound and
+// (deploy/rbac/rbac.yaml ships it with a ServiceAccount and RoleBinding).
+// Taking locks needs no "delete": a release keeps the object, and the
+// finalizer FinalizerClaim is added and removed with update. Only Remove
+// deletes, and only free objects (see Removing lock objects): package
+// schedule's clean-up of the lock objects of finished slots, so a
+// scheduler's identity also needs "delete" (add it to the verbs above), or
+// schedule.KeepSlotLocks. List (baton status) also needs "list". A denied
+// request returns an error matching backend.ErrForbidden that names the
+// namespace, the resource, the verb and the rule above (for "delete", also
+// that only schedule's clean-up needs it); the engine does not retry it. A
+// missing namespace returns an error matching ErrNamespaceNotFound and
 // backend.ErrMisconfigured that says so; a namespace being deleted (the API
 // server answers 403 to every create there) one matching
 // backend.ErrMisconfigured, not backend.ErrForbidden, that says so; and a
 // missing DistributedLock CRD one matching backend.ErrMisconfigured that
-// says how to install it: the engine does not retry them either. An API server that cannot be reached gives an error
-// matching backend.ErrUnavailable (retried), and a TLS setup that cannot
-// work one matching backend.ErrMisconfigured.
+// says how to install it: the engine does not retry them either. An API
+// server that cannot be reached gives an error matching
+// backend.ErrUnavailable (retried), and a TLS setup that cannot work one
+// matching backend.ErrMisconfigured.
 package kubestore

@@ -62,6 +62,10 @@ func (e *ApplicationError) Is(target error) bool {
 // lockVerbs are the verbs a process taking locks needs on the lock objects.
 const lockVerbs = `["get", "watch", "create", "update"]`
 
+// removeVerbs are lockVerbs and "delete", which only Remove uses (package
+// schedule's clean-up of the lock objects of finished slots).
+const removeVerbs = `["get", "watch", "create", "update", "delete"]`
+
 // errCorrupt marks a record that cannot be decoded.
 func errCorrupt(err error) error { return fmt.Errorf("%w: %w", backend.ErrCorruptRecord, err) }
 
@@ -90,9 +94,15 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 			op, where, backend.ErrMisconfigured, s.ns, apiMessage(err), s.ns)
 	case apierrors.IsForbidden(err) && isQuota(err):
 		return fmt.Errorf("kube: %s %s: %w: a ResourceQuota of namespace %q refused the %s (%s); no Role lifts a quota: "+
-			"raise it (kubectl describe resourcequota -n %s), or delete lock objects nobody uses any more: baton never deletes them, "+
-			"and package schedule leaves one per slot it runs",
+			"raise it (kubectl describe resourcequota -n %s), or delete lock objects nobody uses any more: baton deletes only "+
+			"those of package schedule's finished slots, and only where its identity may delete them (Remove)",
 			op, where, backend.ErrForbidden, s.ns, verb, apiMessage(err), s.ns)
+	case apierrors.IsForbidden(err) && verb == "delete":
+		return fmt.Errorf("kube: %s %s: %w: the API server denied the verb %q on %s in namespace %q (%s). "+
+			"Only package schedule's clean-up needs it: it removes the lock object of each slot it finished, "+
+			"which otherwise stays for ever, one per run. Bind this identity to a Role in namespace %q with the rule:\n%s\n"+
+			"or keep the objects (schedule.KeepSlotLocks)",
+			op, where, backend.ErrForbidden, verb, s.k.resource(), s.ns, apiMessage(err), s.ns, s.k.rbacRule(removeVerbs))
 	case apierrors.IsForbidden(err):
 		rule, who := s.k.rbacRule(lockVerbs), "this identity"
 		if verb == "list" {

@@ -19,8 +19,8 @@ import (
 
 // LeaseStore is a baton backend that keeps each lock in a Lease object
 // (coordination.k8s.io/v1) of one namespace, named after the lock. It
-// implements backend.Backend, backend.Watcher and backend.Lister, and is safe for
-// concurrent use.
+// implements backend.Backend, backend.Watcher, backend.Lister,
+// backend.ForceReleaser and backend.Remover, and is safe for concurrent use.
 //
 // Use one LeaseStore per process and namespace: it remembers which version
 // of each Lease it has seen and since when, which is how it judges expiry
@@ -35,10 +35,12 @@ var (
 	_ backend.Watcher       = (*LeaseStore)(nil)
 	_ backend.Lister        = (*LeaseStore)(nil)
 	_ backend.ForceReleaser = (*LeaseStore)(nil)
+	_ backend.Remover       = (*LeaseStore)(nil)
 	_ backend.Backend       = (*ConfigMapStore)(nil)
 	_ backend.Watcher       = (*ConfigMapStore)(nil)
 	_ backend.Lister        = (*ConfigMapStore)(nil)
 	_ backend.ForceReleaser = (*ConfigMapStore)(nil)
+	_ backend.Remover       = (*ConfigMapStore)(nil)
 )
 
 // NewLease returns a store for Lease objects in namespace.
@@ -112,6 +114,14 @@ func (k *leaseKind) update(ctx context.Context, o object) (object, error) {
 		return object{}, err
 	}
 	return decodeLease(l)
+}
+
+func (k *leaseKind) deleteVersion(ctx context.Context, o object) error {
+	pre, err := deletePreconditions(o)
+	if err != nil {
+		return err
+	}
+	return k.c.Delete(ctx, o.name, metav1.DeleteOptions{Preconditions: pre})
 }
 
 func (k *leaseKind) list(ctx context.Context) ([]object, error) {

@@ -106,6 +106,11 @@ type kind interface {
 	get(ctx context.Context, name string) (object, error)
 	create(ctx context.Context, o object) (object, error)
 	update(ctx context.Context, o object) (object, error)
+	// deleteVersion deletes the object o.name if its resourceVersion and
+	// uid are still o's (a delete with preconditions; see
+	// deletePreconditions): it fails with a Conflict if the object changed
+	// since o was read, or was deleted and created again.
+	deleteVersion(ctx context.Context, o object) error
 	// list needs the "list" verb, which only status views use.
 	list(ctx context.Context) ([]object, error)
 	watch(ctx context.Context, name, resourceVersion string) (watch.Interface, error)

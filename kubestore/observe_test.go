@@ -118,6 +118,28 @@ func (k *memKind) update(_ context.Context, o object) (object, error) {
 	return o, nil
 }
 
+// deleteVersion is a delete with the preconditions uid and
+// resourceVersion, as the API server applies it.
+func (k *memKind) deleteVersion(_ context.Context, o object) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	cur, ok := k.objs[o.name]
+	switch {
+	case !ok:
+		return apierrors.NewNotFound(leasesGR, o.name)
+	case cur.uid != o.uid || cur.rv != o.rv:
+		return apierrors.NewConflict(leasesGR, o.name, errors.New("the precondition on uid or resourceVersion failed"))
+	}
+	k.rv++
+	if !cur.claimed {
+		delete(k.objs, o.name)
+		return nil
+	}
+	cur.deleting, cur.rv = true, strconv.Itoa(k.rv)
+	k.objs[o.name] = cur
+	return nil
+}
+
 func (k *memKind) list(context.Context) ([]object, error) { return nil, nil }
 func (k *memKind) watch(context.Context, string, string) (watch.Interface, error) {
 	return watch.NewFake(), nil

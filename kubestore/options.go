@@ -20,8 +20,8 @@ const (
 
 // DefaultMaxConflicts is how many times an operation re-reads the object
 // and decides again after its conditional write lost a race (HTTP 409),
-// before it gives up: TryAcquire then reports the lock as held (by the
-// contenders that won), Renew and Release return a transient error.
+// before it gives up: TryAcquire and Remove then report the lock as held
+// (by the contenders that won), Renew and Release return a transient error.
 const DefaultMaxConflicts = 16
 
 // Option configures a store.

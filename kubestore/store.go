@@ -57,6 +57,7 @@ func (s *store) sweepLocked(now time.Time) {
 // it held (gone).
 type observation struct {
 	rv  string
+	uid string // the object's uid; "" if unknown
 	at  time.Time
 	ttl time.Duration // the object's lease duration
 	// holder and token are the object's, for the HeldError of a gone
@@ -72,7 +73,7 @@ type observation struct {
 }
 
 func observe(o object, at time.Time) observation {
-	return observation{rv: o.rv, at: at, ttl: o.ttl(), holder: o.holder, token: o.token}
+	return observation{rv: o.rv, uid: o.uid, at: at, ttl: o.ttl(), holder: o.holder, token: o.token}
 }
 
 func newStore(namespace string, k kind, opts []Option) (*store, error) {
@@ -133,7 +134,12 @@ func (s *store) missing(name string, last *object) (observation, time.Duration) 
 	obs, ok := s.seen[name]
 	switch {
 	case last != nil && last.holder == "":
-		delete(s.seen, name) // it was free when deleted
+		// It was free when deleted. An observation of another object of
+		// this name (a lagging watch reports the deletion after this
+		// process created the object again, say after Remove) is kept.
+		if ok && sameObject(obs.uid, last.uid) {
+			delete(s.seen, name)
+		}
 		return observation{}, 0
 	case last != nil && ok && obs.gone:
 		// Already seen missing: keep that moment, learn the final claim.
@@ -155,12 +161,16 @@ func (s *store) missing(name string, last *object) (observation, time.Duration) 
 		// may have been deleted with the object, and its holder may still
 		// act. Only the object's final state (last, from a watch's Deleted
 		// event) proves it free. So the wait is the same either way.
-		obs = observation{at: now, ttl: obs.ttl, holder: obs.holder, token: obs.token, gone: true}
+		obs = observation{uid: obs.uid, at: now, ttl: obs.ttl, holder: obs.holder, token: obs.token, gone: true}
 		s.seen[name] = obs
 		s.sweepLocked(now)
 	}
 	return obs, max(0, obs.at.Add(obs.ttl).Sub(now))
 }
+
+// sameObject reports whether two uids may be of the same object: they are
+// equal, or one is unknown.
+func sameObject(uid1, uid2 string) bool { return uid1 == "" || uid2 == "" || uid1 == uid2 }
 
 // wrote records that this process produced version rv of name with a
 // write sent at sent. The write was applied no earlier than sent, so
@@ -246,8 +256,9 @@ func (s *store) TryAcquire(ctx context.Context, key string, req backend.Request)
 		op, s.ns, key, s.o.maxConflicts, lastErr, &backend.HeldError{Key: key})
 }
 
-// errFinished is returned by take after it let a deletion finish: the
-// object is gone, and TryAcquire reads again.
+// errFinished is returned by take after it let a deletion finish, or
+// found the object deleted since it was read (Remove by another process,
+// kubectl delete): the object is gone, and TryAcquire reads again.
 var errFinished = errors.New("kube: the deletion of the lock object finished")
 
 // errRetry reports whether TryAcquire reads again after err: a lost race
@@ -294,8 +305,9 @@ func (s *store) create(ctx context.Context, key string, req backend.Request, dur
 
 // take acquires the existing object cur for req if its claim has expired
 // as judged here, with an update on cur's resourceVersion; a lost race
-// returns the API server's Conflict error as it is. An object being
-// deleted is never acquired; see finish.
+// returns the API server's Conflict error as it is, and an object deleted
+// since cur was read errFinished. An object being deleted is never
+// acquired; see finish.
 func (s *store) take(ctx context.Context, cur object, req backend.Request, dur int32) (backend.Grant, error) {
 	const op = "acquire"
 	key := cur.name
@@ -334,10 +346,12 @@ func (s *store) take(ctx context.Context, cur object, req backend.Request, dur i
 	next.transitions = cur.transitions + 1
 	sent := s.now()
 	updated, err := s.k.update(ctx, next)
-	if apierrors.IsConflict(err) {
+	switch {
+	case apierrors.IsConflict(err):
 		return backend.Grant{}, err
-	}
-	if err != nil {
+	case apierrors.IsNotFound(err) && !isNamespaceNotFound(err):
+		return backend.Grant{}, errFinished // deleted since read (the view can lag)
+	case err != nil:
 		return backend.Grant{}, s.fail(ctx, op, "update", key, err)
 	}
 	s.wrote(updated, sent)
