@@ -24,7 +24,8 @@
 //     job ran and the job still returned nil, the work is done: the slot
 //     is recorded anyway and a warning logged);
 //  5. keeps the lock until LockAtLeastFor after the slot time, then
-//     releases it.
+//     releases it, and removes the lock's record if the slot is recorded
+//     (see Lock records).
 //
 // # Guarantees
 //
@@ -91,12 +92,20 @@
 //
 // # Lock records
 //
-// Every slot has a lock of its own, so the backend keeps one lock record
-// per slot run (for the file backend, three small files; for Kubernetes,
-// one object, counted by a ResourceQuota on its resource; for Redis, a
-// fence hash that never expires). baton has no operation to delete them;
-// prune old records of jobs that run often with the store's own tools (see
-// docs/cron.md, "Housekeeping"). For the same reason, give a metrics
-// observer to WithLockObserver, which names every slot's lock events
-// after its job, rather than to the slot locks themselves.
+// Every slot has a lock of its own. Where the backend can delete a free
+// lock's record (backend.Remover: kubestore, etcdstore, redisstore and
+// memstore), the replica that ran a slot, or found it done, removes its
+// lock's record after releasing it, so that the store does not keep a
+// record per run for ever. That changes nothing about which slots run: a
+// replica that reaches the slot later creates the record again, with a
+// larger fencing token, finds the slot done in the ledger and removes the
+// record in turn. On Kubernetes it needs the delete verb on the lock's
+// resource (a refusal is logged once as a warning, and the records stay);
+// KeepSlotLocks turns removal off.
+//
+// The file backend keeps one record per slot run (three small files);
+// prune them by hand (see docs/cron.md, "Housekeeping"). For the same
+// reason, give a metrics observer to WithLockObserver, which names every
+// slot's lock events after its job, rather than to the slot locks
+// themselves.
 package schedule

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/memstore"
 	"github.com/baton-go/baton/schedule"
@@ -145,7 +146,14 @@ func newFakeEnv(start time.Time) *fakeEnv {
 // replica returns a scheduler whose wall clock is off from the base.
 func (e *fakeEnv) replica(t *testing.T, id string, off time.Duration, opts ...schedule.Option) *schedule.Scheduler {
 	t.Helper()
-	s, err := schedule.New(e.store, e.ledger, append([]schedule.Option{
+	return e.replicaOn(t, e.store, id, off, opts...)
+}
+
+// replicaOn is replica with b, which must wrap the environment's store,
+// as its backend.
+func (e *fakeEnv) replicaOn(t *testing.T, b backend.Backend, id string, off time.Duration, opts ...schedule.Option) *schedule.Scheduler {
+	t.Helper()
+	s, err := schedule.New(b, e.ledger, append([]schedule.Option{
 		schedule.WithClock(offsetClock{e.wall, off}),
 		schedule.WithLogger(quiet.With("replica", id)),
 		schedule.WithLockOptions(baton.WithClock(e.lockClk), baton.WithIdentity(id)),

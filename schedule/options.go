@@ -62,6 +62,8 @@ type config struct {
 	observer func(Event)
 	// lockObserver observes the slot locks under the job's name.
 	lockObserver baton.Observer
+	// keepLocks: do not remove slot lock records (KeepSlotLocks).
+	keepLocks bool
 }
 
 // WithClock sets the clock that decides slot times (its Now is this
@@ -98,6 +100,16 @@ func WithLockOptions(opts ...baton.Option) Option {
 func WithLockObserver(o baton.Observer) Option {
 	return func(cfg *config) { cfg.lockObserver = o }
 }
+
+// KeepSlotLocks keeps the record of every slot's lock in the store. By
+// default, where the backend implements backend.Remover, the scheduler
+// removes a slot's lock record once the slot is recorded in the ledger and
+// its lock is released (after LockAtLeastFor), since each slot has a lock
+// name of its own and the records would otherwise pile up: one per run,
+// for ever. Keep them to inspect them, or on Kubernetes where the
+// scheduler's identity may not delete lock objects (which would otherwise
+// be logged once as a warning).
+func KeepSlotLocks() Option { return func(cfg *config) { cfg.keepLocks = true } }
 
 // WithShutdownGrace sets how long Run waits for running jobs to return
 // after its context ended (their contexts end at once). Default

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-go/baton"
@@ -49,6 +50,9 @@ type Scheduler struct {
 	jobs    []*job
 	names   map[string]bool
 	running bool
+	// removeForbidden is set once a removal was refused for lack of
+	// permission (logged as a warning once).
+	removeForbidden atomic.Bool
 }
 
 type job struct {
@@ -339,6 +343,12 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 			log.Warn("schedule: releasing the slot lock failed; it will expire", "err", err)
 		}
 	}
+	// finish releases the lock of a slot that is recorded as done, and
+	// removes its record: nobody needs it again.
+	finish := func() {
+		release()
+		s.removeLock(ctx, key, log)
+	}
 
 	runCtx, end := s.runContext(ctx, j, lease)
 	done, err := s.ledger.Done(runCtx, j.name, slot)
@@ -352,7 +362,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	}
 	if done {
 		end()
-		release()
+		finish()
 		log.Debug("schedule: slot already done")
 		ev.Outcome = AlreadyDone
 		s.observe(ev)
@@ -378,7 +388,44 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 		}
 	}
 	s.observe(ev)
-	s.hold(ctx, slot.Add(j.atLeast), lease, release, wg)
+	after := release
+	if ev.Outcome == Ran {
+		after = finish
+	}
+	s.hold(ctx, slot.Add(j.atLeast), lease, after, wg)
+}
+
+// removeLock removes the record of a slot's lock, released by this
+// replica, where the backend can (backend.Remover) and KeepSlotLocks was
+// not given. Each slot has a lock name of its own, which nobody locks
+// after the slot is recorded as done: a replica that reaches the slot
+// later (its clock behind) creates the record again, finds the slot done
+// in the ledger and removes the record in turn. So removal changes nothing
+// about which slots run; it keeps the store from keeping a record per run
+// for ever. A failure leaves the record, as before.
+func (s *Scheduler) removeLock(ctx context.Context, key string, log *slog.Logger) {
+	rm, ok := s.b.(backend.Remover)
+	if !ok || s.cfg.keepLocks {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	err := rm.Remove(rctx, key)
+	switch {
+	case err == nil:
+	case errors.Is(err, backend.ErrHeld):
+		log.Debug("schedule: slot lock taken again before its removal; its holder removes it", "err", err)
+	case errors.Is(err, backend.ErrForbidden):
+		// The same answer for every slot: say it once per scheduler.
+		lvl := slog.LevelDebug
+		if s.removeForbidden.CompareAndSwap(false, true) {
+			lvl = slog.LevelWarn
+		}
+		log.Log(rctx, lvl, "schedule: the store does not let this replica remove slot lock records, so they pile up, "+
+			"one per run; grant the permission the error names, or give schedule.KeepSlotLocks()", "err", err)
+	default:
+		log.Warn("schedule: removing the slot lock's record failed; it stays in the store", "err", err)
+	}
 }
 
 // lockOptions returns the options of j's slot locks: WithLockOptions's,
