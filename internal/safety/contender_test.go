@@ -52,6 +52,7 @@ const (
 	envFair     = "BATON_SAFETY_FAIR"      // "1": etcd in fair mode (the default); else plain mode, etcdstore.WithFair(false)
 	envChurn    = "BATON_SAFETY_CHURN"     // "1": etcd, file: the Store also finds other locks held, then released (see seenChurn)
 	envQueued   = "BATON_SAFETY_QUEUED"    // "1": report "queued" at a Lock call's second refused attempt (see queuedReporter)
+	envRemove   = "BATON_SAFETY_REMOVE"    // "1": remove the lock's record after each tenure, as schedule does (backend.Remover)
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -98,6 +99,8 @@ type batonLocker struct {
 	lockFn, tryFn func(context.Context) (*baton.Lease, error)
 	poll          bool
 	rng           *rand.Rand
+	// remove, if set, removes the lock's record (envRemove).
+	remove func(context.Context)
 }
 
 func (b batonLocker) lock(ctx context.Context) (held, error) {
@@ -118,9 +121,37 @@ func (b batonLocker) lock(ctx context.Context) (held, error) {
 				return nil, err
 			}
 		}
+		if b.remove != nil && errors.Is(err, backend.ErrHeld) {
+			b.remove(ctx) // refused, unless the holder released since
+		}
 		if err := sleepCtx(ctx, pollEvery+time.Duration(b.rng.Int64N(int64(pollEvery)))); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// remover returns the remove function of a removal row's contender: it
+// removes the lock's record through rm, as package schedule does after
+// each slot, and reports "removed" to c if the store deleted it. A
+// refusal (the lock is held, or a waiter waits) is the usual answer, and
+// is not reported.
+func remover(rm backend.Remover, name string, c *client) func(context.Context) {
+	return func(ctx context.Context) {
+		switch err := rm.Remove(ctx, name); {
+		case err == nil:
+			c.event("removed", 0, nil)
+		case errors.Is(err, backend.ErrHeld), ctx.Err() != nil:
+		default:
+			c.event("error", 0, fmt.Errorf("remove: %w", err))
+		}
+	}
+}
+
+// removeAfter removes the lock's record after a tenure, if lk is a
+// removal row's.
+func removeAfter(ctx context.Context, lk locker) {
+	if b, ok := lk.(batonLocker); ok && b.remove != nil {
+		b.remove(ctx)
 	}
 }
 
@@ -256,7 +287,7 @@ func contenderMain() int {
 	if os.Getenv(envQueued) == "1" {
 		queued = &queuedReporter{c: c}
 	}
-	lk, closeFn, err := openLocker(ctx, id, logger, clk, queued)
+	lk, closeFn, err := openLocker(ctx, c, logger, clk, queued)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "contender %s: %v\n", id, err)
 		c.event("error", 0, err)
@@ -283,6 +314,7 @@ func contenderMain() int {
 			return 3
 		}
 		t.run(ctx, h, fmt.Sprintf("%s/%d", id, n))
+		removeAfter(ctx, lk)
 		if idle > 0 {
 			select {
 			case <-ctx.Done():
@@ -411,7 +443,8 @@ func awaitEnd(ctx context.Context, h held, until time.Time) {
 }
 
 // openLocker opens the backend named by the environment.
-func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.Clock, queued *queuedReporter) (locker, func(), error) {
+func openLocker(ctx context.Context, c *client, logger *slog.Logger, clk baton.Clock, queued *queuedReporter) (locker, func(), error) {
+	id := c.id
 	ttl, err := time.ParseDuration(os.Getenv(envTTL))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %v", envTTL, err)
@@ -508,6 +541,14 @@ func openLocker(ctx context.Context, id string, logger *slog.Logger, clk baton.C
 		b = pauseGrants(b, file, ttl)
 	}
 	lk := batonLocker{poll: os.Getenv(envPoll) == "1", rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
+	if os.Getenv(envRemove) == "1" {
+		rm, ok := b.(backend.Remover)
+		if !ok {
+			closeFn()
+			return nil, nil, fmt.Errorf("%s: the %s backend does not implement backend.Remover", envRemove, os.Getenv(envBackend))
+		}
+		lk.remove = remover(rm, name, c)
+	}
 	if os.Getenv(envSem) == "1" {
 		// A Semaphore of limit 1 is one slot lock (name.slot-0): the
 		// register judges it as any lock, through the Semaphore's own

@@ -181,6 +181,11 @@ type scenario struct {
 	// held, then released, so that it prunes the claims it saw during the
 	// run (seenChurn).
 	churn bool
+	// remove: each contender removes the lock's record after each of its
+	// tenures (backend.Remover), as package schedule does after a slot,
+	// and pollers after each refused attempt; the row waits until a
+	// removal succeeded.
+	remove bool
 	// storeOverlap, if set, says why the store itself does not keep its
 	// leases under this fault: two holders at once are then reported,
 	// not failures (see tolerated); fencing must still hold.
@@ -304,7 +309,10 @@ func (h *harness) spawn() *contender {
 	// killed one, a poller is almost always among the standbys.) Not in
 	// fair mode: there TryLock never overtakes the queue of waiters, so a
 	// poller never acquires while one waits.
-	if c.poll = n%2 == 0 && !h.sc.fair; c.poll {
+	// In a removal row every contender polls, as schedule's replicas
+	// each try a slot's lock once: a waiter's place in line would keep
+	// the record from being removed.
+	if c.poll = h.sc.remove || n%2 == 0 && !h.sc.fair; c.poll {
 		c.cmd.Env = append(c.cmd.Env, envPoll+"=1")
 	}
 	if h.sc.semaphore {
@@ -318,6 +326,9 @@ func (h *harness) spawn() *contender {
 	}
 	if h.sc.churn {
 		c.cmd.Env = append(c.cmd.Env, envChurn+"=1")
+	}
+	if h.sc.remove {
+		c.cmd.Env = append(c.cmd.Env, envRemove+"=1")
 	}
 	if len(h.sc.skews) > 0 {
 		c.cmd.Env = append(c.cmd.Env, envSkew+"="+h.sc.skews[(n-1)%len(h.sc.skews)].String())
@@ -539,6 +550,12 @@ func (h *harness) run() *result {
 	for round := range h.sc.rounds {
 		h.inject(round)
 	}
+	if h.sc.remove {
+		// Tenures go on ending after the faults: one of them is removed.
+		h.reg.await("a contender's removal of the lock's record", 60*time.Second, func(s *snapshot) bool {
+			return slices.ContainsFunc(s.events, func(e event) bool { return e.Kind == "removed" })
+		})
+	}
 	done = true
 	h.finish(start)
 	return h.res
@@ -552,6 +569,9 @@ func (h *harness) finish(start time.Time) {
 	h.res.elapsed = time.Since(start)
 	h.pauseStoppedHolders(ops, evs)
 	checkHistory(h.rep, h.be, h.sc, ops, evs, h.res)
+	if h.sc.remove {
+		h.countRemoved(evs)
+	}
 	if h.rep == reporter(h.t) {
 		recordResult(h.res)
 	}
@@ -1496,4 +1516,16 @@ func (h *harness) pauseStoppedHolders(ops []op, evs []event) {
 			}
 		}
 	}
+}
+
+// countRemoved logs how often a removal row's contenders removed the
+// lock's record (run waited for one at least).
+func (h *harness) countRemoved(evs []event) {
+	n := 0
+	for _, e := range evs {
+		if e.Kind == "removed" {
+			n++
+		}
+	}
+	h.t.Logf("the lock's record was removed %d times (%d acquisitions)", n, h.res.acquisitions)
 }

@@ -45,6 +45,9 @@ func runScenario(t *testing.T, be *backendEnv, sc scenario) {
 	if sc.churn {
 		sc.lock += "-churn"
 	}
+	if sc.remove {
+		sc.lock += "-remove"
+	}
 	t.Run(name, func(t *testing.T) {
 		newHarness(t, be, sc).run()
 	})
@@ -107,6 +110,7 @@ func TestSafety(t *testing.T) {
 		if !long() { // common runs it in the long mode
 			runScenario(t, be, scenario{fault: faultLatency, rounds: 1})
 		}
+		removing(t, be, false)
 	})
 	t.Run("etcd", func(t *testing.T) {
 		be := etcdEnv(t)
@@ -134,6 +138,7 @@ func TestSafety(t *testing.T) {
 			// released (etcdstore's seenprune.go); a claim deleted by
 			// hand must stay remembered while those prunes run.
 			runScenario(t, be, scenario{variant: "fair mode, Stores pruning the claims they saw", fair: true, churn: true, fault: faultDelete, rounds: 2 * rounds()})
+			removing(t, be, true)
 		})
 		runScenario(t, be, scenario{fault: faultRestart})
 		runScenario(t, be, scenario{fault: faultRevoke, rounds: revokeRounds(), storeOverlap: etcdRevoked})
@@ -145,6 +150,7 @@ func TestSafety(t *testing.T) {
 		common(t, be, true)
 		runScenario(t, be, scenario{fault: faultRestart})
 		throttled(t, be)
+		removing(t, be, false)
 	})
 	// ConfigMap and DistributedLock share the Lease backend's store code
 	// (expiry by observation, conditional writes); the pause, the crash,
@@ -153,7 +159,10 @@ func TestSafety(t *testing.T) {
 		kubeObject(t, leaseEnv(t, "configmap"))
 	})
 	t.Run("crd", func(t *testing.T) {
-		kubeObject(t, crdEnv(t))
+		be := crdEnv(t)
+		kubeObject(t, be)
+		// Its objects carry a finalizer while held.
+		removing(t, be, false)
 	})
 	t.Run("redlock", func(t *testing.T) {
 		be := redlockEnv(t)
@@ -162,6 +171,20 @@ func TestSafety(t *testing.T) {
 		runScenario(t, be, scenario{fault: faultDeleteAll, storeOverlap: keysDeleted})
 		runScenario(t, be, scenario{fault: faultMinority, rounds: 1})
 	})
+}
+
+// removing runs the stop row with contenders that remove the lock's
+// record after each tenure, as package schedule removes a slot's lock
+// record once it is done (backend.Remover), and after each refused
+// attempt (they all poll, as schedule's replicas try a slot's lock once):
+// a removal must never delete a claim, the paused holder's included, nor
+// let a token repeat.
+func removing(t *testing.T, be *backendEnv, fair bool) {
+	sc := scenario{variant: "record removed after each tenure", fault: faultStop, remove: true, idle: 20 * time.Millisecond, fair: fair}
+	if fair {
+		sc.variant = "fair mode, record removed after each tenure"
+	}
+	runScenario(t, be, sc)
 }
 
 func kubeObject(t *testing.T, be *backendEnv) {
