@@ -336,18 +336,24 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	}
 	ev.Token = lease.Token()
 	log = log.With("token", lease.Token())
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
+	unlock := func(rctx context.Context) {
 		if err := lease.Unlock(rctx); err != nil && !errors.Is(err, backend.ErrLost) {
 			log.Warn("schedule: releasing the slot lock failed; it will expire", "err", err)
 		}
 	}
+	release := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		unlock(rctx)
+	}
 	// finish releases the lock of a slot that is recorded as done, and
-	// removes its record: nobody needs it again.
+	// removes its record: nobody needs it again. Both share one timeout,
+	// so that a shutdown waits no longer for them than for a release.
 	finish := func() {
-		release()
-		s.removeLock(ctx, key, log)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		unlock(rctx)
+		s.removeLock(rctx, key, log)
 	}
 
 	runCtx, end := s.runContext(ctx, j, lease)
@@ -402,15 +408,13 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 // later (its clock behind) creates the record again, finds the slot done
 // in the ledger and removes the record in turn. So removal changes nothing
 // about which slots run; it keeps the store from keeping a record per run
-// for ever. A failure leaves the record, as before.
+// for ever. A failure leaves the record, as before. ctx bounds the call.
 func (s *Scheduler) removeLock(ctx context.Context, key string, log *slog.Logger) {
 	rm, ok := s.b.(backend.Remover)
 	if !ok || s.cfg.keepLocks {
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	err := rm.Remove(rctx, key)
+	err := rm.Remove(ctx, key)
 	switch {
 	case err == nil:
 	case errors.Is(err, backend.ErrHeld):
@@ -421,7 +425,7 @@ func (s *Scheduler) removeLock(ctx context.Context, key string, log *slog.Logger
 		if s.removeForbidden.CompareAndSwap(false, true) {
 			lvl = slog.LevelWarn
 		}
-		log.Log(rctx, lvl, "schedule: the store does not let this replica remove slot lock records, so they pile up, "+
+		log.Log(ctx, lvl, "schedule: the store does not let this replica remove slot lock records, so they pile up, "+
 			"one per run; grant the permission the error names, or give schedule.KeepSlotLocks()", "err", err)
 	default:
 		log.Warn("schedule: removing the slot lock's record failed; it stays in the store", "err", err)
