@@ -105,9 +105,9 @@
 // refuses the delete (409 Conflict), and Remove reads again and decides
 // again (up to WithMaxConflicts times). A version with a claim is never
 // deleted. An object that is being deleted already, without a claim, is
-// left to that deletion (Remove returns nil; baton never acquires it
-// again); an object of another application or tool is refused, as by
-// TryAcquire.
+// left to that deletion (Remove returns nil; baton never acquires an
+// object being deleted); an object of another application or tool is
+// refused, as by TryAcquire.
 //
 // Tokens continue after a removal as after any deletion: the next object
 // of the name starts at the resourceVersion of its creation, above every
