@@ -17,11 +17,19 @@ import (
 )
 
 // removals is a memory store that reports each Remove call on calls, and
-// answers every call with err if it is set.
+// answers every call with err if it is set (and every Release with
+// releaseErr).
 type removals struct {
 	*memstore.Store
-	err   error
-	calls chan removal
+	err, releaseErr error
+	calls           chan removal
+}
+
+func (r *removals) Release(ctx context.Context, g backend.Grant) error {
+	if r.releaseErr != nil {
+		return r.releaseErr
+	}
+	return r.Store.Release(ctx, g)
 }
 
 type removal struct {
@@ -131,6 +139,34 @@ func TestKeepSlotLocks(t *testing.T) {
 	}
 	if r, err := env.store.Get(context.Background(), key); err != nil || r.Held() {
 		t.Fatalf("slot lock after the run: %+v, %v; want a released record", r, err)
+	}
+}
+
+// A claim that the release could not clear (the store did not answer)
+// is not removed: it stays, and expires.
+func TestSlotLockKeptWhenReleaseFails(t *testing.T) {
+	env := newFakeEnv(t0.Add(30 * time.Second))
+	slot := t0.Add(time.Minute)
+	key, _ := schedule.LockName("report", slot)
+	spy := newRemovals(env.store, nil)
+	spy.releaseErr = fmt.Errorf("release: %w", backend.ErrUnavailable)
+	rec := newRecorder()
+	s := env.replicaOn(t, spy, "r", 0, schedule.WithObserver(rec.observe))
+	if err := s.Add("report", "* * * * *", newCounter().job); err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, s)
+	awaitWaiters(t, env.wall, 1)
+	env.wall.Step(30 * time.Second)
+	rec.expect(t, slot, schedule.Ran)
+	stop() // Run waits for the slot's release
+	select {
+	case c := <-spy.calls:
+		t.Fatalf("Remove(%q) after a failed release", c.key)
+	default:
+	}
+	if r, err := env.store.Get(context.Background(), key); err != nil || !r.Held() {
+		t.Fatalf("slot lock after a failed release: %+v, %v; want the claim still recorded", r, err)
 	}
 }
 

@@ -336,10 +336,15 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	}
 	ev.Token = lease.Token()
 	log = log.With("token", lease.Token())
-	unlock := func(rctx context.Context) {
-		if err := lease.Unlock(rctx); err != nil && !errors.Is(err, backend.ErrLost) {
+	// unlock releases the lock and reports whether the store no longer
+	// records this replica's claim.
+	unlock := func(rctx context.Context) bool {
+		err := lease.Unlock(rctx)
+		if err != nil && !errors.Is(err, backend.ErrLost) {
 			log.Warn("schedule: releasing the slot lock failed; it will expire", "err", err)
+			return false
 		}
+		return true
 	}
 	release := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
@@ -348,12 +353,15 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	}
 	// finish releases the lock of a slot that is recorded as done, and
 	// removes its record: nobody needs it again. Both share one timeout,
-	// so that a shutdown waits no longer for them than for a release.
+	// so that a shutdown waits no longer for them than for a release. A
+	// claim the release could not clear stays until it expires, and so
+	// does the record.
 	finish := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
-		unlock(rctx)
-		s.removeLock(rctx, key, log)
+		if unlock(rctx) {
+			s.removeLock(rctx, key, log)
+		}
 	}
 
 	runCtx, end := s.runContext(ctx, j, lease)
@@ -418,7 +426,7 @@ func (s *Scheduler) removeLock(ctx context.Context, key string, log *slog.Logger
 	switch {
 	case err == nil:
 	case errors.Is(err, backend.ErrHeld):
-		log.Debug("schedule: slot lock taken again before its removal; its holder removes it", "err", err)
+		log.Debug("schedule: slot lock held again before its removal; its holder removes it", "err", err)
 	case errors.Is(err, backend.ErrForbidden):
 		// The same answer for every slot: say it once per scheduler.
 		lvl := slog.LevelDebug
