@@ -116,14 +116,15 @@ func TestSlotLockRemovedAfterLockAtLeastFor(t *testing.T) {
 	}
 }
 
-// KeepSlotLocks keeps the released record of every slot's lock.
-func TestKeepSlotLocks(t *testing.T) {
-	env := newFakeEnv(t0.Add(30 * time.Second))
+// runOneSlot runs the slot t0+1m of a job on a replica over spy with
+// opts, stops the replica (Run waits for the slot's release), checks that
+// it never called Remove (why says when that would be wrong), and returns
+// the lock's record.
+func runOneSlot(t *testing.T, env *fakeEnv, spy *removals, why string, opts ...schedule.Option) (backend.Record, error) {
+	t.Helper()
 	slot := t0.Add(time.Minute)
-	key, _ := schedule.LockName("report", slot)
-	spy := newRemovals(env.store, nil)
 	rec := newRecorder()
-	s := env.replicaOn(t, spy, "r", 0, schedule.WithObserver(rec.observe), schedule.KeepSlotLocks())
+	s := env.replicaOn(t, spy, "r", 0, append(opts, schedule.WithObserver(rec.observe))...)
 	if err := s.Add("report", "* * * * *", newCounter().job); err != nil {
 		t.Fatal(err)
 	}
@@ -131,13 +132,21 @@ func TestKeepSlotLocks(t *testing.T) {
 	awaitWaiters(t, env.wall, 1)
 	env.wall.Step(30 * time.Second)
 	rec.expect(t, slot, schedule.Ran)
-	stop() // Run waits for the slot's release
+	stop()
 	select {
 	case c := <-spy.calls:
-		t.Fatalf("Remove(%q) with KeepSlotLocks", c.key)
+		t.Fatalf("Remove(%q) %s", c.key, why)
 	default:
 	}
-	if r, err := env.store.Get(context.Background(), key); err != nil || r.Held() {
+	key, _ := schedule.LockName("report", slot)
+	return env.store.Get(context.Background(), key)
+}
+
+// KeepSlotLocks keeps the released record of every slot's lock.
+func TestKeepSlotLocks(t *testing.T) {
+	env := newFakeEnv(t0.Add(30 * time.Second))
+	spy := newRemovals(env.store, nil)
+	if r, err := runOneSlot(t, env, spy, "with KeepSlotLocks", schedule.KeepSlotLocks()); err != nil || r.Held() {
 		t.Fatalf("slot lock after the run: %+v, %v; want a released record", r, err)
 	}
 }
@@ -146,26 +155,9 @@ func TestKeepSlotLocks(t *testing.T) {
 // is not removed: it stays, and expires.
 func TestSlotLockKeptWhenReleaseFails(t *testing.T) {
 	env := newFakeEnv(t0.Add(30 * time.Second))
-	slot := t0.Add(time.Minute)
-	key, _ := schedule.LockName("report", slot)
 	spy := newRemovals(env.store, nil)
 	spy.releaseErr = fmt.Errorf("release: %w", backend.ErrUnavailable)
-	rec := newRecorder()
-	s := env.replicaOn(t, spy, "r", 0, schedule.WithObserver(rec.observe))
-	if err := s.Add("report", "* * * * *", newCounter().job); err != nil {
-		t.Fatal(err)
-	}
-	stop := start(t, s)
-	awaitWaiters(t, env.wall, 1)
-	env.wall.Step(30 * time.Second)
-	rec.expect(t, slot, schedule.Ran)
-	stop() // Run waits for the slot's release
-	select {
-	case c := <-spy.calls:
-		t.Fatalf("Remove(%q) after a failed release", c.key)
-	default:
-	}
-	if r, err := env.store.Get(context.Background(), key); err != nil || !r.Held() {
+	if r, err := runOneSlot(t, env, spy, "after a failed release"); err != nil || !r.Held() {
 		t.Fatalf("slot lock after a failed release: %+v, %v; want the claim still recorded", r, err)
 	}
 }

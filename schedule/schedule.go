@@ -336,39 +336,11 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	}
 	ev.Token = lease.Token()
 	log = log.With("token", lease.Token())
-	// unlock releases the lock and reports whether the store no longer
-	// records this replica's claim.
-	unlock := func(rctx context.Context) bool {
-		err := lease.Unlock(rctx)
-		if err != nil && !errors.Is(err, backend.ErrLost) {
-			log.Warn("schedule: releasing the slot lock failed; it will expire", "err", err)
-			return false
-		}
-		return true
-	}
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-		unlock(rctx)
-	}
-	// finish releases the lock of a slot that is recorded as done, and
-	// removes its record: nobody needs it again. Both share one timeout,
-	// so that a shutdown waits no longer for them than for a release. A
-	// claim the release could not clear stays until it expires, and so
-	// does the record.
-	finish := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-		if unlock(rctx) {
-			s.removeLock(rctx, key, log)
-		}
-	}
-
 	runCtx, end := s.runContext(ctx, j, lease)
 	done, err := s.ledger.Done(runCtx, j.name, slot)
 	if err != nil {
 		end()
-		release()
+		s.release(ctx, lease, key, false, log)
 		if ctx.Err() == nil {
 			fail("schedule: cannot read the ledger; not running the slot", err)
 		}
@@ -376,7 +348,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	}
 	if done {
 		end()
-		finish()
+		s.release(ctx, lease, key, true, log)
 		log.Debug("schedule: slot already done")
 		ev.Outcome = AlreadyDone
 		s.observe(ev)
@@ -385,28 +357,47 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 
 	jobErr := j.fn(runCtx, Run{Job: j.name, Slot: slot, Lock: key, Token: lease.Token()})
 	end()
-	switch {
-	case jobErr != nil:
-		log.Error("schedule: job failed; the slot is not recorded", "err", jobErr)
-		ev.Outcome, ev.Err = Failed, jobErr
-	default:
-		if lerr := lease.Err(); lerr != nil {
-			log.Warn("schedule: job returned after its slot lock ended; recording the slot anyway", "lease_err", lerr)
-		}
-		if err := s.record(ctx, j.name, slot, lease.Token(), log); err != nil {
-			log.Error("schedule: job ran but its slot could not be recorded; it may run again", "err", err)
-			ev.Outcome, ev.Err = Unrecorded, err
-		} else {
-			log.Info("schedule: job ran")
-			ev.Outcome = Ran
-		}
-	}
+	ev.Outcome, ev.Err = s.recordRun(ctx, j, slot, lease, jobErr, log)
 	s.observe(ev)
-	after := release
-	if ev.Outcome == Ran {
-		after = finish
+	recorded := ev.Outcome == Ran
+	s.hold(ctx, slot.Add(j.atLeast), lease, func() { s.release(ctx, lease, key, recorded, log) }, wg)
+}
+
+// recordRun records slot in the ledger if j's run returned nil (jobErr),
+// and returns the slot's outcome: Ran, Failed or Unrecorded, with the
+// error.
+func (s *Scheduler) recordRun(ctx context.Context, j *job, slot time.Time, lease *baton.Lease, jobErr error, log *slog.Logger) (Outcome, error) {
+	if jobErr != nil {
+		log.Error("schedule: job failed; the slot is not recorded", "err", jobErr)
+		return Failed, jobErr
 	}
-	s.hold(ctx, slot.Add(j.atLeast), lease, after, wg)
+	if lerr := lease.Err(); lerr != nil {
+		log.Warn("schedule: job returned after its slot lock ended; recording the slot anyway", "lease_err", lerr)
+	}
+	if err := s.record(ctx, j.name, slot, lease.Token(), log); err != nil {
+		log.Error("schedule: job ran but its slot could not be recorded; it may run again", "err", err)
+		return Unrecorded, err
+	}
+	log.Info("schedule: job ran")
+	return Ran, nil
+}
+
+// release releases a slot's lock, within releaseTimeout even after ctx
+// ended. If remove is set (the slot is recorded as done), it then removes
+// the lock's record under the same timeout, so that a shutdown waits no
+// longer for both than for a release: nobody needs the record again. A
+// claim the release could not clear stays until it expires, and so does
+// the record.
+func (s *Scheduler) release(ctx context.Context, lease *baton.Lease, key string, remove bool, log *slog.Logger) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := lease.Unlock(rctx); err != nil && !errors.Is(err, backend.ErrLost) {
+		log.Warn("schedule: releasing the slot lock failed; it will expire", "err", err)
+		return
+	}
+	if remove {
+		s.removeLock(rctx, key, log)
+	}
 }
 
 // removeLock removes the record of a slot's lock, released by this
