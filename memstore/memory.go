@@ -91,6 +91,12 @@ func (r *record) remaining(now time.Time) time.Duration {
 	return r.expires.Sub(now)
 }
 
+// held is the error that r's valid claim on key refuses an operation
+// with at now.
+func (r *record) held(key string, now time.Time) *backend.HeldError {
+	return &backend.HeldError{Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.remaining(now)}
+}
+
 // Option configures New.
 type Option func(*Store)
 
@@ -146,9 +152,7 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 	case r == nil:
 		r = &record{token: s.removed}
 	case r.validAt(now):
-		return backend.Grant{}, fmt.Errorf("memory: %w", &backend.HeldError{
-			Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.remaining(now),
-		})
+		return backend.Grant{}, fmt.Errorf("memory: %w", r.held(key, now))
 	case r.token == math.MaxUint64:
 		return backend.Grant{}, fmt.Errorf("memory: lock %q: the fencing counter is exhausted (token %d)", key, r.token)
 	}
@@ -252,9 +256,7 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 	case r == nil:
 		return nil
 	case r.validAt(now):
-		return fmt.Errorf("memory: remove: %w", &backend.HeldError{
-			Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.remaining(now),
-		})
+		return fmt.Errorf("memory: remove: %w", r.held(key, now))
 	}
 	s.removed = max(s.removed, r.token)
 	delete(s.records, key)
