@@ -351,8 +351,9 @@ func TestDeletedUnseenClaimHolds(t *testing.T) {
 // A Store that tries many locks once each and finds them held (schedule's
 // lock per slot) forgets the claims it saw there once their records show
 // them ended, instead of keeping one per name for ever; it keeps, through
-// every prune, a claim whose record shows it still live and one whose
-// record was deleted while held (what the entries guard).
+// every prune, a claim whose record shows it still live, and one whose
+// record was deleted while held (or removed) for as long as that claim
+// could be live, counted from the prune that found the record missing.
 func TestSeenPrunedOnceEnded(t *testing.T) {
 	dir, clk := t.TempDir(), newFakeClock()
 	holder, standby := newStore(t, dir, clk), newStore(t, dir, clk)
@@ -365,7 +366,8 @@ func TestSeenPrunedOnceEnded(t *testing.T) {
 	}
 	removeRecord(t, dir, "gone")
 
-	most := 0
+	var most int
+	var goneMissing int64 // when a prune found gone's record missing
 	for i := range 2*minSeenPrune + 10 {
 		key := fmt.Sprintf("slot-%d", i)
 		g := mustAcquire(t, holder, key, req("a", "n", ttl))
@@ -380,21 +382,28 @@ func TestSeenPrunedOnceEnded(t *testing.T) {
 		if live, err = holder.Renew(bg, live); err != nil {
 			t.Fatal(err)
 		}
+		now, _ := clk.now()
 		standby.seen.mu.Lock()
 		most = max(most, len(standby.seen.m))
+		keptLive, keptGone := standby.seen.m["live"], standby.seen.m["gone"]
+		if keptGone != nil && keptGone.missing != 0 {
+			goneMissing = keptGone.missing
+		}
 		standby.seen.mu.Unlock()
+		if keptLive == nil {
+			t.Fatalf("a prune forgot the live claim")
+		}
+		if keptGone == nil && (goneMissing == 0 || now < goneMissing+int64(ttl)) {
+			t.Fatalf("a prune forgot the deleted claim while it could be live (found missing at %d, now %d)", goneMissing, now)
+		}
 	}
 	standby.seen.mu.Lock()
-	n, keptLive, keptGone := len(standby.seen.m), standby.seen.m["live"], standby.seen.m["gone"]
+	n, keptGone := len(standby.seen.m), standby.seen.m["gone"]
 	standby.seen.mu.Unlock()
 	if most > minSeenPrune+1 || n > minSeenPrune {
 		t.Fatalf("claims seen: at most %d, %d at the end; want no more than %d", most, n, minSeenPrune+1)
 	}
-	if keptLive == nil || keptGone == nil {
-		t.Fatalf("a prune forgot the live claim (%v) or the deleted one (%v)", keptLive, keptGone)
+	if goneMissing == 0 || keptGone != nil {
+		t.Fatalf("the deleted claim: found missing at %d, still kept at the end: %v; want found missing, then forgotten", goneMissing, keptGone)
 	}
-	// The deleted claim still refuses, from when the standby first finds
-	// the record missing.
-	_, err := standby.TryAcquire(bg, "gone", req("b", "m", ttl))
-	wantHeld(t, err, "a", gone.Token, ttl)
 }

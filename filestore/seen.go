@@ -32,8 +32,9 @@ import (
 // records of the entries whose claim, as last seen, has ended (see
 // Store.pruneSeen): an entry whose record shows no live claim is
 // forgotten, since a later deletion of that record cannot hide a claim
-// this Store saw; an entry whose record is missing is kept (that is what
-// it guards).
+// this Store saw; an entry whose record is missing (removed, as schedule
+// removes a finished slot's lock, or deleted) counts as seen missing then,
+// and is forgotten at a later prune once the rule above has run out.
 type seenClaims struct {
 	mu sync.Mutex
 	m  map[string]*seenClaim
@@ -137,7 +138,13 @@ func (c *seenClaims) reread(key string, sc *seenClaim, r *record, now int64, boo
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case c.m[key] != sc || r == nil:
+	case c.m[key] != sc:
+	case r == nil:
+		// Removed (Remove) or deleted: from now on the entry is kept
+		// only as long as missing would keep it, and due then forgets it.
+		if sc.missing == 0 {
+			sc.missing = now
+		}
 	case r.remaining(now, bootID) == 0:
 		delete(c.m, key)
 	default:
