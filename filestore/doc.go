@@ -13,9 +13,10 @@
 // owner (Holder and Nonce) can renew or release it; after it expires
 // anyone may take it over; and every acquisition gets a fencing token
 // larger than all tokens issued before for that lock name. The counter
-// survives release, the end of every process, reboots, and the deletion of
-// the record file (see Deleted records); it goes backwards only if someone
-// deletes the epoch file too, or restores older files.
+// survives release, the end of every process, reboots, the deletion of
+// the record file (see Deleted records) and the removal of the lock (see
+// Removing locks); it goes backwards only if someone deletes the epoch
+// file too, or restores older files.
 //
 // Every change is a compare-and-swap of one record: the store reads the
 // record, writes the next one to a temporary file of its own and fsyncs
@@ -85,11 +86,13 @@
 // # Files
 //
 // For a lock NAME the directory holds NAME.lock (used for flock, and
-// holding a copy of the record, its guard: see Deleted records; never
-// removed, since removing a lock file while another process waits on it
-// would let two processes lock different files), NAME.json
-// (the record), NAME.epoch (the epoch of the fencing counter, below), and
-// briefly NAME.json.tmp and NAME.epoch.tmp. Names longer than 200 bytes are
+// holding a copy of the record, its guard: see Deleted records; removed
+// only by Store.Remove, under its flock, since removing a lock file
+// while another process waits on it would otherwise let two processes
+// lock different files), NAME.json (the record), NAME.epoch (the epoch of
+// the fencing counter, below), and briefly NAME.json.tmp and
+// NAME.epoch.tmp. Once a lock was removed, the directory also holds
+// .baton-removed and .baton-removed.lock (see Removing locks). Names longer than 200 bytes are
 // shortened to their first 160 bytes, '~' and 32 hex digits of their
 // SHA-256; the record holds the full name. List and the status views show
 // the records only.
@@ -109,7 +112,8 @@
 //
 // written (durably, before the record) only when the record must be
 // created (the lock's first acquisition: epoch 0, so the first tokens are
-// 1, 2, ...; or the record file was deleted: the epoch goes up by one), when
+// 1, 2, ..., unless locks were removed from the directory: see Removing
+// locks; or the record file was deleted: the epoch goes up by one), when
 // n would pass 2^40-1, and once for a record that has no epoch file
 // (written by an older version of this package, whose tokens simply
 // continue). So deleting NAME.json cannot make tokens repeat. A corrupt
@@ -119,7 +123,9 @@
 // To reset a lock's counter on purpose (tokens start at 1 again), stop
 // every process that uses the lock, delete NAME.json and NAME.epoch, and
 // make the resources that check the lock's tokens forget the largest token
-// they saw (or they refuse the new holders' writes). Deleting NAME.epoch
+// they saw (or they refuse the new holders' writes); if locks were removed
+// from the directory, the new tokens start above the floor in
+// .baton-removed instead of at 1. Deleting NAME.epoch
 // alone does no harm as long as the record stays: the next acquisition
 // writes it again from the record's token.
 //
@@ -150,7 +156,33 @@
 // doubled past 256 entries the Store reads the records of the claims that
 // have ended as last seen, and forgets those whose record shows no live
 // claim: a later deletion of such a record cannot hide a claim it saw. A
-// claim whose record is missing is kept.
+// claim whose record is missing is kept as long as the rule above makes
+// this Store wait for it, and forgotten at a later prune.
+//
+// # Removing locks
+//
+// Store.Remove (backend.Remover) deletes a lock's three files if its
+// record holds no live claim, for lock names used once: package schedule
+// removes each slot's lock once the slot is done, so that an every-minute
+// job does not leave half a million lock files a year. The fencing
+// counter survives: the directory keeps the largest token of every lock
+// removed from it in .baton-removed (one line of JSON, written durably
+// before the lock's files are deleted, under the flock of
+// .baton-removed.lock), and a record created from nothing starts above
+// it, so a removed lock that is used again gets larger tokens than before.
+// (Every lock of the directory created after a removal starts above it as
+// well.) A corrupt .baton-removed is reported with its path and never
+// overwritten; until it is repaired no lock of the directory can be
+// created.
+//
+// Remove deletes the lock file last, while it holds its flock. Every
+// operation, once it holds a lock file's flock, checks that the lock
+// file's path still names the file it locked, and opens it again if not;
+// so every process that uses the directory must run a version of this
+// package with Remove. A Store that saw a live claim on a lock that is
+// then released and removed waits as for a deleted record (see Deleted
+// records) before it acquires the lock again: remove only locks that will
+// not be used again soon.
 //
 // # Record format
 //

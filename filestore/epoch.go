@@ -48,30 +48,68 @@ func nextToken(old uint64) (uint64, bool) {
 	return old + 1, true
 }
 
-// newEpoch returns the epoch for a record that starts a new epoch, and
-// writes it to key's epoch file durably (temporary file, fsync, rename,
-// directory fsync) before the caller writes a record with a token of that
-// epoch, so the epoch file is never behind a record on disk, even after a
-// crash. old is the current record when n would overflow, nil when the
-// record is missing. The caller holds the key's file lock.
-func (s *Store) newEpoch(p paths, key string, old *record) (uint64, error) {
+// createToken returns the first token of key's record, which is missing
+// (the lock's first acquisition, or the record was removed or deleted), and
+// writes its epoch to key's epoch file durably (temporary file, fsync,
+// rename, directory fsync) before the caller writes a record with that
+// token, so the epoch file is never behind a record on disk, even after a
+// crash. The token is in the epoch after the epoch file's, if there is one
+// (the record was deleted), and above the directory's floor, if locks were
+// removed (see remove.go); else it is 1. The caller holds the key's file
+// lock.
+func (s *Store) createToken(p paths, key string) (uint64, error) {
 	cur, found, err := readEpoch(key, p.epoch)
 	if err != nil {
 		return 0, err
 	}
-	var e uint64
-	switch {
-	case old != nil:
-		e = max(cur, old.token>>epochShift) + 1
-	case found:
-		e = cur + 1
-	default:
-		e = 0 // the lock's first record, or an administrator reset the counter
+	floor, err := s.readFloor()
+	if err != nil {
+		return 0, err
 	}
-	if e > maxEpoch {
-		return 0, fmt.Errorf("file: lock %q: the fencing counter is exhausted (epoch %d in %s)", key, cur, p.epoch)
+	t := firstToken(0)
+	if found {
+		if cur == maxEpoch {
+			return 0, exhausted(key, p, cur)
+		}
+		t = firstToken(cur + 1)
 	}
-	return e, s.writeEpoch(p, key, e)
+	if floor >= t {
+		if floor >= firstToken(maxEpoch) {
+			return 0, fmt.Errorf("file: lock %q: the fencing counter is exhausted (the floor of removed locks is %d)", key, floor)
+		}
+		t = tokenAfter(floor)
+	}
+	return t, s.writeEpoch(p, key, t>>epochShift)
+}
+
+// tokenAfter returns the smallest token larger than t (which is below the
+// last epoch's first token): t+1, or the next epoch's first token if t is
+// its epoch's last.
+func tokenAfter(t uint64) uint64 {
+	if next, ok := nextToken(t); ok {
+		return next
+	}
+	return firstToken(t>>epochShift + 1)
+}
+
+// nextEpoch returns the epoch after old's, for an acquisition whose token
+// would pass the end of old's epoch, and writes it to key's epoch file
+// durably before the caller writes a record with a token of that epoch.
+// The caller holds the key's file lock.
+func (s *Store) nextEpoch(p paths, key string, old *record) (uint64, error) {
+	cur, _, err := readEpoch(key, p.epoch)
+	if err != nil {
+		return 0, err
+	}
+	e := max(cur, old.token>>epochShift)
+	if e == maxEpoch {
+		return 0, exhausted(key, p, e)
+	}
+	return e + 1, s.writeEpoch(p, key, e+1)
+}
+
+func exhausted(key string, p paths, e uint64) error {
+	return fmt.Errorf("file: lock %q: the fencing counter is exhausted (epoch %d in %s)", key, e, p.epoch)
 }
 
 // keepEpoch writes the epoch of old's token to key's epoch file if there
@@ -103,17 +141,12 @@ func (s *Store) writeEpoch(p paths, key string, e uint64) error {
 // that does not decode strictly is corrupt: overwriting it could make tokens
 // repeat.
 func readEpoch(key, path string) (uint64, bool, error) {
-	f, err := os.Open(path)
+	data, err := readLimited(path, epochLen)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, false, fmt.Errorf("file: lock %q: %w", key, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, epochLen+1))
-	if err != nil {
-		return 0, false, fmt.Errorf("file: lock %q: reading %s: %w", key, path, err)
 	}
 	e, err := decodeEpoch(key, data)
 	if err != nil {
@@ -125,21 +158,13 @@ func readEpoch(key, path string) (uint64, bool, error) {
 // decodeEpoch parses an epoch file for key strictly. Every error matches
 // backend.ErrCorruptRecord.
 func decodeEpoch(key string, data []byte) (uint64, error) {
-	if len(data) > epochLen {
-		return 0, corrupt("%d bytes, more than an epoch file can have", len(data))
-	}
 	var w struct {
 		Version *int    `json:"version"`
 		Key     *string `json:"key"`
 		Epoch   *uint64 `json:"epoch"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return 0, notJSON(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return 0, corrupt("data after the epoch object")
+	if err := decodeStrict(data, epochLen, "epoch", &w); err != nil {
+		return 0, err
 	}
 	switch {
 	case w.Version == nil || w.Key == nil || w.Epoch == nil:
@@ -152,4 +177,23 @@ func decodeEpoch(key string, data []byte) (uint64, error) {
 		return 0, corrupt("epoch %d is not in 0..%d", *w.Epoch, uint64(maxEpoch))
 	}
 	return *w.Epoch, nil
+}
+
+// decodeStrict decodes data, at most limit bytes, into v, which has
+// pointer fields: one JSON object with no field v lacks and nothing after
+// it. Every error matches backend.ErrCorruptRecord. what names the file's
+// kind.
+func decodeStrict(data []byte, limit int, what string, v any) error {
+	if len(data) > limit {
+		return corrupt("%d bytes; %s files have at most %d", len(data), what, limit)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return notJSON(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return corrupt("data after the %s object", what)
+	}
+	return nil
 }

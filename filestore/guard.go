@@ -11,7 +11,9 @@ import (
 // The lock file NAME.lock also keeps a copy of the record, the guard,
 // which write puts there just before the record itself (so the guard is
 // never behind the record). rm NAME.json leaves the lock file (removing it
-// would break the flock protocol for every process), so a Store that finds
+// without its flock would break the flock protocol for every process;
+// Remove deletes it only with the record, under its flock, and only when
+// no claim is live), so a Store that finds
 // the record missing still sees the last claim, even one it never saw in
 // the record (a process started after the deletion), and does not acquire
 // before that claim has expired on the machine's monotonic clock.

@@ -8,8 +8,9 @@ import (
 
 // File names. For a lock NAME the store uses
 //
-//	NAME.lock      opened for flock, never replaced or removed; holds a copy
-//	               of the record, its guard (see guard.go)
+//	NAME.lock      opened for flock, never replaced; removed only by Remove,
+//	               under its flock (see remove.go); holds a copy of the
+//	               record, its guard (see guard.go)
 //	NAME.json      the record, replaced atomically by rename
 //	NAME.json.tmp-RANDOM  the next record while it is being written (one
 //	               file per write, see update.go)

@@ -18,6 +18,7 @@ func readBootID() (string, error) { return "", errUnsupported }
 
 type lockHandle int
 
-func openLockFile(string, fs.FileMode) (lockHandle, error) { return -1, errUnsupported }
-func (lockHandle) tryLock() (bool, error)                  { return false, errUnsupported }
-func (lockHandle) close()                                  {}
+func openLockFile(string, fs.FileMode, bool) (lockHandle, error) { return -1, errUnsupported }
+func (lockHandle) tryLock() (bool, error)                        { return false, errUnsupported }
+func (lockHandle) names(string) (bool, error)                    { return false, errUnsupported }
+func (lockHandle) close()                                        {}

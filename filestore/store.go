@@ -21,9 +21,9 @@ import (
 // matching search (x) bits: 0o700 by default.
 const DefaultPermissions fs.FileMode = 0o600
 
-// Store is a backend.Backend (and backend.Watcher, backend.Lister) that keeps its
-// records in a directory on the local file system. See the package
-// documentation.
+// Store is a backend.Backend (and backend.Watcher, backend.Lister,
+// backend.Remover) that keeps its records in a directory on the local file
+// system. See the package documentation.
 //
 // A Store holds no open files or goroutines between calls, so it needs no
 // Close; any number of Stores, in any number of processes on the machine,
@@ -41,12 +41,16 @@ type Store struct {
 	// beforeSwap, if set, runs between the two halves of a change's
 	// compare-and-swap (see update.go). Tests set it to race a change.
 	beforeSwap func()
+	// lockOpened, if set, runs after lock opened a lock file and before
+	// it takes the flock. Tests set it to race a removal.
+	lockOpened func(path string)
 }
 
 var (
 	_ backend.Backend = (*Store)(nil)
 	_ backend.Watcher = (*Store)(nil)
 	_ backend.Lister  = (*Store)(nil)
+	_ backend.Remover = (*Store)(nil)
 )
 
 // Option configures New.
@@ -232,8 +236,8 @@ func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record
 		if !slow {
 			return errSlowPath
 		}
-		e, err := s.newEpoch(p, key, nil)
-		r.token = firstToken(e)
+		t, err := s.createToken(p, key)
+		r.token = t
 		return err
 	}
 	s.seen.saw(key, old, now, s.bootID)
@@ -251,7 +255,7 @@ func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record
 	if !slow {
 		return errSlowPath
 	}
-	e, err := s.newEpoch(p, key, old)
+	e, err := s.nextEpoch(p, key, old)
 	r.token = firstToken(e)
 	return err
 }
@@ -476,11 +480,39 @@ const (
 	maxLockWait = 5 * time.Millisecond
 )
 
-func (s *Store) lock(ctx context.Context, path string) (lockHandle, error) {
-	h, err := openLockFile(path, s.perm)
-	if err != nil {
-		return -1, err
+// lock opens the lock file at path (creating it if create is true; if not,
+// a missing file is an error matching fs.ErrNotExist) and takes its flock,
+// waiting as long as ctx allows. Remove deletes a lock file while it holds
+// its flock, and another process may have opened that file before and be
+// waiting for its flock; so once the flock is taken, lock checks that path
+// still names the file it locked, and starts over on the file now there if
+// not. Two processes never hold the flocks of two files of one name.
+func (s *Store) lock(ctx context.Context, path string, create bool) (lockHandle, error) {
+	for {
+		h, err := openLockFile(path, s.perm, create)
+		if err != nil {
+			return -1, err
+		}
+		if s.lockOpened != nil {
+			s.lockOpened(path)
+		}
+		if err := waitLock(ctx, h, path); err != nil {
+			h.close()
+			return -1, err
+		}
+		same, err := h.names(path)
+		if same {
+			return h, nil
+		}
+		h.close()
+		if err != nil {
+			return -1, err
+		}
 	}
+}
+
+// waitLock takes h's flock, polling until ctx ends.
+func waitLock(ctx context.Context, h lockHandle, path string) error {
 	var (
 		wait  = minLockWait
 		timer *time.Timer
@@ -488,14 +520,13 @@ func (s *Store) lock(ctx context.Context, path string) (lockHandle, error) {
 	for {
 		ok, err := h.tryLock()
 		if err != nil {
-			h.close()
-			return -1, fmt.Errorf("flock %s: %w", path, err)
+			return fmt.Errorf("flock %s: %w", path, err)
 		}
 		if ok {
 			if timer != nil {
 				timer.Stop()
 			}
-			return h, nil
+			return nil
 		}
 		d := wait/2 + rand.N(wait) // jitter in [wait/2, 3*wait/2)
 		if timer == nil {
@@ -506,8 +537,7 @@ func (s *Store) lock(ctx context.Context, path string) (lockHandle, error) {
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			h.close()
-			return -1, fmt.Errorf("waiting for the file lock %s: %w", path, ctx.Err())
+			return fmt.Errorf("waiting for the file lock %s: %w", path, ctx.Err())
 		case <-timer.C:
 		}
 		wait = min(2*wait, maxLockWait)
@@ -536,13 +566,16 @@ func (s *Store) read(key, path string) ([]byte, *record, error) {
 
 // readFile reads at most maxRecordLen+1 bytes, so that a huge file is
 // reported as corrupt instead of filling memory.
-func readFile(path string) ([]byte, error) {
+func readFile(path string) ([]byte, error) { return readLimited(path, maxRecordLen) }
+
+// readLimited reads at most limit+1 bytes of the file at path.
+func readLimited(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxRecordLen+1))
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 	}

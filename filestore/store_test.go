@@ -509,7 +509,7 @@ func TestContext(t *testing.T) {
 	// Another process holds the file lock (for example, it hangs in the
 	// middle of an update): calls wait, but only as long as ctx allows.
 	g := mustAcquire(t, s, "k", req("h", "n", time.Minute))
-	h, err := openLockFile(filepath.Join(dir, "k.lock"), 0o600)
+	h, err := openLockFile(filepath.Join(dir, "k.lock"), 0o600, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func (s *Store) swap(ctx context.Context, p paths, key string, fn change) (*reco
 // swapLocked is step 2: it renames temp over the record if the record is
 // still data and old's claim, live or not at now, is still so.
 func (s *Store) swapLocked(ctx context.Context, p paths, key string, data []byte, old *record, now int64, r *record, temp string) (bool, error) {
-	h, err := s.lock(ctx, p.lock)
+	h, err := s.lock(ctx, p.lock, true)
 	if err != nil {
 		return false, fmt.Errorf("file: lock %q: %w", key, err)
 	}
@@ -164,7 +164,7 @@ func (s *Store) live(r *record, now int64) bool {
 
 // updateLocked applies fn to key's record wholly under the file lock.
 func (s *Store) updateLocked(ctx context.Context, p paths, key string, fn change) (*record, int64, error) {
-	h, err := s.lock(ctx, p.lock)
+	h, err := s.lock(ctx, p.lock, true)
 	if err != nil {
 		return nil, 0, fmt.Errorf("file: lock %q: %w", key, err)
 	}
