@@ -95,6 +95,9 @@ func TestSafety(t *testing.T) {
 		// ended (filestore's seen.go); a claim whose record was deleted
 		// must stay remembered while those prunes run.
 		runScenario(t, be, scenario{variant: "Stores pruning the claims they saw", churn: true, fault: faultDelete, rounds: 2 * rounds()})
+		// Removal deletes the lock file too, under its flock, which a
+		// contender may have opened before and be waiting on.
+		removing(t, be, false)
 	})
 	t.Run("redis", func(t *testing.T) {
 		be := redisEnv(t)
