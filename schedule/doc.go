@@ -93,8 +93,8 @@
 // # Lock records
 //
 // Every slot has a lock of its own. Where the backend can delete a free
-// lock's record (backend.Remover: kubestore, etcdstore, redisstore and
-// memstore), the replica that ran a slot, or found it done, removes its
+// lock's record (backend.Remover: every backend of this module, filestore
+// included), the replica that ran a slot, or found it done, removes its
 // lock's record after releasing it, so that the store does not keep a
 // record per run for ever. That changes nothing about which slots run: a
 // replica that reaches the slot later creates the record again, with a
@@ -103,9 +103,7 @@
 // resource (a refusal is logged once as a warning, and the records stay);
 // KeepSlotLocks turns removal off.
 //
-// The file backend keeps one record per slot run (three small files);
-// prune them by hand (see docs/cron.md, "Housekeeping"). For the same
-// reason, give a metrics observer to WithLockObserver, which names every
-// slot's lock events after its job, rather than to the slot locks
-// themselves.
+// Give a metrics observer to WithLockObserver, which names every slot's
+// lock events after its job, rather than to the slot locks themselves:
+// each slot's lock has a name of its own.
 package schedule

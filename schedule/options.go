@@ -106,9 +106,11 @@ func WithLockObserver(o baton.Observer) Option {
 // removes a slot's lock record once the slot is recorded in the ledger and
 // its lock is released (after LockAtLeastFor), since each slot has a lock
 // name of its own and the records would otherwise pile up: one per run,
-// for ever. Keep them to inspect them, or on Kubernetes where the
+// for ever. Keep them to inspect them, on Kubernetes where the
 // scheduler's identity may not delete lock objects (which would otherwise
-// be logged once as a warning).
+// be logged once as a warning), or on the file backend while processes
+// built with a version of filestore without Store.Remove share the lock
+// directory (see filestore's "Removing locks").
 func KeepSlotLocks() Option { return func(cfg *config) { cfg.keepLocks = true } }
 
 // WithShutdownGrace sets how long Run waits for running jobs to return
