@@ -75,12 +75,18 @@ func TestRemoveRefusesLiveClaims(t *testing.T) {
 	if err := s.Remove(bg, "expired"); err != nil {
 		t.Fatalf("Remove of a claim expired on the machine clock: %v", err)
 	}
+	if _, err := s.Renew(bg, g2); !errors.Is(err, backend.ErrLost) {
+		t.Fatalf("Renew of the removed claim: %v, want ErrLost", err)
+	}
+	if err := s.Release(bg, g2); !errors.Is(err, backend.ErrLost) {
+		t.Fatalf("Release of the removed claim: %v, want ErrLost", err)
+	}
+	if names := dirNames(t, dir); slices.Contains(names, "expired.lock") {
+		t.Fatalf("the late Release created the removed lock's file again: %v", names)
+	}
 	g3 := mustAcquire(t, newStore(t, dir, clk), "expired", req("b", "m", ttl))
 	if g3.Token <= g2.Token {
 		t.Fatalf("token %d after %d", g3.Token, g2.Token)
-	}
-	if _, err := s.Renew(bg, g2); !errors.Is(err, backend.ErrLost) {
-		t.Fatalf("Renew of the removed claim: %v, want ErrLost", err)
 	}
 }
 

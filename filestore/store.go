@@ -296,6 +296,9 @@ func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, erro
 func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	_, _, err := s.update(ctx, g.Key, func(p paths, old *record, now int64, slow bool) (*record, error) {
 		if old == nil && !slow {
+			if _, err := os.Lstat(p.lock); errors.Is(err, fs.ErrNotExist) {
+				return nil, s.checkOwned(g, old, now) // removed: no guard, and no lock file to create
+			}
 			return nil, errSlowPath // to free the guard
 		}
 		if old == nil {
