@@ -21,8 +21,9 @@ import (
 // cannot make a token repeat: the next record starts in a larger epoch.
 //
 // The first record of a lock (no epoch file) is in epoch 0, so its tokens
-// are 1, 2, ... as before epoch files existed; records written before then
-// continue likewise.
+// are 1, 2, ... as before epoch files existed (unless locks were removed
+// from the directory: then it starts above their floor, see remove.go);
+// records written before then continue likewise.
 const (
 	epochShift = 40
 	nMask      = 1<<epochShift - 1
