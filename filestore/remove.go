@@ -55,10 +55,12 @@ type floorFile struct {
 // every process on the machine judges it alike, even if its holder never
 // released it. A live claim, or one kept only in the guard of a deleted
 // record (see Deleted records in the package documentation), gives a
-// *backend.HeldError. Remove returns nil, leaving the files as they are,
-// if the record is missing and its guard holds no live claim: the lock
-// was removed already, never created, or its record was deleted by hand
-// (remove its other files by hand then, with no process using the lock).
+// *backend.HeldError. If the record is missing (deleted by hand, or a
+// removal cut short by a crash), the guard stands for it. Remove returns
+// nil if the lock has no lock file (it was removed already, or never
+// created), and nil leaving the files if neither record nor guard can be
+// read (a lock file written by a version of this package before guards,
+// whose record was deleted: its epoch file alone keeps its counter).
 //
 // Every process that uses the directory must run a version of this
 // package that has Remove (and so checks, after taking a lock file's
@@ -95,17 +97,18 @@ func (s *Store) remove(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	g := s.readGuard(p, key)
+	g := s.readGuard(p, key) // written before the record: never behind it
+	if r == nil {
+		r = g // deleted by hand, or a removal cut short
+	}
 	switch {
-	case r == nil && g != nil && g.remaining(now, s.bootID) > 0:
-		return &backend.HeldError{Key: key, Holder: g.holder, Token: g.token, RetryAfter: g.remaining(now, s.bootID)}
 	case r == nil:
-		return nil
+		return nil // no record and no guard: the files keep the counter
 	case r.remaining(now, s.bootID) > 0:
 		return &backend.HeldError{Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.remaining(now, s.bootID)}
 	}
 	top := r.token
-	if g != nil { // written before the record: never behind it
+	if g != nil {
 		top = max(top, g.token)
 	}
 	if err := s.raiseFloor(ctx, top); err != nil {

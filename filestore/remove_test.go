@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +69,17 @@ func TestRemoveRefusesLiveClaims(t *testing.T) {
 	wantHeld(t, s.Remove(bg, "job"), "a", g.Token, ttl-time.Second)
 	if names := dirNames(t, dir); !slices.Contains(names, "job.lock") {
 		t.Fatalf("a refused Remove deleted the lock file: %v", names)
+	}
+	// Once that claim has expired, the guard stands for the deleted record.
+	clk.advance(ttl)
+	if err := s.Remove(bg, "job"); err != nil {
+		t.Fatalf("Remove of a deleted record whose claim expired: %v", err)
+	}
+	if names := dirNames(t, dir); slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "job.") }) {
+		t.Fatalf("Remove of a deleted record left its files: %v", names)
+	}
+	if g1 := mustAcquire(t, newStore(t, dir, clk), "job", req("b", "m", ttl)); g1.Token <= g.Token {
+		t.Fatalf("token %d after %d", g1.Token, g.Token)
 	}
 
 	g2 := mustAcquire(t, s, "expired", req("a", "n", ttl))
