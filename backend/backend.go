@@ -137,9 +137,10 @@ type ForceReleaser interface {
 // returns nil if it deleted the record or key has none, and an error
 // matching ErrHeld otherwise: a live claim, one that expired without a
 // release (a store may judge such a claim expired and delete it instead,
-// but only where it judges expiry itself, as Redis and etcd do), or a
-// waiter's place or reservation. A store that keeps a waiting queue beside
-// the record may refuse while anyone is queued.
+// but only where it judges expiry itself, as Redis and etcd do, and the
+// file backend on the machine's monotonic clock), or a waiter's place or
+// reservation. A store that keeps a waiting queue beside the record may
+// refuse while anyone is queued.
 //
 // Remove never resets the fencing counter: a later TryAcquire of key
 // creates the record anew with a token larger than every token issued
