@@ -172,7 +172,7 @@ func (s *Store) readFloor() (uint64, error) {
 		err = corrupt("floor file format version %d; this program reads version %d", *w.Version, recordVersion)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("file: %s: %w", path, err)
+		return 0, fmt.Errorf(`file: %s: %w; it keeps the largest fencing token of the locks removed from %s: write it again as {"version":1,"token":N}, N at least the largest token that the resources these locks protect have seen (deleting it lets removed locks' tokens start again at 1)`, path, err, s.dir)
 	}
 	return *w.Token, nil
 }
