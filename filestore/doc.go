@@ -171,9 +171,9 @@
 // .baton-removed.lock), and a record created from nothing starts above
 // it, so a removed lock that is used again gets larger tokens than before.
 // (Every lock of the directory created after a removal starts above it as
-// well.) A corrupt .baton-removed is reported with its path and never
-// overwritten; until it is repaired no lock of the directory can be
-// created.
+// well.) A corrupt .baton-removed is reported with its path and the fix,
+// and never overwritten; until it is repaired no lock can be created in
+// the directory or removed from it (locks that have a record work on).
 //
 // Remove deletes the lock file last, while it holds its flock. Every
 // operation, once it holds a lock file's flock, checks that the lock
