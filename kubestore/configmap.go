@@ -95,17 +95,17 @@ func (*configMapKind) rbacRule(verbs string) string {
 func (k *configMapKind) get(ctx context.Context, name string) (object, error) {
 	cm, err := k.c.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return object{}, err
+		return object{}, wrongServer(err, k.resource(), true)
 	}
-	return decodeConfigMap(cm)
+	return k.answer(name, cm)
 }
 
 func (k *configMapKind) create(ctx context.Context, o object) (object, error) {
 	cm, err := k.c.Create(ctx, encodeConfigMap(o), metav1.CreateOptions{})
 	if err != nil {
-		return object{}, err
+		return object{}, wrongServer(err, k.resource(), true)
 	}
-	return decodeConfigMap(cm)
+	return k.answer(o.name, cm)
 }
 
 func (k *configMapKind) update(ctx context.Context, o object) (object, error) {
@@ -115,9 +115,9 @@ func (k *configMapKind) update(ctx context.Context, o object) (object, error) {
 	}
 	cm, err := k.c.Update(ctx, cm, metav1.UpdateOptions{})
 	if err != nil {
-		return object{}, err
+		return object{}, wrongServer(err, k.resource(), true)
 	}
-	return decodeConfigMap(cm)
+	return k.answer(o.name, cm)
 }
 
 func (k *configMapKind) deleteVersion(ctx context.Context, o object) error {
@@ -125,13 +125,13 @@ func (k *configMapKind) deleteVersion(ctx context.Context, o object) error {
 	if err != nil {
 		return err
 	}
-	return k.c.Delete(ctx, o.name, metav1.DeleteOptions{Preconditions: pre})
+	return wrongServer(k.c.Delete(ctx, o.name, metav1.DeleteOptions{Preconditions: pre}), k.resource(), true)
 }
 
 func (k *configMapKind) list(ctx context.Context) ([]object, error) {
 	cms, err := k.c.List(ctx, metav1.ListOptions{LabelSelector: LabelApplication})
 	if err != nil {
-		return nil, err
+		return nil, wrongServer(err, k.resource(), true)
 	}
 	out := make([]object, 0, len(cms.Items))
 	for i := range cms.Items {
@@ -145,11 +145,20 @@ func (k *configMapKind) list(ctx context.Context) ([]object, error) {
 }
 
 func (k *configMapKind) watch(ctx context.Context, name, rv string) (watch.Interface, error) {
-	return k.c.Watch(ctx, metav1.ListOptions{
+	w, err := k.c.Watch(ctx, metav1.ListOptions{
 		FieldSelector:       fields.OneTermEqualSelector("metadata.name", name).String(),
 		ResourceVersion:     rv,
 		AllowWatchBookmarks: true,
 	})
+	return w, wrongServer(err, k.resource(), true)
+}
+
+// answer decodes the object the server returned for name.
+func (k *configMapKind) answer(name string, cm *corev1.ConfigMap) (object, error) {
+	if err := checkAnswer(k.resource(), name, cm.Name); err != nil {
+		return object{}, err
+	}
+	return decodeConfigMap(cm)
 }
 
 func (*configMapKind) decode(obj runtime.Object) (object, bool, error) {

@@ -474,9 +474,11 @@ func (s *DistributedLockStore) checkApplication(l *v1alpha1.DistributedLock) err
 func (s *DistributedLockStore) fail(ctx context.Context, op, verb, name string, err error) error {
 	if meta.IsNoMatchError(err) || isCRDMissing(err) {
 		return fmt.Errorf("kube: %s %s %s/%s: %w: the DistributedLock CRD is not installed in the cluster; "+
-			"install it once (kubectl apply -k deploy/crd) or use another backend: %w", op, dlResource, s.base.ns, name, backend.ErrMisconfigured, err)
+			"install it once (kubectl apply -k deploy/crd) or use another backend "+
+			"(or the server URL is not a Kubernetes API server's: check the kubeconfig's current context): %w",
+			op, dlResource, s.base.ns, name, backend.ErrMisconfigured, err)
 	}
-	return s.base.fail(ctx, op, verb, name, err)
+	return s.base.fail(ctx, op, verb, name, wrongServer(err, dlResource, false))
 }
 
 func (s *DistributedLockStore) get(ctx context.Context, name string) (*v1alpha1.DistributedLock, error) {
@@ -486,6 +488,9 @@ func (s *DistributedLockStore) get(ctx context.Context, name string) (*v1alpha1.
 			return nil, &meta.NoKindMatchError{GroupKind: v1alpha1.GroupVersion.WithKind("DistributedLock").GroupKind(),
 				SearchedVersions: []string{v1alpha1.Version}}
 		}
+		return nil, err
+	}
+	if err := checkAnswer(dlResource, name, l.Name); err != nil {
 		return nil, err
 	}
 	if err := resolveToken(l); err != nil {

@@ -21,6 +21,10 @@ var (
 	// matches backend.ErrMisconfigured, so the engine does not retry it: a
 	// lock that waits for a namespace nobody creates would wait forever.
 	ErrNamespaceNotFound = errors.New("namespace not found")
+	// ErrNotAPIServer: the server at the configured URL answered as no
+	// Kubernetes API server does (a web page, a proxy's or a login page,
+	// JSON of another service). It also matches backend.ErrMisconfigured.
+	ErrNotAPIServer = errors.New("not a Kubernetes API server")
 )
 
 // ApplicationError reports a lock object that this store must not take

@@ -90,17 +90,17 @@ func (*leaseKind) rbacRule(verbs string) string {
 func (k *leaseKind) get(ctx context.Context, name string) (object, error) {
 	l, err := k.c.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return object{}, err
+		return object{}, wrongServer(err, k.resource(), true)
 	}
-	return decodeLease(l)
+	return k.answer(name, l)
 }
 
 func (k *leaseKind) create(ctx context.Context, o object) (object, error) {
 	l, err := k.c.Create(ctx, encodeLease(o), metav1.CreateOptions{})
 	if err != nil {
-		return object{}, err
+		return object{}, wrongServer(err, k.resource(), true)
 	}
-	return decodeLease(l)
+	return k.answer(o.name, l)
 }
 
 func (k *leaseKind) update(ctx context.Context, o object) (object, error) {
@@ -111,9 +111,9 @@ func (k *leaseKind) update(ctx context.Context, o object) (object, error) {
 	}
 	l, err := k.c.Update(ctx, l, metav1.UpdateOptions{})
 	if err != nil {
-		return object{}, err
+		return object{}, wrongServer(err, k.resource(), true)
 	}
-	return decodeLease(l)
+	return k.answer(o.name, l)
 }
 
 func (k *leaseKind) deleteVersion(ctx context.Context, o object) error {
@@ -121,13 +121,13 @@ func (k *leaseKind) deleteVersion(ctx context.Context, o object) error {
 	if err != nil {
 		return err
 	}
-	return k.c.Delete(ctx, o.name, metav1.DeleteOptions{Preconditions: pre})
+	return wrongServer(k.c.Delete(ctx, o.name, metav1.DeleteOptions{Preconditions: pre}), k.resource(), true)
 }
 
 func (k *leaseKind) list(ctx context.Context) ([]object, error) {
 	ls, err := k.c.List(ctx, metav1.ListOptions{LabelSelector: LabelApplication})
 	if err != nil {
-		return nil, err
+		return nil, wrongServer(err, k.resource(), true)
 	}
 	out := make([]object, 0, len(ls.Items))
 	for i := range ls.Items {
@@ -141,11 +141,20 @@ func (k *leaseKind) list(ctx context.Context) ([]object, error) {
 }
 
 func (k *leaseKind) watch(ctx context.Context, name, rv string) (watch.Interface, error) {
-	return k.c.Watch(ctx, metav1.ListOptions{
+	w, err := k.c.Watch(ctx, metav1.ListOptions{
 		FieldSelector:       fields.OneTermEqualSelector("metadata.name", name).String(),
 		ResourceVersion:     rv,
 		AllowWatchBookmarks: true,
 	})
+	return w, wrongServer(err, k.resource(), true)
+}
+
+// answer decodes the object the server returned for name.
+func (k *leaseKind) answer(name string, l *coordinationv1.Lease) (object, error) {
+	if err := checkAnswer(k.resource(), name, l.Name); err != nil {
+		return object{}, err
+	}
+	return decodeLease(l)
 }
 
 func (*leaseKind) decode(obj runtime.Object) (object, bool, error) {
