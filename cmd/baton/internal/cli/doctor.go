@@ -14,6 +14,7 @@ import (
 	"github.com/baton-go/baton"
 
 	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/kubestore"
 )
 
 const doctorLong = `Check that baton can work here, without taking any lock: the timing
@@ -108,6 +109,8 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 		switch {
 		case errors.Is(err, backend.ErrUnavailable):
 			checks = append(checks, check{"kubernetes", resultSkip, "not checked: the API server cannot be reached (see the store row)", ""})
+		case errors.Is(err, kubestore.ErrNotAPIServer):
+			checks = append(checks, check{"kubernetes", resultSkip, "not checked: the server is not a Kubernetes API server (see the store row)", ""})
 		case f.kube.loaded != nil: // else the store row says why there is no client configuration
 			checks = append(checks, a.kubeChecks(ctx, f)...)
 		}

@@ -1,9 +1,12 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +20,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
@@ -795,5 +799,57 @@ func TestDoctorRedisPlainToTLS(t *testing.T) {
 	// baton lock exits at once with the code of a setup that cannot work.
 	if code, _, stderr := runCLI(t, "lock", "--backend", "redis", "--redis-url", url, "--name", "job", "--", "true"); code != cli.ExitConfig {
 		t.Errorf("lock: exit %d, want %d:\n%s", code, cli.ExitConfig, stderr)
+	}
+}
+
+// A kubeconfig whose server is a web server, not a Kubernetes API server
+// (python3 -m http.server: 404 pages, 501 for other methods): no command
+// reads its 404 as a missing lock, lock and run stop at once with 78 (not
+// a wait for --wait), and doctor fails its store row and skips the rows
+// that ask the API server, instead of passing it or failing them with
+// HTML.
+func TestKubeconfigNotAnAPIServer(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		if r.Method == http.MethodGet {
+			w.WriteHeader(http.StatusNotFound)
+		} else {
+			w.WriteHeader(http.StatusNotImplemented)
+		}
+		fmt.Fprint(w, "<!DOCTYPE HTML>\n<html><body>Error response</body></html>")
+	}))
+	t.Cleanup(srv.Close)
+	kc := writeKubeconfig(t, &rest.Config{Host: srv.URL}, "default")
+	for _, args := range [][]string{
+		{"status", "nightly"},
+		{"status"},
+		{"release", "nightly", "--force"},
+		{"lock", "--name", "nightly", "--", "true"}, // --wait: forever
+		{"run", "--name", "nightly", "--", "true"},
+	} {
+		for _, backend := range []string{"lease", "configmap", "crd"} {
+			argv := append([]string{args[0], "--backend", backend, "--kubeconfig", kc}, args[1:]...)
+			// Bounded, so that a regression fails here instead of waiting.
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			var out, errb bytes.Buffer
+			code := cli.Main(ctx, argv, nil, &out, &errb)
+			cancel()
+			stderr := errb.String()
+			if code != 78 || !strings.Contains(stderr, "not a Kubernetes API server") {
+				t.Errorf("baton %s: exit %d, stderr %q; want 78 saying the server is not a Kubernetes API server", strings.Join(argv, " "), code, stderr)
+			}
+		}
+	}
+	code, out, stderr := runCLI(t, "doctor", "--backend", "lease", "--kubeconfig", kc, "--name", "nightly")
+	t.Logf("doctor:\n%s", out)
+	rows := doctorTable(t, out)
+	if code != 1 || rows["store"].result != "FAIL" || !strings.Contains(rows["store"].detail, "not a Kubernetes API server") {
+		t.Errorf("doctor exit %d, store row %+v (stderr %s); want 1 and a store row that fails saying the server is not a Kubernetes API server", code, rows["store"], stderr)
+	}
+	for label, row := range rows {
+		if row.result == "FAIL" && label != "store" {
+			t.Errorf("row %q: %+v; want only the store row to fail", label, row)
+		}
 	}
 }
