@@ -90,6 +90,9 @@ func unreachable(err error) (hint string, ok bool) {
 		return "no route to the host: check the address and the network", true
 	case errors.Is(err, syscall.ETIMEDOUT):
 		return "the connection timed out: check the address, the network and firewalls", true
+	case strings.Contains(err.Error(), "TLS handshake timeout"):
+		// net/http's error has no exported type.
+		return "the server did not complete a TLS handshake in time: it is overloaded, or the port is another service's that does not speak TLS and waits for more input (such as Redis): check the URL's port and scheme", true
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return "the server closed the connection: a restart, a proxy, a limit on connections such as Redis maxclients, or a service of another protocol at that port", true
 	}

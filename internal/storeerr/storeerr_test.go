@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/storeerr"
@@ -53,6 +54,32 @@ func TestClosedByServer(t *testing.T) {
 	if !errors.Is(got, backend.ErrUnavailable) || !strings.Contains(got.Error(), "the server closed the connection") {
 		t.Errorf("Classify(%v) = %v; want ErrUnavailable saying the server closed the connection", err, got)
 	}
+}
+
+// A TLS client at the port of a service that waits for more input (Redis
+// reads the ClientHello as an unfinished command): net/http's handshake
+// times out, and the store counts as unavailable, with the likely cause.
+func TestTLSHandshakeTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			<-done // read nothing, answer nothing
+			c.Close()
+		}
+	}()
+	client := &http.Client{Transport: &http.Transport{TLSHandshakeTimeout: 50 * time.Millisecond}}
+	_, err = client.Get("https://" + l.Addr().String())
+	got := storeerr.Classify(err)
+	if !errors.Is(got, backend.ErrUnavailable) || !strings.Contains(got.Error(), "does not speak TLS") {
+		t.Errorf("Classify(%v) = %v; want ErrUnavailable naming a port that does not speak TLS", err, got)
+	}
+	client.CloseIdleConnections()
 }
 
 func TestUnknownHost(t *testing.T) {
