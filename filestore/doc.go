@@ -92,10 +92,10 @@
 // lock different files), NAME.json (the record), NAME.epoch (the epoch of
 // the fencing counter, below), and briefly NAME.json.tmp and
 // NAME.epoch.tmp. Once a lock was removed, the directory also holds
-// .baton-removed and .baton-removed.lock (see Removing locks). Names longer than 200 bytes are
-// shortened to their first 160 bytes, '~' and 32 hex digits of their
-// SHA-256; the record holds the full name. List and the status views show
-// the records only.
+// .baton-removed and .baton-removed.lock (see Removing locks). Names
+// longer than 200 bytes are shortened to their first 160 bytes, '~' and
+// 32 hex digits of their SHA-256; the record holds the full name. List and
+// the status views show the records only.
 //
 // The sanctioned way to free a held lock is a forced release (baton
 // release NAME --force, or Store.ForceRelease): it keeps the counter, and
@@ -164,7 +164,7 @@
 // Store.Remove (backend.Remover) deletes a lock's three files if its
 // record holds no live claim, for lock names used once: package schedule
 // removes each slot's lock once the slot is done, so that an every-minute
-// job does not leave half a million lock files a year. The fencing
+// job does not leave 1.5 million files a year (three per run). The fencing
 // counter survives: the directory keeps the largest token of every lock
 // removed from it in .baton-removed (one line of JSON, written durably
 // before the lock's files are deleted, under the flock of
