@@ -506,11 +506,26 @@ func (h *harness) takeover(what string, d time.Duration) {
 
 func (h *harness) checkLiveness(what string, d time.Duration) {
 	h.t.Helper()
-	if b := h.be.bound(); d > b {
-		h.t.Errorf("%s: a new holder after %v, beyond the liveness bound %v (claim %v + retry %v + slack %v)",
-			what, d.Round(time.Millisecond), b, h.be.claimLife, h.be.retry(), livenessSlack)
+	b, waits := h.be.bound(), time.Duration(0)
+	if h.sc.fault == faultThrottle {
+		waits = throttleAllowance
+	}
+	if d > b+waits {
+		h.t.Errorf("%s: a new holder after %v, beyond the liveness bound %v (claim %v + retry %v + slack %v + Retry-After waits %v)",
+			what, d.Round(time.Millisecond), b+waits, h.be.claimLife, h.be.retry(), livenessSlack, waits)
 	}
 }
+
+// throttleAllowance is added to the liveness bound of the HTTP 429 row,
+// whose throttler answers a tenth of the API requests 429 with
+// Retry-After: 1, as API Priority and Fairness does: client-go waits that
+// second before it sends a refused request again, so a takeover whose
+// requests are refused twice comes two seconds late, by design, in a few
+// percent of takeovers (seen: 4.4 s and 4.8 s against the 4.27 s bound,
+// in a fresh-clone CI run and 1 of 12 runs of the row by hand; 3.9-4.0 s
+// in 16 runs of the code before and 16 after the change that first met
+// it, which sends no request differently).
+const throttleAllowance = 2 * time.Second
 
 // run starts the contenders, injects the scenario's faults, stops the
 // contenders and checks the history.
