@@ -95,11 +95,18 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
+// addUserMu serialises envtest's AddUser, whose certificate authority
+// counts serial numbers without a lock (a data race between parallel
+// tests, seen in a fresh-clone CI run).
+var addUserMu sync.Mutex
+
 // addUser adds an authenticated user without any rights.
 func addUser(t *testing.T, name string) *rest.Config {
 	t.Helper()
 	controlPlane(t)
+	addUserMu.Lock()
 	u, err := plane.AddUser(envtest.User{Name: name}, nil)
+	addUserMu.Unlock()
 	if err != nil {
 		t.Fatalf("adding user %q: %v", name, err)
 	}
