@@ -22,10 +22,10 @@ import (
 // ConfigMap (served by every supported version) is the same mistake.
 
 // wrongServer returns an error matching ErrNotAPIServer and
-// backend.ErrMisconfigured that says what answered, if err is an answer that no Kubernetes API server serving
-// resource gives; otherwise err itself. notServed404 says whether a 404
-// that is not a Status counts (not for a custom resource, where it means
-// that the CRD is not installed).
+// backend.ErrMisconfigured that says what answered, if err is an answer
+// that no Kubernetes API server serving resource gives; otherwise err
+// itself. notServed404 says whether a 404 that is not a Status counts (not
+// for a custom resource, where it means that the CRD is not installed).
 func wrongServer(err error, resource string, notServed404 bool) error {
 	if err == nil || errors.Is(err, backend.ErrCorruptRecord) {
 		return err // a record of baton's that does not decode is not the server's doing
@@ -53,7 +53,9 @@ func wrongServer(err error, resource string, notServed404 bool) error {
 // no exported error types for them: their messages are matched.
 func isJSONMismatch(err error) bool {
 	msg := err.Error()
-	for _, m := range []string{"json parse error", "json: cannot unmarshal", "invalid character ", "unexpected end of JSON input"} {
+	// Not "unexpected end of JSON input": a body cut short is more likely
+	// a failure on the way than another server, and must stay retried.
+	for _, m := range []string{"json parse error", "json: cannot unmarshal", "invalid character "} {
 		if strings.Contains(msg, m) {
 			return true
 		}
