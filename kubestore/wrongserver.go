@@ -53,8 +53,11 @@ func wrongServer(err error, resource string, notServed404 bool) error {
 // no exported error types for them: their messages are matched.
 func isJSONMismatch(err error) bool {
 	msg := err.Error()
-	// Not "unexpected end of JSON input": a body cut short is more likely
-	// a failure on the way than another server, and must stay retried.
+	if strings.Contains(msg, "unexpected end of JSON input") {
+		// A body cut short is more likely a failure on the way than
+		// another server, and must stay retried.
+		return false
+	}
 	for _, m := range []string{"json parse error", "json: cannot unmarshal", "invalid character "} {
 		if strings.Contains(msg, m) {
 			return true
