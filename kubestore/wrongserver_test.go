@@ -70,6 +70,14 @@ func TestWrongServer(t *testing.T) {
 			}
 		})
 	}
+	t.Run("body cut short", func(t *testing.T) {
+		for kind, st := range wrongServerStores(t, json(`{"metadata":{"name":"job"`)) {
+			_, err := st.Get(context.Background(), "job")
+			if err == nil || errors.Is(err, ErrNotAPIServer) || errors.Is(err, backend.ErrNotFound) {
+				t.Errorf("%s Get of a body cut short: %v, want a retried error", kind, err)
+			}
+		}
+	})
 	t.Run("load balancer 502", func(t *testing.T) {
 		for kind, st := range wrongServerStores(t, html(map[string]int{"GET": 502, "POST": 502, "PUT": 502})) {
 			_, err := st.Get(context.Background(), "job")
