@@ -70,12 +70,8 @@ func (s *Store) readGuard(p paths, key string) *record {
 // is live at machine time now (the record is missing: someone deleted
 // it), else nil.
 func (s *Store) guardHeld(p paths, key string, now int64) *backend.HeldError {
-	g := s.readGuard(p, key)
-	if g == nil || g.holder == "" {
-		return nil
-	}
-	if left := g.remaining(now, s.bootID); left > 0 {
-		return &backend.HeldError{Key: key, Holder: g.holder, Token: g.token, RetryAfter: left}
+	if g := s.readGuard(p, key); g != nil {
+		return g.held(now, s.bootID)
 	}
 	return nil
 }

@@ -54,6 +54,16 @@ func (r record) remaining(now int64, bootID string) time.Duration {
 	return time.Duration(r.expires - now)
 }
 
+// held returns the error with which r's claim, if it is live at machine
+// time now in boot bootID, refuses another owner; else nil.
+func (r record) held(now int64, bootID string) *backend.HeldError {
+	left := r.remaining(now, bootID)
+	if left == 0 {
+		return nil
+	}
+	return &backend.HeldError{Key: r.key, Holder: r.holder, Token: r.token, RetryAfter: left}
+}
+
 func (r record) owns(holder, nonce string) bool {
 	return r.holder != "" && r.holder == holder && r.nonce == nonce
 }

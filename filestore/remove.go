@@ -8,8 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"github.com/baton-go/baton/backend"
 )
 
 // Removing a lock deletes its three files, so its epoch file no longer
@@ -67,13 +65,7 @@ type floorFile struct {
 // flock, that the file was not removed): an older one could lock a
 // removed file while another process locks its successor.
 func (s *Store) Remove(ctx context.Context, key string) error {
-	if err := backend.ValidateName(key); err != nil {
-		return fmt.Errorf("file: %w", err)
-	}
-	if s.readOnly {
-		return fmt.Errorf("file: lock %q: %w: the store was opened read-only (filestore.ReadOnly)", key, backend.ErrForbidden)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.checkWrite(ctx, key); err != nil {
 		return err
 	}
 	return fsError(s.remove(ctx, key), s.dir)
@@ -101,11 +93,11 @@ func (s *Store) remove(ctx context.Context, key string) error {
 	if r == nil {
 		r = g // deleted by hand, or a removal cut short
 	}
-	switch {
-	case r == nil:
+	if r == nil {
 		return nil // no record and no guard: the files keep the counter
-	case r.remaining(now, s.bootID) > 0:
-		return &backend.HeldError{Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.remaining(now, s.bootID)}
+	}
+	if held := r.held(now, s.bootID); held != nil {
+		return held
 	}
 	top := r.token
 	if g != nil {

@@ -241,8 +241,8 @@ func (s *Store) nextClaim(p paths, key string, old *record, now int64, r *record
 		return err
 	}
 	s.seen.saw(key, old, now, s.bootID)
-	if left := old.remaining(now, s.bootID); left > 0 {
-		return &backend.HeldError{Key: key, Holder: old.holder, Token: old.token, RetryAfter: left}
+	if held := old.held(now, s.bootID); held != nil {
+		return held
 	}
 	r.transitions = old.transitions
 	if old.holder != r.holder {

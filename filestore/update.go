@@ -66,13 +66,7 @@ func (s *Store) update(ctx context.Context, key string, fn change) (*record, int
 
 // apply is update without the marking of file system errors.
 func (s *Store) apply(ctx context.Context, key string, fn change) (*record, int64, error) {
-	if err := backend.ValidateName(key); err != nil {
-		return nil, 0, fmt.Errorf("file: %w", err)
-	}
-	if s.readOnly {
-		return nil, 0, fmt.Errorf("file: lock %q: %w: the store was opened read-only (filestore.ReadOnly)", key, backend.ErrForbidden)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.checkWrite(ctx, key); err != nil {
 		return nil, 0, err
 	}
 	p := s.paths(key)
@@ -86,6 +80,18 @@ func (s *Store) apply(ctx context.Context, key string, fn change) (*record, int6
 		}
 	}
 	return s.updateLocked(ctx, p, key, fn)
+}
+
+// checkWrite returns the error of a write to key that cannot start: an
+// invalid name, a read-only store, an ended ctx.
+func (s *Store) checkWrite(ctx context.Context, key string) error {
+	if err := backend.ValidateName(key); err != nil {
+		return fmt.Errorf("file: %w", err)
+	}
+	if s.readOnly {
+		return fmt.Errorf("file: lock %q: %w: the store was opened read-only (filestore.ReadOnly)", key, backend.ErrForbidden)
+	}
+	return ctx.Err()
 }
 
 // swap is one compare-and-swap of key's record (steps 1 to 3 above).
