@@ -28,6 +28,10 @@
 // requires the suite to fail on each.
 // TestNaiveConfigMapLock runs the same harness against a ConfigMap lock
 // written the way older guides suggest and asserts that it fails.
+// TestScheduleNetworkStores is not a fault row: it runs package schedule
+// end to end on Redis, Redlock, etcd and the Lease backend (three
+// replicas with skewed clocks: each slot once, tokens growing across the
+// removal of a slot's lock, no lock left behind).
 //
 // The package is its own module. Run the short mode (every backend, two
 // rounds per fault; about 13 minutes on two idle cores, past go test's

@@ -31,6 +31,7 @@ require (
 )
 
 require (
+	github.com/baton-go/baton/fence v0.0.0-00010101000000-000000000000 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
@@ -63,6 +64,7 @@ require (
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
@@ -87,6 +89,7 @@ require (
 )
 
 require (
+	github.com/baton-go/baton/schedule v0.0.0-00010101000000-000000000000
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -97,3 +100,7 @@ require (
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/baton-go/baton/schedule => ../../schedule
+
+replace github.com/baton-go/baton/fence => ../../fence
