@@ -53,6 +53,20 @@
 // (baton doctor warns about both); New does not refuse them, since
 // processes all on one machine may share, say, an NFS home directory.
 //
+// A claim made on another machine sharing the directory (or in a VM or a
+// sandbox with a kernel of its own) carries another boot ID, so it counts
+// as expired here exactly as a claim made before a reboot does (see Clock
+// model), and this machine's claims count as expired there: neither side
+// excludes the other, and no read of a record can tell. A Store finds out
+// when it finds a claim of its own taken by a claim of another boot, which
+// on one kernel cannot happen: that Renew or Release returns the loss
+// matching both backend.ErrLost and backend.ErrMisconfigured, naming the
+// other boot, and from then on the Store's TryAcquire and Remove refuse
+// with backend.ErrMisconfigured, so an Elector or a scheduler stops instead
+// of taking, one after the other, claims the other machine does not see.
+// Until then two holders may work at once; their tokens are in order only
+// where flock excludes across the machines, which it need not (above).
+//
 // Processes that can open the lock files can hold their flock and so block
 // a lock; processes that can write the directory can rewrite records. New
 // creates a missing directory with mode 0o700 and files with 0o600 (see

@@ -68,6 +68,9 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 	if err := s.checkWrite(ctx, key); err != nil {
 		return err
 	}
+	if err := s.checkForeign(key); err != nil {
+		return err
+	}
 	return fsError(s.remove(ctx, key), s.dir)
 }
 

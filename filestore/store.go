@@ -36,8 +36,9 @@ type Store struct {
 	// Tests replace them.
 	now      func() (int64, error)
 	wall     func() time.Time
-	seen     seenClaims // see seen.go
-	readOnly bool       // see ReadOnly
+	seen     seenClaims  // see seen.go
+	foreign  foreignBoot // see foreign.go
+	readOnly bool        // see ReadOnly
 	// beforeSwap, if set, runs between the two halves of a change's
 	// compare-and-swap (see update.go). Tests set it to race a change.
 	beforeSwap func()
@@ -166,6 +167,9 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 	}
 	if err := checkRequest(req.Holder, req.Nonce, req.TTL); err != nil {
 		return backend.Grant{}, fmt.Errorf("file: lock %q: %w", key, err)
+	}
+	if err := s.checkForeign(key); err != nil {
+		return backend.Grant{}, err
 	}
 	r, now, err := s.update(ctx, key, func(p paths, old *record, now int64, slow bool) (*record, error) {
 		r := &record{
@@ -462,6 +466,8 @@ func (s *Store) checkOwned(g backend.Grant, old *record, now int64) error {
 		return lost("the record is gone")
 	case old.holder == "":
 		return lost("it was released (token %d)", old.token)
+	case !old.owns(g.Holder, g.Nonce) && old.bootID != s.bootID:
+		return s.takenByForeignBoot(g.Key, old)
 	case !old.owns(g.Holder, g.Nonce):
 		return lost("it is now held by %q (token %d)", old.holder, old.token)
 	case old.token != g.Token:
