@@ -30,7 +30,9 @@ to CMD.
 If the lock is lost while CMD runs (renewals failed for --renew-deadline),
 CMD gets SIGTERM at once and SIGKILL shortly before the lease's validity
 ends (at once if that has passed, or if the store says the lock is someone
-else's), and baton exits with code 1.
+else's), and baton exits with code 1, or 78 if the loss shows that the
+setup cannot work (the file backend's directory found shared with another
+machine).
 
 ` + dirDoc + `
 
@@ -141,7 +143,11 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 	if stopped {
 		cause := context.Cause(l.Context())
 		a.unlock(l)
-		return failf(ExitFailure, "lock %q was lost while CMD ran, and CMD was stopped: %v", f.name, cause)
+		code := ExitFailure
+		if errors.Is(cause, backend.ErrMisconfigured) {
+			code = ExitConfig // the loss shows the setup cannot work, as a file store's directory shared with another machine
+		}
+		return failf(code, "lock %q was lost while CMD ran, and CMD was stopped: %v", f.name, cause)
 	}
 	a.unlock(l)
 	return exitCode(code)
