@@ -21,7 +21,7 @@ func fileSystemCheck(st store) check {
 	case err != nil:
 		return check{label, resultWarn, "cannot tell what file system the lock directory is on: " + err.Error(), "keep the lock directory on a local, persistent file system"}
 	case info.Shared:
-		return check{label, resultWarn, fmt.Sprintf("%s is on %s, a network file system: processes on other machines that use it are not excluded by processes here (each machine counts the others' claims as expired)", fs.Dir(), info.Type),
+		return check{label, resultWarn, fmt.Sprintf("%s is on %s, a network file system: processes on other machines that use it are not excluded by processes here (each machine counts the others' claims as expired; a process here stops, exit 78, only once it finds its own lock taken by one)", fs.Dir(), info.Type),
 			"keep every process that shares this lock directory on this machine, or use a backend made for several machines (--backend lease, etcd or redis)"}
 	case info.Volatile:
 		return check{label, resultWarn, fmt.Sprintf("%s is on %s, in memory: a reboot loses the fencing counters, so tokens start again from the bottom", fs.Dir(), info.Type),
