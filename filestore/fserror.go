@@ -43,3 +43,15 @@ type markedError struct {
 
 func (e *markedError) Error() string   { return e.err.Error() + "; " + e.fix }
 func (e *markedError) Unwrap() []error { return []error{e.err, e.mark} }
+
+// probeError is fsError for the failure to create a file in the lock
+// directory, which exists: a file system that answers that it does not
+// exist, or that it cannot be done, is a virtual one such as procfs or
+// sysfs, where no lock can ever be kept.
+func probeError(err error, dir string) error {
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) {
+		return &markedError{err: err, mark: backend.ErrMisconfigured, fix: fmt.Sprintf(
+			"the file system of %s does not keep files created in it (a virtual file system, such as /proc or /sys?): use a directory on a writable local file system", dir)}
+	}
+	return fsError(err, dir)
+}

@@ -143,7 +143,7 @@ func New(dir string, opts ...Option) (*Store, error) {
 	// read-only mounts, ACLs or root.
 	probe, err := os.CreateTemp(abs, ".baton-probe-*")
 	if err != nil {
-		return nil, fmt.Errorf("file: lock directory %s is not writable: %w", abs, fsError(err, abs))
+		return nil, fmt.Errorf("file: lock directory %s is not writable: %w", abs, probeError(err, abs))
 	}
 	_ = probe.Close()
 	if err := os.Remove(probe.Name()); err != nil {

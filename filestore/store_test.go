@@ -468,8 +468,8 @@ func TestNew(t *testing.T) {
 		if runtime.GOOS == "linux" {
 			// procfs refuses new files even to root, unlike a chmod-ed directory.
 			_, err := New("/proc/self")
-			if err == nil || !strings.Contains(err.Error(), "not writable") {
-				t.Fatalf("New(/proc/self) = %v, want not writable", err)
+			if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "not writable") || !strings.Contains(err.Error(), "virtual file system") {
+				t.Fatalf("New(/proc/self) = %v, want ErrMisconfigured: not writable, a virtual file system", err)
 			}
 		}
 		if os.Geteuid() != 0 {
