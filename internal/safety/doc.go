@@ -29,7 +29,7 @@
 // TestNaiveConfigMapLock runs the same harness against a ConfigMap lock
 // written the way older guides suggest and asserts that it fails.
 // TestScheduleNetworkStores is not a fault row: it runs package schedule
-// end to end on Redis, Redlock, etcd and the Lease backend (three
+// end to end on Redis, Redlock, etcd and the Kubernetes backends (three
 // replicas with skewed clocks: each slot once, tokens growing across the
 // removal of a slot's lock, no lock left behind).
 //

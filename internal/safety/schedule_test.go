@@ -5,7 +5,6 @@ package safety
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"regexp"
 	"sync"
@@ -17,17 +16,22 @@ import (
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/kubestore"
+	"github.com/baton-go/baton/kubestore/api/v1alpha1"
 	"github.com/baton-go/baton/redisstore"
 	"github.com/baton-go/baton/schedule"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 )
 
 // TestScheduleNetworkStores runs package schedule end to end on the
-// network stores, as TestExactlyOnceSkewedReplicasFileBackend runs it on
+// network stores (Redis, Redlock, etcd and the three Kubernetes
+// backends), as TestExactlyOnceSkewedReplicasFileBackend runs it on
 // the file backend: three replicas (each with a store client of its own,
 // as three processes would have) whose wall clocks are off by 0, +1.5 s
 // and -3 s run an every-second job with a shared ledger. Every slot runs
@@ -47,9 +51,14 @@ func TestScheduleNetworkStores(t *testing.T) {
 		{"redis", redisScheduleStore},
 		{"redlock", redlockScheduleStore},
 		{"etcd", etcdScheduleStore},
-		{"lease", leaseScheduleStore},
+		{"lease", kubeScheduleStore("lease")},
+		{"configmap", kubeScheduleStore("configmap")},
+		{"crd", kubeScheduleStore("crd")},
 	} {
-		t.Run(st.name, func(t *testing.T) { runSchedule(t, st.open(t)) })
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel() // each store is the test's own, and a replica's job sleeps
+			runSchedule(t, st.open(t))
+		})
 	}
 }
 
@@ -67,14 +76,14 @@ func runSchedule(t *testing.T, st scheduleStore) {
 	}
 	offs := []time.Duration{0, 1500 * time.Millisecond, -3 * time.Second}
 	ledger := schedule.NewMemoryLedger()
-	quietLog := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quietLog := slog.New(slog.DiscardHandler)
 	var mu sync.Mutex
 	runs := make(map[time.Time]int)
-	// tokens are the slot locks' tokens of the attempts that ran the slot
-	// and of those that found it done: the latter took the lock after the
-	// run (the ledger said done only once the run was recorded, which its
-	// holder did before releasing), most of them after its record was
-	// removed (a replica's first attempt at a slot is the only one).
+	// ran and done are the slot locks' tokens of the attempts that ran a
+	// slot and of those that found it done. The latter took the lock
+	// after the run's holder released it (the ledger says done only once
+	// the run is recorded, which its holder does before releasing), most
+	// of them after its record was removed: their tokens must be larger.
 	ran := make(map[time.Time]uint64)
 	done := make(map[time.Time][]uint64)
 	outcomes := make(map[schedule.Outcome]int)
@@ -159,7 +168,7 @@ func runSchedule(t *testing.T, st scheduleStore) {
 		}
 	}
 	if outcomes[schedule.Held] == 0 || outcomes[schedule.AlreadyDone] == 0 {
-		t.Errorf("outcomes %v: the test meant every slot to be found held and found done by a replica", outcomes)
+		t.Errorf("outcomes %v: want some slots found held and some found done, which the job's length and the clocks' skew are chosen for", outcomes)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -304,31 +313,54 @@ func etcdScheduleStore(t *testing.T) scheduleStore {
 	}
 }
 
-func leaseScheduleStore(t *testing.T) scheduleStore {
-	cfg := controlPlane(t)
-	ns := newNamespace(t, cfg)
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return scheduleStore{
-		replica: func(t *testing.T) backend.Backend {
-			s, err := kubestore.NewLeaseForConfig(cfg, ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
-		names: func(ctx context.Context) ([]string, error) {
-			l, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, err
-			}
-			var names []string
-			for _, o := range l.Items {
-				names = append(names, o.Name)
-			}
-			return names, nil
-		},
+// kubeScheduleStore is a Kubernetes backend (kind: lease, configmap or
+// crd); names lists the objects of that kind in the test's namespace.
+func kubeScheduleStore(kind string) func(t *testing.T) scheduleStore {
+	return func(t *testing.T) scheduleStore {
+		var env *backendEnv
+		if kind == "crd" {
+			env = crdEnv(t) // installs the CRD
+		} else {
+			env = leaseEnv(t, kind)
+		}
+		cfg, ns := controlPlane(t), env.ns
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resource := map[string]schema.GroupVersionResource{
+			"lease":     coordinationv1.SchemeGroupVersion.WithResource("leases"),
+			"configmap": corev1.SchemeGroupVersion.WithResource("configmaps"),
+			"crd":       v1alpha1.Resource,
+		}[kind]
+		return scheduleStore{
+			replica: func(t *testing.T) backend.Backend {
+				var b backend.Backend
+				var err error
+				switch kind {
+				case "lease":
+					b, err = kubestore.NewLeaseForConfig(cfg, ns)
+				case "configmap":
+					b, err = kubestore.NewConfigMapForConfig(cfg, ns)
+				default:
+					b, err = kubestore.NewDistributedLockForConfig(cfg, ns)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			},
+			names: func(ctx context.Context) ([]string, error) {
+				l, err := dyn.Resource(resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return nil, err
+				}
+				var names []string
+				for _, o := range l.Items {
+					names = append(names, o.GetName())
+				}
+				return names, nil
+			},
+		}
 	}
 }
