@@ -376,20 +376,24 @@ func controlPlane(t *testing.T) *rest.Config {
 	return rest.CopyConfig(planeCfg)
 }
 
+// openKube opens the Kubernetes backend name (lease, configmap or crd) on
+// namespace ns.
+func openKube(cfg *rest.Config, name, ns string) (backend.Backend, error) {
+	switch name {
+	case "lease":
+		return kubestore.NewLeaseForConfig(cfg, ns)
+	case "configmap":
+		return kubestore.NewConfigMapForConfig(cfg, ns)
+	default:
+		return kubestore.NewDistributedLockForConfig(cfg, ns)
+	}
+}
+
 // renewTimeReader reads a lock's renew time, as written by its holder,
 // through the store's own status view (backend.Lister), as the admin.
 func renewTimeReader(t *testing.T, cfg *rest.Config, name, ns string) func(context.Context, string) (time.Time, error) {
 	t.Helper()
-	var b backend.Backend
-	var err error
-	switch name {
-	case "lease":
-		b, err = kubestore.NewLeaseForConfig(cfg, ns)
-	case "configmap":
-		b, err = kubestore.NewConfigMapForConfig(cfg, ns)
-	default:
-		b, err = kubestore.NewDistributedLockForConfig(cfg, ns)
-	}
+	b, err := openKube(cfg, name, ns)
 	if err != nil {
 		t.Fatalf("opening the %s store as the admin: %v", name, err)
 	}

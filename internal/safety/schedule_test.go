@@ -15,7 +15,6 @@ import (
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/testenv"
-	"github.com/baton-go/baton/kubestore"
 	"github.com/baton-go/baton/kubestore/api/v1alpha1"
 	"github.com/baton-go/baton/redisstore"
 	"github.com/baton-go/baton/schedule"
@@ -48,8 +47,8 @@ func TestScheduleNetworkStores(t *testing.T) {
 		name string
 		open func(t *testing.T) scheduleStore
 	}{
-		{"redis", redisScheduleStore},
-		{"redlock", redlockScheduleStore},
+		{"redis", redisScheduleStore(1)},
+		{"redlock", redisScheduleStore(3)},
 		{"etcd", etcdScheduleStore},
 		{"lease", kubeScheduleStore("lease")},
 		{"configmap", kubeScheduleStore("configmap")},
@@ -224,58 +223,47 @@ func runScheduler(t *testing.T, s *schedule.Scheduler) (stop func()) {
 	return stop
 }
 
-func redisScheduleStore(t *testing.T) scheduleStore {
-	srv := testenv.StartRedis(t)
-	client := func(t *testing.T) *redis.Client {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	admin := client(t)
-	return scheduleStore{
-		replica: func(t *testing.T) backend.Backend {
-			s, err := redisstore.New(client(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			return s
-		},
-		names: func(ctx context.Context) ([]string, error) {
-			return admin.Keys(ctx, "*").Result()
-		},
-	}
-}
-
-// redlockScheduleStore is Redlock over three redis-servers; names lists
-// the first server's keys (each server keeps a copy of every lock).
-func redlockScheduleStore(t *testing.T) scheduleStore {
-	var addrs []string
-	for range 3 {
-		addrs = append(addrs, testenv.StartRedis(t).Addr())
-	}
-	client := func(t *testing.T, addr string) *redis.Client {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	admin := client(t, addrs[0])
-	return scheduleStore{
-		replica: func(t *testing.T) backend.Backend {
-			var clients []redis.UniversalClient
-			for _, a := range addrs {
-				clients = append(clients, client(t, a))
-			}
-			s, err := redisstore.NewRedlock(clients)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			return s
-		},
-		names: func(ctx context.Context) ([]string, error) {
-			return admin.Keys(ctx, "*").Result()
-		},
+// redisScheduleStore is one redis-server (servers 1) or Redlock over
+// that many; names lists the first server's keys (Redlock writes every
+// lock on each server).
+func redisScheduleStore(servers int) func(t *testing.T) scheduleStore {
+	return func(t *testing.T) scheduleStore {
+		var addrs []string
+		for range servers {
+			addrs = append(addrs, testenv.StartRedis(t).Addr())
+		}
+		client := func(t *testing.T, addr string) *redis.Client {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		}
+		admin := client(t, addrs[0])
+		return scheduleStore{
+			replica: func(t *testing.T) backend.Backend {
+				var clients []redis.UniversalClient
+				for _, a := range addrs {
+					clients = append(clients, client(t, a))
+				}
+				var s interface {
+					backend.Backend
+					Close() error
+				}
+				var err error
+				if servers == 1 {
+					s, err = redisstore.New(clients[0])
+				} else {
+					s, err = redisstore.NewRedlock(clients)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = s.Close() })
+				return s
+			},
+			names: func(ctx context.Context) ([]string, error) {
+				return admin.Keys(ctx, "*").Result()
+			},
+		}
 	}
 }
 
@@ -335,16 +323,7 @@ func kubeScheduleStore(kind string) func(t *testing.T) scheduleStore {
 		}[kind]
 		return scheduleStore{
 			replica: func(t *testing.T) backend.Backend {
-				var b backend.Backend
-				var err error
-				switch kind {
-				case "lease":
-					b, err = kubestore.NewLeaseForConfig(cfg, ns)
-				case "configmap":
-					b, err = kubestore.NewConfigMapForConfig(cfg, ns)
-				default:
-					b, err = kubestore.NewDistributedLockForConfig(cfg, ns)
-				}
+				b, err := openKube(cfg, kind, ns)
 				if err != nil {
 					t.Fatal(err)
 				}
