@@ -34,8 +34,26 @@ const (
 	cmdStubborn    = "test-stubborn"     // ignore SIGTERM, say "ready", block
 )
 
+// enterOtherKernel, if set (on Linux), makes this process see the boot ID
+// in the file named by envBootID, as a process on another machine would
+// (see TestRunOnAnotherKernel).
+var enterOtherKernel func(bootIDFile string) error
+
+// envBootID names a file whose boot ID the re-executed CLI sees.
+const envBootID = "BATON_CLI_TEST_BOOT_ID"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(roleEnv) == "cli" {
+		if f := os.Getenv(envBootID); f != "" {
+			if enterOtherKernel == nil {
+				fmt.Fprintln(os.Stderr, "test: another boot ID is not supported on this system")
+				os.Exit(125)
+			}
+			if err := enterOtherKernel(f); err != nil {
+				fmt.Fprintln(os.Stderr, "test: entering another boot ID:", err)
+				os.Exit(125)
+			}
+		}
 		args := os.Args[1:]
 		if len(args) > 0 {
 			switch args[0] {
@@ -136,12 +154,19 @@ type proc struct {
 
 func startCLI(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
+	return startCLIWith(t, name, env, &syscall.SysProcAttr{Setpgid: true}, args...)
+}
+
+// startCLIWith is startCLI with the process attributes attr, which must
+// include Setpgid.
+func startCLIWith(t *testing.T, name string, env []string, attr *syscall.SysProcAttr, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, name: name, stdout: newSyncBuffer(), stderr: newSyncBuffer(), done: make(chan struct{})}
 	p.cmd = exec.Command(exe(), args...)
 	// atexit_sleep_ms=0: a race-enabled binary otherwise sleeps 1s on exit.
 	p.cmd.Env = append(append(os.Environ(), roleEnv+"=cli", "GORACE=atexit_sleep_ms=0"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.SysProcAttr = attr
 	p.cmd.WaitDelay = 5 * time.Second
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

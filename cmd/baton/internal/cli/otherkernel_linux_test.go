@@ -1,0 +1,70 @@
+//go:build linux
+
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bootIDPath is where Linux gives the boot ID, which the file backend
+// tells boots (and machines) apart by.
+const bootIDPath = "/proc/sys/kernel/random/boot_id"
+
+func init() {
+	// In its own mount namespace (startCLIWith with CLONE_NEWNS; Go makes
+	// the namespace's mounts private), a bind mount shows this process
+	// another boot ID, and nothing else changes: the file system, flock
+	// and the clocks are the machine's.
+	enterOtherKernel = func(bootIDFile string) error {
+		return syscall.Mount(bootIDFile, bootIDPath, "", syscall.MS_BIND, "")
+	}
+}
+
+// TestRunOnAnotherKernel runs `baton run` twice on one lock directory, the
+// second seeing another boot ID, as a process of another machine that
+// shares the directory over NFS would (its own kernel, so its own boot ID
+// and monotonic clock). Each counts the other's claims as expired, so the
+// second takes the lock at once; the first must find out at its next
+// renewal, stop its CMD and exit 78 naming the other boot. The fence
+// accepts only growing tokens throughout (here both share one kernel's
+// flock, so the token counter stays in order). It needs root for the
+// mount namespace.
+func TestRunOnAnotherKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root (a mount namespace), which CI runs as")
+		}
+		t.Skip("needs root: a mount namespace shows the second process another boot ID")
+	}
+	t.Parallel()
+	dir, f := t.TempDir(), newFence(t)
+	here := startCLI(t, "run here", f.env(), runArgs(dir, "shared", "here", worker()...)...)
+	f.waitWrite(t, "a write by the first CMD", 15*time.Second, false, func(fenceWrite) bool { return true })
+
+	const otherBoot = "0d1e2f3a-0000-4000-8000-0123456789ab"
+	bootFile := filepath.Join(t.TempDir(), "boot_id")
+	if err := os.WriteFile(bootFile, []byte(otherBoot+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	attr := &syscall.SysProcAttr{Setpgid: true, Unshareflags: syscall.CLONE_NEWNS}
+	there := startCLIWith(t, "run there", append(f.env(), envBootID+"="+bootFile), attr, runArgs(dir, "shared", "there", worker()...)...)
+
+	if code := here.wait(30 * time.Second); code != 78 {
+		t.Fatalf("the first run exited %d, want 78; stderr:\n%s", code, here.stderr)
+	}
+	for _, want := range []string{"another machine uses the directory", otherBoot} {
+		if !strings.Contains(here.stderr.String(), want) {
+			t.Errorf("the first run's stderr lacks %q:\n%s", want, here.stderr)
+		}
+	}
+	select {
+	case <-there.done:
+		t.Errorf("the second run exited %d; it should lead on; stderr:\n%s", there.code, there.stderr)
+	default:
+	}
+}
