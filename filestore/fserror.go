@@ -44,10 +44,10 @@ type markedError struct {
 func (e *markedError) Error() string   { return e.err.Error() + "; " + e.fix }
 func (e *markedError) Unwrap() []error { return []error{e.err, e.mark} }
 
-// probeError is fsError for the failure to create a file in the lock
-// directory, which exists: a file system that answers that it does not
-// exist, or that it cannot be done, is a virtual one such as procfs or
-// sysfs, where no lock can ever be kept.
+// probeError is fsError for New's failure to create a file in the lock
+// directory, which exists. A directory that answers the creation with
+// ENOENT, EINVAL or EOPNOTSUPP is on a virtual file system such as procfs
+// or sysfs, where no lock can ever be kept: a misconfiguration.
 func probeError(err error, dir string) error {
 	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) {
 		return &markedError{err: err, mark: backend.ErrMisconfigured, fix: fmt.Sprintf(

@@ -5,9 +5,11 @@ go 1.26.0
 replace (
 	github.com/baton-go/baton => ../..
 	github.com/baton-go/baton/etcdstore => ../../etcdstore
+	github.com/baton-go/baton/fence => ../../fence
 	github.com/baton-go/baton/internal/testenv => ../../internal/testenv
 	github.com/baton-go/baton/kubestore => ../../kubestore
 	github.com/baton-go/baton/redisstore => ../../redisstore
+	github.com/baton-go/baton/schedule => ../../schedule
 )
 
 require github.com/baton-go/baton v0.0.0-00010101000000-000000000000
@@ -18,6 +20,7 @@ require (
 	github.com/baton-go/baton/internal/testenv v0.0.0-00010101000000-000000000000
 	github.com/baton-go/baton/kubestore v0.0.0-00010101000000-000000000000
 	github.com/baton-go/baton/redisstore v0.0.0-00010101000000-000000000000
+	github.com/baton-go/baton/schedule v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.4
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/client/v3 v3.7.0
@@ -89,7 +92,6 @@ require (
 )
 
 require (
-	github.com/baton-go/baton/schedule v0.0.0-00010101000000-000000000000
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -100,7 +102,3 @@ require (
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace github.com/baton-go/baton/schedule => ../../schedule
-
-replace github.com/baton-go/baton/fence => ../../fence
