@@ -21,19 +21,19 @@ func TestLockTakenByAnotherMachine(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		cmd  string
-		args func(dir string, f *fence) []string
+		args func(dir string) []string
 	}{
-		{"lock", func(dir string, _ *fence) []string {
+		{"lock", func(dir string) []string {
 			return lockArgs(dir, "shared", "--", exe(), cmdFenceWorker)
 		}},
-		{"run", func(dir string, _ *fence) []string {
+		{"run", func(dir string) []string {
 			return runArgs(dir, "shared", "here", worker()...)
 		}},
 	} {
 		t.Run(tc.cmd, func(t *testing.T) {
 			t.Parallel()
 			dir, f := t.TempDir(), newFence(t)
-			p := startCLI(t, tc.cmd, f.env(), tc.args(dir, f)...)
+			p := startCLI(t, tc.cmd, f.env(), tc.args(dir)...)
 			f.waitWrite(t, "write by CMD", 15*time.Second, false, func(fenceWrite) bool { return true })
 			takeAsAnotherMachine(t, filepath.Join(dir, "shared.json"))
 			if code := p.wait(15 * time.Second); code != 78 {
