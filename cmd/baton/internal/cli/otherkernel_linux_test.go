@@ -31,10 +31,10 @@ func init() {
 // shares the directory over NFS would (its own kernel, so its own boot ID
 // and monotonic clock). Each counts the other's claims as expired, so the
 // second takes the lock at once; the first must find out at its next
-// renewal, stop its CMD and exit 78 naming the other boot. The fence
-// accepts only growing tokens throughout (here both share one kernel's
-// flock, so the token counter stays in order). It needs CAP_SYS_ADMIN for
-// the mount namespace.
+// renewal, stop its CMD and exit 78 naming the other boot. (Both share
+// this kernel's flock, so their tokens stay in order here, which across
+// NFS clients they need not.) It needs CAP_SYS_ADMIN for the mount
+// namespace.
 func TestRunOnAnotherKernel(t *testing.T) {
 	t.Parallel()
 	const otherBoot = "0d1e2f3a-0000-4000-8000-0123456789ab"
