@@ -143,14 +143,20 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 	if stopped {
 		cause := context.Cause(l.Context())
 		a.unlock(l)
-		code := ExitFailure
-		if errors.Is(cause, backend.ErrMisconfigured) {
-			code = ExitConfig // the loss shows the setup cannot work, as a file store's directory shared with another machine
-		}
-		return failf(code, "lock %q was lost while CMD ran, and CMD was stopped: %v", f.name, cause)
+		return failf(lostExitCode(cause), "lock %q was lost while CMD ran, and CMD was stopped: %v", f.name, cause)
 	}
 	a.unlock(l)
 	return exitCode(code)
+}
+
+// lostExitCode is lock's exit code after losing the lock for cause: 1, or
+// 78 if the loss shows the setup cannot work (a file store's directory
+// shared with another machine).
+func lostExitCode(cause error) int {
+	if errors.Is(cause, backend.ErrMisconfigured) {
+		return ExitConfig
+	}
+	return ExitFailure
 }
 
 // lockMutex returns the Mutex of lock: one that says what it waits for,
