@@ -102,8 +102,10 @@ func (e *Elector) setLeader(id string, self bool) {
 //     lock (WithReleaseOnCancel, the default) so that a standby takes over
 //     at once.
 //   - work's result (nil included) when work returns while the term is
-//     still valid; the lock is released first. To lead for as long as the
-//     process runs, work blocks until its context ends.
+//     still valid; the lock is released first (waiting at most 5 s for the
+//     store: a release that fails leaves the lock to expire after its TTL,
+//     logged). To lead for as long as the process runs, work blocks until
+//     its context ends.
 //   - an error matching ErrGraceExceeded when work did not return within
 //     the grace period after its term ended. The lock is then not released
 //     but left to expire, and Run does not campaign again, because a second
@@ -150,7 +152,12 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 		case werr := <-done:
 			if l.Err() == nil {
 				// work returned while the term was valid: its own decision.
-				uerr := l.Unlock(context.WithoutCancel(ctx))
+				// The release is bounded like the others: a store that
+				// does not answer (a file lock's flock held by a stopped
+				// process) must not keep Run from returning.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.releaseTimeout)
+				uerr := l.Unlock(rctx)
+				cancel()
 				e.stopped(l, ErrReleased)
 				if uerr != nil && !errors.Is(uerr, ErrLost) {
 					cfg.logger.Warn("baton: release after work returned failed", "lock", e.mu.name, "err", uerr)

@@ -157,6 +157,37 @@ func TestElectorWorkReturningEndsRunAndReleases(t *testing.T) {
 	}
 }
 
+// unanswered is a store that never answers a release: it waits until the
+// release's context ends, as the file backend does while a stopped process
+// holds the lock file's flock.
+type unanswered struct {
+	*script
+	released chan error // the release context's error
+}
+
+func (u unanswered) Release(ctx context.Context, g backend.Grant) error {
+	<-ctx.Done()
+	u.released <- ctx.Err()
+	return ctx.Err()
+}
+
+func TestElectorWorkReturningReleaseIsBounded(t *testing.T) {
+	u := unanswered{newScript(), make(chan error, 1)}
+	e, _ := newElector(t, u)
+	baton.SetReleaseTimeout(e, 50*time.Millisecond)
+	boom := errors.New("boom")
+	// Run's own context never ends: only the release's bound lets it return.
+	if err := e.Run(context.Background(), func(context.Context, *baton.Lease) error { return boom }); err != boom {
+		t.Fatalf("Run = %v, want work's error", err)
+	}
+	if err := <-u.released; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("release context ended with %v, want its deadline", err)
+	}
+	if e.IsLeader() {
+		t.Fatal("still reports leading after Run returned")
+	}
+}
+
 func TestElectorGraceExceededDoesNotReleaseOrRecampaign(t *testing.T) {
 	b := newScript()
 	rec := &recorder{}
