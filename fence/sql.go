@@ -160,17 +160,20 @@ func (g *SQLGuard) Check(ctx context.Context, tx *sql.Tx, name string, token uin
 // write, and commits. If the check fails, write is not called. If any step
 // fails, the transaction is rolled back and the error returned; an error
 // matching ErrStaleToken means a newer holder has written and nothing of
-// write took effect.
+// write took effect. If write panics, the transaction is rolled back
+// before the panic goes on, so that neither its connection nor its lock
+// on name's fence row outlives the call.
 //
 // write must do its work through tx only; writes through other
 // connections are not fenced.
-func (g *SQLGuard) Exec(ctx context.Context, name string, token uint64, write func(tx *sql.Tx) error) (err error) {
+func (g *SQLGuard) Exec(ctx context.Context, name string, token uint64, write func(tx *sql.Tx) error) error {
 	tx, err := g.db.BeginTx(ctx, g.txOpt)
 	if err != nil {
 		return fmt.Errorf("fence: begin: %w", err)
 	}
+	committed := false
 	defer func() {
-		if err != nil {
+		if !committed { // an error, or a panic in write
 			_ = tx.Rollback()
 		}
 	}()
@@ -183,6 +186,7 @@ func (g *SQLGuard) Exec(ctx context.Context, name string, token uint64, write fu
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("fence: commit %q token %d: %w", name, token, err)
 	}
+	committed = true
 	return nil
 }
 

@@ -41,8 +41,43 @@ func TestPostgres(t *testing.T) {
 	t.Run("StaleWriterWaitsForNewer", func(t *testing.T) { testWaits(ctx, t, db) })
 	t.Run("ConcurrentWriters", func(t *testing.T) { testConcurrent(ctx, t, db) })
 	t.Run("PausedBatonHolder", func(t *testing.T) { testPausedHolder(ctx, t, db) })
+	t.Run("PanickingWriteRolledBack", func(t *testing.T) { testPanickingWrite(ctx, t, db) })
 	t.Run("RunLog", func(t *testing.T) { testRunLog(ctx, t, db) })
 	t.Run("RunLogConcurrent", func(t *testing.T) { testRunLogConcurrent(ctx, t, db) })
+}
+
+// A write that panics (recovered above Exec, as net/http recovers a
+// handler's panic) leaves nothing behind: its writes are rolled back, its
+// connection goes back to the pool, and the fence row it locked is free for
+// the next holder.
+func testPanickingWrite(ctx context.Context, t *testing.T, db *sql.DB) {
+	g, data := newGuard(ctx, t, db, "panicking")
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want write's panic", r)
+			}
+		}()
+		_ = g.Exec(ctx, "job", 1, func(tx *sql.Tx) error {
+			if err := put(data, "x", "one", 1)(tx); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+	}()
+	if inUse := db.Stats().InUse; inUse != 0 {
+		t.Errorf("%d connections still in use after the panic, want 0 (the transaction was not rolled back)", inUse)
+	}
+	if v := get(ctx, t, db, data, "x"); v != "<none>" {
+		t.Fatalf("x = %q after the panicking write, want it rolled back", v)
+	}
+	// Without the rollback this would wait on the leaked transaction's
+	// row lock until ctx ends.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := g.Exec(wctx, "job", 2, put(data, "x", "two", 2)); err != nil {
+		t.Fatalf("the next holder's Exec = %v, want it to write", err)
+	}
 }
 
 // newGuard makes a guard on a fence table of its own, and a protected
