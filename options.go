@@ -21,6 +21,10 @@ const (
 	// durations in whole seconds, and shorter leases leave no room for a
 	// round trip and clock-rate drift.
 	MinTTL = time.Second
+	// MaxTTL is the longest lease baton accepts, a year: a holder that
+	// crashes blocks its lock for the TTL, and far longer values reach
+	// where the engine's arithmetic on durations overflows.
+	MaxTTL = 365 * 24 * time.Hour
 	// minMargin is the smallest safety margin subtracted from the TTL.
 	minMargin = 50 * time.Millisecond
 )
@@ -243,6 +247,8 @@ func (c *config) validate() error {
 	switch {
 	case c.ttl < MinTTL:
 		return bad("TTL %v is shorter than the minimum %v", c.ttl, MinTTL)
+	case c.ttl > MaxTTL:
+		return bad("TTL %v is longer than the maximum %v (a year)", c.ttl, MaxTTL)
 	case c.renewDeadline <= 0:
 		return bad("renew deadline %v must be positive", c.renewDeadline)
 	case c.retryPeriod <= 0:

@@ -18,6 +18,8 @@ func TestOptionsRejectImpossibleTimings(t *testing.T) {
 		want string
 	}{
 		{"ttl below minimum", []baton.Option{baton.WithTTL(500 * time.Millisecond)}, "TTL 500ms is shorter than the minimum 1s"},
+		// Beyond where the defaults' arithmetic (2/3 of the TTL) overflows.
+		{"ttl above maximum", []baton.Option{baton.WithTTL(200 * 365 * 24 * time.Hour)}, "TTL 1752000h0m0s is longer than the maximum 8760h0m0s (a year)"},
 		{"renew deadline equals ttl", []baton.Option{baton.WithRenewDeadline(15 * time.Second)}, "renew deadline 15s must be shorter than TTL 15s"},
 		{"renew deadline above ttl", []baton.Option{baton.WithTTL(5 * time.Second), baton.WithRenewDeadline(10 * time.Second)}, "renew deadline 10s must be shorter than TTL 5s"},
 		{"no room for margin", []baton.Option{baton.WithTTL(10 * time.Second), baton.WithRenewDeadline(9900 * time.Millisecond)}, "renew deadline 9.9s plus safety margin 200ms must be shorter than TTL 10s"},
@@ -50,6 +52,7 @@ func TestOptionsAcceptClientGoStyleTimings(t *testing.T) {
 		{baton.WithTTL(time.Second)},    // 666ms/133ms
 		{baton.WithTTL(time.Minute)},    // 40s/8s
 		{baton.WithTTL(24 * time.Hour)}, // scales
+		{baton.WithTTL(baton.MaxTTL)},
 		{baton.WithTTL(4 * time.Second), baton.WithRenewDeadline(3 * time.Second), baton.WithRetryPeriod(time.Second)},
 		{baton.WithTTL(time.Second), baton.WithRenewDeadline(800 * time.Millisecond), baton.WithRetryPeriod(100 * time.Millisecond)},
 		// A renew deadline given alone bounds the defaults derived from

@@ -118,7 +118,7 @@
 // retry period not given scale with it (2/3 and 2/15 of it). The holder
 // renews every TTL/3. Impossible
 // combinations (RenewDeadline >= TTL, RetryPeriod >= RenewDeadline,
-// TTL < 1s) are usage errors whose message names the values.
+// TTL < 1s, TTL > a year) are usage errors whose message names the values.
 //
 // # Exit codes
 //

@@ -327,7 +327,7 @@ func (f *lockFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.name, "name", "", "lock name (required): lower-case letters, digits, '-' and '.', at most 253 characters")
 	f.storeFlags.register(fs)
 	fs.StringVar(&f.identity, "identity", "", "holder identity shown to others (default: host name plus a random suffix)")
-	fs.DurationVar(&f.ttl, "ttl", baton.DefaultTTL, "lease duration: how long a claim lasts after each renewal (at least 1s)")
+	fs.DurationVar(&f.ttl, "ttl", baton.DefaultTTL, "lease duration: how long a claim lasts after each renewal (1s to a year)")
 	fs.DurationVar(&f.renewDeadline, "renew-deadline", 0, "step down (and stop CMD) when renewals have failed for this long; shorter than --ttl (default 2/3 of --ttl: 10s)")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", DefaultConnectTimeout, "at start-up, how long to keep trying a store that cannot be reached before exiting with code 69")
 	fs.DurationVar(&f.retryPeriod, "retry-period", 0, "how often to retry acquiring or a failed renewal; shorter than --renew-deadline (default 2/15 of --ttl: 2s)")
