@@ -60,7 +60,8 @@ type config struct {
 }
 
 // WithTTL sets the lease duration: how long a claim lasts after the store
-// applies an acquire or renew. Default 15s, at least 1s.
+// applies an acquire or renew. Default 15s; from MinTTL (1s) to MaxTTL (a
+// year).
 func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
 // WithRenewDeadline sets how long the holder keeps trying to renew, counted
