@@ -46,6 +46,11 @@ var (
 	// given; the wrapping error names the cause and the fix. The engine
 	// does not retry it.
 	ErrMisconfigured = backend.ErrMisconfigured
+	// ErrClosed: the store was closed and cannot be used again. The engine
+	// does not retry it, and a Lease whose renewal gets it is lost at
+	// once: a Lock, Run or Acquire on a closed store returns it instead of
+	// retrying until its context ends.
+	ErrClosed = backend.ErrClosed
 	// ErrGraceExceeded: an Elector's work did not return within the grace
 	// period after its term ended.
 	ErrGraceExceeded = errors.New("work did not stop within the grace period")
@@ -61,5 +66,6 @@ type HeldError = backend.HeldError
 // isPermanent reports errors that retrying cannot fix.
 func isPermanent(err error) bool {
 	return errors.Is(err, ErrInvalidName) || errors.Is(err, ErrCorruptRecord) ||
-		errors.Is(err, ErrForbidden) || errors.Is(err, ErrInvalidOptions) || errors.Is(err, ErrMisconfigured)
+		errors.Is(err, ErrForbidden) || errors.Is(err, ErrInvalidOptions) || errors.Is(err, ErrMisconfigured) ||
+		errors.Is(err, ErrClosed)
 }

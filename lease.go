@@ -259,6 +259,12 @@ func (l *Lease) keep() {
 			case errors.Is(r.err, ErrLost):
 				l.lose(fmt.Errorf("renew: %w", r.err))
 				return
+			case errors.Is(r.err, ErrClosed):
+				// A closed store renews nothing any more: waiting for
+				// the renew deadline would only keep work running on a
+				// claim that cannot last.
+				l.lose(fmt.Errorf("renew: %w: %w", ErrLost, r.err))
+				return
 			default:
 				l.mu.Lock()
 				l.lastErr = r.err

@@ -195,6 +195,37 @@ func TestLeaseLostOnRenewRejected(t *testing.T) {
 	}
 }
 
+// A store closed under a held lease renews nothing any more: the lease is
+// lost at the first renew that says so, not kept until the renew deadline.
+func TestLeaseLostAtOnceWhenStoreClosed(t *testing.T) {
+	b := newScript()
+	m, clk := newMutex(t, b)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	b.renewErr = fmt.Errorf("renew: %w", baton.ErrClosed)
+	b.mu.Unlock()
+	awaitTimer(t, clk)
+	clk.Step(5 * time.Second)
+	waitClosed(t, l.Done(), "lease whose store was closed")
+	if err := l.Err(); !errors.Is(err, baton.ErrLost) || !errors.Is(err, baton.ErrClosed) || errors.Is(err, baton.ErrStepDown) {
+		t.Fatalf("cause = %v, want ErrLost and ErrClosed", err)
+	}
+	if got := clk.Now(); !got.Equal(t0.Add(5 * time.Second)) {
+		t.Fatalf("lost at %v, want at once at the renew (+5s)", got)
+	}
+}
+
+// A closed store is not retried: Lock returns at once.
+func TestLockStopsOnClosedStore(t *testing.T) {
+	m, _ := newMutex(t, failing{newScript(), fmt.Errorf("acquire: %w", baton.ErrClosed)})
+	if _, err := m.Lock(context.Background()); !errors.Is(err, baton.ErrClosed) {
+		t.Fatalf("Lock = %v, want ErrClosed at once", err)
+	}
+}
+
 func TestUnlockEndsContextBeforeRelease(t *testing.T) {
 	b := newScript()
 	obs, ev := events()

@@ -14,6 +14,10 @@
 // lock name, the address and the values involved. Package baton re-exports
 // every one of them under the same name, so users match baton.ErrHeld and
 // implementers return backend.ErrHeld: they are the same values.
+//
+// A store that owns connections implements io.Closer. After Close, and once
+// a client it was given is closed, each of its methods returns promptly
+// with an error matching ErrClosed, which the engine does not retry.
 package backend
 
 import (

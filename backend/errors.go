@@ -41,6 +41,11 @@ var (
 	// server), an invalid address. The engine does not retry it. Backends
 	// name the cause and the fix in the wrapping error.
 	ErrMisconfigured = errors.New("store misconfigured")
+	// ErrClosed: the Store was closed (its Close method was called, or the
+	// client it was given was closed) and cannot be used again. The engine
+	// does not retry it, and a Lease whose renewal gets it is lost at
+	// once.
+	ErrClosed = errors.New("store closed")
 )
 
 // HeldError reports that a lock is held by another owner.
