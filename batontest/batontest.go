@@ -27,8 +27,9 @@
 // Optional capabilities are tested when the backend (the value returned by
 // connect) implements them, and their subtests are skipped otherwise:
 // backend.Watcher (Watch, WakeOnRelease), backend.Lister (List),
-// backend.ForceReleaser (ForceRelease), backend.WaiterWatcher and
-// backend.Remover (Remove). Every
+// backend.ForceReleaser (ForceRelease), backend.WaiterWatcher,
+// backend.Remover (Remove) and io.Closer (every operation refused after
+// Close with backend.ErrClosed). Every
 // other failure to reach or use the store fails the test.
 //
 // # Timing
@@ -136,6 +137,7 @@ func Run(t *testing.T, h Harness) {
 		{"ForceRelease", s.testForceRelease},
 		{"WaiterWatcher", s.testWaiterWatcher},
 		{"Remove", s.testRemove},
+		{"Closed", s.testClosed},
 	} {
 		t.Run(st.name, st.f)
 	}

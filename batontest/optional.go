@@ -3,6 +3,7 @@ package batontest
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -151,4 +152,71 @@ func (s *suite) testRemove(t *testing.T) {
 	}
 	checkHeld(t, "Remove of the key held again", rm.Remove(e.ctx, "remove.me"), "remove.me", "holder-c", g.Token, ttl)
 	e.release(c, g)
+}
+
+// testClosed: a client that is an io.Closer (a connection the backend
+// owns) refuses every operation after Close, promptly, with an error
+// matching backend.ErrClosed, which the engine does not retry: a Lock on
+// it returns at once instead of waiting until its context ends. A Lease
+// held through it ends. A second Close returns nil, and other clients of
+// the store are unaffected.
+func (s *suite) testClosed(t *testing.T) {
+	e := s.setup(t)
+	b := e.client()
+	c, ok := b.(io.Closer)
+	if !ok {
+		t.Skip("the backend does not implement io.Closer")
+	}
+	ttl := s.longTTL()
+	g := e.acquire(b, "closed.held", request("holder-a", ttl))
+	l, err := e.newMutex(b, "closed.lease", "holder-a", s.fastRetry()).TryLock(e.ctx)
+	if err != nil {
+		t.Fatalf("TryLock before Close: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	ops := []struct {
+		name string
+		f    func() error
+	}{
+		{"TryAcquire", func() error { _, err := b.TryAcquire(e.ctx, "closed.free", request("holder-a", ttl)); return err }},
+		{"Get", func() error { _, err := b.Get(e.ctx, g.Key); return err }},
+		{"Renew", func() error { _, err := b.Renew(e.ctx, g); return err }},
+		{"Release", func() error { return b.Release(e.ctx, g) }},
+		{"Mutex.Lock", func() error {
+			// A retry would come after slowRetry, far beyond prompt.
+			_, err := e.newWaitingMutex(b, "closed.free", "holder-a").Lock(e.ctx)
+			return err
+		}},
+	}
+	if w, ok := b.(backend.Watcher); ok {
+		ops = append(ops, struct {
+			name string
+			f    func() error
+		}{"Watch", func() error { _, err := w.Watch(e.ctx, g.Key); return err }})
+	}
+	for _, op := range ops {
+		start := time.Now()
+		err := noPanic(t, op.name, op.f)
+		if d := time.Since(start); d > prompt {
+			t.Errorf("%s after Close took %v; want at most %v", op.name, d, prompt)
+		}
+		if err != errPanicked && !errors.Is(err, backend.ErrClosed) {
+			t.Errorf("%s after Close: %v; want an error matching backend.ErrClosed", op.name, err)
+		}
+	}
+	select {
+	case <-l.Done():
+		if !errors.Is(l.Err(), baton.ErrLost) {
+			t.Errorf("the Lease held through the closed client ended with %v; want ErrLost", l.Err())
+		}
+	case <-time.After(eventTimeout + s.mutexTTL()):
+		t.Errorf("the Lease held through the closed client still holds %v after Close", eventTimeout+s.mutexTTL())
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close: %v; want nil", err)
+	}
+	other := e.client()
+	e.release(other, e.acquire(other, "closed.free", request("holder-b", ttl)))
 }

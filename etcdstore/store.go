@@ -21,9 +21,10 @@ import (
 )
 
 // ErrClosed is returned (wrapped) by every method of a Store after Close.
-// Renew and Release of a claim made through a closed Store also match
+// It matches backend.ErrClosed, which the engine does not retry. Renew and
+// Release of a claim made through a closed Store also match
 // backend.ErrLost: the Store no longer keeps its lease alive.
-var ErrClosed = errors.New("etcdstore: store closed")
+var ErrClosed = fmt.Errorf("etcdstore: %w", backend.ErrClosed)
 
 // Lock order. A Store's state has four owners, each with a mutex of its
 // own: the Store itself, which keeps its claims and composes the other
@@ -1104,14 +1105,21 @@ func (s *Store) check(ctx context.Context, name string) error {
 	return nil
 }
 
+// checkOpen reports an ended context, a closed Store, and a client closed
+// by its owner (whose requests etcd's client would retry for seconds before
+// failing).
 func (s *Store) checkOpen(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed := s.closed
+	s.mu.Unlock()
+	switch {
+	case closed:
 		return ErrClosed
+	case s.client.Ctx().Err() != nil:
+		return fmt.Errorf("%w: the etcd client was closed; open a new client and Store", backend.ErrClosed)
 	}
 	return nil
 }
@@ -1134,8 +1142,13 @@ func checkRequest(name string, req backend.Request) error {
 }
 
 // wrap names the lock and the operation, and adds backend.ErrForbidden to
-// etcd's permission errors.
+// etcd's permission errors, and backend.ErrClosed to any error once the
+// client is closed (by its owner, behind this Store's back): no request
+// through it can succeed again.
 func (s *Store) wrap(name, op string, err error) error {
+	if s.client.Ctx().Err() != nil && !errors.Is(err, backend.ErrClosed) {
+		return fmt.Errorf("etcdstore: lock %q: %s: %w: the etcd client was closed (%w); open a new client and Store", name, op, backend.ErrClosed, err)
+	}
 	return fmt.Errorf("etcdstore: lock %q: %s: %w", name, op, mapErr(err))
 }
 

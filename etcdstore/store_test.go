@@ -438,3 +438,35 @@ func TestForceReleaseFair(t *testing.T) {
 		t.Errorf("token %d after %d", got.lease.Token(), h.lease.Token())
 	}
 }
+
+// TestClientClosedByOwner: a Store made by New does not own its client;
+// once the owner closes it, the Store's operations fail with an error
+// matching backend.ErrClosed, which the engine does not retry, instead of
+// a cancellation it retried until the caller's context ended.
+func TestClientClosedByOwner(t *testing.T) {
+	srv := startEtcd(t)
+	c, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{srv.Endpoint()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, c, etcdstore.WithPrefix(freshPrefix(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := s.TryAcquire(ctx, "owner.closed", backend.Request{Holder: "a", Nonce: "n1", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.TryAcquire(ctx, "owner.closed.2", backend.Request{Holder: "a", Nonce: "n2", TTL: time.Minute})
+	if !errors.Is(err, backend.ErrClosed) || !strings.Contains(err.Error(), "client was closed") {
+		t.Fatalf("TryAcquire after the client was closed = %v; want ErrClosed naming the client", err)
+	}
+	m, err := baton.NewMutex(s, "owner.closed.3", baton.WithLogger(quietLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Lock(ctx); !errors.Is(err, backend.ErrClosed) || ctx.Err() != nil {
+		t.Fatalf("Lock after the client was closed = %v (context: %v); want ErrClosed at once", err, ctx.Err())
+	}
+}

@@ -385,8 +385,8 @@
 // one whose context ends after that returns the context's error at once,
 // and its renewal may or may not have been applied (for the engine it
 // failed, which is safe). Close fails the renewals still waiting with an
-// error matching backend.ErrUnavailable, cancels the batches in flight and
-// waits for them. The batching runs no goroutine while nothing is
+// error matching backend.ErrClosed (their Leases are then lost), cancels
+// the batches in flight and waits for them. The batching runs no goroutine while nothing is
 // pending: a timer while a batch waits for its window, and one goroutine
 // per batch in flight.
 //

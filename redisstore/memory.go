@@ -55,6 +55,9 @@ func (p MemoryPolicy) Evicts() string {
 // evictions). The answer holds when the servers answered; CONFIG SET can
 // change it at any time.
 func (s *Store) MemoryPolicies(ctx context.Context) ([]MemoryPolicy, error) {
+	if err := s.open("read the memory policy for", ""); err != nil {
+		return nil, err
+	}
 	cc, ok := s.client.(*redis.ClusterClient)
 	if !ok {
 		p, err := memoryPolicy(ctx, s.client, serverAddr(s.client))

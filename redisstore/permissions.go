@@ -32,6 +32,9 @@ import (
 // Which commands a user may run can change at any time; a nil error says
 // they were allowed when the server answered.
 func (s *Store) CheckPermissions(ctx context.Context, name string) error {
+	if err := s.open("check permissions of", name); err != nil {
+		return err
+	}
 	if err := checkName(name); err != nil {
 		return err
 	}

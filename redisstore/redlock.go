@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-go/baton/backend"
@@ -74,6 +75,7 @@ type Redlock struct {
 	quorum      int
 	driftFactor float64
 	ownsClients bool
+	closed      atomic.Bool // set by Close: every method refuses (open)
 }
 
 var (
@@ -120,10 +122,16 @@ func newRedlock(clients []redis.UniversalClient, o options) (*Redlock, error) {
 func (r *Redlock) Quorum() int { return r.quorum }
 
 // Close stops the subscribers that serve Watch and, for a Redlock made by
-// OpenRedlock, closes the clients.
+// OpenRedlock, closes the clients. Afterwards every method returns an error
+// matching backend.ErrClosed, which the engine does not retry. A second
+// Close returns nil.
 func (r *Redlock) Close() error {
+	if !r.closed.CompareAndSwap(false, true) {
+		return nil
+	}
 	var errs []error
 	for _, s := range r.stores {
+		s.closed.Store(true)
 		s.hub.close()
 		s.renews.close()
 		if r.ownsClients {
@@ -131,6 +139,15 @@ func (r *Redlock) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// open returns nil, or, once Close was called, an error matching
+// backend.ErrClosed for operation op on lock name ("" for none).
+func (r *Redlock) open(op, name string) error {
+	if !r.closed.Load() {
+		return nil
+	}
+	return closedError("Redlock", op, name)
 }
 
 // drift returns the clock-drift allowance for ttl.
@@ -157,6 +174,9 @@ type instanceAcquire struct {
 
 // TryAcquire implements backend.Backend; see Redlock for the algorithm.
 func (r *Redlock) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
+	if err := r.open("acquire", key); err != nil {
+		return backend.Grant{}, err
+	}
 	if err := checkRequest(key, req.Holder, req.Nonce, req.TTL); err != nil {
 		return backend.Grant{}, err
 	}
@@ -271,6 +291,9 @@ func (r *Redlock) releaseAll(ctx context.Context, key string, req backend.Reques
 // package documentation, "Many locks"); the wait for a batch, at most
 // 20 ms, counts in the time checked against TTL - drift.
 func (r *Redlock) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
+	if err := r.open("renew", g.Key); err != nil {
+		return backend.Grant{}, err
+	}
 	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
 		return backend.Grant{}, err
 	}
@@ -294,6 +317,9 @@ func (r *Redlock) Renew(ctx context.Context, g backend.Grant) (backend.Grant, er
 // more than N - quorum servers report g no longer owns the lock, and a
 // transient error otherwise (the remaining claims expire after the TTL).
 func (r *Redlock) Release(ctx context.Context, g backend.Grant) error {
+	if err := r.open("release", g.Key); err != nil {
+		return err
+	}
 	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
 		return err
 	}
@@ -307,6 +333,9 @@ func (r *Redlock) Release(ctx context.Context, g backend.Grant) error {
 // every server answered and none has a record, and an error naming the
 // servers that failed otherwise; their claims expire after the TTL.
 func (r *Redlock) ForceRelease(ctx context.Context, key string) error {
+	if err := r.open("force-release", key); err != nil {
+		return err
+	}
 	if err := checkName(key); err != nil {
 		return err
 	}
@@ -361,6 +390,9 @@ func (r *Redlock) tally(op, key string, errs []error) error {
 // matching backend.ErrNotFound if every server answered and none has a
 // record, and an error if fewer than a quorum answered.
 func (r *Redlock) Get(ctx context.Context, key string) (backend.Record, error) {
+	if err := r.open("get", key); err != nil {
+		return backend.Record{}, err
+	}
 	if err := checkName(key); err != nil {
 		return backend.Record{}, err
 	}
@@ -429,6 +461,9 @@ func (r *Redlock) merge(key string, recs []backend.Record) backend.Record {
 // List implements backend.Lister: the merged records of every lock found on
 // any server, sorted by name.
 func (r *Redlock) List(ctx context.Context) ([]backend.Record, error) {
+	if err := r.open("list", ""); err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	var errs []error
 	answered := 0
@@ -468,6 +503,9 @@ func (r *Redlock) List(ctx context.Context) ([]backend.Record, error) {
 // Watch implements backend.Watcher: one channel woken by a release notice
 // from any server. It fails only if no server's subscriber could be set up.
 func (r *Redlock) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+	if err := r.open("watch", key); err != nil {
+		return nil, err
+	}
 	if err := checkName(key); err != nil {
 		return nil, err
 	}

@@ -50,6 +50,9 @@ var (
 // Sentinel's primary as every script does. It publishes no notice: it
 // deletes only a free lock, so it frees nothing.
 func (s *Store) Remove(ctx context.Context, key string) error {
+	if err := s.open("remove", key); err != nil {
+		return err
+	}
 	if err := checkName(key); err != nil {
 		return err
 	}
@@ -94,6 +97,9 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 // that did not answer after it: Remove is then incomplete, and a later
 // call finishes it.
 func (r *Redlock) Remove(ctx context.Context, key string) error {
+	if err := r.open("remove", key); err != nil {
+		return err
+	}
 	if err := checkName(key); err != nil {
 		return err
 	}

@@ -73,7 +73,7 @@ func newRenewBatcher(window time.Duration, send func(context.Context, []*renewCa
 
 // errStoreClosed is what a renewal gets once the Store is closed.
 func errStoreClosed(name string) error {
-	return fmt.Errorf("redisstore: renew lock %q: %w: the Store is closed", name, backend.ErrUnavailable)
+	return fmt.Errorf("redisstore: renew lock %q: %w: the Store was closed", name, backend.ErrClosed)
 }
 
 // renew adds g to the next batch and waits for its outcome or for ctx. A

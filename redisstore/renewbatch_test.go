@@ -281,8 +281,8 @@ func TestRenewBatchCancelledWhilePending(t *testing.T) {
 	}
 }
 
-// Close fails the renewals waiting for their batch with ErrUnavailable,
-// sends nothing, and every later Renew fails the same way at once. The
+// Close fails the renewals waiting for their batch with ErrClosed, sends
+// nothing, and every later Renew fails the same way at once. The
 // package's goleak check covers the batcher's goroutines.
 func TestRenewBatchClosedWhilePending(t *testing.T) {
 	srv := startRedis(t, 1)[0]
@@ -295,12 +295,12 @@ func TestRenewBatchClosedWhilePending(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, err := range wait() {
-		if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(fmt.Sprint(err), "closed") {
-			t.Errorf("Renew %d pending at Close: %v; want ErrUnavailable saying the Store is closed", i, err)
+		if !errors.Is(err, backend.ErrClosed) || !strings.Contains(fmt.Sprint(err), "closed") {
+			t.Errorf("Renew %d pending at Close: %v; want ErrClosed saying the Store was closed", i, err)
 		}
 	}
-	if _, err := s.Renew(t.Context(), grants[0]); !errors.Is(err, backend.ErrUnavailable) {
-		t.Errorf("Renew after Close: %v; want ErrUnavailable", err)
+	if _, err := s.Renew(t.Context(), grants[0]); !errors.Is(err, backend.ErrClosed) {
+		t.Errorf("Renew after Close: %v; want ErrClosed", err)
 	}
 	if scripts, _, _ := log.snapshot(); scripts != scripts0 {
 		t.Errorf("%d scripts sent after Close; want none", scripts-scripts0)

@@ -58,6 +58,7 @@ type Store struct {
 	renews     *renewBatcher        // see Renew
 	last       atomic.Pointer[keys] // see keySet
 	owned      []io.Closer          // clients that Open created; Close closes them
+	closed     atomic.Bool          // set by Close: every method refuses (open)
 }
 
 var (
@@ -110,12 +111,16 @@ func newStore(client redis.UniversalClient, o options) *Store {
 // Close stops the background subscriber that serves Watch (closing every
 // open watch channel), forgets its waiters (their places in Redis expire
 // one TTL after their last attempt), fails the renewals waiting for their
-// batch (with an error matching backend.ErrUnavailable), cancels the
-// batches in flight and waits for them, and, for a Store made by Open,
-// closes its client. The Store must not be used afterwards. A Store that
-// is never closed keeps its subscriber connection while any lock was
-// watched in the last minute, then stops it.
+// batch, cancels the batches in flight and waits for them, and, for a
+// Store made by Open, closes its client. Afterwards every method returns
+// an error matching backend.ErrClosed, which the engine does not retry,
+// and so does an operation whose client was closed by its owner. A second
+// Close returns nil. A Store that is never closed keeps its subscriber
+// connection while any lock was watched in the last minute, then stops it.
 func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
 	s.hub.close()
 	s.waiters.close()
 	s.renews.close()
@@ -124,6 +129,22 @@ func (s *Store) Close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// open returns nil, or, once Close was called, an error matching
+// backend.ErrClosed for operation op on lock name ("" for none).
+func (s *Store) open(op, name string) error {
+	if !s.closed.Load() {
+		return nil
+	}
+	return closedError("Store", op, name)
+}
+
+func closedError(what, op, name string) error {
+	if name == "" {
+		return fmt.Errorf("redisstore: %s: %w: Close was called on this %s; open a new one", op, backend.ErrClosed, what)
+	}
+	return fmt.Errorf("redisstore: %s lock %q: %w: Close was called on this %s; open a new one", op, name, backend.ErrClosed, what)
 }
 
 // Prefix returns the key prefix.
@@ -195,6 +216,9 @@ func (s *Store) keySet(name string) *keys {
 // Age then says from when it counts), or with the script otherwise; see
 // "Direct handoff" in the package documentation.
 func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
+	if err := s.open("acquire", key); err != nil {
+		return backend.Grant{}, err
+	}
 	if g, ok := s.collect(ctx, key, req); ok {
 		return g, nil
 	}
@@ -314,6 +338,9 @@ func (s *Store) runAcquire(ctx context.Context, k *keys, req backend.Request, ow
 // on a Cluster); see the package documentation, "Many locks". A call whose
 // ctx ends before its batch is sent leaves it and returns ctx's error.
 func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
+	if err := s.open("renew", g.Key); err != nil {
+		return backend.Grant{}, err
+	}
 	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
 		return backend.Grant{}, err
 	}
@@ -333,6 +360,9 @@ func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, erro
 // WithHandoverWindow), and publishes a notice that wakes the watchers it
 // concerns. Otherwise it returns an error matching backend.ErrLost.
 func (s *Store) Release(ctx context.Context, g backend.Grant) error {
+	if err := s.open("release", g.Key); err != nil {
+		return err
+	}
 	return s.owned1(ctx, releaseScript, "release", g)
 }
 
@@ -393,6 +423,9 @@ func lostError(op, name, lock, holder string, token uint64) error {
 // fencing tokens are for. It returns an error matching backend.ErrNotFound if
 // the lock has no keys, and succeeds if the lock is already free.
 func (s *Store) ForceRelease(ctx context.Context, key string) error {
+	if err := s.open("force-release", key); err != nil {
+		return err
+	}
 	if err := checkName(key); err != nil {
 		return err
 	}
@@ -419,6 +452,9 @@ func (s *Store) ForceRelease(ctx context.Context, key string) error {
 // wall-clock times, for display only. It returns an error matching
 // backend.ErrNotFound if the lock has neither key.
 func (s *Store) Get(ctx context.Context, key string) (backend.Record, error) {
+	if err := s.open("get", key); err != nil {
+		return backend.Record{}, err
+	}
 	if err := checkName(key); err != nil {
 		return backend.Record{}, err
 	}
@@ -501,6 +537,9 @@ func (s *Store) decodeRecord(key string, v []any) (backend.Record, error) {
 // cluster). Records that cannot be read are left out and reported in the
 // error (an errors.Join); the others are still returned.
 func (s *Store) List(ctx context.Context) ([]backend.Record, error) {
+	if err := s.open("list", ""); err != nil {
+		return nil, err
+	}
 	names, err := s.names(ctx)
 	if err != nil {
 		return nil, err
@@ -589,6 +628,9 @@ func (s *Store) WatchWaiter(ctx context.Context, key, holder string) (<-chan str
 }
 
 func (s *Store) watch(ctx context.Context, key, holder string) (<-chan struct{}, error) {
+	if err := s.open("watch", key); err != nil {
+		return nil, err
+	}
 	if err := checkName(key); err != nil {
 		return nil, err
 	}
@@ -645,6 +687,8 @@ func (s *Store) watch(ctx context.Context, key, holder string) (<-chan struct{},
 func (s *Store) wrap(name, key, op string, err error) error {
 	msg := err.Error()
 	switch {
+	case errors.Is(err, redis.ErrClosed):
+		return fmt.Errorf("redisstore: %s lock %q: %w: the Redis client was closed (%v); open a new client and Store", op, name, backend.ErrClosed, err)
 	case strings.HasPrefix(msg, corruptCode):
 		return fmt.Errorf("redisstore: %s lock %q: %w: %s", op, name, backend.ErrCorruptRecord, strings.TrimSpace(strings.TrimPrefix(msg, corruptCode)))
 	case strings.Contains(msg, "WRONGTYPE"):

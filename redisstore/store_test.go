@@ -3,10 +3,12 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
@@ -296,5 +298,35 @@ func TestClientClosedUnderStore(t *testing.T) {
 		case <-timer.C:
 			t.Fatal("the watch channel is still open 10s after the client was closed")
 		}
+	}
+}
+
+// TestClientClosedByOwner: a Store made by New does not own its client;
+// once the owner closes it, the Store's operations fail with an error
+// matching backend.ErrClosed, which the engine does not retry, instead of
+// go-redis's bare "client is closed", which it retried until the caller's
+// context ended.
+func TestClientClosedByOwner(t *testing.T) {
+	srv := startRedis(t, 1)[0]
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	s := mustNew(t, c, redisstore.WithPrefix(uniquePrefix()))
+	defer s.Close()
+	ctx := testCtx(t, time.Minute)
+	if _, err := s.TryAcquire(ctx, "owner.closed", request("a", time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.TryAcquire(ctx, "owner.closed.2", request("a", time.Minute))
+	if !errors.Is(err, backend.ErrClosed) || !strings.Contains(err.Error(), "client was closed") {
+		t.Fatalf("TryAcquire after the client was closed = %v; want ErrClosed naming the client", err)
+	}
+	m, err := baton.NewMutex(s, "owner.closed.3", baton.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Lock(ctx); !errors.Is(err, backend.ErrClosed) || ctx.Err() != nil {
+		t.Fatalf("Lock after the client was closed = %v (context: %v); want ErrClosed at once", err, ctx.Err())
 	}
 }

@@ -3,16 +3,19 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/baton-go/baton/backend"
 	"github.com/redis/go-redis/v9"
 )
 
-var errClosed = errors.New("store is closed")
+// errClosed is the hub's answer after Close (a watch that raced with it).
+var errClosed = fmt.Errorf("the Store was closed: %w", backend.ErrClosed)
 
 // watcher is one Watch call's channel. Values are sent without blocking
 // (the buffer of one folds several notices into one wake-up). One watcher
