@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 
@@ -93,6 +94,11 @@ func unreachable(err error) (hint string, ok bool) {
 	case strings.Contains(err.Error(), "TLS handshake timeout"):
 		// net/http's error has no exported type.
 		return "the server did not complete a TLS handshake in time: it is overloaded, or the port is another service's that does not speak TLS and waits for more input (such as Redis): check the URL's port and scheme", true
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// A read or write deadline of the client (go-redis's read timeout):
+		// connected, but no answer in time. Not the caller's own
+		// context.DeadlineExceeded, which is another value.
+		return "connected, but the server did not answer in time: it is stopped (SIGSTOP, a debugger), overloaded, or a firewall drops its packets; or the port is another service's, or a TLS URL was given for a server without TLS", true
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return "the server closed the connection: a restart, a proxy, a limit on connections such as Redis maxclients, or a service of another protocol at that port", true
 	}

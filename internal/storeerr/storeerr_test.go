@@ -56,6 +56,33 @@ func TestClosedByServer(t *testing.T) {
 	}
 }
 
+// A server that accepts and never answers (stopped with SIGSTOP): the
+// client's read deadline is a store that cannot be reached now, which the
+// engine and the CLI retry; the caller's own context deadline is not.
+func TestSilentServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	conn, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Read(make([]byte, 1))
+	got := storeerr.Classify(err)
+	if !errors.Is(got, backend.ErrUnavailable) || !strings.Contains(got.Error(), "did not answer in time") {
+		t.Errorf("Classify(%v) = %v; want ErrUnavailable saying the server did not answer", err, got)
+	}
+	if got := storeerr.Classify(context.DeadlineExceeded); got != context.DeadlineExceeded {
+		t.Errorf("Classify(context.DeadlineExceeded) = %v; want it unchanged", got)
+	}
+}
+
 // A TLS client at the port of a service that waits for more input (Redis
 // reads the ClientHello as an unfinished command): net/http's handshake
 // times out, and the store counts as unavailable, with the likely cause.
