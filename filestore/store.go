@@ -426,7 +426,7 @@ func (s *Store) List(ctx context.Context) ([]backend.Record, error) {
 		case errors.Is(err, fs.ErrNotExist):
 			continue // removed since ReadDir
 		case err != nil:
-			errs = append(errs, fmt.Errorf("file: %w", err))
+			errs = append(errs, fmt.Errorf("file: %w", fsError(err, s.dir)))
 			continue
 		}
 		r, err := decodeRecord(data)

@@ -589,7 +589,7 @@ func (s *Store) names(ctx context.Context) ([]string, error) {
 		err = scan(ctx, s.client)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: listing locks (SCAN %s): %w", pattern, err)
+		return nil, fmt.Errorf("redisstore: listing locks (SCAN %s): %w", pattern, s.classify(err))
 	}
 	names := make([]string, 0, len(seen))
 	for n := range seen {
@@ -683,53 +683,59 @@ func (s *Store) watch(ctx context.Context, key, holder string) (<-chan struct{},
 }
 
 // wrap names the lock and key in a store error and maps Redis errors to
-// baton's sentinels.
+// baton's sentinels (classify).
 func (s *Store) wrap(name, key, op string, err error) error {
+	return fmt.Errorf("redisstore: %s lock %q (key %s): %w", op, name, key, s.classify(err))
+}
+
+// classify maps a Redis error to baton's sentinels, with the cause and the
+// fix where they are known.
+func (s *Store) classify(err error) error {
 	msg := err.Error()
 	switch {
 	case errors.Is(err, redis.ErrClosed):
-		return fmt.Errorf("redisstore: %s lock %q: %w: the Redis client was closed (%v); open a new client and Store", op, name, backend.ErrClosed, err)
+		return fmt.Errorf("%w: the Redis client was closed (%v); open a new client and Store", backend.ErrClosed, err)
 	case strings.HasPrefix(msg, corruptCode):
-		return fmt.Errorf("redisstore: %s lock %q: %w: %s", op, name, backend.ErrCorruptRecord, strings.TrimSpace(strings.TrimPrefix(msg, corruptCode)))
+		return fmt.Errorf("%w: %s", backend.ErrCorruptRecord, strings.TrimSpace(strings.TrimPrefix(msg, corruptCode)))
 	case strings.Contains(msg, "WRONGTYPE"):
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %v", op, name, key, backend.ErrCorruptRecord, err)
+		return fmt.Errorf("%w: %v", backend.ErrCorruptRecord, err)
 	case strings.HasPrefix(msg, "READONLY"):
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the server is a read-only replica: give the primary's address, or a %s:// URL that follows failovers (%v)",
-			op, name, key, backend.ErrMisconfigured, schemeSentinel, err)
+		return fmt.Errorf("%w: the server is a read-only replica: give the primary's address, or a %s:// URL that follows failovers (%v)",
+			backend.ErrMisconfigured, schemeSentinel, err)
 	case strings.HasPrefix(msg, "NOPERM"), strings.Contains(msg, "user executing the script can't run this command"):
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w; give the user the rules of redisstore.ACLRules", op, name, key, backend.ErrForbidden, err)
+		return fmt.Errorf("%w: %w; give the user the rules of redisstore.ACLRules", backend.ErrForbidden, err)
 	case strings.Contains(msg, "all sentinels") && (strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOPERM")):
-		return fmt.Errorf("redisstore: %s lock %q: %w: the sentinels refused this client's credentials (%v): give theirs in the URL as ?sentinel_password=P (and &sentinel_username=U for an ACL user); the user and password before the @ are the data nodes'",
-			op, name, backend.ErrForbidden, err)
+		return fmt.Errorf("%w: the sentinels refused this client's credentials (%v): give theirs in the URL as ?sentinel_password=P (and &sentinel_username=U for an ACL user); the user and password before the @ are the data nodes'",
+			backend.ErrForbidden, err)
 	case errors.Is(err, redis.Nil) && strings.Contains(msg, "all sentinels"):
 		// go-redis's wording; the sentinels did answer, with no address.
-		return fmt.Errorf("redisstore: %s lock %q: %w: the sentinels answered, but none monitors a primary by the name the URL gives (%v): write the name of their `sentinel monitor NAME ...` after the URL's last / (redis-cli -h SENTINEL -p PORT SENTINEL MASTERS lists them)",
-			op, name, backend.ErrMisconfigured, err)
+		return fmt.Errorf("%w: the sentinels answered, but none monitors a primary by the name the URL gives (%v): write the name of their `sentinel monitor NAME ...` after the URL's last / (redis-cli -h SENTINEL -p PORT SENTINEL MASTERS lists them)",
+			backend.ErrMisconfigured, err)
 	case strings.Contains(msg, "cluster support disabled"):
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %v: the server is not a Redis Cluster node: give a single server as redis://host:port, or a Sentinel-managed primary as redis+sentinel://",
-			op, name, key, backend.ErrMisconfigured, err)
+		return fmt.Errorf("%w: %v: the server is not a Redis Cluster node: give a single server as redis://host:port, or a Sentinel-managed primary as redis+sentinel://",
+			backend.ErrMisconfigured, err)
 	case (strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")) && !s.isCluster():
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %v: the server is a Redis Cluster node, which a client of one server cannot follow: give the cluster as redis+cluster://N1:PORT,N2:PORT,... (or build the Store on a *redis.ClusterClient)",
-			op, name, key, backend.ErrMisconfigured, err)
+		return fmt.Errorf("%w: %v: the server is a Redis Cluster node, which a client of one server cannot follow: give the cluster as redis+cluster://N1:PORT,N2:PORT,... (or build the Store on a *redis.ClusterClient)",
+			backend.ErrMisconfigured, err)
 	case strings.HasPrefix(msg, "ERR unknown command") && (strings.Contains(msg, "evalsha") || strings.Contains(msg, "'eval'")):
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the server does not run Lua scripts (%s), which baton needs: a Redis Sentinel answers so (give the sentinels as %s://S1:26379,S2:26379,.../PRIMARY, with the name they monitor the primary by), and so do a server whose EVAL and EVALSHA an operator renamed or disabled (rename-command) and a proxy or Redis-compatible server without scripting",
-			op, name, key, backend.ErrMisconfigured, strings.TrimSpace(msg), schemeSentinel)
+		return fmt.Errorf("%w: the server does not run Lua scripts (%s), which baton needs: a Redis Sentinel answers so (give the sentinels as %s://S1:26379,S2:26379,.../PRIMARY, with the name they monitor the primary by), and so do a server whose EVAL and EVALSHA an operator renamed or disabled (rename-command) and a proxy or Redis-compatible server without scripting",
+			backend.ErrMisconfigured, strings.TrimSpace(msg), schemeSentinel)
 	case strings.HasPrefix(msg, "redis: invalid reply:"), strings.HasPrefix(msg, "redis: can't parse"):
 		// go-redis's wording for a reply that is not RESP at all, or not
 		// the RESP its command expects (an HTTP server's "HTTP/1.1 400"
 		// read as the answer to HELLO).
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the server does not answer in the Redis protocol (%v): the URL's host and port are another service's (an HTTP server, a proxy's admin port?)",
-			op, name, key, backend.ErrMisconfigured, err)
+		return fmt.Errorf("%w: the server does not answer in the Redis protocol (%v): the URL's host and port are another service's (an HTTP server, a proxy's admin port?)",
+			backend.ErrMisconfigured, err)
 	case strings.Contains(msg, "DB index is out of range"):
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: the URL selects a database the server does not have (%v): use a database number below the server's databases setting (16 unless redis.conf says otherwise), or raise that setting",
-			op, name, key, backend.ErrMisconfigured, err)
+		return fmt.Errorf("%w: the URL selects a database the server does not have (%v): use a database number below the server's databases setting (16 unless redis.conf says otherwise), or raise that setting",
+			backend.ErrMisconfigured, err)
 	case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"):
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w", op, name, key, backend.ErrForbidden, err)
+		return fmt.Errorf("%w: %w", backend.ErrForbidden, err)
 	}
 	if why, ok := busyServer(msg); ok {
-		return fmt.Errorf("redisstore: %s lock %q (key %s): %w: %w (%s)", op, name, key, backend.ErrUnavailable, err, why)
+		return fmt.Errorf("%w: %w (%s)", backend.ErrUnavailable, err, why)
 	}
-	return fmt.Errorf("redisstore: %s lock %q (key %s): %w", op, name, key, storeerr.Classify(err))
+	return storeerr.Classify(err)
 }
 
 // busyServer recognises the answers of a server that cannot serve a

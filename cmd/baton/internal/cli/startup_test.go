@@ -80,6 +80,31 @@ func TestUnreachableStore(t *testing.T) {
 	}
 }
 
+// A Redis server that accepts connections and never answers (stopped with
+// SIGSTOP) is unreachable too: retried until --connect-timeout, then 69
+// naming the silence. Before, the client's read timeout (shorter than the
+// default --connect-timeout) ended the first attempt with a bare "i/o
+// timeout", exit 1. The flag is longer than that timeout on purpose.
+func TestStoppedRedisServer(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	for _, cmd := range []string{"lock", "status"} {
+		t.Run(cmd, func(t *testing.T) {
+			t.Parallel()
+			args := []string{cmd, "--backend", "redis", "--redis-url", srv.URL()}
+			if cmd == "lock" { // status makes one attempt
+				args = append(args, "--connect-timeout", "8s", "--name", "job", "--", "true")
+			}
+			code, _, stderr := runCLI(t, args...)
+			if code != cli.ExitUnavailable || !strings.Contains(stderr, "did not answer in time") {
+				t.Errorf("exit %d, want %d saying the server did not answer:\n%s", code, cli.ExitUnavailable, stderr)
+			}
+		})
+	}
+}
+
 // Setups that cannot work are not retried: they exit at once with the
 // documented code and say what to fix.
 func TestMisconfiguredStore(t *testing.T) {
@@ -102,6 +127,17 @@ func TestMisconfiguredStore(t *testing.T) {
 			code, _, stderr := runCLI(t, args...)
 			if code != tc.code || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, want %d; stderr should name %q:\n%s", code, tc.code, tc.want, stderr)
+			}
+			// Listing every lock meets the same setup: the same code and
+			// fix (a Redis listing's errors went out unclassified, exit 1).
+			// (Not the missing namespace: the API server lists nothing in
+			// it, and status says there are no locks in it.)
+			if tc.name == "missing namespace" {
+				return
+			}
+			code, stdout, stderr := runCLI(t, append([]string{"status"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Errorf("status: exit %d, want %d; stderr should name %q:\n%s%s", code, tc.code, tc.want, stdout, stderr)
 			}
 		})
 	}

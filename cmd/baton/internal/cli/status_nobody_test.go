@@ -124,4 +124,10 @@ func TestLockAsNobodyForbidden(t *testing.T) {
 			t.Errorf("lock as nobody on %s: exit %d, want 77 naming the fix:\n%s", tc.name, code, out)
 		}
 	}
+	// Listing every lock reads every record: the same code and fix as
+	// status NAME (it was exit 1 and a bare "permission denied").
+	code, out := asNobody(t, "status", "--dir", shared)
+	if code != 77 || !strings.Contains(out, "may not read or write the lock directory "+shared) {
+		t.Errorf("status as nobody on a lock root made: exit %d, want 77 naming the fix:\n%s", code, out)
+	}
 }
