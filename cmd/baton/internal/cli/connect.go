@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/etcdstore"
 )
 
 // DefaultConnectTimeout is --connect-timeout's default.
@@ -25,6 +26,8 @@ func (a *app) openReachable(ctx context.Context, f *storeFlags, name string, tim
 	start := time.Now()
 	pause := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
+		// An attempt's dial ends within the time left, at least a second.
+		f.etcd.dialTimeout = min(max(timeout-time.Since(start), time.Second), etcdstore.DefaultDialTimeout)
 		st, where, err := f.open()
 		if err == nil {
 			pctx, cancel := context.WithTimeout(ctx, max(timeout-time.Since(start), time.Second))

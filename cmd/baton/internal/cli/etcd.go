@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
@@ -22,7 +23,10 @@ type etcdFlags struct {
 	password  string
 	fair      bool
 
-	log *slog.Logger // receives the etcd client's logs, if set
+	log *slog.Logger // receives the etcd client's and Store's logs, if set
+	// dialTimeout bounds each connection attempt (0: etcdstore's default),
+	// so that --connect-timeout and --wait shorter than it are kept.
+	dialTimeout time.Duration
 }
 
 func (f *etcdFlags) register(fs *pflag.FlagSet) {
@@ -50,6 +54,7 @@ func (f *etcdFlags) config() etcdstore.Config {
 		Endpoints: etcdstore.ParseEndpoints(f.endpoints),
 		CAFile:    f.cacert, CertFile: f.cert, KeyFile: f.key,
 		Username: user, Password: password,
+		DialTimeout: f.dialTimeout,
 	}
 }
 
@@ -64,7 +69,11 @@ func (f *etcdFlags) validate() error {
 }
 
 func (f *etcdFlags) open() (store, string, error) {
-	s, err := etcdstore.OpenStore(context.Background(), f.config(), etcdstore.WithFair(f.fair))
+	opts := []etcdstore.Option{etcdstore.WithFair(f.fair)}
+	if f.log != nil {
+		opts = append(opts, etcdstore.WithLogger(f.log)) // --log-format and --log-level apply
+	}
+	s, err := etcdstore.OpenStore(context.Background(), f.config(), opts...)
 	if err != nil {
 		return nil, "", err
 	}

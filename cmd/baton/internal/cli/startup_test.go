@@ -105,6 +105,20 @@ func TestStoppedRedisServer(t *testing.T) {
 	}
 }
 
+// A stopped etcd member: each connection attempt is bounded by what is
+// left of --connect-timeout (it was etcdstore's 5 s default whatever the
+// flag said).
+func TestStoppedEtcdServer(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartEtcd(t, testenv.EtcdNoFsync())
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	code, _, stderr := runCLI(t, "lock", "--backend", "etcd", "--endpoints", srv.Endpoint(), "--connect-timeout", "1s", "--name", "job", "--", "true")
+	if code != cli.ExitUnavailable || !strings.Contains(stderr, "no answer within 1s") {
+		t.Errorf("exit %d, want %d after attempts bounded by --connect-timeout:\n%s", code, cli.ExitUnavailable, stderr)
+	}
+}
+
 // Setups that cannot work are not retried: they exit at once with the
 // documented code and say what to fix.
 func TestMisconfiguredStore(t *testing.T) {
