@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -104,14 +105,11 @@ func (c Config) validate() error {
 	}
 	tlsOn := c.tlsOn()
 	for _, ep := range c.Endpoints {
-		if strings.Contains(ep, "://") {
-			u, err := url.Parse(ep)
-			if err != nil || u.Host == "" && u.Scheme != "unix" && u.Scheme != "unixs" {
-				return bad("endpoint %q is not a URL with a host, nor host:port", ep)
-			}
-			if tlsOn && u.Scheme == "http" {
-				return bad("endpoint %q is plain http:// but TLS is configured; use https://", ep)
-			}
+		if err := checkEndpoint(ep); err != nil {
+			return bad("endpoint %q %v", ep, err)
+		}
+		if tlsOn && strings.HasPrefix(ep, "http://") {
+			return bad("endpoint %q is plain http:// but TLS is configured; use https://", ep)
 		}
 	}
 	switch {
@@ -123,6 +121,35 @@ func (c Config) validate() error {
 		return bad("a password is given without a user name")
 	case (c.CertFile == "") != (c.KeyFile == ""):
 		return bad("a client certificate needs both a certificate file (%q) and a key file (%q)", c.CertFile, c.KeyFile)
+	}
+	return nil
+}
+
+// checkEndpoint reports an endpoint etcd's client cannot dial: a scheme
+// other than http, https, unix and unixs (a redis:// or ftp:// URL would be
+// dialled as a host name and time out), or a host without a valid port.
+func checkEndpoint(ep string) error {
+	hostPort := ep
+	if scheme, _, ok := strings.Cut(ep, "://"); ok {
+		switch scheme {
+		case "unix", "unixs":
+			return nil
+		case "http", "https":
+		default:
+			return fmt.Errorf("has the scheme %s://: use http:// or https:// (or unix:// for a socket)", scheme)
+		}
+		u, err := url.Parse(ep)
+		if err != nil || u.Host == "" || strings.TrimSuffix(u.Path, "/") != "" {
+			return fmt.Errorf("is not a URL of the form %s://HOST:PORT", scheme)
+		}
+		hostPort = u.Host
+	}
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil || host == "" {
+		return fmt.Errorf("does not give HOST:PORT (etcd's client port is usually 2379)")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("has the port %q, not a number from 1 to 65535", port)
 	}
 	return nil
 }

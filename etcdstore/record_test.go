@@ -115,6 +115,7 @@ func TestConfigValidate(t *testing.T) {
 		{Endpoints: []string{"http://a:2379", "http://b:2379"}, Username: "u", Password: "p"},
 		{Endpoints: []string{"https://a:2379"}},
 		{Endpoints: []string{"a:2379"}, CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"},
+		{Endpoints: []string{"http://[::1]:2379/", "unix:///run/etcd.sock"}},
 	}
 	for _, c := range good {
 		if err := c.validate(); err != nil {
@@ -129,6 +130,15 @@ func TestConfigValidate(t *testing.T) {
 		{Endpoints: []string{"a:2379"}, CertFile: "c.pem"},
 		{Endpoints: []string{"a:2379"}, DialTimeout: -1},
 		{Endpoints: []string{"http://"}},
+		// Endpoints etcd's client would dial and time out on (or retry):
+		// the wrong scheme, no port, a port out of range.
+		{Endpoints: []string{"ftp://a:2379"}},
+		{Endpoints: []string{"redis://a:2379"}},
+		{Endpoints: []string{"http://a"}},
+		{Endpoints: []string{"a"}},
+		{Endpoints: []string{"http://a:99999"}},
+		{Endpoints: []string{"a:0"}},
+		{Endpoints: []string{"http://a:2379/v3"}},
 	}
 	for _, c := range bad {
 		if err := c.validate(); !errors.Is(err, backend.ErrInvalidOptions) {

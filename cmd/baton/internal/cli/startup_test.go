@@ -135,6 +135,8 @@ func TestMisconfiguredStore(t *testing.T) {
 		{"missing namespace", []string{"--backend", "lease", "--kubeconfig", kc, "-n", "no-such-ns"}, cli.ExitConfig, `namespace "no-such-ns" does not exist`},
 		{"missing kubeconfig", []string{"--backend", "lease", "--kubeconfig", filepath.Join(t.TempDir(), "missing")}, cli.ExitConfig, "missing"},
 		{"redis URL without a scheme", []string{"--backend", "redis", "--redis-url", "localhost:16390"}, cli.ExitUsage, `--redis-url "localhost:16390"`},
+		{"etcd endpoint of another scheme", []string{"--backend", "etcd", "--endpoints", "ftp://127.0.0.1:2379"}, cli.ExitUsage, "use http:// or https://"},
+		{"etcd endpoint without a port", []string{"--backend", "etcd", "--endpoints", "http://127.0.0.1"}, cli.ExitUsage, "does not give HOST:PORT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append(append([]string{"lock", "--name", "job"}, tc.args...), "--", "true")
