@@ -68,7 +68,8 @@
 // SIGINT, SIGTERM and SIGHUP are forwarded to CMD while it runs; baton then
 // waits for CMD, releases the lock and exits with CMD's exit code. Before CMD
 // runs (while campaigning or waiting), they stop baton at once with exit
-// code 128+N. CMD runs in a process group of its own, and baton signals the
+// code 128+N. One that baton was started ignoring (nohup ignores SIGHUP)
+// stays ignored by baton and by CMD. CMD runs in a process group of its own, and baton signals the
 // whole group, so the processes CMD starts stop with it; a signal sent to
 // baton's own group (Ctrl-C in a terminal) reaches CMD only as forwarded. On
 // Linux a watchdog process in CMD's group SIGKILLs the group at the kill

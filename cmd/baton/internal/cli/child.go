@@ -68,7 +68,9 @@ func (s *supervisor) handleSignals() (stop func()) {
 		s.log.Debug("not a subreaper: orphans of CMD go to init", "err", err)
 	}
 	sigc := make(chan os.Signal, 8)
-	signal.Notify(sigc, forwardedSignals...)
+	if sigs := caughtSignals(); len(sigs) > 0 {
+		signal.Notify(sigc, sigs...)
+	}
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
 	done := make(chan struct{})
@@ -93,6 +95,21 @@ func (s *supervisor) handleSignals() (stop func()) {
 		close(done)
 		wg.Wait()
 	}
+}
+
+// caughtSignals are the forwarded signals that baton was not started
+// ignoring. One ignored at start (nohup ignores SIGHUP; a shell ignores
+// SIGINT in background jobs) stays ignored by baton and, through exec, by
+// CMD, as it would be without baton in between: catching it to forward it
+// would also make CMD start with the default action.
+func caughtSignals() []os.Signal {
+	var sigs []os.Signal
+	for _, sig := range forwardedSignals {
+		if !signal.Ignored(sig) {
+			sigs = append(sigs, sig)
+		}
+	}
+	return sigs
 }
 
 func (s *supervisor) onSignal(sig os.Signal) {

@@ -161,8 +161,15 @@ func startCLI(t *testing.T, name string, env []string, args ...string) *proc {
 // include Setpgid.
 func startCLIWith(t *testing.T, name string, env []string, attr *syscall.SysProcAttr, args ...string) *proc {
 	t.Helper()
+	return startCommand(t, name, env, attr, append([]string{exe()}, args...))
+}
+
+// startCommand is startCLIWith for a command line argv that runs the CLI
+// (exe(), or a wrapper such as nohup that executes it).
+func startCommand(t *testing.T, name string, env []string, attr *syscall.SysProcAttr, argv []string) *proc {
+	t.Helper()
 	p := &proc{t: t, name: name, stdout: newSyncBuffer(), stderr: newSyncBuffer(), done: make(chan struct{})}
-	p.cmd = exec.Command(exe(), args...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	// atexit_sleep_ms=0: a race-enabled binary otherwise sleeps 1s on exit.
 	p.cmd.Env = append(append(os.Environ(), roleEnv+"=cli", "GORACE=atexit_sleep_ms=0"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr

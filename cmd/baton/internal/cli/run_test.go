@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -184,6 +185,34 @@ func TestRunForwardsSIGTERM(t *testing.T) {
 		t.Fatalf("exit code %d, want CMD's 7; stderr:\n%s", code, a.stderr)
 	}
 	requireFree(t, dir, "term")
+}
+
+// baton run started under nohup (SIGHUP ignored) leaves SIGHUP ignored, by
+// itself and by CMD, as nohup CMD alone would: the hang-up of a closed
+// terminal stops neither. Before, baton caught SIGHUP to forward it, so CMD
+// started with the default action and both died.
+func TestRunUnderNohup(t *testing.T) {
+	t.Parallel()
+	cmd := []string{"sh", "-c", "grep SigIgn /proc/self/status; echo ready; exec sleep 60"}
+	a := startCommand(t, "nohup baton run", nil, &syscall.SysProcAttr{Setpgid: true},
+		append([]string{"nohup", exe()}, runArgs(t.TempDir(), "nohup", "sup-a", cmd...)...))
+	a.stdout.waitFor(t, "ready", 15*time.Second)
+	var mask uint64
+	for line := range strings.Lines(a.stdout.String()) {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	if mask&(1<<(syscall.SIGHUP-1)) == 0 {
+		t.Errorf("CMD does not ignore SIGHUP (SigIgn %#x):\n%s", mask, a.stdout)
+	}
+	// Pending signals are delivered lowest first: a SIGHUP that was not
+	// ignored would end CMD before the SIGTERM does (exit 129).
+	a.signal(syscall.SIGHUP)
+	a.signal(syscall.SIGTERM)
+	if code := a.wait(10 * time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit code %d, want %d (CMD ended by the SIGTERM, the SIGHUP ignored); stderr:\n%s", code, 128+int(syscall.SIGTERM), a.stderr)
+	}
 }
 
 // SIGTERM to baton run before it leads stops it at once with 128+15, and
