@@ -14,12 +14,16 @@ import (
 // directory dir, with the baton sentinel of its cause, and adds the fix: a
 // refused permission matches backend.ErrForbidden (so the engine stops
 // retrying and the CLI exits 77), a read-only file system or a file where
-// a directory belongs backend.ErrMisconfigured. Other errors, and errors
-// already marked, are returned as they are.
+// a directory backend.ErrMisconfigured, a full file system
+// backend.ErrUnavailable (retried: space may be freed). Other errors, and
+// errors already marked, are returned as they are.
 func fsError(err error, dir string) error {
 	switch {
-	case err == nil, errors.Is(err, backend.ErrForbidden), errors.Is(err, backend.ErrMisconfigured):
+	case err == nil, errors.Is(err, backend.ErrForbidden), errors.Is(err, backend.ErrMisconfigured), errors.Is(err, backend.ErrUnavailable):
 		return err
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return &markedError{err: err, mark: backend.ErrUnavailable, fix: fmt.Sprintf(
+			"the file system of the lock directory %s is full (no space or no inodes left, or the user's quota reached): free space there, or use a directory on another file system", dir)}
 	case errors.Is(err, fs.ErrPermission):
 		return &markedError{err: err, mark: backend.ErrForbidden, fix: fmt.Sprintf(
 			"this process (uid %d) may not read or write the lock directory %s or a file in it: run it as the user that owns them, or give that user read and write access (a directory shared by a group: WithPermissions)",
