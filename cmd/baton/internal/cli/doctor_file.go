@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/baton-go/baton/filestore"
 )
@@ -16,6 +17,10 @@ func fileSystemCheck(st store) check {
 	if !ok {
 		return check{label, resultSkip, "not checked: the store could not be opened (see the store row)", ""}
 	}
+	if err := writeProbe(fs.Dir()); err != nil {
+		return check{label, resultFail, fmt.Sprintf("cannot write a file of %d bytes in %s: %v", probeSize, fs.Dir(), err),
+			"free space (or inodes, or the user's quota) on that file system, or use a directory on another one (--dir, or $BATON_DIR)"}
+	}
 	info, err := fs.FileSystem()
 	switch {
 	case err != nil:
@@ -28,4 +33,26 @@ func fileSystemCheck(st store) check {
 			"use a directory on a persistent file system (--dir, or $BATON_DIR): the default under /var/lib or ~/.local/state is one"}
 	}
 	return check{label, resultPass, fmt.Sprintf("%s is on %s, a local file system", fs.Dir(), info.Type), ""}
+}
+
+// probeSize is the size of writeProbe's file: more than a lock's files
+// take (a record and its temporary copy, a 1 KiB epoch file).
+const probeSize = 8 << 10
+
+// writeProbe writes probeSize bytes to a new file in dir and removes it:
+// filestore.New's probe only creates an empty file, which a full file
+// system (or a user over quota) still allows.
+func writeProbe(dir string) (err error) {
+	f, err := os.CreateTemp(dir, ".baton-doctor-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = f.Close()
+		if rerr := os.Remove(f.Name()); err == nil {
+			err = rerr
+		}
+	}()
+	_, err = f.Write(make([]byte, probeSize))
+	return err
 }
