@@ -24,6 +24,11 @@ type Elector struct {
 	mu      *Mutex
 	running atomic.Bool
 
+	// stuck is the work of a term that did not return within the grace
+	// period, while it may still run; only Run uses it (running excludes
+	// two Runs).
+	stuck *stuckWork
+
 	leaderMu sync.Mutex
 	leader   string // the holder seen at the last attempt, or this elector's identity during a term
 	term     *Lease // this elector's current term, nil between terms
@@ -110,7 +115,8 @@ func (e *Elector) setLeader(id string, self bool) {
 //     the grace period after its term ended. The lock is then not released
 //     but left to expire, and Run does not campaign again, because a second
 //     term must not start while the first one's work may still run. work's
-//     goroutine is still running; the process should exit.
+//     goroutine is still running; the process should exit. A later Run
+//     returns such an error at once for as long as that work runs.
 //   - an error that retrying cannot fix (invalid name, corrupt record,
 //     permission), ErrAlreadyRunning, or ErrInvalidOptions for a nil work.
 //
@@ -126,6 +132,9 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 		return fmt.Errorf("baton: elector %q: %w", e.mu.name, ErrAlreadyRunning)
 	}
 	defer e.running.Store(false)
+	if err := e.stillRunning(); err != nil {
+		return err
+	}
 	cfg := e.mu.cfg
 	for {
 		l, err := e.mu.lock(ctx, ctx, e.observeLeader)
@@ -172,6 +181,7 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 		// The term ended: lost, stepped down, or ctx ended.
 		cause := l.Err()
 		if !workReturned && !e.waitGrace(done) {
+			e.stuck = &stuckWork{done: done, token: l.Token()}
 			l.abandon(cause)
 			e.stopped(l, cause)
 			return fmt.Errorf("baton: elector %q: %w (%v) after the term ended: %w", e.mu.name, ErrGraceExceeded, cfg.grace, cause)
@@ -196,6 +206,29 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 		_ = l.Unlock(rctx)
 		cancel()
 		e.stopped(l, cause)
+	}
+}
+
+// stuckWork is the work of a term that outlived its grace period.
+type stuckWork struct {
+	done  <-chan error // receives work's result when it returns
+	token uint64       // the term's fencing token
+}
+
+// stillRunning returns an error matching ErrGraceExceeded while the work of
+// an earlier term that outlived its grace period still runs: a new term
+// must not start beside it.
+func (e *Elector) stillRunning() error {
+	if e.stuck == nil {
+		return nil
+	}
+	select {
+	case <-e.stuck.done:
+		e.stuck = nil
+		return nil
+	default:
+		return fmt.Errorf("baton: elector %q: %w: the work of an earlier term (token %d) still runs; Run campaigns again once it returns",
+			e.mu.name, ErrGraceExceeded, e.stuck.token)
 	}
 }
 

@@ -3,6 +3,7 @@ package baton_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -193,7 +194,8 @@ func TestElectorGraceExceededDoesNotReleaseOrRecampaign(t *testing.T) {
 	rec := &recorder{}
 	e, clk := newElector(t, b, append(rec.options(), baton.WithGrace(3*time.Second))...)
 	stuck := make(chan struct{})
-	defer close(stuck)
+	unstick := sync.OnceFunc(func() { close(stuck) })
+	defer unstick()
 	started := make(chan struct{})
 	runErr := make(chan error, 1)
 	go func() {
@@ -231,6 +233,35 @@ func TestElectorGraceExceededDoesNotReleaseOrRecampaign(t *testing.T) {
 	b.mu.Unlock()
 	if acquires != 1 {
 		t.Fatalf("%d acquire attempts; a stuck term must not campaign again", acquires)
+	}
+
+	// Nor may a second Run while the stuck work runs: it would start a
+	// term beside it.
+	noWork := func(context.Context, *baton.Lease) error { return nil }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a campaign would wait for ever
+	defer cancel()
+	if err := e.Run(ctx, noWork); !errors.Is(err, baton.ErrGraceExceeded) || !strings.Contains(err.Error(), "still runs") {
+		t.Fatalf("Run while the stuck work runs = %v, want ErrGraceExceeded at once", err)
+	}
+	b.mu.Lock()
+	acquires = b.acquires
+	b.mu.Unlock()
+	if acquires != 1 {
+		t.Fatalf("%d acquire attempts; a Run beside the stuck work must not campaign", acquires)
+	}
+	// Once it returns (and the claim it left expired), Run leads again.
+	unstick()
+	b.set("")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := e.Run(context.Background(), noWork)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, baton.ErrGraceExceeded) || time.Now().After(deadline) {
+			t.Fatalf("Run after the stuck work returned = %v, want a new term", err)
+		}
+		runtime.Gosched() // the work's result is on its way to Run's channel
 	}
 }
 
