@@ -434,7 +434,7 @@ func (s *Store) List(ctx context.Context) ([]backend.Record, error) {
 			err = corrupt("record is for lock %q, whose record file is %s", r.key, fileBase(r.key)+recordSuffix)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("file: %s: %w", path, err))
+			errs = append(errs, corruptRecordError(path, err))
 			continue
 		}
 		recs = append(recs, r.toRecord(now, s.bootID))
@@ -568,9 +568,15 @@ func (s *Store) read(key, path string) ([]byte, *record, error) {
 		err = corrupt("record is for lock %q", r.key)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("file: %s: %w", path, err)
+		return nil, nil, corruptRecordError(path, err)
 	}
 	return data, &r, nil
+}
+
+// corruptRecordError names the record file at path that did not decode
+// (err) and how to clear it without making tokens repeat.
+func corruptRecordError(path string, err error) error {
+	return fmt.Errorf("file: %s: %w; inspect it, then delete it once no process uses the lock: its next holder starts a new epoch of tokens after the one in the .epoch file beside it, so tokens do not repeat (if that file is missing too, they start again from 1: see the filestore package doc, Fencing tokens)", path, err)
 }
 
 // readFile reads at most maxRecordLen+1 bytes, so that a huge file is

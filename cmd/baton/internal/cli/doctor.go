@@ -225,6 +225,8 @@ func diagnose(err error) (cause, fix string) {
 		return "unreachable", "start the store or correct its address (the error says which); baton lock and run retry an unreachable store for --connect-timeout, then exit 69"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "no answer in time", "check the address, the network path and the store's load"
+	case errors.Is(err, backend.ErrCorruptRecord):
+		return "corrupt lock record", "baton never overwrites a record it cannot read (that could reset the fencing counter): inspect the record the error names and remove it as the error says; no process can take that lock until then"
 	}
 	return "error", "check the backend flags, the network path and the permissions to read lock records"
 }

@@ -3,6 +3,8 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -252,5 +254,35 @@ func TestStatusWatchJSONOneLock(t *testing.T) {
 	}
 	if len(docs) != 2 || !docs[0].Held || docs[1].Held {
 		t.Errorf("watch printed %d documents: %+v", len(docs), docs)
+	}
+}
+
+// A record that does not decode: status, lock and doctor name the file and
+// the fix, and the fix works: once the file is deleted, the lock is taken
+// again with a token larger than any before.
+func TestCorruptRecordFix(t *testing.T) {
+	t.Parallel()
+	dir, _ := statusFixture(t) // beta: released at token 2
+	path := filepath.Join(dir, "beta.json")
+	if err := os.WriteFile(path, []byte("{garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const fix = "delete it once no process uses the lock"
+	for _, args := range [][]string{{"status", "--dir", dir, "beta"}, {"status", "--dir", dir}, {"lock", "--dir", dir, "--wait", "0", "--name", "beta", "--", "true"}} {
+		code, _, stderr := runCLI(t, args...)
+		if code != 1 || !strings.Contains(stderr, path) || !strings.Contains(stderr, fix) {
+			t.Errorf("%v: exit %d, want 1 naming %s and the fix:\n%s", args, code, path, stderr)
+		}
+	}
+	code, out, _ := runCLI(t, "doctor", "--dir", dir, "--name", "beta")
+	if got := doctorTable(t, out)["store"]; code != 1 || !strings.HasPrefix(got.detail, "corrupt lock record: ") || !strings.Contains(out, "never overwrites a record it cannot read") {
+		t.Errorf("doctor: exit %d, store row %+v:\n%s", code, got, out)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "lock", "--wait", "0", "--dir", dir, "--name", "beta", "--", "sh", "-c", "echo $BATON_TOKEN")
+	if token, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64); code != 0 || err != nil || token <= 2 {
+		t.Errorf("lock after the fix: exit %d, token %q, want one above 2:\n%s", code, out, stderr)
 	}
 }
