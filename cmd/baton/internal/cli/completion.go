@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"strings"
+
 	"github.com/spf13/cobra"
 )
 
@@ -24,6 +26,30 @@ func registerCompletions(root *cobra.Command) {
 		register(root, name, values)
 		for _, sub := range root.Commands() {
 			register(sub, name, values)
+		}
+	}
+	refuseUnknownShells(root)
+}
+
+// refuseUnknownShells makes "baton completion SHELL" for a shell it has no
+// script for a usage error (exit 2) instead of cobra's help and exit 0,
+// which a script would take for success.
+func refuseUnknownShells(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" || c.Runnable() {
+			continue
+		}
+		var shells []string
+		for _, sh := range c.Commands() {
+			shells = append(shells, sh.Name())
+		}
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return usageErrorf("no completion script for the shell %q: baton completion writes one for %s", args[0], strings.Join(shells, ", "))
 		}
 	}
 }

@@ -82,6 +82,8 @@ func TestUsageErrors(t *testing.T) {
 			`--dir "locks" is a relative path: processes share a lock only if they use the same directory`},
 		{[]string{"run", "--name", "x", "--http", "8080", "--", "true"},
 			`--http "8080": want HOST:PORT or :PORT`},
+		{[]string{"run", "--name", "x", "--http", ":99999", "--", "true"},
+			`--http ":99999": the port "99999" is not a number from 0 to 65535`},
 		{[]string{"status", "-o", "xml"},
 			`invalid --output "xml" (want wide, json or yaml; default: a table)`},
 		{[]string{"status", "a", "b"},
@@ -100,10 +102,12 @@ func TestUsageErrors(t *testing.T) {
 			`unknown command "bogus" for "baton"`},
 		{[]string{"demo", "now"},
 			`unknown command "now" for "baton demo"`},
+		{[]string{"completion", "tcsh"},
+			`no completion script for the shell "tcsh": baton completion writes one for bash, fish, powershell, zsh`},
 	}
 	for _, tt := range tests {
 		args := tt.args
-		if args[0] != "--log-level" && args[0] != "bogus" && args[0] != "demo" && !selectsStore(args) {
+		if !slices.Contains([]string{"--log-level", "bogus", "demo", "completion"}, args[0]) && !selectsStore(args) {
 			args = append([]string{args[0], "--dir", dir}, args[1:]...)
 		}
 		code, stdout, stderr := runCLI(t, args...)

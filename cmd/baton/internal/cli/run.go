@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -76,8 +77,12 @@ func (a *app) runCommand() *cobra.Command {
 				return err
 			}
 			if httpAddr != "" {
-				if _, _, err := net.SplitHostPort(httpAddr); err != nil {
+				_, port, err := net.SplitHostPort(httpAddr)
+				if err != nil {
 					return usageErrorf("--http %q: want HOST:PORT or :PORT: %w", httpAddr, err)
+				}
+				if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+					return usageErrorf("--http %q: the port %q is not a number from 0 to 65535", httpAddr, port)
 				}
 			}
 			if label != "" {
