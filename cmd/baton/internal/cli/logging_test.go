@@ -1,11 +1,14 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // Text log lines carry the date, milliseconds and the zone.
@@ -43,6 +46,24 @@ func TestLogFormatJSON(t *testing.T) {
 	}
 	if !strings.Contains(lines[0], `"level":"DEBUG","msg":"acquiring","lock":"job"`) {
 		t.Errorf("first line %q", lines[0])
+	}
+	// baton's own last word, the error it exits with, is an object too.
+	dir := t.TempDir()
+	if _, err := openStore(t, dir).TryAcquire(context.Background(), "busy", backend.Request{Holder: "other", Nonce: "n", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	p = startCLI(t, "lock", nil, "lock", "--name", "busy", "--dir", dir, "--wait", "0", "--log-format", "json", "--", "true")
+	if code := p.wait(30 * time.Second); code != 75 {
+		t.Fatalf("lock of a held lock: exit %d, want 75:\n%s", code, p.stderr)
+	}
+	lines = strings.Split(strings.TrimSpace(p.stderr.String()), "\n")
+	var last struct {
+		Level    string `json:"level"`
+		Msg      string `json:"msg"`
+		ExitCode int    `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Level != "ERROR" || last.ExitCode != 75 || !strings.HasPrefix(last.Msg, `baton: lock "busy" is held by "other"`) {
+		t.Errorf("last line %q (%v): want the error as a JSON object with its exit code", lines[len(lines)-1], err)
 	}
 	if code, _, stderr := runCLI(t, "lock", "--name", "job", "--log-format", "xml", "--", "true"); code != 2 || !strings.Contains(stderr, `invalid --log-format "xml" (want text or json)`) {
 		t.Errorf("--log-format xml: exit %d:\n%s", code, stderr)

@@ -126,6 +126,12 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		if !strings.HasPrefix(msg, "baton: ") {
 			msg = "baton: " + msg
 		}
+		if a.logFormat == "json" && a.log != nil {
+			// One object per line, as --log-format json promises, for
+			// the log collector that reads stderr.
+			a.log.Error(msg, "exit_code", ee.code)
+			return ee.code
+		}
 		fmt.Fprintln(stderr, msg)
 		if ee.code == ExitUsage && cmd != nil {
 			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
