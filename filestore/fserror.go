@@ -26,7 +26,7 @@ func fsError(err error, dir string) error {
 			"the file system of the lock directory %s is full (no space or no inodes left, or the user's quota reached): free space there, or use a directory on another file system", dir)}
 	case errors.Is(err, fs.ErrPermission):
 		return &markedError{err: err, mark: backend.ErrForbidden, fix: fmt.Sprintf(
-			"this process (uid %d) may not read or write the lock directory %s or a file in it: run it as the user that owns them, or give that user read and write access (a directory shared by a group: WithPermissions)",
+			"this process (uid %d) may not read or write the lock directory %s or a file in it: run it as the user that owns them, or give that user read and write access (for a directory shared by a group, the processes must create files group-writable: filestore.WithPermissions in Go; baton lock and run create them for their own user only)",
 			os.Geteuid(), dir)}
 	case errors.Is(err, syscall.EROFS):
 		return &markedError{err: err, mark: backend.ErrMisconfigured, fix: fmt.Sprintf(
