@@ -14,6 +14,7 @@ import (
 	"github.com/baton-go/baton"
 
 	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/kubestore"
 )
 
@@ -81,12 +82,14 @@ func (a *app) doctorCommand() *cobra.Command {
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().Lookup("name").Usage = "lock name to check for collisions (optional)"
+	cmd.Flags().Lookup("connect-timeout").Usage = "how long the store row waits for the store to connect and answer"
 	return cmd
 }
 
 func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 	checks := []check{timingCheck(f, a)}
 	checks = append(checks, identityCheck(f))
+	f.etcd.dialTimeout = min(f.connectTimeout, etcdstore.DefaultDialTimeout)
 	st, where, err := f.open()
 	if err != nil {
 		checks = append(checks, storeFailure(err))
@@ -94,7 +97,7 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 		defer closeStore(st)
 		var c check
 		var rec backend.Record
-		c, rec, err = a.storeCheck(ctx, st, where, f.name)
+		c, rec, err = a.storeCheck(ctx, st, where, f.name, f.connectTimeout)
 		checks = append(checks, c)
 		if f.identity != "" && f.name != "" && rec.Held() && rec.Holder == f.identity {
 			checks = append(checks, check{"identity in use", resultFail,
@@ -175,9 +178,9 @@ func identityCheck(f *lockFlags) check {
 // storeCheck reads the lock (or any lock) to show that the store answers.
 // It also returns the record of the lock name when it exists (else the zero
 // Record), for the checks that depend on it, and the error of a store that
-// did not answer.
-func (a *app) storeCheck(ctx context.Context, st store, where, name string) (check, backend.Record, error) {
-	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+// did not answer within timeout (--connect-timeout).
+func (a *app) storeCheck(ctx context.Context, st store, where, name string, timeout time.Duration) (check, backend.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	r, err := st.Get(ctx, probeName(name))
 	switch {
@@ -201,9 +204,6 @@ func probeName(name string) string {
 	}
 	return name
 }
-
-// storeCheckTimeout bounds the store row's read.
-const storeCheckTimeout = 10 * time.Second
 
 // storeFailure is the store row for a store that could not be opened or
 // read: its detail starts with the cause, by the baton sentinel the error

@@ -117,6 +117,11 @@ func TestStoppedEtcdServer(t *testing.T) {
 	if code != cli.ExitUnavailable || !strings.Contains(stderr, "no answer within 1s") {
 		t.Errorf("exit %d, want %d after attempts bounded by --connect-timeout:\n%s", code, cli.ExitUnavailable, stderr)
 	}
+	// doctor's store row keeps the flag too.
+	code, out, _ := runCLI(t, "doctor", "--backend", "etcd", "--endpoints", srv.Endpoint(), "--connect-timeout", "1s")
+	if got := doctorTable(t, out)["store"]; code != 1 || got.result != "FAIL" || !strings.Contains(got.detail, "no answer within 1s") {
+		t.Errorf("doctor: exit %d, store row %+v, want FAIL within --connect-timeout:\n%s", code, got, out)
+	}
 }
 
 // Setups that cannot work are not retried: they exit at once with the
