@@ -220,7 +220,7 @@ func diagnose(err error) (cause, fix string) {
 	case errors.Is(err, backend.ErrForbidden):
 		return "no permission", "give this identity the permissions the error names (the store refused the operation or the credentials)"
 	case errors.Is(err, backend.ErrMisconfigured):
-		return "misconfigured", "the store answers, but the setup cannot work as given: apply the fix the error names; no lock can be taken until then"
+		return "misconfigured", "the setup cannot work as given (a missing client configuration, namespace or CRD, TLS that cannot succeed, the wrong service at that address): apply the fix the error names; no lock can be taken until then"
 	case errors.Is(err, backend.ErrUnavailable):
 		return "unreachable", "start the store or correct its address (the error says which); baton lock and run retry an unreachable store for --connect-timeout, then exit 69"
 	case errors.Is(err, context.DeadlineExceeded):
