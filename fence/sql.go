@@ -93,7 +93,9 @@ func NewSQLGuard(db *sql.DB, opts ...Option) (*SQLGuard, error) {
 	}
 	g := &SQLGuard{db: db, table: DefaultTable}
 	for _, o := range opts {
-		o(g)
+		if o != nil { // as baton's options: a nil one is no option
+			o(g)
+		}
 	}
 	if err := ValidateIdentifier(g.table); err != nil {
 		return nil, fmt.Errorf("fence: NewSQLGuard: table: %w", err)

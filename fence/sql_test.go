@@ -598,6 +598,9 @@ func TestNewSQLGuardValidation(t *testing.T) {
 	if g, err := fence.NewSQLGuard(db); err != nil || g.Table() != fence.DefaultTable {
 		t.Fatalf("default: %v, %v", g, err)
 	}
+	if g, err := fence.NewSQLGuard(db, nil); err != nil || g.Table() != fence.DefaultTable {
+		t.Fatalf("a nil option: %v, %v; want it ignored", g, err)
+	}
 	if _, err := fence.NewSQLGuard(nil); err == nil {
 		t.Fatal("nil db accepted")
 	}
