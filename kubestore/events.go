@@ -86,7 +86,9 @@ func NewEventObserver(client kubernetes.Interface, namespace, kind, component st
 		o.log = slog.Default()
 	}
 	for _, opt := range opts {
-		opt(o)
+		if opt != nil {
+			opt(o)
+		}
 	}
 	if err := o.checkView(); err != nil {
 		return nil, err

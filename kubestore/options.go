@@ -89,7 +89,9 @@ func WithClock(c baton.PassiveClock) Option { return func(o *options) { o.clock 
 func buildOptions(opts []Option) (options, error) {
 	o := options{qps: DefaultQPS, burst: DefaultBurst, maxConflicts: DefaultMaxConflicts, clock: baton.SystemClock()}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	if err := validLabelValue(o.app); err != nil {
 		return o, fmt.Errorf("WithApplication(%q): %w", o.app, err)
