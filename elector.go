@@ -144,15 +144,7 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 			}
 			return fmt.Errorf("baton: elector %q: %w", e.mu.name, err)
 		}
-		e.leaderMu.Lock()
-		e.term = l
-		e.leaderMu.Unlock()
-		e.setLeader(cfg.identity, true)
-		e.mu.observe(Event{Kind: EventStartedLeading, Name: e.mu.name, Holder: cfg.identity, Token: l.Token()})
-		cfg.logger.Info("baton: started leading", "lock", e.mu.name, "token", l.Token())
-		if cfg.onStarted != nil {
-			cfg.onStarted(l.Context(), l)
-		}
+		e.startTerm(l)
 		done := make(chan error, 1)
 		go func() { done <- work(l.Context(), l) }()
 
@@ -206,6 +198,23 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 		_ = l.Unlock(rctx)
 		cancel()
 		e.stopped(l, cause)
+	}
+}
+
+// startTerm records l as the current term and reports it: the Observer,
+// the log, OnNewLeader and OnStartedLeading. If one of them panics, l is
+// abandoned before the panic goes on (see abandonOnPanic).
+func (e *Elector) startTerm(l *Lease) {
+	defer l.abandonOnPanic()
+	cfg := e.mu.cfg
+	e.leaderMu.Lock()
+	e.term = l
+	e.leaderMu.Unlock()
+	e.setLeader(cfg.identity, true)
+	e.mu.observe(Event{Kind: EventStartedLeading, Name: e.mu.name, Holder: cfg.identity, Token: l.Token()})
+	cfg.logger.Info("baton: started leading", "lock", e.mu.name, "token", l.Token())
+	if cfg.onStarted != nil {
+		cfg.onStarted(l.Context(), l)
 	}
 }
 

@@ -177,6 +177,19 @@ func (l *Lease) unlock(ctx context.Context) error {
 // abandon stops renewing and ends the context without releasing: the claim
 // then expires after the TTL. The Elector uses it when work did not stop in
 // time, so that nobody else starts while it may still run.
+// abandonOnPanic, deferred while code of the caller's (an Observer, an
+// Elector's callbacks) runs with l acquired but not yet handed over, ends
+// l if that code panics, so that no keeper goes on renewing a lock that
+// nobody holds (a process that recovers the panic, as net/http does, would
+// otherwise keep the lock from every other process for as long as it
+// runs). The claim expires after its TTL; the panic goes on.
+func (l *Lease) abandonOnPanic() {
+	if r := recover(); r != nil {
+		l.abandon(fmt.Errorf("%w: a panic before the lease was handed over: %v", ErrLost, r))
+		panic(r)
+	}
+}
+
 func (l *Lease) abandon(cause error) {
 	l.stopKeeper()
 	l.cancel(cause)

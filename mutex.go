@@ -75,7 +75,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 	if err != nil {
 		return nil, m.wrap(err)
 	}
-	m.observe(Event{Kind: EventAcquired, Name: m.name, Holder: m.cfg.identity, Token: l.Token(), Duration: m.cfg.clock.Since(start)})
+	m.cfg.observeAcquired(l, Event{Kind: EventAcquired, Name: m.name, Holder: m.cfg.identity, Token: l.Token(), Duration: m.cfg.clock.Since(start)})
 	return l, nil
 }
 
@@ -191,6 +191,14 @@ func (c *config) observe(e Event) {
 	if c.observer != nil {
 		c.observer.Observe(e)
 	}
+}
+
+// observeAcquired reports e, the acquisition of l, before l reaches the
+// caller. If the Observer panics, l is abandoned first (see
+// abandonOnPanic).
+func (c *config) observeAcquired(l *Lease, e Event) {
+	defer l.abandonOnPanic()
+	c.observe(e)
 }
 
 // jitter returns d scaled by a random factor in [0.9, 1.1), so that

@@ -57,7 +57,10 @@ type Event struct {
 }
 
 // Observer receives events, for metrics. Observe is called synchronously
-// from baton's goroutines and must not block.
+// from baton's goroutines and must not block. If it panics on an
+// acquisition (or an Elector's OnNewLeader or OnStartedLeading does at the
+// start of a term), the lease is abandoned before the panic goes on: its
+// context ends, nothing renews it, and its claim expires after the TTL.
 type Observer interface {
 	Observe(Event)
 }

@@ -107,7 +107,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	s.cfg.observe(Event{Kind: EventAcquired, Name: l.Name(), Holder: s.cfg.identity, Token: l.Token(), Duration: s.cfg.clock.Since(start)})
+	s.cfg.observeAcquired(l, Event{Kind: EventAcquired, Name: l.Name(), Holder: s.cfg.identity, Token: l.Token(), Duration: s.cfg.clock.Since(start)})
 	return l, nil
 }
 

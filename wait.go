@@ -48,7 +48,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 	for {
 		l, err := cl.claim(ctx, parent)
 		if err == nil {
-			c.observe(Event{Kind: EventAcquired, Name: l.Name(), Holder: c.identity, Token: l.Token(), Duration: c.clock.Since(start)})
+			c.observeAcquired(l, Event{Kind: EventAcquired, Name: l.Name(), Holder: c.identity, Token: l.Token(), Duration: c.clock.Since(start)})
 			return l, nil
 		}
 		var held *HeldError
