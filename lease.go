@@ -177,6 +177,11 @@ func (l *Lease) unlock(ctx context.Context) error {
 // abandon stops renewing and ends the context without releasing: the claim
 // then expires after the TTL. The Elector uses it when work did not stop in
 // time, so that nobody else starts while it may still run.
+func (l *Lease) abandon(cause error) {
+	l.stopKeeper()
+	l.cancel(cause)
+}
+
 // abandonOnPanic, deferred while code of the caller's (an Observer, an
 // Elector's callbacks) runs with l acquired but not yet handed over, ends
 // l if that code panics, so that no keeper goes on renewing a lock that
@@ -188,11 +193,6 @@ func (l *Lease) abandonOnPanic() {
 		l.abandon(fmt.Errorf("%w: a panic before the lease was handed over: %v", ErrLost, r))
 		panic(r)
 	}
-}
-
-func (l *Lease) abandon(cause error) {
-	l.stopKeeper()
-	l.cancel(cause)
 }
 
 func (l *Lease) stopKeeper() {
