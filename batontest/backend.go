@@ -703,25 +703,12 @@ func (s *suite) testCanceledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	cancel()
 
-	ops := []struct {
-		name string
-		f    func() error
-	}{
+	checkPrompt(t, "with a canceled context", context.Canceled, []call{
 		{"TryAcquire", func() error { _, err := b.TryAcquire(ctx, "canceled.free", request("holder-b", ttl)); return err }},
 		{"Get", func() error { _, err := b.Get(ctx, g.Key); return err }},
 		{"Renew", func() error { _, err := a.Renew(ctx, g); return err }},
 		{"Release", func() error { return a.Release(ctx, g) }},
-	}
-	for _, op := range ops {
-		start := time.Now()
-		err := noPanic(t, op.name, op.f)
-		if d := time.Since(start); d > prompt {
-			t.Errorf("%s with a canceled context took %v; want at most %v", op.name, d, prompt)
-		}
-		if err != errPanicked && !errors.Is(err, context.Canceled) {
-			t.Errorf("%s with a canceled context: %v; want an error matching context.Canceled", op.name, err)
-		}
-	}
+	})
 	if w, ok := b.(backend.Watcher); ok {
 		// Either an error, or a channel that is closed at once.
 		start := time.Now()

@@ -466,6 +466,28 @@ func noPanic(t *testing.T, op string, f func() error) (err error) {
 	return f()
 }
 
+// call is one named operation on a backend, for checkPrompt.
+type call struct {
+	name string
+	f    func() error
+}
+
+// checkPrompt runs each call, which must return within prompt with an error
+// matching want; when names the situation in messages ("after Close").
+func checkPrompt(t *testing.T, when string, want error, calls []call) {
+	t.Helper()
+	for _, c := range calls {
+		start := time.Now()
+		err := noPanic(t, c.name, c.f)
+		if d := time.Since(start); d > prompt {
+			t.Errorf("%s %s took %v; want at most %v", c.name, when, d, prompt)
+		}
+		if err != errPanicked && !errors.Is(err, want) {
+			t.Errorf("%s %s: %v; want an error matching %v", c.name, when, err, want)
+		}
+	}
+}
+
 // describe formats a lock name for messages, abbreviating long ones.
 func describe(name string) string {
 	if len(name) > 20 {

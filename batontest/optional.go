@@ -176,10 +176,7 @@ func (s *suite) testClosed(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	ops := []struct {
-		name string
-		f    func() error
-	}{
+	calls := []call{
 		{"TryAcquire", func() error { _, err := b.TryAcquire(e.ctx, "closed.free", request("holder-a", ttl)); return err }},
 		{"Get", func() error { _, err := b.Get(e.ctx, g.Key); return err }},
 		{"Renew", func() error { _, err := b.Renew(e.ctx, g); return err }},
@@ -191,21 +188,9 @@ func (s *suite) testClosed(t *testing.T) {
 		}},
 	}
 	if w, ok := b.(backend.Watcher); ok {
-		ops = append(ops, struct {
-			name string
-			f    func() error
-		}{"Watch", func() error { _, err := w.Watch(e.ctx, g.Key); return err }})
+		calls = append(calls, call{"Watch", func() error { _, err := w.Watch(e.ctx, g.Key); return err }})
 	}
-	for _, op := range ops {
-		start := time.Now()
-		err := noPanic(t, op.name, op.f)
-		if d := time.Since(start); d > prompt {
-			t.Errorf("%s after Close took %v; want at most %v", op.name, d, prompt)
-		}
-		if err != errPanicked && !errors.Is(err, backend.ErrClosed) {
-			t.Errorf("%s after Close: %v; want an error matching backend.ErrClosed", op.name, err)
-		}
-	}
+	checkPrompt(t, "after Close", backend.ErrClosed, calls)
 	select {
 	case <-l.Done():
 		if !errors.Is(l.Err(), baton.ErrLost) {
