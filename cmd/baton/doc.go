@@ -130,9 +130,8 @@
 //	       invalid lock name, missing CMD, unknown backend or output
 //	       format, a flag of another backend than the one selected
 //	69     the store could not be reached: for --connect-timeout (default
-//	       10s) at start-up, or at the last attempt when --wait ran out
-//	75     lock: another owner held the lock at the last attempt before
-//	       --wait ran out
+//	       10s) at start-up, or when --wait ran out
+//	75     lock: another owner held the lock when --wait ran out
 //	77     the store refused the credentials or the operation (RBAC, ACL)
 //	78     the store's setup cannot work: a missing namespace (or one
 //	       being deleted) or CRD, a TLS setup that fails, a missing

@@ -107,17 +107,13 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 		if sig := s.signaled(); sig != nil {
 			return exitCode(signalExitCode(sig))
 		}
-		var held *backend.HeldError
-		if !errors.As(err, &held) && errors.Is(err, errWaitTimeout) {
-			// The wait ran out between two attempts: name the holder as
-			// the store sees it now.
-			gctx, gcancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if r, gerr := st.Get(gctx, f.name); gerr == nil && r.Held() {
-				held = &backend.HeldError{Key: f.name, Holder: r.Holder, Token: r.Token}
-				err = fmt.Errorf("%w: %w", held, err)
+		if errors.Is(err, errWaitTimeout) {
+			var silent error
+			if err, silent = a.askAtEndOfWait(st, f, wait.d, err); silent != nil {
+				return silent
 			}
-			gcancel()
 		}
+		var held *backend.HeldError
 		switch {
 		case errors.As(err, &held) && !wait.forever && wait.d == 0:
 			return failf(ExitHeld, "lock %q is held by %s; not waiting (--wait 0)", f.name, describeHolder(held, mu.Identity()))
@@ -147,6 +143,38 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 	}
 	a.unlock(l)
 	return exitCode(code)
+}
+
+// askAtEndOfWait asks the store once more who holds the lock when --wait
+// ran out (err: Lock's error), bounded by --connect-timeout and 5 s. The
+// last attempt may have been answered long before: a waiter sleeps on its
+// watch until the claim it saw can end, and a store that went silent since
+// (a stopped server, a partition) breaks no watch until its health check
+// notices. So "still held" (75) stands only if the store answers now. If
+// it answers, askAtEndOfWait returns err with the holder it names now, if
+// one, in front; if it does not, silent is the error lock exits with: the
+// store's (69 for no answer).
+func (a *app) askAtEndOfWait(st store, f *lockFlags, waited time.Duration, err error) (_, silent error) {
+	bound := min(f.connectTimeout, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	r, gerr := st.Get(ctx, f.name)
+	switch {
+	case gerr == nil && r.Held():
+		return fmt.Errorf("%w: %w", &backend.HeldError{Key: f.name, Holder: r.Holder, Token: r.Token}, err), nil
+	case gerr == nil, errors.Is(gerr, backend.ErrNotFound):
+		return err, nil
+	}
+	last := err.Error()
+	if held := (*backend.HeldError)(nil); errors.As(err, &held) {
+		last = "held by " + describeHolder(held, "")
+	}
+	if ctx.Err() != nil {
+		return err, failf(ExitUnavailable, "lock %q: gave up after waiting %v; the store then did not answer within %v when asked who holds the lock (its last answer: %s)",
+			f.name, waited, bound, last)
+	}
+	return err, failf(exitCodeOf(gerr), "lock %q: gave up after waiting %v; asking the store who holds the lock then failed: %w (its last answer: %s)",
+		f.name, waited, gerr, last)
 }
 
 // lostExitCode is lock's exit code after losing the lock for cause: 1, or

@@ -52,9 +52,8 @@ const exitCodesHelp = `Exit codes:
   2     usage error: unknown flag, invalid value, impossible timing, invalid
         lock name, missing CMD, a flag of another backend than --backend's
   69    the store could not be reached (for --connect-timeout at start-up,
-        or at the last attempt when --wait ran out)
-  75    "lock": another owner held the lock at the last attempt before --wait
-        ran out
+        or when --wait ran out)
+  75    "lock": another owner held the lock when --wait ran out
   77    the store refused the credentials or the operation (RBAC, ACL, roles,
         file modes)
   78    the store's setup cannot work: missing namespace or CRD, TLS failure

@@ -138,3 +138,30 @@ func TestRedisMutualTLS(t *testing.T) {
 		t.Errorf("--cacert with a redis:// URL: exit %d, want %d:\n%s", code, cli.ExitUsage, stderr)
 	}
 }
+
+// A store that goes silent while lock waits: the waiter sleeps on its
+// watch until the claim it saw can end, so its last answer ("held") can be
+// older than the silence. At the end of --wait lock asks once more, and
+// exits 69 (not 75, "still held") when the store does not answer.
+func TestWaitEndsOnSilentRedis(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	args := func(rest ...string) []string {
+		return append([]string{"lock", "--backend", "redis", "--redis-url", srv.URL(), "--name", "job"}, rest...)
+	}
+	holder := startCLI(t, "holder", nil, args("--identity", "host-a", "--log-level", "debug", "--", "sleep", "600")...)
+	holder.stderr.waitFor(t, "acquired", 15*time.Second)
+
+	code, _, stderr := runCLI(t, args("--wait", "500ms", "--", "true")...)
+	if code != cli.ExitHeld || !strings.Contains(stderr, `still held by "host-a"`) {
+		t.Fatalf("waiting on the answering server: exit %d, want %d naming host-a:\n%s", code, cli.ExitHeld, stderr)
+	}
+
+	waiter := startCLI(t, "waiter", nil, args("--wait", "3s", "--connect-timeout", "2s", "--", "true")...)
+	waiter.stderr.waitFor(t, "waiting for the lock", 15*time.Second)
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	if code := waiter.wait(60 * time.Second); code != cli.ExitUnavailable || !strings.Contains(waiter.stderr.String(), "the store then did not answer within 2s") {
+		t.Errorf("waiting while the server is stopped: exit %d, want %d saying the store did not answer:\n%s", code, cli.ExitUnavailable, waiter.stderr)
+	}
+}
