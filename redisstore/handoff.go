@@ -287,18 +287,43 @@ func (ws *waiters) sweep(now time.Time) {
 	}
 }
 
-// close stops every give-up and waits for those running.
+// closeLeaveTimeout bounds how long close waits for the give-ups it
+// runs before it cancels them.
+const closeLeaveTimeout = 2 * time.Second
+
+// close gives up the place of every waiter left (none of them can attempt
+// again: the Store is closing), waits up to closeLeaveTimeout for those
+// give-ups and the ones already running, then stops them.
+//
+// A process that shuts down ends its waiting Lock's context and closes
+// the Store right after (defer store.Close(), baton run's standby on
+// SIGTERM): the give-up that the context's end started may not have run
+// yet. Without it the waiter's place stays for a TTL, and a release
+// hands the lock to the process that is gone, which holds it up for its
+// TTL.
 func (ws *waiters) close() {
 	ws.mu.Lock()
-	ws.closed = true
 	for channel, byOwner := range ws.m {
 		for owner, w := range byOwner {
 			ws.remove(waiterKey{channel, owner}, w)
+			ws.startLeave(w, owner)
 		}
 	}
+	ws.closed = true
 	ws.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		ws.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(closeLeaveTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 	ws.cancel()
-	ws.wg.Wait()
+	<-done
 }
 
 // holderOf returns the holder that an owner (ownerArg) names.
