@@ -24,8 +24,9 @@ with --name); on the file backend, the lock directory's file system (not a
 network one, not one in memory, not full); on Kubernetes, that the namespace exists
 and is not being deleted, that the DistributedLock CRD is installed
 (--backend crd), every verb the lock needs (with SelfSubjectAccessReview)
-and whether the lock name is already used by another application; on Redis, each server's persistence
-(INFO persistence), whether it may evict the locks' keys at its memory
+and whether the lock name is already used by another application; on Redis, that a
+redis:// URL reaches a primary, not a replica or a Cluster node (INFO
+replication and cluster), each server's persistence (INFO persistence), whether it may evict the locks' keys at its memory
 limit (INFO memory) and whether the user may run every command the lock
 needs (redis.acl_check_cmd, Redis 7 or later), and on Redlock that the URLs
 reach different servers (INFO server's run_id); on etcd, each endpoint's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -33,8 +34,11 @@ const evictionFix = "keep baton's locks on a Redis that evicts nothing: maxmemor
 // server and asks it whether the user may run what baton sends for lock
 // name: three rows per --redis-url.
 func redisChecks(ctx context.Context, urls []string, name string, tlsFn func(*redis.Options)) []check {
-	checks := make([]check, 0, 3*len(urls))
+	checks := make([]check, 0, 4*len(urls))
 	for _, u := range urls {
+		if r, ok := roleCheck(ctx, u, tlsFn); ok {
+			checks = append(checks, r)
+		}
 		p := persistenceCheck(ctx, u, tlsFn)
 		checks = append(checks, p)
 		if p.result == resultFail {
@@ -232,6 +236,51 @@ func permissionsRow(label, rawURL, name string, err error) check {
 				adminCLI(rawURL) + " ACL SETUSER " + user + " " + shellRules(redisstore.ACLRules)}
 	}
 	return redisFailure(label, err)
+}
+
+// roleCheck asks the server of a redis:// or rediss:// URL whether it is
+// a primary outside a Cluster (INFO replication and cluster), the only
+// server such a URL can lock on: a replica refuses every acquisition
+// (READONLY), and a Cluster node answers only for the locks whose hash
+// slot it serves (MOVED for the others, and for its own after a failover
+// or resharding), which reading one lock, as the store row does, does not
+// show. ok is false for a Sentinel or Cluster URL, whose client finds the
+// primaries itself.
+func roleCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) (_ check, ok bool) {
+	if strings.Contains(strings.SplitN(rawURL, "://", 2)[0], "+") {
+		return check{}, false
+	}
+	shown := redactURL(rawURL)
+	label := "role " + shown
+	client, err := questionClient(rawURL, tlsFn)
+	if err != nil {
+		return check{label, resultFail, err.Error(), redisURLFix}, true
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
+	defer cancel()
+	info, err := client.Info(ctx, "replication", "cluster").Result()
+	switch {
+	case redis.IsPermissionError(err):
+		return check{label, resultWarn, fmt.Sprintf("cannot tell whether the server is a primary: this user may not run INFO (%v)", err),
+			fmt.Sprintf("an operator runs: redis-cli -u %s INFO replication\nand looks for role:master, and in INFO cluster for cluster_enabled:0; a replica refuses every lock, and a Cluster node needs a redis+cluster:// URL", shown)}, true
+	case err != nil:
+		return redisFailure(label, err), true
+	}
+	if role, _ := infoField(info, "role"); role == "slave" {
+		detail := "the server is a read-only replica (INFO replication: role:slave): every acquisition is refused (READONLY)"
+		if host, ok := infoField(info, "master_host"); ok {
+			port, _ := infoField(info, "master_port")
+			detail = fmt.Sprintf("the server is a read-only replica of %s (INFO replication: role:slave): every acquisition is refused (READONLY)", net.JoinHostPort(host, port))
+		}
+		return check{label, resultFail, detail,
+			"give the primary's address, or, if Sentinel manages it, a redis+sentinel://S1:26379,S2:26379,S3:26379/PRIMARY URL, which follows failovers"}, true
+	}
+	if c, _ := infoField(info, "cluster_enabled"); c == "1" {
+		return check{label, resultFail, "the server is a Redis Cluster node (INFO cluster: cluster_enabled:1): a client of one server can lock only the names whose hash slot this node serves, and none of them after a failover or resharding moves the slot (MOVED)",
+			"give the cluster as redis+cluster://N1:PORT,N2:PORT,N3:PORT (several nodes, every primary ideally)"}, true
+	}
+	return check{label, resultPass, "the server is a primary (role:master), not a Cluster node", ""}, true
 }
 
 // persistenceCheck asks the server at rawURL for INFO persistence and, if

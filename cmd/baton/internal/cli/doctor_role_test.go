@@ -1,0 +1,51 @@
+package cli_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/baton-go/baton/internal/testenv"
+)
+
+// Real redis-server processes: a redis:// URL to a replica, or to one node
+// of a Redis Cluster, reads a lock (the store row passes) but cannot take
+// one (READONLY; MOVED for every name whose slot another node serves), so
+// doctor fails it, as baton lock exits 78 on it.
+func TestDoctorRedisRole(t *testing.T) {
+	t.Parallel()
+	primary := testenv.StartRedis(t)
+	replica := testenv.StartRedis(t, testenv.RedisArgs("--replicaof", "127.0.0.1", strconv.Itoa(primary.Port)))
+	cluster := testenv.StartRedisCluster(t, 3)
+	for _, tc := range []struct {
+		name, url string
+		code      int
+		want      doctorRow
+		fix       string
+	}{
+		{"primary", primary.URL(), 0, doctorRow{"PASS", "the server is a primary (role:master), not a Cluster node"}, ""},
+		{"replica", replica.URL(), 1, doctorRow{"FAIL", "the server is a read-only replica of " + primary.Addr() + " (INFO replication: role:slave): every acquisition is refused (READONLY)"},
+			"redis+sentinel://"},
+		{"cluster node", cluster.Nodes[0].URL(), 1, doctorRow{"FAIL", "the server is a Redis Cluster node (INFO cluster: cluster_enabled:1): a client of one server can lock only the names whose hash slot this node serves, and none of them after a failover or resharding moves the slot (MOVED)"},
+			"redis+cluster://"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// "job" hashes to a slot of the first node: the store row
+			// passes even on the cluster node.
+			code, out, stderr := runCLI(t, "doctor", "--backend", "redis", "--redis-url", tc.url)
+			t.Logf("doctor:\n%s", out)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %s", code, tc.code, stderr)
+			}
+			wantRows(t, out, map[string]doctorRow{"role " + tc.url: tc.want})
+			if fix := doctorFix(out, "role "+tc.url); !strings.Contains(fix, tc.fix) || (tc.fix == "") != (fix == "") {
+				t.Errorf("fix %q, want one with %q", fix, tc.fix)
+			}
+		})
+	}
+	// A Cluster URL gets no role row: its client finds the primaries.
+	_, out, _ := runCLI(t, "doctor", "--backend", "redis", "--redis-url", cluster.URL())
+	if _, ok := doctorTable(t, out)["role "+cluster.URL()]; ok {
+		t.Errorf("a role row for a Cluster URL:\n%s", out)
+	}
+}
