@@ -690,7 +690,25 @@ func (s *Store) wrap(name, key, op string, err error) error {
 
 // classify maps a Redis error to baton's sentinels, with the cause and the
 // fix where they are known.
+//
+// On a Cluster, an error that leaves the store unavailable (a node that
+// refuses connections or does not answer, CLUSTERDOWN) also makes the
+// client reload its map of the slots: go-redis reloads it only on MOVED
+// or ASK, or when it is older than ClusterStateReloadInterval (a minute
+// by default), so after the primary of a lock's slot is lost for good
+// (its machine gone) and its replica promoted, every request for the
+// slot would go on to the dead address for up to that minute, longer than
+// any TTL, instead of to the new primary. The reload runs in the
+// background, at most one at a time (go-redis coalesces them).
 func (s *Store) classify(err error) error {
+	c := s.classifyErr(err)
+	if cc, ok := s.client.(*redis.ClusterClient); ok && errors.Is(c, backend.ErrUnavailable) {
+		cc.ReloadState(context.Background())
+	}
+	return c
+}
+
+func (s *Store) classifyErr(err error) error {
 	msg := err.Error()
 	switch {
 	case errors.Is(err, redis.ErrClosed):
