@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -36,13 +37,20 @@ func etcdChecks(ctx context.Context, f *etcdFlags) (rows []check, answered bool)
 		return []check{storeFailureNamed("etcd", err)}, false
 	}
 	defer client.Close()
-	checks := make([]check, 0, len(cfg.Endpoints))
-	var silent []bool // by row: its endpoint did not answer
-	for _, ep := range cfg.Endpoints {
-		c, ok := endpointCheck(ctx, client, ep)
-		answered = answered || ok
-		checks, silent = append(checks, c), append(silent, !ok)
+	// The endpoints are asked at once: a silent one takes etcdCheckTimeout,
+	// and doctor should not take that once per endpoint.
+	checks := make([]check, len(cfg.Endpoints))
+	silent := make([]bool, len(cfg.Endpoints)) // by row: its endpoint did not answer
+	var wg sync.WaitGroup
+	for i, ep := range cfg.Endpoints {
+		wg.Go(func() {
+			var ok bool
+			checks[i], ok = endpointCheck(ctx, client, ep)
+			silent[i] = !ok
+		})
 	}
+	wg.Wait()
+	answered = slices.Contains(silent, false)
 	for i := range checks {
 		// An alarm an endpoint answered with is the cluster's: the other
 		// endpoints do not work around it.

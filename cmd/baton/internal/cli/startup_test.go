@@ -124,6 +124,30 @@ func TestStoppedEtcdServer(t *testing.T) {
 	}
 }
 
+// doctor asks the endpoints of an etcd cluster at once: three silent
+// members (SIGSTOPped) cost one endpoint check (5s), not three in a row.
+func TestDoctorSilentEtcdCluster(t *testing.T) {
+	t.Parallel()
+	cl := testenv.StartEtcdCluster(t, testenv.EtcdNoFsync())
+	for _, m := range cl.Members {
+		m.Pause()
+		t.Cleanup(m.Resume)
+	}
+	start := time.Now()
+	code, out, _ := runCLI(t, "doctor", "--backend", "etcd", "--endpoints", strings.Join(cl.Endpoints(), ","), "--connect-timeout", "1s")
+	took := time.Since(start)
+	rows := doctorTable(t, out)
+	for _, ep := range cl.Endpoints() {
+		if r := rows["etcd "+ep]; r.result != "FAIL" {
+			t.Errorf("row of %s: %+v, want FAIL", ep, r)
+		}
+	}
+	// Sequential checks took 3 x 5s plus the store row's second.
+	if code != 1 || took >= 14*time.Second {
+		t.Errorf("doctor: exit %d after %v, want 1 within 14s:\n%s", code, took.Round(time.Millisecond), out)
+	}
+}
+
 // Setups that cannot work are not retried: they exit at once with the
 // documented code and say what to fix.
 func TestMisconfiguredStore(t *testing.T) {
