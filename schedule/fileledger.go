@@ -31,7 +31,7 @@ type FileLedger struct {
 }
 
 // NewFileLedger returns a FileLedger on dir, creating it with mode 0o700 if
-// it does not exist.
+// it does not exist. It fails if it cannot create a file in dir.
 func NewFileLedger(dir string) (*FileLedger, error) {
 	if dir == "" {
 		return nil, errors.New("schedule: NewFileLedger: directory is empty")
@@ -49,6 +49,18 @@ func NewFileLedger(dir string) (*FileLedger, error) {
 	}
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("schedule: ledger directory %s is not a directory", abs)
+	}
+	// Check writability by writing (permission bits do not tell about
+	// read-only mounts, ACLs or root): a ledger that cannot record lets
+	// every slot run and then fail to be recorded, open to a second run.
+	probe, err := os.CreateTemp(abs, ".tmp-probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("schedule: ledger directory %s is not writable by this process (uid %d): %w; "+
+			"give this process write access to it, or use a directory on a writable local file system", abs, os.Geteuid(), err)
+	}
+	_ = probe.Close()
+	if err := os.Remove(probe.Name()); err != nil {
+		return nil, fmt.Errorf("schedule: ledger directory %s: removing probe file: %w", abs, err)
 	}
 	return &FileLedger{dir: abs}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -107,6 +108,32 @@ func TestFileLedger(t *testing.T) {
 	}
 	if _, err := schedule.NewFileLedger(filepath.Join(dir, "report", "20261130t050000z.done")); err == nil {
 		t.Fatal("NewFileLedger on a file succeeded")
+	}
+}
+
+// NewFileLedger refuses a directory in which it cannot create files, as
+// filestore.New does: otherwise every slot's job would run and only then
+// fail to be recorded, slot after slot, leaving each open to a second run.
+func TestFileLedgerNotWritable(t *testing.T) {
+	dir := t.TempDir()
+	if os.Geteuid() == 0 {
+		// Permission bits do not stop root; a sysfs directory does.
+		dir = "/sys/kernel"
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			t.Skipf("running as root without %s", dir)
+		}
+	} else {
+		if err := os.Chmod(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(dir, 0o700)
+	}
+	l, err := schedule.NewFileLedger(dir)
+	if err == nil {
+		t.Fatalf("NewFileLedger(%s), a directory where no file can be created, succeeded: %v", dir, l.Dir())
+	}
+	if msg := err.Error(); !strings.Contains(msg, dir) || !strings.Contains(msg, "not writable") {
+		t.Errorf("error %q does not name the directory and the cause", msg)
 	}
 }
 
