@@ -64,6 +64,9 @@ type spec struct {
 	wall *cron.SpecSchedule
 	zone *time.Location
 	loc  *time.Location
+	// out is the location of the slots next returns: the spec's CRON_TZ
+	// zone if it has one, else loc (see Run.Slot).
+	out *time.Location
 }
 
 // everyHour is a cron hour field's bits for hours 0-23.
@@ -93,11 +96,21 @@ func parseSpec(text string, loc *time.Location) (sp spec, err error) {
 	if err != nil {
 		return spec{}, bad(err)
 	}
-	sp = spec{text: text, sched: s, loc: loc}
+	sp = spec{text: text, sched: s, loc: loc, out: loc}
 	switch s := s.(type) {
 	case cron.ConstantDelaySchedule:
 		sp.every = s.Delay
+		// cron drops the zone of "CRON_TZ=Zone @every d"; its slots do
+		// not depend on it, but Run.Slot is shown in it.
+		if zone := tzPrefix(trimmed); zone != "" {
+			if z, err := time.LoadLocation(zone); err == nil && z != time.Local {
+				sp.out = z
+			}
+		}
 	case *cron.SpecSchedule:
+		if s.Location != time.Local {
+			sp.out = s.Location
+		}
 		if s.Hour&everyHour != everyHour {
 			w := *s
 			w.Location = time.UTC
@@ -108,6 +121,16 @@ func parseSpec(text string, loc *time.Location) (sp spec, err error) {
 		}
 	}
 	return sp, nil
+}
+
+// tzPrefix returns the zone name of spec's TZ= or CRON_TZ= prefix, or "".
+func tzPrefix(spec string) string {
+	if !strings.HasPrefix(spec, "TZ=") && !strings.HasPrefix(spec, "CRON_TZ=") {
+		return ""
+	}
+	prefix, _, _ := strings.Cut(spec, " ")
+	_, zone, _ := strings.Cut(prefix, "=")
+	return zone
 }
 
 // checkEvery refuses an "@every d" whose d is not a positive whole number
@@ -133,9 +156,18 @@ func checkEvery(spec string) error {
 	return nil
 }
 
-// next returns the first slot strictly after t, or the zero time if there
-// is none within five years (cron's search limit).
+// next returns the first slot strictly after t, in the spec's CRON_TZ zone
+// or else the scheduler's location, or the zero time if there is none
+// within five years (cron's search limit).
 func (sp spec) next(t time.Time) time.Time {
+	n := sp.nextIn(t)
+	if n.IsZero() {
+		return n
+	}
+	return n.In(sp.out)
+}
+
+func (sp spec) nextIn(t time.Time) time.Time {
 	if sp.every > 0 {
 		e := int64(sp.every / time.Second)
 		u := t.Unix()

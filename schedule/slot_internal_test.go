@@ -164,3 +164,39 @@ func TestDailyOncePerLocalDate(t *testing.T) {
 		}
 	}
 }
+
+// Run.Slot is in the spec's CRON_TZ zone if it has one, else in the
+// scheduler's location, as Run documents: a job that takes the day of its
+// slot ("0 1 * * *" in Tokyo is 16:00 UTC of the day before) gets the
+// zone's day.
+func TestSlotInSpecZone(t *testing.T) {
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		spec string
+		loc  *time.Location
+		want *time.Location
+	}{
+		{"CRON_TZ=Asia/Tokyo 0 1 * * *", time.UTC, tokyo},
+		{"CRON_TZ=Asia/Tokyo 0 * * * *", ny, tokyo},
+		{"TZ=Asia/Tokyo @every 1h", time.UTC, tokyo},
+		{"0 1 * * *", ny, ny},
+		{"0 * * * *", ny, ny},
+		{"@every 1h", ny, ny},
+	} {
+		sp, err := parseSpec(tc.spec, tc.loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := sp.next(from); n.Location().String() != tc.want.String() {
+			t.Errorf("%q with location %v: slot %v is in %v, want %v", tc.spec, tc.loc, n, n.Location(), tc.want)
+		}
+	}
+}
