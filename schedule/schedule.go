@@ -159,7 +159,9 @@ func (s *Scheduler) Add(name, cronSpec string, fn Func, opts ...JobOption) error
 // and Run waits up to the shutdown grace (WithShutdownGrace) for them to
 // return. It then returns ctx.Err(), or, if a job is still running, an
 // error matching baton.ErrGraceExceeded that names it; that job keeps its
-// slot's lock until it returns, and the process should exit.
+// slot's lock until it returns, and the process should exit. If no job
+// runs when the grace ends but slot locks are still being released, Run
+// waits for those releases (each is bounded by a few seconds).
 func (s *Scheduler) Run(ctx context.Context) error {
 	s.mu.Lock()
 	if s.running {
@@ -215,6 +217,19 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	busyMu.Unlock()
+	if len(names) == 0 {
+		// No job runs: what is left are releases of slot locks whose
+		// hold ended with ctx, each bounded by releaseTimeout. Wait for
+		// them rather than report jobs that do not run.
+		rt := s.cfg.clock.NewTimer(releaseTimeout)
+		defer rt.Stop()
+		select {
+		case <-done:
+			return ctx.Err()
+		case <-rt.C():
+		}
+		return fmt.Errorf("schedule: %w (%v): slot locks still being released %v later", baton.ErrGraceExceeded, s.cfg.grace, releaseTimeout)
+	}
 	return fmt.Errorf("schedule: %w (%v): jobs still running: %q", baton.ErrGraceExceeded, s.cfg.grace, names)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/baton-go/baton"
 
 	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/memstore"
 	"github.com/baton-go/baton/schedule"
 )
 
@@ -373,6 +374,58 @@ func TestShutdownGraceExceeded(t *testing.T) {
 			t.Fatal("slot lock not released and removed after the job returned")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// slowRelease delays every Release until gate is closed.
+type slowRelease struct {
+	*memstore.Store
+	gate chan struct{}
+}
+
+func (r slowRelease) Release(ctx context.Context, g backend.Grant) error {
+	select {
+	case <-r.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return r.Store.Release(ctx, g)
+}
+
+// When the grace ends with no job running, only a held slot lock still
+// being released, Run waits for the release and returns ctx's error: it
+// does not report the grace exceeded by "jobs still running: []".
+func TestShutdownGraceOnlyReleasesLeft(t *testing.T) {
+	env := newFakeEnv(t0)
+	rec := newRecorder()
+	b := slowRelease{Store: env.store, gate: make(chan struct{})}
+	s := env.replicaOn(t, b, "r", 0, schedule.WithShutdownGrace(time.Second), schedule.WithObserver(rec.observe))
+	if err := s.Add("quick", "* * * * *", newCounter().job, schedule.LockAtLeastFor(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx) }()
+	awaitWaiters(t, env.wall, 1)
+	env.wall.Step(time.Minute)
+	rec.expect(t, t0.Add(time.Minute), schedule.Ran)
+	awaitWaiters(t, env.wall, 2) // the next slot and the hold of this one
+	cancel()                     // the hold ends and its release blocks
+	awaitWaiters(t, env.wall, 1) // the grace timer
+	env.wall.Step(time.Second)
+	select {
+	case err := <-errc:
+		t.Fatalf("Run = %v while no job ran and a slot lock was being released; want it to wait for the release", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(b.gate)
+	select {
+	case err := <-errc:
+		if err != context.Canceled {
+			t.Fatalf("Run = %v, want context.Canceled: no job was running", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the release")
 	}
 }
 
