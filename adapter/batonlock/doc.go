@@ -68,16 +68,20 @@
 // and stops leading once no renew succeeded for RenewDeadline. baton's
 // engine (Mutex, Elector, Lease) is not involved, so its guarantees about
 // when a holder stops do not apply; client-go's do. The backend's TTL is
-// the LeaseDuration client-go passes in the record, in whole seconds (at
-// least one). A leader whose last successful renew was sent at S stops by
-// about S + RetryPeriod + RenewDeadline (each renew attempt is bounded by
-// the renew deadline), and the backend keeps its claim until at least
-// S + LeaseDuration. So keep
+// the LeaseDuration client-go passes in the record, which client-go
+// rounds down to whole seconds (int(LeaseDuration / time.Second)): a
+// LeaseDuration of 2.9s is a TTL of 2s. A leader whose last successful
+// renew was sent at S stops by about S + RetryPeriod + RenewDeadline (each
+// renew attempt is bounded by the renew deadline), and the backend keeps
+// its claim until at least S + TTL. So keep
 //
-//	RetryPeriod + RenewDeadline + a safety margin < LeaseDuration
+//	RetryPeriod + RenewDeadline + a safety margin < TTL
 //
-// (client-go's defaults 2s + 10s < 15s leave 3s; the tests use 0.2s + 1.5s
-// < 2s). A claim lost to the backend (expired, force-released) is noticed
+// with TTL the LeaseDuration rounded down to whole seconds; give a whole
+// number of seconds to leave no doubt. (client-go's defaults 2s + 10s <
+// 15s leave 3s; the tests use 0.2s + 1.5s < 2s. 0.2s + 2.5s < 2.9s is not
+// enough: the TTL is 2s, and a cut-off leader could lead for 0.7s after
+// its claim expired.) A claim lost to the backend (expired, force-released) is noticed
 // at the next renew; the leader then keeps running its runnables until
 // RenewDeadline, as with client-go's own lock. If at that point the lock
 // is free, client-go's next Update acquires it again, with a new fencing
