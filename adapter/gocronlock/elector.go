@@ -2,6 +2,7 @@ package gocronlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -25,14 +26,22 @@ type Elector struct {
 }
 
 // NewElector returns an Elector over e. Configure e (TTL, identity,
-// callbacks) with baton's options; e must not be run elsewhere.
+// callbacks) with baton's options; e must not be run elsewhere. If e is
+// nil (baton.NewElector failed and its error was not checked), Run and
+// IsLeader return an error that says so, and the Elector never leads.
 func NewElector(e *baton.Elector) *Elector { return &Elector{e: e} }
+
+// errNilElector is what an Elector over a nil *baton.Elector answers.
+var errNilElector = errors.New("gocronlock: the Elector was made with a nil *baton.Elector: check the error of baton.NewElector")
 
 // Run campaigns until ctx ends, holding each term until it ends, and
 // returns what baton.Elector.Run returns (ctx's error once ctx ends). When
 // ctx ends the lock is released (unless baton.WithReleaseOnCancel(false)),
 // so that a standby scheduler takes over at once.
 func (g *Elector) Run(ctx context.Context) error {
+	if g.e == nil {
+		return errNilElector
+	}
 	return g.e.Run(ctx, func(ctx context.Context, l *baton.Lease) error {
 		g.mu.Lock()
 		g.term = l
@@ -61,6 +70,9 @@ func (g *Elector) Term() *baton.Lease {
 func (g *Elector) IsLeader(context.Context) error {
 	if g.Term() != nil {
 		return nil
+	}
+	if g.e == nil {
+		return errNilElector
 	}
 	return &NotLeaderError{Name: g.e.Name(), Identity: g.e.Identity(), Leader: g.e.Leader()}
 }
