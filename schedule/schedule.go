@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,10 @@ func New(b backend.Backend, ledger Ledger, opts ...Option) (*Scheduler, error) {
 		return nil, fmt.Errorf("schedule: %w: backend is nil", backend.ErrInvalidOptions)
 	case ledger == nil:
 		return nil, fmt.Errorf("schedule: %w: ledger is nil", backend.ErrInvalidOptions)
+	case isNilPointer(b):
+		return nil, fmt.Errorf("schedule: %w: backend is a nil %T (check the error of its constructor)", backend.ErrInvalidOptions, b)
+	case isNilPointer(ledger):
+		return nil, fmt.Errorf("schedule: %w: ledger is a nil %T (check the error of its constructor)", backend.ErrInvalidOptions, ledger)
 	case cfg.loc == nil:
 		return nil, fmt.Errorf("schedule: %w: location is nil", backend.ErrInvalidOptions)
 	case cfg.grace < 0:
@@ -95,6 +100,13 @@ func New(b backend.Backend, ledger Ledger, opts ...Option) (*Scheduler, error) {
 		return nil, fmt.Errorf("schedule: lock options: %w", err)
 	}
 	return &Scheduler{b: b, ledger: ledger, cfg: cfg, names: make(map[string]bool)}, nil
+}
+
+// isNilPointer reports whether v holds a nil pointer: an interface that is
+// not nil, but whose methods would panic at the first slot.
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // Add registers a job: fn runs for every slot of spec, on one replica.

@@ -25,6 +25,11 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 	}{
 		{"nil backend", nil, ledger, nil, "backend is nil"},
 		{"nil ledger", store, nil, nil, "ledger is nil"},
+		// A nil pointer in the interface (a constructor's error ignored)
+		// would otherwise panic at the first slot, maybe hours later.
+		{"nil *FileLedger", store, (*schedule.FileLedger)(nil), nil, "ledger is a nil *schedule.FileLedger"},
+		{"nil *MemoryLedger", store, (*schedule.MemoryLedger)(nil), nil, "ledger is a nil *schedule.MemoryLedger"},
+		{"nil *memstore.Store", (*memstore.Store)(nil), ledger, nil, "backend is a nil *memstore.Store"},
 		{"nil location", store, ledger, []schedule.Option{schedule.WithLocation(nil)}, "location is nil"},
 		{"negative grace", store, ledger, []schedule.Option{schedule.WithShutdownGrace(-time.Second)}, "shutdown grace -1s"},
 		{"lock TTL", store, ledger, []schedule.Option{schedule.WithLockOptions(baton.WithTTL(500 * time.Millisecond))}, "TTL 500ms"},
