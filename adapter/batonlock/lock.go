@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"sync"
 	"time"
 
@@ -56,6 +57,9 @@ func WithLogger(l *slog.Logger) Option { return func(k *Lock) { k.log = l } }
 // controller-runtime's default (host name plus a UUID) is a good one, and so
 // is baton.DefaultIdentity().
 func New(b backend.Backend, name, identity string, opts ...Option) (*Lock, error) {
+	if rv := reflect.ValueOf(b); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return nil, fmt.Errorf("batonlock: %w: backend is a nil %T (check the error of its constructor)", backend.ErrInvalidOptions, b)
+	}
 	// baton.NewMutex performs exactly the name and identity validation the
 	// engine applies; the Mutex itself is not used.
 	if _, err := baton.NewMutex(b, name, baton.WithIdentity(identity)); err != nil {

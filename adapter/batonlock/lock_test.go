@@ -133,6 +133,11 @@ func TestNewValidates(t *testing.T) {
 	if _, err := batonlock.New(memstore.New(), "good", " "); !errors.Is(err, backend.ErrInvalidOptions) {
 		t.Errorf("New with a blank identity: %v, want ErrInvalidOptions", err)
 	}
+	// A nil pointer in the interface (the store's constructor's error
+	// ignored) would otherwise panic at client-go's first Get.
+	if _, err := batonlock.New((*memstore.Store)(nil), "good", "a"); !errors.Is(err, backend.ErrInvalidOptions) {
+		t.Errorf("New with a nil *memstore.Store: %v, want ErrInvalidOptions", err)
+	}
 	l, err := batonlock.New(memstore.New(), "good", "a")
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/baton-go/baton"
@@ -65,6 +66,9 @@ func WithMutexOptions(opts ...baton.Option) LockerOption {
 // NewLocker returns a Locker on b. It checks the options (the mutex options
 // as baton.NewMutex does, and that the prefix can begin a lock name).
 func NewLocker(b backend.Backend, opts ...LockerOption) (*Locker, error) {
+	if rv := reflect.ValueOf(b); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return nil, fmt.Errorf("gocronlock: %w: backend is a nil %T (check the error of its constructor)", backend.ErrInvalidOptions, b)
+	}
 	l := &Locker{b: b}
 	for _, o := range opts {
 		if o != nil {

@@ -28,6 +28,11 @@ func TestLockerNames(t *testing.T) {
 	if _, err := gocronlock.NewLocker(memstore.New(), gocronlock.WithMutexOptions(baton.WithTTL(time.Millisecond))); !errors.Is(err, backend.ErrInvalidOptions) {
 		t.Errorf("NewLocker with a 1ms TTL: %v, want ErrInvalidOptions", err)
 	}
+	// A nil pointer in the interface (the store's constructor's error
+	// ignored) would otherwise panic at the first run, in gocron's goroutine.
+	if _, err := gocronlock.NewLocker((*memstore.Store)(nil)); !errors.Is(err, backend.ErrInvalidOptions) {
+		t.Errorf("NewLocker with a nil *memstore.Store: %v, want ErrInvalidOptions", err)
+	}
 }
 
 func TestLockerHeldAndIdentity(t *testing.T) {
