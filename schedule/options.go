@@ -153,6 +153,12 @@ func LockAtMostFor(d time.Duration) JobOption { return func(c *jobConfig) { c.at
 // of them, the newest ones, oldest first, and only those not older than
 // within. Slots the ledger records as done are skipped as always. CatchUp(0,
 // 0), the default, skips every missed slot.
+//
+// When the replica becomes free again or notices a jump of its wall clock,
+// the newest slot that has passed is the current one, not a missed one: it
+// is attempted however late, under every policy (an hourly job whose 04:00
+// run lasted until 06:50 runs the 06:00 slot at 06:50, unless another
+// replica ran it).
 func CatchUp(n int, within time.Duration) JobOption {
 	return func(c *jobConfig) { c.catchUp, c.within = n, within }
 }
