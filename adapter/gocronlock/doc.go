@@ -53,7 +53,9 @@
 // way: gocron asks the Elector only before each run, and a job's lease may
 // be lost while it runs (the Locker renews it in the background, like any
 // baton lease). A job whose writes must not outlive the lock passes a
-// fencing token to the resource it writes to: Elector.Term().Token(). A
+// fencing token to the resource it writes to: the Token of the Lease that
+// Elector.Term returned when the job started (nil if the term already
+// ended: skip the run then; call Term once, not for each write). A
 // skipped run is not retried: if the store is unreachable, the slot is
 // lost, never run twice.
 package gocronlock

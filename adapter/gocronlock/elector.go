@@ -17,7 +17,9 @@ import (
 // in the store (see baton.Lease), so two schedulers never both see
 // IsLeader return nil for one moment. A run that started while leading is
 // not stopped when the term ends: gocron checks IsLeader only before each
-// run. Jobs that must stop with the term read Term().Context().
+// run. Jobs that must stop with the term call Term once when they start
+// (nil: the term already ended, skip the run) and watch that Lease's
+// Context.
 type Elector struct {
 	e *baton.Elector
 
@@ -55,7 +57,8 @@ func (g *Elector) Run(ctx context.Context) error {
 }
 
 // Term returns the current term's Lease (its fencing token, its context),
-// or nil while not leading.
+// or nil while not leading. A job's run calls it once, at its start, and
+// checks for nil: the term can end between gocron's IsLeader and the run.
 func (g *Elector) Term() *baton.Lease {
 	g.mu.Lock()
 	defer g.mu.Unlock()
