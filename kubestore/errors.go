@@ -96,6 +96,13 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		return fmt.Errorf("kube: %s %s: %w: namespace %q is being deleted, and the API server creates nothing in it (%s); "+
 			"use another namespace, or create this one again once it is gone (until then kubectl get namespace %s shows it Terminating)",
 			op, where, backend.ErrMisconfigured, s.ns, apiMessage(err), s.ns)
+	case apierrors.IsForbidden(err) && isCRDTerminating(err):
+		// Also a 403 that no Role lifts: the CRD is going away, and
+		// every DistributedLock with it.
+		return fmt.Errorf("kube: %s %s: %w: the DistributedLock CRD is being deleted, and the API server creates no DistributedLock "+
+			"until it is gone (%s); install it again once it is gone (kubectl get crd %s shows it Terminating until then; "+
+			"then kubectl apply -k deploy/crd), or use another backend",
+			op, where, backend.ErrMisconfigured, apiMessage(err), s.k.resource())
 	case apierrors.IsForbidden(err) && isQuota(err):
 		return fmt.Errorf("kube: %s %s: %w: a ResourceQuota of namespace %q refused the %s (%s); no Role lifts a quota: "+
 			"raise it (kubectl describe resourcequota -n %s), or delete lock objects nobody uses any more: baton deletes only "+
@@ -133,6 +140,13 @@ func isNamespaceNotFound(err error) bool {
 	}
 	d := st.Status().Details
 	return d != nil && d.Kind == "namespaces"
+}
+
+// isCRDTerminating reports apiextensions-apiserver's refusal of a create
+// while the custom resource's CRD is being deleted: a 403 without a status
+// cause, which only its message tells from an RBAC denial.
+func isCRDTerminating(err error) bool {
+	return strings.Contains(apiMessage(err), "while custom resource definition is terminating")
 }
 
 // isQuota reports a refusal by the ResourceQuota admission plugin, which
