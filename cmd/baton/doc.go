@@ -20,10 +20,12 @@
 // runs, CMD must not exit. After a loss, baton stops CMD (see below),
 // campaigns again and restarts CMD with a new token when it leads again.
 //
-// With --http ADDR, run serves /healthz and /readyz (200 while baton runs),
-// /leader (200 only while this replica leads, 503 naming the leader
-// otherwise), so that a readiness probe can route a Service to the leader,
-// and /metrics (Prometheus; see docs/metrics.md).
+// With --http ADDR, run serves /healthz and /readyz (200 while baton runs:
+// the readiness probe), /leader (200 only while this replica leads, 503
+// naming the leader otherwise; for scripts and monitoring, never for
+// readiness: standbys would never be Ready and a rolling update would stall;
+// --leader-label routes a Service to the leader) and /metrics (Prometheus;
+// see docs/metrics.md).
 //
 //	baton lock --name NAME [--wait D] [flags] -- CMD [ARGS...]
 //

@@ -54,8 +54,8 @@ func awaitStatus(t *testing.T, url string, code int, want string) string {
 	}
 }
 
-// /leader answers 200 only on the leader, so a readiness probe routes a
-// Service to it; the standby turns ready when it takes over.
+// /leader answers 200 only on the leader (for scripts and monitoring, not
+// for readiness); the standby's turns 200 when it takes over.
 func TestRunHTTPLeaderEndpoint(t *testing.T) {
 	t.Parallel()
 	dir, f := t.TempDir(), newFence(t)
