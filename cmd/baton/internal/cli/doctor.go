@@ -113,6 +113,11 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 		switch {
 		case errors.Is(err, backend.ErrUnavailable):
 			checks = append(checks, check{"kubernetes", resultSkip, "not checked: the API server cannot be reached (see the store row)", ""})
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			// A server that accepts connections and never answers: every
+			// row that asks it would wait for it too (kubeCheckTimeout,
+			// 30 s in all) and blame its own subject.
+			checks = append(checks, check{"kubernetes", resultSkip, "not checked: the API server did not answer within --connect-timeout (see the store row)", ""})
 		case errors.Is(err, kubestore.ErrNotAPIServer):
 			checks = append(checks, check{"kubernetes", resultSkip, "not checked: the server is not a Kubernetes API server (see the store row)", ""})
 		case f.kube.loaded != nil: // else the store row says why there is no client configuration

@@ -252,3 +252,62 @@ func TestRedisTLSToPlainServer(t *testing.T) {
 		t.Errorf("exit %d, want %d naming the TLS handshake:\n%s", code, cli.ExitUnavailable, stderr)
 	}
 }
+
+// An API server address that accepts connections and never answers (a
+// hung server, a blackholing proxy): doctor's store row fails within
+// --connect-timeout, and the rows that ask the API server are skipped as
+// for a refused connection, instead of each waiting on the silent server
+// (about 30 s in all) and failing with a fix that blames the identity's
+// rights.
+func TestDoctorKubeNoAnswer(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // held open, never answered
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["silent"] = &clientcmdapi.Cluster{Server: "https://" + l.Addr().String(), InsecureSkipTLSVerify: true}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	kc.Contexts["silent"] = &clientcmdapi.Context{Cluster: "silent", AuthInfo: "u", Namespace: "default"}
+	kc.CurrentContext = "silent"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, out, stderr := runCLI(t, "doctor", "--backend", "lease", "--kubeconfig", path, "--name", "job", "--connect-timeout", "1s")
+	took := time.Since(start)
+	t.Logf("doctor (%v):\n%s", took, out)
+	if code != 1 {
+		t.Errorf("exit %d, want 1; stderr %s", code, stderr)
+	}
+	rows := doctorTable(t, out)
+	if got := rows["store"]; got.result != "FAIL" || !strings.HasPrefix(got.detail, "no answer in time: ") {
+		t.Errorf("store row %+v, want FAIL: no answer in time", got)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		"kubernetes": {"SKIP", "not checked: the API server did not answer within --connect-timeout (see the store row)"},
+	})
+	if took > 8*time.Second {
+		t.Errorf("doctor took %v with --connect-timeout 1s against a silent server; want the store row's second and little more", took)
+	}
+}
