@@ -105,8 +105,8 @@ type DistributedLockStore struct {
 
 	mu sync.Mutex
 	// seen is, per lock name, when this process first saw each holder
-	// entry (or sent the write that produced it).
-	seen map[string]map[entryKey]time.Time
+	// entry (or sent the write that produced it), and how long it lasts.
+	seen map[string]map[entryKey]entrySeen
 	// last is, per lock name, the object as this process last wrote it,
 	// so that a Renew or Release of that version needs no read first.
 	last map[string]*v1alpha1.DistributedLock
@@ -191,7 +191,7 @@ func NewDistributedLock(c client.WithWatch, namespace string, opts ...Distribute
 	}
 	d := &DistributedLockStore{
 		base: s, c: c,
-		seen:   map[string]map[entryKey]time.Time{},
+		seen:   map[string]map[entryKey]entrySeen{},
 		last:   map[string]*v1alpha1.DistributedLock{},
 		claims: map[string]claimSeen{},
 	}
@@ -252,6 +252,15 @@ func keyOf(h *v1alpha1.Holder) entryKey {
 	return k
 }
 
+// entrySeen is when this process first saw one version of a holder
+// entry, and the duration it counts for it: the entry's own, or longer if
+// an earlier version of the same claim (identity and nonce) had a longer
+// one (see observe).
+type entrySeen struct {
+	at  time.Time
+	ttl time.Duration
+}
+
 func entryTTL(h *v1alpha1.Holder) time.Duration {
 	return time.Duration(h.LeaseDurationSeconds) * time.Second
 }
@@ -261,6 +270,15 @@ func entryTTL(h *v1alpha1.Holder) time.Duration {
 // Entries no longer on the object are forgotten once their duration has
 // passed since they were first seen (an older read that arrives late must
 // not restart the count of an entry this process has just written).
+//
+// A claim's duration does not shrink here between two of its holder's
+// renewals: a new version of an entry counts for the longest duration
+// this process has seen on the same claim (identity and nonce) with the
+// same renewTime. A write that leaves renewTime as it was and shortens
+// the duration is someone else's edit (kubectl edit), which the holder,
+// still counting its validity with its own TTL, learns of at its next
+// renewal at the earliest; from that renewal on the duration the holder
+// writes counts again.
 func (s *DistributedLockStore) observe(l *v1alpha1.DistributedLock) []time.Duration {
 	now := s.base.now()
 	s.mu.Lock()
@@ -268,7 +286,7 @@ func (s *DistributedLockStore) observe(l *v1alpha1.DistributedLock) []time.Durat
 	s.noteClaimLocked(l, now)
 	seen := s.seen[l.Name]
 	if seen == nil {
-		seen = map[entryKey]time.Time{}
+		seen = map[entryKey]entrySeen{}
 		s.seen[l.Name] = seen
 	}
 	rem := make([]time.Duration, len(l.Status.Holders))
@@ -277,15 +295,22 @@ func (s *DistributedLockStore) observe(l *v1alpha1.DistributedLock) []time.Durat
 		h := &l.Status.Holders[i]
 		k := keyOf(h)
 		present[k] = true
-		at, ok := seen[k]
+		e, ok := seen[k]
 		if !ok {
-			at = now
-			seen[k] = at
+			e = entrySeen{at: now, ttl: entryTTL(h)}
+			if k.nonce != "" {
+				for k2, e2 := range seen {
+					if k2.identity == k.identity && k2.nonce == k.nonce && k2.renew == k.renew {
+						e.ttl = max(e.ttl, e2.ttl)
+					}
+				}
+			}
+			seen[k] = e
 		}
-		rem[i] = max(0, at.Add(entryTTL(h)).Sub(now))
+		rem[i] = max(0, e.at.Add(max(e.ttl, entryTTL(h))).Sub(now))
 	}
-	for k, at := range seen {
-		if !present[k] && now.Sub(at) > time.Duration(k.dur)*time.Second {
+	for k, e := range seen {
+		if !present[k] && now.Sub(e.at) > e.ttl {
 			delete(seen, k)
 		}
 	}
@@ -319,8 +344,8 @@ func (s *DistributedLockStore) sweepLocked(now time.Time) {
 		}
 	}
 	for name, seen := range s.seen {
-		for k, at := range seen {
-			if now.Sub(at) > 2*time.Duration(k.dur)*time.Second {
+		for k, e := range seen {
+			if now.Sub(e.at) > 2*e.ttl {
 				delete(seen, k)
 			}
 		}
@@ -397,10 +422,10 @@ func (s *DistributedLockStore) wrote(l *v1alpha1.DistributedLock, sent time.Time
 	if mine != nil {
 		seen := s.seen[l.Name]
 		if seen == nil {
-			seen = map[entryKey]time.Time{}
+			seen = map[entryKey]entrySeen{}
 			s.seen[l.Name] = seen
 		}
-		seen[*mine] = sent
+		seen[*mine] = entrySeen{at: sent, ttl: time.Duration(mine.dur) * time.Second}
 	}
 	s.noteClaimLocked(l, sent)
 	if len(l.Status.Holders) == 0 {

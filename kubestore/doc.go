@@ -209,6 +209,16 @@
 //     (default max(2% of TTL, 50ms)) covers rate differences.
 //   - renewTime and acquireTime are written for people (kubectl get
 //     leases, baton status). They are never read for a decision.
+//   - A claim's lease duration does not shrink in a process's judgement
+//     between two renewals: a version of the same claim (holder and
+//     nonce) with the same renewTime and a shorter leaseDurationSeconds
+//     than one seen before, which only a hand edit writes, counts for the
+//     longer one. The holder learns of such an edit at its next renewal
+//     at the earliest and writes its own duration back (which counts from
+//     then on, shorter or not); a process that first looks after the edit
+//     cannot know the longer duration, so do not edit
+//     leaseDurationSeconds of a held lock to free it: use baton release
+//     --force.
 //
 // # Object format
 //

@@ -61,9 +61,15 @@ type observation struct {
 	at  time.Time
 	ttl time.Duration // the object's lease duration
 	// holder and token are the object's, for the HeldError of a gone
-	// object. holder is empty if the version was free.
+	// object. holder is empty if the version was free. nonce is the
+	// holder's: with holder, it names one claim (one acquisition).
 	holder string
+	nonce  string
 	token  uint64
+	// renew is the object's renewTime, the holder's wall clock: only
+	// compared with another version's, to tell the holder's renewals
+	// from other writes (see remaining).
+	renew time.Time
 	// gone: the object was deleted while (as last seen here) held; at is
 	// when this process first saw it missing, rv is empty.
 	gone bool
@@ -73,7 +79,7 @@ type observation struct {
 }
 
 func observe(o object, at time.Time) observation {
-	return observation{rv: o.rv, uid: o.uid, at: at, ttl: o.ttl(), holder: o.holder, token: o.token}
+	return observation{rv: o.rv, uid: o.uid, at: at, ttl: o.ttl(), holder: o.holder, nonce: o.nonce, token: o.token, renew: o.renew}
 }
 
 func newStore(namespace string, k kind, opts []Option) (*store, error) {
@@ -100,12 +106,25 @@ func (s *store) now() time.Time { return s.o.clock.Now() }
 // saw the object at its current resourceVersion (or sent the write that
 // produced it). Any change to the object restarts the count. Zero for a
 // free object or an expired claim.
+//
+// A claim's duration does not shrink here between two of its holder's
+// renewals: if the version seen before was the same claim (holder and
+// nonce) with the same renewTime and a longer lease duration, that one
+// counts. A write that is not the holder's renewal (it leaves renewTime
+// as it was) and shortens the duration is someone else's edit (kubectl
+// edit), which the holder, still counting its validity with its own TTL,
+// learns of at its next renewal at the earliest; from that renewal on the
+// duration the holder writes counts again.
 func (s *store) remaining(o object) time.Duration {
 	now := s.now()
 	s.mu.Lock()
 	obs, ok := s.seen[o.name]
 	if !ok || obs.rv != o.rv {
+		prev := obs
 		obs = observe(o, now)
+		if ok && sameClaim(prev, o) {
+			obs.ttl = max(obs.ttl, prev.ttl)
+		}
 		s.seen[o.name] = obs
 		s.sweepLocked(now)
 	}
@@ -113,7 +132,15 @@ func (s *store) remaining(o object) time.Duration {
 	if o.holder == "" {
 		return 0
 	}
-	return max(0, obs.at.Add(o.ttl()).Sub(now))
+	return max(0, obs.at.Add(max(obs.ttl, o.ttl())).Sub(now))
+}
+
+// sameClaim reports whether obs, an earlier version seen of o's object,
+// records the claim o records, not renewed since: the same holder and
+// nonce on the same object, with the same renewTime.
+func sameClaim(obs observation, o object) bool {
+	return !obs.gone && o.holder != "" && o.nonce != "" &&
+		obs.holder == o.holder && obs.nonce == o.nonce && sameObject(obs.uid, o.uid) && obs.renew.Equal(o.renew)
 }
 
 // missing records that the lock object name does not exist, as this
