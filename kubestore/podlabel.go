@@ -43,8 +43,9 @@ func PodName() (string, error) {
 // Call Lead when a term starts and Unlead when it ends, before the lock is
 // released (in baton.Elector's work function, as `baton run
 // --leader-label` does). Lead removes the label from every other Pod of
-// the namespace that carries it, then sets it on this Pod; Unlead removes
-// it from this Pod. A leader cut off from the API server cannot Unlead:
+// the namespace that carries it (with LeaderOf, which `baton run` gives:
+// every other Pod that led the same lock, or that names no lock), then
+// sets it on this Pod; Unlead removes it from this Pod. A leader cut off from the API server cannot Unlead:
 // the next leader's Lead removes its label, and no next leader starts
 // before the cut-off one's validity has ended, so a former leader keeps
 // the label at most one round trip past its validity end.
@@ -65,6 +66,7 @@ type LeaderLabel struct {
 	cs         kubernetes.Interface
 	ns, pod    string
 	key, value string
+	lock       string // LeaderOf's; "" if not given
 }
 
 // AnnotationPodDeletionCost is the Pod annotation a ReplicaSet reads to
@@ -76,9 +78,26 @@ const AnnotationPodDeletionCost = "controller.kubernetes.io/pod-deletion-cost"
 // Pod; Pods without the annotation count as 0.
 const LeaderDeletionCost = "1000"
 
+// A LeaderLabelOption configures NewLeaderLabel.
+type LeaderLabelOption func(*LeaderLabel)
+
+// AnnotationLeaderOf is the Pod annotation that LeaderLabel with LeaderOf
+// sets beside the label: the name of the lock whose leader the Pod is.
+const AnnotationLeaderOf = "baton.dev/leader-of"
+
+// LeaderOf names the lock whose leader the label marks. Lead then records
+// it on this Pod (AnnotationLeaderOf) and takes the label only from Pods
+// that lead the same lock, or that carry the label without naming a lock
+// (labelled by hand, or by a LeaderLabel without LeaderOf), never from the
+// leader of another lock that uses the same label in the namespace (two
+// workloads that both copied deploy/example's baton.dev/role=leader).
+func LeaderOf(lock string) LeaderLabelOption {
+	return func(l *LeaderLabel) { l.lock = lock }
+}
+
 // NewLeaderLabel returns a LeaderLabel for Pod pod in namespace ns; label
 // is "KEY=VALUE".
-func NewLeaderLabel(cfg *rest.Config, ns, pod, label string) (*LeaderLabel, error) {
+func NewLeaderLabel(cfg *rest.Config, ns, pod, label string, opts ...LeaderLabelOption) (*LeaderLabel, error) {
 	key, value, err := ParseLabel(label)
 	if err != nil {
 		return nil, err
@@ -90,7 +109,13 @@ func NewLeaderLabel(cfg *rest.Config, ns, pod, label string) (*LeaderLabel, erro
 	if err != nil {
 		return nil, fmt.Errorf("kube: leader label: %w", err)
 	}
-	return &LeaderLabel{cs: cs, ns: ns, pod: pod, key: key, value: value}, nil
+	l := &LeaderLabel{cs: cs, ns: ns, pod: pod, key: key, value: value}
+	for _, o := range opts {
+		if o != nil {
+			o(l)
+		}
+	}
+	return l, nil
 }
 
 // ParseLabel splits "KEY=VALUE" and checks both parts as Kubernetes does.
@@ -108,8 +133,8 @@ func ParseLabel(label string) (key, value string, err error) {
 	return key, value, nil
 }
 
-// Lead removes the label from the other Pods that carry it and sets it on
-// this Pod.
+// Lead removes the label from the other Pods that carry it (with LeaderOf:
+// those of the same lock, or of none) and sets it on this Pod.
 func (l *LeaderLabel) Lead(ctx context.Context) error {
 	sel := labels.Set{l.key: l.value}.AsSelector().String()
 	pods, err := l.cs.CoreV1().Pods(l.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -117,6 +142,9 @@ func (l *LeaderLabel) Lead(ctx context.Context) error {
 		return fmt.Errorf("kube: leader label: listing Pods with %s in namespace %s: %w", sel, l.ns, err)
 	}
 	for _, p := range pods.Items {
+		if of, ok := p.Annotations[AnnotationLeaderOf]; ok && l.lock != "" && of != l.lock {
+			continue // another lock's leader
+		}
 		if p.Name != l.pod {
 			if err := l.patch(ctx, p.Name, nil); err != nil {
 				return err
@@ -134,14 +162,17 @@ func (l *LeaderLabel) Unlead(ctx context.Context) error { return l.patch(ctx, l.
 // LeaderDeletionCost, or removes both if value is nil (a merge patch;
 // removing what is not there is no error, nor is a Pod that is gone).
 func (l *LeaderLabel) patch(ctx context.Context, name string, value *string) error {
-	var cost *string
+	var cost, of *string
 	if value != nil {
 		c := LeaderDeletionCost
 		cost = &c
+		if l.lock != "" {
+			of = &l.lock
+		}
 	}
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"labels":      map[string]*string{l.key: value},
-		"annotations": map[string]*string{AnnotationPodDeletionCost: cost},
+		"annotations": map[string]*string{AnnotationPodDeletionCost: cost, AnnotationLeaderOf: of},
 	}})
 	if err != nil {
 		return err

@@ -124,3 +124,61 @@ func TestParseLabel(t *testing.T) {
 		t.Errorf("ParseLabel: %q %q %v", k, v, err)
 	}
 }
+
+// Two workloads in one namespace, each electing its own leader on its own
+// lock, use the same leader label (both copied deploy/example's
+// baton.dev/role=leader): one's Lead must not take the label, and the
+// deletion cost, from the other's leader. Before, it removed them from
+// every Pod of the namespace that carried the label, so the other
+// workload's Service lost its leader and a rolling update of it deleted
+// its leader first.
+func TestLeaderLabelOtherLock(t *testing.T) {
+	cfg := controlPlane(t)
+	ns := newNamespace(t)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	makePods(t, cs, ns, "report-0", "report-1", "billing-0")
+	newL := func(pod, lock string) *kubestore.LeaderLabel {
+		l, err := kubestore.NewLeaderLabel(cfg, ns, pod, "role=leader", kubestore.LeaderOf(lock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	report0, report1, billing := newL("report-0", "report"), newL("report-1", "report"), newL("billing-0", "billing")
+	ctx := context.Background()
+	for _, l := range []*kubestore.LeaderLabel{report0, billing} {
+		if err := l.Lead(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := labelled(t, cs, ns); len(got) != 2 {
+		t.Fatalf("after report-0 and billing-0 lead their locks: labelled %v; want both", got)
+	}
+	if got := deletionCosts(t, cs, ns); got["report-0"] != kubestore.LeaderDeletionCost || got["billing-0"] != kubestore.LeaderDeletionCost {
+		t.Fatalf("deletion costs %v; want both leaders'", got)
+	}
+	// report-0 is cut off: report-1's Lead takes the label from it, and
+	// from no other lock's leader.
+	if err := report1.Lead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := labelled(t, cs, ns)
+	if len(got) != 2 || got[0] != "billing-0" || got[1] != "report-1" {
+		t.Fatalf("after report-1 leads: labelled %v; want billing-0 and report-1", got)
+	}
+	// A Pod labelled without naming its lock (by hand, or by an older
+	// baton) is taken as a former leader of any lock, as before.
+	if _, err := cs.CoreV1().Pods(ns).Patch(ctx, "report-0", "application/merge-patch+json",
+		[]byte(`{"metadata":{"labels":{"role":"leader"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := billing.Lead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := labelled(t, cs, ns); len(got) != 2 || got[0] != "billing-0" || got[1] != "report-1" {
+		t.Fatalf("after billing-0 leads again: labelled %v; want billing-0 and report-1", got)
+	}
+}

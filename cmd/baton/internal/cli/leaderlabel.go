@@ -32,7 +32,7 @@ func (f *lockFlags) newLeaderLabel(label string, log *slog.Logger) (*leaderLabel
 	if err != nil {
 		return nil, err
 	}
-	l, err := kubestore.NewLeaderLabel(cfg, ns, pod, label)
+	l, err := kubestore.NewLeaderLabel(cfg, ns, pod, label, kubestore.LeaderOf(f.name))
 	if err != nil {
 		return nil, err
 	}
