@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -311,5 +312,26 @@ func TestExampleRoutesByLabel(t *testing.T) {
 	}
 	if sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector"); sel["baton.dev/role"] != "leader" {
 		t.Errorf("Service selector %v does not select the leader label", sel)
+	}
+}
+
+// The example names its application (--app), so that a copy of it for
+// another service that keeps the lock name is refused with an error naming
+// both applications (and baton doctor's name row fails), instead of
+// silently sharing one lock with the first: with the default (no
+// application) every copy owns every name.
+func TestExampleNamesItsApplication(t *testing.T) {
+	for _, o := range render(t, "example") {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		for _, a := range args {
+			if app, ok := strings.CutPrefix(a, "--app="); ok && app != "" {
+				return
+			}
+		}
+		t.Errorf("args %v lack --app=NAME", args)
 	}
 }
