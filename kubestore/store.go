@@ -29,6 +29,7 @@ type store struct {
 	seen    map[string]observation  // by object name; see sweepLocked
 	sweepAt int                     // sweep seen when it grows past this
 	watches map[string]*sharedWatch // by object name; see Watch
+	denied  map[string]deniedWatch  // by object name; see Watch
 }
 
 // minSweep is the size below which seen is never swept.
@@ -90,7 +91,7 @@ func newStore(namespace string, k kind, opts []Option) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &store{ns: namespace, k: k, o: o, seen: map[string]observation{}, watches: map[string]*sharedWatch{}}, nil
+	return &store{ns: namespace, k: k, o: o, seen: map[string]observation{}, watches: map[string]*sharedWatch{}, denied: map[string]deniedWatch{}}, nil
 }
 
 // Namespace returns the namespace the store keeps its objects in.

@@ -18,6 +18,17 @@ import (
 // before Watch gives up and closes its channels (the engine then polls).
 const watchRetries = 5
 
+// watchDeniedFor is how long a watch that the API server refused for lack
+// of permission is not asked for again: Watch fails at once meanwhile, and
+// the engine polls. A Role granted later is used from then on.
+const watchDeniedFor = time.Minute
+
+// deniedWatch is a watch the API server refused (403): err, until until.
+type deniedWatch struct {
+	until time.Time
+	err   error
+}
+
 // decoder is implemented by kinds whose watch events carry one lock record
 // (Lease, ConfigMap). For them the store keeps a live view of each watched
 // object, wakes watchers only when the holder changes, and answers a
@@ -66,9 +77,13 @@ type sharedWatch struct {
 // missed. A Watch that joins an established watch is notified at once for
 // the same reason. When the server ends the watch (its timeout, or 410
 // Gone after a compaction) it is re-established the same way. After
-// watchRetries failures in a row (for example a missing "watch"
-// permission) the channels are closed and baton's engine polls. A channel
-// is closed when its ctx ends; the API watch ends with the last one.
+// watchRetries failures in a row the channels are closed and baton's
+// engine polls. A watch refused for lack of permission (no "watch" verb in
+// the Role) is not retried: its channels are closed at once, and for
+// watchDeniedFor Watch of that lock returns the permission error (matching
+// backend.ErrForbidden) without a request, so that the engine polls every
+// RetryPeriod instead of opening watch after watch. A channel is closed
+// when its ctx ends; the API watch ends with the last one.
 func (s *store) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
 	const op = "watch"
 	if err := backend.ValidateName(key); err != nil {
@@ -79,6 +94,13 @@ func (s *store) Watch(ctx context.Context, key string) (<-chan struct{}, error) 
 	}
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
+	if d, ok := s.denied[key]; ok {
+		if s.now().Before(d.until) {
+			s.mu.Unlock()
+			return nil, d.err
+		}
+		delete(s.denied, key)
+	}
 	sw := s.watches[key]
 	if sw == nil {
 		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -269,6 +291,14 @@ func (s *store) runWatch(ctx context.Context, key string, sw *sharedWatch) {
 		w, nrv, o, exists, read, err := s.startWatch(ctx, key, rv)
 		if err != nil {
 			if ctx.Err() != nil {
+				return
+			}
+			if apierrors.IsForbidden(err) {
+				// No Role appears by retrying: poll instead (see Watch).
+				d := deniedWatch{until: s.now().Add(watchDeniedFor), err: s.fail(ctx, "watch", "watch", key, err)}
+				s.mu.Lock()
+				s.denied[key] = d
+				s.mu.Unlock()
 				return
 			}
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
