@@ -16,6 +16,7 @@ import (
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/kubestore"
+	"github.com/baton-go/baton/kubestore/api/v1alpha1"
 )
 
 const doctorLong = `Check that baton can work here, without taking any lock: the timing
@@ -162,6 +163,10 @@ func timingCheck(f *lockFlags, a *app) check {
 			"choose --ttl, --renew-deadline and --retry-period with retry < renew deadline < TTL minus the safety margin; or give --ttl alone, and the others scale with it"}
 	}
 	ttl := f.ttl
+	if most := v1alpha1.MaxLeaseDurationSeconds * time.Second; f.backend == "crd" && (ttl+time.Second-1).Truncate(time.Second) > most { // rounded up, as the object stores it
+		return check{"timing", resultFail, fmt.Sprintf("TTL %v is longer than the DistributedLock maximum of %v (the CRD's schema refuses longer leases): baton lock and run exit 2", ttl, most),
+			fmt.Sprintf("give --ttl %v or less, or use --backend lease", most)}
+	}
 	rd := ttl * 2 / 3
 	if f.fs != nil && f.fs.Changed("renew-deadline") {
 		rd = f.renewDeadline

@@ -311,3 +311,19 @@ func TestDoctorKubeNoAnswer(t *testing.T) {
 		t.Errorf("doctor took %v with --connect-timeout 1s against a silent server; want the store row's second and little more", took)
 	}
 }
+
+// A TTL that the DistributedLock schema cannot hold (more than a day):
+// lock and run refuse it (exit 2), so doctor's timing row fails too,
+// instead of passing.
+func TestDoctorCRDTTLTooLong(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runCLI(t, "doctor", "--backend", "crd", "--kubeconfig", unreachableKubeconfig(t), "--ttl", "48h")
+	got := doctorTable(t, out)["timing"]
+	if code != 1 || got.result != "FAIL" || !strings.Contains(got.detail, "DistributedLock") {
+		t.Errorf("doctor --backend crd --ttl 48h: exit %d, timing row %+v; want FAIL naming the DistributedLock maximum:\n%s", code, got, out)
+	}
+	code, out, _ = runCLI(t, "doctor", "--backend", "lease", "--kubeconfig", unreachableKubeconfig(t), "--ttl", "48h")
+	if got := doctorTable(t, out)["timing"]; got.result != "PASS" {
+		t.Errorf("doctor --backend lease --ttl 48h: timing row %+v; want PASS (a Lease holds it)", got)
+	}
+}
