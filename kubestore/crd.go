@@ -222,6 +222,9 @@ func NewDistributedLockForConfig(cfg *rest.Config, namespace string, opts ...Dis
 	rc.QPS, rc.Burst = o.qps, o.burst
 	rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.qps, o.burst)
 	rc.UserAgent = rest.DefaultKubernetesUserAgent() + " baton"
+	if err := checkTLS(rc); err != nil {
+		return nil, fmt.Errorf("kube: NewDistributedLockForConfig: %w", err)
+	}
 	// A static mapper for the one type: no discovery requests per client.
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion})
 	mapper.Add(v1alpha1.GroupVersion.WithKind("DistributedLock"), meta.RESTScopeNamespace)

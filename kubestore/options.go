@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -119,7 +120,21 @@ func clientForConfig(cfg *rest.Config, opts []Option) (kubernetes.Interface, err
 	c.QPS, c.Burst = o.qps, o.burst
 	c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.qps, o.burst)
 	c.UserAgent = rest.DefaultKubernetesUserAgent() + " baton"
+	if err := checkTLS(c); err != nil {
+		return nil, err
+	}
 	return kubernetes.NewForConfig(c)
+}
+
+// checkTLS reports TLS material in cfg that cannot be parsed (a truncated
+// certificate-authority-data, a client certificate that is not PEM) as
+// the misconfiguration it is: no attempt can succeed.
+func checkTLS(cfg *rest.Config) error {
+	if _, err := rest.TLSConfigFor(cfg); err != nil {
+		return fmt.Errorf("%w: the client configuration's TLS settings cannot be used (%v): check the kubeconfig's "+
+			"certificate-authority, client-certificate and client-key (or their -data forms)", backend.ErrMisconfigured, err)
+	}
+	return nil
 }
 
 func validLabelValue(v string) error {

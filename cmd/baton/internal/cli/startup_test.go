@@ -163,6 +163,10 @@ func TestMisconfiguredStore(t *testing.T) {
 		{"redis database out of range", []string{"--backend", "redis", "--redis-url", redisURL + "/99"}, cli.ExitConfig, "use a database number below the server's databases setting"},
 		{"missing namespace", []string{"--backend", "lease", "--kubeconfig", kc, "-n", "no-such-ns"}, cli.ExitConfig, `namespace "no-such-ns" does not exist`},
 		{"missing kubeconfig", []string{"--backend", "lease", "--kubeconfig", filepath.Join(t.TempDir(), "missing")}, cli.ExitConfig, "missing"},
+		// A truncated certificate-authority-data: no attempt can succeed
+		// (it exited 1, an unclassified error).
+		{"kubeconfig CA data not PEM", []string{"--backend", "lease", "--kubeconfig", badCAKubeconfig(t)}, cli.ExitConfig, "TLS settings cannot be used"},
+		{"kubeconfig CA data not PEM, crd", []string{"--backend", "crd", "--kubeconfig", badCAKubeconfig(t)}, cli.ExitConfig, "TLS settings cannot be used"},
 		{"redis URL without a scheme", []string{"--backend", "redis", "--redis-url", "localhost:16390"}, cli.ExitUsage, `--redis-url "localhost:16390"`},
 		{"etcd endpoint of another scheme", []string{"--backend", "etcd", "--endpoints", "ftp://127.0.0.1:2379"}, cli.ExitUsage, "use http:// or https://"},
 		{"etcd endpoint without a port", []string{"--backend", "etcd", "--endpoints", "http://127.0.0.1"}, cli.ExitUsage, "does not give HOST:PORT"},
@@ -326,4 +330,20 @@ func TestDoctorCRDTTLTooLong(t *testing.T) {
 	if got := doctorTable(t, out)["timing"]; got.result != "PASS" {
 		t.Errorf("doctor --backend lease --ttl 48h: timing row %+v; want PASS (a Lease holds it)", got)
 	}
+}
+
+// badCAKubeconfig writes a kubeconfig whose certificate-authority-data is
+// not a PEM certificate (cut short, as by a bad copy and paste).
+func badCAKubeconfig(t *testing.T) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://" + closedPort(t), CertificateAuthorityData: []byte("-----BEGIN CERTIFICATE-----\nMIIBuTCCAV6g")}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u", Namespace: "default"}
+	kc.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -1,0 +1,36 @@
+package kubestore_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/kubestore"
+	"k8s.io/client-go/rest"
+)
+
+// A rest.Config whose TLS material cannot be parsed (a kubeconfig with a
+// truncated certificate-authority-data, a client certificate that is not
+// PEM) is a setup that cannot work: the *ForConfig constructors say so
+// with backend.ErrMisconfigured, which baton lock and run report with exit
+// 78, instead of an unclassified error (exit 1, and a doctor row that only
+// said "error").
+func TestForConfigBadTLS(t *testing.T) {
+	for name, tls := range map[string]rest.TLSClientConfig{
+		"ca":   {CAData: []byte("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJ1VENDQVY2")},
+		"cert": {CertData: []byte("not a certificate"), KeyData: []byte("not a key")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: tls}
+			_, err := kubestore.NewLeaseForConfig(cfg, "ns")
+			if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "TLS") {
+				t.Errorf("NewLeaseForConfig: %v; want ErrMisconfigured naming the TLS settings", err)
+			}
+			_, err = kubestore.NewDistributedLockForConfig(cfg, "ns")
+			if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "TLS") {
+				t.Errorf("NewDistributedLockForConfig: %v; want ErrMisconfigured naming the TLS settings", err)
+			}
+		})
+	}
+}
