@@ -125,6 +125,14 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("kube: %s %s: %w: the API server did not accept the credentials (%v)",
 			op, where, backend.ErrForbidden, apiMessage(err))
+	case isMissingCredentialPlugin(err):
+		// client-go's exec credential plugin (aws eks get-token,
+		// gke-gcloud-auth-plugin, kubelogin) is not on this machine: no
+		// attempt can succeed. (An image built FROM baton's has no such
+		// binary.)
+		return fmt.Errorf("kube: %s %s: %w: the kubeconfig's credential plugin cannot be run here (%v); install it on this machine's PATH, "+
+			"or use a kubeconfig (or, in a pod, the service account) whose credentials need no plugin",
+			op, where, backend.ErrMisconfigured, err)
 	case verb == "create" && isNamespaceNotFound(err):
 		return fmt.Errorf("kube: %s %s: %w (%w): namespace %q does not exist; create it or configure another namespace",
 			op, where, ErrNamespaceNotFound, backend.ErrMisconfigured, s.ns)
@@ -147,6 +155,13 @@ func isNamespaceNotFound(err error) bool {
 // cause, which only its message tells from an RBAC denial.
 func isCRDTerminating(err error) bool {
 	return strings.Contains(apiMessage(err), "while custom resource definition is terminating")
+}
+
+// isMissingCredentialPlugin reports client-go's error for a kubeconfig
+// whose exec credential plugin is not installed.
+func isMissingCredentialPlugin(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "getting credentials: exec: executable ") && strings.Contains(msg, " not found")
 }
 
 // isQuota reports a refusal by the ResourceQuota admission plugin, which
