@@ -208,7 +208,9 @@
 //   - Only clock *rate* matters, never offsets. The engine's margin
 //     (default max(2% of TTL, 50ms)) covers rate differences.
 //   - renewTime and acquireTime are written for people (kubectl get
-//     leases, baton status). They are never read for a decision.
+//     leases, baton status). They are never compared with a clock; the
+//     one decision that reads renewTime compares two versions' values for
+//     equality (below), to tell a holder's renewal from another write.
 //   - A claim's lease duration does not shrink in a process's judgement
 //     between two renewals: a version of the same claim (holder and
 //     nonce) with the same renewTime and a shorter leaseDurationSeconds

@@ -83,8 +83,9 @@ func WithMaxConflicts(n int) Option { return func(o *options) { o.maxConflicts =
 // WithClock sets the clock the store reads (default: the real clock). For
 // tests. Its monotonic reading measures how long the store has seen an
 // object unchanged; its wall reading is only written into objects
-// (acquireTime, renewTime) for people to read, and never compared with
-// anything, so a stepped wall clock changes nothing but those fields.
+// (acquireTime, renewTime) for people to read, and never compared with a
+// clock (two versions' renewTime only for equality, see the package
+// doc), so a stepped wall clock changes nothing but those fields.
 func WithClock(c baton.PassiveClock) Option { return func(o *options) { o.clock = c } }
 
 func buildOptions(opts []Option) (options, error) {
