@@ -36,6 +36,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -487,7 +488,7 @@ func newNamespace(t *testing.T, cfg *rest.Config) string {
 func leaseEnv(t *testing.T, name string) *backendEnv {
 	cfg := controlPlane(t)
 	ns := newNamespace(t, cfg)
-	return &backendEnv{name: name, ttl: ttl, claimLife: ttl, ns: ns,
+	be := &backendEnv{name: name, ttl: ttl, claimLife: ttl, ns: ns,
 		newLink: func(t *testing.T) link {
 			host := strings.TrimPrefix(apiProxy.url(), "http://")
 			return proxied(t, []string{host}, "http://")
@@ -496,6 +497,25 @@ func leaseEnv(t *testing.T, name string) *backendEnv {
 		throttle:   apiProxy.set,
 		renewTime:  renewTimeReader(t, cfg, name, ns),
 		deleteLock: kubeDeleter(t, cfg, name, ns)}
+	if name == "lease" {
+		be.cutDuration = leaseCutter(t, cfg, ns)
+	}
+	return be
+}
+
+// leaseCutter patches a Lease's spec.leaseDurationSeconds to 1, as
+// `kubectl patch lease NAME -p '{"spec":{"leaseDurationSeconds":1}}'`
+// does (for the Lease backend; the others keep the duration elsewhere).
+func leaseCutter(t *testing.T, cfg *rest.Config, ns string) func(context.Context, string) error {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(ctx context.Context, lock string) error {
+		_, err := cs.CoordinationV1().Leases(ns).Patch(ctx, lock, types.MergePatchType, []byte(`{"spec":{"leaseDurationSeconds":1}}`), metav1.PatchOptions{})
+		return err
+	}
 }
 
 // redisDel deletes a lock's claim key on every server (redisstore/doc.go:

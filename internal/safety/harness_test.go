@@ -60,6 +60,7 @@ const (
 	faultRevokeFair = "lease revoked in fair mode"
 	faultStopWait   = "SIGSTOP of a waiter"
 	faultLateGrant  = "grants answered after the renew deadline"
+	faultCut        = "lease duration cut to 1s by hand"
 )
 
 // etcdRevoked is why the lease-revoked rows may show two holders: a
@@ -114,6 +115,11 @@ type backendEnv struct {
 	// or a cleanup job would: the record file, the Redis claim key (on
 	// every Redlock server), the etcd claim key, the Kubernetes object.
 	deleteLock func(ctx context.Context, lock string) error
+	// cutDuration shortens the lease duration written in the lock's
+	// object to 1s, as an operator's kubectl patch would, leaving the
+	// claim (holder, renewTime) as it is (Kubernetes Lease); nil for
+	// other stores.
+	cutDuration func(ctx context.Context, lock string) error
 	// evictLock has the store evict the lock's keys that expire (its
 	// claim, its queue) under memory pressure (Redis, maxmemory-policy
 	// volatile-ttl), the fence staying, and says what it did; nil for
@@ -633,6 +639,8 @@ func (h *harness) inject(round int) {
 	case faultJump:
 		h.jump(round, minWrites)
 		h.kill(3 + h.rng.IntN(5))
+	case faultCut:
+		h.cutDuration(minWrites)
 	case faultDelete:
 		h.deleteHeld(minWrites, "lock deleted", func(ctx context.Context, lock string) (string, error) {
 			return "", h.be.deleteLock(ctx, lock)
@@ -897,6 +905,26 @@ func (h *harness) partition(minWrites int) {
 	h.res.margins = append(h.res.margins, ev.At-stepped.At)
 	h.writesAbove(f.tok, 3, 30*time.Second)
 	h.contender(f.c).link.restore()
+}
+
+// cutDuration shortens the lease duration in the lock's object to 1s
+// after one of the holder's writes, while the contenders wait on the claim
+// they saw. The holder goes on with its own TTL and writes its duration
+// back at its next renewal (up to TTL/3 later): nobody may acquire before
+// its tenure ends (the checker fails two holders at once), and the lock
+// then changes hands as usual.
+func (h *harness) cutDuration(minWrites int) {
+	h.t.Helper()
+	var cutErr error
+	f := h.waitFired(h.arm(false, minWrites, func(string) {
+		ctx, cancel := context.WithTimeout(h.t.Context(), 10*time.Second)
+		defer cancel()
+		cutErr = h.be.cutDuration(ctx, h.sc.lock)
+	}), faultCut)
+	if cutErr != nil {
+		h.t.Fatalf("%s: lock %s: %v", faultCut, h.sc.lock, cutErr)
+	}
+	h.writesAbove(f.tok, 3, h.be.bound()+3*h.be.ttl+30*time.Second)
 }
 
 // restartStore kills the store while a holder works and starts it again;

@@ -154,6 +154,13 @@ func TestSafety(t *testing.T) {
 		runScenario(t, be, scenario{fault: faultRestart})
 		throttled(t, be)
 		removing(t, be, false)
+		// With a TTL of 6s the holder renews every 2s: a contender that
+		// took the cut 1s for the claim's would acquire before the
+		// holder's next renewal in about half the rounds (in one of two
+		// runs of the row before kubestore kept the longer duration).
+		long := *be
+		long.ttl, long.claimLife = 3*ttl, 3*ttl
+		runScenario(t, &long, scenario{fault: faultCut, rounds: 2 * rounds()})
 	})
 	// ConfigMap and DistributedLock share the Lease backend's store code
 	// (expiry by observation, conditional writes); the pause, the crash,
