@@ -33,48 +33,74 @@ import (
 // kustomizations are the directories of deploy/ and objects each must
 // create (kind/namespace/name; the namespace empty for cluster-scoped
 // kinds), as docs/kubernetes.md lists them. They are applied one after
-// the other to one API server; none needs anything another creates, and
-// each subtest first checks that none of its objects, nor their
-// namespaces, exists yet, so each meets a cluster empty for it. example
-// goes first: it is the one that used to need its namespace created by
-// hand.
+// the other to one API server, but for those marked own, which include
+// another's objects (deploy/rbac-* include deploy/rbac) and get an API
+// server of their own; none needs anything another creates, and each
+// subtest first checks that none of its objects, nor their namespaces,
+// exists yet, so each meets a cluster empty for it. example goes first:
+// it is the one that used to need its namespace created by hand.
 var kustomizations = []struct {
 	dir  string
+	own  bool
 	want []string
+	// not are objects the kustomization must not create: the other
+	// backends' Roles (least privilege).
+	not []string
 }{
-	{"example", []string{
+	{"example", false, []string{
 		"Namespace//baton-example",
 		"ServiceAccount/baton-example/baton",
 		"Role/baton-example/baton-locks",
 		"RoleBinding/baton-example/baton-locks",
-		"Role/baton-example/baton-distributedlocks",
-		"RoleBinding/baton-example/baton-distributedlocks",
 		"Role/baton-example/baton-leader-label",
 		"RoleBinding/baton-example/baton-leader-label",
 		"Deployment/baton-example/nightly-report",
 		"Service/baton-example/nightly-report-leader",
-	}},
-	{"rbac", []string{
+	}, []string{"Role/baton-example/baton-configmaps", "Role/baton-example/baton-distributedlocks"}},
+	{"rbac", false, []string{
+		"Namespace//baton",
+		"ServiceAccount/baton/baton",
+		"Role/baton/baton-locks",
+		"RoleBinding/baton/baton-locks",
+	}, []string{"Role/baton/baton-configmaps", "Role/baton/baton-distributedlocks"}},
+	{"crd", false, []string{
+		"CustomResourceDefinition//distributedlocks.baton.dev",
+	}, nil},
+	{"rbac-configmap", true, []string{
+		"Namespace//baton",
+		"ServiceAccount/baton/baton",
+		"Role/baton/baton-locks",
+		"RoleBinding/baton/baton-locks",
+		"Role/baton/baton-configmaps",
+		"RoleBinding/baton/baton-configmaps",
+	}, []string{"Role/baton/baton-distributedlocks"}},
+	{"rbac-crd", true, []string{
 		"Namespace//baton",
 		"ServiceAccount/baton/baton",
 		"Role/baton/baton-locks",
 		"RoleBinding/baton/baton-locks",
 		"Role/baton/baton-distributedlocks",
 		"RoleBinding/baton/baton-distributedlocks",
-	}},
-	{"crd", []string{
-		"CustomResourceDefinition//distributedlocks.baton.dev",
-	}},
+	}, []string{"Role/baton/baton-configmaps"}},
 }
 
 func TestApplyToEmptyCluster(t *testing.T) {
-	c := newCluster(t)
+	shared := newCluster(t)
 	for _, k := range kustomizations {
 		t.Run(k.dir, func(t *testing.T) {
+			c := shared
+			if k.own {
+				c = newCluster(t)
+			}
 			objs := render(t, k.dir)
 			for _, w := range k.want {
 				if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return id(o) == w }) {
 					t.Errorf("%s renders no %s", k.dir, w)
+				}
+			}
+			for _, n := range k.not {
+				if slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return id(o) == n }) {
+					t.Errorf("%s renders %s, which its backend does not need", k.dir, n)
 				}
 			}
 			checkOrder(t, objs)

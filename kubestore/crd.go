@@ -94,7 +94,7 @@ import (
 //	  resources: ["distributedlocks"]
 //	  verbs: ["get", "watch", "create", "update"]
 //
-// (deploy/rbac/distributedlock-role.yaml). List (baton status) also needs
+// (deploy/rbac-crd/role.yaml). List (baton status) also needs
 // "list", and Remove "delete", which only package schedule's clean-up of
 // the lock objects of finished slots uses (see Removing lock objects in
 // the package documentation). The CRD itself (deploy/crd) is installed

@@ -305,7 +305,7 @@ func TestDistributedLockRefusals(t *testing.T) {
 }
 
 // TestDistributedLockRole: a user with only the Role of
-// deploy/rbac/distributedlock-role.yaml can lock, renew, wait through a
+// deploy/rbac-crd/role.yaml can lock, renew, wait through a
 // watch and unlock; without "create" it gets an actionable error.
 func TestDistributedLockRole(t *testing.T) {
 	t.Parallel()
@@ -375,29 +375,16 @@ func TestDistributedLockRole(t *testing.T) {
 	}
 }
 
-// dlRole reads the Role from deploy/rbac/distributedlock-role.yaml.
+// dlRole reads the Role from deploy/rbac-crd/role.yaml.
 func dlRole(t *testing.T) *rbacv1.Role {
 	t.Helper()
-	const path = "../deploy/rbac/distributedlock-role.yaml"
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	const path = "../deploy/rbac-crd/role.yaml"
+	r := roleFrom(t, path)
+	if len(r.Rules) != 1 || strings.Join(r.Rules[0].Verbs, ",") != "get,watch,create,update" ||
+		strings.Join(r.Rules[0].Resources, ",") != "distributedlocks" || strings.Join(r.Rules[0].APIGroups, ",") != "baton.dev" {
+		t.Fatalf("%s: unexpected rules %+v", path, r.Rules)
 	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var r rbacv1.Role
-		if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if r.Kind == "Role" {
-			if len(r.Rules) != 1 || strings.Join(r.Rules[0].Verbs, ",") != "get,watch,create,update" ||
-				strings.Join(r.Rules[0].Resources, ",") != "distributedlocks" || strings.Join(r.Rules[0].APIGroups, ",") != "baton.dev" {
-				t.Fatalf("%s: unexpected rules %+v", path, r.Rules)
-			}
-			return &r
-		}
-	}
-	t.Fatalf("%s has no Role", path)
-	return nil
+	return r
 }
 
 // bindDL creates role in ns, binds it to user and waits until it works.

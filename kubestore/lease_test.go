@@ -399,23 +399,26 @@ func TestQuotaExceeded(t *testing.T) {
 	}
 }
 
-// shippedRole reads the Role from deploy/rbac/rbac.yaml.
-func shippedRole(t *testing.T) *rbacv1.Role {
+// shippedRole reads the Lease backend's Role from deploy/rbac/rbac.yaml.
+func shippedRole(t *testing.T) *rbacv1.Role { return roleFrom(t, "../deploy/rbac/rbac.yaml") }
+
+// roleFrom reads the Role from the manifest at path.
+func roleFrom(t *testing.T, path string) *rbacv1.Role {
 	t.Helper()
-	data, err := os.ReadFile("../deploy/rbac/rbac.yaml")
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		var r rbacv1.Role
 		if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
-			t.Fatalf("deploy/rbac/rbac.yaml: %v", err)
+			t.Fatalf("%s: %v", path, err)
 		}
 		if r.Kind == "Role" {
 			return &r
 		}
 	}
-	t.Fatal("deploy/rbac/rbac.yaml has no Role")
+	t.Fatalf("%s has no Role", path)
 	return nil
 }
 
@@ -456,6 +459,7 @@ func bind(t *testing.T, ns, user string, role *rbacv1.Role) {
 func TestForbiddenWithoutCreate(t *testing.T) {
 	ns := newNamespace(t)
 	role := shippedRole(t)
+	role.Rules = append(role.Rules, roleFrom(t, "../deploy/rbac-configmap/role.yaml").Rules...)
 	var rules []rbacv1.PolicyRule
 	for _, r := range role.Rules {
 		var verbs []string
@@ -504,7 +508,8 @@ func TestForbiddenWithoutCreate(t *testing.T) {
 }
 
 // TestShippedRole: a user with only the Role from deploy/rbac/rbac.yaml can
-// lock, renew, wait through a watch, and unlock.
+// lock, renew, wait through a watch, and unlock a Lease, and cannot touch
+// ConfigMaps, which only the ConfigMap backend's Role grants.
 func TestShippedRole(t *testing.T) {
 	ns := newNamespace(t)
 	bind(t, ns, "replica", shippedRole(t))
@@ -555,6 +560,14 @@ func TestShippedRole(t *testing.T) {
 	}
 	if _, err := a.Get(ctx, "job"); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("Get with the shipped Role: %v", err)
+	}
+	// ConfigMaps are the ConfigMap backend's Role's (deploy/rbac-configmap).
+	cm, err := kubestore.NewConfigMapForConfig(ucfg, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cm.TryAcquire(ctx, "job", req("pod-a", ttl)); !errors.Is(err, backend.ErrForbidden) {
+		t.Errorf("a ConfigMap lock with the Lease backend's Role: %v; want ErrForbidden", err)
 	}
 }
 

@@ -180,8 +180,8 @@ func rbacChecks(ctx context.Context, cs kubernetes.Interface, gvr schema.GroupVe
 		}
 	}
 	if len(missing) > 0 {
-		fix := fmt.Sprintf("bind this identity to a Role in namespace %s with the rule (deploy/rbac has it):\n- apiGroups: [%q]\n  resources: [%q]\n  verbs: [\"get\", \"watch\", \"create\", \"update\"]\nmissing now: %s",
-			ns, group, resource, strings.Join(missing, ", "))
+		fix := fmt.Sprintf("bind this identity to a Role in namespace %s with the rule (%s has it):\n- apiGroups: [%q]\n  resources: [%q]\n  verbs: [\"get\", \"watch\", \"create\", \"update\"]\nmissing now: %s",
+			ns, shippedRBAC(resource), group, resource, strings.Join(missing, ", "))
 		for i := range checks {
 			if checks[i].result == resultFail && strings.HasPrefix(checks[i].name, "rbac ") {
 				checks[i].fix = fix
@@ -199,6 +199,18 @@ func rbacChecks(ctx context.Context, cs kubernetes.Interface, gvr schema.GroupVe
 		checks = append(checks, check{"rbac create events", resultPass, "allowed in namespace " + ns, ""})
 	}
 	return checks
+}
+
+// shippedRBAC names the kustomization of deploy/ whose Role grants the
+// lock verbs on resource.
+func shippedRBAC(resource string) string {
+	switch resource {
+	case "configmaps":
+		return "deploy/rbac-configmap"
+	case "distributedlocks":
+		return "deploy/rbac-crd"
+	}
+	return "deploy/rbac"
 }
 
 func reason(s authzv1.SubjectAccessReviewStatus) string {
