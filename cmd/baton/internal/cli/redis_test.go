@@ -157,7 +157,7 @@ func TestWaitEndsOnSilentRedis(t *testing.T) {
 		t.Fatalf("waiting on the answering server: exit %d, want %d naming host-a:\n%s", code, cli.ExitHeld, stderr)
 	}
 
-	waiter := startCLI(t, "waiter", nil, args("--wait", "3s", "--connect-timeout", "2s", "--", "true")...)
+	waiter := startCLI(t, "waiter", nil, args("--wait", "5s", "--connect-timeout", "2s", "--", "true")...)
 	waiter.stderr.waitFor(t, "waiting for the lock", 15*time.Second)
 	srv.Pause()
 	t.Cleanup(srv.Resume)
