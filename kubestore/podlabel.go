@@ -45,10 +45,11 @@ func PodName() (string, error) {
 // --leader-label` does). Lead removes the label from every other Pod of
 // the namespace that carries it (with LeaderOf, which `baton run` gives:
 // every other Pod that led the same lock, or that names no lock), then
-// sets it on this Pod; Unlead removes it from this Pod. A leader cut off from the API server cannot Unlead:
-// the next leader's Lead removes its label, and no next leader starts
-// before the cut-off one's validity has ended, so a former leader keeps
-// the label at most one round trip past its validity end.
+// sets it on this Pod; Unlead removes it from this Pod. A leader cut off
+// from the API server cannot Unlead: the next leader's Lead removes its
+// label, and no next leader starts before the cut-off one's validity has
+// ended, so a former leader keeps the label at most one round trip past
+// its validity end.
 //
 // While it leads, the Pod also carries the annotation
 // AnnotationPodDeletionCost set to LeaderDeletionCost, so that a
