@@ -93,6 +93,11 @@ func parseSpec(text string, loc *time.Location) (sp spec, err error) {
 	}()
 	p := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 	s, err := p.Parse(trimmed)
+	if err != nil && strings.Contains(err.Error(), "above maximum (6)") {
+		// Only the day of the week ends at 6; cron(8) also takes 7 for
+		// Sunday, this parser does not.
+		err = fmt.Errorf("%w (the day of the week runs from 0, Sunday, to 6: write 0 or SUN for Sunday)", err)
+	}
 	if err != nil {
 		return spec{}, bad(err)
 	}

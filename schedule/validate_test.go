@@ -62,6 +62,7 @@ func TestAddRejectsInvalidJobs(t *testing.T) {
 		{"garbage spec", "j", "every day", job, nil, schedule.ErrInvalidSpec, `"every day"`},
 		{"seven fields", "j", "0 0 0 * * * *", job, nil, schedule.ErrInvalidSpec, "0 0 0 * * * *"},
 		{"out of range", "j", "61 * * * *", job, nil, schedule.ErrInvalidSpec, "61"},
+		{"Sunday as 7", "j", "0 3 * * 7", job, nil, schedule.ErrInvalidSpec, "write 0 or SUN for Sunday"},
 		{"bad time zone", "j", "CRON_TZ=Mars/Olympus 0 3 * * *", job, nil, schedule.ErrInvalidSpec, "Mars/Olympus"},
 		{"time zone alone", "j", "CRON_TZ=UTC", job, nil, schedule.ErrInvalidSpec, "followed by a schedule"},
 		{"TZ alone", "j", "TZ=UTC", job, nil, schedule.ErrInvalidSpec, "followed by a schedule"},
