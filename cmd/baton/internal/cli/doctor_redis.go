@@ -22,7 +22,7 @@ const redisCheckTimeout = 5 * time.Second
 // aofFix is the fix for a server whose restart would lose claims or
 // counters.
 const aofFix = "run the server with appendonly yes and appendfsync always (redis.conf, or CONFIG SET appendonly yes, CONFIG SET appendfsync always, then CONFIG REWRITE): " +
-	"without them a restart or crash frees held locks and can repeat fencing tokens (docs/backends.md)"
+	"without them a restart or crash frees held locks while their holders still run, and only fencing refuses the old holders' late writes (tokens keep growing, from the server's clock: docs/backends.md)"
 
 // redisURLFix is the fix for a --redis-url that does not parse.
 const redisURLFix = "write the URL as redis://[user:password@]host:port[/db] (rediss:// for TLS)"
@@ -315,7 +315,7 @@ func persistenceCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Opti
 	case !ok:
 		return check{label, resultWarn, "cannot tell whether a restart keeps the locks: INFO persistence has no aof_enabled field", aofFix}
 	case aof != "1":
-		return check{label, resultWarn, fmt.Sprintf("append-only file off (aof_enabled:%s): a restart or crash frees every held lock and restarts fencing tokens", aof), aofFix}
+		return check{label, resultWarn, fmt.Sprintf("append-only file off (aof_enabled:%s): a restart or crash frees every held lock while its holder still runs (tokens keep growing, from the server's clock)", aof), aofFix}
 	}
 	return appendfsyncCheck(ctx, client, label, shown)
 }
@@ -334,7 +334,7 @@ func appendfsyncCheck(ctx context.Context, client *redis.Client, label, shown st
 	case fsync == "always":
 		return check{label, resultPass, "append-only file on (aof_enabled:1), appendfsync always: every acknowledged write survives a restart", ""}
 	}
-	return check{label, resultWarn, fmt.Sprintf("append-only file on, but appendfsync %s: a crash can lose the last writes, so a claim can vanish and a fencing token can repeat", fsync), aofFix}
+	return check{label, resultWarn, fmt.Sprintf("append-only file on, but appendfsync %s: a crash can lose the last writes, so a claim can vanish while its holder still runs (tokens keep growing, from the server's clock)", fsync), aofFix}
 }
 
 // redisFailure is the row of a server that did not answer INFO: the

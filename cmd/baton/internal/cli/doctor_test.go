@@ -452,12 +452,12 @@ func TestDoctorRedisPersistence(t *testing.T) {
 		fix  string // a part of the row's fix; none if empty
 	}{
 		{"aof off", off.URL(), 0,
-			doctorRow{"WARN", "append-only file off (aof_enabled:0): a restart or crash frees every held lock and restarts fencing tokens"},
+			doctorRow{"WARN", "append-only file off (aof_enabled:0): a restart or crash frees every held lock while its holder still runs (tokens keep growing, from the server's clock)"},
 			"run the server with appendonly yes and appendfsync always"},
 		{"aof always", on.URL(), 0,
 			doctorRow{"PASS", "append-only file on (aof_enabled:1), appendfsync always: every acknowledged write survives a restart"}, ""},
 		{"aof everysec", everysec.URL(), 0,
-			doctorRow{"WARN", "append-only file on, but appendfsync everysec: a crash can lose the last writes, so a claim can vanish and a fencing token can repeat"},
+			doctorRow{"WARN", "append-only file on, but appendfsync everysec: a crash can lose the last writes, so a claim can vanish while its holder still runs (tokens keep growing, from the server's clock)"},
 			"appendfsync always"},
 		{"CONFIG denied", as("noconfig"), 0,
 			doctorRow{"PASS", "append-only file on (aof_enabled:1); this user may not run CONFIG GET, so appendfsync is not known: it must be always (check: redis-cli -u " + shown("noconfig") + " CONFIG GET appendfsync)"}, ""},
@@ -491,7 +491,7 @@ func TestDoctorRedisPersistence(t *testing.T) {
 	}
 	wantRows(t, out, map[string]doctorRow{
 		row(on.URL()):  {"PASS", "append-only file on (aof_enabled:1), appendfsync always: every acknowledged write survives a restart"},
-		row(off.URL()): {"WARN", "append-only file off (aof_enabled:0): a restart or crash frees every held lock and restarts fencing tokens"},
+		row(off.URL()): {"WARN", "append-only file off (aof_enabled:0): a restart or crash frees every held lock while its holder still runs (tokens keep growing, from the server's clock)"},
 		row(gone): {"FAIL", "unreachable: store unavailable: dial tcp " + strings.TrimPrefix(gone, "redis://") +
 			": connect: connection refused (nothing listens at that address: is the server running, and are the host and port right?)"},
 		"permissions " + on.URL(): {"PASS", `this user may run every command baton sends for lock "doctor-probe" (redisstore.ACLRules)`},
