@@ -30,9 +30,10 @@ const redisURLFix = "write the URL as redis://[user:password@]host:port[/db] (re
 // evictionFix is the fix for a server that may evict baton's keys.
 const evictionFix = "keep baton's locks on a Redis that evicts nothing: maxmemory-policy noeviction (redis.conf, or CONFIG SET maxmemory-policy noeviction then CONFIG REWRITE; on a managed service, its parameter group), or no maxmemory; a cache that must evict needs a Redis of its own (docs/backends.md)"
 
-// redisChecks reads the persistence settings and eviction policy of each
-// server and asks it whether the user may run what baton sends for lock
-// name: three rows per --redis-url.
+// redisChecks asks each server whether it is a primary outside a Cluster
+// (for a redis:// or rediss:// URL), reads its persistence settings and
+// eviction policy, and asks it whether the user may run what baton sends
+// for lock name: three or four rows per --redis-url.
 func redisChecks(ctx context.Context, urls []string, name string, tlsFn func(*redis.Options)) []check {
 	checks := make([]check, 0, 4*len(urls))
 	for _, u := range urls {
