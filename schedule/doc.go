@@ -24,8 +24,8 @@
 //     job ran and the job still returned nil, the work is done: the slot
 //     is recorded anyway and a warning logged);
 //  5. keeps the lock until LockAtLeastFor after the slot time, then
-//     releases it, and removes the lock's record if the slot is recorded
-//     (see Lock records).
+//     releases it, and removes the lock's record, whatever the run's
+//     outcome (see Lock records).
 //
 // # Guarantees
 //
@@ -94,12 +94,14 @@
 //
 // Every slot has a lock of its own. Where the backend can delete a free
 // lock's record (backend.Remover: every backend of this module, filestore
-// included), the replica that ran a slot, or found it done, removes its
-// lock's record after releasing it, so that the store does not keep a
-// record per run for ever. That changes nothing about which slots run: a
-// replica that reaches the slot later creates the record again, with a
-// larger fencing token, finds the slot done in the ledger and removes the
-// record in turn. On Kubernetes it needs the delete verb on the lock's
+// included), the replica that held a slot's lock removes its record after
+// releasing it, whether the job ran, failed or was found done, so that the
+// store does not keep a record per run for ever. That changes nothing
+// about which slots run, since the ledger, not the record, says whether a
+// slot is done: a replica that reaches the slot later creates the record
+// again, with a larger fencing token, finds the slot done in the ledger
+// (or, after a failed run, runs it again, as it would with the record
+// kept) and removes the record in turn. On Kubernetes it needs the delete verb on the lock's
 // resource (a refusal is logged once as a warning, and the records stay);
 // KeepSlotLocks turns removal off.
 //

@@ -103,10 +103,10 @@ func WithLockObserver(o baton.Observer) Option {
 
 // KeepSlotLocks keeps the record of every slot's lock in the store. By
 // default, where the backend implements backend.Remover, the scheduler
-// removes a slot's lock record once the slot is recorded in the ledger and
-// its lock is released (after LockAtLeastFor), since each slot has a lock
+// removes a slot's lock record once its lock is released (after
+// LockAtLeastFor), whatever the run's outcome, since each slot has a lock
 // name of its own and the records would otherwise pile up: one per run,
-// for ever. Keep them to inspect them, on Kubernetes where the
+// failed runs included, for ever. Keep them to inspect them, on Kubernetes where the
 // scheduler's identity may not delete lock objects (which would otherwise
 // be logged once as a warning), or on the file backend while processes
 // built with a version of filestore without Store.Remove share the lock

@@ -116,6 +116,52 @@ func TestSlotLockRemovedAfterLockAtLeastFor(t *testing.T) {
 	}
 }
 
+// A slot whose job failed has its lock record removed too, after
+// LockAtLeastFor (on Kubernetes, a record left per failed run would count
+// against a ResourceQuota for ever); a replica whose clock is behind runs
+// the slot again, as it would with the record kept, with a larger token,
+// and removes the record in turn.
+func TestFailedSlotLockRemoved(t *testing.T) {
+	env := newFakeEnv(t0.Add(30 * time.Second))
+	slot := t0.Add(time.Minute)
+	key, _ := schedule.LockName("report", slot)
+	spy := newRemovals(env.store, nil)
+	cnt := newCounter()
+	failing := func(context.Context, schedule.Run) error { return errors.New("disk full") }
+	onTime, late := newRecorder(), newRecorder()
+	a := env.replicaOn(t, spy, "on-time", 0, schedule.WithObserver(onTime.observe))
+	b := env.replicaOn(t, spy, "late", -15*time.Second, schedule.WithObserver(late.observe))
+	if err := a.Add("report", "* * * * *", failing, schedule.LockAtLeastFor(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Add("report", "* * * * *", cnt.job, schedule.LockAtLeastFor(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	start(t, a)
+	start(t, b)
+	awaitWaiters(t, env.wall, 2)
+
+	env.wall.Step(30 * time.Second) // on-time reaches the slot, and fails
+	failed := onTime.expect(t, slot, schedule.Failed)
+	awaitWaiters(t, env.wall, 3)    // two loops and on-time's hold
+	env.wall.Step(10 * time.Second) // LockAtLeastFor ends
+	if c := spy.next(t); c.key != key || c.err != nil {
+		t.Fatalf("Remove(%q) = %v, want Remove(%q) = nil", c.key, c.err, key)
+	}
+	if _, err := env.store.Get(context.Background(), key); !errors.Is(err, baton.ErrNotFound) {
+		t.Fatalf("Get after the failed slot's removal: %v, want ErrNotFound", err)
+	}
+
+	env.wall.Step(5 * time.Second) // late reaches the slot, not recorded
+	again := late.expect(t, slot, schedule.Ran)
+	if again.Token <= failed.Token {
+		t.Errorf("token %d of the slot's recreated lock, want more than the removed one's %d", again.Token, failed.Token)
+	}
+	if n := cnt.get(slot); n != 1 {
+		t.Errorf("late replica ran the failed slot %d times, want once", n)
+	}
+}
+
 // runOneSlot runs the slot t0+1m of a job on a replica over spy with
 // opts, stops the replica (Run waits for the slot's release), checks that
 // it never called Remove (why says when that would be wrong), and returns

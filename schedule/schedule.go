@@ -367,7 +367,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	done, err := s.ledger.Done(runCtx, j.name, slot)
 	if err != nil {
 		end()
-		s.release(ctx, lease, key, false, log)
+		s.release(ctx, lease, key, log)
 		if ctx.Err() == nil {
 			fail("schedule: cannot read the ledger; not running the slot", err)
 		}
@@ -375,7 +375,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	}
 	if done {
 		end()
-		s.release(ctx, lease, key, true, log)
+		s.release(ctx, lease, key, log)
 		log.Debug("schedule: slot already done")
 		ev.Outcome = AlreadyDone
 		s.observe(ev)
@@ -386,8 +386,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	end()
 	ev.Outcome, ev.Err = s.recordRun(ctx, j, slot, lease, jobErr, log)
 	s.observe(ev)
-	recorded := ev.Outcome == Ran
-	s.hold(ctx, slot.Add(j.atLeast), lease, func() { s.release(ctx, lease, key, recorded, log) }, wg)
+	s.hold(ctx, slot.Add(j.atLeast), lease, func() { s.release(ctx, lease, key, log) }, wg)
 }
 
 // recordRun records slot in the ledger if j's run returned nil (jobErr),
@@ -410,31 +409,32 @@ func (s *Scheduler) recordRun(ctx context.Context, j *job, slot time.Time, lease
 }
 
 // release releases a slot's lock, within releaseTimeout even after ctx
-// ended. If remove is set (the slot is recorded as done), it then removes
-// the lock's record under the same timeout, so that a shutdown waits no
-// longer for both than for a release: nobody needs the record again. A
-// claim the release could not clear stays until it expires, and so does
-// the record.
-func (s *Scheduler) release(ctx context.Context, lease *baton.Lease, key string, remove bool, log *slog.Logger) {
+// ended, then removes the lock's record under the same timeout, so that a
+// shutdown waits no longer for both than for a release. A claim the
+// release could not clear stays until it expires, and so does the record.
+func (s *Scheduler) release(ctx context.Context, lease *baton.Lease, key string, log *slog.Logger) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	if err := lease.Unlock(rctx); err != nil && !errors.Is(err, backend.ErrLost) {
 		log.Warn("schedule: releasing the slot lock failed; it will expire", "err", err)
 		return
 	}
-	if remove {
-		s.removeLock(rctx, key, log)
-	}
+	s.removeLock(rctx, key, log)
 }
 
 // removeLock removes the record of a slot's lock, released by this
 // replica, where the backend can (backend.Remover) and KeepSlotLocks was
-// not given. Each slot has a lock name of its own, which nobody locks
-// after the slot is recorded as done: a replica that reaches the slot
-// later (its clock behind) creates the record again, finds the slot done
-// in the ledger and removes the record in turn. So removal changes nothing
-// about which slots run; it keeps the store from keeping a record per run
-// for ever. A failure leaves the record, as before. ctx bounds the call.
+// not given, whatever the slot's outcome. Each slot has a lock name of its
+// own, and the ledger, not the lock's record, says whether the slot is
+// done: a replica that reaches the slot later (its clock behind) creates
+// the record again, with a larger token, and runs the slot only if the
+// ledger does not record it (a slot that failed, or whose recording
+// failed, runs again as it would with the record kept), then removes the
+// record in turn. So removal changes nothing about which slots run; it
+// keeps the store from keeping a record per run for ever, failed runs
+// included (on Kubernetes, one object per failed night would count
+// against a ResourceQuota until creates are refused). A failure leaves
+// the record, as before. ctx bounds the call.
 func (s *Scheduler) removeLock(ctx context.Context, key string, log *slog.Logger) {
 	rm, ok := s.b.(backend.Remover)
 	if !ok || s.cfg.keepLocks {

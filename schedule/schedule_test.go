@@ -290,8 +290,8 @@ func TestJobContextEndsAtLockAtMostFor(t *testing.T) {
 	// The lock was released (before the loop waits for the next slot):
 	// another owner can take the slot.
 	awaitWaiters(t, env.wall, 1)
-	if rec, err := env.store.Get(context.Background(), run.Lock); err != nil || rec.Held() {
-		t.Fatalf("slot lock after the run: %+v, %v; want released", rec, err)
+	if rec, err := env.store.Get(context.Background(), run.Lock); !errors.Is(err, baton.ErrNotFound) {
+		t.Fatalf("slot lock after the run: %+v, %v; want released and its record removed", rec, err)
 	}
 }
 
@@ -312,8 +312,8 @@ func TestShutdownEndsJobContext(t *testing.T) {
 	if !errors.Is(e.Err, schedule.ErrStopped) || !errors.Is(e.Err, context.Canceled) {
 		t.Fatalf("job's context cause = %v, want ErrStopped and context.Canceled", e.Err)
 	}
-	if rec, err := env.store.Get(context.Background(), run.Lock); err != nil || rec.Held() {
-		t.Fatalf("slot lock after shutdown: %+v, %v; want released", rec, err)
+	if rec, err := env.store.Get(context.Background(), run.Lock); !errors.Is(err, baton.ErrNotFound) {
+		t.Fatalf("slot lock after shutdown: %+v, %v; want released and its record removed", rec, err)
 	}
 }
 
@@ -523,8 +523,8 @@ func TestLedgerUnreadableDoesNotRun(t *testing.T) {
 		t.Fatalf("err = %v, runs = %d; want the ledger's error and no run", e.Err, cnt.get(t0.Add(time.Minute)))
 	}
 	key, _ := schedule.LockName("report", t0.Add(time.Minute))
-	if r, err := env.store.Get(context.Background(), key); err != nil || r.Held() {
-		t.Fatalf("slot lock %v, %v; want released", r, err)
+	if r, err := env.store.Get(context.Background(), key); !errors.Is(err, baton.ErrNotFound) {
+		t.Fatalf("slot lock %v, %v; want released and its record removed", r, err)
 	}
 }
 
