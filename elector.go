@@ -64,10 +64,13 @@ func (e *Elector) Leader() string {
 }
 
 // IsLeader reports whether this elector is in a term of its own: it has
-// acquired the lock and the term's Lease has not ended. It never judges by
-// identity, so two electors misconfigured with one identity do not both
-// report leading. Like any observation it can be stale the moment it
-// returns; only the Lease's context ends in time to stop work.
+// acquired the lock and the term's Lease has not ended (Lease.Err, which
+// reads the clock: false from the renew deadline on, even in a process
+// just resumed from a pause whose lease goroutine has not run yet). It
+// never judges by identity, so two electors misconfigured with one
+// identity do not both report leading. Like any observation it can be
+// stale the moment it returns; only the Lease's context ends in time to
+// stop work.
 func (e *Elector) IsLeader() bool {
 	e.leaderMu.Lock()
 	t := e.term

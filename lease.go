@@ -131,11 +131,33 @@ func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 // error matching ErrReleased after Unlock, ErrLost after a loss (with
 // ErrStepDown if renewals failed until the renew deadline; without it if the
 // store said the claim is someone else's), or the parent context's error.
+//
+// Err reads the clock: once the renew deadline has passed without a
+// successful renew, it ends the lease itself (as the lease's own goroutine
+// would, with the same error), so that a process resumed from a pause past
+// its deadline gets a non-nil Err at once, even before that goroutine has
+// run. Done and Context end only when one of them has noticed.
 func (l *Lease) Err() error {
 	if l.ctx.Err() == nil {
-		return nil
+		l.mu.Lock()
+		stepDown, lastErr := l.lastSend.Add(l.m.cfg.renewDeadline), l.lastErr
+		l.mu.Unlock()
+		if l.m.cfg.clock.Now().Before(stepDown) {
+			return nil
+		}
+		l.lose(l.stepDownError(lastErr))
 	}
 	return context.Cause(l.ctx)
+}
+
+// stepDownError is the cause of a lease that reached its renew deadline;
+// lastErr is the last renew failure, if any.
+func (l *Lease) stepDownError(lastErr error) error {
+	err := fmt.Errorf("%w: %w %v: no renew succeeded", ErrLost, ErrStepDown, l.m.cfg.renewDeadline)
+	if lastErr != nil {
+		err = fmt.Errorf("%w (last error: %w)", err, lastErr)
+	}
+	return err
 }
 
 // Unlock ends the lease: it stops renewing, ends the lease's context, and
@@ -236,11 +258,7 @@ func (l *Lease) keep() {
 		l.mu.Unlock()
 		now := clk.Now()
 		if !now.Before(stepDown) {
-			err := fmt.Errorf("%w: %w %v: no renew succeeded", ErrLost, ErrStepDown, cfg.renewDeadline)
-			if lastErr != nil {
-				err = fmt.Errorf("%w (last error: %w)", err, lastErr)
-			}
-			l.lose(err)
+			l.lose(l.stepDownError(lastErr))
 			return
 		}
 		if inflight == nil && !now.Before(nextRenew) {

@@ -737,3 +737,49 @@ func lockInBackground(t *testing.T, m *baton.Mutex) <-chan *baton.Lease {
 	}()
 	return got
 }
+
+// starvedClock is a fake clock whose timers never fire: it stands for a
+// process whose lease goroutine has not been scheduled yet (just resumed
+// from a SIGSTOP, or starved of CPU) while the caller's goroutine runs.
+type starvedClock struct{ *clocktest.FakeClock }
+
+type idleTimer struct{}
+
+func (idleTimer) C() <-chan time.Time { return nil }
+func (idleTimer) Stop() bool          { return true }
+
+func (starvedClock) NewTimer(time.Duration) baton.Timer          { return idleTimer{} }
+func (starvedClock) AfterFunc(time.Duration, func()) baton.Timer { return idleTimer{} }
+
+// Err reports the step-down from the renew deadline on, read on the
+// clock, even when the lease's own goroutine has not run: code that asks
+// Err (or an Elector's IsLeader) before each write learns that it no
+// longer holds the lock without waiting for that goroutine.
+func TestLeaseErrReadsTheClock(t *testing.T) {
+	clk := starvedClock{clocktest.NewFakeClock(t0)}
+	obs, ev := events()
+	m, err := baton.NewMutex(memstore.New(memstore.WithClock(clk)), "jobs.nightly", baton.WithClock(clk), baton.WithIdentity("me"), quiet, obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ev, baton.EventAcquired)
+	clk.Step(10*time.Second - time.Nanosecond)
+	if err := l.Err(); err != nil {
+		t.Fatalf("Err before the renew deadline = %v, want nil", err)
+	}
+	clk.Step(time.Nanosecond) // the renew deadline; no timer fires
+	if err := l.Err(); !errors.Is(err, baton.ErrLost) || !errors.Is(err, baton.ErrStepDown) {
+		t.Fatalf("Err at the renew deadline = %v, want ErrLost and ErrStepDown", err)
+	}
+	waitClosed(t, l.Done(), "lease once Err saw its renew deadline")
+	if e := next(t, ev, baton.EventLost); !errors.Is(e.Err, baton.ErrStepDown) {
+		t.Fatalf("lost event err = %v, want ErrStepDown", e.Err)
+	}
+	if err := l.Unlock(context.Background()); !errors.Is(err, baton.ErrLost) {
+		t.Fatalf("Unlock after the step-down = %v, want ErrLost", err)
+	}
+}
