@@ -783,3 +783,47 @@ func TestLeaseErrReadsTheClock(t *testing.T) {
 		t.Fatalf("Unlock after the step-down = %v, want ErrLost", err)
 	}
 }
+
+// heldThenSilent answers its first attempt "held by other", then lets
+// every later attempt hang until its context ends, as a store that went
+// silent during the wait (a stopped server, a partition).
+type heldThenSilent struct {
+	*script
+	attempts chan struct{} // an attempt hangs
+}
+
+func (h heldThenSilent) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
+	h.mu.Lock()
+	first := h.acquires == 0
+	h.acquires++
+	h.mu.Unlock()
+	if first {
+		return backend.Grant{}, &baton.HeldError{Key: key, Holder: "other", Token: 1}
+	}
+	h.attempts <- struct{}{}
+	<-ctx.Done()
+	return backend.Grant{}, fmt.Errorf("read tcp: i/o timeout: %w: %w", baton.ErrUnavailable, ctx.Err())
+}
+
+// A Lock whose context ends during an attempt that got no answer does
+// not report the lock held, as Lock's doc promises (ErrHeld only if held
+// at the last attempt): the last answer may be long gone.
+func TestLockCutShortIsNotHeld(t *testing.T) {
+	b := heldThenSilent{newScript(), make(chan struct{}, 1)}
+	m, clk := newMutex(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.Lock(ctx)
+		errc <- err
+	}()
+	awaitTimer(t, clk)    // held at the first attempt; Lock waits
+	clk.Step(time.Minute) // past any retry
+	<-b.attempts          // the second attempt hangs
+	cancel()
+	err := <-errc
+	if errors.Is(err, baton.ErrHeld) || !errors.Is(err, context.Canceled) || !errors.Is(err, baton.ErrUnavailable) ||
+		!strings.Contains(err.Error(), "no answer") || !strings.Contains(err.Error(), "other") {
+		t.Fatalf("Lock = %v, want context.Canceled and ErrUnavailable, not ErrHeld, naming the earlier holder", err)
+	}
+}

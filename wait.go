@@ -61,7 +61,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 			}
 			wait = c.heldWait(held, w.changes != nil)
 		case ctx.Err() != nil:
-			return nil, stopped()
+			return nil, cutShort(ctx, err, lastErr)
 		case isPermanent(err):
 			return nil, err
 		default:
@@ -83,6 +83,19 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 			return nil, stopped()
 		}
 	}
+}
+
+// cutShort is await's error when ctx ended during an attempt, which failed
+// with err: that attempt got no answer, so who holds the lock now is not
+// known. An earlier attempt's finding (last) is named but not matched:
+// the error matches ErrHeld only if the lock was held at the last attempt
+// (a store gone silent during the wait is not reported as still held).
+// It matches ctx.Err() and err.
+func cutShort(ctx context.Context, err, last error) error {
+	if last == nil {
+		return fmt.Errorf("the attempt in flight got no answer: %w; stopped waiting: %w", err, ctx.Err())
+	}
+	return fmt.Errorf("the attempt in flight got no answer: %w (the attempt before: %v); stopped waiting: %w", err, last, ctx.Err())
 }
 
 // heldWait is how long to wait after finding the lock held: with a watch,
