@@ -407,10 +407,15 @@ func (h *hub) confirm(channel string) {
 	}
 }
 
-func (h *hub) wakeAll() {
+// wakeAll records that notices may have been lost and, if wake, wakes
+// every watcher.
+func (h *hub) wakeAll(wake bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.epoch++
+	if !wake {
+		return
+	}
 	for _, c := range h.chans {
 		for w := range c.watchers {
 			w.wake()
@@ -440,7 +445,7 @@ func (h *hub) loop(ctx context.Context, ps *redis.PubSub, done chan struct{}) {
 				if ps = h.replace(ctx, ps); ps == nil {
 					return
 				}
-				h.wakeAll()
+				h.wakeAll(true)
 				pingSent = false
 			} else {
 				pingSent = ps.Ping(ctx) == nil
@@ -451,8 +456,13 @@ func (h *hub) loop(ctx context.Context, ps *redis.PubSub, done chan struct{}) {
 			return
 		case err != nil:
 			// go-redis reconnects and resubscribes on the next receive;
-			// notices may have been lost meanwhile.
-			h.wakeAll()
+			// notices may have been lost meanwhile. The first error of
+			// an outage wakes the watchers (their waiters try, fail, and
+			// then poll at their retry period); the failed reconnections
+			// after it wake nobody, or every waiter would send an attempt
+			// to the absent server at each one, and log its failure.
+			// The resubscription's confirmation wakes them all again.
+			h.wakeAll(backoff == 0)
 			backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
 			t := time.NewTimer(backoff)
 			select {
