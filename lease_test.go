@@ -805,10 +805,12 @@ func (h heldThenSilent) TryAcquire(ctx context.Context, key string, req backend.
 	return backend.Grant{}, fmt.Errorf("read tcp: i/o timeout: %w: %w", baton.ErrUnavailable, ctx.Err())
 }
 
-// A Lock whose context ends during an attempt that got no answer does
-// not report the lock held, as Lock's doc promises (ErrHeld only if held
-// at the last attempt): the last answer may be long gone.
-func TestLockCutShortIsNotHeld(t *testing.T) {
+// A Lock whose context ends during an attempt that got no answer reports
+// the last answered attempt (held by other), as when it ends between
+// attempts, and says that the attempt in flight got no answer and for how
+// long: a store gone silent during the wait is told apart from a
+// cancellation that fell during a prompt attempt.
+func TestLockCutShortSaysSo(t *testing.T) {
 	b := heldThenSilent{newScript(), make(chan struct{}, 1)}
 	m, clk := newMutex(t, b)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -822,8 +824,63 @@ func TestLockCutShortIsNotHeld(t *testing.T) {
 	<-b.attempts          // the second attempt hangs
 	cancel()
 	err := <-errc
-	if errors.Is(err, baton.ErrHeld) || !errors.Is(err, context.Canceled) || !errors.Is(err, baton.ErrUnavailable) ||
-		!strings.Contains(err.Error(), "no answer") || !strings.Contains(err.Error(), "other") {
-		t.Fatalf("Lock = %v, want context.Canceled and ErrUnavailable, not ErrHeld, naming the earlier holder", err)
+	var held *baton.HeldError
+	if !errors.As(err, &held) || held.Holder != "other" || !errors.Is(err, context.Canceled) ||
+		!strings.Contains(err.Error(), "the attempt in flight got no answer in ") || !strings.Contains(err.Error(), "i/o timeout") {
+		t.Fatalf("Lock = %v, want context.Canceled and ErrHeld by other, saying the attempt in flight got no answer and why", err)
+	}
+}
+
+// notifying is a script that implements backend.LossNotifier: the test
+// reports a loss through lost, and stops counts the cancelled calls.
+type notifying struct {
+	*script
+	lost  chan func(error)
+	stops chan struct{}
+}
+
+func (n notifying) AfterLoss(g backend.Grant, f func(error)) func() bool {
+	n.lost <- f
+	return func() bool { n.stops <- struct{}{}; return true }
+}
+
+// A loss the store reports between renewals ends the lease at once, with
+// the store's reason, without waiting for the next renew.
+func TestLeaseEndsOnStoreLossNotice(t *testing.T) {
+	b := notifying{newScript(), make(chan func(error), 1), make(chan struct{}, 1)}
+	obs, ev := events()
+	m, _ := newMutex(t, b, obs)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	(<-b.lost)(errors.New("etcd reports lease 1f expired or revoked"))
+	waitClosed(t, l.Done(), "lease after the store's loss notice")
+	if err := l.Err(); !errors.Is(err, baton.ErrLost) || errors.Is(err, baton.ErrStepDown) || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("Err = %v, want ErrLost with the store's reason", err)
+	}
+	next(t, ev, baton.EventAcquired)
+	next(t, ev, baton.EventLost)
+	if err := l.Unlock(context.Background()); !errors.Is(err, baton.ErrLost) {
+		t.Fatalf("Unlock after the loss = %v, want ErrLost", err)
+	}
+}
+
+// Unlock cancels the store's loss notice.
+func TestUnlockStopsLossNotice(t *testing.T) {
+	b := notifying{newScript(), make(chan func(error), 1), make(chan struct{}, 1)}
+	m, _ := newMutex(t, b)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-b.lost
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.stops:
+	default:
+		t.Fatal("Unlock did not stop the store's loss notice")
 	}
 }

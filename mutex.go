@@ -87,7 +87,10 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
 // watch it retries every RetryPeriod with jitter, and no later than that.
 //
 // If ctx ends first, the error matches ctx.Err() and, if the lock was held
-// at the last attempt, ErrHeld (unwrapping to *HeldError with the holder).
+// at the last answered attempt, ErrHeld (unwrapping to *HeldError with the
+// holder). If ctx ended an attempt that had no answer yet, the message
+// says so and how long that attempt had waited: a store that went silent
+// during the wait shows as an answer long overdue.
 //
 // As with TryLock, the Lease's context keeps ctx's values but not its
 // cancellation.

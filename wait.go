@@ -46,6 +46,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 		return ctx.Err()
 	}
 	for {
+		sent := c.clock.Now()
 		l, err := cl.claim(ctx, parent)
 		if err == nil {
 			c.observeAcquired(l, Event{Kind: EventAcquired, Name: l.Name(), Holder: c.identity, Token: l.Token(), Duration: c.clock.Since(start)})
@@ -61,7 +62,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 			}
 			wait = c.heldWait(held, w.changes != nil)
 		case ctx.Err() != nil:
-			return nil, cutShort(ctx, err, lastErr)
+			return nil, cutShort(ctx, err, lastErr, c.clock.Since(sent))
 		case isPermanent(err):
 			return nil, err
 		default:
@@ -86,16 +87,16 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 }
 
 // cutShort is await's error when ctx ended during an attempt, which failed
-// with err: that attempt got no answer, so who holds the lock now is not
-// known. An earlier attempt's finding (last) is named but not matched:
-// the error matches ErrHeld only if the lock was held at the last attempt
-// (a store gone silent during the wait is not reported as still held).
-// It matches ctx.Err() and err.
-func cutShort(ctx context.Context, err, last error) error {
+// with err after waiting d for an answer. Like stopped, it matches the last
+// answered attempt's error (last: ErrHeld if the lock was held then) and
+// ctx.Err(); its message also says how long the attempt cut short had
+// waited, which tells a store gone silent during the wait (an answer long
+// overdue) from a cancellation that fell during a prompt attempt.
+func cutShort(ctx context.Context, err, last error, d time.Duration) error {
 	if last == nil {
-		return fmt.Errorf("the attempt in flight got no answer: %w; stopped waiting: %w", err, ctx.Err())
+		return fmt.Errorf("%w (the attempt in flight got no answer in %v); stopped waiting: %w", err, d.Round(time.Millisecond), ctx.Err())
 	}
-	return fmt.Errorf("the attempt in flight got no answer: %w (the attempt before: %v); stopped waiting: %w", err, last, ctx.Err())
+	return fmt.Errorf("%w (the attempt in flight got no answer in %v: %v); stopped waiting: %w", last, d.Round(time.Millisecond), err, ctx.Err())
 }
 
 // heldWait is how long to wait after finding the lock held: with a watch,
