@@ -67,6 +67,10 @@ type Lease struct {
 
 	unlockOnce sync.Once
 	unlockErr  error
+
+	// stopLoss, if not nil, cancels the store's loss notice (see
+	// backend.LossNotifier).
+	stopLoss func() bool
 }
 
 func newLease(m *Mutex, parent context.Context, g backend.Grant, sent time.Time) *Lease {
@@ -91,6 +95,11 @@ func newLease(m *Mutex, parent context.Context, g backend.Grant, sent time.Time)
 		m.starts.add(l)
 	} else {
 		l.start = m.cfg.clock.AfterFunc(sent.Add(m.cfg.renewInterval).Sub(m.cfg.clock.Now()), l.keep)
+	}
+	if ln, ok := m.b.(backend.LossNotifier); ok {
+		l.stopLoss = ln.AfterLoss(g, func(why error) {
+			l.lose(fmt.Errorf("%w: the store reports the claim lost: %w", ErrLost, why))
+		})
 	}
 	return l
 }
@@ -219,6 +228,9 @@ func (l *Lease) abandonOnPanic() {
 
 func (l *Lease) stopKeeper() {
 	l.stopOnce.Do(func() {
+		if l.stopLoss != nil {
+			l.stopLoss()
+		}
 		close(l.stop)
 		if l.deferred && l.m.starts.remove(l) || l.start != nil && l.start.Stop() {
 			close(l.keeperDone) // the keeper never started

@@ -112,6 +112,22 @@ type WaiterWatcher interface {
 	WatchWaiter(ctx context.Context, key, holder string) (<-chan struct{}, error)
 }
 
+// LossNotifier is implemented by backends that can learn, between a
+// holder's renewals, that its claim was lost (etcd reports the claim's
+// lease gone in a keepalive answer, or a check finds its key deleted), so
+// that the holder stops at once rather than at its next renew, which may
+// be a third of the TTL away.
+type LossNotifier interface {
+	// AfterLoss arranges for f to be called, in its own goroutine, once
+	// the store knows that g's claim is lost, with why (an error that
+	// the store's Renew of g would now wrap); at once if it knows already,
+	// or if g is not a claim of this store. It is called at most once. stop
+	// cancels the call, as the stop function of context.AfterFunc does:
+	// it reports whether it stopped f from being called. A store need not
+	// call f for a claim released through it.
+	AfterLoss(g Grant, f func(why error)) (stop func() bool)
+}
+
 // Lister is implemented by backends that can enumerate their records, for
 // status views.
 type Lister interface {
@@ -120,9 +136,9 @@ type Lister interface {
 
 // ForceReleaser is implemented by backends that let an administrator free a
 // lock whoever holds it. The fencing counter is kept, so the next holder
-// gets a larger token. The former holder learns of it at its next renew
-// (its lease then ends with an error matching ErrLost but not
-// baton.ErrStepDown);
+// gets a larger token. The former holder learns of it at its next renew,
+// or sooner where its store notices (see LossNotifier); its lease then
+// ends with an error matching ErrLost but not baton.ErrStepDown;
 // until then it may still act, which is what fencing tokens are for.
 // ForceRelease returns an error matching ErrNotFound if key has no record,
 // and nil if key is already free.

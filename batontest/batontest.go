@@ -14,7 +14,7 @@
 // # What is checked
 //
 // The contract documented in package backend (Backend, Watcher, Lister,
-// ForceReleaser, WaiterWatcher, Remover): exclusivity under many concurrent
+// ForceReleaser, WaiterWatcher, Remover, LossNotifier): exclusivity under many concurrent
 // contenders (through the raw Backend, through baton.Mutex, and per slot
 // through baton.Semaphore); fencing tokens that are positive and strictly
 // increase across holders, releases, expiry takeovers and new clients;
@@ -28,7 +28,7 @@
 // connect) implements them, and their subtests are skipped otherwise:
 // backend.Watcher (Watch, WakeOnRelease), backend.Lister (List),
 // backend.ForceReleaser (ForceRelease), backend.WaiterWatcher,
-// backend.Remover (Remove) and io.Closer (every operation refused after
+// backend.Remover (Remove), backend.LossNotifier and io.Closer (every operation refused after
 // Close with backend.ErrClosed). Every
 // other failure to reach or use the store fails the test.
 //
@@ -137,6 +137,7 @@ func Run(t *testing.T, h Harness) {
 		{"ForceRelease", s.testForceRelease},
 		{"WaiterWatcher", s.testWaiterWatcher},
 		{"Remove", s.testRemove},
+		{"LossNotifier", s.testLossNotifier},
 		{"Closed", s.testClosed},
 	} {
 		t.Run(st.name, st.f)

@@ -154,6 +154,35 @@ func (s *suite) testRemove(t *testing.T) {
 	e.release(c, g)
 }
 
+// testLossNotifier: AfterLoss of a grant the client does not hold (it was
+// released) calls f promptly with a reason; for a live claim, stop
+// cancels the call before any loss and reports that it did.
+func (s *suite) testLossNotifier(t *testing.T) {
+	e := s.setup(t)
+	a := e.client()
+	ln, ok := a.(backend.LossNotifier)
+	if !ok {
+		t.Skip("the backend does not implement backend.LossNotifier")
+	}
+	ttl := s.longTTL()
+	live := e.acquire(a, "loss.live", request("holder-a", ttl))
+	if stop := ln.AfterLoss(live, func(why error) { t.Errorf("AfterLoss called for a live claim: %v", why) }); !stop() {
+		t.Error("stop of a live claim's AfterLoss reported false, want true (nothing was lost)")
+	}
+	e.release(a, live)
+
+	whys := make(chan error, 1)
+	ln.AfterLoss(live, func(why error) { whys <- why })
+	select {
+	case why := <-whys:
+		if why == nil {
+			t.Error("AfterLoss of a released grant called f with a nil reason")
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("AfterLoss of a released grant did not call f within 10s")
+	}
+}
+
 // testClosed: a client that is an io.Closer (a connection the backend
 // owns) refuses every operation after Close, promptly, with an error
 // matching backend.ErrClosed, which the engine does not retry: a Lock on

@@ -211,8 +211,8 @@
 //     the last request that found the key in place (its acquire or a
 //     verification); beyond that it asks for a verification and waits. So
 //     the holder stops renewing at most that long after the deletion, and
-//     its lease ends with ErrLost at its next renew after the verification
-//     that found the key gone. At the claim's deadline, its Store deletes
+//     its lease ends with ErrLost when the verification finds the key gone
+//     (backend.LossNotifier), or at its next renew after it. At the claim's deadline, its Store deletes
 //     its fair-mode queue key (which holds the waiters behind it until
 //     then) and puts the release marker.
 //   - A contender that saw the claim (an attempt found it held) acquires
@@ -231,9 +231,11 @@
 //     lease, or etcd 3.7's own early revocation by a resumed, deposed
 //     raft leader (see the safety suite's leader-pause rows), ends the
 //     claims on it as ForceRelease does. Contenders acquire at once; the
-//     holder's Store learns it from its next keepalive, the holder at its
-//     next renew, and until then only the fencing token protects the
-//     resource.
+//     holder's Store learns it from its next keepalive answer (one per
+//     keepalive period, at most a second) and ends the holder's
+//     baton.Lease then, without waiting for its next renew
+//     (backend.LossNotifier: TestRevokedHolderStopsBeforeItsRenew); until
+//     then only the fencing token protects the resource.
 //   - A contender that never saw the claim is stopped by its guard (P
 //     .guard/N, below): a key with the claim's value, put on the claim's
 //     lease by the same transaction (so at the same revision), that every

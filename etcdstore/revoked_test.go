@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,5 +106,45 @@ func TestFairHandedClaimRevoked(t *testing.T) {
 	t.Logf("w3 acquired %v after w2's lease was revoked", time.Since(revoked).Round(time.Millisecond))
 	if g3.Token <= g2.Token {
 		t.Errorf("w3's token %d after w2's %d", g3.Token, g2.Token)
+	}
+}
+
+// renewCounter counts the Renew calls made through it.
+type renewCounter struct {
+	*etcdstore.Store
+	renews atomic.Int32
+}
+
+func (r *renewCounter) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
+	r.renews.Add(1)
+	return r.Store.Renew(ctx, g)
+}
+
+// TestRevokedHolderStopsBeforeItsRenew: when an operator revokes a
+// holder's lease (`etcdctl lease revoke`; etcd 3.7's deposed raft leader
+// can do the same), contenders acquire at once. The holder's Store hears
+// of it in its next keepalive answer (within a second) and ends the
+// holder's lease then (backend.LossNotifier), not at the holder's next
+// renew, a third of the TTL later (10 s here), during which both acted.
+func TestRevokedHolderStopsBeforeItsRenew(t *testing.T) {
+	srv := startEtcd(t)
+	opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t))}
+	client := connect(t, srv.Endpoint())
+	store := &renewCounter{Store: newStore(t, connect(t, srv.Endpoint()), opts...)}
+	l := lock(t, newMutex(t, store, "job", "holder", 30*time.Second))
+	ck, _, _ := newStore(t, client, opts...).Keys("job")
+	r, err := client.Get(t.Context(), ck)
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("claim key %q: %v, %v", ck, r, err)
+	}
+	if _, err := client.Revoke(t.Context(), clientv3.LeaseID(r.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 30*time.Second, "the holder's loss", l.Done())
+	if err := l.Err(); !errors.Is(err, backend.ErrLost) || !strings.Contains(err.Error(), "reports the claim lost") {
+		t.Errorf("lease ended with %v, want ErrLost reported by the store", err)
+	}
+	if n := store.renews.Load(); n != 0 {
+		t.Errorf("the lease ended after %d renews, want before its first (the store's notice)", n)
 	}
 }

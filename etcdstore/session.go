@@ -102,9 +102,7 @@ func (s *Store) leaseLost(lost lostLease) {
 // leaseLostLocked implements leaseLost. s.mu and s.fq.mu must be held.
 func (s *Store) leaseLostLocked(lost lostLease) {
 	for _, c := range lost.claims {
-		if c.lost == nil {
-			c.lost = lost.why
-		}
+		s.loseLocked(c, lost.why)
 		c.reap = false // the lease takes the key with it
 	}
 	for _, e := range lost.entries {
@@ -281,7 +279,7 @@ func (s *Store) confirmGone(ctx context.Context, id clientv3.LeaseID, claims []*
 		}
 		s.mu.Lock()
 		if c.lost == nil {
-			c.lost = fmt.Errorf("the claim key %q (token %d) was deleted or replaced in etcd (a forced release?)", ck, c.token)
+			s.loseLocked(c, fmt.Errorf("the claim key %q (token %d) was deleted or replaced in etcd (a forced release?)", ck, c.token))
 			// At the claim's deadline, when the holder's validity has
 			// ended by its own clock (Renew fails from now on, so the
 			// deadline stays), the reaper deletes its queue key (which

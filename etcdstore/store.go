@@ -151,7 +151,8 @@ type claim struct {
 	verified  time.Time
 	acquired  time.Time    // wall clock, for Record.AcquireTime
 	renewed   time.Time    // wall clock of the last acquire or renew, for Record.RenewTime
-	lost      error        // why the claim ended, once it did
+	lost      error        // why the claim ended, once it did (set by loseLocked)
+	onLost    *lossCall    // the holder's AfterLoss call, until it is made or stopped
 	reap      bool         // its key must be deleted (expired, or its release failed)
 	reaping   bool         // that delete is in flight
 	reapAt    time.Time    // no retry of the delete before
@@ -237,8 +238,8 @@ func (s *Store) Keys(name string) (claim, last, queue string) {
 // that hold no claim, and waits for its goroutines. It waits at most about
 // three seconds for etcd. Claims still held are not deleted: their leases
 // expire after their TTL (plus the headroom described in the package
-// documentation), and their Renew and Release now fail with ErrLost, so a
-// baton.Lease still running on this Store ends at its next renew, before
+// documentation), and their Renew and Release now fail with ErrLost: a
+// baton.Lease still running on this Store ends at once (AfterLoss), before
 // anyone else can acquire. Close closes the etcd client only if the Store
 // was made by OpenStore.
 func (s *Store) Close() error {
@@ -249,9 +250,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	for _, c := range s.claims {
-		if c.lost == nil {
-			c.lost = ErrClosed
-		}
+		s.loseLocked(c, ErrClosed)
 		s.stopPlacesWatch(c)
 	}
 	// Every lock, in order: whatever an attempt sees next, it sees closed.
@@ -698,12 +697,13 @@ func (s *Store) ownedLocked(g backend.Grant) (*claim, error) {
 		return nil, lost("token %d: %w", c.token, c.lost)
 	}
 	if now := time.Now(); !now.Before(c.deadline) {
-		c.lost, c.reap = fmt.Errorf("the claim expired %v ago: not renewed within its TTL %v", now.Sub(c.deadline), c.ttl), true
+		s.loseLocked(c, fmt.Errorf("the claim expired %v ago: not renewed within its TTL %v", now.Sub(c.deadline), c.ttl))
+		c.reap = true
 		s.pool.wake()
 		return nil, lost("token %d: %w", c.token, c.lost)
 	}
 	if dead := s.pool.deadErr(c.lease); dead != nil {
-		c.lost = dead
+		s.loseLocked(c, dead)
 		return nil, lost("token %d: %w", c.token, c.lost)
 	}
 	return c, nil
