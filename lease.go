@@ -154,7 +154,12 @@ func (l *Lease) Err() error {
 		if l.m.cfg.clock.Now().Before(stepDown) {
 			return nil
 		}
-		l.lose(l.stepDownError(lastErr))
+		// The observer and the log hear of it in their own goroutine:
+		// Err's caller may hold a lock that an observer takes (as
+		// gocronlock's Term does).
+		if err := l.stepDownError(lastErr); l.end(err) {
+			go l.reportLoss(err)
+		}
 	}
 	return context.Cause(l.ctx)
 }
@@ -336,15 +341,28 @@ func (l *Lease) startRenew(g backend.Grant) (<-chan renewResult, context.CancelF
 
 // lose ends the lease because it is no longer (certainly) held.
 func (l *Lease) lose(cause error) {
+	if l.end(cause) {
+		l.reportLoss(cause)
+	}
+}
+
+// end records cause as why the lease ended and ends its context, unless
+// it ended already; it reports whether it did.
+func (l *Lease) end(cause error) bool {
 	l.mu.Lock()
 	if l.lost != nil {
 		l.mu.Unlock()
-		return
+		return false
 	}
 	l.lost = cause
-	g := l.grant
 	l.mu.Unlock()
 	l.cancel(cause)
-	l.m.observe(Event{Kind: EventLost, Name: l.m.name, Holder: g.Holder, Token: g.Token, Err: cause})
-	l.m.cfg.logger.Warn("baton: lock lost", "lock", l.m.name, "holder", g.Holder, "token", g.Token, "err", cause)
+	return true
+}
+
+// reportLoss tells the observer and the log that the lease was lost.
+func (l *Lease) reportLoss(cause error) {
+	holder, token := l.Holder(), l.Token() // fixed; the keeper writes only the grant's Version
+	l.m.observe(Event{Kind: EventLost, Name: l.m.name, Holder: holder, Token: token, Err: cause})
+	l.m.cfg.logger.Warn("baton: lock lost", "lock", l.m.name, "holder", holder, "token", token, "err", cause)
 }

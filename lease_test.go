@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -883,4 +884,45 @@ func TestUnlockStopsLossNotice(t *testing.T) {
 	default:
 		t.Fatal("Unlock did not stop the store's loss notice")
 	}
+}
+
+// Err tells the observer of a step-down it found in the observer's own
+// goroutine: its caller may hold a lock that the observer takes, as
+// gocronlock's Term holds its mutex around Err.
+func TestLeaseErrDoesNotCallObserverInline(t *testing.T) {
+	clk := starvedClock{clocktest.NewFakeClock(t0)}
+	var mu sync.Mutex
+	lost := make(chan struct{})
+	obs := baton.WithObserver(baton.ObserverFunc(func(e baton.Event) {
+		if e.Kind == baton.EventLost {
+			mu.Lock() // the lock Err's caller holds
+			mu.Unlock()
+			close(lost)
+		}
+	}))
+	m, err := baton.NewMutex(memstore.New(memstore.WithClock(clk)), "jobs.nightly", baton.WithClock(clk), baton.WithIdentity("me"), quiet, obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(10 * time.Second) // the renew deadline; no timer fires
+	errc := make(chan error, 1)
+	go func() {
+		mu.Lock()
+		defer mu.Unlock()
+		errc <- l.Err()
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, baton.ErrStepDown) {
+			t.Fatalf("Err = %v, want ErrStepDown", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Err did not return within 10s: it called the observer, which waits for the lock its caller holds")
+	}
+	waitClosed(t, lost, "the EventLost")
+	_ = l.Unlock(context.Background())
 }
