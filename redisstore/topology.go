@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -57,11 +58,11 @@ func parseTopology(raw string) (t topology, ok bool, err error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return topology{}, true, fmt.Errorf("redisstore: %w: %v", backend.ErrInvalidOptions, err)
+		return topology{}, true, fmt.Errorf("redisstore: %w: %w", backend.ErrInvalidOptions, parseError(err))
 	}
 	addrs, err := hostList(u.Host)
 	if err != nil {
-		return topology{}, true, fmt.Errorf("redisstore: %w: %s: %v", backend.ErrInvalidOptions, u.Redacted(), err)
+		return topology{}, true, fmt.Errorf("redisstore: %w: %s: %v", backend.ErrInvalidOptions, redacted(u), err)
 	}
 	user, pass := u.User.Username(), ""
 	if p, set := u.User.Password(); set {
@@ -82,13 +83,13 @@ func sentinelTopology(u *url.URL, addrs []string, user, pass string) (topology, 
 	path := strings.Split(strings.Trim(u.Path, "/"), "/")
 	if path[0] == "" {
 		return topology{}, fmt.Errorf("redisstore: %w: %s names no primary: write %s://SENTINEL:PORT,.../PRIMARY-NAME (the name the sentinels monitor, as in `sentinel monitor NAME ...`)",
-			backend.ErrInvalidOptions, u.Redacted(), u.Scheme)
+			backend.ErrInvalidOptions, redacted(u), u.Scheme)
 	}
 	db := 0
 	if len(path) > 1 {
 		n, err := strconv.Atoi(path[1])
 		if err != nil || n < 0 || len(path) > 2 {
-			return topology{}, fmt.Errorf("redisstore: %w: %s: after the primary name only a database number may follow", backend.ErrInvalidOptions, u.Redacted())
+			return topology{}, fmt.Errorf("redisstore: %w: %s: after the primary name only a database number may follow", backend.ErrInvalidOptions, redacted(u))
 		}
 		db = n
 	}
@@ -96,7 +97,7 @@ func sentinelTopology(u *url.URL, addrs []string, user, pass string) (topology, 
 	for k := range q {
 		if k != "sentinel_username" && k != "sentinel_password" {
 			return topology{}, fmt.Errorf("redisstore: %w: %s: unknown parameter %q (a Sentinel URL takes sentinel_username and sentinel_password, the sentinels' own credentials)",
-				backend.ErrInvalidOptions, RedactURL(u.String()), k)
+				backend.ErrInvalidOptions, redacted(u), k)
 		}
 	}
 	return topology{kind: "Sentinel", failover: &redis.FailoverOptions{
@@ -109,13 +110,13 @@ func sentinelTopology(u *url.URL, addrs []string, user, pass string) (topology, 
 func clusterTopology(u *url.URL, addrs []string, user, pass string) (topology, error) {
 	if len(addrs) < 2 {
 		return topology{}, fmt.Errorf("redisstore: %w: %s gives one node: give several (every primary, ideally), so that the client finds the cluster while one is down; for a single server use redis://",
-			backend.ErrInvalidOptions, u.Redacted())
+			backend.ErrInvalidOptions, redacted(u))
 	}
 	if p := strings.Trim(u.Path, "/"); p != "" {
-		return topology{}, fmt.Errorf("redisstore: %w: %s: a cluster has only database 0, there is no path", backend.ErrInvalidOptions, u.Redacted())
+		return topology{}, fmt.Errorf("redisstore: %w: %s: a cluster has only database 0, there is no path", backend.ErrInvalidOptions, redacted(u))
 	}
 	if u.RawQuery != "" {
-		return topology{}, fmt.Errorf("redisstore: %w: %s: a Cluster URL takes no parameters", backend.ErrInvalidOptions, RedactURL(u.String()))
+		return topology{}, fmt.Errorf("redisstore: %w: %s: a Cluster URL takes no parameters", backend.ErrInvalidOptions, redacted(u))
 	}
 	return topology{kind: "Cluster", cluster: &redis.ClusterOptions{
 		Addrs: addrs, Username: user, Password: pass, ContextTimeoutEnabled: true, DialerRetries: 1,
@@ -163,6 +164,19 @@ func RedactURL(raw string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
+}
+
+// redacted is RedactURL for a parsed URL.
+func redacted(u *url.URL) string { return RedactURL(u.String()) }
+
+// parseError is err, from parsing a Redis URL, without the URL itself,
+// which *url.Error quotes whole, password included.
+func parseError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("the URL does not parse: %w", ue.Err)
+	}
+	return err
 }
 
 // CheckURL reports whether raw is a URL Open accepts (redis://, rediss://,

@@ -163,6 +163,34 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
+// An invalid URL is refused without its passwords in the message: one
+// that does not parse (url.Error quotes the whole URL), and the topologies'
+// own refusals, whose query may hold sentinel_password.
+func TestInvalidURLHidesPasswords(t *testing.T) {
+	for _, raw := range []string{
+		"redis://u:pw-secret@h:port/0",
+		"rediss://:pw-secret@[::1/0",
+		"redis+sentinel://:pw-secret@h:bad/p?sentinel_password=spw-secret",
+		"redis+sentinel://:pw-secret@h:1/?sentinel_password=spw-secret",
+		"redis+sentinel://:pw-secret@h:1/p/x?sentinel_password=spw-secret",
+		"redis+sentinel://:pw-secret@h:1,h2/p?sentinel_password=spw-secret",
+		"redis+cluster://:pw-secret@h:1,h:bad",
+		"redis+cluster://:pw-secret@h:1?sentinel_password=spw-secret",
+		"redis+cluster://:pw-secret@h:1,h:2/0?sentinel_password=spw-secret",
+	} {
+		err := redisstore.CheckURL(raw)
+		if !errors.Is(err, backend.ErrInvalidOptions) {
+			t.Errorf("CheckURL(%q): %v, want ErrInvalidOptions", raw, err)
+		}
+		_, openErr := redisstore.Open(raw)
+		for _, e := range []error{err, openErr} {
+			if e == nil || strings.Contains(e.Error(), "secret") {
+				t.Errorf("%q: the error shows a password, or there is none: %v", raw, e)
+			}
+		}
+	}
+}
+
 // Sentinels that require a password (requirepass, or an ACL user) take it
 // from sentinel_password; without it the sentinels' refusal is a refused
 // credential that names the parameter, not "unreachable".
