@@ -106,7 +106,7 @@ func (c Config) validate() error {
 	tlsOn := c.tlsOn()
 	for _, ep := range c.Endpoints {
 		if err := checkEndpoint(ep); err != nil {
-			return bad("endpoint %q %v", ep, err)
+			return bad("endpoint %q %v", redactEndpoint(ep), err)
 		}
 		if tlsOn && strings.HasPrefix(ep, "http://") {
 			return bad("endpoint %q is plain http:// but TLS is configured; use https://", ep)
@@ -125,19 +125,40 @@ func (c Config) validate() error {
 	return nil
 }
 
+// redactEndpoint returns ep with its user information (user:password@)
+// replaced by "xxxxx@", for messages.
+func redactEndpoint(ep string) string {
+	start := 0
+	if i := strings.Index(ep, "://"); i >= 0 {
+		start = i + len("://")
+	}
+	end := len(ep)
+	if i := strings.IndexByte(ep[start:], '/'); i >= 0 {
+		end = start + i
+	}
+	if at := strings.LastIndexByte(ep[start:end], '@'); at >= 0 {
+		return ep[:start] + "xxxxx" + ep[start+at:]
+	}
+	return ep
+}
+
 // checkEndpoint reports an endpoint etcd's client cannot dial: a scheme
 // other than http, https, unix and unixs (a redis:// or ftp:// URL would be
-// dialled as a host name and time out), or a host without a valid port.
+// dialled as a host name and time out), a user or password in it (the
+// client would ignore them, and messages would show them), or a host
+// without a valid port.
 func checkEndpoint(ep string) error {
+	scheme, _, hasScheme := strings.Cut(ep, "://")
+	switch {
+	case hasScheme && (scheme == "unix" || scheme == "unixs"):
+		return nil
+	case hasScheme && scheme != "http" && scheme != "https":
+		return fmt.Errorf("has the scheme %s://: use http:// or https:// (or unix:// for a socket)", scheme)
+	case redactEndpoint(ep) != ep:
+		return errors.New("has a user name or password in it, which etcd's client does not send: give them with --user USER:PASSWORD (Config.Username and Password), not in the endpoint")
+	}
 	hostPort := ep
-	if scheme, _, ok := strings.Cut(ep, "://"); ok {
-		switch scheme {
-		case "unix", "unixs":
-			return nil
-		case "http", "https":
-		default:
-			return fmt.Errorf("has the scheme %s://: use http:// or https:// (or unix:// for a socket)", scheme)
-		}
+	if hasScheme {
 		u, err := url.Parse(ep)
 		if err != nil || u.Host == "" || strings.TrimSuffix(u.Path, "/") != "" {
 			return fmt.Errorf("is not a URL of the form %s://HOST:PORT", scheme)

@@ -158,6 +158,14 @@ func TestUserPassword(t *testing.T) {
 		t.Errorf("wrong password: %v, want ErrForbidden", err)
 	}
 
+	// Credentials in the endpoint, as in a Redis URL: etcd's client does
+	// not send them, so they are refused, naming --user, without showing
+	// the password.
+	err = openFails(t, "with the user in the endpoint", etcdstore.Config{Endpoints: []string{"http://locker:locker-pw@" + srv.Addr()}})
+	if !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "--user") || strings.Contains(err.Error(), "locker-pw") {
+		t.Errorf("user in the endpoint: %v, want ErrInvalidOptions naming --user, without the password", err)
+	}
+
 	stranger := newStore(t, openOK(t, etcdstore.Config{Endpoints: srv.Endpoints(), Username: "stranger", Password: "stranger-pw"})(),
 		etcdstore.WithPrefix(prefix))
 	if _, err := stranger.TryAcquire(ctx, "job", backend.Request{Holder: "s", Nonce: "n", TTL: time.Second}); !errors.Is(err, backend.ErrForbidden) {

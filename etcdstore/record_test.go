@@ -139,11 +139,16 @@ func TestConfigValidate(t *testing.T) {
 		{Endpoints: []string{"http://a:99999"}},
 		{Endpoints: []string{"a:0"}},
 		{Endpoints: []string{"http://a:2379/v3"}},
+		{Endpoints: []string{"http://u:p@a:2379"}},
+		{Endpoints: []string{"u:p@a:2379"}},
 	}
 	for _, c := range bad {
 		if err := c.validate(); !errors.Is(err, backend.ErrInvalidOptions) {
 			t.Errorf("validate(%+v) = %v; want ErrInvalidOptions", c, err)
 		}
+	}
+	if err := (Config{Endpoints: []string{"http://u:s3cret@a:bad"}}).validate(); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("an endpoint with a password that does not parse: %v, want an error without the password", err)
 	}
 	if !(Config{Endpoints: []string{"https://a:1"}}).tlsOn() || (Config{Endpoints: []string{"a:1"}}).tlsOn() {
 		t.Error("tlsOn: https:// endpoints turn TLS on, host:port alone does not")
