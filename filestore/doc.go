@@ -70,7 +70,12 @@
 // Processes that can open the lock files can hold their flock and so block
 // a lock; processes that can write the directory can rewrite records. New
 // creates a missing directory with mode 0o700 and files with 0o600 (see
-// WithPermissions); share it only with cooperating processes.
+// WithPermissions); share it only with cooperating processes. The store
+// opens only regular files in it, following no symbolic link: a link, a
+// named pipe or a directory where a lock's file belongs (planted by
+// another user of a group-writable or sticky directory) is refused with
+// backend.ErrMisconfigured, instead of the store writing where the link
+// points or hanging on the pipe.
 //
 // # Clock model
 //

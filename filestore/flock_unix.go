@@ -5,6 +5,7 @@ package filestore
 import (
 	"errors"
 	"io/fs"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,20 +17,84 @@ type lockHandle int
 // Reading is enough for flock. With create false, a missing file is an
 // error matching fs.ErrNotExist.
 func openLockFile(path string, perm fs.FileMode, create bool) (lockHandle, error) {
-	flags := unix.O_RDONLY | unix.O_CLOEXEC
+	flags := unix.O_RDONLY
 	if create {
 		flags |= unix.O_CREAT
 	}
-	for {
-		fd, err := unix.Open(path, flags, uint32(perm.Perm()))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return -1, &fs.PathError{Op: "open", Path: path, Err: err}
-		}
-		return lockHandle(fd), nil
+	fd, err := openRegular(path, flags, perm)
+	if err != nil {
+		return -1, err
 	}
+	return lockHandle(fd), nil
+}
+
+// openFile is os.OpenFile (flags os.O_RDONLY or os.O_WRONLY) for a regular
+// file in the lock directory; see openRegular.
+func openFile(path string, flags int) (*os.File, error) {
+	fd, err := openRegular(path, flags, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openRegular opens the regular file at path (creating it with perm if
+// flags has O_CREAT). It follows no symbolic link and does not wait on a
+// named pipe: others may write the lock directory (a group, a sticky
+// directory such as /tmp), and a link planted there would have the store
+// write a record into the file the link names; a pipe would hang it.
+func openRegular(path string, flags int, perm fs.FileMode) (int, error) {
+	var fd int
+	err := noEINTR(func() (err error) {
+		fd, err = unix.Open(path, flags|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, uint32(perm.Perm()))
+		return err
+	})
+	if err != nil {
+		return -1, openError(path, err)
+	}
+	var st unix.Stat_t
+	if err := noEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		_ = unix.Close(fd)
+		return -1, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if kind := fileKind(uint32(st.Mode)); kind != "" {
+		_ = unix.Close(fd)
+		return -1, notRegular(path, kind)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		_ = unix.Close(fd)
+		return -1, &fs.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	return fd, nil
+}
+
+// openError is the error of opening path: notRegular if path is a
+// symbolic link (O_NOFOLLOW's ELOOP), else a *fs.PathError.
+func openError(path string, err error) error {
+	if errors.Is(err, unix.ELOOP) {
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return notRegular(path, "a symbolic link")
+		}
+	}
+	return &fs.PathError{Op: "open", Path: path, Err: err}
+}
+
+// fileKind names the kind of a file of mode that is not a regular file,
+// and returns "" for a regular file.
+func fileKind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return ""
+	case unix.S_IFIFO:
+		return "a named pipe"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return "a device"
+	}
+	return "not a regular file"
 }
 
 // tryLock takes an exclusive flock without blocking. It reports false if

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"github.com/baton-go/baton/backend"
@@ -36,6 +37,14 @@ func fsError(err error, dir string) error {
 			"a file stands where the path of the lock directory %s needs a directory: name a directory, or move the file", dir)}
 	}
 	return err
+}
+
+// notRegular is the error for path, an entry of the lock directory that
+// the store would read or write, which is kind ("a symbolic link", "a
+// named pipe") instead of a regular file.
+func notRegular(path, kind string) error {
+	return fmt.Errorf("%w: %s is %s, not a regular file: the store opens only regular files in the lock directory (a link would have it write where the link points, a pipe would hang it); remove it, and let only the processes that share these locks write to %s",
+		backend.ErrMisconfigured, path, kind, filepath.Dir(path))
 }
 
 // markedError is an error of the file system that also matches a baton

@@ -32,7 +32,7 @@ func (s *Store) writeGuard(p paths, r *record) error {
 	enc := r.encode()
 	buf := bytes.Repeat([]byte{' '}, (len(enc)+guardBlock-1)/guardBlock*guardBlock)
 	copy(buf, enc)
-	f, err := os.OpenFile(p.lock, os.O_WRONLY, 0)
+	f, err := openFile(p.lock, os.O_WRONLY)
 	if err != nil {
 		return fmt.Errorf("file: writing the guard of lock %q: %w", r.key, err)
 	}

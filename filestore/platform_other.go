@@ -5,6 +5,7 @@ package filestore
 import (
 	"fmt"
 	"io/fs"
+	"os"
 	"runtime"
 )
 
@@ -19,6 +20,7 @@ func readBootID() (string, error) { return "", errUnsupported }
 type lockHandle int
 
 func openLockFile(string, fs.FileMode, bool) (lockHandle, error) { return -1, errUnsupported }
+func openFile(string, int) (*os.File, error)                     { return nil, errUnsupported }
 func (lockHandle) tryLock() (bool, error)                        { return false, errUnsupported }
 func (lockHandle) names(string) (bool, error)                    { return false, errUnsupported }
 func (lockHandle) close()                                        {}

@@ -583,9 +583,9 @@ func corruptRecordError(path string, err error) error {
 // reported as corrupt instead of filling memory.
 func readFile(path string) ([]byte, error) { return readLimited(path, maxRecordLen) }
 
-// readLimited reads at most limit+1 bytes of the file at path.
+// readLimited reads at most limit+1 bytes of the regular file at path.
 func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openFile(path, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
