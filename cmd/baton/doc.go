@@ -110,7 +110,8 @@
 // The file backend's --dir defaults to $BATON_DIR; else /var/lib/baton for
 // root, and $XDG_STATE_HOME/baton (~/.local/state/baton) for other users, so
 // that fencing tokens keep increasing across reboots; else
-// <temp dir>/baton-<uid> when there is no home directory. Processes share a
+// <temp dir>/baton-<uid> when there is no home directory (refused, exit 78,
+// if another user made it first, or may write it). Processes share a
 // lock only if they use the same directory, which must be given as an
 // absolute path.
 //

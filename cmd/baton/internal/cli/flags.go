@@ -36,13 +36,16 @@ const dirDoc = `The file backend keeps one record per lock in --dir. Processes s
 only if they use the same directory. Default: $BATON_DIR if set; else
 /var/lib/baton for root, and $XDG_STATE_HOME/baton (~/.local/state/baton) for
 other users: directories that survive reboots, so that fencing tokens keep
-increasing across them; else <temp dir>/baton-<uid> if there is no home.`
+increasing across them; else <temp dir>/baton-<uid> if there is no home,
+which must then be this user's own and private (one that another user made
+first, or may write, is refused with exit 78).`
 
 // DefaultDir returns the default --dir: $BATON_DIR if set; otherwise a
 // directory that survives reboots, so that fencing tokens keep increasing
 // across them: /var/lib/baton for root, $XDG_STATE_HOME/baton (or
 // ~/.local/state/baton) for other users; and os.TempDir()/baton-<uid> only
-// if no home directory is known.
+// if no home directory is known (checked with checkOwnDir when the store
+// is opened).
 func DefaultDir() string {
 	if d := os.Getenv(EnvDir); d != "" {
 		return d
@@ -57,7 +60,13 @@ func DefaultDir() string {
 	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) && isDir(home) {
 		return filepath.Join(home, ".local", "state", "baton")
 	}
-	return filepath.Join(os.TempDir(), "baton-"+strconv.Itoa(uid))
+	return tempDefaultDir()
+}
+
+// tempDefaultDir is DefaultDir's last resort, in the temporary directory
+// that every user may write.
+func tempDefaultDir() string {
+	return filepath.Join(os.TempDir(), "baton-"+strconv.Itoa(os.Getuid()))
 }
 
 // isDir reports whether path is an existing directory: a home such as
@@ -76,7 +85,10 @@ type storeFlags struct {
 	redisURLs []string
 	// readOnly opens the file backend for reading only (status).
 	readOnly bool
-	fs       *pflag.FlagSet // to tell flags given from defaults; nil in tests that fill the fields
+	// inTemp is set when dir is tempDefaultDir, which another user may
+	// have made first (see checkOwnDir).
+	inTemp bool
+	fs     *pflag.FlagSet // to tell flags given from defaults; nil in tests that fill the fields
 }
 
 func (f *storeFlags) register(fs *pflag.FlagSet) {
@@ -181,6 +193,7 @@ func (f *storeFlags) checkDir() error {
 	from := "--dir"
 	if f.dir == "" {
 		f.dir, from = DefaultDir(), "$"+EnvDir
+		f.inTemp = os.Getenv(EnvDir) == "" && f.dir == tempDefaultDir()
 	}
 	if filepath.IsAbs(f.dir) {
 		return nil
@@ -306,6 +319,11 @@ func (f *storeFlags) open() (store, string, error) {
 	s, err := filestore.New(f.dir, opts...)
 	if err != nil {
 		return nil, "", fmt.Errorf("opening the file store: %w", err)
+	}
+	if f.inTemp {
+		if err := checkOwnDir(s.Dir()); err != nil {
+			return nil, "", fmt.Errorf("opening the file store: %w", err)
+		}
 	}
 	return s, "file store " + s.Dir(), nil
 }

@@ -21,6 +21,12 @@ import (
 // root to switch users.
 func asNobody(t *testing.T, args ...string) (int, string) {
 	t.Helper()
+	return asNobodyIn(t, os.TempDir(), args...)
+}
+
+// asNobodyIn is asNobody with tmp as the temporary directory ($TMPDIR).
+func asNobodyIn(t *testing.T, tmp string, args ...string) (int, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("switching to the user nobody needs root (CI runs as root)")
 	}
@@ -35,7 +41,7 @@ func asNobody(t *testing.T, args ...string) (int, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = []string{roleEnv + "=cli", "HOME=/nonexistent", "PATH=/usr/bin:/bin", "TMPDIR=" + os.TempDir(), "GORACE=atexit_sleep_ms=0"}
+	cmd.Env = []string{roleEnv + "=cli", "HOME=/nonexistent", "PATH=/usr/bin:/bin", "TMPDIR=" + tmp, "GORACE=atexit_sleep_ms=0"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -129,5 +135,48 @@ func TestLockAsNobodyForbidden(t *testing.T) {
 	code, out := asNobody(t, "status", "--dir", shared)
 	if code != 77 || !strings.Contains(out, "may not read or write the lock directory "+shared) {
 		t.Errorf("status as nobody on a lock root made: exit %d, want 77 naming the fix:\n%s", code, out)
+	}
+}
+
+// A user without a home (nobody) keeps its locks in $TMPDIR/baton-<uid> by
+// default; a directory of that name that another user made first (here
+// root, mode 0777), or a link there, is refused (exit 78, naming --dir),
+// since its owner could rewrite the locks. One that nobody makes itself
+// is used, and is private (0700).
+func TestDefaultDirMadeByAnother(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	for d := tmp; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o777|os.ModeSticky); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trap, theirs := filepath.Join(tmp, "baton-65534"), filepath.Join(tmp, "theirs")
+	for _, plant := range []func() error{
+		func() error { return os.Mkdir(trap, 0o777) },
+		func() error { return os.Symlink(theirs, trap) },
+	} {
+		if err := os.MkdirAll(theirs, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(theirs, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := plant(); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Chmod(trap, 0o777)
+		code, out := asNobodyIn(t, tmp, "lock", "--name", "nightly", "--wait", "0", "--", "true")
+		if code != 78 || !strings.Contains(out, "--dir") {
+			t.Errorf("lock as nobody with %s made by root: exit %d, want 78 naming --dir:\n%s", trap, code, out)
+		}
+		if err := os.RemoveAll(trap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out := asNobodyIn(t, tmp, "lock", "--name", "nightly", "--wait", "0", "--", "true")
+	fi, err := os.Stat(trap)
+	if code != 0 || err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("lock as nobody with no %s: exit %d, then %v, %v:\n%s", trap, code, fi, err, out)
 	}
 }
