@@ -336,7 +336,8 @@
 // errors; a retried acquire that had in fact run leaves a claim that
 // nobody renews, which expires after its TTL.
 //
-// With ACLs, a user needs ACLRules: the connection commands, EVALSHA/EVAL,
+// With ACLs, a user needs ACLRules: the connection commands a client sends
+// (and CLUSTER SLOTS on a Cluster), EVALSHA/EVAL,
 // SUBSCRIBE, SCAN and the commands the scripts run, on baton's keys
 // (~baton:*) and channels (&baton:*) only. Store.CheckPermissions asks a
 // server (Redis 7 or later) whether the Store's user may run each of them

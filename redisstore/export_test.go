@@ -37,6 +37,9 @@ const MaxRenewsPerScript = maxRenewsPerScript
 func PermissionCommands(s *Store) []string {
 	var cmds []string
 	for _, c := range s.permissionChecks("x") {
+		if c[0] == "cluster" {
+			c[0] += "|" + c[1] // a subcommand, as ACL rules name it
+		}
 		cmds = append(cmds, c[0])
 	}
 	return cmds

@@ -92,7 +92,8 @@ func (s *Store) namePermissions(ctx context.Context, name string, err error) err
 
 // permissionChecks returns the commands, with their arguments, that
 // CheckPermissions asks about for lock name: every command of ACLRules
-// (PING for its @connection), on the keys of the types it is run on.
+// (ASKING and CLUSTER SLOTS only on a Cluster), on the keys of the types
+// it is run on.
 func (s *Store) permissionChecks(name string) [][]string {
 	k := s.keySet(name)
 	lock, fence, queue, queued, next := k.all[0], k.all[1], k.all[2], k.all[3], k.all[4]
@@ -100,7 +101,7 @@ func (s *Store) permissionChecks(name string) [][]string {
 		return append([]string{cmd, body, strconv.Itoa(len(k.all))}, k.all...)
 	}
 	checks := [][]string{
-		{"ping"},
+		{"hello", "3"}, {"auth", "user", "password"}, {"select", "0"}, {"ping"},
 		script("evalsha", releaseScript.Hash()),
 		script("eval", "return 0"),
 		{"subscribe", k.channel, k.handoffs, k.handoffsTo("holder")},
@@ -122,6 +123,9 @@ func (s *Store) permissionChecks(name string) [][]string {
 		checks = append(checks, []string{"hset", key, "field", "value"}, []string{"hget", key, "field"},
 			[]string{"hmget", key, "field"}, []string{"hdel", key, "field"}, []string{"hexists", key, "field"})
 	}
+	if s.isCluster() {
+		checks = append(checks, []string{"asking"}, []string{"cluster", "slots"})
+	}
 	return append(checks, []string{"rpush", queue, "waiter"}, []string{"rpop", queue}, []string{"llen", queue},
 		[]string{"lrange", queue, "0", "0"}, []string{"lrem", queue, "0", "waiter"})
 }
@@ -133,8 +137,10 @@ func showCommand(c []string) string {
 	switch c[0] {
 	case "eval", "evalsha":
 		return cmd + " (a script) on " + strings.Join(c[3:], " ")
-	case "ping", "time", "scan":
+	case "hello", "auth", "select", "ping", "asking", "time", "scan":
 		return cmd
+	case "cluster":
+		return cmd + " " + strings.ToUpper(c[1])
 	case "subscribe", "unsubscribe", "rpop", "llen", "type", "exists", "del", "pttl", "get":
 		return cmd + " " + strings.Join(c[1:], " ")
 	}

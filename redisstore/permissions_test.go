@@ -14,25 +14,56 @@ import (
 )
 
 // TestPermissionChecksCoverACLRules: CheckPermissions asks about every
-// command of ACLRules, and about no other (PING stands for @connection).
+// command of ACLRules (on a Cluster: the plain server's Store leaves out
+// ASKING and CLUSTER SLOTS), and about no other.
 func TestPermissionChecksCoverACLRules(t *testing.T) {
-	s, err := redisstore.Open("redis://127.0.0.1:1")
-	if err != nil {
-		t.Fatal(err)
+	var asked []string
+	for _, url := range []string{"redis://127.0.0.1:1", "redis+cluster://127.0.0.1:1,127.0.0.1:2"} {
+		s, err := redisstore.Open(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		asked = append(asked, redisstore.PermissionCommands(s)...)
 	}
-	defer s.Close()
-	asked := redisstore.PermissionCommands(s)
 	rules := strings.Fields(redisstore.ACLRules)
 	for _, r := range rules {
-		if cmd, ok := strings.CutPrefix(r, "+"); ok && !strings.HasPrefix(cmd, "@") && !slices.Contains(asked, cmd) {
+		if cmd, ok := strings.CutPrefix(r, "+"); ok && !slices.Contains(asked, cmd) {
 			t.Errorf("ACLRules has %s, which CheckPermissions does not ask about", r)
 		}
 	}
 	for _, cmd := range asked {
-		if cmd != "ping" && !slices.Contains(rules, "+"+cmd) {
+		if !slices.Contains(rules, "+"+cmd) {
 			t.Errorf("CheckPermissions asks about %s, which ACLRules does not allow", cmd)
 		}
 	}
+}
+
+// TestACLRulesLeastPrivilege: a user with ACLRules may run none of the
+// commands that act on other clients or on the server (the category
+// @connection, which ACLRules once granted whole, has CLIENT KILL and
+// CLIENT PAUSE), and takes locks on a Redis Cluster (which needs CLUSTER
+// SLOTS, outside @connection), and CheckPermissions passes there.
+func TestACLRulesLeastPrivilege(t *testing.T) {
+	locker := testenv.RedisArgs(append([]string{"--user", "locker", "on", ">pw"}, strings.Fields(redisstore.ACLRules)...)...)
+	cluster := testenv.StartRedisCluster(t, 3, locker)
+	ctx := testCtx(t, 30*time.Second)
+	admin := newClient(t, cluster.Addrs()[0])
+	for _, cmd := range [][]string{{"client", "kill", "type", "normal"}, {"client", "pause", "1"}, {"client", "list"},
+		{"client", "no-evict", "on"}, {"client", "unblock", "1"}, {"config", "get", "*"}, {"flushall"}, {"keys", "*"}} {
+		args := []any{"ACL", "DRYRUN", "locker"}
+		for _, a := range cmd {
+			args = append(args, a)
+		}
+		if reply, err := admin.Do(ctx, args...).Text(); err != nil || reply == "OK" {
+			t.Errorf("ACL DRYRUN locker %s: %q, %v; want a refusal", strings.Join(cmd, " "), reply, err)
+		}
+	}
+	s := openURL(t, "redis+cluster://locker:pw@"+strings.Join(cluster.Addrs(), ","), redisstore.DefaultPrefix)
+	if err := s.CheckPermissions(ctx, "job"); err != nil {
+		t.Errorf("CheckPermissions on a Cluster: %v", err)
+	}
+	cycle(t, ctx, s, "job", 2)
 }
 
 // TestCheckPermissions: on a real server, a user with ACLRules passes; a

@@ -23,13 +23,21 @@ const DefaultPrefix = "baton:"
 // ACLRules are the Redis ACL rules a user needs for the default prefix
 // (for another prefix, change the key and channel patterns):
 //
-//	ACL SETUSER locker on >password ~baton:* &baton:* +@connection ...
+//	ACL SETUSER locker on >password ~baton:* &baton:* +hello +auth ...
 //
-// They allow the connection commands, the scripts, SCAN (List), pub/sub for
-// Watch, and the commands the scripts run, on baton's keys and channels only.
-// Rules copied before +rpop was added lack it: with them, an acquire that
-// finds 64 waiters queued already fails with ErrForbidden; add +rpop.
-const ACLRules = "~baton:* &baton:* +@connection +evalsha +eval +subscribe +unsubscribe +scan " +
+// They allow the connection commands a client sends (HELLO, AUTH, SELECT
+// for a database other than 0, PING; ASKING and CLUSTER SLOTS on a Redis
+// Cluster), the scripts, SCAN (List), pub/sub for Watch, and the commands
+// the scripts run, on baton's keys and channels only. Rules copied before
+// +rpop was added lack it: with them, an acquire that finds 64 waiters
+// queued already fails with ErrForbidden; add +rpop. Rules copied before
+// +cluster|slots was added had +@connection instead of the connection
+// commands: that category also allows CLIENT KILL, CLIENT PAUSE and
+// CLIENT LIST on every client of the server, which baton never sends, and
+// lacks CLUSTER SLOTS, without which no lock can be taken on a Cluster;
+// replace it (ACL SETUSER locker -@connection, then these rules).
+const ACLRules = "~baton:* &baton:* +hello +auth +select +ping +asking +cluster|slots " +
+	"+evalsha +eval +subscribe +unsubscribe +scan " +
 	"+type +exists +get +set +del +hset +hget +hmget +hdel +hexists +pexpire +pttl " +
 	"+rpush +rpop +llen +lrange +lrem +publish +time"
 

@@ -383,7 +383,7 @@ func adminCLI(rawURL string) string {
 func shellRules(rules string) string {
 	fields := strings.Fields(rules)
 	for i, r := range fields {
-		if strings.ContainsAny(r, "*&~%") {
+		if strings.ContainsAny(r, "*&~%|") {
 			fields[i] = "'" + r + "'"
 		}
 	}

@@ -588,7 +588,7 @@ func TestDoctorRedisPermissions(t *testing.T) {
 		testenv.RedisArgs("--user", "noscripts", "on", ">pw", "~*", "&*", "+@all", "-@scripting"))
 	host, port, _ := net.SplitHostPort(srv.Addr())
 	setuser := func(user string) string {
-		return "redis-cli -h " + host + " -p " + port + " --user ADMIN --askpass ACL SETUSER " + user + " '~baton:*' '&baton:*' +@connection +evalsha"
+		return "redis-cli -h " + host + " -p " + port + " --user ADMIN --askpass ACL SETUSER " + user + " '~baton:*' '&baton:*' +hello +auth +select +ping +asking '+cluster|slots' +evalsha"
 	}
 	for _, tc := range []struct {
 		user, password string
