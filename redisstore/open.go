@@ -24,7 +24,7 @@ import (
 func ParseURL(url string) (*redis.Options, error) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: %w", parseError(err))
+		return nil, fmt.Errorf("redisstore: %w", parseError(url, err))
 	}
 	opt.ContextTimeoutEnabled = true
 	if opt.DialerRetries == 0 {

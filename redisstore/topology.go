@@ -58,7 +58,7 @@ func parseTopology(raw string) (t topology, ok bool, err error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return topology{}, true, fmt.Errorf("redisstore: %w: %w", backend.ErrInvalidOptions, parseError(err))
+		return topology{}, true, fmt.Errorf("redisstore: %w: %w", backend.ErrInvalidOptions, parseError(raw, err))
 	}
 	addrs, err := hostList(u.Host)
 	if err != nil {
@@ -169,14 +169,20 @@ func RedactURL(raw string) string {
 // redacted is RedactURL for a parsed URL.
 func redacted(u *url.URL) string { return RedactURL(u.String()) }
 
-// parseError is err, from parsing a Redis URL, without the URL itself,
-// which *url.Error quotes whole, password included.
-func parseError(err error) error {
+// parseError is err, from parsing the Redis URL raw, without the URL
+// itself, which *url.Error quotes whole, password included. If raw has
+// user information, the parser's own words may quote a part of the
+// password too (a '#', '?' or '/' in it ends the host early: invalid port
+// ":<password>" after host), so they are replaced with the likely fix.
+func parseError(raw string, err error) error {
 	var ue *url.Error
-	if errors.As(err, &ue) {
-		return fmt.Errorf("the URL does not parse: %w", ue.Err)
+	if !errors.As(err, &ue) {
+		return err
 	}
-	return err
+	if strings.Contains(raw, "@") {
+		return errors.New("the URL does not parse: check its host and port, and write the characters '#', '?', '/', '@' and '%' of a user name or password percent-encoded (%23, %3F, %2F, %40, %25)")
+	}
+	return fmt.Errorf("the URL does not parse: %w", ue.Err)
 }
 
 // CheckURL reports whether raw is a URL Open accepts (redis://, rediss://,

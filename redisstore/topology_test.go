@@ -164,7 +164,8 @@ func TestRedactURL(t *testing.T) {
 }
 
 // An invalid URL is refused without its passwords in the message: one
-// that does not parse (url.Error quotes the whole URL), and the topologies'
+// that does not parse (url.Error quotes the whole URL, and its own words
+// can quote a password that is not percent-encoded), and the topologies'
 // own refusals, whose query may hold sentinel_password.
 func TestInvalidURLHidesPasswords(t *testing.T) {
 	for _, raw := range []string{
@@ -177,6 +178,11 @@ func TestInvalidURLHidesPasswords(t *testing.T) {
 		"redis+cluster://:pw-secret@h:1,h:bad",
 		"redis+cluster://:pw-secret@h:1?sentinel_password=spw-secret",
 		"redis+cluster://:pw-secret@h:1,h:2/0?sentinel_password=spw-secret",
+		// A '#', '?' or '/' in a password, not percent-encoded, ends
+		// the host early: the parser then quotes the password as a port.
+		"redis://:secret#1@h:1/0",
+		"redis://u:secret?1@h:1/0",
+		"redis+sentinel://:secret/1@h:1/p",
 	} {
 		err := redisstore.CheckURL(raw)
 		if !errors.Is(err, backend.ErrInvalidOptions) {
