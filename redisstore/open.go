@@ -3,6 +3,7 @@ package redisstore
 import (
 	"fmt"
 	"io"
+	neturl "net/url"
 
 	"github.com/baton-go/baton/backend"
 	"github.com/redis/go-redis/v9"
@@ -22,6 +23,9 @@ import (
 // A password in a URL is visible to anyone who can see the command line;
 // prefer a credentials provider (WithClientOptions) for production.
 func ParseURL(url string) (*redis.Options, error) {
+	if u, err := neturl.Parse(url); err == nil && strayAt(u) {
+		return nil, fmt.Errorf("redisstore: %w", errEncoding)
+	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", parseError(url, err))

@@ -60,6 +60,9 @@ func parseTopology(raw string) (t topology, ok bool, err error) {
 	if err != nil {
 		return topology{}, true, fmt.Errorf("redisstore: %w: %w", backend.ErrInvalidOptions, parseError(raw, err))
 	}
+	if strayAt(u) {
+		return topology{}, true, fmt.Errorf("redisstore: %w: %w", backend.ErrInvalidOptions, errEncoding)
+	}
 	addrs, err := hostList(u.Host)
 	if err != nil {
 		return topology{}, true, fmt.Errorf("redisstore: %w: %s: %v", backend.ErrInvalidOptions, redacted(u), err)
@@ -152,7 +155,7 @@ func hostList(hosts string) ([]string, error) {
 // message about an unknown parameter shows).
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
+	if err != nil || strayAt(u) {
 		return "(unparsable URL)"
 	}
 	if q := u.Query(); len(q) > 0 {
@@ -180,9 +183,22 @@ func parseError(raw string, err error) error {
 		return err
 	}
 	if strings.Contains(raw, "@") {
-		return errors.New("the URL does not parse: check its host and port, and write the characters '#', '?', '/', '@' and '%' of a user name or password percent-encoded (%23, %3F, %2F, %40, %25)")
+		return errEncoding
 	}
 	return fmt.Errorf("the URL does not parse: %w", ue.Err)
+}
+
+// errEncoding is the refusal of a URL with user information that does not
+// parse, or that parses with the '@' outside it.
+var errEncoding = errors.New("the URL does not parse: check its host and port, and write the characters '#', '?', '/', '@' and '%' of a user name or password percent-encoded (%23, %3F, %2F, %40, %25)")
+
+// strayAt reports whether u, parsed from a URL with an '@', has it in its
+// path, query or fragment instead of after its user information: a '#',
+// '?' or '/' in a password that is not percent-encoded ended the host
+// early (redis://:2024/x@host: host "", port 2024, database "x@host"),
+// so the password would be dialled as a port or shown as a database.
+func strayAt(u *url.URL) bool {
+	return u.User == nil && strings.Contains(u.Path+u.RawQuery+u.Fragment, "@")
 }
 
 // CheckURL reports whether raw is a URL Open accepts (redis://, rediss://,

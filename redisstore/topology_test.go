@@ -183,6 +183,9 @@ func TestInvalidURLHidesPasswords(t *testing.T) {
 		"redis://:secret#1@h:1/0",
 		"redis://u:secret?1@h:1/0",
 		"redis+sentinel://:secret/1@h:1/p",
+		"redis://:2024/secret@h:1",
+		"redis://:2024#secret@h:1",
+		"redis+cluster://:1#secret@h:1,h:2",
 	} {
 		err := redisstore.CheckURL(raw)
 		if !errors.Is(err, backend.ErrInvalidOptions) {
