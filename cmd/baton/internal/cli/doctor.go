@@ -109,7 +109,7 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 	}
 	switch f.backend {
 	case "file":
-		checks = append(checks, fileSystemCheck(st))
+		checks = append(checks, fileSystemCheck(st), dirModeCheck(st))
 	case "lease", "configmap", "crd":
 		switch {
 		case errors.Is(err, backend.ErrUnavailable):

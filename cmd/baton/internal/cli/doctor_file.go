@@ -35,6 +35,31 @@ func fileSystemCheck(st store) check {
 	return check{label, resultPass, fmt.Sprintf("%s is on %s, a local file system", fs.Dir(), info.Type), ""}
 }
 
+// dirModeCheck is the file backend's row for who may write the lock
+// directory: a user who may delete or rename a lock's files can free a
+// held lock for a second holder, or make its tokens start again.
+func dirModeCheck(st store) check {
+	const label = "directory"
+	fs, ok := st.(*filestore.Store)
+	if !ok {
+		return check{label, resultSkip, "not checked: the store could not be opened (see the store row)", ""}
+	}
+	fi, err := os.Stat(fs.Dir())
+	if err != nil {
+		return check{label, resultWarn, "cannot read the mode of the lock directory: " + err.Error(), ""}
+	}
+	dir, perm, fix := fs.Dir(), fi.Mode().Perm(), fmt.Sprintf("chmod o-w %s, or use a directory that only the processes sharing these locks may write (--dir, or $BATON_DIR)", fs.Dir())
+	switch {
+	case perm&0o002 != 0 && fi.Mode()&os.ModeSticky == 0:
+		return check{label, resultFail, fmt.Sprintf("%s (mode %#o) may be written by every user of this machine: any of them may delete or replace a lock's files, freeing a held lock for a second holder or making its tokens start again", dir, perm), fix}
+	case perm&0o002 != 0:
+		return check{label, resultWarn, fmt.Sprintf("%s (mode %#o, sticky) may be written by every user of this machine: any of them may create a lock's files first, and so hold the lock up or refuse this user", dir, perm|0o1000), fix}
+	case perm&0o020 != 0:
+		return check{label, resultPass, fmt.Sprintf("%s (mode %#o): only its owner and group may write it", dir, perm), ""}
+	}
+	return check{label, resultPass, fmt.Sprintf("%s (mode %#o): only its owner may write it", dir, perm), ""}
+}
+
 // probeSize is the size of writeProbe's file: more than a lock's files
 // take (a record and its temporary copy, a 1 KiB epoch file).
 const probeSize = 8 << 10

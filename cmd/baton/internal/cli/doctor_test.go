@@ -258,6 +258,33 @@ func TestDoctorFile(t *testing.T) {
 	}
 }
 
+// The lock directory's mode: one that every user may write fails (any of
+// them may delete a held lock's files), a sticky one warns (any of them
+// may create a lock's files first), a private one passes.
+func TestDoctorFileDirectoryMode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode   os.FileMode
+		code   int
+		result string
+		detail string
+	}{
+		{0o777, 1, "FAIL", "(mode 0777) may be written by every user of this machine: any of them may delete"},
+		{0o777 | os.ModeSticky, 0, "WARN", "(mode 01777, sticky) may be written by every user"},
+		{0o770, 0, "PASS", "(mode 0770): only its owner and group may write it"},
+		{0o700, 0, "PASS", "(mode 0700): only its owner may write it"},
+	} {
+		dir := t.TempDir()
+		if err := os.Chmod(dir, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		code, out, _ := runCLI(t, "doctor", "--dir", dir, "--name", "x")
+		if got := doctorTable(t, out)["directory"]; code != tc.code || got.result != tc.result || !strings.Contains(got.detail, dir+" "+tc.detail) {
+			t.Errorf("doctor on a directory of mode %v: exit %d, directory row %+v; want exit %d, %s with %q", tc.mode, code, got, tc.code, tc.result, tc.detail)
+		}
+	}
+}
+
 // doctorRow is one row of doctor's table.
 type doctorRow struct{ result, detail string }
 
