@@ -22,7 +22,8 @@ import (
 const doctorLong = `Check that baton can work here, without taking any lock: the timing
 settings, the identity and the store's reachability (and the lock's holder
 with --name); on the file backend, the lock directory's file system (not a
-network one, not one in memory, not full); on Kubernetes, that the namespace exists
+network one, not one in memory, not full) and its mode (not writable by
+every user); on Kubernetes, that the namespace exists
 and is not being deleted, that the DistributedLock CRD is installed
 (--backend crd), every verb the lock needs (with SelfSubjectAccessReview)
 and whether the lock name is already used by another application; on Redis, that a
