@@ -101,6 +101,12 @@
 // lock on this machine only, where every other machine may take the same
 // lock.
 //
+// Passwords on the command line can be read by every user of the machine
+// (ps). $BATON_REDIS_URL gives --redis-url (several URLs separated by
+// spaces) and $BATON_ETCD_PASSWORD the password of --user instead; baton
+// does not pass either on to CMD. $BATON_REDIS_URL without --backend is a
+// usage error, as --redis-url is.
+//
 // The Kubernetes backends load their connection like kubectl: --kubeconfig,
 // else $KUBECONFIG, else ~/.kube/config, else the pod's service account;
 // --context and -n/--namespace override the kubeconfig's. --app names the

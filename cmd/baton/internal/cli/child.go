@@ -142,7 +142,7 @@ func (s *supervisor) start(l *baton.Lease) (*supervise.Child, error) {
 		return nil, errStopping
 	}
 	cmd := exec.Command(s.argv[0], s.argv[1:]...)
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(withoutSecrets(os.Environ()),
 		EnvLock+"="+l.Name(),
 		EnvHolder+"="+l.Holder(),
 		EnvToken+"="+strconv.FormatUint(l.Token(), 10),

@@ -36,7 +36,7 @@ func (f *etcdFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cert, "cert", "", "etcd, and redis or redlock with rediss:// URLs: PEM client certificate, for mutual TLS (with --key)")
 	fs.StringVar(&f.key, "key", "", "etcd, and redis or redlock with rediss:// URLs: PEM client key, for mutual TLS (with --cert)")
 	fs.StringVar(&f.user, "user", "", "etcd backend: USER or USER:PASSWORD for etcd authentication")
-	fs.StringVar(&f.password, "password", "", "etcd backend: the password, if --user has none")
+	fs.StringVar(&f.password, "password", "", "etcd backend: the password, if --user has none (default $BATON_ETCD_PASSWORD, which ps does not show)")
 	fs.BoolVar(&f.fair, "fair", true, "etcd backend: waiters acquire in the order they started waiting (--fair=false: plain mode; every client of a lock must use the same mode)")
 }
 

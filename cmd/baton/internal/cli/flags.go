@@ -97,7 +97,7 @@ func (f *storeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.dir, "dir", "", dirHelp)
 	f.kube.register(fs)
 	f.etcd.register(fs)
-	fs.StringArrayVar(&f.redisURLs, "redis-url", nil, "redis and redlock backends: redis[s]://[user:password@]host:port[/db], or redis+sentinel://S1:26379,.../PRIMARY[?sentinel_password=P] (a Sentinel-managed primary) or redis+cluster://N1:7000,N2:7000,... (a Redis Cluster); give it once for redis, three or more times (an odd number of independent servers) for redlock")
+	fs.StringArrayVar(&f.redisURLs, "redis-url", nil, "redis and redlock backends: redis[s]://[user:password@]host:port[/db], or redis+sentinel://S1:26379,.../PRIMARY[?sentinel_password=P] (a Sentinel-managed primary) or redis+cluster://N1:7000,N2:7000,... (a Redis Cluster); give it once for redis, three or more times (an odd number of independent servers) for redlock; default $BATON_REDIS_URL (URLs separated by spaces), which ps does not show")
 }
 
 func (f *storeFlags) validate() error {
@@ -105,6 +105,9 @@ func (f *storeFlags) validate() error {
 		return usageErrorf("unknown backend %q (available: %s)", f.backend, strings.Join(backends, ", "))
 	}
 	if err := f.checkForeignFlags(); err != nil {
+		return err
+	}
+	if err := f.secretsFromEnv(); err != nil {
 		return err
 	}
 	switch f.backend {

@@ -1,0 +1,71 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton/cmd/baton/internal/cli"
+	"github.com/baton-go/baton/internal/testenv"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The store's passwords can come from the environment instead of the
+// command line, which every user of the machine may read: baton's own
+// command line (ps) then shows none, CMD's environment does not get them,
+// and $BATON_REDIS_URL without --backend is refused as --redis-url is,
+// since the file backend would lock on this machine only.
+func TestPasswordsFromEnvironment(t *testing.T) {
+	t.Parallel()
+	redis := testenv.StartRedis(t, testenv.RedisArgs("--requirepass", "redis-secret"))
+	etcd := testenv.StartEtcd(t)
+	enableEtcdUser(t, etcd.Endpoint(), "locker", "etcd-secret")
+	env := []string{cli.EnvRedisURL + "=redis://:redis-secret@" + redis.Addr(), cli.EnvEtcdPassword + "=etcd-secret"}
+	// Both variables are set: each backend reads its own.
+	show := `echo "env:[$` + cli.EnvRedisURL + `][$` + cli.EnvEtcdPassword + `]"; tr '\0' ' ' < /proc/$PPID/cmdline`
+	for _, args := range [][]string{
+		{"--backend", "redis"},
+		{"--backend", "etcd", "--endpoints", etcd.Endpoint(), "--user", "locker"},
+	} {
+		p := startCLI(t, "lock", env, append(append([]string{"lock"}, args...), "--name", "env", "--", "sh", "-c", show)...)
+		code := p.wait(30 * time.Second)
+		out := p.stdout.String()
+		if code != 0 || !strings.Contains(out, "env:[][]") || strings.Contains(out, "secret") {
+			t.Errorf("lock %s with the password in the environment: exit %d, want 0, CMD's environment and baton's command line without it:\n%s\n%s", args, code, out, p.stderr)
+		}
+	}
+	p := startCLI(t, "lock", env, "lock", "--dir", t.TempDir(), "--name", "env", "--", "true")
+	if code := p.wait(30 * time.Second); code != 2 || !strings.Contains(p.stderr.String(), "--backend redis") {
+		t.Errorf("lock with $%s and no --backend: exit %d, want 2 naming --backend redis:\n%s", cli.EnvRedisURL, code, p.stderr)
+	}
+}
+
+// enableEtcdUser adds user (password pw, read and write on baton's
+// default prefix) to the etcd at endpoint and turns authentication on.
+func enableEtcdUser(t *testing.T, endpoint, user, pw string) {
+	t.Helper()
+	ctx := t.Context()
+	root, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	prefix := "/baton/locks/"
+	for _, op := range []func() error{
+		func() error { _, err := root.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := root.UserAdd(ctx, "root", "root-pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.RoleAdd(ctx, user); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, user, prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, user, pw); return err },
+		func() error { _, err := root.UserGrantRole(ctx, user, user); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
+	} {
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
