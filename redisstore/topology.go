@@ -193,12 +193,24 @@ func parseError(raw string, err error) error {
 var errEncoding = errors.New("the URL does not parse: check its host and port, and write the characters '#', '?', '/', '@' and '%' of a user name or password percent-encoded (%23, %3F, %2F, %40, %25)")
 
 // strayAt reports whether u, parsed from a URL with an '@', has it in its
-// path, query or fragment instead of after its user information: a '#',
-// '?' or '/' in a password that is not percent-encoded ended the host
-// early (redis://:2024/x@host: host "", port 2024, database "x@host"),
-// so the password would be dialled as a port or shown as a database.
+// path, fragment or a query parameter's name instead of after its user
+// information: a '#', '?' or '/' in a password that is not percent-encoded
+// ended the host early (redis://:2024/x@host: host "", port 2024,
+// database "x@host"), so the password would be dialled as a port or shown
+// as a database. A parameter's value may hold an '@' (sentinel_password).
 func strayAt(u *url.URL) bool {
-	return u.User == nil && strings.Contains(u.Path+u.RawQuery+u.Fragment, "@")
+	if u.User != nil {
+		return false
+	}
+	if strings.Contains(u.Path+u.Fragment, "@") {
+		return true
+	}
+	for k := range u.Query() {
+		if strings.Contains(k, "@") {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckURL reports whether raw is a URL Open accepts (redis://, rediss://,

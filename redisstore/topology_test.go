@@ -186,6 +186,7 @@ func TestInvalidURLHidesPasswords(t *testing.T) {
 		"redis://:2024/secret@h:1",
 		"redis://:2024#secret@h:1",
 		"redis+cluster://:1#secret@h:1,h:2",
+		"redis://:2024?secret@h:1",
 	} {
 		err := redisstore.CheckURL(raw)
 		if !errors.Is(err, backend.ErrInvalidOptions) {
@@ -196,6 +197,16 @@ func TestInvalidURLHidesPasswords(t *testing.T) {
 			if e == nil || strings.Contains(e.Error(), "secret") {
 				t.Errorf("%q: the error shows a password, or there is none: %v", raw, e)
 			}
+		}
+	}
+}
+
+// An '@' in a query parameter's value (a sentinel password that is not
+// percent-encoded) is no sign of a misparsed password: such URLs open.
+func TestAtInParameterValue(t *testing.T) {
+	for _, raw := range []string{"redis+sentinel://h:1/p?sentinel_password=p@ss", "redis+sentinel://:pw@h:1/p?sentinel_username=u@x&sentinel_password=s"} {
+		if err := redisstore.CheckURL(raw); err != nil {
+			t.Errorf("CheckURL(%q): %v", raw, err)
 		}
 	}
 }
