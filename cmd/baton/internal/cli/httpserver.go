@@ -119,5 +119,5 @@ func (s *statusServer) leader(w http.ResponseWriter, _ *http.Request) {
 	if s.el != nil && s.el.Leader() != "" {
 		leader = s.el.Leader()
 	}
-	fmt.Fprintf(w, "standby: the leader is %s\n", leader)
+	fmt.Fprintf(w, "standby: the leader is %s\n", printable(leader))
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/baton-go/baton/backend"
 	"github.com/spf13/cobra"
@@ -289,7 +290,7 @@ func (v *statusView) printTable(recs []backend.Record, now time.Time) error {
 		if r.Held() {
 			holder, expires = r.Holder, humanDuration(r.Remaining)
 		}
-		row := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%d", r.Key, holder, r.Token, ago(r.RenewTime, now), expires, r.Transitions)
+		row := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%d", printable(r.Key), printable(holder), r.Token, ago(r.RenewTime, now), expires, r.Transitions)
 		if wide {
 			version := r.Version
 			if version == "" {
@@ -299,7 +300,7 @@ func (v *statusView) printTable(recs []backend.Record, now time.Time) error {
 			if r.TTL > 0 {
 				ttl = humanDuration(r.TTL)
 			}
-			row += fmt.Sprintf("\t%s\t%s\t%s", ttl, ago(r.AcquireTime, now), version)
+			row += fmt.Sprintf("\t%s\t%s\t%s", ttl, ago(r.AcquireTime, now), printable(version))
 		}
 		fmt.Fprintln(tw, row)
 	}
@@ -311,6 +312,21 @@ func (v *statusView) printTable(recs []backend.Record, now time.Time) error {
 }
 
 // ago formats the time since t, or "-" for a zero time.
+// printable returns s as a terminal shows it safely: as it is if every
+// character is printable, else quoted with Go's escapes. Holders and names
+// come from the store, which others write (a Lease's holderIdentity, a
+// Redis key): a control character could rewrite the operator's terminal
+// (escape sequences), and a tab or newline shift the table or add a row
+// that shows a held lock as free.
+func printable(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
 func ago(t, now time.Time) string {
 	if t.IsZero() {
 		return "-"
