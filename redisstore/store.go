@@ -28,7 +28,11 @@ const DefaultPrefix = "baton:"
 // They allow the connection commands a client sends (HELLO, AUTH, SELECT
 // for a database other than 0, PING; ASKING and CLUSTER SLOTS on a Redis
 // Cluster), the scripts, SCAN (List), pub/sub for Watch, and the commands
-// the scripts run, on baton's keys and channels only. Rules copied before
+// the scripts run, on baton's keys and channels only. SCAN is the
+// exception: key patterns do not limit it, so it lists the names (not the
+// values) of every key of the database; without +scan everything but List
+// (baton status without a lock name) works, and CheckPermissions names
+// SCAN as refused. Rules copied before
 // +rpop was added lack it: with them, an acquire that finds 64 waiters
 // queued already fails with ErrForbidden; add +rpop. Rules copied before
 // +cluster|slots was added had +@connection instead of the connection
