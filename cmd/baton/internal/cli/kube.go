@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 
@@ -69,7 +70,16 @@ func (f *kubeFlags) open(backend string) (store, string, error) {
 		return nil, "", err
 	}
 	what := map[string]string{"lease": "leases", "configmap": "configmaps", "crd": "distributedlocks"}[backend]
-	return st, fmt.Sprintf("%s in namespace %s at %s", what, ns, cfg.Host), nil
+	return st, fmt.Sprintf("%s in namespace %s at %s", what, ns, redactHost(cfg.Host)), nil
+}
+
+// redactHost returns the API server's address with the password of its
+// user information (https://user:password@host) hidden, for messages.
+func redactHost(host string) string {
+	if u, err := url.Parse(host); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return host
 }
 
 // restConfig returns the client configuration and the namespace, loaded
