@@ -91,7 +91,16 @@ func (e *Elector) setLeader(id string, self bool) {
 	if changed && id != "" {
 		cfg := e.mu.cfg
 		e.mu.observe(Event{Kind: EventNewLeader, Name: e.mu.name, Holder: id})
-		cfg.logger.Info("baton: new leader", "lock", e.mu.name, "leader", id, "self", self)
+		if !self && id == cfg.identity {
+			// Not this elector's term: its previous term's claim, still
+			// in the store after a loss, or another process that was
+			// given the same identity.
+			cfg.logger.Info("baton: the lock is held under this elector's own identity, but not by its current term: "+
+				"a claim of its previous term, until that claim ends, or another process configured with the same identity",
+				"lock", e.mu.name, "leader", id, "self", false)
+		} else {
+			cfg.logger.Info("baton: new leader", "lock", e.mu.name, "leader", id, "self", self)
+		}
 		if cfg.onNewLeader != nil {
 			cfg.onNewLeader(id)
 		}

@@ -3,6 +3,7 @@ package baton_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -337,7 +338,9 @@ func TestElectorIsLeaderIsOwnTermNotIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := make(chan string, 1)
-	other, err := baton.NewElector(b, "jobs.nightly", append(opts, baton.OnNewLeader(func(id string) { seen <- id }))...)
+	logs := &lines{}
+	other, err := baton.NewElector(b, "jobs.nightly", append(opts, baton.OnNewLeader(func(id string) { seen <- id }),
+		baton.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,6 +373,10 @@ func TestElectorIsLeaderIsOwnTermNotIdentity(t *testing.T) {
 	if other.IsLeader() {
 		t.Fatal("a standby with the same identity reports leading")
 	}
+	// Its log does not call its own identity a new leader.
+	if out := logs.String(); strings.Contains(out, "new leader") || !strings.Contains(out, "held under this elector's own identity") {
+		t.Errorf("standby's log:\n%s\nwant the lock held under its own identity, not a new leader", out)
+	}
 	stopStandby()
 	if err := <-standbyDone; !errors.Is(err, context.Canceled) {
 		t.Fatalf("standby Run = %v, want context.Canceled", err)
@@ -381,4 +388,22 @@ func TestElectorIsLeaderIsOwnTermNotIdentity(t *testing.T) {
 	if a.IsLeader() {
 		t.Fatal("still reports leading after Run returned")
 	}
+}
+
+// lines is a log sink for a slog handler, safe for concurrent writes.
+type lines struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
