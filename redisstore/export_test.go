@@ -1,6 +1,12 @@
 package redisstore
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
+
+// MaxWaiters is the number of places the FIFO of waiters holds.
+var MaxWaiters, _ = strconv.Atoi(maxWaitersLua)
 
 // QueueKeys returns the keys of name's FIFO of waiters: queue, queued, next.
 func QueueKeys(s *Store, name string) []string { return s.queueKeys(name) }

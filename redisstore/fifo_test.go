@@ -178,15 +178,20 @@ func plantOldPlace(t *testing.T, ctx context.Context, addr string, s *redisstore
 // goroutine was slow to start would otherwise be counted as starved while
 // it had not asked yet (on a busy machine one loop could finish 20 rounds
 // alone before another sent its first attempt).
-func TestFIFONoStarvation(t *testing.T) {
+func TestFIFONoStarvation(t *testing.T) { testNoStarvation(t, 4, 30) }
+
+// TestFIFONoStarvationHundredContenders: as TestFIFONoStarvation, with
+// more contenders than the FIFO once held (64): those beyond it never got
+// a place, since every place a handover freed went to the holder that had
+// just released, locking again at once, and they waited until the others
+// stopped.
+func TestFIFONoStarvationHundredContenders(t *testing.T) { testNoStarvation(t, 100, 6) }
+
+func testNoStarvation(t *testing.T, n, rounds int) {
 	srv := testenv.StartRedis(t)
 	ctx := testCtx(t, 60*time.Second)
 	prefix := uniquePrefix()
-	const (
-		key    = "fifo-loop"
-		n      = 4
-		rounds = 30
-	)
+	const key = "fifo-loop"
 	starterStore := newStore(t, srv.Addr(), prefix)
 	starter, err := baton.NewMutex(starterStore, key, baton.WithIdentity("starter"), quiet)
 	if err != nil {
@@ -198,7 +203,7 @@ func TestFIFONoStarvation(t *testing.T) {
 	}
 	var (
 		mu      sync.Mutex
-		counts  [n]int
+		counts  = make([]int, n)
 		atFirst []int
 		wg      sync.WaitGroup
 	)
@@ -217,7 +222,7 @@ func TestFIFONoStarvation(t *testing.T) {
 				mu.Lock()
 				counts[i]++
 				if r == rounds-1 && atFirst == nil {
-					atFirst = append([]int(nil), counts[:]...)
+					atFirst = slices.Clone(counts)
 				}
 				mu.Unlock()
 				if err := l.Unlock(ctx); err != nil {
@@ -228,7 +233,7 @@ func TestFIFONoStarvation(t *testing.T) {
 		})
 	}
 	// On a failure here the loops still end (with ctx) before the test does.
-	awaitQueued(t, ctx, srv.Addr(), starterStore, key, n)
+	awaitQueued(t, ctx, srv.Addr(), starterStore, key, int64(n))
 	if err := first.Unlock(ctx); err != nil {
 		t.Errorf("the starter's Unlock: %v", err)
 	}
@@ -394,8 +399,9 @@ func windowStore(t *testing.T, addr, prefix string, window time.Duration) *redis
 	return s
 }
 
-// TestFIFOCap: the FIFO of waiters holds at most 64 places; a waiter
-// beyond them competes without one (and leaves no half place behind).
+// TestFIFOCap: the FIFO of waiters holds at most MaxWaiters places; a
+// waiter beyond them competes without one (and leaves no half place
+// behind).
 func TestFIFOCap(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	ctx := testCtx(t, 20*time.Second)
@@ -405,7 +411,8 @@ func TestFIFOCap(t *testing.T) {
 	if _, err := s.TryAcquire(ctx, key, request("holder", time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 66 {
+	capacity := redisstore.MaxWaiters
+	for i := range capacity + 2 {
 		_, err := s.TryAcquire(ctx, key, waitingRequest(fmt.Sprintf("w%d", i), time.Minute))
 		heldBy(t, err)
 	}
@@ -420,14 +427,14 @@ func TestFIFOCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(places)
-	want := make([]string, 64)
+	want := make([]string, capacity)
 	for i := range want {
 		want[i] = fmt.Sprintf("w%d", i)
 	}
 	if !slices.Equal(queue, want) {
-		t.Errorf("queue %q, want w0..w63", queue)
+		t.Errorf("queue %q, want w0..w%d", queue, capacity-1)
 	}
 	if slices.Sort(want); !slices.Equal(places, want) {
-		t.Errorf("places %q, want w0..w63", places)
+		t.Errorf("places %q, want w0..w%d", places, capacity-1)
 	}
 }

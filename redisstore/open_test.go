@@ -140,13 +140,14 @@ func TestACLUser(t *testing.T) {
 	}
 	// A full FIFO: the scripts drop the place of the waiter beyond its cap
 	// again (RPOP), which the rules must allow.
-	for i := range 65 {
+	for i := range redisstore.MaxWaiters + 1 {
 		if _, err := b.TryAcquire(ctx, "acl", waitingRequest(fmt.Sprintf("w%d", i), time.Minute)); !errors.Is(err, backend.ErrHeld) {
-			t.Fatalf("waiting attempt %d of 65 (the FIFO holds 64) while the lock is held: %v, want ErrHeld", i+1, err)
+			t.Fatalf("waiting attempt %d of %d (the FIFO holds %d) while the lock is held: %v, want ErrHeld",
+				i+1, redisstore.MaxWaiters+1, redisstore.MaxWaiters, err)
 		}
 	}
 	older := openURLs(t, []string{fmt.Sprintf("redis://older:pw@%s", srv.Addr())})
-	if _, err := older.TryAcquire(ctx, "acl", waitingRequest("w65", time.Minute)); !errors.Is(err, backend.ErrForbidden) || !strings.Contains(err.Error(), "redisstore.ACLRules") {
+	if _, err := older.TryAcquire(ctx, "acl", waitingRequest("late", time.Minute)); !errors.Is(err, backend.ErrForbidden) || !strings.Contains(err.Error(), "redisstore.ACLRules") {
 		t.Errorf("a waiting attempt beyond the FIFO's cap by a user without +rpop: %v, want ErrForbidden naming redisstore.ACLRules as the fix", err)
 	}
 	if err := b.(*redisstore.Store).ForceRelease(ctx, "acl"); err != nil {

@@ -87,7 +87,9 @@ const DefaultHandoverWindow = 500 * time.Millisecond
 // to the first live waiter in the FIFO other than the releaser (see
 // "Direct handoff" in the package documentation): a holder that unlocks
 // and locks in a tight loop cannot starve the others, and waits are
-// bounded by the number of waiters ahead. With WithReplicaAcks, and for a
+// bounded by the number of waiters ahead. The FIFO holds up to 1024
+// waiters; beyond them a contender takes a place only when it finds one
+// free. With WithReplicaAcks, and for a
 // waiter of an earlier version, the release frees the lock and reserves
 // it for that waiter for the window instead: everyone else is refused
 // until it took the lock or the window ran out; a waiter that died or gave

@@ -254,8 +254,12 @@ return {1, take()}
 `)
 
 // maxWaitersLua caps the FIFO of waiters; contenders beyond it compete
-// without a place until there is room.
-const maxWaitersLua = "64"
+// without a place until there is room. Such a contender can wait without
+// bound while the others lock again in loops (a place freed by a handover
+// goes to the releaser's next attempt, which comes at once), so the cap is
+// far above the contenders of one lock a fleet has; it bounds the places a
+// release may step over or drop in one run (each an LREM of the list).
+const maxWaitersLua = "1024"
 
 // renewScript extends the claim if its owner (holder and nonce) still
 // holds it, and records its new expiry in the fence (see acquireScript).

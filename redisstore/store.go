@@ -33,7 +33,7 @@ const DefaultPrefix = "baton:"
 // values) of every key of the database; without +scan everything but List
 // (baton status without a lock name) works, and CheckPermissions names
 // SCAN as refused. Rules copied before
-// +rpop was added lack it: with them, an acquire that finds 64 waiters
+// +rpop was added lack it: with them, an acquire that finds 1024 waiters
 // queued already fails with ErrForbidden; add +rpop. Rules copied before
 // +cluster|slots was added had +@connection instead of the connection
 // commands: that category also allows CLIENT KILL, CLIENT PAUSE and

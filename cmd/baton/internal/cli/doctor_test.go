@@ -603,7 +603,7 @@ func TestDoctorRedlockIndependence(t *testing.T) {
 // Real redis-server processes: the permissions row passes for a user with
 // redisstore.ACLRules, and fails, with exit 1 and the command that adds the
 // rules, for a user without one of them (+rpop, which rules copied from an
-// earlier release lack: Lock then fails only once 64 waiters are queued)
+// earlier release lack: Lock then fails only once 1024 waiters are queued)
 // or without scripting; the store row passes for the first two. With
 // refused credentials the persistence row fails and this one is skipped.
 func TestDoctorRedisPermissions(t *testing.T) {
