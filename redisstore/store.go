@@ -471,9 +471,14 @@ func (s *Store) Get(ctx context.Context, key string) (backend.Record, error) {
 		return backend.Record{}, err
 	}
 	lock, fence, _ := s.Keys(key)
-	v, err := getScript.Run(ctx, s.client, []string{lock, fence}).Slice()
+	return s.getReply(ctx, key, getScript.Run(ctx, s.client, []string{lock, fence}))
+}
+
+// getReply reads getScript's reply cmd for lock key.
+func (s *Store) getReply(ctx context.Context, key string, cmd *redis.Cmd) (backend.Record, error) {
+	v, err := cmd.Slice()
 	if err != nil {
-		return backend.Record{}, s.wrap(key, lock, "get", s.explainClosed(ctx, err))
+		return backend.Record{}, s.wrap(key, s.lockKey(key), "get", s.explainClosed(ctx, err))
 	}
 	return s.decodeRecord(key, v)
 }
@@ -544,10 +549,14 @@ func (s *Store) decodeRecord(key string, v []any) (backend.Record, error) {
 	return rec, nil
 }
 
+// listBatch is how many records List reads in one round trip.
+const listBatch = 250
+
 // List implements backend.Lister: the records of every lock with a fence key
 // under the prefix, sorted by name, found with SCAN (on every master of a
-// cluster). Records that cannot be read are left out and reported in the
-// error (an errors.Join); the others are still returned.
+// cluster) and read as Get reads them, listBatch locks per pipeline.
+// Records that cannot be read are left out and reported in the error (an
+// errors.Join); the others are still returned.
 func (s *Store) List(ctx context.Context) ([]backend.Record, error) {
 	if err := s.open("list", ""); err != nil {
 		return nil, err
@@ -560,20 +569,52 @@ func (s *Store) List(ctx context.Context) ([]backend.Record, error) {
 		recs []backend.Record
 		errs []error
 	)
-	for _, name := range names {
-		r, err := s.Get(ctx, name)
-		switch {
-		case errors.Is(err, backend.ErrNotFound):
-		case err != nil:
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+	for len(names) > 0 {
+		batch := names[:min(listBatch, len(names))]
+		names = names[len(batch):]
+		for i, cmd := range s.getMany(ctx, batch) {
+			r, err := s.getReply(ctx, batch[i], cmd)
+			switch {
+			case errors.Is(err, backend.ErrNotFound):
+			case err != nil:
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				errs = append(errs, err)
+			default:
+				recs = append(recs, r)
 			}
-			errs = append(errs, err)
-		default:
-			recs = append(recs, r)
 		}
 	}
 	return recs, errors.Join(errs...)
+}
+
+// getMany runs getScript for each of names in one pipeline (again with
+// EVAL for those the server had not cached), and returns the commands,
+// aligned with names.
+func (s *Store) getMany(ctx context.Context, names []string) []*redis.Cmd {
+	keys := make([][]string, len(names))
+	cmds := make([]*redis.Cmd, len(names))
+	pipe := s.client.Pipeline()
+	for i, name := range names {
+		base := s.keyBase(name)
+		keys[i] = []string{base + "lock", base + "fence"}
+		cmds[i] = getScript.EvalSha(ctx, pipe, keys[i])
+	}
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	var retry redis.Pipeliner
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			if retry == nil {
+				retry = s.client.Pipeline()
+			}
+			cmds[i] = getScript.Eval(ctx, retry, keys[i])
+		}
+	}
+	if retry != nil {
+		_, _ = retry.Exec(ctx)
+	}
+	return cmds
 }
 
 // names returns the sorted lock names that have a fence key.
