@@ -1,14 +1,19 @@
 package cli_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/cmd/baton/internal/cli"
 	"github.com/baton-go/baton/internal/testenv"
+	"github.com/baton-go/baton/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 // baton lock and status on a real redis-server, and on a Redlock of three.
@@ -163,5 +168,54 @@ func TestWaitEndsOnSilentRedis(t *testing.T) {
 	t.Cleanup(srv.Resume)
 	if code := waiter.wait(60 * time.Second); code != cli.ExitUnavailable || !strings.Contains(waiter.stderr.String(), "the store then did not answer within 2s") {
 		t.Errorf("waiting while the server is stopped: exit %d, want %d saying the store did not answer:\n%s", code, cli.ExitUnavailable, waiter.stderr)
+	}
+}
+
+// status --watch over many locks watches a few of them, not one each (a
+// watch per lock cost the store thousands of watches; on Kubernetes, one
+// API watch per lock behind the client's rate limit delayed the view's
+// reads by minutes), and still prints a change of a lock it does not
+// watch, from its reads every second.
+func TestStatusWatchManyLocks(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	s, err := redisstore.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 40
+	var last backend.Grant
+	for i := range n {
+		if last, err = s.TryAcquire(ctx, fmt.Sprintf("many-%02d", i), backend.Request{Holder: "h", Nonce: "n", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	out, errb := newSyncBuffer(), newSyncBuffer()
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(wctx, []string{"status", "--watch", "--backend", "redis", "--redis-url", srv.URL()}, nil, out, errb)
+	}()
+	out.waitFor(t, "many-39", 10*time.Second)
+	if err := s.Release(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, "\n\nNAME", 10*time.Second) // the watches were opened before the view read again
+	channels, err := c.PubSubChannels(ctx, "baton:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(channels) > 2*16 { // each watched lock: its notice and handoff channels
+		t.Errorf("status --watch over %d locks subscribed to %d channels, want those of at most 16 locks", n, len(channels))
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Errorf("exit code %d; stderr: %s", code, errb)
 	}
 }

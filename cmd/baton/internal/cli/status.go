@@ -33,8 +33,12 @@ store's VERSION; -o json and -o yaml print the records (with NAME: one
 object; without: {"items": [...]}).
 
 --watch prints again whenever a lock changes hands, is released or expires
-(not on every renewal), until interrupted. It uses the store's watch where
-there is one, and polls every second otherwise.
+(not on every renewal), until interrupted. It reads the locks every second,
+and at once when the store's watch (where there is one) reports a change.
+Without NAME it watches the first 16 locks by name only: thousands of
+watches would cost the store more than the reads (on Kubernetes, one API
+watch per lock, behind the client's rate limit, delayed the reads by
+minutes).
 
 A lock that has never been taken is unknown to the store: naming it is an
 error (exit 1).
@@ -425,9 +429,7 @@ func (v *statusView) watch(ctx context.Context, a *app) error {
 	if v.name != "" {
 		w.watch(v.name)
 	}
-	for _, r := range recs {
-		w.watch(r.Key)
-	}
+	w.watchAll(recs)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -445,9 +447,7 @@ func (v *statusView) watch(ctx context.Context, a *app) error {
 			a.log.Warn("status: read failed", "err", err)
 			continue
 		}
-		for _, r := range recs {
-			w.watch(r.Key)
-		}
+		w.watchAll(recs)
 		sig := signatures(recs)
 		if sameSignatures(sig, last) {
 			continue
@@ -458,6 +458,10 @@ func (v *statusView) watch(ctx context.Context, a *app) error {
 		}
 	}
 }
+
+// maxStatusWatches is how many locks status --watch watches at most; it
+// reads the others every second only.
+const maxStatusWatches = 16
 
 // watchSet keeps one store watch per lock and folds their events into one
 // channel. A watch that breaks is started again at the next watch call.
@@ -480,13 +484,20 @@ func newWatchSet(ctx context.Context, st store, wake chan<- struct{}, a *app) *w
 	return w
 }
 
+// watchAll watches the first maxStatusWatches of recs (sorted by name).
+func (w *watchSet) watchAll(recs []backend.Record) {
+	for _, r := range recs[:min(len(recs), maxStatusWatches)] {
+		w.watch(r.Key)
+	}
+}
+
 func (w *watchSet) watch(key string) {
 	if w.st == nil {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.active[key]; ok {
+	if _, ok := w.active[key]; ok || len(w.active) >= maxStatusWatches {
 		return
 	}
 	ctx, cancel := context.WithCancel(w.ctx)
