@@ -79,3 +79,52 @@ func TestListManyLocks(t *testing.T) {
 		t.Errorf("List of %d locks took %d round trips, want at most 10", n, got)
 	}
 }
+
+// TestRedlockListManyLocks: as TestListManyLocks, on a Redlock of three
+// servers: each server is read a few hundred locks per round trip.
+func TestRedlockListManyLocks(t *testing.T) {
+	servers := startRedis(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	prefix := uniquePrefix()
+	const n = 600
+	writer := newRedlock(t, servers, prefix)
+	tokens := make([]uint64, n)
+	for i := range n {
+		g, err := writer.TryAcquire(ctx, fmt.Sprintf("many-%03d", i), request(fmt.Sprintf("h%d", i%7), time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[i] = g.Token
+	}
+	clients := make([]redis.UniversalClient, len(servers))
+	trips := make([]*roundTrips, len(servers))
+	for i, srv := range servers {
+		c := newClient(t, srv.Addr())
+		trips[i] = &roundTrips{}
+		c.AddHook(trips[i])
+		clients[i] = c
+	}
+	r, err := redisstore.NewRedlock(clients, redisstore.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	recs, err := r.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != n {
+		t.Fatalf("List returned %d records, want %d", len(recs), n)
+	}
+	for i, rec := range recs {
+		if want := fmt.Sprintf("many-%03d", i); rec.Key != want || rec.Holder != fmt.Sprintf("h%d", i%7) || rec.Token != tokens[i] || !rec.Held() {
+			t.Errorf("record %d: %s held by %q with token %d (held %v), want %s held by h%d with token %d",
+				i, rec.Key, rec.Holder, rec.Token, rec.Held(), want, i%7, tokens[i])
+		}
+	}
+	for i, tr := range trips {
+		if got := tr.n.Load(); got > 10 {
+			t.Errorf("List of %d locks took %d round trips to server %d, want at most 10", n, got, i)
+		}
+	}
+}

@@ -396,14 +396,22 @@ func (r *Redlock) Get(ctx context.Context, key string) (backend.Record, error) {
 	if err := checkName(key); err != nil {
 		return backend.Record{}, err
 	}
-	type result struct {
-		rec backend.Record
-		err error
-	}
-	res := each(r.stores, func(_ int, s *Store) result {
+	res := each(r.stores, func(_ int, s *Store) readResult {
 		rec, err := s.Get(ctx, key)
-		return result{rec, err}
+		return readResult{rec, err}
 	})
+	return r.combine(key, res)
+}
+
+// readResult is one server's answer for one lock.
+type readResult struct {
+	rec backend.Record
+	err error
+}
+
+// combine makes Get's answer for key from each server's (res, aligned
+// with r.stores).
+func (r *Redlock) combine(key string, res []readResult) (backend.Record, error) {
 	var (
 		recs     []backend.Record
 		answered int
@@ -459,7 +467,8 @@ func (r *Redlock) merge(key string, recs []backend.Record) backend.Record {
 }
 
 // List implements backend.Lister: the merged records of every lock found on
-// any server, sorted by name.
+// any server, sorted by name, each merged as Get merges it; every server is
+// read listBatch locks per pipeline.
 func (r *Redlock) List(ctx context.Context) ([]backend.Record, error) {
 	if err := r.open("list", ""); err != nil {
 		return nil, err
@@ -487,17 +496,47 @@ func (r *Redlock) List(ctx context.Context) ([]backend.Record, error) {
 	}
 	slices.Sort(names)
 	var recs []backend.Record
-	for _, n := range names {
-		rec, err := r.Get(ctx, n)
-		switch {
-		case errors.Is(err, backend.ErrNotFound):
-		case err != nil:
-			errs = append(errs, err)
-		default:
-			recs = append(recs, rec)
+	for len(names) > 0 {
+		batch := names[:min(listBatch, len(names))]
+		names = names[len(batch):]
+		for _, res := range r.readMany(ctx, batch) {
+			rec, err := r.combine(res.key, res.servers)
+			switch {
+			case errors.Is(err, backend.ErrNotFound):
+			case err != nil:
+				errs = append(errs, err)
+			default:
+				recs = append(recs, rec)
+			}
 		}
 	}
 	return recs, errors.Join(errs...)
+}
+
+// lockReads is every server's answer for lock key.
+type lockReads struct {
+	key     string
+	servers []readResult // aligned with r.stores
+}
+
+// readMany reads names on every server at once, each server in one
+// pipeline (Store.getMany), and returns the answers, aligned with names.
+func (r *Redlock) readMany(ctx context.Context, names []string) []lockReads {
+	perServer := each(r.stores, func(_ int, s *Store) []readResult {
+		out := make([]readResult, len(names))
+		for i, cmd := range s.getMany(ctx, names) {
+			out[i].rec, out[i].err = s.getReply(ctx, names[i], cmd)
+		}
+		return out
+	})
+	reads := make([]lockReads, len(names))
+	for i, name := range names {
+		reads[i] = lockReads{key: name, servers: make([]readResult, len(r.stores))}
+		for j := range r.stores {
+			reads[i].servers[j] = perServer[j][i]
+		}
+	}
+	return reads
 }
 
 // Watch implements backend.Watcher: one channel woken by a release notice
