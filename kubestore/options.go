@@ -11,9 +11,11 @@ import (
 )
 
 // Client-side rate limit of the dedicated client that NewLeaseForConfig
-// builds. A held lock costs one update per renew interval (TTL/3) and a
-// waiter one get per attempt plus a watch, so these leave room for dozens
-// of locks.
+// builds. A held lock costs one update per renew interval (TTL/3), 0.2 a
+// second at the default TTL, and a waiter one get per attempt plus a
+// watch, so these renew about 100 held locks. Past that, renewals wait in
+// the limiter and locks are lost at their renew deadline; raise the limit
+// with WithRateLimit.
 const (
 	DefaultQPS   = 20
 	DefaultBurst = 40
