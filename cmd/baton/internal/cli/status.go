@@ -35,7 +35,7 @@ object; without: {"items": [...]}).
 --watch prints again whenever a lock changes hands, is released or expires
 (not on every renewal), until interrupted. It reads the locks every second,
 and at once when the store's watch (where there is one) reports a change.
-Without NAME it watches the first 16 locks by name only: thousands of
+Without NAME it watches at most 16 locks (the first by name): thousands of
 watches would cost the store more than the reads (on Kubernetes, one API
 watch per lock, behind the client's rate limit, delayed the reads by
 minutes).
