@@ -513,7 +513,9 @@
 // A Store runs a session goroutine (keepalives, verification, clean-up),
 // one goroutine per open keepalive stream, one per lock with an open Watch
 // (in fair mode, until a second after the last one ended)
-// and one per Observe, plus short-lived ones for background requests.
+// and one per Observe, plus short-lived ones for background requests
+// (the deletions of expired claims' keys: at most 16 at once, however many
+// claims expired together, as after an outage).
 // Close ends them all and waits for them. The etcd client's own goroutines
 // end when the client is closed.
 package etcdstore

@@ -116,8 +116,8 @@ func (s *Store) leaseLostLocked(lost lostLease) {
 
 // sweep implements leaseUser: it declares claims past their deadline
 // expired, and starts the deletion of expired claims' keys (reap) and of
-// abandoned queue entries (dropEntry), one at a time each, retried at
-// their reapAt or retryAt. It returns when to look again.
+// abandoned queue entries (dropEntry), one at a time each (and at most
+// maxReaps claims' at once), retried at their reapAt or retryAt. It returns when to look again.
 func (s *Store) sweep(now time.Time) time.Duration {
 	wake := time.Minute
 	due := func(t time.Time) { wake = min(wake, t.Sub(now)) }
@@ -136,16 +136,18 @@ func (s *Store) sweepClaims(now time.Time, due func(time.Time)) {
 				due(c.deadline)
 				continue
 			}
-			c.lost, c.reap = fmt.Errorf("the claim expired: not renewed within its TTL %v", c.ttl), true
+			s.loseLocked(c, fmt.Errorf("the claim expired: not renewed within its TTL %v", c.ttl))
+			c.reap = true
 		}
-		if c.reap && !c.reaping {
-			if now.Before(c.reapAt) {
-				due(c.reapAt)
-			} else {
-				c.reaping = true
-				tries := c.reapTries
-				s.pool.goTask(func(ctx context.Context) { s.reap(ctx, c, tries) })
-			}
+		switch {
+		case !c.reap || c.reaping:
+		case now.Before(c.reapAt):
+			due(c.reapAt)
+		case s.reaps < maxReaps:
+			c.reaping, s.reaps = true, s.reaps+1
+			tries := c.reapTries
+			s.pool.goTask(func(ctx context.Context) { s.reap(ctx, c, tries) })
+			// Otherwise a reap in flight wakes the loop when it ends.
 		}
 	}
 }
@@ -168,6 +170,33 @@ func (s *Store) sweepDoomed(now time.Time, due func(time.Time)) {
 	}
 }
 
+// maxReaps bounds the deletions of expired claims' keys in flight: a Store
+// that held thousands of locks through an outage finds them all expired
+// at once when it ends, and started a goroutine and a request per claim
+// (10,000 at 10,000 locks).
+const maxReaps = 16
+
+// reapWarnEvery: failed deletions of expired claims' keys are logged as a
+// warning at most this often, with the count of those since the last one;
+// the others at debug level. An outage fails them all.
+const reapWarnEvery = 10 * time.Second
+
+// reapFailedLocked logs a failed deletion of c's key (err). s.mu must be
+// held.
+func (s *Store) reapFailedLocked(c *claim, err error) {
+	if s.ctx.Err() != nil {
+		return
+	}
+	s.reapFailures++
+	if now := time.Now(); s.reapWarned.IsZero() || now.Sub(s.reapWarned) >= reapWarnEvery {
+		s.log.Warn("etcdstore: cannot delete an expired claim; retrying", "lock", c.name, "token", c.token, "err", err,
+			"failures_since_last_warning", s.reapFailures)
+		s.reapWarned, s.reapFailures = now, 0
+		return
+	}
+	s.log.Debug("etcdstore: cannot delete an expired claim; retrying", "lock", c.name, "token", c.token, "err", err)
+}
+
 // reap deletes the key of an expired claim if it is still that claim's
 // (one conditional delete), so that the claim ends at its deadline even
 // when other claims keep the shared lease alive. tries is the number of
@@ -178,12 +207,10 @@ func (s *Store) reap(ctx context.Context, c *claim, tries cleanupTries) {
 	cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c.reaping = false
+	c.reaping, s.reaps = false, s.reaps-1
 	if err != nil {
 		c.reapAt, c.reapTries = time.Now().Add(tries.pause()), tries+1
-		if s.ctx.Err() == nil {
-			s.log.Warn("etcdstore: cannot delete an expired claim; retrying", "lock", c.name, "token", c.token, "err", err)
-		}
+		s.reapFailedLocked(c, err)
 		return
 	}
 	c.reap = false

@@ -91,6 +91,12 @@ type Store struct {
 	// placesWatches: the claims' watches of queues open now (see
 	// placeswatch.go).
 	placesWatches int
+	// reaps: the deletions of expired claims' keys in flight (at most
+	// maxReaps, see sweepClaims); reapWarned and reapFailures: when a
+	// failed one was last logged as a warning, and how many failed since.
+	reaps        int
+	reapWarned   time.Time
+	reapFailures int
 }
 
 // lockSpec takes the locks that a follower's spec needs (see specLocked):
@@ -123,6 +129,7 @@ var (
 	_ backend.Lister        = (*Store)(nil)
 	_ backend.ForceReleaser = (*Store)(nil)
 	_ backend.Remover       = (*Store)(nil)
+	_ backend.LossNotifier  = (*Store)(nil)
 )
 
 // claim is a lock this Store acquired and has not released.
