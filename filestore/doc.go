@@ -1,4 +1,4 @@
-// Package file is a baton backend for processes on one machine: it keeps
+// Package filestore is a baton backend for processes on one machine: it keeps
 // lock records in a directory of the local file system. It is the embedded
 // default of the baton CLI, and a way to coordinate cron jobs, services and
 // scripts on a single host without a network store.

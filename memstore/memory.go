@@ -1,5 +1,5 @@
-// Package memory provides a backend.Backend that keeps its lock records in the
-// memory of one process.
+// Package memstore provides a backend.Backend that keeps its lock records
+// in the memory of one process.
 //
 // Use it to coordinate goroutines of one process, in tests, and in examples.
 // It is not a distributed lock: it excludes only callers that share the same
