@@ -4,10 +4,18 @@
 // (the scripts read the server's TIME before writing, which needs effect
 // replication); the tests run against Redis 7.
 //
-//	store, err := redisstore.New(redis.NewClient(&redis.Options{Addr: "redis:6379"}))
+//	client := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
+//	defer client.Close() // New does not own the client: close it after the Store
+//	store, err := redisstore.New(client)
 //	if err != nil { ... }
 //	defer store.Close()
 //	mu, err := baton.NewMutex(store, "nightly-report")
+//
+// Without ContextTimeoutEnabled, go-redis ignores the deadlines of the
+// contexts baton passes: against a server that does not answer, a Lock or
+// an Unlock given a 500 ms deadline returns only when the client's own
+// timeouts run out (5 s with go-redis's defaults; see Connections). Open
+// and ParseURL set it.
 //
 // # What the backend does, and what the engine does
 //
