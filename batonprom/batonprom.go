@@ -32,6 +32,11 @@
 // lock names at start-up so that they exist (at 0) from the first scrape,
 // which makes "no leader" alerts work before anything happened.
 //
+// A Semaphore reports each of its slots as a lock of its own: its events,
+// and so its series, are named by the slot (Semaphore.SlotName: NAME.slot-0
+// and so on), never by the semaphore's name. Init the slot names; a series
+// Init made for the semaphore's name stays at 0.
+//
 // Locks of one name on different stores (two Kubernetes namespaces, say)
 // share their series in one Collector. To tell them apart, use one
 // Collector per store, each registered through
