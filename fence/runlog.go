@@ -26,7 +26,9 @@ const DefaultRunLogTable = "baton_runs"
 // the same slot waits on the unique key until the first transaction ends:
 // if it committed, the second gets false; if it rolled back, the second
 // claims the slot. Like SQLGuard, this holds only for work done in the
-// same transaction, on the same database. SQL is PostgreSQL's.
+// same transaction, on the same database, and a claimer stopped inside its
+// transaction holds the slot's later claimers until it ends (see SQLGuard
+// for the bound: idle_in_transaction_session_timeout). SQL is PostgreSQL's.
 //
 // Methods are safe for concurrent use.
 type RunLog struct {

@@ -57,6 +57,18 @@ const DefaultTable = "baton_fence"
 // (writers then queue on the fence row instead of deadlocking on the
 // data).
 //
+// A writer that stops inside its transaction (a process paused after its
+// Check, a machine cut off from the database) holds every later writer
+// of the name, the next lock holder's included, until that transaction
+// ends: for as long as the pause lasts, or until PostgreSQL notices the
+// lost connection (TCP keepalives: hours by default). If it resumes, its
+// write commits: its token was accepted before the newer one came. Bound
+// this in the database with idle_in_transaction_session_timeout (set for
+// the writers' role, or by SET LOCAL as write's first statement):
+// PostgreSQL then ends the stopped writer's session, its write is rolled
+// back, and the next holder goes ahead. Give Exec a context with a
+// deadline too.
+//
 // An equal token is accepted: it is the same holder writing again. Tokens
 // of different locks must not share a name (use the lock's name), and the
 // tokens must come from a backend that keeps them durable (a memory or a
