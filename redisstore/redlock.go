@@ -42,6 +42,15 @@ const DefaultDriftFactor = 0.01
 // TTL - drift; if so many servers report the claim gone that no quorum is
 // left, it returns backend.ErrLost. Release releases on every server.
 //
+// Acquire, Renew and Release wait for the servers only until their answers
+// decide the outcome (a quorum succeeded, or none can), and a tenth of the
+// TTL more for the rest; a server that is still silent then (a frozen
+// machine, a firewall that drops packets) is left to answer in the
+// background, within the TTL, and counts as failed. So a silent server
+// costs each operation a tenth of the TTL, not its client's timeouts, and a
+// holder keeps its lock on the other servers. Close cancels those calls
+// and waits for them.
+//
 // Every server judges expiry by its own clock: a server whose clock jumps
 // forward expires claims early. Run NTP in slewing mode, never step clocks.
 //
@@ -76,6 +85,7 @@ type Redlock struct {
 	driftFactor float64
 	ownsClients bool
 	closed      atomic.Bool // set by Close: every method refuses (open)
+	calls       *stragglers // the servers' calls that outlive their operation
 }
 
 var (
@@ -107,7 +117,7 @@ func checkInstances(n int) error {
 }
 
 func newRedlock(clients []redis.UniversalClient, o options) (*Redlock, error) {
-	r := &Redlock{quorum: len(clients)/2 + 1, driftFactor: o.driftFactor}
+	r := &Redlock{quorum: len(clients)/2 + 1, driftFactor: o.driftFactor, calls: newStragglers()}
 	o.handover = 0 // a FIFO per server could reserve the lock for different waiters
 	for i, c := range clients {
 		if c == nil {
@@ -121,14 +131,16 @@ func newRedlock(clients []redis.UniversalClient, o options) (*Redlock, error) {
 // Quorum returns N/2+1.
 func (r *Redlock) Quorum() int { return r.quorum }
 
-// Close stops the subscribers that serve Watch and, for a Redlock made by
-// OpenRedlock, closes the clients. Afterwards every method returns an error
-// matching backend.ErrClosed, which the engine does not retry. A second
-// Close returns nil.
+// Close cancels the calls to servers that an operation left behind (see
+// Redlock) and waits for them, stops the subscribers that serve Watch and,
+// for a Redlock made by OpenRedlock, closes the clients. Afterwards every
+// method returns an error matching backend.ErrClosed, which the engine
+// does not retry. A second Close returns nil.
 func (r *Redlock) Close() error {
 	if !r.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	r.calls.close()
 	var errs []error
 	for _, s := range r.stores {
 		s.closed.Store(true)
@@ -182,10 +194,15 @@ func (r *Redlock) TryAcquire(ctx context.Context, key string, req backend.Reques
 	}
 	start := time.Now()
 	budget := req.TTL - r.drift(req.TTL)
-	res := each(r.stores, func(_ int, s *Store) instanceAcquire {
+	res, answered := eachUntil(ctx, r.calls, r.stores, req.TTL, func(ctx context.Context, s *Store) instanceAcquire {
 		a, err := s.acquire(ctx, key, req)
 		return instanceAcquire{a, err}
-	})
+	}, r.acquiresSettled)
+	for i := range res {
+		if !answered[i] { // it may acquire yet: released below if the attempt fails
+			res[i].err = noAnswer(ctx)
+		}
+	}
 	var (
 		got          []int
 		token        uint64
@@ -275,12 +292,13 @@ func (r *Redlock) heldError(key string, held []acquireResult) error {
 }
 
 // releaseAll releases req's claim on every server (where it has none, the
-// script does nothing), for an attempt that failed.
+// script does nothing), for an attempt that failed. Like every operation
+// of a Redlock, it waits for a silent server only a tenth of the TTL after
+// a quorum released (see eachUntil); the release there goes on in the
+// background for at most the TTL or 5 s.
 func (r *Redlock) releaseAll(ctx context.Context, key string, req backend.Request) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(req.TTL, 5*time.Second))
-	defer cancel()
 	g := backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, TTL: req.TTL}
-	each(r.stores, func(_ int, s *Store) error { return s.Release(ctx, g) })
+	r.eachErr(context.WithoutCancel(ctx), min(req.TTL, 5*time.Second), func(ctx context.Context, s *Store) error { return s.Release(ctx, g) })
 }
 
 // Renew implements backend.Backend: it renews on every server and succeeds if
@@ -298,7 +316,7 @@ func (r *Redlock) Renew(ctx context.Context, g backend.Grant) (backend.Grant, er
 		return backend.Grant{}, err
 	}
 	start := time.Now()
-	errs := each(r.stores, func(_ int, s *Store) error {
+	errs := r.eachErr(ctx, g.TTL, func(ctx context.Context, s *Store) error {
 		_, err := s.Renew(ctx, g)
 		return err
 	})
@@ -308,8 +326,9 @@ func (r *Redlock) Renew(ctx context.Context, g backend.Grant) (backend.Grant, er
 	if elapsed := time.Since(start); elapsed >= g.TTL-r.drift(g.TTL) {
 		return backend.Grant{}, fmt.Errorf("redisstore: redlock renew %q: a quorum took %v, not less than TTL %v minus drift %v", g.Key, elapsed, g.TTL, r.drift(g.TTL))
 	}
-	g.Version = ""
-	return g, nil
+	renewed := g // g stays as it is: the calls left to a silent server read it
+	renewed.Version = ""
+	return renewed, nil
 }
 
 // Release implements backend.Backend: it releases on every server. It
@@ -323,7 +342,7 @@ func (r *Redlock) Release(ctx context.Context, g backend.Grant) error {
 	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
 		return err
 	}
-	errs := each(r.stores, func(_ int, s *Store) error { return s.Release(ctx, g) })
+	errs := r.eachErr(ctx, g.TTL, func(ctx context.Context, s *Store) error { return s.Release(ctx, g) })
 	return r.tally("release", g.Key, errs)
 }
 

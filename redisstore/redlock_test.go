@@ -88,6 +88,45 @@ func TestRedlockOneServerDown(t *testing.T) {
 	}
 }
 
+// TestRedlockOneServerSilent: with one of three servers paused (SIGSTOP:
+// it keeps its connections and answers nothing, as a frozen VM or a
+// firewall that drops packets), a Redlock still locks, renews past the TTL
+// and releases with the clients' default timeouts: a quorum's answers
+// decide, without waiting for the silent server.
+func TestRedlockOneServerSilent(t *testing.T) {
+	servers := startRedis(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	r := newRedlock(t, servers, uniquePrefix())
+	const key = "one-silent"
+	before := cycle(t, ctx, r, key, 1) // every client connected
+	servers[2].Pause()
+	t.Cleanup(servers[2].Resume)
+
+	mu, err := baton.NewMutex(r, key, baton.WithTTL(2*time.Second), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := mu.Lock(lctx)
+	if err != nil {
+		t.Fatalf("Lock with one of three servers silent: %v", err)
+	}
+	if l.Token() <= before {
+		t.Errorf("token %d after %d", l.Token(), before)
+	}
+	hold := time.NewTimer(5 * time.Second) // past two TTLs: renewals on the quorum keep it
+	defer hold.Stop()
+	select {
+	case <-l.Done():
+		t.Fatalf("the lease ended with two of three servers answering: %v", context.Cause(l.Context()))
+	case <-hold.C:
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Errorf("Unlock with one of three servers silent: %v", err)
+	}
+}
+
 // TestRedlockTwoServersDown: with two of three servers stopped, nobody
 // acquires, and a holder's renewals fail until its lease ends.
 func TestRedlockTwoServersDown(t *testing.T) {
