@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 )
 
@@ -168,7 +169,12 @@ type claim struct {
 
 // New returns a Store on client. It validates the options and starts the
 // Store's session goroutine; it does not contact etcd (the first acquire
-// does).
+// does; OpenStore checks that etcd answers).
+//
+// The etcd client waits for a connection until a request's context ends:
+// while no endpoint can be reached, a TryLock given context.Background()
+// does not return. Give it a context with a deadline; the error it then
+// ends with matches backend.ErrUnavailable and names the endpoints.
 func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("etcdstore: %w: the etcd client is nil", backend.ErrInvalidOptions)
@@ -1156,7 +1162,30 @@ func (s *Store) wrap(name, op string, err error) error {
 	if s.client.Ctx().Err() != nil && !errors.Is(err, backend.ErrClosed) {
 		return fmt.Errorf("etcdstore: lock %q: %s: %w: the etcd client was closed (%w); open a new client and Store", name, op, backend.ErrClosed, err)
 	}
+	if why := s.disconnected(err); why != "" {
+		return fmt.Errorf("etcdstore: lock %q: %s: %w: %s: %w", name, op, backend.ErrUnavailable, why, err)
+	}
 	return fmt.Errorf("etcdstore: lock %q: %s: %w", name, op, mapErr(err))
+}
+
+// disconnected says why err, a request that its context ended, got no
+// answer, if the client has no connection to etcd: the client waits for
+// one until the context ends, and the bare context error would name no
+// cause. It returns "" for other errors, and while connected.
+func (s *Store) disconnected(err error) string {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) || errors.Is(err, backend.ErrUnavailable) {
+		return ""
+	}
+	conn := s.client.ActiveConnection()
+	if conn == nil {
+		return ""
+	}
+	state := conn.GetState()
+	if state == connectivity.Ready {
+		return ""
+	}
+	return fmt.Sprintf("no connection to etcd at %s (gRPC %s): is etcd running, and are the endpoints right?",
+		strings.Join(s.client.Endpoints(), ", "), state)
 }
 
 // mapErr adds baton's sentinels to etcd's errors: backend.ErrForbidden to

@@ -1,0 +1,52 @@
+package etcdstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/etcdstore"
+)
+
+// TestUnreachableNamesCause: with etcd gone (its member stopped), an
+// attempt that waits for a connection until its context ends, and a Lock
+// whose context ends during that attempt, fail with an error that matches
+// backend.ErrUnavailable and names the endpoint, not with a bare "context
+// deadline exceeded".
+func TestUnreachableNamesCause(t *testing.T) {
+	srv := startEtcd(t)
+	s := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(freshPrefix(t)))
+	m, err := baton.NewMutex(s, "gone", baton.WithLogger(quietLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Lock(t.Context()) // the Store's lease and connection exist
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	for _, attempt := range []struct {
+		what string
+		try  func(ctx context.Context) error
+	}{
+		{"TryAcquire", func(ctx context.Context) error {
+			_, err := s.TryAcquire(ctx, "other", backend.Request{Holder: "x", Nonce: baton.NewNonce(), TTL: 30 * time.Second})
+			return err
+		}},
+		{"Lock", func(ctx context.Context) error { _, err := m.Lock(ctx); return err }},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		err := attempt.try(ctx)
+		cancel()
+		if !errors.Is(err, backend.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), srv.Addr()) {
+			t.Errorf("%s with etcd stopped: %v; want ErrUnavailable and the deadline, naming %s", attempt.what, err, srv.Addr())
+		}
+	}
+}
