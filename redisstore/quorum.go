@@ -79,7 +79,14 @@ func (st *stragglers) close() {
 // a quorum's answers decide.
 func eachUntil[T any](ctx context.Context, st *stragglers, stores []*Store, ttl time.Duration,
 	f func(ctx context.Context, s *Store) T, decided func(out []T, answered []bool) bool) ([]T, []bool) {
-	callCtx, cancel := context.WithTimeout(ctx, ttl)
+	return eachUntilWith(ctx, ctx, st, stores, ttl, f, decided)
+}
+
+// eachUntilWith is eachUntil whose calls run under call, and whose wait for
+// their answers ends with wait.
+func eachUntilWith[T any](wait, call context.Context, st *stragglers, stores []*Store, ttl time.Duration,
+	f func(ctx context.Context, s *Store) T, decided func(out []T, answered []bool) bool) ([]T, []bool) {
+	callCtx, cancel := context.WithTimeout(call, ttl)
 	stopOnClose := context.AfterFunc(st.life, cancel)
 	type answer struct {
 		i int
@@ -113,7 +120,7 @@ func eachUntil[T any](ctx context.Context, st *stragglers, stores []*Store, ttl 
 			}
 		case <-slack:
 			return out, answered
-		case <-ctx.Done():
+		case <-wait.Done():
 			return out, answered
 		}
 	}

@@ -294,11 +294,12 @@ func (r *Redlock) heldError(key string, held []acquireResult) error {
 // releaseAll releases req's claim on every server (where it has none, the
 // script does nothing), for an attempt that failed. Like every operation
 // of a Redlock, it waits for a silent server only a tenth of the TTL after
-// a quorum released (see eachUntil); the release there goes on in the
-// background for at most the TTL or 5 s.
+// a quorum released (see eachUntil), and not past ctx, the attempt's: the
+// releases go on in the background for at most the TTL or 5 s.
 func (r *Redlock) releaseAll(ctx context.Context, key string, req backend.Request) {
 	g := backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, TTL: req.TTL}
-	r.eachErr(context.WithoutCancel(ctx), min(req.TTL, 5*time.Second), func(ctx context.Context, s *Store) error { return s.Release(ctx, g) })
+	eachUntilWith(ctx, context.WithoutCancel(ctx), r.calls, r.stores, min(req.TTL, 5*time.Second),
+		func(ctx context.Context, s *Store) error { return s.Release(ctx, g) }, r.errsSettled)
 }
 
 // Renew implements backend.Backend: it renews on every server and succeeds if

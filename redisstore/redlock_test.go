@@ -127,6 +127,32 @@ func TestRedlockOneServerSilent(t *testing.T) {
 	}
 }
 
+// TestRedlockSilentMajorityKeepsDeadline: with two of three servers
+// paused, a Lock given a short deadline returns by it (about), although
+// the failed attempt's releases wait on the paused servers for up to 5 s.
+func TestRedlockSilentMajorityKeepsDeadline(t *testing.T) {
+	servers := startRedis(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	r := newRedlock(t, servers, uniquePrefix())
+	cycle(t, ctx, r, "silent", 1) // every client connected
+	for _, s := range servers[1:] {
+		s.Pause()
+		t.Cleanup(s.Resume)
+	}
+	mu, err := baton.NewMutex(r, "silent", baton.WithTTL(10*time.Second), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const deadline = 500 * time.Millisecond
+	lctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	start := time.Now()
+	_, err = mu.Lock(lctx)
+	if took := time.Since(start); err == nil || took > 4*deadline {
+		t.Errorf("Lock with two of three servers paused and a %v deadline: %v after %v; want its deadline's error by about then", deadline, err, took)
+	}
+}
+
 // TestRedlockTwoServersDown: with two of three servers stopped, nobody
 // acquires, and a holder's renewals fail until its lease ends.
 func TestRedlockTwoServersDown(t *testing.T) {
