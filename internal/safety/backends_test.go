@@ -135,6 +135,10 @@ func redlockEnv(t *testing.T) *backendEnv {
 		deleteAll:  redisDelAll(addrs...),
 		// redisDelAll deletes on one server after another.
 		deleteAllByServer: true,
+		pauseOne: func() func() {
+			srvs[0].Pause()
+			return srvs[0].Resume
+		},
 		restart: func(t *testing.T, down time.Duration) {
 			// All three: the lock is lost with them, not a quorum of them.
 			for _, s := range srvs {

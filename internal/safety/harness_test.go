@@ -61,6 +61,7 @@ const (
 	faultStopWait   = "SIGSTOP of a waiter"
 	faultLateGrant  = "grants answered after the renew deadline"
 	faultCut        = "lease duration cut to 1s by hand"
+	faultSilentOne  = "1 of 3 servers stopped"
 )
 
 // etcdRevoked is why the lease-revoked rows may show two holders: a
@@ -137,6 +138,10 @@ type backendEnv struct {
 	// token tok, is attached to, as `etcdctl lease revoke` would, and
 	// returns its ID; nil for other stores.
 	revokeLease func(ctx context.Context, lock string, tok uint64) (int64, error)
+	// pauseOne stops one of several independent servers with SIGSTOP
+	// (Redlock), as a frozen machine: it keeps its connections and
+	// answers nothing. resume continues it. nil for other stores.
+	pauseOne func() (resume func())
 }
 
 func (b *backendEnv) retry() time.Duration { return b.ttl * 2 / 15 }
@@ -636,6 +641,8 @@ func (h *harness) inject(round int) {
 		h.stopAny()
 	case faultMinority:
 		h.minority(minWrites)
+	case faultSilentOne:
+		h.silentOne(minWrites)
 	case faultJump:
 		h.jump(round, minWrites)
 		h.kill(3 + h.rng.IntN(5))
@@ -1377,6 +1384,35 @@ func (h *harness) minorityOnce(minWrites int) (kept bool, why string) {
 			return false
 		})
 	return kept, why
+}
+
+// silentOne stops one of the three Redlock servers with SIGSTOP after a
+// holder's write, for twice the TTL, then continues it. Every contender
+// then waits in vain for that server's answers; the lock must go on
+// working on the other two: writes with a token of the holder's or later
+// are accepted while the server is stopped, a TTL after the stop and
+// later. A holder whose quorum counted the stopped server may lose its
+// tenure (disturbed, not a failure).
+func (h *harness) silentOne(minWrites int) {
+	h.t.Helper()
+	var resume func()
+	f := h.waitFired(h.arm(false, minWrites, func(string) { resume = h.be.pauseOne() }), "silent server")
+	stopped := h.be.ttl * 2
+	defer func() { h.disturb("", f.at, f.at+stopped, "one of three servers stopped") }()
+	after := f.at + h.be.ttl
+	h.reg.await(fmt.Sprintf("a write accepted more than %v after one of three servers stopped, with token %d or later", h.be.ttl, f.tok),
+		stopped+30*time.Second, func(s *snapshot) bool {
+			for i := len(s.ops) - 1; i >= 0 && s.ops[i].Ret >= after; i-- {
+				if o := s.ops[i]; o.Write && o.OK && o.Tok >= f.tok && o.Call >= after {
+					return true
+				}
+			}
+			return false
+		})
+	if left := f.at + stopped - h.reg.now(); left > 0 {
+		time.Sleep(left)
+	}
+	resume()
 }
 
 // waitStopped waits until every thread of contender id is stopped (state T

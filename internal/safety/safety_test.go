@@ -180,6 +180,7 @@ func TestSafety(t *testing.T) {
 		runScenario(t, be, scenario{fault: faultRestart})
 		runScenario(t, be, scenario{fault: faultDeleteAll, storeOverlap: keysDeleted})
 		runScenario(t, be, scenario{fault: faultMinority, rounds: 1})
+		runScenario(t, be, scenario{fault: faultSilentOne, rounds: 2})
 	})
 }
 
