@@ -67,8 +67,9 @@ const (
 // etcdRevoked is why the lease-revoked rows may show two holders: a
 // revoked etcd lease frees its claims at once, as ForceRelease does
 // (etcdstore/doc.go, "Deleted claims"), and contenders acquire at once,
-// while the former holder learns of it at its next renew. Only its token
-// protects the resource meanwhile.
+// while the former holder learns of it when its Store's next keepalive
+// answer says the lease is gone (a keepalive period, at most a second).
+// Only its token protects the resource meanwhile.
 const etcdRevoked = "an operator revoked the holder's etcd lease"
 
 // keysDeleted is why the every-key-deleted rows may show two holders: with
