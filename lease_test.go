@@ -752,14 +752,13 @@ func (idleTimer) Stop() bool          { return true }
 func (starvedClock) NewTimer(time.Duration) baton.Timer          { return idleTimer{} }
 func (starvedClock) AfterFunc(time.Duration, func()) baton.Timer { return idleTimer{} }
 
-// Err reports the step-down from the renew deadline on, read on the
-// clock, even when the lease's own goroutine has not run: code that asks
-// Err (or an Elector's IsLeader) before each write learns that it no
-// longer holds the lock without waiting for that goroutine.
-func TestLeaseErrReadsTheClock(t *testing.T) {
+// starvedLease is a lease taken with TryLock on a memory store, on a
+// starvedClock.
+func starvedLease(t *testing.T, opts ...baton.Option) (*baton.Lease, starvedClock) {
+	t.Helper()
 	clk := starvedClock{clocktest.NewFakeClock(t0)}
-	obs, ev := events()
-	m, err := baton.NewMutex(memstore.New(memstore.WithClock(clk)), "jobs.nightly", baton.WithClock(clk), baton.WithIdentity("me"), quiet, obs)
+	m, err := baton.NewMutex(memstore.New(memstore.WithClock(clk)), "jobs.nightly",
+		append([]baton.Option{baton.WithClock(clk), baton.WithIdentity("me"), quiet}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -767,6 +766,16 @@ func TestLeaseErrReadsTheClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l, clk
+}
+
+// Err reports the step-down from the renew deadline on, read on the
+// clock, even when the lease's own goroutine has not run: code that asks
+// Err (or an Elector's IsLeader) before each write learns that it no
+// longer holds the lock without waiting for that goroutine.
+func TestLeaseErrReadsTheClock(t *testing.T) {
+	obs, ev := events()
+	l, clk := starvedLease(t, obs)
 	next(t, ev, baton.EventAcquired)
 	clk.Step(10*time.Second - time.Nanosecond)
 	if err := l.Err(); err != nil {
@@ -890,7 +899,6 @@ func TestUnlockStopsLossNotice(t *testing.T) {
 // goroutine: its caller may hold a lock that the observer takes, as
 // gocronlock's Term holds its mutex around Err.
 func TestLeaseErrDoesNotCallObserverInline(t *testing.T) {
-	clk := starvedClock{clocktest.NewFakeClock(t0)}
 	var mu sync.Mutex
 	lost := make(chan struct{})
 	obs := baton.WithObserver(baton.ObserverFunc(func(e baton.Event) {
@@ -900,14 +908,7 @@ func TestLeaseErrDoesNotCallObserverInline(t *testing.T) {
 			close(lost)
 		}
 	}))
-	m, err := baton.NewMutex(memstore.New(memstore.WithClock(clk)), "jobs.nightly", baton.WithClock(clk), baton.WithIdentity("me"), quiet, obs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := m.TryLock(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, clk := starvedLease(t, obs)
 	clk.Step(10 * time.Second) // the renew deadline; no timer fires
 	errc := make(chan error, 1)
 	go func() {
