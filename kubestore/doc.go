@@ -1,4 +1,4 @@
-// Package kube is a baton backend that keeps locks in Kubernetes objects,
+// Package kubestore is a baton backend that keeps locks in Kubernetes objects,
 // so that a workload on Kubernetes needs no other coordination store. The
 // default kind is the Lease (coordination.k8s.io/v1):
 //

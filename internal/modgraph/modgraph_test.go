@@ -14,7 +14,7 @@ import (
 // each is replaced by its directory, as a released version would be
 // fetched by its tag.
 var localModules = []string{
-	"", "internal/testenv", "kube", "etcdstore", "redisstore", "fence", "batonprom", "schedule",
+	"", "internal/testenv", "kubestore", "etcdstore", "redisstore", "fence", "batonprom", "schedule",
 	"adapter/batonlock", "adapter/gocronlock", "adapter/logrbridge", "cmd/baton",
 }
 
