@@ -180,6 +180,9 @@ func (l *Lease) stepDownError(lastErr error) error {
 // start at once. It returns an error matching ErrLost if the lease had
 // already been lost, or the store's error if the release failed (the lock
 // then expires after the TTL). Later calls return the first call's result.
+// ctx bounds the release; given the lease's own context (or one made from
+// it), which Unlock ends first, the release gets the default release
+// timeout (5 s) instead of failing at once.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.unlockOnce.Do(func() { l.unlockErr = l.unlock(ctx) })
 	return l.unlockErr
@@ -192,6 +195,14 @@ func (l *Lease) unlock(ctx context.Context) error {
 	l.mu.Unlock()
 	if lost == nil {
 		l.cancel(ErrReleased)
+	}
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrReleased) {
+		// ctx is the lease's own context, or made from it (work that
+		// unlocks with the context it was given), which the line above
+		// ended: release all the same, bounded as the engine's releases.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.m.cfg.releaseTimeout)
+		defer cancel()
 	}
 	err := l.m.b.Release(ctx, g)
 	if lost != nil {

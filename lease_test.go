@@ -927,3 +927,23 @@ func TestLeaseErrDoesNotCallObserverInline(t *testing.T) {
 	waitClosed(t, lost, "the EventLost")
 	_ = l.Unlock(context.Background())
 }
+
+// Unlock given the lease's own context (work that unlocks with the context
+// it was handed) releases the lock: Unlock ends that context first, and
+// the release failed with "context canceled", leaving the lock to expire.
+func TestUnlockWithTheLeaseContext(t *testing.T) {
+	b := memstore.New()
+	m, _ := newMutex(t, b)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(l.Context()) // one made from it
+	defer cancel()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock(the lease's context) = %v, want nil", err)
+	}
+	if r, err := b.Get(context.Background(), "jobs.nightly"); err != nil || r.Held() {
+		t.Fatalf("record after Unlock: %+v, %v; want released", r, err)
+	}
+}
