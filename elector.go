@@ -122,7 +122,8 @@ func (e *Elector) setLeader(id string, self bool) {
 //     still valid; the lock is released first (waiting at most 5 s for the
 //     store: a release that fails leaves the lock to expire after its TTL,
 //     logged). To lead for as long as the process runs, work blocks until
-//     its context ends.
+//     its context ends. The same holds when work released the term itself
+//     (Lease.Unlock) and then returned: Run does not campaign again.
 //   - an error matching ErrGraceExceeded when work did not return within
 //     the grace period after its term ended. The lock is then not released
 //     but left to expire, and Run does not campaign again, because a second
@@ -163,8 +164,9 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 		workReturned := false
 		select {
 		case werr := <-done:
-			if l.Err() == nil {
-				// work returned while the term was valid: its own decision.
+			if l.Err() == nil || errors.Is(l.Err(), ErrReleased) {
+				// work returned while the term was valid, or after it
+				// released the term itself: its own decision.
 				// The release is bounded like the others: a store that
 				// does not answer (a file lock's flock held by a stopped
 				// process) must not keep Run from returning.
@@ -182,13 +184,23 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 		case <-l.Done():
 		}
 
-		// The term ended: lost, stepped down, or ctx ended.
+		// The term ended: released by work itself, lost, stepped down, or
+		// ctx ended.
 		cause := l.Err()
-		if !workReturned && !e.waitGrace(done) {
-			e.stuck = &stuckWork{done: done, token: l.Token()}
-			l.abandon(cause)
-			e.stopped(l, cause)
-			return fmt.Errorf("baton: elector %q: %w (%v) after the term ended: %w", e.mu.name, ErrGraceExceeded, cfg.grace, cause)
+		if !workReturned {
+			werr, returned := e.waitGrace(done)
+			if !returned {
+				e.stuck = &stuckWork{done: done, token: l.Token()}
+				l.abandon(cause)
+				e.stopped(l, cause)
+				return fmt.Errorf("baton: elector %q: %w (%v) after the term ended: %w", e.mu.name, ErrGraceExceeded, cfg.grace, cause)
+			}
+			if errors.Is(cause, ErrReleased) {
+				// work released its term itself and then returned: its
+				// decision to stop leading, as if it had returned first.
+				e.stopped(l, cause)
+				return werr
+			}
 		}
 		if ctx.Err() != nil {
 			if cfg.releaseOnCancel {
@@ -253,28 +265,29 @@ func (e *Elector) stillRunning() error {
 	}
 }
 
-// waitGrace waits up to the grace period for work to return.
-func (e *Elector) waitGrace(done <-chan error) bool {
+// waitGrace waits up to the grace period for work to return, and returns
+// its result.
+func (e *Elector) waitGrace(done <-chan error) (werr error, returned bool) {
 	cfg := e.mu.cfg
 	if cfg.grace <= 0 {
 		select {
-		case <-done:
-			return true
+		case werr = <-done:
+			return werr, true
 		default:
-			return false
+			return nil, false
 		}
 	}
 	t := cfg.clock.NewTimer(cfg.grace)
 	defer t.Stop()
 	select {
-	case <-done:
-		return true
+	case werr = <-done:
+		return werr, true
 	case <-t.C():
 		select { // a work that returned exactly at the deadline counts
-		case <-done:
-			return true
+		case werr = <-done:
+			return werr, true
 		default:
-			return false
+			return nil, false
 		}
 	}
 }

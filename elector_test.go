@@ -407,3 +407,42 @@ func (l *lines) String() string {
 	defer l.mu.Unlock()
 	return l.buf.String()
 }
+
+// A work that releases its term itself (Lease.Unlock) and returns has
+// stopped leading by its own decision: Run returns its result and does not
+// campaign again, whether the work returned before Run saw the release or
+// after (it ran again and again, 6 times in 2 s on memstore).
+func TestElectorWorkReleasingItsTermEndsRun(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // between the work's Unlock and its return
+	}{{"returns at once", 0}, {"returns later", 50 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := baton.NewElector(memstore.New(), "jobs.nightly", baton.WithIdentity("me"), quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs := 0
+			done := errors.New("done for today")
+			errc := make(chan error, 1)
+			go func() {
+				errc <- e.Run(context.Background(), func(ctx context.Context, l *baton.Lease) error {
+					runs++
+					if err := l.Unlock(ctx); err != nil {
+						return err
+					}
+					time.Sleep(tc.after) // work that goes on a moment after the release
+					return done
+				})
+			}()
+			select {
+			case err := <-errc:
+				if !errors.Is(err, done) || runs != 1 {
+					t.Fatalf("Run = %v after %d runs of work, want the work's error after one", err, runs)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return after work released its term and returned")
+			}
+		})
+	}
+}
