@@ -61,6 +61,9 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 				observe(held.Holder)
 			}
 			wait = c.heldWait(held, w.changes != nil)
+		case ctx.Err() != nil && err == ctx.Err():
+			// ctx ended before the attempt was sent (the store checked it).
+			return nil, stopped()
 		case ctx.Err() != nil:
 			return nil, cutShort(ctx, err, lastErr, c.clock.Since(sent))
 		case isPermanent(err):
