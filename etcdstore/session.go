@@ -117,7 +117,8 @@ func (s *Store) leaseLostLocked(lost lostLease) {
 // sweep implements leaseUser: it declares claims past their deadline
 // expired, and starts the deletion of expired claims' keys (reap) and of
 // abandoned queue entries (dropEntry), one at a time each (and at most
-// maxReaps claims' at once), retried at their reapAt or retryAt. It returns when to look again.
+// maxReaps claims' at once), retried at their reapAt or retryAt. It
+// returns when to look again.
 func (s *Store) sweep(now time.Time) time.Duration {
 	wake := time.Minute
 	due := func(t time.Time) { wake = min(wake, t.Sub(now)) }
