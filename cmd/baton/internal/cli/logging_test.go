@@ -90,3 +90,16 @@ func TestRedisClientLogsRouted(t *testing.T) {
 		t.Errorf("no routed go-redis line in:\n%s", out)
 	}
 }
+
+// baton's own log lines and CMD's output share stderr: a writer that is
+// not a file (an embedding program's buffer) is written by os/exec's
+// copying goroutine while baton logs, and must not race (-race flagged a
+// bytes.Buffer, in TestKubeServerPasswordHidden).
+func TestLogAndChildOutputShareAWriter(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := runCLI(t, "lock", "--dir", t.TempDir(), "--name", "shared", "--log-level", "debug", "--",
+		"sh", "-c", "i=0; while [ $i -lt 200 ]; do echo child-line >&2; i=$((i+1)); done")
+	if code != 0 || strings.Count(stderr, "child-line") != 200 || !strings.Contains(stderr, "started CMD") {
+		t.Fatalf("exit %d, want 0 with 200 lines of CMD and baton's log:\n%s", code, stderr)
+	}
+}

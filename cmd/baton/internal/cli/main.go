@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 )
@@ -99,11 +101,14 @@ type app struct {
 
 // Main runs the baton command with args (without the program name) and
 // returns its exit code. It never calls os.Exit. ctx ending stops a
-// long-running command as an interrupt would.
+// long-running command as an interrupt would. stdout and stderr that are
+// not files are written from one goroutine at a time: baton's own output
+// and CMD's (which os/exec copies in a goroutine of its own) share them.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if stdin == nil {
 		stdin = strings.NewReader("")
 	}
+	stdout, stderr = serialized(stdout), serialized(stderr)
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := a.rootCommand()
 	root.SetArgs(args)
@@ -209,4 +214,27 @@ func runE(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, 
 		}
 		return &exitError{code: exitCodeOf(err), err: err}
 	}
+}
+
+// serialized returns w, or, if w is not a file, w behind a mutex: a file
+// is handed to CMD as it is, but any other writer is written by os/exec's
+// copying goroutine while baton logs to it (a bytes.Buffer raced).
+func serialized(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok || w == nil {
+		return w
+	}
+	return &lockedWriter{w: w}
+}
+
+// lockedWriter serialises the writes to w. It has no ReadFrom, so that
+// io.Copy goes through Write.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
