@@ -167,16 +167,7 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 			if l.Err() == nil || errors.Is(l.Err(), ErrReleased) {
 				// work returned while the term was valid, or after it
 				// released the term itself: its own decision.
-				// The release is bounded like the others: a store that
-				// does not answer (a file lock's flock held by a stopped
-				// process) must not keep Run from returning.
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.releaseTimeout)
-				uerr := l.Unlock(rctx)
-				cancel()
-				e.stopped(l, ErrReleased)
-				if uerr != nil && !errors.Is(uerr, ErrLost) {
-					cfg.logger.Warn("baton: release after work returned failed", "lock", e.mu.name, "err", uerr)
-				}
+				e.releaseAfterWork(ctx, l)
 				return werr
 			}
 			// The term had ended already (work returned because of it).
@@ -203,16 +194,7 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 			}
 		}
 		if ctx.Err() != nil {
-			if cfg.releaseOnCancel {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.releaseTimeout)
-				if uerr := l.Unlock(rctx); uerr != nil && !errors.Is(uerr, ErrLost) {
-					cfg.logger.Warn("baton: release on shutdown failed; the lock will expire after its TTL", "lock", e.mu.name, "err", uerr)
-				}
-				cancel()
-			} else {
-				l.abandon(ctx.Err())
-			}
-			e.stopped(l, cause)
+			e.endOnCancel(ctx, l, cause)
 			return ctx.Err()
 		}
 		// Lost: the claim may still be ours in the store (renewals failed
@@ -223,6 +205,38 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 		cancel()
 		e.stopped(l, cause)
 	}
+}
+
+// releaseAfterWork ends term l after work returned on its own: it
+// releases the lock, bounded like the other releases (a store that does
+// not answer, a file lock's flock held by a stopped process, must not keep
+// Run from returning), and reports the term's end.
+func (e *Elector) releaseAfterWork(ctx context.Context, l *Lease) {
+	cfg := e.mu.cfg
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.releaseTimeout)
+	uerr := l.Unlock(rctx)
+	cancel()
+	e.stopped(l, ErrReleased)
+	if uerr != nil && !errors.Is(uerr, ErrLost) {
+		cfg.logger.Warn("baton: release after work returned failed", "lock", e.mu.name, "err", uerr)
+	}
+}
+
+// endOnCancel ends term l (which ended for cause) once Run's ctx ended and
+// work returned: it releases the lock (WithReleaseOnCancel) or leaves it
+// to expire, and reports the term's end.
+func (e *Elector) endOnCancel(ctx context.Context, l *Lease, cause error) {
+	cfg := e.mu.cfg
+	if cfg.releaseOnCancel {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.releaseTimeout)
+		if uerr := l.Unlock(rctx); uerr != nil && !errors.Is(uerr, ErrLost) {
+			cfg.logger.Warn("baton: release on shutdown failed; the lock will expire after its TTL", "lock", e.mu.name, "err", uerr)
+		}
+		cancel()
+	} else {
+		l.abandon(ctx.Err())
+	}
+	e.stopped(l, cause)
 }
 
 // startTerm records l as the current term and reports it: the Observer,
