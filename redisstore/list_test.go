@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -49,14 +50,7 @@ func TestListManyLocks(t *testing.T) {
 	prefix := uniquePrefix()
 	const n = 600
 	writer := newStore(t, srv.Addr(), prefix)
-	tokens := make([]uint64, n)
-	for i := range n {
-		g, err := writer.TryAcquire(ctx, fmt.Sprintf("many-%03d", i), request(fmt.Sprintf("h%d", i%7), time.Minute))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tokens[i] = g.Token
-	}
+	tokens := takeMany(t, ctx, writer, n)
 	c := newClient(t, srv.Addr())
 	trips := &roundTrips{}
 	c.AddHook(trips)
@@ -66,15 +60,7 @@ func TestListManyLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != n {
-		t.Fatalf("List returned %d records, want %d", len(recs), n)
-	}
-	for i, r := range recs {
-		if want := fmt.Sprintf("many-%03d", i); r.Key != want || r.Holder != fmt.Sprintf("h%d", i%7) || r.Token != tokens[i] || !r.Held() {
-			t.Errorf("record %d: %s held by %q with token %d (held %v), want %s held by h%d with token %d",
-				i, r.Key, r.Holder, r.Token, r.Held(), want, i%7, tokens[i])
-		}
-	}
+	checkMany(t, recs, tokens)
 	if got := trips.n.Load(); got > 10 {
 		t.Errorf("List of %d locks took %d round trips, want at most 10", n, got)
 	}
@@ -88,14 +74,7 @@ func TestRedlockListManyLocks(t *testing.T) {
 	prefix := uniquePrefix()
 	const n = 600
 	writer := newRedlock(t, servers, prefix)
-	tokens := make([]uint64, n)
-	for i := range n {
-		g, err := writer.TryAcquire(ctx, fmt.Sprintf("many-%03d", i), request(fmt.Sprintf("h%d", i%7), time.Minute))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tokens[i] = g.Token
-	}
+	tokens := takeMany(t, ctx, writer, n)
 	clients := make([]redis.UniversalClient, len(servers))
 	trips := make([]*roundTrips, len(servers))
 	for i, srv := range servers {
@@ -113,18 +92,40 @@ func TestRedlockListManyLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != n {
-		t.Fatalf("List returned %d records, want %d", len(recs), n)
-	}
-	for i, rec := range recs {
-		if want := fmt.Sprintf("many-%03d", i); rec.Key != want || rec.Holder != fmt.Sprintf("h%d", i%7) || rec.Token != tokens[i] || !rec.Held() {
-			t.Errorf("record %d: %s held by %q with token %d (held %v), want %s held by h%d with token %d",
-				i, rec.Key, rec.Holder, rec.Token, rec.Held(), want, i%7, tokens[i])
-		}
-	}
+	checkMany(t, recs, tokens)
 	for i, tr := range trips {
 		if got := tr.n.Load(); got > 10 {
 			t.Errorf("List of %d locks took %d round trips to server %d, want at most 10", n, got, i)
+		}
+	}
+}
+
+// takeMany takes n locks many-000 ... through b, held by h0 ... h6 in
+// turn, and returns their tokens.
+func takeMany(t *testing.T, ctx context.Context, b backend.Backend, n int) []uint64 {
+	t.Helper()
+	tokens := make([]uint64, n)
+	for i := range n {
+		g, err := b.TryAcquire(ctx, fmt.Sprintf("many-%03d", i), request(fmt.Sprintf("h%d", i%7), time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[i] = g.Token
+	}
+	return tokens
+}
+
+// checkMany checks that recs are the records of takeMany's locks, in name
+// order, with their holders and tokens.
+func checkMany(t *testing.T, recs []backend.Record, tokens []uint64) {
+	t.Helper()
+	if len(recs) != len(tokens) {
+		t.Fatalf("List returned %d records, want %d", len(recs), len(tokens))
+	}
+	for i, r := range recs {
+		if want := fmt.Sprintf("many-%03d", i); r.Key != want || r.Holder != fmt.Sprintf("h%d", i%7) || r.Token != tokens[i] || !r.Held() {
+			t.Errorf("record %d: %s held by %q with token %d (held %v), want %s held by h%d with token %d",
+				i, r.Key, r.Holder, r.Token, r.Held(), want, i%7, tokens[i])
 		}
 	}
 }
