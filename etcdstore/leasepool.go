@@ -198,14 +198,23 @@ func (p *leasePool) acquire(ctx context.Context, ttl time.Duration) (*lease, tim
 	}
 }
 
-// grantLocked asks etcd for lease l, releasing p.mu meanwhile. It returns
-// with p.mu held if the grant succeeded, and released with its error
-// otherwise. p.mu must be held.
+// grantTimeout bounds a lease grant, so that an acquisition given a
+// context without a deadline ends while etcd cannot be reached (the etcd
+// client waits for a connection until a request's context ends). It lets
+// an etcd without a raft leader answer after its own request timeout (7s
+// by default).
+const grantTimeout = lastReleaseAttempt
+
+// grantLocked asks etcd for lease l, within grantTimeout, releasing p.mu
+// meanwhile. It returns with p.mu held if the grant succeeded, and
+// released with its error otherwise. p.mu must be held.
 func (p *leasePool) grantLocked(ctx context.Context, l *lease) error {
 	l.granting = true
 	p.mu.Unlock()
 	sent := time.Now()
-	resp, err := p.client.Grant(ctx, l.seconds)
+	gctx, cancel := context.WithTimeout(ctx, grantTimeout)
+	resp, err := p.client.Grant(gctx, l.seconds)
+	cancel()
 	p.mu.Lock()
 	l.granting = false
 	if err == nil && resp.TTL <= 0 {

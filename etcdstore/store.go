@@ -171,10 +171,13 @@ type claim struct {
 // Store's session goroutine; it does not contact etcd (the first acquire
 // does; OpenStore checks that etcd answers).
 //
-// The etcd client waits for a connection until a request's context ends:
-// while no endpoint can be reached, a TryLock given context.Background()
-// does not return. Give it a context with a deadline; the error it then
-// ends with matches backend.ErrUnavailable and names the endpoints.
+// The etcd client waits for a connection until a request's context ends;
+// the Store bounds each of its requests, so that while no endpoint can be
+// reached a TryLock given context.Background() still ends: within about
+// 8s, or, if the Store's lease for that TTL was granted before etcd went
+// away, 8s after that lease's acknowledged life ends (a little over the
+// TTL). The error matches backend.ErrUnavailable and names the endpoints.
+// Give it a context with a deadline to bound it tighter.
 func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("etcdstore: %w: the etcd client is nil", backend.ErrInvalidOptions)

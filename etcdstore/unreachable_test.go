@@ -50,3 +50,37 @@ func TestUnreachableNamesCause(t *testing.T) {
 		}
 	}
 }
+
+// TestTryAcquireWithoutDeadlineEnds: with etcd gone before the Store's
+// first acquisition, a TryAcquire given a context without a deadline
+// still ends, with an error that matches backend.ErrUnavailable and names
+// the endpoint. (The etcd client waits for a connection until a request's
+// context ends, so the lease grant waited for ever.) The test's own
+// deadline only turns a hang into a failure.
+func TestTryAcquireWithoutDeadlineEnds(t *testing.T) {
+	srv := startEtcd(t)
+	c := connect(t, srv.Endpoint())
+	stores := map[string]*etcdstore.Store{
+		"plain": newStore(t, c, etcdstore.WithPrefix(freshPrefix(t))),
+		"fair":  newStore(t, c, etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)),
+	}
+	srv.Stop()
+	for mode, s := range stores {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.TryAcquire(context.Background(), "x", backend.Request{Holder: "x", Nonce: baton.NewNonce(), TTL: 30 * time.Second})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), srv.Addr()) {
+					t.Errorf("TryAcquire with etcd stopped: %v; want ErrUnavailable naming %s", err, srv.Addr())
+				}
+			case <-time.After(2 * time.Minute):
+				t.Fatal("TryAcquire(context.Background()) with etcd stopped has not returned in 2 minutes")
+			}
+		})
+	}
+}
