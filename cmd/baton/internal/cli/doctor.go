@@ -139,14 +139,14 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 			break
 		}
 		tlsFn, _ := f.redisTLS() // an error failed the store row, and these rows were skipped
-		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name), tlsFn)...)
+		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name), f.app, tlsFn)...)
 	case "redlock":
 		tlsFn, terr := f.redisTLS()
 		if terr != nil {
 			checks = append(checks, check{"redis TLS", resultSkip, "not checked: the servers' rows need the TLS files (see the store row)", ""})
 			break
 		}
-		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name), tlsFn)...)
+		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name), f.app, tlsFn)...)
 		checks = append(checks, independenceCheck(ctx, f.redisURLs, tlsFn))
 	case "etcd":
 		rows, answered := etcdChecks(ctx, &f.etcd)

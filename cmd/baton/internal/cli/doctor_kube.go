@@ -69,7 +69,7 @@ func (a *app) kubeChecks(ctx context.Context, f *lockFlags) []check {
 		case crdState == absent:
 			checks = append(checks, check{label, resultSkip, "not checked: the DistributedLock CRD is not installed", ""})
 		default:
-			checks = append(checks, nameCheck(ctx, cfg, gvr, f.backend, ns, f.name, f.kube.app, nsState))
+			checks = append(checks, nameCheck(ctx, cfg, gvr, f.backend, ns, f.name, f.app, nsState))
 		}
 	}
 	return checks

@@ -33,8 +33,9 @@ const evictionFix = "keep baton's locks on a Redis that evicts nothing: maxmemor
 // redisChecks asks each server whether it is a primary outside a Cluster
 // (for a redis:// or rediss:// URL), reads its persistence settings and
 // eviction policy, and asks it whether the user may run what baton sends
-// for lock name: three or four rows per --redis-url.
-func redisChecks(ctx context.Context, urls []string, name string, tlsFn func(*redis.Options)) []check {
+// for lock name of application app (see --app): three or four rows per
+// --redis-url.
+func redisChecks(ctx context.Context, urls []string, name, app string, tlsFn func(*redis.Options)) []check {
 	checks := make([]check, 0, 4*len(urls))
 	for _, u := range urls {
 		if r, ok := roleCheck(ctx, u, tlsFn); ok {
@@ -47,7 +48,7 @@ func redisChecks(ctx context.Context, urls []string, name string, tlsFn func(*re
 			checks = append(checks, check{"eviction " + redactURL(u), resultSkip, skip, ""}, check{"permissions " + redactURL(u), resultSkip, skip, ""})
 			continue
 		}
-		checks = append(checks, evictionCheck(ctx, u, tlsFn), permissionsCheck(ctx, u, name, tlsFn))
+		checks = append(checks, evictionCheck(ctx, u, tlsFn), permissionsCheck(ctx, u, name, app, tlsFn))
 	}
 	return checks
 }
@@ -128,7 +129,7 @@ func questionClient(rawURL string, tlsFn func(*redis.Options)) (*redis.Client, e
 // lock early.
 func evictionCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) check {
 	label := "eviction " + redactURL(rawURL)
-	return askStore(ctx, rawURL, label, tlsFn, func(ctx context.Context, s *redisstore.Store) check {
+	return askStore(ctx, rawURL, label, "", tlsFn, func(ctx context.Context, s *redisstore.Store) check {
 		policies, err := s.MemoryPolicies(ctx)
 		return evictionRow(label, policies, err)
 	})
@@ -195,18 +196,19 @@ func severity(p redisstore.MemoryPolicy) int {
 
 // permissionsCheck asks the server at rawURL whether the URL's user may run
 // every command of redisstore.ACLRules on lock name's keys and channels
-// (redisstore.Store.CheckPermissions).
-func permissionsCheck(ctx context.Context, rawURL, name string, tlsFn func(*redis.Options)) check {
+// (redisstore.Store.CheckPermissions), under application app's prefix.
+func permissionsCheck(ctx context.Context, rawURL, name, app string, tlsFn func(*redis.Options)) check {
 	label := "permissions " + redactURL(rawURL)
-	return askStore(ctx, rawURL, label, tlsFn, func(ctx context.Context, s *redisstore.Store) check {
+	return askStore(ctx, rawURL, label, app, tlsFn, func(ctx context.Context, s *redisstore.Store) check {
 		return permissionsRow(label, rawURL, name, s.CheckPermissions(ctx, name))
 	})
 }
 
-// askStore opens a Store on rawURL (with tlsFn, see storeFlags.redisTLS)
-// for the doctor row label and asks it with ask, within redisCheckTimeout.
-func askStore(ctx context.Context, rawURL, label string, tlsFn func(*redis.Options), ask func(context.Context, *redisstore.Store) check) check {
-	s, err := redisstore.Open(rawURL, redisOptions(tlsFn)...)
+// askStore opens a Store on rawURL (with tlsFn, see storeFlags.redisTLS,
+// for application app) for the doctor row label and asks it with ask,
+// within redisCheckTimeout.
+func askStore(ctx context.Context, rawURL, label, app string, tlsFn func(*redis.Options), ask func(context.Context, *redisstore.Store) check) check {
+	s, err := redisstore.Open(rawURL, redisOptions(tlsFn, app)...)
 	if err != nil {
 		return check{label, resultFail, err.Error(), redisURLFix}
 	}

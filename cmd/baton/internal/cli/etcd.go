@@ -68,8 +68,9 @@ func (f *etcdFlags) validate() error {
 	return nil
 }
 
-func (f *etcdFlags) open() (store, string, error) {
-	opts := []etcdstore.Option{etcdstore.WithFair(f.fair)}
+// open opens the store for application app (see --app).
+func (f *etcdFlags) open(app string) (store, string, error) {
+	opts := []etcdstore.Option{etcdstore.WithFair(f.fair), etcdstore.WithPrefix(etcdAppPrefix(app))}
 	if f.log != nil {
 		opts = append(opts, etcdstore.WithLogger(f.log)) // --log-format and --log-level apply
 	}
@@ -77,5 +78,5 @@ func (f *etcdFlags) open() (store, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return s, fmt.Sprintf("etcd at %s", f.endpoints), nil
+	return s, fmt.Sprintf("etcd at %s", f.endpoints) + appWhere(app, etcdAppPrefix(app)), nil
 }

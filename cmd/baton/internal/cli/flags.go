@@ -80,6 +80,7 @@ func isDir(path string) bool {
 type storeFlags struct {
 	backend   string
 	dir       string
+	app       string
 	kube      kubeFlags
 	etcd      etcdFlags
 	redisURLs []string
@@ -95,6 +96,7 @@ func (f *storeFlags) register(fs *pflag.FlagSet) {
 	f.fs = fs
 	fs.StringVar(&f.backend, "backend", "file", "coordination store: file (one machine); lease, configmap or crd (Kubernetes; crd is the DistributedLock resource); etcd; redis or redlock")
 	fs.StringVar(&f.dir, "dir", "", dirHelp)
+	fs.StringVar(&f.app, "app", "", appHelp)
 	f.kube.register(fs)
 	f.etcd.register(fs)
 	fs.StringArrayVar(&f.redisURLs, "redis-url", nil, "redis and redlock backends: redis[s]://[user:password@]host:port[/db], or redis+sentinel://S1:26379,.../PRIMARY[?sentinel_password=P] (a Sentinel-managed primary) or redis+cluster://N1:7000,N2:7000,... (a Redis Cluster); give it once for redis, three or more times (an odd number of independent servers) for redlock; default $BATON_REDIS_URL (URLs separated by spaces), which ps does not show")
@@ -108,6 +110,9 @@ func (f *storeFlags) validate() error {
 		return err
 	}
 	if err := f.secretsFromEnv(); err != nil {
+		return err
+	}
+	if err := checkApp(f.app); err != nil {
 		return err
 	}
 	switch f.backend {
@@ -179,12 +184,13 @@ func (f *storeFlags) redisTLS() (func(*redis.Options), error) {
 }
 
 // redisOptions are the options of a Redis store opened with tlsFn (see
-// redisTLS; nil for none).
-func redisOptions(tlsFn func(*redis.Options)) []redisstore.Option {
-	if tlsFn == nil {
-		return nil
+// redisTLS; nil for none) for application app (see --app).
+func redisOptions(tlsFn func(*redis.Options), app string) []redisstore.Option {
+	opts := []redisstore.Option{redisstore.WithPrefix(redisAppPrefix(app))}
+	if tlsFn != nil {
+		opts = append(opts, redisstore.WithClientOptions(tlsFn))
 	}
-	return []redisstore.Option{redisstore.WithClientOptions(tlsFn)}
+	return opts
 }
 
 // checkDir sets the file backend's directory to its default if --dir was
@@ -256,8 +262,10 @@ func backendsReading(name string) []string {
 	switch name {
 	case "dir":
 		return []string{"file"}
-	case "kubeconfig", "context", "namespace", "app":
+	case "kubeconfig", "context", "namespace":
 		return []string{"lease", "configmap", "crd"}
+	case "app":
+		return []string{"lease", "configmap", "crd", "etcd", "redis", "redlock"}
 	case "cacert", "cert", "key":
 		return []string{"etcd", "redis", "redlock"}
 	case "endpoints", "user", "password", "fair":
@@ -287,25 +295,25 @@ func redactURL(raw string) string { return redisstore.RedactURL(raw) }
 func (f *storeFlags) open() (store, string, error) {
 	switch f.backend {
 	case "lease", "configmap", "crd":
-		return f.kube.open(f.backend)
+		return f.kube.open(f.backend, f.app)
 	case "etcd":
-		return f.etcd.open()
+		return f.etcd.open(f.app)
 	case "redis":
 		tlsFn, err := f.redisTLS()
 		if err != nil {
 			return nil, "", err
 		}
-		s, err := redisstore.Open(f.redisURLs[0], redisOptions(tlsFn)...)
+		s, err := redisstore.Open(f.redisURLs[0], redisOptions(tlsFn, f.app)...)
 		if err != nil {
 			return nil, "", fmt.Errorf("opening the redis store: %w", err)
 		}
-		return s, "redis " + redactURL(f.redisURLs[0]), nil
+		return s, "redis " + redactURL(f.redisURLs[0]) + appWhere(f.app, redisAppPrefix(f.app)), nil
 	case "redlock":
 		tlsFn, err := f.redisTLS()
 		if err != nil {
 			return nil, "", err
 		}
-		r, err := redisstore.OpenRedlock(f.redisURLs, redisOptions(tlsFn)...)
+		r, err := redisstore.OpenRedlock(f.redisURLs, redisOptions(tlsFn, f.app)...)
 		if err != nil {
 			return nil, "", fmt.Errorf("opening the redlock store: %w", err)
 		}
@@ -313,7 +321,7 @@ func (f *storeFlags) open() (store, string, error) {
 		for i, u := range f.redisURLs {
 			where[i] = redactURL(u)
 		}
-		return r, "redlock over " + strings.Join(where, ", "), nil
+		return r, "redlock over " + strings.Join(where, ", ") + appWhere(f.app, redisAppPrefix(f.app)), nil
 	}
 	var opts []filestore.Option
 	if f.readOnly {

@@ -53,7 +53,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"status", "--backend", "x"},
 			`unknown backend "x" (available: file, lease, configmap, crd, etcd, redis, redlock)`},
 		{[]string{"run", "--name", "x", "--backend", "lease", "--app", "-bad-", "--", "true"},
-			`--app "-bad-" is not a valid label value`},
+			`--app "-bad-" is not a valid application name`},
 		{[]string{"status", "--backend", "configmap", "-n", "Team_A"},
 			`--namespace "Team_A" is not a valid namespace name`},
 		{[]string{"status", "--backend", "redis"},

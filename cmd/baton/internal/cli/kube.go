@@ -21,7 +21,6 @@ type kubeFlags struct {
 	kubeconfig string
 	context    string
 	namespace  string
-	app        string
 
 	// loaded caches restConfig's result: the store and the Events client
 	// share one configuration.
@@ -33,13 +32,9 @@ func (f *kubeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubernetes backends: path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account)")
 	fs.StringVar(&f.context, "context", "", "Kubernetes backends: the kubeconfig context to use")
 	fs.StringVarP(&f.namespace, "namespace", "n", "", "Kubernetes backends: namespace of the lock objects (default: the context's namespace, or the pod's in a cluster)")
-	fs.StringVar(&f.app, "app", "", "Kubernetes backends: the application that owns the lock names (label baton.dev/app); another application's lock of the same name is refused, not shared")
 }
 
 func (f *kubeFlags) validate() error {
-	if errs := validation.IsValidLabelValue(f.app); len(errs) > 0 {
-		return usageErrorf("--app %q is not a valid label value: %s", f.app, strings.Join(errs, "; "))
-	}
 	if f.namespace != "" {
 		if errs := validation.IsDNS1123Label(f.namespace); len(errs) > 0 {
 			return usageErrorf("--namespace %q is not a valid namespace name: %s", f.namespace, strings.Join(errs, "; "))
@@ -50,19 +45,20 @@ func (f *kubeFlags) validate() error {
 
 // open builds the client configuration the way kubectl does: --kubeconfig,
 // else $KUBECONFIG, else ~/.kube/config, else the in-cluster service
-// account; --context and --namespace override the kubeconfig's.
-func (f *kubeFlags) open(backend string) (store, string, error) {
+// account; --context and --namespace override the kubeconfig's. app labels
+// the lock objects (see --app).
+func (f *kubeFlags) open(backend, app string) (store, string, error) {
 	cfg, ns, err := f.restConfig()
 	if err != nil {
 		return nil, "", err
 	}
-	opts := []kubestore.Option{kubestore.WithApplication(f.app)}
+	opts := []kubestore.Option{kubestore.WithApplication(app)}
 	var st store
 	switch backend {
 	case "configmap":
 		st, err = kubestore.NewConfigMapForConfig(cfg, ns, opts...)
 	case "crd":
-		st, err = kubestore.NewDistributedLockForConfig(cfg, ns, kubestore.WithApplication(f.app))
+		st, err = kubestore.NewDistributedLockForConfig(cfg, ns, kubestore.WithApplication(app))
 	default:
 		st, err = kubestore.NewLeaseForConfig(cfg, ns, opts...)
 	}
