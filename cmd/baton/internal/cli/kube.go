@@ -1,15 +1,19 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/kubestore"
 	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -138,4 +142,26 @@ func (f *kubeFlags) eventObserver(backend string, st store, log *slog.Logger) (*
 		opts = append(opts, kubestore.WithLockStore(ls)) // the object's uid from the store's view: no GET per term
 	}
 	return kubestore.NewEventObserver(cs, ns, kind, "baton", log, opts...)
+}
+
+// missingNamespace returns a note for messages about an empty or missing
+// lock when the namespace does not exist: the API server lists no objects
+// there rather than refusing the list, so "No locks" would hide a mistyped
+// --namespace. It returns "" if the namespace exists, or if this user may
+// not read it (the lock Role grants no access to namespaces).
+func (f *kubeFlags) missingNamespace(ctx context.Context) string {
+	cfg, ns, err := f.restConfig()
+	if err != nil {
+		return ""
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return fmt.Sprintf(" (namespace %s does not exist: check --namespace, or the context's namespace)", ns)
+	}
+	return ""
 }

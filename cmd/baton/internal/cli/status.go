@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -159,6 +160,9 @@ func (a *app) statusCommand() *cobra.Command {
 			defer closeStore(st)
 			v := &statusView{out: a.stdout, st: st, where: where, name: name, output: f.output}
 			if !f.watch {
+				if slices.Contains(backendsReading("namespace"), f.backend) {
+					v.where += f.kube.missingNamespace(cmd.Context())
+				}
 				recs, err := v.read(cmd.Context())
 				var partial *partialError
 				if err != nil && !errors.As(err, &partial) {
