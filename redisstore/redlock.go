@@ -407,8 +407,15 @@ func (r *Redlock) tally(op, key string, errs []error) error {
 // unexpired claims on a quorum, the record names it and Remaining is how
 // long a quorum of its claims still lasts; otherwise the record is not
 // held. Token and Transitions are the largest seen. It returns an error
-// matching backend.ErrNotFound if every server answered and none has a
+// matching backend.ErrNotFound if a quorum answered and none has a
 // record, and an error if fewer than a quorum answered.
+//
+// Get waits for a server only while the answers so far leave the record
+// open, and then a tenth of readBound (1s) more: a silent server delays it
+// by that, not by its client's timeouts. A record that the servers which
+// did not answer could still turn into a held one (an owner's claim on
+// some answering servers, a quorum with the silent ones) is neither held
+// nor free: Get then returns an error matching backend.ErrUnavailable.
 func (r *Redlock) Get(ctx context.Context, key string) (backend.Record, error) {
 	if err := r.open("get", key); err != nil {
 		return backend.Record{}, err
@@ -416,11 +423,11 @@ func (r *Redlock) Get(ctx context.Context, key string) (backend.Record, error) {
 	if err := checkName(key); err != nil {
 		return backend.Record{}, err
 	}
-	res := each(r.stores, func(_ int, s *Store) readResult {
+	res, answered := eachUntil(ctx, r.calls, r.stores, readBound, func(ctx context.Context, s *Store) readResult {
 		rec, err := s.Get(ctx, key)
 		return readResult{rec, err}
-	})
-	return r.combine(key, res)
+	}, func(res []readResult, answered []bool) bool { return r.readSettled(res, answered) })
+	return r.combine(key, noAnswers(ctx, res, answered))
 }
 
 // readResult is one server's answer for one lock.
@@ -453,6 +460,10 @@ func (r *Redlock) combine(key string, res []readResult) (backend.Record, error) 
 	}
 	if len(recs) == 0 {
 		return backend.Record{}, fmt.Errorf("redisstore: redlock get %q: %w on any server", key, backend.ErrNotFound)
+	}
+	if c := r.undecided(recs, len(res)-answered); c > 0 {
+		return backend.Record{}, fmt.Errorf("redisstore: redlock get %q: %w: one owner's claim is on %d answering servers, and with the %d that did not answer it may hold a quorum of %d: %w",
+			key, backend.ErrUnavailable, c, len(res)-answered, r.quorum, errors.Join(errs...))
 	}
 	return r.merge(key, recs), nil
 }
@@ -487,29 +498,54 @@ func (r *Redlock) merge(key string, recs []backend.Record) backend.Record {
 }
 
 // List implements backend.Lister: the merged records of every lock found on
-// any server, sorted by name, each merged as Get merges it; every server is
-// read listBatch locks per pipeline.
+// any server, sorted by name, each merged and waited for as Get merges and
+// waits; every server is read listBatch locks per pipeline. A record left
+// open by silent servers is left out, and the error returned with the
+// others names it.
 func (r *Redlock) List(ctx context.Context) ([]backend.Record, error) {
 	if err := r.open("list", ""); err != nil {
 		return nil, err
 	}
+	type listed struct {
+		names []string
+		err   error
+	}
+	lists, ok := eachUntil(ctx, r.calls, r.stores, readBound, func(ctx context.Context, s *Store) listed {
+		names, err := s.names(ctx)
+		return listed{names, err}
+	}, func(lists []listed, ok []bool) bool {
+		n := 0
+		for i := range lists {
+			if ok[i] && lists[i].err == nil {
+				n++
+			}
+		}
+		return n >= r.quorum
+	})
 	seen := map[string]bool{}
 	var errs []error
 	answered := 0
-	for i, s := range r.stores {
-		names, err := s.names(ctx)
+	for i, l := range lists {
+		err := l.err
+		if !ok[i] {
+			err = noAnswer(ctx)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("server %d: %w", i, err))
 			continue
 		}
 		answered++
-		for _, n := range names {
+		for _, n := range l.names {
 			seen[n] = true
 		}
 	}
 	if answered < r.quorum {
 		return nil, fmt.Errorf("redisstore: redlock list: %d of %d servers answered: %w", answered, len(r.stores), errors.Join(errs...))
 	}
+	// A quorum listed its names: a lock whose keys are only on the others
+	// is held by no quorum, and each record read below is settled or
+	// reports its own error.
+	errs = nil
 	names := make([]string, 0, len(seen))
 	for n := range seen {
 		names = append(names, n)
@@ -542,19 +578,23 @@ type lockReads struct {
 // readMany reads names on every server at once, each server in one
 // pipeline (Store.getMany), and returns the answers, aligned with names.
 func (r *Redlock) readMany(ctx context.Context, names []string) []lockReads {
-	perServer := each(r.stores, func(_ int, s *Store) []readResult {
+	perServer, answered := eachUntil(ctx, r.calls, r.stores, readBound, func(ctx context.Context, s *Store) []readResult {
 		out := make([]readResult, len(names))
 		for i, cmd := range s.getMany(ctx, names) {
 			out[i].rec, out[i].err = s.getReply(ctx, names[i], cmd)
 		}
 		return out
+	}, func(perServer [][]readResult, answered []bool) bool {
+		for i := range names {
+			if !r.readSettled(column(perServer, answered, i), answered) {
+				return false
+			}
+		}
+		return true
 	})
 	reads := make([]lockReads, len(names))
 	for i, name := range names {
-		reads[i] = lockReads{key: name, servers: make([]readResult, len(r.stores))}
-		for j := range r.stores {
-			reads[i].servers[j] = perServer[j][i]
-		}
+		reads[i] = lockReads{key: name, servers: noAnswers(ctx, column(perServer, answered, i), answered)}
 	}
 	return reads
 }
