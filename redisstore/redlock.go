@@ -349,9 +349,13 @@ func (r *Redlock) Release(ctx context.Context, g backend.Grant) error {
 
 // ForceRelease implements backend.ForceReleaser: it frees the lock named key
 // on every server whoever holds it, keeping the fencing counters (an
-// administrator's action, as Store.ForceRelease). It returns an error matching backend.ErrNotFound if
-// every server answered and none has a record, and an error naming the
-// servers that failed otherwise; their claims expire after the TTL.
+// administrator's action, as Store.ForceRelease). It succeeds once a
+// quorum of servers freed the lock or had no claim, one of them at least
+// having had a record: no owner can then hold a quorum, and the claims on
+// servers that did not answer (waited for as Get waits) expire after
+// their TTL. It returns an error matching backend.ErrNotFound if a quorum
+// answered and none has a record, and an error naming the servers that
+// failed if fewer than a quorum freed it.
 func (r *Redlock) ForceRelease(ctx context.Context, key string) error {
 	if err := r.open("force-release", key); err != nil {
 		return err
@@ -359,24 +363,49 @@ func (r *Redlock) ForceRelease(ctx context.Context, key string) error {
 	if err := checkName(key); err != nil {
 		return err
 	}
-	errs := each(r.stores, func(_ int, s *Store) error { return s.ForceRelease(ctx, key) })
+	errs, answered := eachUntil(ctx, r.calls, r.stores, readBound, func(ctx context.Context, s *Store) error {
+		return s.ForceRelease(ctx, key)
+	}, func(errs []error, answered []bool) bool {
+		free, failed := forceTally(errs, answered)
+		return free >= r.quorum || failed > len(r.stores)-r.quorum
+	})
 	var failed []error
-	found := false
+	free, found := 0, false
 	for i, err := range errs {
+		if !answered[i] {
+			err = noAnswer(ctx)
+		}
 		switch {
 		case err == nil:
-			found = true
-		case !errors.Is(err, backend.ErrNotFound):
+			free, found = free+1, true
+		case errors.Is(err, backend.ErrNotFound):
+			free++
+		default:
 			failed = append(failed, fmt.Errorf("server %d: %w", i, err))
 		}
 	}
 	switch {
-	case len(failed) > 0:
-		return fmt.Errorf("redisstore: redlock force-release %q: %w", key, errors.Join(failed...))
+	case free < r.quorum:
+		return fmt.Errorf("redisstore: redlock force-release %q: freed on %d of %d servers, need %d: %w", key, free, len(r.stores), r.quorum, errors.Join(failed...))
 	case !found:
-		return fmt.Errorf("redisstore: redlock force-release %q: %w on any server", key, backend.ErrNotFound)
+		return fmt.Errorf("redisstore: redlock force-release %q: %w on any server that answered", key, backend.ErrNotFound)
 	}
 	return nil
+}
+
+// forceTally counts the servers whose answer to a ForceRelease freed the
+// lock or found none (free) and those that failed.
+func forceTally(errs []error, answered []bool) (free, failed int) {
+	for i, err := range errs {
+		switch {
+		case !answered[i]:
+		case err == nil || errors.Is(err, backend.ErrNotFound):
+			free++
+		default:
+			failed++
+		}
+	}
+	return free, failed
 }
 
 // tally judges per-server results of renew or release.

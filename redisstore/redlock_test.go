@@ -305,6 +305,33 @@ func TestRedlockForceRelease(t *testing.T) {
 	}
 }
 
+// TestRedlockForceReleaseOneServerSilent: with one of three servers
+// paused, ForceRelease of a held lock succeeds on the other two (no owner
+// can hold a quorum any more), the holder's renew reports the loss, and
+// another owner takes the lock with a larger token. It failed, after the
+// silent server's timeouts, although the lock was free.
+func TestRedlockForceReleaseOneServerSilent(t *testing.T) {
+	servers := startRedis(t, 3)
+	ctx := testCtx(t, 60*time.Second)
+	r := newRedlock(t, servers, uniquePrefix())
+	g, err := r.TryAcquire(ctx, "forced", request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers[2].Pause()
+	t.Cleanup(servers[2].Resume)
+	if err := r.ForceRelease(ctx, "forced"); err != nil {
+		t.Fatalf("ForceRelease with one of three servers silent: %v", err)
+	}
+	if _, err := r.Renew(ctx, g); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("Renew after a forced release: %v, want ErrLost", err)
+	}
+	g2, err := r.TryAcquire(ctx, "forced", request("b", time.Minute))
+	if err != nil || g2.Token <= g.Token {
+		t.Errorf("TryAcquire after a forced release: token %d, %v; want more than %d", g2.Token, err, g.Token)
+	}
+}
+
 // One address named twice is not an independent instance: OpenRedlock
 // refuses it (two names of one server it cannot tell apart; doctor
 // compares run_ids, see TestDoctorRedlockIndependence).
