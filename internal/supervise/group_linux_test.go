@@ -245,3 +245,25 @@ func TestStartGroupPastDeadline(t *testing.T) {
 		t.Fatalf("StartGroup = %v, want ErrDeadlinePassed", err)
 	}
 }
+
+// A signal forwarded to the group at once after StartGroup (a supervisor
+// asked to stop just as its command started) stops the command, not the
+// watchdog: the watchdog ignores such signals from before the command
+// joins its group. It used to die of a SIGTERM that arrived before it had
+// set up, and End then reported it fired, so the CLI logged that baton
+// had been late and counted the command as stopped by baton.
+func TestSignalRightAfterStartSparesWatchdog(t *testing.T) {
+	for i := range 20 {
+		c, err := supervise.StartGroup(exec.Command("sleep", "60"), time.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		<-c.Done()
+		if c.End() {
+			t.Fatalf("round %d: End reports the watchdog fired; only CMD was signalled, an hour before the deadline", i)
+		}
+	}
+}

@@ -55,7 +55,14 @@ func startWatchdog(deadline time.Time) (*exec.Cmd, *os.File, error) {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{"baton-watchdog"}
 	cmd.Env = []string{watchdogEnv + "=1", "GORACE=atexit_sleep_ms=0"}
-	cmd.ExtraFiles = []*os.File{r} // fd 3
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		w.Close()
+		return nil, nil, fmt.Errorf("watchdog pipe: %w", err)
+	}
+	defer ready.Close()
+	defer readyW.Close() // at once after Start (below); here on the other paths
+	cmd.ExtraFiles = []*os.File{r, readyW} // fd 3, fd 4
 	// Its own process group, which CMD then joins: the watchdog is never
 	// stopped by a signal to the supervisor's group, and knows the group
 	// it must kill before CMD exists. No parent-death signal: it must
@@ -65,11 +72,35 @@ func startWatchdog(deadline time.Time) (*exec.Cmd, *os.File, error) {
 		w.Close()
 		return nil, nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	readyW.Close() // so that a watchdog that dies before it is ready ends the wait
+	if err != nil {
 		w.Close()
 		return nil, nil, fmt.Errorf("starting the watchdog: %w", err)
 	}
+	if err := awaitReady(ready); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		w.Close()
+		return nil, nil, err
+	}
 	return cmd, w, nil
+}
+
+// watchdogStartTimeout bounds the wait for a new watchdog's readiness.
+const watchdogStartTimeout = 10 * time.Second
+
+// awaitReady waits for the watchdog's byte on ready, which it writes once
+// it ignores the signals that reach its group. Until then a signal
+// forwarded to CMD's group (baton asked to stop just as CMD started)
+// would kill it with CMD, and End would take it for fired.
+func awaitReady(ready *os.File) error {
+	_ = ready.SetReadDeadline(time.Now().Add(watchdogStartTimeout))
+	var b [1]byte
+	if _, err := ready.Read(b[:]); err != nil {
+		return fmt.Errorf("starting the watchdog: it did not report ready within %v: %w", watchdogStartTimeout, err)
+	}
+	return nil
 }
 
 func writeDeadline(w *os.File, t time.Time) error {
@@ -90,7 +121,7 @@ func init() {
 	if os.Getenv(watchdogEnv) == "" {
 		return
 	}
-	os.Exit(watchdogMain(os.NewFile(3, "watchdog-pipe")))
+	os.Exit(watchdogMain(os.NewFile(3, "watchdog-pipe"), os.NewFile(4, "watchdog-ready")))
 }
 
 // watchdogMain waits for the deadline read from pipe, pushing it later as
@@ -98,9 +129,12 @@ func init() {
 // passes or when the pipe ends (the supervisor died). Signals that could
 // reach it with its group (SIGTERM forwarded to CMD, Ctrl-C) are ignored;
 // the supervisor ends it with SIGKILL to the group at the end of the term.
-func watchdogMain(pipe *os.File) int {
+// It tells the supervisor on ready once it ignores them.
+func watchdogMain(pipe, ready *os.File) int {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE, syscall.SIGUSR1, syscall.SIGUSR2)
+	_, _ = ready.Write([]byte{1})
+	ready.Close()
 	fd := int(pipe.Fd())
 	deadline := int64(-1) // none yet: wait for the first
 	var buf [8 * 64]byte
