@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -132,6 +133,23 @@ func (s *supervisor) signaled() os.Signal {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.signal
+}
+
+// stopCause says why baton run stops campaigning, for the end of its last
+// term (the log, the StoppedLeading Event): the signal that asked it to,
+// the command's exit or its failure to start; nil if none of them.
+func (s *supervisor) stopCause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.signal != nil:
+		return fmt.Errorf("baton run was asked to stop (%v)", s.signal)
+	case s.exited:
+		return fmt.Errorf("the command exited with code %d", s.exitCode)
+	case s.startErr != nil:
+		return fmt.Errorf("the command could not start: %w", s.startErr)
+	}
+	return nil
 }
 
 // start starts CMD for lease l, unless a signal has asked baton to stop.

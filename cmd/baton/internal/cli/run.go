@@ -157,9 +157,13 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr, label string, arg
 	// Run's context does not end with ctx: ctx ending is handled like
 	// SIGINT (forwarded to CMD while it runs), so in-process callers see the
 	// same behaviour as a user pressing Ctrl-C.
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	s := &supervisor{argv: argv, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, log: a.log, lead: f.killLead(), stop: cancel, lifecycle: slog.LevelInfo}
+	// It ends with the supervisor's stopCause, which the end of the last
+	// term reports (not a bare "context canceled").
+	runCtx, cancelRun := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelRun(nil)
+	s := &supervisor{argv: argv, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, log: a.log, lead: f.killLead(), lifecycle: slog.LevelInfo}
+	cancel := func() { cancelRun(s.stopCause()) }
+	s.stop = cancel
 	stopSignals := s.handleSignals()
 	defer stopSignals()
 	stopOnDone := context.AfterFunc(ctx, func() { s.onSignal(syscall.SIGINT) })
