@@ -39,6 +39,18 @@ func fsError(err error, dir string) error {
 	return err
 }
 
+// mkdirError is fsError for New's failure to create the lock directory
+// dir: a cause fsError does not know (a file system that allows no new
+// directories, such as /proc, answers ENOENT) is a misconfiguration too.
+func mkdirError(err error, dir string) error {
+	m := fsError(err, dir)
+	if errors.Is(m, backend.ErrForbidden) || errors.Is(m, backend.ErrMisconfigured) || errors.Is(m, backend.ErrUnavailable) {
+		return m
+	}
+	return &markedError{err: err, mark: backend.ErrMisconfigured, fix: fmt.Sprintf(
+		"the lock directory %s cannot be created there: create it by hand, or name a directory on a writable local file system", dir)}
+}
+
 // notRegular is the error for path, an entry of the lock directory that
 // the store would read or write, which is kind ("a symbolic link", "a
 // named pipe") instead of a regular file.

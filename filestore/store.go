@@ -132,7 +132,7 @@ func New(dir string, opts ...Option) (*Store, error) {
 	switch fi, err := os.Stat(abs); {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(abs, dirPerm(o.perm)); err != nil {
-			return nil, fmt.Errorf("file: creating lock directory: %w", fsError(err, abs))
+			return nil, fmt.Errorf("file: creating lock directory: %w", mkdirError(err, abs))
 		}
 	case err != nil:
 		return nil, fmt.Errorf("file: lock directory: %w", fsError(err, abs))

@@ -464,6 +464,17 @@ func TestNew(t *testing.T) {
 			t.Fatalf("New(file/sub) = %v, want ErrMisconfigured naming the file in the way", err)
 		}
 	})
+	t.Run("cannot be created", func(t *testing.T) {
+		// procfs allows no new directory (mkdir answers ENOENT): a
+		// setup that cannot work, like the cases above.
+		if _, err := os.Stat("/proc/self"); err != nil {
+			t.Skip("no /proc")
+		}
+		dir := "/proc/baton-test"
+		if _, err := New(dir); !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "cannot be created") {
+			t.Fatalf("New(%s) = %v, want ErrMisconfigured saying it cannot be created", dir, err)
+		}
+	})
 	t.Run("not writable", func(t *testing.T) {
 		if runtime.GOOS == "linux" {
 			// procfs refuses new files even to root, unlike a chmod-ed directory.
