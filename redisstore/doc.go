@@ -185,7 +185,7 @@
 //
 // # A lock key deleted while held
 //
-// Deleting P{N}:lock by hand (DEL, FLUSHDB of a cache, a clean-up job)
+// Deleting P{N}:lock by hand (DEL, UNLINK, a clean-up job, an eviction)
 // while its claim is live does not free the lock early. The holder learns
 // of it at its next renew, which fails with backend.ErrLost, and works until
 // then; so the acquire script refuses, as if the claim were still there
@@ -197,7 +197,11 @@
 // release NAME --force, Store.ForceRelease), which clears the recorded
 // expiry; it is also the sanctioned way to free a live claim. Deleting the
 // fence key as well loses both the expiry and the counter (see "Fencing
-// tokens").
+// tokens"), and so do FLUSHDB and FLUSHALL, which delete every key of the
+// lock: as after a restart without persistence, the lock is free at once,
+// another process can take it while the holder works on until its next
+// renew (a third of the TTL later) fails, and only fencing holds (the next
+// token follows the server's clock).
 //
 // # Removing a lock
 //
