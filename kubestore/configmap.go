@@ -175,7 +175,7 @@ func decodeConfigMap(cm *corev1.ConfigMap) (object, error) {
 	o.claimed = slices.Contains(cm.Finalizers, FinalizerClaim)
 	o.app, o.hasApp = cm.Labels[LabelApplication]
 	a := cm.Annotations
-	s, ok := a[AnnotationToken]
+	s, ok := tokenOf(cm)
 	if !ok {
 		return o, nil // not baton's
 	}

@@ -246,8 +246,12 @@
 // of seconds is rounded up on the object; the holder's engine still
 // measures its validity with the TTL it asked for, which is shorter.
 //
-// A Lease without the baton.dev/token annotation was created by another
-// tool (for example client-go leader election); a Lease whose
+// A Lease without the baton.dev/token annotation, label baton.dev/app,
+// nonce or finalizer baton.dev/claim (MadeByBaton) was created by another
+// tool (for example client-go leader election). One of baton's whose token
+// annotation was removed by hand is still baton's: its token reads as its
+// resourceVersion until its holder's next renewal writes the token back,
+// so tokens keep growing (TestTokenAnnotationRemoved). A Lease whose
 // baton.dev/app label differs from the store's application belongs to
 // another application. TryAcquire never takes either over: it returns an
 // *ApplicationError naming both applications (see WithApplication). A

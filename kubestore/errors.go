@@ -49,9 +49,9 @@ type ApplicationError struct {
 
 func (e *ApplicationError) Error() string {
 	if e.Foreign {
-		return fmt.Sprintf("kube: %s %s/%s was not created by baton (it has no %s annotation; holder %q): "+
+		return fmt.Sprintf("kube: %s %s/%s was not created by baton (it has no %s annotation, %s label or %s finalizer; holder %q): "+
 			"it belongs to another tool, such as client-go leader election; baton will not take it over: use another lock name",
-			e.Resource, e.Namespace, e.Name, AnnotationToken, e.Holder)
+			e.Resource, e.Namespace, e.Name, AnnotationToken, LabelApplication, FinalizerClaim, e.Holder)
 	}
 	return fmt.Sprintf("kube: %s %s/%s belongs to application %q (label %s), but this store is for application %q: "+
 		"two applications use the same lock name; give one of them another name",

@@ -167,13 +167,14 @@ func (*leaseKind) decode(obj runtime.Object) (object, bool, error) {
 }
 
 // decodeLease reads the lock record from l. A Lease that baton did not
-// create (no token annotation) decodes with baton false; an unreadable
-// token is an error that the store reports as a corrupt record.
+// create (no token annotation nor other mark of baton's, see tokenOf)
+// decodes with baton false; an unreadable token is an error that the
+// store reports as a corrupt record.
 func decodeLease(l *coordinationv1.Lease) (object, error) {
 	o := object{name: l.Name, rv: l.ResourceVersion, uid: string(l.UID), deleting: l.DeletionTimestamp != nil, raw: l}
 	o.claimed = slices.Contains(l.Finalizers, FinalizerClaim)
 	o.app, o.hasApp = l.Labels[LabelApplication]
-	if s, ok := l.Annotations[AnnotationToken]; ok {
+	if s, ok := tokenOf(l); ok {
 		o.baton = true
 		var err error
 		if o.token, o.pending, err = parseToken(s, o.rv); err != nil {

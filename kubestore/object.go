@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -114,6 +115,31 @@ type kind interface {
 	// list needs the "list" verb, which only status views use.
 	list(ctx context.Context) ([]object, error)
 	watch(ctx context.Context, name, resourceVersion string) (watch.Interface, error)
+}
+
+// MadeByBaton reports whether the Lease or ConfigMap o is a lock object of
+// baton's: it carries AnnotationToken or, where an operator removed that
+// annotation by hand (kubectl annotate lease NAME baton.dev/token-),
+// LabelApplication, AnnotationNonce or FinalizerClaim. baton takes over no
+// other object of a lock's name (but see WithAdoption).
+func MadeByBaton(o metav1.Object) bool {
+	_, token := o.GetAnnotations()[AnnotationToken]
+	_, app := o.GetLabels()[LabelApplication]
+	_, nonce := o.GetAnnotations()[AnnotationNonce]
+	return token || app || nonce || slices.Contains(o.GetFinalizers(), FinalizerClaim)
+}
+
+// tokenOf returns the AnnotationToken value of o, and whether baton made
+// it (MadeByBaton). A lock object whose annotation was removed reads as
+// TokenFromResourceVersion: its token is its resourceVersion, at least
+// every token issued on it, and its holder's next renewal writes its own
+// back. (Taken for another tool's object, such a lock was refused to every
+// process, its holder included, and to baton release --force.)
+func tokenOf(o metav1.Object) (string, bool) {
+	if s, ok := o.GetAnnotations()[AnnotationToken]; ok {
+		return s, true
+	}
+	return TokenFromResourceVersion, MadeByBaton(o)
 }
 
 // parseToken decodes AnnotationToken of an object at resourceVersion rv.

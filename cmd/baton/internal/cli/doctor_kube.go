@@ -243,8 +243,8 @@ func nameCheck(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRes
 		return kubeFailure(label, err)
 	}
 	// A DistributedLock is baton's kind; a Lease or ConfigMap is baton's
-	// if it carries the token annotation.
-	if _, ok := meta.Annotations[kubestore.AnnotationToken]; !ok && gvr.Group != v1alpha1.Group {
+	// if it carries baton's marks.
+	if !kubestore.MadeByBaton(meta) && gvr.Group != v1alpha1.Group {
 		return check{label, resultFail, fmt.Sprintf("%s %s/%s exists but was not made by baton (another tool uses this name)", backend, ns, name),
 			"pick another lock name; baton never takes over another tool's object"}
 	}

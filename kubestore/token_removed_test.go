@@ -1,0 +1,114 @@
+package kubestore_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/kubestore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// tokenKind is a kind whose token is an annotation an operator can remove
+// (kubectl annotate lease NAME baton.dev/token-).
+type tokenKind struct {
+	name  string
+	open  func(t *testing.T, cfg *rest.Config, ns string) backend.Backend
+	patch func(ctx context.Context, cs kubernetes.Interface, ns, name string, body []byte) (map[string]string, error)
+}
+
+func tokenKinds() []tokenKind {
+	return []tokenKind{{
+		name: "Lease",
+		open: func(t *testing.T, cfg *rest.Config, ns string) backend.Backend { return newLease(t, cfg, ns) },
+		patch: func(ctx context.Context, cs kubernetes.Interface, ns, name string, body []byte) (map[string]string, error) {
+			l, err := cs.CoordinationV1().Leases(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return l.Annotations, nil
+		},
+	}, {
+		name: "ConfigMap",
+		open: func(t *testing.T, cfg *rest.Config, ns string) backend.Backend {
+			s, err := kubestore.NewConfigMapForConfig(cfg, ns, kubestore.WithRateLimit(200, 400))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		patch: func(ctx context.Context, cs kubernetes.Interface, ns, name string, body []byte) (map[string]string, error) {
+			cm, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return cm.Annotations, nil
+		},
+	}}
+}
+
+// An operator removes the token annotation from a held lock object of
+// baton's (kubectl annotate lease NAME baton.dev/token-). The object still
+// carries baton's label, nonce and claim finalizer: it is baton's lock, not
+// another tool's. Before, every store took it for another tool's object
+// (ErrForbidden, "use another lock name"): its holder lost the lock, naming
+// itself as the holder with token 0, and nobody could ever take or
+// force-release it again. Now the missing token reads as the object's
+// resourceVersion (at least every token issued on it), the holder's next
+// renewal writes its own token back, and tokens go on growing.
+func TestTokenAnnotationRemoved(t *testing.T) {
+	for _, k := range tokenKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			cfg := controlPlane(t)
+			ns := newNamespace(t)
+			ctx := t.Context()
+			a, b := k.open(t, cfg, ns), k.open(t, cfg, ns)
+			g, err := a.TryAcquire(ctx, "job", req("a", 15*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, err = a.Renew(ctx, g); err != nil { // writes the token as a number
+				t.Fatal(err)
+			}
+			if _, err := k.patch(ctx, adminClient(t), ns, "job", []byte(`{"metadata":{"annotations":{"`+kubestore.AnnotationToken+`":null}}}`)); err != nil {
+				t.Fatal(err)
+			}
+			var held *backend.HeldError
+			if _, err := b.TryAcquire(ctx, "job", req("b", 15*time.Second)); !errors.As(err, &held) || held.Holder != "a" {
+				t.Fatalf("b after the token annotation was removed: %v; want ErrHeld naming a", err)
+			}
+			if held.Token < g.Token {
+				t.Errorf("b was told token %d, below a's %d", held.Token, g.Token)
+			}
+			if g, err = a.Renew(ctx, g); err != nil {
+				t.Fatalf("a's renewal after the token annotation was removed: %v; want the lock kept", err)
+			}
+			ann, err := k.patch(ctx, adminClient(t), ns, "job", []byte(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ann[kubestore.AnnotationToken]; got != strconv.FormatUint(g.Token, 10) {
+				t.Errorf("token annotation after a's renewal: %q; want a's token %d written back", got, g.Token)
+			}
+			if err := a.Release(ctx, g); err != nil {
+				t.Fatal(err)
+			}
+			gb, err := b.TryAcquire(ctx, "job", req("b", 15*time.Second))
+			if err != nil {
+				t.Fatalf("b after a's release: %v", err)
+			}
+			if gb.Token <= g.Token {
+				t.Errorf("b's token %d is not above a's %d", gb.Token, g.Token)
+			}
+			if err := b.Release(ctx, gb); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
