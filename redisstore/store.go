@@ -319,7 +319,7 @@ func (s *Store) runAcquire(ctx context.Context, k *keys, req backend.Request, ow
 	defer done()
 	v, err := acquireScript.Run(ctx, sc, k.all, req.Holder, owner, millis(req.TTL), channel, waits, handoff).Slice()
 	if err != nil {
-		return acquireResult{}, s.wrap(key, lock, "acquire", err)
+		return acquireResult{}, s.explain(ctx, k, "acquire", s.wrap(key, lock, "acquire", err))
 	}
 	rep := reply{v: v}
 	if rep.int(0) == 1 && len(v) == 2 {
@@ -375,7 +375,7 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	if err := s.open("release", g.Key); err != nil {
 		return err
 	}
-	return s.owned1(ctx, releaseScript, "release", g)
+	return s.explain(ctx, s.keySet(g.Key), "release", s.owned1(ctx, releaseScript, "release", g))
 }
 
 // owned1 runs the renew or release script for g and interprets the reply.
@@ -492,7 +492,7 @@ func (s *Store) decodeRecord(key string, v []any) (backend.Record, error) {
 		return backend.Record{}, err
 	}
 	corrupt := func(k, format string, args ...any) error {
-		return fmt.Errorf("redisstore: lock %q (key %s): %w: "+format, append([]any{key, k, backend.ErrCorruptRecord}, args...)...)
+		return fmt.Errorf("redisstore: lock %q (key %s): %w: "+format+"%s", append([]any{key, k, backend.ErrCorruptRecord}, append(args, corruptFix(k))...)...)
 	}
 	rec := backend.Record{Key: key}
 	switch ft {
@@ -738,6 +738,9 @@ func (s *Store) watch(ctx context.Context, key, holder string) (<-chan struct{},
 // wrap names the lock and key in a store error and maps Redis errors to
 // baton's sentinels (classify).
 func (s *Store) wrap(name, key, op string, err error) error {
+	if k, msg, ok := scriptCorrupt(err); ok {
+		return corruptErr(op, name, k, msg)
+	}
 	return fmt.Errorf("redisstore: %s lock %q (key %s): %w", op, name, key, s.classify(err))
 }
 
@@ -769,7 +772,8 @@ func (s *Store) classifyErr(err error) error {
 	case strings.HasPrefix(msg, corruptCode):
 		return fmt.Errorf("%w: %s", backend.ErrCorruptRecord, strings.TrimSpace(strings.TrimPrefix(msg, corruptCode)))
 	case strings.Contains(msg, "WRONGTYPE"):
-		return fmt.Errorf("%w: %v", backend.ErrCorruptRecord, err)
+		return fmt.Errorf("%w: one of the lock's keys holds another type than baton writes (%v): another program uses baton's key names; "+
+			"baton status NAME, or redis-cli TYPE on each key (go doc redisstore, Key layout), names it", backend.ErrCorruptRecord, err)
 	case strings.HasPrefix(msg, "READONLY"):
 		return fmt.Errorf("%w: the server is a read-only replica: give the primary's address, or a %s:// URL that follows failovers (%v)",
 			backend.ErrMisconfigured, schemeSentinel, err)

@@ -40,7 +40,9 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 }
 
 // TestCorruptRecords: keys of another type or with bad fields are reported
-// as ErrCorruptRecord and left alone.
+// as ErrCorruptRecord and left alone, and the errors name the key at fault
+// and how to clear it (an acquisition's WRONGTYPE named the lock key, the
+// script's SHA and no fix, whichever key it was).
 func TestCorruptRecords(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	ctx := testCtx(t, 20*time.Second)
@@ -48,46 +50,48 @@ func TestCorruptRecords(t *testing.T) {
 	s := newStore(t, srv.Addr(), prefix)
 	raw := newClient(t, srv.Addr())
 
-	// acquire and get are what TryAcquire's and Get's errors must say.
+	// acquire and get are what TryAcquire's and Get's errors must say;
+	// bad is the key at fault.
 	cases := []struct {
-		name         string
+		name, bad    string
 		acquire, get string
 		setup        func(lock, fence string) error
 	}{
-		{"lock-hash", "WRONGTYPE", "it is a hash, not a lock value", func(lock, _ string) error { return raw.HSet(ctx, lock, "holder", "h").Err() }},
-		{"lock-garbage", "is not a lock value", `lock value "x" has fewer than five space-separated parts`, func(lock, _ string) error {
+		{"lock-hash", "lock", "it is a hash, not a", "it is a hash, not a lock value", func(lock, _ string) error { return raw.HSet(ctx, lock, "holder", "h").Err() }},
+		{"lock-garbage", "lock", "is not a lock value", `lock value "x" has fewer than five space-separated parts`, func(lock, _ string) error {
 			return raw.Set(ctx, lock, "x", time.Minute).Err()
 		}},
-		{"lock-no-holder", "does not name a holder", "does not hold a nonce of the stated length and a holder", func(lock, fence string) error {
+		{"lock-no-holder", "lock", "does not name a holder", "does not hold a nonce of the stated length and a holder", func(lock, fence string) error {
 			if err := raw.HSet(ctx, fence, "token", 1, "transitions", 0, "holder", "h").Err(); err != nil {
 				return err
 			}
 			return raw.Set(ctx, lock, "1 60000 1764500000000 5 nonce", time.Minute).Err()
 		}},
-		{"lock-no-expiry", "has no expiry", "it has no expiry", func(lock, fence string) error {
+		{"lock-no-expiry", "lock", "has no expiry", "it has no expiry", func(lock, fence string) error {
 			if err := raw.HSet(ctx, fence, "token", 1, "transitions", 0, "holder", "h").Err(); err != nil {
 				return err
 			}
 			return raw.Set(ctx, lock, "1 60000 1764500000000 1 nh", 0).Err()
 		}},
-		{"fence-list", "WRONGTYPE", "it is a list, not a hash", func(_, fence string) error { return raw.LPush(ctx, fence, "x").Err() }},
-		{"fence-token-text", "not a number", `token "seven" or transitions "" is not a number`, func(_, fence string) error {
+		{"fence-list", "fence", "it is a list, not a hash", "it is a list, not a hash", func(_, fence string) error { return raw.LPush(ctx, fence, "x").Err() }},
+		{"fence-token-text", "fence", "not a number", `token "seven" or transitions "" is not a number`, func(_, fence string) error {
 			return raw.HSet(ctx, fence, "token", "seven").Err()
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			lock, fence, _ := s.Keys(c.name)
+			bad := prefix + "{" + c.name + "}:" + c.bad
 			if err := c.setup(lock, fence); err != nil {
 				t.Fatal(err)
 			}
 			before, _ := raw.Dump(ctx, fence).Result()
 			_, err := s.TryAcquire(ctx, c.name, request("a", time.Minute))
-			if !errors.Is(err, backend.ErrCorruptRecord) || !strings.Contains(err.Error(), c.acquire) {
-				t.Errorf("TryAcquire: %v, want ErrCorruptRecord saying %q", err, c.acquire)
+			if !errors.Is(err, backend.ErrCorruptRecord) || !strings.Contains(err.Error(), c.acquire) || !namesFix(err, bad) {
+				t.Errorf("TryAcquire: %v, want ErrCorruptRecord saying %q, naming %s and its fix", err, c.acquire, bad)
 			}
-			if _, err := s.Get(ctx, c.name); !errors.Is(err, backend.ErrCorruptRecord) || !strings.Contains(err.Error(), c.get) {
-				t.Errorf("Get: %v, want ErrCorruptRecord saying %q", err, c.get)
+			if _, err := s.Get(ctx, c.name); !errors.Is(err, backend.ErrCorruptRecord) || !strings.Contains(err.Error(), c.get) || !namesFix(err, bad) {
+				t.Errorf("Get: %v, want ErrCorruptRecord saying %q, naming %s and its fix", err, c.get, bad)
 			}
 			if after, _ := raw.Dump(ctx, fence).Result(); after != before {
 				t.Errorf("the fence key changed")
@@ -113,6 +117,34 @@ func TestCorruptRecords(t *testing.T) {
 	}
 	if len(recs) != 1 || recs[0].Key != "fine" || recs[0].Token != g.Token {
 		t.Errorf("List returned %+v, want the one good record", recs)
+	}
+}
+
+// namesFix reports whether err names key as the one at fault and the
+// command that clears it.
+func namesFix(err error, key string) bool {
+	return err != nil && strings.Contains(err.Error(), "(key "+key+")") && strings.Contains(err.Error(), "DEL "+key)
+}
+
+// TestCorruptRelease: a release that meets a key of another type (here
+// the queue of waiters) names that key and its fix, not the lock key and
+// the script's SHA.
+func TestCorruptRelease(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := testCtx(t, 20*time.Second)
+	prefix := uniquePrefix()
+	s := newStore(t, srv.Addr(), prefix)
+	raw := newClient(t, srv.Addr())
+	g, err := s.TryAcquire(ctx, "rel", request("a", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := prefix + "{rel}:queue"
+	if err := raw.Set(ctx, queue, "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, g); !errors.Is(err, backend.ErrCorruptRecord) || !strings.Contains(err.Error(), "it is a string, not a list") || !namesFix(err, queue) {
+		t.Errorf("Release: %v, want ErrCorruptRecord naming %s and its fix", err, queue)
 	}
 }
 
