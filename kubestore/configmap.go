@@ -202,9 +202,7 @@ func decodeConfigMap(cm *corev1.ConfigMap) (object, error) {
 	// Times are for people only; an unreadable one is shown as unset.
 	o.acquire, _ = time.Parse(time.RFC3339Nano, a[AnnotationAcquireTime])
 	o.renew, _ = time.Parse(time.RFC3339Nano, a[AnnotationRenewTime])
-	if o.holder != "" && o.durationSec <= 0 {
-		return o, errCorrupt(fmt.Errorf("held by %q without annotation %s", o.holder, AnnotationDuration))
-	}
+	// A claim without a duration (removed by hand) is judged by remaining.
 	return o, nil
 }
 

@@ -220,7 +220,11 @@
 //     then on, shorter or not); a process that first looks after the edit
 //     cannot know the longer duration, so do not edit
 //     leaseDurationSeconds of a held lock to free it: use baton release
-//     --force.
+//     --force. A claim whose duration was removed (the field deleted) is
+//     judged with the duration a process saw before; one that never saw
+//     it counts the claim as held until the object changes, which the
+//     holder's next renewal does by writing its duration back, or a
+//     forced release frees it (TestLeaseDurationRemoved).
 //
 // # Object format
 //

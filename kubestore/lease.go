@@ -203,11 +203,7 @@ func decodeLease(l *coordinationv1.Lease) (object, error) {
 		// did not come through it as written.
 		return o, errCorrupt(fmt.Errorf("negative spec.leaseDurationSeconds (%d) or spec.leaseTransitions (%d)", o.durationSec, o.transitions))
 	}
-	if o.baton && o.holder != "" && o.durationSec <= 0 {
-		// Without a duration the claim could only be judged expired at
-		// once; refuse to decide instead.
-		return o, errCorrupt(fmt.Errorf("held by %q without spec.leaseDurationSeconds", o.holder))
-	}
+	// A claim without a duration (removed by hand) is judged by remaining.
 	return o, nil
 }
 

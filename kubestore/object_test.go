@@ -65,14 +65,26 @@ func TestLeaseRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDecodeHeldWithoutDuration: a held Lease whose duration was removed
+// by hand decodes as held, so that its holder can renew it (writing the
+// duration back) and a forced release can free it; remaining never judges
+// it expired (TestLeaseDurationRemoved).
 func TestDecodeHeldWithoutDuration(t *testing.T) {
 	h := "pod-a"
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{AnnotationToken: "3"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "x", ResourceVersion: "7", Annotations: map[string]string{AnnotationToken: "3"}},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &h},
 	}
-	if _, err := decodeLease(l); !errors.Is(err, backend.ErrCorruptRecord) {
-		t.Errorf("decodeLease of a held Lease without leaseDurationSeconds: %v; want ErrCorruptRecord", err)
+	o, err := decodeLease(l)
+	if err != nil || o.holder != h || o.durationSec != 0 {
+		t.Fatalf("decodeLease of a held Lease without leaseDurationSeconds: %+v, %v; want it held by %s, duration 0", o, err, h)
+	}
+	s, err := newStore("ns", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rem := s.remaining(o); rem <= 0 {
+		t.Errorf("remaining of a claim without a duration: %v; want it held", rem)
 	}
 }
 

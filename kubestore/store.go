@@ -102,6 +102,10 @@ func (s *store) Application() string { return s.o.app }
 
 func (s *store) now() time.Time { return s.o.clock.Now() }
 
+// unknownDurationRetry is the remaining time of a claim without a lease
+// duration (see remaining): how soon a contender looks at it again.
+const unknownDurationRetry = time.Second
+
 // remaining is how long o's claim still lasts as judged from this process:
 // the object's lease duration, counted from the moment this process first
 // saw the object at its current resourceVersion (or sent the write that
@@ -116,6 +120,11 @@ func (s *store) now() time.Time { return s.o.clock.Now() }
 // edit), which the holder, still counting its validity with its own TTL,
 // learns of at its next renewal at the earliest; from that renewal on the
 // duration the holder writes counts again.
+//
+// A claim whose duration was removed by hand (kubectl edit), and which
+// this process never saw with one, cannot be judged expired: it lasts
+// until the object changes (the holder's next renewal writes its duration
+// back) or a forced release frees it; retried every unknownDurationRetry.
 func (s *store) remaining(o object) time.Duration {
 	now := s.now()
 	s.mu.Lock()
@@ -130,6 +139,9 @@ func (s *store) remaining(o object) time.Duration {
 		s.sweepLocked(now)
 	}
 	s.mu.Unlock()
+	if o.holder != "" && max(obs.ttl, o.ttl()) <= 0 {
+		return unknownDurationRetry
+	}
 	if o.holder == "" {
 		return 0
 	}
@@ -353,6 +365,10 @@ func (s *store) take(ctx context.Context, cur object, req backend.Request, dur i
 			being := ""
 			if cur.deleting {
 				being = "; the object is being deleted, which finishes when this claim ends"
+			}
+			if cur.durationSec <= 0 {
+				being += "; its lease duration was removed by hand, so it counts as held until its holder's next renewal writes it back " +
+					"(a holder that is gone never does: baton release " + key + " --force frees it)"
 			}
 			return backend.Grant{}, fmt.Errorf("kube: %s %s/%s%s: %w", op, s.ns, key, being, &backend.HeldError{
 				Key: key, Holder: cur.holder, Token: cur.token, RetryAfter: rem,

@@ -112,3 +112,58 @@ func TestTokenAnnotationRemoved(t *testing.T) {
 		})
 	}
 }
+
+// An operator removes the lease duration from a held lock object
+// (kubectl edit: spec.leaseDurationSeconds of a Lease, the duration
+// annotation of a ConfigMap). Before, every store reported the object as a
+// corrupt record: the holder lost the lock at its renew deadline, waiters
+// failed, and baton release --force refused it too, so the lock stayed
+// stuck with no fix named. Now a process that never saw the claim's
+// duration counts it as held (it cannot judge it expired), the holder's
+// next renewal writes its duration back, and a forced release frees it.
+func TestLeaseDurationRemoved(t *testing.T) {
+	for _, k := range tokenKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			cfg := controlPlane(t)
+			ns := newNamespace(t)
+			ctx := t.Context()
+			a, b := k.open(t, cfg, ns), k.open(t, cfg, ns)
+			removeDuration := func() {
+				t.Helper()
+				body := `{"spec":{"leaseDurationSeconds":null}}`
+				if k.name == "ConfigMap" {
+					body = `{"metadata":{"annotations":{"` + kubestore.AnnotationDuration + `":null}}}`
+				}
+				if _, err := k.patch(ctx, adminClient(t), ns, "job", []byte(body)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g, err := a.TryAcquire(ctx, "job", req("a", 15*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			removeDuration()
+			var held *backend.HeldError
+			if _, err := b.TryAcquire(ctx, "job", req("b", 15*time.Second)); !errors.As(err, &held) || held.Holder != "a" {
+				t.Fatalf("b after the duration was removed: %v; want ErrHeld naming a", err)
+			}
+			if g, err = a.Renew(ctx, g); err != nil {
+				t.Fatalf("a's renewal after the duration was removed: %v; want the lock kept", err)
+			}
+			if rec, err := b.Get(ctx, "job"); err != nil || rec.TTL != 15*time.Second {
+				t.Errorf("Get after a's renewal: %+v, %v; want the duration written back", rec, err)
+			}
+			removeDuration()
+			if err := k.open(t, cfg, ns).(backend.ForceReleaser).ForceRelease(ctx, "job"); err != nil {
+				t.Fatalf("ForceRelease of a claim without a duration: %v", err)
+			}
+			gb, err := b.TryAcquire(ctx, "job", req("b", 15*time.Second))
+			if err != nil {
+				t.Fatalf("b after the forced release: %v", err)
+			}
+			if gb.Token <= g.Token {
+				t.Errorf("b's token %d is not above a's %d", gb.Token, g.Token)
+			}
+		})
+	}
+}
