@@ -567,7 +567,10 @@ func (s *store) change(ctx context.Context, op string, g backend.Grant, f func(*
 			return object{}, lost("the lock object was deleted and created again (uid %s, granted on uid %s)", cur.uid, uid)
 		case cur.holder == "":
 			return object{}, lost("the lock was released")
-		case cur.holder != g.Holder || cur.nonce != g.Nonce || !cur.baton:
+		case cur.holder == g.Holder && cur.nonce != g.Nonce:
+			return object{}, lost("it is held by %q (token %d) under nonce %q, not this claim's: another process with the same identity took it, "+
+				"or annotation %s was edited (by hand?)", cur.holder, cur.token, cur.nonce, AnnotationNonce)
+		case cur.holder != g.Holder || !cur.baton:
 			return object{}, lost("it is held by %q (token %d)", cur.holder, cur.token)
 		case s.remaining(cur) <= 0:
 			return object{}, lost("the claim expired (not renewed for %v as seen from this process)", cur.ttl())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,6 +164,32 @@ func TestLeaseDurationRemoved(t *testing.T) {
 			}
 			if gb.Token <= g.Token {
 				t.Errorf("b's token %d is not above a's %d", gb.Token, g.Token)
+			}
+		})
+	}
+}
+
+// An operator edits the nonce annotation of a held lock object. The holder
+// loses the lock (only its nonce proves the claim is its own), and its
+// error says why: before, it said the lock was held by the holder's own
+// identity, which read as nonsense.
+func TestNonceEdited(t *testing.T) {
+	for _, k := range tokenKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			cfg := controlPlane(t)
+			ns := newNamespace(t)
+			ctx := t.Context()
+			a := k.open(t, cfg, ns)
+			g, err := a.TryAcquire(ctx, "job", req("a", 15*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := k.patch(ctx, adminClient(t), ns, "job", []byte(`{"metadata":{"annotations":{"`+kubestore.AnnotationNonce+`":"edited"}}}`)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = a.Renew(ctx, g)
+			if !errors.Is(err, backend.ErrLost) || !strings.Contains(err.Error(), kubestore.AnnotationNonce) || !strings.Contains(err.Error(), "same identity") {
+				t.Errorf("a's renewal after its nonce was edited: %v; want ErrLost naming the nonce annotation and a second process of the same identity", err)
 			}
 		})
 	}
