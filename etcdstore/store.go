@@ -1060,7 +1060,9 @@ func (s *Store) record(ctx context.Context, name string, claimKV, lastKV *mvccpb
 // LeaseTimeToLive per distinct foreign lease, for Remaining): every lock
 // with a claim or a /last record, sorted by name. Fair-mode queue entries
 // are not records; keys under the prefix that baton did not write are
-// skipped.
+// skipped. Records that do not decode are left out and reported in the
+// error (an errors.Join of backend.ErrCorruptRecord errors, each naming its
+// key); the others are still returned.
 func (s *Store) List(ctx context.Context) ([]backend.Record, error) {
 	if err := s.checkOpen(ctx); err != nil {
 		return nil, fmt.Errorf("etcdstore: list: %w", err)
@@ -1096,18 +1098,24 @@ func (s *Store) List(ctx context.Context) ([]backend.Record, error) {
 	}
 	ttls := map[int64]time.Duration{}
 	recs := make([]backend.Record, 0, len(byName))
+	var corrupt []error
 	for name, p := range byName {
 		if p.claim == nil {
 			p.claim = p.guard // a claim deleted by hand is held until its guard goes
 		}
 		r, err := s.record(ctx, name, p.claim, p.last, ttls)
-		if err != nil {
+		switch {
+		case errors.Is(err, backend.ErrCorruptRecord):
+			corrupt = append(corrupt, err)
+		case err != nil:
 			return nil, err
+		default:
+			recs = append(recs, r)
 		}
-		recs = append(recs, r)
 	}
 	slices.SortFunc(recs, func(a, b backend.Record) int { return strings.Compare(a.Key, b.Key) })
-	return recs, nil
+	slices.SortFunc(corrupt, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return recs, errors.Join(corrupt...)
 }
 
 // check validates name and reports an ended context or a closed Store.
