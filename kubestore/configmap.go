@@ -2,6 +2,7 @@ package kubestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -134,14 +135,16 @@ func (k *configMapKind) list(ctx context.Context) ([]object, error) {
 		return nil, wrongServer(err, k.resource(), true)
 	}
 	out := make([]object, 0, len(cms.Items))
+	var bad []error
 	for i := range cms.Items {
 		o, err := decodeConfigMap(&cms.Items[i])
 		if err != nil {
-			return nil, err
+			bad = append(bad, fmt.Errorf("%s %s/%s: %w", k.resource(), cms.Items[i].Namespace, cms.Items[i].Name, err))
+			continue
 		}
 		out = append(out, o)
 	}
-	return out, nil
+	return out, errors.Join(bad...)
 }
 
 func (k *configMapKind) watch(ctx context.Context, name, rv string) (watch.Interface, error) {

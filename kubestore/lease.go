@@ -2,6 +2,7 @@ package kubestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -130,14 +131,16 @@ func (k *leaseKind) list(ctx context.Context) ([]object, error) {
 		return nil, wrongServer(err, k.resource(), true)
 	}
 	out := make([]object, 0, len(ls.Items))
+	var bad []error
 	for i := range ls.Items {
 		o, err := decodeLease(&ls.Items[i])
 		if err != nil {
-			return nil, err
+			bad = append(bad, fmt.Errorf("%s %s/%s: %w", k.resource(), ls.Items[i].Namespace, ls.Items[i].Name, err))
+			continue
 		}
 		out = append(out, o)
 	}
-	return out, nil
+	return out, errors.Join(bad...)
 }
 
 func (k *leaseKind) watch(ctx context.Context, name, rv string) (watch.Interface, error) {

@@ -112,7 +112,9 @@ type kind interface {
 	// deletePreconditions): it fails with a Conflict if the object changed
 	// since o was read, or was deleted and created again.
 	deleteVersion(ctx context.Context, o object) error
-	// list needs the "list" verb, which only status views use.
+	// list needs the "list" verb, which only status views use. Objects
+	// that do not decode are left out and reported in the error (an
+	// errors.Join naming each); the others are still returned.
 	list(ctx context.Context) ([]object, error)
 	watch(ctx context.Context, name, resourceVersion string) (watch.Interface, error)
 }

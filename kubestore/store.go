@@ -630,13 +630,15 @@ func (s *store) Get(ctx context.Context, key string) (backend.Record, error) {
 // List returns the records of every lock object in the namespace (objects
 // with the baton.dev/app label, of any application). It needs the "list"
 // verb, which the Role for running replicas does not: only status views
-// use it.
+// use it. Objects whose record does not decode are left out and reported
+// in the error (backend.ErrCorruptRecord, naming each); the others are
+// still returned.
 func (s *store) List(ctx context.Context) ([]backend.Record, error) {
 	if err := s.ctxErr(ctx, "list", "*"); err != nil {
 		return nil, err
 	}
 	objs, err := s.k.list(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, backend.ErrCorruptRecord) {
 		return nil, s.fail(ctx, "list", "list", "", err)
 	}
 	out := make([]backend.Record, 0, len(objs))
@@ -644,6 +646,9 @@ func (s *store) List(ctx context.Context) ([]backend.Record, error) {
 		if o.baton {
 			out = append(out, s.record(o))
 		}
+	}
+	if err != nil {
+		return out, fmt.Errorf("kube: list %s in namespace %s: %w", s.k.resource(), s.ns, err)
 	}
 	return out, nil
 }
