@@ -213,7 +213,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, key string, req backend.Reques
 	for i, a := range res {
 		switch {
 		case a.err != nil:
-			errs = append(errs, fmt.Errorf("server %d: %w", i, a.err))
+			errs = append(errs, fmt.Errorf("%s: %w", r.server(i), a.err))
 			if errors.Is(a.err, backend.ErrCorruptRecord) || errors.Is(a.err, backend.ErrForbidden) {
 				definiteErrs = append(definiteErrs, a.err)
 			}
@@ -381,7 +381,7 @@ func (r *Redlock) ForceRelease(ctx context.Context, key string) error {
 		case errors.Is(err, backend.ErrNotFound):
 			free++
 		default:
-			failed = append(failed, fmt.Errorf("server %d: %w", i, err))
+			failed = append(failed, fmt.Errorf("%s: %w", r.server(i), err))
 		}
 	}
 	switch {
@@ -418,9 +418,9 @@ func (r *Redlock) tally(op, key string, errs []error) error {
 			ok++
 		case errors.Is(err, backend.ErrLost):
 			lost++
-			all = append(all, fmt.Errorf("server %d: %w", i, err))
+			all = append(all, fmt.Errorf("%s: %w", r.server(i), err))
 		default:
-			all = append(all, fmt.Errorf("server %d: %w", i, err))
+			all = append(all, fmt.Errorf("%s: %w", r.server(i), err))
 		}
 	}
 	switch {
@@ -481,7 +481,7 @@ func (r *Redlock) combine(key string, res []readResult) (backend.Record, error) 
 		case errors.Is(x.err, backend.ErrNotFound):
 			answered++
 		default:
-			errs = append(errs, fmt.Errorf("server %d: %w", i, x.err))
+			errs = append(errs, fmt.Errorf("%s: %w", r.server(i), x.err))
 		}
 	}
 	if answered < r.quorum {
@@ -560,7 +560,7 @@ func (r *Redlock) List(ctx context.Context) ([]backend.Record, error) {
 			err = noAnswer(ctx)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("server %d: %w", i, err))
+			errs = append(errs, fmt.Errorf("%s: %w", r.server(i), err))
 			continue
 		}
 		answered++
@@ -647,7 +647,7 @@ func (r *Redlock) Watch(ctx context.Context, key string) (<-chan struct{}, error
 		_, _, channel := s.Keys(key)
 		c, err := s.hub.add(ctx, channel, channel, w) // no handoffs: see NewRedlock
 		if err != nil {
-			errs = append(errs, fmt.Errorf("server %d: %w", i, err))
+			errs = append(errs, fmt.Errorf("%s: %w", r.server(i), err))
 			continue
 		}
 		subscribed = append(subscribed, s)
@@ -685,4 +685,13 @@ func (s *Store) raise(ctx context.Context, key string, req backend.Request, toke
 		return fmt.Errorf("redisstore: raise token of lock %q (key %s): %w", key, lock, backend.ErrLost)
 	}
 	return nil
+}
+
+// server names the i-th server in messages, with its address where the
+// client has one, so that an operator knows where to look (or run DEL).
+func (r *Redlock) server(i int) string {
+	if c, ok := r.stores[i].client.(*redis.Client); ok {
+		return fmt.Sprintf("server %d (%s)", i, c.Options().Addr)
+	}
+	return fmt.Sprintf("server %d", i)
 }

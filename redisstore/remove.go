@@ -115,9 +115,9 @@ func (r *Redlock) Remove(ctx context.Context, key string) error {
 		case errors.As(err, &h):
 			held = append(held, h)
 		case errors.Is(err, backend.ErrCorruptRecord), errors.Is(err, backend.ErrForbidden):
-			definite = append(definite, fmt.Errorf("server %d: %w", i, err))
+			definite = append(definite, fmt.Errorf("%s: %w", r.server(i), err))
 		default:
-			others = append(others, fmt.Errorf("server %d: %w", i, err))
+			others = append(others, fmt.Errorf("%s: %w", r.server(i), err))
 		}
 	}
 	switch {
