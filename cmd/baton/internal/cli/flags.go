@@ -229,7 +229,7 @@ func (f *storeFlags) checkForeignFlags() error {
 		if err != nil || readers == nil || slices.Contains(readers, f.backend) {
 			return
 		}
-		if slices.Contains(readers, "lease") && f.fs.Changed("leader-label") {
+		if fl.Name != "app" && slices.Contains(readers, "lease") && f.fs.Changed("leader-label") {
 			return // run's --leader-label reaches the API server whatever the backend
 		}
 		choice := readers[0]

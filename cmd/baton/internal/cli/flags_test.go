@@ -74,6 +74,10 @@ func TestUsageErrors(t *testing.T) {
 		// the backend: a usage error then comes from elsewhere.)
 		{[]string{"run", "--name", "x", "--backend", "redis", "--redis-url", "redis://a:1", "--leader-label", "role=leader", "-n", "jobs", "--retry-period", "1h", "--", "true"},
 			`retry period 1h0m0s must be shorter than renew deadline`},
+		// --app is no Kubernetes connection flag: the file backend ignores
+		// it even with --leader-label.
+		{[]string{"run", "--name", "x", "--leader-label", "role=leader", "--app", "reports", "--", "true"},
+			`--app is read only by the lease, configmap, crd, etcd, redis and redlock backends, and no --backend was given`},
 		{[]string{"run", "--name", "x", "--backend", "redis", "--redis-url", "redis://a:1", "--fair=false", "--", "true"},
 			`--fair is read only by the etcd backend, and --backend is redis: drop --fair, or use --backend etcd`},
 		// A relative --dir names another directory in each working
