@@ -49,9 +49,8 @@ type Lease struct {
 	grant      backend.Grant
 	lastSend   time.Time
 	validUntil time.Time
-	lost       error     // why the lease ended before Unlock; nil while held
-	lastErr    error     // last renew failure
-	renewing   time.Time // send time of the renew in flight; zero if none
+	lost       error // why the lease ended before Unlock; nil while held
+	lastErr    error // last renew failure
 
 	stop       chan struct{}
 	stopOnce   sync.Once
@@ -150,7 +149,7 @@ func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 func (l *Lease) Err() error {
 	if l.ctx.Err() == nil {
 		l.mu.Lock()
-		stepDown, lastErr, renewing := l.lastSend.Add(l.m.cfg.renewDeadline), l.lastErr, l.renewing
+		stepDown, lastErr := l.lastSend.Add(l.m.cfg.renewDeadline), l.lastErr
 		l.mu.Unlock()
 		if l.m.cfg.clock.Now().Before(stepDown) {
 			return nil
@@ -158,7 +157,7 @@ func (l *Lease) Err() error {
 		// The observer and the log hear of it in their own goroutine:
 		// Err's caller may hold a lock that an observer takes (as
 		// gocronlock's Term does).
-		if err := l.stepDownError(lastErr, renewing); l.end(err) {
+		if err := l.stepDownError(lastErr); l.end(err) {
 			go l.reportLoss(err)
 		}
 	}
@@ -166,18 +165,11 @@ func (l *Lease) Err() error {
 }
 
 // stepDownError is the cause of a lease that reached its renew deadline;
-// lastErr is the last renew failure, if any, and renewing the send time of
-// the renew still in flight, if any: a store that never answers (or a
-// client that holds the request back, as a rate limiter does) leaves no
-// error to quote, so the message says how long it has been waiting.
-func (l *Lease) stepDownError(lastErr error, renewing time.Time) error {
+// lastErr is the last renew failure, if any.
+func (l *Lease) stepDownError(lastErr error) error {
 	err := fmt.Errorf("%w: %w %v: no renew succeeded", ErrLost, ErrStepDown, l.m.cfg.renewDeadline)
 	if lastErr != nil {
 		err = fmt.Errorf("%w (last error: %w)", err, lastErr)
-	}
-	if !renewing.IsZero() {
-		err = fmt.Errorf("%w (a renew sent %v ago has had no answer: the store is slow or unreachable, or the client holds requests back)",
-			err, l.m.cfg.clock.Since(renewing).Round(time.Millisecond))
 	}
 	return err
 }
@@ -290,11 +282,11 @@ func (l *Lease) keep() {
 	l.mu.Unlock()
 	for {
 		l.mu.Lock()
-		g, stepDown, lastErr, renewing := l.grant, l.lastSend.Add(cfg.renewDeadline), l.lastErr, l.renewing
+		g, stepDown, lastErr := l.grant, l.lastSend.Add(cfg.renewDeadline), l.lastErr
 		l.mu.Unlock()
 		now := clk.Now()
 		if !now.Before(stepDown) {
-			l.lose(l.stepDownError(lastErr, renewing))
+			l.lose(l.stepDownError(lastErr))
 			return
 		}
 		if inflight == nil && !now.Before(nextRenew) {
@@ -313,9 +305,6 @@ func (l *Lease) keep() {
 			t.Stop()
 			inflight = nil
 			cancelRenew()
-			l.mu.Lock()
-			l.renewing = time.Time{}
-			l.mu.Unlock()
 			switch {
 			case r.err == nil:
 				l.mu.Lock()
@@ -354,9 +343,6 @@ func (l *Lease) startRenew(g backend.Grant) (<-chan renewResult, context.CancelF
 	ctx, cancel := context.WithCancel(context.WithoutCancel(l.ctx))
 	ch := make(chan renewResult, 1)
 	sent := l.m.cfg.clock.Now()
-	l.mu.Lock()
-	l.renewing = sent
-	l.mu.Unlock()
 	go func() {
 		ng, err := l.m.b.Renew(ctx, g)
 		ch <- renewResult{ng, err, sent}
