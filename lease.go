@@ -29,8 +29,10 @@ import (
 //	ValidUntil = S + TTL - margin
 //
 // where the margin (default max(2% of TTL, 50ms)) covers clock-rate drift.
-// A renew that fails is retried every RetryPeriod; if none succeeds by
-// S + RenewDeadline, the holder steps down. An acquire answered at or after
+// A renew that fails is retried every RetryPeriod; one that has had no
+// answer for a RetryPeriod is reported as failed (EventRenewFailed, a
+// warning in the log) and waited for. If none succeeds by S +
+// RenewDeadline, the holder steps down. An acquire answered at or after
 // S + RenewDeadline (a request that waited out an outage in the client or
 // the network) yields no Lease: the engine releases the claim at once and
 // Lock tries again, so no Lease is handed out with its renew deadline
@@ -261,20 +263,25 @@ type renewResult struct {
 	sent time.Time
 }
 
+// pendingRenew is the renew call in flight.
+type pendingRenew struct {
+	ch     <-chan renewResult
+	cancel context.CancelFunc
+	sent   time.Time
+	late   bool // reported as failed for want of an answer
+}
+
 // keep renews the lease every renew interval and ends it at the renew
 // deadline. It is the only goroutine a Lease starts; it exits on stop or
 // loss, after any renew call it started has returned.
 func (l *Lease) keep() {
 	defer close(l.keeperDone)
 	cfg, clk := l.m.cfg, l.m.cfg.clock
-	var (
-		inflight    <-chan renewResult
-		cancelRenew context.CancelFunc = func() {}
-	)
+	var p *pendingRenew
 	defer func() {
-		cancelRenew()
-		if inflight != nil {
-			<-inflight
+		if p != nil {
+			p.cancel()
+			<-p.ch
 		}
 	}()
 	l.mu.Lock()
@@ -289,57 +296,104 @@ func (l *Lease) keep() {
 			l.lose(l.stepDownError(lastErr))
 			return
 		}
-		if inflight == nil && !now.Before(nextRenew) {
-			inflight, cancelRenew = l.startRenew(g)
+		if p == nil && !now.Before(nextRenew) {
+			p = l.startRenew(g)
 		}
 		wake := stepDown
-		if inflight == nil && nextRenew.Before(wake) {
-			wake = nextRenew
+		var answer <-chan renewResult
+		if p == nil {
+			wake = earliest(wake, nextRenew)
+		} else {
+			answer = p.ch
+			l.checkUnanswered(p, g, now)
+			if !p.late {
+				wake = earliest(wake, p.sent.Add(cfg.retryPeriod))
+			}
 		}
 		t := clk.NewTimer(wake.Sub(now))
 		select {
 		case <-l.stop:
 			t.Stop()
 			return
-		case r := <-inflight:
+		case r := <-answer:
 			t.Stop()
-			inflight = nil
-			cancelRenew()
-			switch {
-			case r.err == nil:
-				l.mu.Lock()
-				l.grant.Version = r.g.Version
-				l.lastSend = r.sent
-				l.validUntil = r.sent.Add(cfg.ttl - cfg.margin)
-				l.lastErr = nil
-				l.mu.Unlock()
-				nextRenew = r.sent.Add(cfg.renewInterval)
-				l.m.observe(Event{Kind: EventRenewed, Name: l.m.name, Holder: g.Holder, Token: g.Token, Duration: clk.Since(r.sent)})
-			case errors.Is(r.err, ErrLost):
-				l.lose(fmt.Errorf("renew: %w", r.err))
+			p.cancel()
+			late := p.late
+			p = nil
+			var ended bool
+			if nextRenew, ended = l.renewAnswered(g, r, late); ended {
 				return
-			case errors.Is(r.err, ErrClosed):
-				// A closed store renews nothing any more: waiting for
-				// the renew deadline would only keep work running on a
-				// claim that cannot last.
-				l.lose(fmt.Errorf("renew: %w: %w", ErrLost, r.err))
-				return
-			default:
-				l.mu.Lock()
-				l.lastErr = r.err
-				l.mu.Unlock()
-				nextRenew = clk.Now().Add(cfg.retryPeriod)
-				l.m.observe(Event{Kind: EventRenewFailed, Name: l.m.name, Holder: g.Holder, Token: g.Token, Err: r.err})
-				cfg.logger.Warn("baton: renew failed; retrying", "lock", l.m.name, "token", g.Token, "err", r.err, "retry_in", cfg.retryPeriod)
 			}
 		case <-t.C():
 		}
 	}
 }
 
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// checkUnanswered reports the renew in flight as failed once it has had no
+// answer for a retry period: a silent store (stopped, or its packets
+// dropped) gives no error until the renew deadline cuts the call short, and
+// metrics and the log would show nothing before the step-down. The call
+// goes on; it is reported once.
+func (l *Lease) checkUnanswered(p *pendingRenew, g backend.Grant, now time.Time) {
+	cfg := l.m.cfg
+	if p.late || now.Before(p.sent.Add(cfg.retryPeriod)) {
+		return
+	}
+	p.late = true
+	err := fmt.Errorf("%w: a renew had no answer after %v (the retry period)", ErrUnavailable, cfg.retryPeriod)
+	l.mu.Lock()
+	l.lastErr = err
+	stepDown := l.lastSend.Add(cfg.renewDeadline)
+	l.mu.Unlock()
+	l.m.observe(Event{Kind: EventRenewFailed, Name: l.m.name, Holder: g.Holder, Token: g.Token, Err: err})
+	cfg.logger.Warn("baton: renew has no answer; waiting for it until the renew deadline", "lock", l.m.name, "token", g.Token, "err", err, "step_down_in", stepDown.Sub(now))
+}
+
+// renewAnswered applies a renew's answer and returns when to renew next,
+// or ended if the lease is lost. late says the renew was already reported
+// as failed for want of an answer: its error is logged, not counted again.
+func (l *Lease) renewAnswered(g backend.Grant, r renewResult, late bool) (next time.Time, ended bool) {
+	cfg, clk := l.m.cfg, l.m.cfg.clock
+	switch {
+	case r.err == nil:
+		l.mu.Lock()
+		l.grant.Version = r.g.Version
+		l.lastSend = r.sent
+		l.validUntil = r.sent.Add(cfg.ttl - cfg.margin)
+		l.lastErr = nil
+		l.mu.Unlock()
+		l.m.observe(Event{Kind: EventRenewed, Name: l.m.name, Holder: g.Holder, Token: g.Token, Duration: clk.Since(r.sent)})
+		return r.sent.Add(cfg.renewInterval), false
+	case errors.Is(r.err, ErrLost):
+		l.lose(fmt.Errorf("renew: %w", r.err))
+		return time.Time{}, true
+	case errors.Is(r.err, ErrClosed):
+		// A closed store renews nothing any more: waiting for the renew
+		// deadline would only keep work running on a claim that cannot
+		// last.
+		l.lose(fmt.Errorf("renew: %w: %w", ErrLost, r.err))
+		return time.Time{}, true
+	}
+	l.mu.Lock()
+	l.lastErr = r.err
+	l.mu.Unlock()
+	if !late {
+		l.m.observe(Event{Kind: EventRenewFailed, Name: l.m.name, Holder: g.Holder, Token: g.Token, Err: r.err})
+	}
+	cfg.logger.Warn("baton: renew failed; retrying", "lock", l.m.name, "token", g.Token, "err", r.err, "retry_in", cfg.retryPeriod)
+	return clk.Now().Add(cfg.retryPeriod), false
+}
+
 // startRenew sends one renew in its own goroutine, so that the keeper stays
-// on time while the store is slow. The call is cancelled by cancel.
-func (l *Lease) startRenew(g backend.Grant) (<-chan renewResult, context.CancelFunc) {
+// on time while the store is slow. The call is cancelled by p.cancel.
+func (l *Lease) startRenew(g backend.Grant) *pendingRenew {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(l.ctx))
 	ch := make(chan renewResult, 1)
 	sent := l.m.cfg.clock.Now()
@@ -347,7 +401,7 @@ func (l *Lease) startRenew(g backend.Grant) (<-chan renewResult, context.CancelF
 		ng, err := l.m.b.Renew(ctx, g)
 		ch <- renewResult{ng, err, sent}
 	}()
-	return ch, cancel
+	return &pendingRenew{ch: ch, cancel: cancel, sent: sent}
 }
 
 // lose ends the lease because it is no longer (certainly) held.

@@ -177,6 +177,46 @@ func TestLeaseSlowRenewDoesNotDelayStepDown(t *testing.T) {
 	_ = l.Unlock(context.Background()) // returns only after the hung renew was cancelled
 }
 
+// A renew that gets no answer (a silent store: stopped, or its packets
+// dropped) counts as a failed renewal once a retry period has passed, so
+// that metrics and the log show the outage before the step-down; it is
+// counted once, and the step-down names it.
+func TestLeaseUnansweredRenewReportedAsFailed(t *testing.T) {
+	b := newScript()
+	b.renewBlock = make(chan struct{}) // never answered
+	obs, ev := events()
+	m, clk := newMutex(t, b, obs)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitTimer(t, clk)
+	clk.Step(5 * time.Second)
+	<-b.renews
+	awaitTimer(t, clk)
+	clk.Step(2 * time.Second) // the retry period after the renew was sent
+	e := next(t, ev, baton.EventRenewFailed)
+	if !errors.Is(e.Err, baton.ErrUnavailable) || !strings.Contains(e.Err.Error(), "no answer") || e.Token != l.Token() {
+		t.Fatalf("renew failed event = %+v, want ErrUnavailable saying the renew got no answer", e)
+	}
+	if l.Err() != nil {
+		t.Fatalf("lease ended before the renew deadline: %v", l.Err())
+	}
+	awaitTimer(t, clk)
+	clk.Step(3 * time.Second) // +10s: the renew deadline
+	waitClosed(t, l.Done(), "lease with an unanswered renew at the renew deadline")
+	if err := l.Err(); !errors.Is(err, baton.ErrStepDown) || !strings.Contains(err.Error(), "no answer") {
+		t.Fatalf("cause = %v, want a step-down naming the unanswered renew", err)
+	}
+	next(t, ev, baton.EventLost)
+	_ = l.Unlock(context.Background())
+	for len(ev) > 0 {
+		if e := <-ev; e.Kind == baton.EventRenewFailed {
+			t.Fatalf("a second renew failed event for the same renew: %+v", e)
+		}
+	}
+}
+
 func TestLeaseLostOnRenewRejected(t *testing.T) {
 	b := newScript()
 	m, clk := newMutex(t, b)

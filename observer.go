@@ -16,7 +16,10 @@ const (
 	EventHeld
 	// EventRenewed: a renewal succeeded; Duration is its latency.
 	EventRenewed
-	// EventRenewFailed: a renewal failed with Err; the holder will retry until the renew deadline.
+	// EventRenewFailed: a renewal failed with Err; the holder will retry
+	// until the renew deadline. A renewal that has had no answer for a
+	// retry period (a silent store) is reported once, with an Err matching
+	// ErrUnavailable, and waited for until the renew deadline.
 	EventRenewFailed
 	// EventLost: the lock was lost (Err says why): the lease's context has ended.
 	EventLost

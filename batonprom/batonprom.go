@@ -23,7 +23,7 @@
 //	baton_acquire_wait_seconds      histogram  how long each acquisition waited
 //	baton_conflicts_total           counter    attempts that found the lock held by another owner
 //	baton_renew_duration_seconds    histogram  latency of successful renewals
-//	baton_renew_failures_total      counter    renewals that failed (and are retried)
+//	baton_renew_failures_total      counter    renewals that failed, or had no answer for a retry period
 //	baton_losses_total{reason}      counter    leases lost: step_down or revoked
 //	baton_releases_total            counter    leases released by their holder
 //	baton_leader_changes_total      counter    changes of the leader an Elector observed
@@ -170,7 +170,7 @@ func newCollector() *Collector {
 		}, lock),
 		renewFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "renew_failures_total",
-			Help: "Renewals of the lock that failed; the holder retries until the renew deadline.",
+			Help: "Renewals of the lock that failed, or had no answer for a retry period; the holder retries until the renew deadline.",
 		}, lock),
 		losses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "losses_total",

@@ -193,7 +193,7 @@ baton_losses_total{lock="scheduler",reason="step_down"} 1
 # HELP baton_releases_total Leases of the lock released by this process.
 # TYPE baton_releases_total counter
 baton_releases_total{lock="scheduler"} 1
-# HELP baton_renew_failures_total Renewals of the lock that failed; the holder retries until the renew deadline.
+# HELP baton_renew_failures_total Renewals of the lock that failed, or had no answer for a retry period; the holder retries until the renew deadline.
 # TYPE baton_renew_failures_total counter
 baton_renew_failures_total{lock="scheduler"} 1
 `), "baton_acquire_wait_seconds", "baton_acquisitions_total", "baton_conflicts_total",
