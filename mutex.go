@@ -148,8 +148,11 @@ func (m *Mutex) try(ctx, parent context.Context, nonce string, waiting bool) (*L
 	g, err := m.b.TryAcquire(ctx, m.name, req)
 	if err != nil {
 		var held *HeldError
-		if errors.As(err, &held) {
+		switch {
+		case errors.As(err, &held):
 			m.observe(Event{Kind: EventHeld, Name: m.name, Holder: held.Holder, Token: held.Token, Duration: held.RetryAfter})
+		case ctx.Err() == nil:
+			m.observe(Event{Kind: EventAcquireFailed, Name: m.name, Holder: req.Holder, Err: err})
 		}
 		return nil, err
 	}
@@ -165,7 +168,9 @@ func (m *Mutex) try(ctx, parent context.Context, nonce string, waiting bool) (*L
 	// handoff (backend.Grant.Age), not from this call.
 	from := sent.Add(-g.Age)
 	if took := m.cfg.clock.Since(from); took >= m.cfg.renewDeadline {
-		return nil, m.refuseLate(ctx, g, took)
+		err := m.refuseLate(ctx, g, took)
+		m.observe(Event{Kind: EventAcquireFailed, Name: m.name, Holder: req.Holder, Err: err})
+		return nil, err
 	}
 	return newLease(m, parent, g, from), nil
 }

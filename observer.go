@@ -33,13 +33,19 @@ const (
 	EventStoppedLeading
 	// EventNewLeader: an Elector observed a new leader, Holder.
 	EventNewLeader
+	// EventAcquireFailed: an acquire attempt (of Lock, TryLock, a
+	// Semaphore's slot or an Elector's campaign) failed with Err: the store
+	// could not be reached, or refused it. Holder is this process's
+	// identity. A lock found held is EventHeld instead, and an attempt cut
+	// short because its context ended is not reported.
+	EventAcquireFailed
 )
 
 var eventNames = [...]string{
 	EventAcquired: "acquired", EventHeld: "held", EventRenewed: "renewed",
 	EventRenewFailed: "renew_failed", EventLost: "lost", EventReleased: "released",
 	EventStartedLeading: "started_leading", EventStoppedLeading: "stopped_leading",
-	EventNewLeader: "new_leader",
+	EventNewLeader: "new_leader", EventAcquireFailed: "acquire_failed",
 }
 
 func (k EventKind) String() string {

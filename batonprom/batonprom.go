@@ -5,7 +5,7 @@
 // to baton.WithObserver (combined with other observers by
 // baton.Observers) and it keeps, per lock name, whether this process holds
 // the lock, the last fencing token it held, and counters and histograms of
-// acquisitions, conflicts, renewals, losses and releases:
+// acquisitions, conflicts, failed attempts, renewals, losses and releases:
 //
 //	reg := prometheus.NewRegistry()
 //	metrics, err := batonprom.New(reg)
@@ -22,6 +22,7 @@
 //	baton_acquisitions_total        counter    leases acquired by Lock or an Elector
 //	baton_acquire_wait_seconds      histogram  how long each acquisition waited
 //	baton_conflicts_total           counter    attempts that found the lock held by another owner
+//	baton_acquire_failures_total    counter    attempts that failed: the store unreachable or refusing
 //	baton_renew_duration_seconds    histogram  latency of successful renewals
 //	baton_renew_failures_total      counter    renewals that failed, or had no answer for a retry period
 //	baton_losses_total{reason}      counter    leases lost: step_down or revoked
@@ -88,6 +89,7 @@ type Collector struct {
 	acquisitions  *prometheus.CounterVec
 	acquireWait   *prometheus.HistogramVec
 	conflicts     *prometheus.CounterVec
+	acquireFails  *prometheus.CounterVec
 	renewDuration *prometheus.HistogramVec
 	renewFailures *prometheus.CounterVec
 	losses        *prometheus.CounterVec
@@ -161,6 +163,10 @@ func newCollector() *Collector {
 			Namespace: namespace, Name: "conflicts_total",
 			Help: "Acquire attempts that found the lock held by another owner.",
 		}, lock),
+		acquireFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "acquire_failures_total",
+			Help: "Acquire attempts of the lock that failed: the store could not be reached or refused them.",
+		}, lock),
 		renewDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "renew_duration_seconds",
 			Help:                           "Latency of successful renewals of the lock.",
@@ -190,7 +196,7 @@ func newCollector() *Collector {
 
 func (c *Collector) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		c.leader, c.token, c.acquisitions, c.acquireWait, c.conflicts,
+		c.leader, c.token, c.acquisitions, c.acquireWait, c.conflicts, c.acquireFails,
 		c.renewDuration, c.renewFailures, c.losses, c.releases, c.leaderChanges,
 	}
 }
@@ -231,7 +237,7 @@ func (c *Collector) Forget(name string) {
 	for _, m := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
 	}{
-		c.leader, c.token, c.acquisitions, c.acquireWait, c.conflicts,
+		c.leader, c.token, c.acquisitions, c.acquireWait, c.conflicts, c.acquireFails,
 		c.renewDuration, c.renewFailures, c.losses, c.releases, c.leaderChanges,
 	} {
 		m.DeletePartialMatch(prometheus.Labels{"lock": name})
@@ -251,6 +257,7 @@ func (c *Collector) state(name string) *lockState {
 	c.acquisitions.WithLabelValues(name)
 	c.acquireWait.WithLabelValues(name)
 	c.conflicts.WithLabelValues(name)
+	c.acquireFails.WithLabelValues(name)
 	c.renewDuration.WithLabelValues(name)
 	c.renewFailures.WithLabelValues(name)
 	c.losses.WithLabelValues(name, ReasonStepDown)
@@ -278,6 +285,8 @@ func (c *Collector) Observe(e baton.Event) {
 		}
 	case baton.EventHeld:
 		c.conflicts.WithLabelValues(e.Name).Inc()
+	case baton.EventAcquireFailed:
+		c.acquireFails.WithLabelValues(e.Name).Inc()
 	case baton.EventRenewed:
 		c.renewDuration.WithLabelValues(e.Name).Observe(e.Duration.Seconds())
 	case baton.EventRenewFailed:

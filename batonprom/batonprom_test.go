@@ -110,8 +110,8 @@ baton_losses_total{lock="scheduler",reason="step_down"} 0
 	if err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(c); n != 11 {
-		t.Errorf("Init created %d series, want 11 (one per metric, two for losses)", n)
+	if n := testutil.CollectAndCount(c); n != 12 {
+		t.Errorf("Init created %d series, want 12 (one per metric, two for losses)", n)
 	}
 }
 
@@ -370,6 +370,47 @@ func TestLossReasonsOnMemoryStore(t *testing.T) {
 	}
 	if got := value(t, reg, "baton_leader", "lock", "sync"); got != 0 {
 		t.Errorf("after the losses: baton_leader = %v, want 0", got)
+	}
+}
+
+// failingAcquire is a memory store whose first acquire attempts fail as an
+// unreachable store's do.
+type failingAcquire struct {
+	*memstore.Store
+	failures atomic.Int32 // attempts left to fail
+}
+
+func (s *failingAcquire) TryAcquire(ctx context.Context, key string, req backend.Request) (backend.Grant, error) {
+	if s.failures.Add(-1) >= 0 {
+		return backend.Grant{}, fmt.Errorf("%w: i/o timeout", baton.ErrUnavailable)
+	}
+	return s.Store.TryAcquire(ctx, key, req)
+}
+
+// Attempts that fail (the store unreachable) are counted, so that a
+// standby that cannot reach its store, and so could not take over, shows
+// in metrics and not only in its log.
+func TestAcquireFailuresCounted(t *testing.T) {
+	c, reg := newCollector(t)
+	c.Init("sync")
+	store := &failingAcquire{Store: memstore.New()}
+	store.failures.Store(2)
+	m, err := baton.NewMutex(store, "sync", baton.WithTTL(time.Second), baton.WithRetryPeriod(50*time.Millisecond), baton.WithObserver(c), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "baton_acquire_failures_total", "lock", "sync"); got != 2 {
+		t.Errorf("baton_acquire_failures_total = %v, want 2 (the attempts that failed)", got)
+	}
+	if got := value(t, reg, "baton_conflicts_total", "lock", "sync"); got != 0 {
+		t.Errorf("baton_conflicts_total = %v, want 0: a failed attempt is not a conflict", got)
 	}
 }
 
