@@ -93,10 +93,13 @@ func (e *Elector) setLeader(id string, self bool) {
 		e.mu.observe(Event{Kind: EventNewLeader, Name: e.mu.name, Holder: id})
 		if !self && id == cfg.identity {
 			// Not this elector's term: its previous term's claim, still
-			// in the store after a loss, or another process that was
-			// given the same identity.
+			// in the store after a loss; an attempt of its own whose
+			// answer it gave up on, which the store carried out (a
+			// store that was paused or slow); or another process that
+			// was given the same identity.
 			cfg.logger.Info("baton: the lock is held under this elector's own identity, but not by its current term: "+
-				"a claim of its previous term, until that claim ends, or another process configured with the same identity",
+				"a claim of its previous term, or of an attempt of its own that got no answer in time but was carried out by the store "+
+				"(which was slow or paused), until that claim ends; or another process configured with the same identity",
 				"lock", e.mu.name, "leader", id, "self", false)
 		} else {
 			cfg.logger.Info("baton: new leader", "lock", e.mu.name, "leader", id, "self", self)

@@ -3,6 +3,7 @@ package baton_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -325,6 +326,39 @@ func TestElectorStopsOnPermanentError(t *testing.T) {
 	})
 	if !errors.Is(err, baton.ErrForbidden) {
 		t.Fatalf("Run = %v, want ErrForbidden", err)
+	}
+}
+
+// An attempt whose answer was lost (a timeout) but which the store carried
+// out leaves a claim under the elector's own identity that no term of its
+// owns; the log names that cause, not only a previous term or a duplicate
+// identity.
+func TestElectorOwnClaimFromLostAnswerLogged(t *testing.T) {
+	b := newScript()
+	b.lostGrant = fmt.Errorf("%w: i/o timeout", baton.ErrUnavailable)
+	logs := &lines{}
+	seen := make(chan string, 1)
+	el, err := baton.NewElector(b, "jobs.nightly", baton.WithIdentity("me"), baton.WithRetryPeriod(10*time.Millisecond),
+		baton.OnNewLeader(func(id string) { seen <- id }), baton.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- el.Run(ctx, func(context.Context, *baton.Lease) error {
+			return errors.New("no term may start on a claim this elector does not own")
+		})
+	}()
+	if id := <-seen; id != "me" {
+		t.Fatalf("leader seen = %q, want me", id)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	if out := logs.String(); !strings.Contains(out, "no answer") {
+		t.Errorf("log:\n%s\nwant the lost answer of an own attempt among the causes", out)
 	}
 }
 

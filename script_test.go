@@ -32,6 +32,7 @@ type script struct {
 	retryAfter time.Duration // HeldError.RetryAfter
 	age        time.Duration // Grant.Age of every grant (a handed lock)
 	onRelease  func()
+	lostGrant  error              // when set, the next grant is made but this is returned instead (an answer lost)
 	renews     chan backend.Grant // every Renew call, buffered
 	watchers   []chan struct{}
 }
@@ -52,6 +53,10 @@ func (s *script) TryAcquire(ctx context.Context, key string, req backend.Request
 	}
 	s.token++
 	s.holder, s.nonce = req.Holder, req.Nonce
+	if err := s.lostGrant; err != nil {
+		s.lostGrant = nil
+		return backend.Grant{}, err
+	}
 	return backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: s.token, TTL: req.TTL, Age: s.age}, nil
 }
 
