@@ -15,7 +15,9 @@ const waitReportEvery = time.Minute
 // waits for: one line when an attempt first finds the lock held (holder,
 // token, and when the claim can end if the store tells), one whenever the
 // holder or token changes, and one every waitReportEvery while nothing
-// changes. It is a baton.Observer; Close stops its timer.
+// changes, which says so when the last attempt failed instead of naming
+// the holder seen before (the engine logs each failure as a warning). It
+// is a baton.Observer; Close stops its timer.
 type waitReporter struct {
 	log  *slog.Logger
 	name string
@@ -24,7 +26,9 @@ type waitReporter struct {
 	since   time.Time // when this wait began; zero while not waiting
 	holder  string
 	token   uint64
-	expires time.Duration
+	expires time.Duration // the last attempt's estimate of the claim's end
+	seen    time.Time     // when the last attempt found the lock held
+	failed  error         // the last attempt's error, if it failed
 	ticker  *time.Ticker
 	done    chan struct{}
 }
@@ -45,25 +49,36 @@ func (r *waitReporter) Observe(e baton.Event) {
 		if first {
 			r.since = time.Now()
 		}
-		if first || e.Holder != r.holder || e.Token != r.token {
-			r.holder, r.token, r.expires = e.Holder, e.Token, e.Duration
+		changed := first || e.Holder != r.holder || e.Token != r.token
+		r.holder, r.token, r.expires, r.seen, r.failed = e.Holder, e.Token, e.Duration, time.Now(), nil
+		if changed {
 			r.ticker.Reset(waitReportEvery)
 			r.logLocked("waiting for the lock")
 		}
+	case baton.EventAcquireFailed:
+		if r.since.IsZero() {
+			r.since = time.Now()
+		}
+		r.failed = e.Err
 	case baton.EventAcquired, baton.EventStartedLeading:
-		r.since = time.Time{}
+		r.since, r.failed = time.Time{}, nil
 	}
 }
 
 func (r *waitReporter) logLocked(msg string) {
 	attrs := []any{"lock", r.name, "holder", r.holder, "token", r.token}
-	if r.expires > 0 {
-		attrs = append(attrs, "expires_in", r.expires.Round(time.Millisecond))
+	if left := r.expires - time.Since(r.seen); r.expires > 0 && left > 0 {
+		attrs = append(attrs, "expires_in", left.Round(time.Millisecond))
 	}
+	r.log.Info(msg, r.waited(attrs)...)
+}
+
+// waited appends how long the wait has lasted to attrs, from a second on.
+func (r *waitReporter) waited(attrs []any) []any {
 	if waited := time.Since(r.since); waited >= time.Second {
 		attrs = append(attrs, "waited", waited.Round(time.Second))
 	}
-	r.log.Info(msg, attrs...)
+	return attrs
 }
 
 func (r *waitReporter) remind() {
@@ -72,12 +87,22 @@ func (r *waitReporter) remind() {
 		case <-r.done:
 			return
 		case <-r.ticker.C:
-			r.mu.Lock()
-			if !r.since.IsZero() {
-				r.logLocked("still waiting for the lock")
-			}
-			r.mu.Unlock()
+			r.remindOnce()
 		}
+	}
+}
+
+// remindOnce says that the wait goes on, if it does.
+func (r *waitReporter) remindOnce() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.since.IsZero():
+	case r.failed != nil:
+		r.log.Info("still waiting for the lock; the last attempt failed, and is retried",
+			r.waited([]any{"lock", r.name, "err", r.failed})...)
+	default:
+		r.logLocked("still waiting for the lock")
 	}
 }
 
