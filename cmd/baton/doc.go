@@ -150,5 +150,7 @@
 //	127    CMD was not found
 //	128+N  run or lock stopped by signal N before CMD started
 //
-// Logs go to stderr (log/slog text); --log-level debug|info|warn|error.
+// Logs go to stderr, as log/slog text (key=value) or, with --log-format
+// json, one JSON object per line, durations written as in text ("2.5s");
+// --log-level debug|info|warn|error.
 package main

@@ -30,7 +30,16 @@ func newHandler(w io.Writer, format string, level slog.Level) (slog.Handler, err
 		}
 		return slog.NewTextHandler(w, opts), nil
 	case "json":
-		return slog.NewJSONHandler(w, opts), nil // times in RFC 3339, with zone
+		// Times in RFC 3339, with zone; durations as in text lines
+		// ("2.992s"), not as a count of nanoseconds under a key that
+		// names no unit.
+		opts.ReplaceAttr = func(_ []string, at slog.Attr) slog.Attr {
+			if at.Value.Kind() == slog.KindDuration {
+				return slog.String(at.Key, at.Value.Duration().String())
+			}
+			return at
+		}
+		return slog.NewJSONHandler(w, opts), nil
 	}
 	return nil, usageErrorf("invalid --log-format %q (want text or json)", format)
 }
