@@ -662,6 +662,49 @@ type keepalives struct {
 	pending  []kaSent // keepalives sent on st, in order; etcd answers them in order
 	reopenAt time.Time
 	backoff  time.Duration
+	// Since the last answered keepalive: when the stream first failed
+	// (zero if it has not), when that was last warned of, and the
+	// failures since (see failed).
+	downSince time.Time
+	warned    time.Time
+	failures  int
+}
+
+// kaWarnEvery: failures of the keepalive stream are logged as a warning at
+// most this often, with the count of those since the last warning, and the
+// others at debug level: while etcd is down every reopening fails, one
+// every maxBackoff, for as long as the outage lasts.
+const kaWarnEvery = 10 * time.Second
+
+// failed logs a failure of the stream (msg, err), after which it opens
+// again in k.backoff.
+func (k *keepalives) failed(msg string, err error) {
+	p := k.p
+	if p.ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	if k.downSince.IsZero() {
+		k.downSince = now
+	}
+	k.failures++
+	if k.warned.IsZero() || now.Sub(k.warned) >= kaWarnEvery {
+		p.log.Warn(msg, "err", err, "retry_in", k.backoff, "failures_since_last_warning", k.failures)
+		k.warned, k.failures = now, 0
+		return
+	}
+	p.log.Debug(msg, "err", err, "retry_in", k.backoff)
+}
+
+// answered notes an answered keepalive, and logs the end of the failures
+// that were warned of.
+func (k *keepalives) answered() {
+	k.backoff = 0
+	if k.downSince.IsZero() {
+		return
+	}
+	k.p.log.Info("etcdstore: lease keepalives answered again", "failing_for", time.Since(k.downSince).Round(time.Millisecond))
+	k.downSince, k.warned, k.failures = time.Time{}, time.Time{}, 0
 }
 
 // reset drops the stream (if any) after it failed for why: no keepalive is
@@ -681,9 +724,7 @@ func (k *keepalives) reset(why error) {
 	p.mu.Unlock()
 	k.backoff = min(max(2*k.backoff, 50*time.Millisecond), maxBackoff)
 	k.reopenAt = time.Now().Add(k.backoff)
-	if p.ctx.Err() == nil {
-		p.log.Warn("etcdstore: lease keepalive stream failed; reopening", "err", why, "retry_in", k.backoff)
-	}
+	k.failed("etcdstore: lease keepalive stream failed; reopening", why)
 }
 
 // send sends the keepalives the sweep decided on the stream, if there is
@@ -732,9 +773,7 @@ func (k *keepalives) handle(ev kaEvent) {
 		if ev.err != nil {
 			k.backoff = min(max(2*k.backoff, 50*time.Millisecond), maxBackoff)
 			k.reopenAt = time.Now().Add(k.backoff)
-			if p.ctx.Err() == nil {
-				p.log.Warn("etcdstore: cannot open the lease keepalive stream", "err", ev.err, "retry_in", k.backoff)
-			}
+			k.failed("etcdstore: cannot open the lease keepalive stream", ev.err)
 			return
 		}
 		k.st = ev.opened
@@ -748,7 +787,7 @@ func (k *keepalives) handle(ev kaEvent) {
 	default:
 		s := k.pending[0]
 		k.pending = k.pending[1:]
-		k.backoff = 0
+		k.answered()
 		var lost lostLease
 		p.mu.Lock()
 		if ev.resp.TTL <= 0 || p.trust.admit(s.at, ev.resp.Header) {

@@ -26,6 +26,12 @@ func (l *logLines) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
 func (l *logLines) count(s string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
