@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -548,6 +549,40 @@ func (f *flaky) TryAcquire(ctx context.Context, key string, req backend.Request)
 	}
 	f.mu.Unlock()
 	return f.script.TryAcquire(ctx, key, req)
+}
+
+// A store down for a minute fails every attempt (one every RetryPeriod, 2s):
+// the first failure is a warning, then at most one every 10s with the
+// count, the rest at debug level; the attempt answered again says so.
+func TestLockFailureWarningsBounded(t *testing.T) {
+	const failures = 30
+	logs := &lines{}
+	m, clk := newMutex(t, &flaky{script: newScript(), failures: failures},
+		baton.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	got := make(chan error, 1)
+	go func() {
+		l, err := m.Lock(context.Background())
+		if err == nil {
+			err = l.Unlock(context.Background())
+		}
+		got <- err
+	}()
+	for range failures {
+		awaitTimer(t, clk)
+		clk.Step(2200 * time.Millisecond) // past the jittered retry period
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	warnings, all := strings.Count(out, "level=WARN msg=\"baton: acquire failed"), strings.Count(out, "acquire failed")
+	if all != failures || warnings > 1+failures*2200/10000 {
+		t.Errorf("%d failed attempts in %v logged %d times, %d as warnings; want each logged, at most one warning per 10s:\n%s",
+			failures, failures*2200*time.Millisecond, all, warnings, out)
+	}
+	if !strings.Contains(out, "level=INFO msg=\"baton: the store answers again\"") {
+		t.Errorf("log:\n%s\nwant the store's return after the failures", out)
+	}
 }
 
 // A waiter whose watch works makes no requests of its own while the holder's

@@ -108,10 +108,13 @@ func WithClock(clk Clock) Option { return func(c *config) { c.clock = clk } }
 
 // WithLogger sets the structured logger. Default: slog.Default(), which
 // writes Info and above to the standard logger (stderr). baton logs, at
-// Info: a new leader, started and stopped leading (Elector); at Warn: an
-// acquire, renew or release that failed and is retried, and a lock lost.
-// Each line names the lock; none repeats more often than the retry
-// period. Debug lines (watches, polling) are off by default. Pass
+// Info: a new leader, started and stopped leading (Elector), and the
+// store answering a waiting Lock again after failed attempts; at Warn: an
+// acquire, renew or release that failed and is retried, a renew with no
+// answer for a retry period, and a lock lost. Each line names the lock;
+// none repeats more often than the retry period, and a wait's failed
+// attempts are warned of at most every 10s, with their count (the others
+// at Debug). Debug lines (watches, polling) are off by default. Pass
 // slog.New(slog.DiscardHandler) to silence baton.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 

@@ -37,6 +37,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 	w := watching{open: cl.watch}
 	defer w.stop()
 	var lastErr error // why the last attempt before ctx ended did not acquire
+	var fails failureLog
 	// stopped keeps the last attempt's cause (a HeldError only if the
 	// lock was held at that attempt; an unreachable store otherwise).
 	stopped := func() error {
@@ -49,6 +50,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 		sent := c.clock.Now()
 		l, err := cl.claim(ctx, parent)
 		if err == nil {
+			fails.answered(c, name)
 			c.observeAcquired(l, Event{Kind: EventAcquired, Name: l.Name(), Holder: c.identity, Token: l.Token(), Duration: c.clock.Since(start)})
 			return l, nil
 		}
@@ -56,6 +58,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 		wait := jitter(c.retryPeriod)
 		switch {
 		case errors.As(err, &held):
+			fails.answered(c, name)
 			lastErr = held
 			if observe != nil {
 				observe(held.Holder)
@@ -70,7 +73,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 			return nil, err
 		default:
 			lastErr = err
-			c.logger.Warn("baton: acquire failed; retrying", "lock", name, "err", err, "retry_in", wait)
+			fails.failed(c, name, err, wait)
 		}
 		if canWatch && w.changes == nil && held != nil {
 			// Watch only once the lock is found held, so that an
@@ -87,6 +90,45 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 			return nil, stopped()
 		}
 	}
+}
+
+// failureWarnEvery: await warns of failed attempts at most this often, with
+// the count since the last warning, and logs the others at debug level:
+// while the store is down every attempt fails, one every RetryPeriod, for
+// as long as the outage lasts.
+const failureWarnEvery = 10 * time.Second
+
+// failureLog is what await logs of the failed attempts of one wait.
+type failureLog struct {
+	since  time.Time // the first failure since an attempt was answered; zero if none
+	warned time.Time // the last warning
+	count  int       // failures since the last warning
+	total  int       // failures since since
+}
+
+func (f *failureLog) failed(c *config, name string, err error, retryIn time.Duration) {
+	now := c.clock.Now()
+	if f.since.IsZero() {
+		f.since = now
+	}
+	f.count++
+	f.total++
+	if !f.warned.IsZero() && now.Sub(f.warned) < failureWarnEvery {
+		c.logger.Debug("baton: acquire failed; retrying", "lock", name, "err", err, "retry_in", retryIn)
+		return
+	}
+	c.logger.Warn("baton: acquire failed; retrying", "lock", name, "err", err, "retry_in", retryIn, "failures_since_last_warning", f.count)
+	f.warned, f.count = now, 0
+}
+
+// answered logs the end of failures that were warned of: an attempt got
+// an answer (the lock, or its holder).
+func (f *failureLog) answered(c *config, name string) {
+	if f.since.IsZero() {
+		return
+	}
+	c.logger.Info("baton: the store answers again", "lock", name, "failed_attempts", f.total, "failing_for", c.clock.Since(f.since).Round(time.Millisecond))
+	*f = failureLog{}
 }
 
 // cutShort is await's error when ctx ended during an attempt, which failed
