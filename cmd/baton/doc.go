@@ -20,8 +20,8 @@
 // runs, CMD must not exit. After a loss, baton stops CMD (see below),
 // campaigns again and restarts CMD with a new token when it leads again.
 //
-// With --http ADDR, run serves /healthz and /readyz (200 while baton runs:
-// the readiness probe), /leader (200 only while this replica leads, 503
+// With --http ADDR, run serves /healthz and /readyz (200 while baton runs,
+// even while the store does not answer: the readiness probe), /leader (200 only while this replica leads, 503
 // naming the leader otherwise; for scripts and monitoring, never for
 // readiness: standbys would never be Ready and a rolling update would stall;
 // --leader-label routes a Service to the leader) and /metrics (Prometheus;

@@ -95,7 +95,7 @@ func (a *app) runCommand() *cobra.Command {
 	}
 	cmd.Flags().SetInterspersed(false)
 	f.register(cmd.Flags())
-	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /healthz, /readyz (200 while healthy and campaigning: use it for readiness), /leader (200 only while leading) and /metrics (Prometheus) on this address, such as :8080")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /healthz, /readyz (200 while baton runs, leading or campaigning, even while the store does not answer: use it for readiness; alert on /metrics for the store), /leader (200 only while leading) and /metrics (Prometheus) on this address, such as :8080")
 	cmd.Flags().StringVar(&label, "leader-label", "", "Kubernetes: put this KEY=VALUE label on this replica's Pod ($POD_NAME, else the host name) while it leads, and take it from any other Pod, so that a Service can select the leader; the Pod also gets a pod-deletion-cost, so that a rolling update deletes the standbys first; needs get, list and patch on pods")
 	return cmd
 }
