@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ type options struct {
 	clientOptions  []func(*redis.Options)
 	acks           int // WithReplicaAcks
 	ackTimeout     time.Duration
+	log            *slog.Logger
 }
 
 func newOptions(opts []Option) options {
@@ -36,8 +38,17 @@ func newOptions(opts []Option) options {
 			f(&o)
 		}
 	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
 	return o
 }
+
+// WithLogger sets the logger of a Redlock's warnings: a renewal that a
+// quorum carried while some servers failed it (one more failing server
+// and no lock could be held), at most once a minute. Default
+// slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // validateRedlock is validate, plus what Redlock refuses.
 func (o options) validateRedlock() error {

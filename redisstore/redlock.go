@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,7 @@ type Redlock struct {
 	ownsClients bool
 	closed      atomic.Bool // set by Close: every method refuses (open)
 	calls       *stragglers // the servers' calls that outlive their operation
+	degraded    degradedLog
 }
 
 var (
@@ -117,7 +119,7 @@ func checkInstances(n int) error {
 }
 
 func newRedlock(clients []redis.UniversalClient, o options) (*Redlock, error) {
-	r := &Redlock{quorum: len(clients)/2 + 1, driftFactor: o.driftFactor, calls: newStragglers()}
+	r := &Redlock{quorum: len(clients)/2 + 1, driftFactor: o.driftFactor, calls: newStragglers(), degraded: degradedLog{log: o.log}}
 	o.handover = 0 // a FIFO per server could reserve the lock for different waiters
 	for i, c := range clients {
 		if c == nil {
@@ -324,6 +326,7 @@ func (r *Redlock) Renew(ctx context.Context, g backend.Grant) (backend.Grant, er
 	if err := r.tally("renew", g.Key, errs); err != nil {
 		return backend.Grant{}, err
 	}
+	r.degraded.note(g.Key, errs, r.quorum, r.server)
 	if elapsed := time.Since(start); elapsed >= g.TTL-r.drift(g.TTL) {
 		return backend.Grant{}, fmt.Errorf("redisstore: redlock renew %q: a quorum took %v, not less than TTL %v minus drift %v", g.Key, elapsed, g.TTL, r.drift(g.TTL))
 	}
@@ -406,6 +409,44 @@ func forceTally(errs []error, answered []bool) (free, failed int) {
 		}
 	}
 	return free, failed
+}
+
+// degradedWarnEvery: a Redlock warns of renewals that a quorum carried
+// without some servers at most this often: a server can stay down for
+// days, and every renewal of every lock would repeat it.
+const degradedWarnEvery = time.Minute
+
+// degradedLog warns of renewals carried by a quorum while servers failed
+// them: the locks hold, but one more failing server would lose them, and
+// nothing else tells the holder's operators.
+type degradedLog struct {
+	log    *slog.Logger
+	mu     sync.Mutex
+	warned time.Time
+	count  int // such renewals since the last warning
+}
+
+// note warns, at most every degradedWarnEvery, if a renewal of key
+// succeeded with some of errs (one per server, named by server) not nil.
+func (d *degradedLog) note(key string, errs []error, quorum int, server func(int) string) {
+	var failed []error
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, fmt.Errorf("%s: %w", server(i), err))
+		}
+	}
+	if len(failed) == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.count++
+	if now := time.Now(); d.warned.IsZero() || now.Sub(d.warned) >= degradedWarnEvery {
+		d.log.Warn("redisstore: redlock degraded: a renewal succeeded without some servers; if more fail, no quorum is left and the locks are lost",
+			"lock", key, "failed", fmt.Sprintf("%d of %d (quorum %d)", len(failed), len(errs), quorum),
+			"err", errors.Join(failed...), "degraded_renewals_since_last_warning", d.count)
+		d.warned, d.count = now, 0
+	}
 }
 
 // tally judges per-server results of renew or release.

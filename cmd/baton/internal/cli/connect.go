@@ -22,7 +22,7 @@ const DefaultConnectTimeout = 10 * time.Second
 // missing namespace or CRD, permission, TLS) are returned at once. Once
 // the store has answered, losing it is the engine's to retry.
 func (a *app) openReachable(ctx context.Context, f *storeFlags, name string, timeout time.Duration, why string) (store, string, error) {
-	f.etcd.log = a.log
+	f.etcd.log, f.log = a.log, a.log
 	start := time.Now()
 	pause := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {

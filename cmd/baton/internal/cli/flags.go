@@ -89,7 +89,10 @@ type storeFlags struct {
 	// inTemp is set when dir is tempDefaultDir, which another user may
 	// have made first (see checkOwnDir).
 	inTemp bool
-	fs     *pflag.FlagSet // to tell flags given from defaults; nil in tests that fill the fields
+	// log receives a Redlock's warnings (a server failing renewals), if
+	// set.
+	log *slog.Logger
+	fs  *pflag.FlagSet // to tell flags given from defaults; nil in tests that fill the fields
 }
 
 func (f *storeFlags) register(fs *pflag.FlagSet) {
@@ -313,7 +316,11 @@ func (f *storeFlags) open() (store, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		r, err := redisstore.OpenRedlock(f.redisURLs, redisOptions(tlsFn, f.app)...)
+		opts := redisOptions(tlsFn, f.app)
+		if f.log != nil {
+			opts = append(opts, redisstore.WithLogger(f.log)) // --log-format and --log-level apply
+		}
+		r, err := redisstore.OpenRedlock(f.redisURLs, opts...)
 		if err != nil {
 			return nil, "", fmt.Errorf("opening the redlock store: %w", err)
 		}
