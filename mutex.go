@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"time"
 
@@ -25,9 +26,9 @@ type Mutex struct {
 	starts keeperStarts // starts its leases' keepers (real clock)
 }
 
-// NewMutex returns a Mutex for the lock name on b. It validates the name
-// (see ValidateName) and the options; errors name the values involved and
-// match ErrInvalidName or ErrInvalidOptions. Elector-only options
+// NewMutex returns a Mutex for the lock name on b. It validates b (not nil,
+// nor a nil pointer), the name (see ValidateName) and the options; errors
+// name the values involved and match ErrInvalidName or ErrInvalidOptions. Elector-only options
 // (WithGrace, WithReleaseOnCancel and the On... callbacks) are refused: a
 // Mutex would ignore them.
 func NewMutex(b backend.Backend, name string, opts ...Option) (*Mutex, error) {
@@ -36,8 +37,8 @@ func NewMutex(b backend.Backend, name string, opts ...Option) (*Mutex, error) {
 
 // newMutex is NewMutex, and NewElector's Mutex if forElector.
 func newMutex(b backend.Backend, name string, forElector bool, opts []Option) (*Mutex, error) {
-	if b == nil {
-		return nil, fmt.Errorf("baton: %w: backend is nil", ErrInvalidOptions)
+	if err := checkBackend(b); err != nil {
+		return nil, err
 	}
 	if err := ValidateName(name); err != nil {
 		return nil, fmt.Errorf("baton: %w", err)
@@ -50,6 +51,19 @@ func newMutex(b backend.Backend, name string, forElector bool, opts []Option) (*
 		return nil, fmt.Errorf("baton: lock %q: %w", name, err)
 	}
 	return &Mutex{b: b, name: name, cfg: cfg}, nil
+}
+
+// checkBackend refuses a nil backend, and a nil pointer (a store whose
+// constructor's error was ignored), whose methods would panic at the first
+// Lock.
+func checkBackend(b backend.Backend) error {
+	if b == nil {
+		return fmt.Errorf("baton: %w: backend is nil", ErrInvalidOptions)
+	}
+	if rv := reflect.ValueOf(b); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return fmt.Errorf("baton: %w: backend is a nil %T (check the error of its constructor)", ErrInvalidOptions, b)
+	}
+	return nil
 }
 
 // Name returns the lock name.

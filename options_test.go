@@ -75,6 +75,21 @@ func TestNewMutexRejectsBadInput(t *testing.T) {
 	}
 }
 
+// A nil pointer as the backend (its constructor's error ignored) is
+// refused, naming its type, by every constructor: accepted, it panicked at
+// the first Lock, TryLock, Acquire or Run.
+func TestNewRejectsNilPointerBackend(t *testing.T) {
+	var store *memstore.Store
+	_, merr := baton.NewMutex(store, "ok")
+	_, eerr := baton.NewElector(store, "ok")
+	_, serr := baton.NewSemaphore(store, "ok", 2)
+	for _, err := range []error{merr, eerr, serr} {
+		if !errors.Is(err, baton.ErrInvalidOptions) || !strings.Contains(err.Error(), "nil *memstore.Store") {
+			t.Errorf("nil *memstore.Store: %v", err)
+		}
+	}
+}
+
 func TestValidateName(t *testing.T) {
 	for _, ok := range []string{"a", "jobs", "nightly-report", "jobs.nightly.20261130t0300z", "0", strings.Repeat("a", 253)} {
 		if err := baton.ValidateName(ok); err != nil {

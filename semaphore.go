@@ -53,8 +53,8 @@ type Semaphore struct {
 // valid too), the limit (1 to MaxSemaphoreLimit) and the options, as
 // NewMutex does; Elector-only options are refused.
 func NewSemaphore(b backend.Backend, name string, limit int, opts ...Option) (*Semaphore, error) {
-	if b == nil {
-		return nil, fmt.Errorf("baton: %w: backend is nil", ErrInvalidOptions)
+	if err := checkBackend(b); err != nil {
+		return nil, err
 	}
 	if err := ValidateName(name); err != nil {
 		return nil, fmt.Errorf("baton: %w", err)
