@@ -122,8 +122,8 @@ func newRedlock(clients []redis.UniversalClient, o options) (*Redlock, error) {
 	r := &Redlock{quorum: len(clients)/2 + 1, driftFactor: o.driftFactor, calls: newStragglers(), degraded: degradedLog{log: o.log}}
 	o.handover = 0 // a FIFO per server could reserve the lock for different waiters
 	for i, c := range clients {
-		if c == nil {
-			return nil, fmt.Errorf("redisstore: %w: Redlock client %d is nil", backend.ErrInvalidOptions, i)
+		if isNil(c) {
+			return nil, fmt.Errorf("redisstore: %w: Redlock client %d is %s", backend.ErrInvalidOptions, i, nilName(c))
 		}
 		r.stores = append(r.stores, newStore(c, o))
 	}

@@ -31,6 +31,26 @@ func TestNewRedlockRejectsInstanceCounts(t *testing.T) {
 	}
 }
 
+// A nil client, or a nil pointer of a client type (a constructor's error
+// ignored), is refused with ErrInvalidOptions naming it: New accepted one
+// and the first acquire panicked, as did NewRedlock given a nil
+// *redis.Client.
+func TestNewRejectsNilClients(t *testing.T) {
+	var c *redis.Client
+	var cc *redis.ClusterClient
+	for _, client := range []redis.UniversalClient{nil, c, cc} {
+		if _, err := redisstore.New(client); !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "the client is ") {
+			t.Errorf("New(%T(nil)): %v; want ErrInvalidOptions naming the nil client", client, err)
+		}
+	}
+	live := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer live.Close()
+	_, err := redisstore.NewRedlock([]redis.UniversalClient{live, c, live})
+	if !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "client 1 is a nil *redis.Client") {
+		t.Errorf("NewRedlock with a nil *redis.Client: %v; want ErrInvalidOptions naming it", err)
+	}
+}
+
 // fastClient makes a stopped server fail fast instead of after go-redis's
 // default retries and dial timeouts.
 func fastClient(o *redis.Options) {

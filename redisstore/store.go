@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,9 +87,12 @@ var (
 //
 // For go-redis to honour the deadlines of the contexts baton passes, set
 // ContextTimeoutEnabled in the client's options (ParseURL does). New
-// returns an error matching backend.ErrInvalidOptions if an option is
-// invalid (a prefix containing '{' or '}').
+// returns an error matching backend.ErrInvalidOptions if client is nil (or
+// a nil pointer) or an option is invalid (a prefix containing '{' or '}').
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	if isNil(client) {
+		return nil, fmt.Errorf("redisstore: %w: the client is %s", backend.ErrInvalidOptions, nilName(client))
+	}
 	o := newOptions(opts)
 	if err := o.validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
@@ -102,6 +106,24 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		}
 	}
 	return newStore(client, o), nil
+}
+
+// isNil reports a nil client, or a nil pointer of a client type (its
+// constructor's error ignored), whose methods panic at the first call.
+func isNil(c redis.UniversalClient) bool {
+	if c == nil {
+		return true
+	}
+	rv := reflect.ValueOf(c)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// nilName names the nil client c for an error: "nil", or "a nil *T".
+func nilName(c redis.UniversalClient) string {
+	if c == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("a nil %T", c)
 }
 
 func newStore(client redis.UniversalClient, o options) *Store {
