@@ -87,8 +87,15 @@ func WithMaxConflicts(n int) Option { return func(o *options) { o.maxConflicts =
 // object unchanged; its wall reading is only written into objects
 // (acquireTime, renewTime) for people to read, and never compared with a
 // clock (two versions' renewTime only for equality, see the package
-// doc), so a stepped wall clock changes nothing but those fields.
-func WithClock(c baton.PassiveClock) Option { return func(o *options) { o.clock = c } }
+// doc), so a stepped wall clock changes nothing but those fields. A nil
+// clock is ignored.
+func WithClock(c baton.PassiveClock) Option {
+	return func(o *options) {
+		if c != nil {
+			o.clock = c
+		}
+	}
+}
 
 func buildOptions(opts []Option) (options, error) {
 	o := options{qps: DefaultQPS, burst: DefaultBurst, maxConflicts: DefaultMaxConflicts, clock: baton.SystemClock()}
