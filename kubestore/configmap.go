@@ -59,7 +59,7 @@ type ConfigMapStore struct {
 // NewLease about giving lock traffic its own client and rate limiter.
 func NewConfigMap(client kubernetes.Interface, namespace string, opts ...Option) (*ConfigMapStore, error) {
 	if client == nil {
-		return nil, fmt.Errorf("kube: NewConfigMap: the client is nil")
+		return nil, fmt.Errorf("kube: NewConfigMap: %w: the client is nil", backend.ErrInvalidOptions)
 	}
 	s, err := newStore(namespace, &configMapKind{c: client.CoreV1().ConfigMaps(namespace)}, opts)
 	if err != nil {

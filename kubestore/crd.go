@@ -169,7 +169,7 @@ func Scheme() *runtime.Scheme {
 // NewDistributedLockForConfig does that.
 func NewDistributedLock(c client.WithWatch, namespace string, opts ...DistributedLockOption) (*DistributedLockStore, error) {
 	if c == nil {
-		return nil, fmt.Errorf("kube: NewDistributedLock: the client is nil")
+		return nil, fmt.Errorf("kube: NewDistributedLock: %w: the client is nil", backend.ErrInvalidOptions)
 	}
 	gvk := v1alpha1.GroupVersion.WithKind("DistributedLock")
 	if !c.Scheme().Recognizes(gvk) {
@@ -206,7 +206,7 @@ func NewDistributedLock(c client.WithWatch, namespace string, opts ...Distribute
 // changed.
 func NewDistributedLockForConfig(cfg *rest.Config, namespace string, opts ...DistributedLockOption) (*DistributedLockStore, error) {
 	if cfg == nil {
-		return nil, fmt.Errorf("kube: NewDistributedLockForConfig: the *rest.Config is nil")
+		return nil, fmt.Errorf("kube: NewDistributedLockForConfig: %w: the *rest.Config is nil", backend.ErrInvalidOptions)
 	}
 	var dc dlConfig
 	for _, o := range opts {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 )
 
 // Event reasons recorded by EventObserver.
@@ -77,10 +78,10 @@ func NewEventObserver(client kubernetes.Interface, namespace, kind, component st
 	case "DistributedLock":
 		o.apiVer = "baton.dev/v1alpha1"
 	default:
-		return nil, fmt.Errorf("kube: events: unknown lock object kind %q (want Lease, ConfigMap or DistributedLock)", kind)
+		return nil, fmt.Errorf("kube: events: %w: unknown lock object kind %q (want Lease, ConfigMap or DistributedLock)", backend.ErrInvalidOptions, kind)
 	}
 	if client == nil {
-		return nil, fmt.Errorf("kube: events: the client is nil")
+		return nil, fmt.Errorf("kube: events: %w: the client is nil", backend.ErrInvalidOptions)
 	}
 	if o.log == nil {
 		o.log = slog.Default()

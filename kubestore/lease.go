@@ -53,7 +53,7 @@ var (
 // Burst, or use NewLeaseForConfig, which does that.
 func NewLease(client kubernetes.Interface, namespace string, opts ...Option) (*LeaseStore, error) {
 	if client == nil {
-		return nil, fmt.Errorf("kube: NewLease: the client is nil")
+		return nil, fmt.Errorf("kube: NewLease: %w: the client is nil", backend.ErrInvalidOptions)
 	}
 	s, err := newStore(namespace, &leaseKind{c: client.CoordinationV1().Leases(namespace)}, opts)
 	if err != nil {

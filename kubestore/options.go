@@ -105,13 +105,13 @@ func buildOptions(opts []Option) (options, error) {
 		}
 	}
 	if err := validLabelValue(o.app); err != nil {
-		return o, fmt.Errorf("WithApplication(%q): %w", o.app, err)
+		return o, fmt.Errorf("%w: WithApplication(%q): %w", backend.ErrInvalidOptions, o.app, err)
 	}
 	if o.qps <= 0 || o.burst < 1 {
-		return o, fmt.Errorf("WithRateLimit(%v, %d): QPS must be positive and burst at least 1", o.qps, o.burst)
+		return o, fmt.Errorf("%w: WithRateLimit(%v, %d): QPS must be positive and burst at least 1", backend.ErrInvalidOptions, o.qps, o.burst)
 	}
 	if o.maxConflicts < 1 {
-		return o, fmt.Errorf("WithMaxConflicts(%d): must be at least 1", o.maxConflicts)
+		return o, fmt.Errorf("%w: WithMaxConflicts(%d): must be at least 1", backend.ErrInvalidOptions, o.maxConflicts)
 	}
 	return o, nil
 }
@@ -120,7 +120,7 @@ func buildOptions(opts []Option) (options, error) {
 // bucket rate limiter.
 func clientForConfig(cfg *rest.Config, opts []Option) (kubernetes.Interface, error) {
 	if cfg == nil {
-		return nil, fmt.Errorf("the *rest.Config is nil")
+		return nil, fmt.Errorf("%w: the *rest.Config is nil", backend.ErrInvalidOptions)
 	}
 	o, err := buildOptions(opts)
 	if err != nil {

@@ -85,7 +85,7 @@ func observe(o object, at time.Time) observation {
 
 func newStore(namespace string, k kind, opts []Option) (*store, error) {
 	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
-		return nil, fmt.Errorf("namespace %q: %s", namespace, errs[0])
+		return nil, fmt.Errorf("%w: namespace %q: %s", backend.ErrInvalidOptions, namespace, errs[0])
 	}
 	o, err := buildOptions(opts)
 	if err != nil {
