@@ -51,9 +51,18 @@ type Scheduler struct {
 	jobs    []*job
 	names   map[string]bool
 	running bool
+	// stuck is the end of an earlier Run that returned past its shutdown
+	// grace while its jobs (or slot lock releases) went on, nil if none.
+	stuck *stuckRun
 	// removeForbidden is set once a removal was refused for lack of
 	// permission (logged as a warning once).
 	removeForbidden atomic.Bool
+}
+
+// stuckRun is what an earlier Run left running when its grace ended.
+type stuckRun struct {
+	done <-chan struct{} // closed when its jobs and releases have ended
+	what string          // for the error: the jobs still running, or releases
 }
 
 type job struct {
@@ -171,14 +180,16 @@ func (s *Scheduler) Add(name, cronSpec string, fn Func, opts ...JobOption) error
 // and Run waits up to the shutdown grace (WithShutdownGrace) for them to
 // return. It then returns ctx.Err(), or, if a job is still running, an
 // error matching baton.ErrGraceExceeded that names it; that job keeps its
-// slot's lock until it returns, and the process should exit. If no job
-// runs when the grace ends but slot locks are still being released, Run
-// waits for those releases (each is bounded by a few seconds).
+// slot's lock until it returns, and the process should exit. A later Run
+// returns such an error at once for as long as that job runs, so that no
+// job runs twice at once on this replica. If no job runs when the grace
+// ends but slot locks are still being released, Run waits for those
+// releases (each is bounded by a few seconds).
 func (s *Scheduler) Run(ctx context.Context) error {
 	s.mu.Lock()
-	if s.running {
+	if err := s.busyLocked(); err != nil {
 		s.mu.Unlock()
-		return fmt.Errorf("schedule: %w", ErrRunning)
+		return err
 	}
 	s.running = true
 	jobs := s.jobs
@@ -240,9 +251,39 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-rt.C():
 		}
+		s.leftRunning(done, "slot locks are still being released")
 		return fmt.Errorf("schedule: %w (%v): slot locks still being released %v later", baton.ErrGraceExceeded, s.cfg.grace, releaseTimeout)
 	}
+	s.leftRunning(done, fmt.Sprintf("jobs still running: %q", names))
 	return fmt.Errorf("schedule: %w (%v): jobs still running: %q", baton.ErrGraceExceeded, s.cfg.grace, names)
+}
+
+// busyLocked returns ErrRunning while a Run is in progress, and an error
+// matching baton.ErrGraceExceeded while what an earlier Run left running
+// past its grace still runs: a job's loop started again beside it would
+// run the job twice at once on this replica. s.mu must be held.
+func (s *Scheduler) busyLocked() error {
+	if s.running {
+		return fmt.Errorf("schedule: %w", ErrRunning)
+	}
+	if s.stuck == nil {
+		return nil
+	}
+	select {
+	case <-s.stuck.done:
+		s.stuck = nil
+		return nil
+	default:
+		return fmt.Errorf("schedule: %w: an earlier Run's %s; Run starts again once they end", baton.ErrGraceExceeded, s.stuck.what)
+	}
+}
+
+// leftRunning records that Run returns past its grace while what goes on
+// until done is closed.
+func (s *Scheduler) leftRunning(done <-chan struct{}, what string) {
+	s.mu.Lock()
+	s.stuck = &stuckRun{done: done, what: what}
+	s.mu.Unlock()
 }
 
 // loop runs one job's slots until ctx ends.
