@@ -57,9 +57,11 @@ type EventObserver struct {
 
 	queue chan baton.Event
 	done  chan struct{}
-	once  sync.Once
 
+	// mu guards the fields below; Observe sends on queue under it, so
+	// that Close cannot close queue between its check and its send.
 	mu      sync.Mutex
+	closed  bool
 	dropped int
 	denied  bool
 }
@@ -105,23 +107,28 @@ func (o *EventObserver) Observe(e baton.Event) {
 	default:
 		return
 	}
-	select {
-	case <-o.done:
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
 		return
-	default:
 	}
 	select {
 	case o.queue <- e:
 	default:
-		o.mu.Lock()
 		o.dropped++
-		o.mu.Unlock()
 	}
 }
 
-// Close sends the queued events (each bounded by a short timeout) and stops.
+// Close sends the queued events (each bounded by a short timeout) and
+// stops. Events observed from then on are dropped. A second Close returns
+// nil.
 func (o *EventObserver) Close() error {
-	o.once.Do(func() { close(o.queue) })
+	o.mu.Lock()
+	if !o.closed {
+		o.closed = true
+		close(o.queue)
+	}
+	o.mu.Unlock()
 	<-o.done
 	o.mu.Lock()
 	defer o.mu.Unlock()

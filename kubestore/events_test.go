@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -352,4 +353,36 @@ func hasReasons(evs []corev1.Event, want []string) bool {
 		}
 	}
 	return true
+}
+
+// TestEventObserverObserveDuringClose: Observe called while Close sends
+// the queued events (a lease lost or released in another goroutine at
+// shutdown) drops the event; it sent on the closed queue and panicked in
+// baton's goroutine.
+func TestEventObserverObserveDuringClose(t *testing.T) {
+	t.Parallel()
+	controlPlane(t)
+	obs := newObserver(t, adminClient(t), newNamespace(t), "Lease")
+	ev := baton.Event{Kind: baton.EventReleased, Name: "busy", Holder: "a", Token: 1}
+	for range 64 { // a full queue: Close takes a while to send it
+		obs.Observe(ev)
+	}
+	closed := make(chan struct{})
+	var observing sync.WaitGroup
+	for range 4 {
+		observing.Go(func() {
+			for {
+				select {
+				case <-closed:
+					return
+				default:
+					obs.Observe(ev)
+				}
+			}
+		})
+	}
+	closeObserver(t, obs)
+	close(closed)
+	observing.Wait()
+	obs.Observe(ev) // after Close: dropped
 }
