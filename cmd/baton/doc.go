@@ -7,6 +7,9 @@
 // leader crash (SIGKILL) and a takeover with a larger token after the
 // TTL, then a handover on release (SIGTERM), in about 10 seconds.
 //
+// baton builds on Unix-like systems only (Linux, macOS, the BSDs): it
+// supervises CMD through process groups and signals.
+//
 // # Commands
 //
 //	baton run --name NAME [flags] -- CMD [ARGS...]

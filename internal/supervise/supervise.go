@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package supervise starts and stops the child processes of the baton CLI.
 //
 // A Child is started so that it cannot outlive its supervisor: on Linux the
