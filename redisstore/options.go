@@ -66,7 +66,7 @@ func (o options) validate() error {
 		return fmt.Errorf("%w: WithReplicaAcks(%d, %v): want a replica count of at least 0 and, with replicas, a positive timeout",
 			backend.ErrInvalidOptions, o.acks, o.ackTimeout)
 	}
-	if o.driftFactor < 0 || o.driftFactor >= 0.5 {
+	if !(o.driftFactor >= 0 && o.driftFactor < 0.5) { // NaN included
 		return fmt.Errorf("%w: drift factor %v is not in [0, 0.5)", backend.ErrInvalidOptions, o.driftFactor)
 	}
 	return nil
