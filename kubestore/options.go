@@ -107,7 +107,7 @@ func buildOptions(opts []Option) (options, error) {
 	if err := validLabelValue(o.app); err != nil {
 		return o, fmt.Errorf("%w: WithApplication(%q): %w", backend.ErrInvalidOptions, o.app, err)
 	}
-	if o.qps <= 0 || o.burst < 1 {
+	if !(o.qps > 0) || o.burst < 1 { // NaN included
 		return o, fmt.Errorf("%w: WithRateLimit(%v, %d): QPS must be positive and burst at least 1", backend.ErrInvalidOptions, o.qps, o.burst)
 	}
 	if o.maxConflicts < 1 {

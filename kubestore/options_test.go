@@ -2,6 +2,7 @@ package kubestore_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -40,6 +41,7 @@ func TestConstructorsRejectBadInput(t *testing.T) {
 		"WithRateLimit":                    second(kubestore.NewLeaseForConfig(cfg, "ns", kubestore.WithRateLimit(0, 0))),
 		"NewEventObserver(nil)":            second(kubestore.NewEventObserver(cs, "ns", "Lease", "baton", nil)),
 		"NewEventObserver kind":            second(kubestore.NewEventObserver(cs, "ns", "Pod", "baton", nil)),
+		"WithRateLimit(NaN)":               second(kubestore.NewLeaseForConfig(cfg, "ns", kubestore.WithRateLimit(float32(math.NaN()), 5))),
 		"WithMaxConflicts":                 second(kubestore.NewDistributedLockForConfig(cfg, "ns", kubestore.WithMaxConflicts(0))),
 	} {
 		if !errors.Is(err, backend.ErrInvalidOptions) {
