@@ -20,6 +20,7 @@ import (
 // of a release, or once the old claim can be judged expired.
 //
 // An Elector is safe for concurrent use; Run may be active once at a time.
+// Create it with NewElector: its zero value is not usable.
 type Elector struct {
 	mu      *Mutex
 	running atomic.Bool

@@ -19,6 +19,9 @@ import (
 // may be used by many goroutines at once; every Lock call is a separate
 // contender with its own nonce, so two goroutines of one process exclude
 // each other like two processes do.
+//
+// Create a Mutex with NewMutex: unlike a sync.Mutex, its zero value is not
+// usable.
 type Mutex struct {
 	b      backend.Backend
 	name   string

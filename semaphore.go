@@ -41,7 +41,7 @@ const MaxSemaphoreLimit = 64
 // A Semaphore may be used by many goroutines at once; every Acquire call is
 // a separate contender. Attempts spread over the slots from a random
 // first slot. Waiters are not served in order: a Semaphore is not fair, on
-// any backend.
+// any backend. Create it with NewSemaphore: its zero value is not usable.
 type Semaphore struct {
 	name  string
 	cfg   *config
