@@ -77,8 +77,13 @@ type Observer interface {
 // ObserverFunc adapts a function to Observer.
 type ObserverFunc func(Event)
 
-// Observe calls f(e).
-func (f ObserverFunc) Observe(e Event) { f(e) }
+// Observe calls f(e). A nil ObserverFunc ignores e, as no Observer would:
+// it would otherwise panic in the lease's own goroutine.
+func (f ObserverFunc) Observe(e Event) {
+	if f != nil {
+		f(e)
+	}
+}
 
 // Observers returns an Observer that passes every event to each of obs in
 // turn, skipping nil entries, so that one lock can feed metrics and, say,

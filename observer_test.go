@@ -56,6 +56,23 @@ func TestObserversSkipsNilAndCallsEachInOrder(t *testing.T) {
 	}
 }
 
+// A nil ObserverFunc (a variable of that type never set) observes nothing;
+// it panicked at the first event.
+func TestNilObserverFuncIgnoresEvents(t *testing.T) {
+	var f baton.ObserverFunc
+	m, err := baton.NewMutex(memstore.New(), "observed", baton.WithObserver(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.TryLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // An Observer that panics on an acquisition, in a process that recovers
 // the panic (as net/http does), must not leave a keeper renewing a lock that
 // nobody holds: the lease is abandoned, and its claim expires after the
