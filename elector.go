@@ -139,6 +139,10 @@ func (e *Elector) setLeader(id string, self bool) {
 //
 // After a loss, Run campaigns again: a replica that lost its term (a network
 // blip, a long pause) becomes a standby, not a dead process.
+//
+// work runs in a goroutine of its own, so a panic in work is not recovered
+// by Run's caller: it ends the process, as a panic in any goroutine does.
+// The term's claim is then left to expire after its TTL.
 func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lease) error) error {
 	if work == nil {
 		// Checked before campaigning: a nil work would panic in its own
