@@ -167,6 +167,9 @@ func (o *EventObserver) record(ctx context.Context, e baton.Event) error {
 		reason, typ, msg = ReasonLockLost, corev1.EventTypeWarning, fmt.Sprintf("%s lost the lock (token %d): %v", e.Holder, e.Token, e.Err)
 	case baton.EventReleased:
 		reason, msg = ReasonReleased, fmt.Sprintf("%s released the lock (token %d)", e.Holder, e.Token)
+		if e.Err != nil {
+			typ, msg = corev1.EventTypeWarning, fmt.Sprintf("%s ended its tenure (token %d), but its release failed, so the lock is free only once its claim expires: %v", e.Holder, e.Token, e.Err)
+		}
 	}
 	now := metav1.NewTime(time.Now())
 	ev := &corev1.Event{

@@ -386,3 +386,26 @@ func TestEventObserverObserveDuringClose(t *testing.T) {
 	observing.Wait()
 	obs.Observe(ev) // after Close: dropped
 }
+
+// A release whose store call failed is a Warning that says so; it was
+// recorded as "released the lock", though the lock stays taken until the
+// claim expires.
+func TestEventObserverFailedRelease(t *testing.T) {
+	t.Parallel()
+	controlPlane(t)
+	ns := newNamespace(t)
+	cs := adminClient(t)
+	obs := newObserver(t, cs, ns, "Lease")
+	obs.Observe(baton.Event{Kind: baton.EventReleased, Name: "job", Holder: "pod-a", Token: 7, Err: errors.New("store unreachable")})
+	closeObserver(t, obs)
+	evs, err := cs.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=job"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Items) != 1 {
+		t.Fatalf("%d Events, want 1", len(evs.Items))
+	}
+	if e := evs.Items[0]; e.Type != corev1.EventTypeWarning || !strings.Contains(e.Message, "release failed") || !strings.Contains(e.Message, "store unreachable") {
+		t.Errorf("Event %s %q: want a Warning saying the release failed, with the error", e.Type, e.Message)
+	}
+}
