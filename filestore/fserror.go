@@ -15,9 +15,10 @@ import (
 // directory dir, with the baton sentinel of its cause, and adds the fix: a
 // refused permission matches backend.ErrForbidden (so the engine stops
 // retrying and the CLI exits 77), a read-only file system or a file where
-// a directory backend.ErrMisconfigured, a full file system
-// backend.ErrUnavailable (retried: space may be freed). Other errors, and
-// errors already marked, are returned as they are.
+// a directory backend.ErrMisconfigured, a full file system or a process
+// (or system) out of file descriptors backend.ErrUnavailable (retried:
+// space or descriptors may be freed). Other errors, and errors already
+// marked, are returned as they are.
 func fsError(err error, dir string) error {
 	switch {
 	case err == nil, errors.Is(err, backend.ErrForbidden), errors.Is(err, backend.ErrMisconfigured), errors.Is(err, backend.ErrUnavailable):
@@ -25,6 +26,8 @@ func fsError(err error, dir string) error {
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return &markedError{err: err, mark: backend.ErrUnavailable, fix: fmt.Sprintf(
 			"the file system of the lock directory %s is full (no space or no inodes left, or the user's quota reached): free space there, or use a directory on another file system", dir)}
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return &markedError{err: err, mark: backend.ErrUnavailable, fix: descriptorsFix(err)}
 	case errors.Is(err, fs.ErrPermission):
 		return &markedError{err: err, mark: backend.ErrForbidden, fix: fmt.Sprintf(
 			"this process (uid %d) may not read or write the lock directory %s or a file in it: run it as the user that owns them, or give that user read and write access (for a directory shared by a group, the processes must create files group-writable: filestore.WithPermissions in Go; baton lock and run create them for their own user only)",
@@ -37,6 +40,17 @@ func fsError(err error, dir string) error {
 			"a file stands where the path of the lock directory %s needs a directory: name a directory, or move the file", dir)}
 	}
 	return err
+}
+
+// descriptorsFix says what to do when a process (EMFILE) or the system
+// (ENFILE) has no file descriptor left to open a lock's files with: each
+// operation on a lock opens its files for a moment, and a waiting lock
+// keeps one inotify descriptor open.
+func descriptorsFix(err error) string {
+	if errors.Is(err, syscall.ENFILE) {
+		return "the system has no file descriptor left (the table sized by the fs.file-max sysctl is full): close files elsewhere, or raise fs.file-max"
+	}
+	return "this process has reached its limit of open files (RLIMIT_NOFILE, shown by ulimit -n): raise it (ulimit -n, LimitNOFILE= in systemd), or hold fewer locks at once"
 }
 
 // mkdirError is fsError for New's failure to create the lock directory
