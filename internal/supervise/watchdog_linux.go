@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -80,7 +81,9 @@ func startWatchdog(deadline time.Time) (*exec.Cmd, *os.File, error) {
 	}
 	if err := awaitReady(ready); err != nil {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		if werr := cmd.Wait(); errors.Is(err, errWatchdogExited) && werr != nil {
+			err = fmt.Errorf("%w (%v)", err, werr)
+		}
 		w.Close()
 		return nil, nil, err
 	}
@@ -90,17 +93,27 @@ func startWatchdog(deadline time.Time) (*exec.Cmd, *os.File, error) {
 // watchdogStartTimeout bounds the wait for a new watchdog's readiness.
 const watchdogStartTimeout = 10 * time.Second
 
+// errWatchdogExited is awaitReady's error when the watchdog ended before
+// it was ready: it crashed, most often because it could not create a
+// thread (the process limit) or was killed (memory).
+var errWatchdogExited = errors.New("starting the watchdog: it exited before it was ready; it is a copy of this binary, one more process with a few threads: check the process limit (ulimit -u, a cgroup's pids.max) and the memory limit")
+
 // awaitReady waits for the watchdog's byte on ready, which it writes once
 // it ignores the signals that reach its group. Until then a signal
 // forwarded to CMD's group (baton asked to stop just as CMD started)
-// would kill it with CMD, and End would take it for fired.
+// would kill it with CMD, and End would take it for fired. The end of
+// ready (the watchdog exited) matches errWatchdogExited.
 func awaitReady(ready *os.File) error {
 	_ = ready.SetReadDeadline(time.Now().Add(watchdogStartTimeout))
 	var b [1]byte
-	if _, err := ready.Read(b[:]); err != nil {
-		return fmt.Errorf("starting the watchdog: it did not report ready within %v: %w", watchdogStartTimeout, err)
+	_, err := ready.Read(b[:])
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF):
+		return errWatchdogExited
 	}
-	return nil
+	return fmt.Errorf("starting the watchdog: it did not report ready within %v: %w", watchdogStartTimeout, err)
 }
 
 func writeDeadline(w *os.File, t time.Time) error {
