@@ -186,12 +186,32 @@ func (s *supervisor) start(l *baton.Lease) (*supervise.Child, error) {
 }
 
 // startError maps a failure to start CMD to exit code 127 (not found) or
-// 126 (found but not runnable), as shells and env(1) do.
+// 126 (found but not runnable), as shells and env(1) do. A limit that
+// stopped the start (processes, open files) is named with its fix.
 func startError(name string, err error) error {
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 		return failf(ExitNotFound, "cannot run %q: %w", name, err)
 	}
+	if fix := limitFix(err); fix != "" {
+		return failf(ExitCannotRun, "cannot run %q: %w; %s", name, err, fix)
+	}
 	return failf(ExitCannotRun, "cannot run %q: %w", name, err)
+}
+
+// limitFix says which limit err (a failed fork or pipe) ran into, and how
+// to raise it; "" for other errors. Each term of run and lock needs two
+// processes (CMD and its watchdog, a copy of baton with a few threads)
+// and a few file descriptors.
+func limitFix(err error) string {
+	switch {
+	case errors.Is(err, syscall.EAGAIN):
+		return "the user's process limit (ulimit -u, LimitNPROC= in systemd) or the cgroup's pids.max is reached: baton needs two processes besides its own for each term (CMD and its watchdog): raise the limit, or run fewer processes"
+	case errors.Is(err, syscall.EMFILE):
+		return "baton has as many files open as its limit allows (ulimit -n, LimitNOFILE= in systemd): raise it"
+	case errors.Is(err, syscall.ENFILE):
+		return "the system has no file descriptor left (the fs.file-max sysctl): close files elsewhere, or raise it"
+	}
+	return ""
 }
 
 // supervise waits until CMD exits or the lease ends. If the lease ends (or
