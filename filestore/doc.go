@@ -237,8 +237,14 @@
 // # Watching
 //
 // On Linux, Store.Watch uses inotify on the directory, so a waiting
-// baton.Mutex wakes as soon as the record changes. Elsewhere Watch returns
-// an error and the engine polls.
+// baton.Mutex wakes as soon as the record changes. Each waiting lock holds
+// one inotify instance with one watch, and one file descriptor, while it
+// waits: a user's instances are limited machine-wide by the
+// fs.inotify.max_user_instances sysctl (often 128), its watches by
+// fs.inotify.max_user_watches. When a watch cannot be opened (a limit is
+// reached), or elsewhere than Linux, Watch returns an error that says so,
+// and the engine polls every RetryPeriod instead (a debug log line).
+// Other operations open a lock's files only for their duration.
 //
 // # Platforms
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 
@@ -32,11 +33,11 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, error) 
 	}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("file: watch %q: inotify_init1: %w", key, err)
+		return nil, fmt.Errorf("file: watch %q: inotify_init1: %w%s", key, err, inotifyFix(err))
 	}
 	if _, err := unix.InotifyAddWatch(fd, s.dir, watchMask); err != nil {
 		_ = unix.Close(fd)
-		return nil, fmt.Errorf("file: watch %q: inotify_add_watch %s: %w", key, s.dir, err)
+		return nil, fmt.Errorf("file: watch %q: inotify_add_watch %s: %w%s", key, s.dir, err, inotifyFix(err))
 	}
 	// A non-blocking descriptor joins the runtime's poller, so Read parks
 	// the goroutine and Close from another goroutine wakes it.
@@ -70,6 +71,21 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, error) 
 		}
 	}()
 	return ch, nil
+}
+
+// inotifyFix names the limit behind err, a failure to open a watch, and
+// how to raise it; "" for other errors. Each waiting lock holds one
+// inotify instance with one watch; without them it polls.
+func inotifyFix(err error) string {
+	switch {
+	case errors.Is(err, unix.EMFILE):
+		return " (the user's inotify instances, the fs.inotify.max_user_instances sysctl, or this process's open files, ulimit -n, are all in use: raise the limit; until then waiters poll)"
+	case errors.Is(err, unix.ENOSPC):
+		return " (the user's inotify watches, the fs.inotify.max_user_watches sysctl, are all in use: raise it; until then waiters poll)"
+	case errors.Is(err, unix.ENFILE):
+		return " (the system has no file descriptor left, the fs.file-max sysctl: raise it; until then waiters poll)"
+	}
+	return ""
 }
 
 // scanEvents reports whether the inotify events in buf concern the file

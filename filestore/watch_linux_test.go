@@ -2,8 +2,11 @@ package filestore
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -110,5 +113,21 @@ func TestWatchCancelledContext(t *testing.T) {
 	cancel()
 	if _, err := s.Watch(ctx, "w"); err == nil {
 		t.Fatal("Watch with a cancelled context succeeded")
+	}
+}
+
+// TestWatchOutOfDescriptors: a watch that cannot get an inotify instance
+// (inotify_init1 answers EMFILE for the user's max_user_instances and for
+// the process's open files alike) names both limits; the engine then
+// polls and logs that error.
+func TestWatchOutOfDescriptors(t *testing.T) {
+	s, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowerNofile(t)
+	_, err = s.Watch(context.Background(), "job")
+	if !errors.Is(err, syscall.EMFILE) || !strings.Contains(err.Error(), "fs.inotify.max_user_instances") || !strings.Contains(err.Error(), "ulimit -n") {
+		t.Fatalf("Watch = %v, want EMFILE naming max_user_instances and ulimit -n", err)
 	}
 }
