@@ -89,6 +89,14 @@ func unreachable(err error) (hint string, ok bool) {
 		return "nothing listens at that address: is the server running, and are the host and port right?", true
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return "no route to the host: check the address and the network", true
+	case errors.Is(err, syscall.EMFILE):
+		// The client's own limit, not the server: the dial's socket(2)
+		// failed before any packet left.
+		return "this process has as many files open as its limit allows (RLIMIT_NOFILE, ulimit -n), so it cannot open a connection; the server is not at fault: raise the limit (ulimit -n, LimitNOFILE= in systemd), or hold fewer locks and connections", true
+	case errors.Is(err, syscall.ENFILE):
+		return "the system has no file descriptor left (the fs.file-max sysctl), so no connection can be opened; the server is not at fault: close files elsewhere, or raise fs.file-max", true
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return "no local port is free for a new connection (the ephemeral range, net.ipv4.ip_local_port_range, is used up, often by connections in TIME_WAIT), or the local address is not this host's: reuse connections, or widen the range", true
 	case errors.Is(err, syscall.ETIMEDOUT):
 		return "the connection timed out: check the address, the network and firewalls", true
 	case strings.Contains(err.Error(), "TLS handshake timeout"):
