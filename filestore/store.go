@@ -487,6 +487,9 @@ func (s *Store) checkOwned(g backend.Grant, old *record, now int64) error {
 const (
 	minLockWait = 50 * time.Microsecond
 	maxLockWait = 5 * time.Millisecond
+	// maxFlockWait bounds the wait: a file lock held this long is held
+	// by a process that is stopped or hung, and may be for ever.
+	maxFlockWait = 5 * time.Second
 )
 
 // lock opens the lock file at path (creating it if create is true; if not,
@@ -520,11 +523,14 @@ func (s *Store) lock(ctx context.Context, path string, create bool) (lockHandle,
 	}
 }
 
-// waitLock takes h's flock, polling until ctx ends.
+// waitLock takes h's flock, polling until ctx ends or for maxFlockWait.
+// Running out of time is backend.ErrUnavailable (retried), naming the
+// file and the fix: the process that holds its flock is stuck.
 func waitLock(ctx context.Context, h lockHandle, path string) error {
 	var (
 		wait  = minLockWait
 		timer *time.Timer
+		start = time.Now()
 	)
 	for {
 		ok, err := h.tryLock()
@@ -537,7 +543,11 @@ func waitLock(ctx context.Context, h lockHandle, path string) error {
 			}
 			return nil
 		}
-		d := wait/2 + rand.N(wait) // jitter in [wait/2, 3*wait/2)
+		waited := time.Since(start)
+		if waited >= maxFlockWait {
+			return flockHeldError(path, waited, nil)
+		}
+		d := min(wait/2+rand.N(wait), maxFlockWait-waited) // jitter in [wait/2, 3*wait/2)
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -546,11 +556,25 @@ func waitLock(ctx context.Context, h lockHandle, path string) error {
 		select {
 		case <-ctx.Done():
 			timer.Stop()
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return flockHeldError(path, time.Since(start), ctx.Err())
+			}
 			return fmt.Errorf("waiting for the file lock %s: %w", path, ctx.Err())
 		case <-timer.C:
 		}
 		wait = min(2*wait, maxLockWait)
 	}
+}
+
+// flockHeldError is waitLock's error after waiting for the flock of path
+// for waited in vain (cut short by cause, if not nil).
+func flockHeldError(path string, waited time.Duration, cause error) error {
+	err := fmt.Errorf("%w: another process has held the file lock %s for %v, where a holder keeps it for one read and one write: that process is stopped (SIGSTOP, a debugger) or hung on the disk; find it with fuser %s, and resume or end it",
+		backend.ErrUnavailable, path, waited.Round(time.Millisecond), path)
+	if cause != nil {
+		return fmt.Errorf("%w (%w)", err, cause)
+	}
+	return err
 }
 
 // read returns the record for key at path (nil if there is none) and the
