@@ -62,7 +62,9 @@ func startWatchdog(deadline time.Time) (*exec.Cmd, *os.File, error) {
 		return nil, nil, fmt.Errorf("watchdog pipe: %w", err)
 	}
 	defer ready.Close()
-	defer readyW.Close() // at once after Start (below); here on the other paths
+	// readyW is closed at once after Start (below); this is for the other
+	// paths.
+	defer readyW.Close()
 	cmd.ExtraFiles = []*os.File{r, readyW} // fd 3, fd 4
 	// Its own process group, which CMD then joins: the watchdog is never
 	// stopped by a signal to the supervisor's group, and knows the group
