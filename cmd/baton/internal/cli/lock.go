@@ -62,7 +62,7 @@ func (a *app) lockCommand() *cobra.Command {
 	}
 	cmd.Flags().SetInterspersed(false)
 	f.register(cmd.Flags())
-	cmd.Flags().Var(&wait, "wait", `how long to wait for the lock: a duration, 0 to try once, or "forever"`)
+	cmd.Flags().Var(&wait, "wait", `how long to wait for the lock, counted from the store's first answer (reaching it at start-up is bounded by --connect-timeout): a duration, 0 to try once, or "forever"`)
 	return cmd
 }
 
