@@ -77,6 +77,10 @@ type observation struct {
 	// obj is the object as this process last wrote it (rv is its
 	// version), or nil if the version was only seen.
 	obj *object
+	// released is the nonce of the claim that this process's write obj
+	// released, or "": a watch view still showing that claim is older
+	// than obj (see current).
+	released string
 }
 
 func observe(o object, at time.Time) observation {
@@ -460,13 +464,14 @@ func (s *store) settled(updated object, sent time.Time) {
 	s.wrote(updated, sent)
 }
 
-// current returns the object key: from the live watch's view if useView
-// and a watch of key is established (no request; every write that follows
-// is conditional, so a stale view costs a conflict, never exclusion),
+// current returns the object key: from the live watch's view if useView,
+// a watch of key is established and the view does not show a claim this
+// process released since (no request; every write that follows is
+// conditional, so a stale view costs a conflict, never exclusion),
 // otherwise read from the API server.
 func (s *store) current(ctx context.Context, key string, useView bool) (object, error) {
 	if useView {
-		if o, exists, ok := s.view(key); ok {
+		if o, exists, ok := s.view(key); ok && !s.releasedHere(o) {
 			if !exists {
 				return object{}, apierrors.NewNotFound(schema.GroupResource{Resource: s.k.resource()}, key)
 			}
@@ -528,7 +533,32 @@ func (s *store) Release(ctx context.Context, g backend.Grant) error {
 		o.holder, o.nonce = "", ""
 		return nil
 	})
+	if err == nil {
+		s.noteReleased(g.Key, g.Nonce)
+	}
 	return err
+}
+
+// noteReleased records that this process's last write of name released
+// the claim with nonce.
+func (s *store) noteReleased(name, nonce string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if obs, ok := s.seen[name]; ok && obs.obj != nil && obs.obj.holder == "" {
+		obs.released = nonce
+		s.seen[name] = obs
+	}
+}
+
+// releasedHere reports whether o, a watch's view, shows a claim that this
+// process has released since: the watch has not delivered the release
+// yet, and o must not be taken for the current object (TryAcquire would
+// report the lock held by the claim just released).
+func (s *store) releasedHere(o object) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	obs, ok := s.seen[o.name]
+	return ok && o.holder != "" && obs.obj != nil && obs.released != "" && o.nonce == obs.released
 }
 
 // change applies f to g's object if it is still g's, with a conditional
