@@ -38,7 +38,9 @@ type Ledger interface {
 
 // MemoryLedger is a Ledger in the memory of one process, for tests,
 // examples and replicas that are goroutines of one process. Its records end
-// with the process. The zero value is not usable; call NewMemoryLedger.
+// with the process, and it keeps every record until then: it has no
+// pruning, so its memory grows with every slot run. The zero value is not
+// usable; call NewMemoryLedger.
 type MemoryLedger struct {
 	mu   sync.Mutex
 	done map[memKey]uint64
