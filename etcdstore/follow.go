@@ -67,10 +67,10 @@ func (s *Store) follow(ctx context.Context, f *follower) {
 	l.run()
 }
 
-// stop cancels both watches and stops every timer of the loop.
+// stop ends both watches and stops every timer of the loop.
 func (l *followLoop) stop() {
-	l.wcancel()
-	l.ccancel()
+	l.dropTarget()
+	l.dropClaim()
 	for _, t := range []*time.Timer{l.retry, l.dTimer, l.lingerT} {
 		if t != nil {
 			t.Stop()
@@ -142,8 +142,7 @@ func (l *followLoop) poll() (spec watchSpec, inflight int, checked uint64, idle 
 func (l *followLoop) steerTarget(spec watchSpec, inflight int, idle time.Time) {
 	parked := !idle.IsZero() && !spec.waiting && !spec.guess
 	if parked && l.wch != nil {
-		l.wcancel()
-		l.wch, l.created = nil, 0
+		l.dropTarget()
 	}
 	switch {
 	case parked:
@@ -160,14 +159,33 @@ func (l *followLoop) steerTarget(spec watchSpec, inflight int, idle time.Time) {
 // start replaces the target watch with one on target, from the present
 // revision, and marks no spec generation as checked against it.
 func (l *followLoop) start(target string) {
-	l.wcancel()
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
+	l.dropTarget()
+	wctx, cancel := l.watchContext()
 	l.wcancel = cancel
 	l.wch = l.s.client.Watch(wctx, target, clientv3.WithCreatedNotify())
 	l.watching, l.created, l.pureDone = target, 0, false
 	l.s.hub.mu.Lock()
 	l.f.checked = 0
 	l.s.hub.mu.Unlock()
+}
+
+// watchContext is the context of a new watch of the loop: not a child of
+// the loop's context, so that the watch ends only through dropTarget or
+// dropClaim (see Store.dropWatch); the loop's end calls both (stop).
+func (l *followLoop) watchContext() (context.Context, context.CancelFunc) {
+	return context.WithCancel(clientv3.WithRequireLeader(context.WithoutCancel(l.ctx)))
+}
+
+// dropTarget ends the target watch, if any (see Store.dropWatch).
+func (l *followLoop) dropTarget() {
+	l.s.dropWatch(l.wch, l.wcancel, l.created != 0)
+	l.wch, l.created, l.wcancel = nil, 0, func() {}
+}
+
+// dropClaim ends the claim watch, if any (see Store.dropWatch).
+func (l *followLoop) dropClaim() {
+	l.s.dropWatch(l.cwch, l.ccancel, l.cCreated != 0)
+	l.cwch, l.cCreated, l.ccancel = nil, 0, func() {}
 }
 
 // steerClaim keeps the claim watch open exactly while the Store's first
@@ -181,12 +199,11 @@ func (l *followLoop) steerClaim(spec watchSpec) {
 	s.fq.mu.Unlock()
 	switch {
 	case wantClaim && l.cwch == nil && !time.Now().Before(l.cAfter):
-		cctx, cancel := context.WithCancel(clientv3.WithRequireLeader(l.ctx))
+		cctx, cancel := l.watchContext()
 		l.ccancel = cancel
 		l.cwch, l.cCreated = s.client.Watch(cctx, l.ck, clientv3.WithCreatedNotify()), 0
 	case !wantClaim && l.cwch != nil:
-		l.ccancel()
-		l.cwch, l.cCreated = nil, 0
+		l.dropClaim()
 		s.hub.mu.Lock()
 		f.claimUp = false
 		s.hub.mu.Unlock()

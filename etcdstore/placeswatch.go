@@ -97,22 +97,34 @@ func (s *Store) watchPlaces(c *claim, w *placesWatch) {
 
 // followPlaces applies the events of c's watch of the queue to w until the
 // watch ends or fails.
+//
+// The watch runs under a context of its own, ended through dropWatch once
+// ctx ends (w.cancel) or the watch fails.
 func (s *Store) followPlaces(ctx context.Context, c *claim, w *placesWatch) {
 	defer s.wg.Done()
 	_, _, qp := s.Keys(c.name)
-	wch := s.client.Watch(ctx, qp, clientv3.WithPrefix(), clientv3.WithRev(c.token+1))
-	for wr := range wch {
-		s.mu.Lock()
-		ok := c.places == w && c.lost == nil && wr.Err() == nil && !wr.Canceled && w.apply(qp, wr.Events)
-		if !ok {
-			w.failed = true
-		}
-		s.mu.Unlock()
-		if !ok {
-			break
+	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(context.WithoutCancel(ctx)))
+	wch := s.client.Watch(wctx, qp, clientv3.WithPrefix(), clientv3.WithRev(c.token+1), clientv3.WithCreatedNotify())
+	confirmed := false
+	for ok := true; ok; {
+		select {
+		case <-ctx.Done():
+			ok = false
+		case wr, open := <-wch:
+			if open && wr.Created {
+				confirmed = true
+				continue
+			}
+			s.mu.Lock()
+			ok = open && c.places == w && c.lost == nil && wr.Err() == nil && !wr.Canceled && w.apply(qp, wr.Events)
+			if !ok {
+				w.failed = true
+			}
+			s.mu.Unlock()
 		}
 	}
-	w.cancel() // idempotent; ends the watch if it stopped here
+	s.dropWatch(wch, wcancel, confirmed)
+	w.cancel() // idempotent
 	s.mu.Lock()
 	w.failed = true
 	s.placesWatches--
