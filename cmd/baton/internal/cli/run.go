@@ -170,7 +170,16 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr, label string, arg
 	defer stopOnDone()
 
 	a.log.Info("campaigning", "lock", f.name, "identity", el.Identity(), "store", where)
-	err = el.Run(runCtx, func(ctx context.Context, l *baton.Lease) error {
+	err = el.Run(runCtx, s.term(labeler, cancel))
+	return s.exitErr(err)
+}
+
+// term is the Elector's work for one term: it starts CMD, labels the pod
+// as leader while CMD runs, and supervises it until it exits or the term
+// ends. stop ends the run (Run's context): on a signal, when CMD cannot
+// start, and when CMD exited on its own.
+func (s *supervisor) term(labeler *leaderLabel, stop func()) func(ctx context.Context, l *baton.Lease) error {
+	return func(ctx context.Context, l *baton.Lease) error {
 		if ctx.Err() != nil {
 			return nil // the term ended before CMD could start
 		}
@@ -179,27 +188,32 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr, label string, arg
 			return nil // Run campaigns again
 		}
 		if err != nil {
-			cancel() // a signal arrived, or CMD cannot start: stop campaigning
+			stop() // a signal arrived, or CMD cannot start: stop campaigning
 			return err
 		}
 		labeler.lead(ctx)
 		defer labeler.unlead() // before Run releases the lock
 		if _, stopped := s.supervise(ctx, l, c); stopped {
 			if s.signaled() != nil {
-				cancel() // stopped on a loss while a signal asked to stop
+				stop() // stopped on a loss while a signal asked to stop
 			}
 			return nil // Run campaigns again
 		}
-		// CMD exited on its own: the run is over. Cancelling makes Run
+		// CMD exited on its own: the run is over. Stopping makes Run
 		// release the lock and return even if the term ended meanwhile.
-		cancel()
+		stop()
 		return nil
-	})
+	}
+}
+
+// exitErr is baton run's result once the Elector's Run returned err: CMD's
+// exit code, its failure to start, the signal that stopped baton, or err.
+func (s *supervisor) exitErr(err error) error {
 	if code, ok := s.result(); ok {
 		return exitCode(code)
 	}
-	if err := s.startFailure(); err != nil {
-		return err
+	if serr := s.startFailure(); serr != nil {
+		return serr
 	}
 	if sig := s.signaled(); sig != nil {
 		return exitCode(signalExitCode(sig))
