@@ -42,6 +42,15 @@ import (
 // process paused (stopped, swapped out, in a long GC) past that point
 // cannot be stopped by any lease: its late writes are what the fencing
 // Token is for.
+//
+// The model assumes that the monotonic clock counts every moment the
+// store's clock counts. On Linux, Go's monotonic clock (CLOCK_MONOTONIC)
+// does not count time the machine spends suspended, nor, on some
+// hypervisors, time a virtual machine spends paused. After such a pause
+// the holder counts its lease valid for as long as it had left before,
+// although the store's TTL ran on and another process may hold the lock;
+// it learns of the loss at its next renew. To the protected resource that
+// is a paused process, and only the fencing Token stops its writes.
 type Lease struct {
 	m      *Mutex
 	ctx    context.Context
