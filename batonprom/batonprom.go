@@ -125,7 +125,8 @@ const maxEarly = 8
 // New returns a Collector registered with reg. It does not fall back to
 // the global registry: pass prometheus.DefaultRegisterer to use that one.
 // Registering a second Collector with the same registry returns an error
-// (matching prometheus.AlreadyRegisteredError), as does a nil reg.
+// matching prometheus.AlreadyRegisteredError (errors.As); a nil reg
+// returns an error that names it.
 func New(reg prometheus.Registerer) (*Collector, error) {
 	if reg == nil {
 		return nil, errors.New("batonprom: the registerer is nil")
