@@ -68,7 +68,15 @@ func listenStatus(addr, name string, log *slog.Logger) (*statusServer, error) {
 	mux.HandleFunc("GET /readyz", ok)
 	mux.HandleFunc("GET /leader", s.leader)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		// A client that stops reading a response, or leaves a kept-alive
+		// connection idle, must not hold a descriptor and a goroutine of
+		// the supervisor for ever: net/http sets no bound by default.
+		WriteTimeout: 30 * time.Second,
+		IdleTimeout:  2 * time.Minute,
+	}
 	log.Info("serving /healthz, /readyz, /leader and /metrics", "addr", ln.Addr().String())
 	return s, nil
 }
