@@ -3,6 +3,9 @@
 package probes
 
 import (
+	"bytes"
+	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -21,6 +24,9 @@ func TestPatchesApply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := checkHeader(abs); err != nil {
+			t.Errorf("%s: %v: run.sh needs the header lines (README.md)", p, err)
+		}
 		cmd := exec.Command("git", "apply", "--check", abs)
 		cmd.Dir = filepath.Join("..", "..")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -28,4 +34,21 @@ func TestPatchesApply(t *testing.T) {
 				"make its change to the current code in a scratch copy and write the patch again (git diff, keeping its header lines)", p, err, out)
 		}
 	}
+}
+
+// checkHeader reports a patch whose first line does not name its probe or
+// that has no "run:" line before its diff, which run.sh reads.
+func checkHeader(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	head, _, _ := bytes.Cut(data, []byte("\ndiff "))
+	switch {
+	case !bytes.HasPrefix(head, []byte("probe ")):
+		return errors.New(`its first line does not start with "probe NAME:"`)
+	case !bytes.Contains(head, []byte("\nrun: ")):
+		return errors.New(`it has no "run: TESTPATTERN" line before its diff`)
+	}
+	return nil
 }
