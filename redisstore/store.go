@@ -54,6 +54,9 @@ const ACLRules = "~baton:* &baton:* +hello +auth +select +ping +asking +cluster|
 //
 // See the package documentation for the key layout, the guarantees and what
 // a restart or a failover does to locks and tokens.
+//
+// Create a Store with New or Open; the zero Store has no client and is not
+// usable.
 type Store struct {
 	client   redis.UniversalClient
 	prefix   string
