@@ -18,11 +18,18 @@ const TestbinHint = "make testbin"
 // tools/testbin cache (TestbinDir). Pass it as
 // envtest.Environment.BinaryAssetsDirectory. If neither holds both binaries,
 // the test fails when CI=true and is skipped otherwise, naming TestbinHint.
+//
+// It first kills the servers from that directory that envtest started for
+// test binaries that have died since (on Linux; see reapOrphanedServers),
+// and logs how many.
 func KubeAssets(t testing.TB) string {
 	t.Helper()
 	dir, err := FindKubeAssets()
 	if err != nil {
 		unavailable(t, "%v", err)
+	}
+	if n := reapOrphanedServers(dir); n > 0 {
+		t.Logf("testenv: killed %d kube-apiserver and etcd processes left running by test binaries that died", n)
 	}
 	return dir
 }
