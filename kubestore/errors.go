@@ -53,9 +53,27 @@ func (e *ApplicationError) Error() string {
 			"it belongs to another tool, such as client-go leader election; baton will not take it over: use another lock name",
 			e.Resource, e.Namespace, e.Name, AnnotationToken, LabelApplication, FinalizerClaim, e.Holder)
 	}
-	return fmt.Sprintf("kube: %s %s/%s belongs to application %q (label %s), but this store is for application %q: "+
-		"two applications use the same lock name; give one of them another name",
-		e.Resource, e.Namespace, e.Name, e.Have, LabelApplication, e.Want)
+	field := "label " + LabelApplication
+	if e.Resource == dlResource {
+		field = "spec.application"
+	}
+	return fmt.Sprintf("kube: %s %s/%s belongs to application %q (%s), but this store is for application %q: "+
+		"either two applications use the same lock name (give one of them another name), or this application was renamed "+
+		"(its --app or WithApplication changed): then give the object the new name, %s; its holder keeps its claim, "+
+		"and processes still on the old name are refused from then on",
+		e.Resource, e.Namespace, e.Name, e.Have, field, e.Want, e.RenameCommand())
+}
+
+// RenameCommand is the kubectl command that gives the object the
+// application Want, for an application that was renamed (see
+// WithApplication). A DistributedLock keeps its application in
+// spec.application, and the label too; the other kinds in the label.
+func (e *ApplicationError) RenameCommand() string {
+	if e.Resource == dlResource {
+		return fmt.Sprintf(`kubectl patch %s %s -n %s --type merge -p '{"metadata":{"labels":{%q:%q}},"spec":{"application":%q}}'`,
+			e.Resource, e.Name, e.Namespace, LabelApplication, e.Want, e.Want)
+	}
+	return fmt.Sprintf("kubectl label %s %s -n %s %s=%s --overwrite", e.Resource, e.Name, e.Namespace, LabelApplication, e.Want)
 }
 
 // Is makes errors.Is match ErrOtherApplication and backend.ErrForbidden.

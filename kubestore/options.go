@@ -46,7 +46,11 @@ type options struct {
 // annotations) is never taken over; TryAcquire fails with an error matching
 // ErrOtherApplication that names both applications. Without this option the
 // application is "" and the check still applies: a store without an
-// application does not take objects of a named one, and vice versa.
+// application does not take objects of a named one, and vice versa. To
+// rename an application, give its lock objects the new name
+// (ApplicationError.RenameCommand, which the error gives): a holder under
+// the old name keeps its claim until it ends, processes under the new name
+// wait for it, and those still under the old name are refused from then on.
 //
 // The name must be a valid label value (at most 63 characters:
 // alphanumerics, '-', '_' and '.', starting and ending with an

@@ -250,7 +250,9 @@ func nameCheck(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRes
 	}
 	if have := meta.Labels[kubestore.LabelApplication]; have != app {
 		return check{label, resultFail, fmt.Sprintf("%s %s/%s belongs to application %q, not %q: the two would block each other", backend, ns, name, have, app),
-			"give one of the applications another lock name, or the same --app if they really share the lock"}
+			"give one of the applications another lock name, or the same --app if they really share the lock; " +
+				"if this application was renamed (its --app changed), give the object the new name: " +
+				(&kubestore.ApplicationError{Namespace: ns, Name: name, Resource: gvr.GroupResource().String(), Want: app}).RenameCommand()}
 	}
 	return check{label, resultPass, fmt.Sprintf("%s %s/%s belongs to application %q", backend, ns, name, app), ""}
 }

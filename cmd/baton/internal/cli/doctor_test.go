@@ -207,6 +207,12 @@ func TestDoctorKube(t *testing.T) {
 	if code != 1 || !strings.Contains(out, `belongs to application "billing", not "reports"`) {
 		t.Errorf("doctor with a colliding name: exit %d, output:\n%s", code, out)
 	}
+	// The same for an application that was renamed: the fix names the
+	// command that renames the object.
+	rename := fmt.Sprintf("kubectl label leases.coordination.k8s.io nightly -n %s baton.dev/app=reports --overwrite", ns)
+	if fix := doctorFix(out, "name nightly"); !strings.Contains(fix, "renamed") || !strings.Contains(fix, rename) {
+		t.Errorf("the name row's fix:\n%s\nwant the rename's command %q", fix, rename)
+	}
 }
 
 func TestDoctorFile(t *testing.T) {
