@@ -50,8 +50,10 @@ type ApplicationError struct {
 func (e *ApplicationError) Error() string {
 	if e.Foreign {
 		return fmt.Sprintf("kube: %s %s/%s was not created by baton (it has no %s annotation, %s label or %s finalizer; holder %q): "+
-			"it belongs to another tool, such as client-go leader election; baton will not take it over: use another lock name",
-			e.Resource, e.Namespace, e.Name, AnnotationToken, LabelApplication, FinalizerClaim, e.Holder)
+			"it belongs to another tool, such as client-go leader election; baton will not take it over. "+
+			"If baton replaces that tool: %s. Another lock name is another lock, which baton and that tool would both hold at once while the tool runs. "+
+			"Otherwise use another lock name",
+			e.Resource, e.Namespace, e.Name, AnnotationToken, LabelApplication, FinalizerClaim, e.Holder, e.migration())
 	}
 	field := "label " + LabelApplication
 	if e.Resource == dlResource {
@@ -62,6 +64,17 @@ func (e *ApplicationError) Error() string {
 		"(its --app or WithApplication changed): then give the object the new name, %s; its holder keeps its claim, "+
 		"and processes still on the old name are refused from then on",
 		e.Resource, e.Namespace, e.Name, e.Have, field, e.Want, e.RenameCommand())
+}
+
+// migration says how to move from the tool that wrote a foreign object
+// to baton without two leaders.
+func (e *ApplicationError) migration() string {
+	stop := fmt.Sprintf("stop every process of that tool first, then delete the object (kubectl delete %s %s -n %s)", e.Resource, e.Name, e.Namespace)
+	if e.Resource != leaseResource {
+		return stop
+	}
+	return "open the store with kubestore.WithAdoption, which takes over client-go leader election's Lease one replica at a time " +
+		"(docs/kubernetes.md, \"Migrating from client-go leader election\"); or " + stop
 }
 
 // RenameCommand is the kubectl command that gives the object the

@@ -80,7 +80,10 @@ type leaseKind struct {
 	c coordclient.LeaseInterface
 }
 
-func (*leaseKind) resource() string { return "leases.coordination.k8s.io" }
+// leaseResource is the Lease in RBAC terms.
+const leaseResource = "leases.coordination.k8s.io"
+
+func (*leaseKind) resource() string { return leaseResource }
 
 func (*leaseKind) rbacRule(verbs string) string {
 	return `- apiGroups: ["coordination.k8s.io"]

@@ -246,7 +246,9 @@ func nameCheck(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRes
 	// if it carries baton's marks.
 	if !kubestore.MadeByBaton(meta) && gvr.Group != v1alpha1.Group {
 		return check{label, resultFail, fmt.Sprintf("%s %s/%s exists but was not made by baton (another tool uses this name)", backend, ns, name),
-			"pick another lock name; baton never takes over another tool's object"}
+			fmt.Sprintf("if baton replaces that tool, stop every process of it first, then delete the object (kubectl delete %s %s -n %s): "+
+				"another lock name is another lock, which baton and that tool would both hold at once while the tool runs; "+
+				"otherwise pick another lock name (baton run and lock never take over another tool's object)", gvr.GroupResource(), name, ns)}
 	}
 	if have := meta.Labels[kubestore.LabelApplication]; have != app {
 		return check{label, resultFail, fmt.Sprintf("%s %s/%s belongs to application %q, not %q: the two would block each other", backend, ns, name, have, app),

@@ -17,6 +17,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	authzv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -212,6 +213,31 @@ func TestDoctorKube(t *testing.T) {
 	rename := fmt.Sprintf("kubectl label leases.coordination.k8s.io nightly -n %s baton.dev/app=reports --overwrite", ns)
 	if fix := doctorFix(out, "name nightly"); !strings.Contains(fix, "renamed") || !strings.Contains(fix, rename) {
 		t.Errorf("the name row's fix:\n%s\nwant the rename's command %q", fix, rename)
+	}
+}
+
+// A Lease of client-go leader election holds the name: the name check
+// fails, and its fix says how to move to baton without two leaders, not
+// only to pick another name.
+func TestDoctorKubeForeignLease(t *testing.T) {
+	t.Parallel()
+	kc, ns := kubeconfig(t)
+	cs, err := kubernetes.NewForConfig(controlPlane(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := "controller-0"
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "controller"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}
+	if _, err := cs.CoordinationV1().Leases(ns).Create(t.Context(), lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runCLI(t, "doctor", "--backend", "lease", "--kubeconfig", kc, "--name", "controller")
+	t.Logf("doctor:\n%s", out)
+	fix := doctorFix(out, "name controller")
+	for _, want := range []string{fmt.Sprintf("kubectl delete leases.coordination.k8s.io controller -n %s", ns), "would both hold at once"} {
+		if code != 1 || !strings.Contains(fix, want) {
+			t.Errorf("exit %d, the name row's fix:\n%s\nwant exit 1 and a fix that says %q", code, fix, want)
+		}
 	}
 }
 
