@@ -118,8 +118,16 @@
 //     that a coordinator edits.
 //   - RecordEvent logs through slog (WithLogger) instead of recording a
 //     Kubernetes Event.
-//   - A Lock and client-go's own LeaseLock on the same Lease do not
-//     exclude each other reliably: baton's kube store refuses Leases it did
-//     not create, and client-go does not know baton's nonce. Move every
-//     replica at once, or use a new lock name.
+//   - A Lock over baton's Lease store and client-go's own LeaseLock on
+//     the same Lease (same name and namespace) exclude each other: both
+//     count a claim expired only once the Lease stayed unchanged for its
+//     leaseDurationSeconds, and both write it only on the resourceVersion
+//     they read. A Lease that client-go created is refused with a
+//     *kubestore.ApplicationError unless the store was opened with
+//     kubestore.WithAdoption; with it a manager moves from its LeaseLock
+//     to a Lock one replica at a time, and back in a rollback
+//     (TestMigrationFromLeaseLock). On etcd, Redis or a file the Lock's
+//     lock is not that Lease: old and new replicas would both lead, so
+//     stop every replica on the LeaseLock before the first one on the
+//     Lock starts.
 package batonlock

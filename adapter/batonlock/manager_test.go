@@ -120,19 +120,31 @@ type replica struct {
 // leader-election runnable reporting to tr. It is stopped at the end of t.
 func startReplica(t *testing.T, cfg *rest.Config, tr *tracker, id string, lock *batonlock.Lock) *replica {
 	t.Helper()
-	r := &replica{id: id, lock: lock, done: make(chan struct{})}
-	ld, rd, rp := leaseDuration, renewDeadline, retryPeriod
-	mgr, err := manager.New(cfg, manager.Options{
-		Logger:                              logr.Discard(),
-		Metrics:                             metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:              "0",
-		LeaderElection:                      true,
-		LeaderElectionResourceLockInterface: lock,
-		LeaderElectionReleaseOnCancel:       true,
-		LeaseDuration:                       &ld,
-		RenewDeadline:                       &rd,
-		RetryPeriod:                         &rp,
+	r := startManager(t, cfg, tr, id, manager.Options{LeaderElectionResourceLockInterface: lock})
+	r.lock = lock
+	return r
+}
+
+// startLeaseLockReplica starts a manager as startReplica does, electing
+// through client-go's own LeaseLock on the Lease ns/name, as a manager
+// does before it moves to baton.
+func startLeaseLockReplica(t *testing.T, cfg *rest.Config, tr *tracker, id, ns, name string) *replica {
+	t.Helper()
+	return startManager(t, cfg, tr, id, manager.Options{
+		LeaderElectionID: name, LeaderElectionNamespace: ns, LeaderElectionResourceLock: "leases",
 	})
+}
+
+// startManager starts a manager with the leader election of opts and
+// runs one leader-election runnable reporting to tr.
+func startManager(t *testing.T, cfg *rest.Config, tr *tracker, id string, opts manager.Options) *replica {
+	t.Helper()
+	r := &replica{id: id, done: make(chan struct{})}
+	ld, rd, rp := leaseDuration, renewDeadline, retryPeriod
+	opts.Logger, opts.Metrics, opts.HealthProbeBindAddress = logr.Discard(), metricsserver.Options{BindAddress: "0"}, "0"
+	opts.LeaderElection, opts.LeaderElectionReleaseOnCancel = true, true
+	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &ld, &rd, &rp
+	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
