@@ -73,7 +73,7 @@ func (e *ApplicationError) migration() string {
 	if e.Resource != leaseResource {
 		return stop
 	}
-	return "open the store with kubestore.WithAdoption, which takes over client-go leader election's Lease one replica at a time " +
+	return "open the store with kubestore.WithAdoption (baton run and lock: --adopt), which takes over client-go leader election's Lease one replica at a time " +
 		"(docs/kubernetes.md, \"Migrating from client-go leader election\"); or " + stop
 }
 

@@ -115,6 +115,10 @@
 // --context and -n/--namespace override the kubeconfig's. --app names the
 // application that owns the lock names (label baton.dev/app): another
 // application's lock of the same name is refused with an error, not shared.
+// A Lease that client-go's leader election wrote is refused too, unless run
+// or lock is given --adopt (lease backend only): then it is taken over once
+// its claim ends, so that the replicas of a binary that did its own leader
+// election move to baton run one at a time, on the same Lease.
 //
 // The file backend's --dir defaults to $BATON_DIR; else /var/lib/baton for
 // root, and $XDG_STATE_HOME/baton (~/.local/state/baton) for other users, so

@@ -69,7 +69,7 @@ func (a *app) kubeChecks(ctx context.Context, f *lockFlags) []check {
 		case crdState == absent:
 			checks = append(checks, check{label, resultSkip, "not checked: the DistributedLock CRD is not installed", ""})
 		default:
-			checks = append(checks, nameCheck(ctx, cfg, gvr, f.backend, ns, f.name, f.app, nsState))
+			checks = append(checks, nameCheck(ctx, cfg, gvr, f.backend, ns, f.name, f.app, nsState, f.kube.adopt))
 		}
 	}
 	return checks
@@ -225,7 +225,7 @@ func reason(s authzv1.SubjectAccessReviewStatus) string {
 // Call it only when the namespace and the resource are not known to be
 // missing: the API server answers 404 for those too. nsState says whether
 // the namespace is known to exist.
-func nameCheck(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionResource, backend, ns, name, app string, nsState presence) check {
+func nameCheck(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionResource, backend, ns, name, app string, nsState presence, adopt bool) check {
 	label := "name " + name
 	mc, err := metadata.NewForConfig(cfg)
 	if err != nil {
@@ -245,10 +245,7 @@ func nameCheck(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRes
 	// A DistributedLock is baton's kind; a Lease or ConfigMap is baton's
 	// if it carries baton's marks.
 	if !kubestore.MadeByBaton(meta) && gvr.Group != v1alpha1.Group {
-		return check{label, resultFail, fmt.Sprintf("%s %s/%s exists but was not made by baton (another tool uses this name)", backend, ns, name),
-			fmt.Sprintf("if baton replaces that tool, stop every process of it first, then delete the object (kubectl delete %s %s -n %s): "+
-				"another lock name is another lock, which baton and that tool would both hold at once while the tool runs; "+
-				"otherwise pick another lock name (baton run and lock never take over another tool's object)", gvr.GroupResource(), name, ns)}
+		return foreignCheck(label, gvr, backend, ns, name, adopt)
 	}
 	if have := meta.Labels[kubestore.LabelApplication]; have != app {
 		return check{label, resultFail, fmt.Sprintf("%s %s/%s belongs to application %q, not %q: the two would block each other", backend, ns, name, have, app),
@@ -257,4 +254,20 @@ func nameCheck(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRes
 				(&kubestore.ApplicationError{Namespace: ns, Name: name, Resource: gvr.GroupResource().String(), Want: app}).RenameCommand()}
 	}
 	return check{label, resultPass, fmt.Sprintf("%s %s/%s belongs to application %q", backend, ns, name, app), ""}
+}
+
+// foreignCheck is the name row of a lock object that another tool made:
+// a pass for a Lease that --adopt takes over, else a failure whose fix
+// says how baton replaces that tool without two leaders.
+func foreignCheck(label string, gvr schema.GroupVersionResource, backend, ns, name string, adopt bool) check {
+	if backend == "lease" && adopt {
+		return check{label, resultPass, fmt.Sprintf("lease %s/%s was made by another tool, such as client-go leader election: --adopt takes it over once its claim ends", ns, name), ""}
+	}
+	fix := fmt.Sprintf("if baton replaces that tool, stop every process of it first, then delete the object (kubectl delete %s %s -n %s): "+
+		"another lock name is another lock, which baton and that tool would both hold at once while the tool runs; "+
+		"otherwise pick another lock name", gvr.GroupResource(), name, ns)
+	if backend == "lease" {
+		fix = "if baton replaces client-go leader election, give baton run and lock --adopt, which takes its Lease over one replica at a time; " + fix
+	}
+	return check{label, resultFail, fmt.Sprintf("%s %s/%s exists but was not made by baton (another tool uses this name)", backend, ns, name), fix}
 }

@@ -234,10 +234,15 @@ func TestDoctorKubeForeignLease(t *testing.T) {
 	code, out, _ := runCLI(t, "doctor", "--backend", "lease", "--kubeconfig", kc, "--name", "controller")
 	t.Logf("doctor:\n%s", out)
 	fix := doctorFix(out, "name controller")
-	for _, want := range []string{fmt.Sprintf("kubectl delete leases.coordination.k8s.io controller -n %s", ns), "would both hold at once"} {
+	for _, want := range []string{fmt.Sprintf("kubectl delete leases.coordination.k8s.io controller -n %s", ns), "would both hold at once", "--adopt"} {
 		if code != 1 || !strings.Contains(fix, want) {
 			t.Errorf("exit %d, the name row's fix:\n%s\nwant exit 1 and a fix that says %q", code, fix, want)
 		}
+	}
+	// With --adopt, run and lock take the Lease over: the row passes.
+	_, out, _ = runCLI(t, "doctor", "--backend", "lease", "--kubeconfig", kc, "--name", "controller", "--adopt")
+	if row := doctorTable(t, out)["name controller"]; row.result != "PASS" || !strings.Contains(row.detail, "--adopt takes it over") {
+		t.Errorf("doctor --adopt: the name row is %+v; want PASS saying --adopt takes it over", row)
 	}
 }
 

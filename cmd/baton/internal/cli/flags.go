@@ -232,7 +232,7 @@ func (f *storeFlags) checkForeignFlags() error {
 		if err != nil || readers == nil || slices.Contains(readers, f.backend) {
 			return
 		}
-		if fl.Name != "app" && slices.Contains(readers, "lease") && f.fs.Changed("leader-label") {
+		if fl.Name != "app" && fl.Name != "adopt" && slices.Contains(readers, "lease") && f.fs.Changed("leader-label") {
 			return // run's --leader-label reaches the API server whatever the backend
 		}
 		choice := readers[0]
@@ -265,6 +265,8 @@ func backendsReading(name string) []string {
 	switch name {
 	case "dir":
 		return []string{"file"}
+	case "adopt":
+		return []string{"lease"}
 	case "kubeconfig", "context", "namespace":
 		return []string{"lease", "configmap", "crd"}
 	case "app":
@@ -346,6 +348,10 @@ func (f *storeFlags) open() (store, string, error) {
 	return s, "file store " + s.Dir(), nil
 }
 
+const adoptHelp = "lease backend: take over the Lease of client-go's leader election that has the lock's name, so that replicas move from client-go to baton one at a time: " +
+	"both judge a claim by the Lease staying unchanged for its duration and write it only on the version they read, so old and new replicas never lead at once; " +
+	"without it such a Lease is refused (exit 77)"
+
 // lockFlags are the flags of the commands that take a lock.
 type lockFlags struct {
 	storeFlags
@@ -362,6 +368,7 @@ type lockFlags struct {
 func (f *lockFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.name, "name", "", "lock name (required): lower-case letters, digits, '-' and '.', at most 253 characters")
 	f.storeFlags.register(fs)
+	fs.BoolVar(&f.kube.adopt, "adopt", false, adoptHelp)
 	fs.StringVar(&f.identity, "identity", "", "holder identity shown to others (default: host name plus a random suffix)")
 	fs.DurationVar(&f.ttl, "ttl", baton.DefaultTTL, "lease duration: how long a claim lasts after each renewal (1s to a year)")
 	fs.DurationVar(&f.renewDeadline, "renew-deadline", 0, "step down (and stop CMD) when renewals have failed for this long; shorter than --ttl (default 2/3 of --ttl: 10s)")

@@ -78,6 +78,10 @@ func TestUsageErrors(t *testing.T) {
 		// it even with --leader-label.
 		{[]string{"run", "--name", "x", "--leader-label", "role=leader", "--app", "reports", "--", "true"},
 			`--app is read only by the lease, configmap, crd, etcd, redis and redlock backends, and no --backend was given`},
+		// --adopt takes over client-go's Leases: no other kind, even with
+		// --leader-label.
+		{[]string{"run", "--name", "x", "--backend", "configmap", "--leader-label", "role=leader", "--adopt", "--", "true"},
+			`--adopt is read only by the lease backend, and --backend is configmap: drop --adopt, or use --backend lease`},
 		{[]string{"run", "--name", "x", "--backend", "redis", "--redis-url", "redis://a:1", "--fair=false", "--", "true"},
 			`--fair is read only by the etcd backend, and --backend is redis: drop --fair, or use --backend etcd`},
 		// A relative --dir names another directory in each working

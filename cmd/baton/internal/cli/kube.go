@@ -30,6 +30,9 @@ type kubeFlags struct {
 	// share one configuration.
 	loaded *rest.Config
 	ns     string
+	// adopt takes over Leases of client-go's leader election (--adopt,
+	// registered by the commands that take a lock).
+	adopt bool
 }
 
 func (f *kubeFlags) register(fs *pflag.FlagSet) {
@@ -64,6 +67,9 @@ func (f *kubeFlags) open(backend, app string) (store, string, error) {
 	case "crd":
 		st, err = kubestore.NewDistributedLockForConfig(cfg, ns, kubestore.WithApplication(app))
 	default:
+		if f.adopt {
+			opts = append(opts, kubestore.WithAdoption())
+		}
 		st, err = kubestore.NewLeaseForConfig(cfg, ns, opts...)
 	}
 	if err != nil {
