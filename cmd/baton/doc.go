@@ -1,9 +1,14 @@
 // Command baton runs commands under distributed locks with fencing tokens.
+// Install it with
+//
+//	go install github.com/baton-go/baton/cmd/baton@latest
+//
+// (baton version names the release it was built from).
 //
 //	go -C cmd/baton run . demo
 //
-// run from the repository's root (the command is its own module) shows it
-// on this machine: three replicas of "baton run" on the file backend, a
+// run from the repository's root (the command is its own module), or baton
+// demo, shows it on this machine: three replicas of "baton run" on the file backend, a
 // leader crash (SIGKILL) and a takeover with a larger token after the
 // TTL, then a handover on release (SIGTERM), in about 10 seconds.
 //
