@@ -33,8 +33,9 @@ limit (INFO memory) and whether the user may run every command the lock
 needs (redis.acl_check_cmd, Redis 7 or later), and on Redlock that the URLs
 reach different servers (INFO server's run_id); on etcd, each endpoint's
 status, version and alarms, and whether the user may read and write the
-lock's keys. Prints one row per check and, for each problem, the fix.
-Exits 1 if any check fails.`
+lock's keys. Prints one row per check, the first naming this binary's
+version (what "baton version" prints, on one line: quote it in a bug
+report), and, for each problem, the fix. Exits 1 if any check fails.`
 
 // The results of a check. SKIP marks a check that could not run because
 // an earlier row failed (its detail names the row).
@@ -90,7 +91,7 @@ func (a *app) doctorCommand() *cobra.Command {
 }
 
 func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
-	checks := []check{timingCheck(f, a)}
+	checks := []check{versionCheck(), timingCheck(f, a)}
 	checks = append(checks, identityCheck(f))
 	f.etcd.dialTimeout = min(f.connectTimeout, etcdstore.DefaultDialTimeout)
 	st, where, err := f.open()
@@ -154,6 +155,12 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 		checks = append(checks, etcdPermissionsCheck(ctx, st, probeName(f.name), answered))
 	}
 	return checks
+}
+
+// versionCheck names this binary's build (what baton version prints), for
+// a report to say which baton it came from.
+func versionCheck() check {
+	return check{"baton", resultPass, versionSummary(), ""}
 }
 
 // timingCheck validates the timing flags as baton does and says what they

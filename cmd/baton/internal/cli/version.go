@@ -43,33 +43,66 @@ func versionText() string {
 	return formatVersion(info, runtime.GOOS+"/"+runtime.GOARCH)
 }
 
+// versionSummary is what versionText says on one line, for doctor's first
+// row.
+func versionSummary() string {
+	info, _ := debug.ReadBuildInfo() // nil without build information
+	return readBuild(info, runtime.GOOS+"/"+runtime.GOARCH).summary()
+}
+
+// build is what a binary knows about its own build; a missing fact is
+// "unknown".
+type build struct {
+	version, revision, modified, goVersion, platform string
+}
+
+// readBuild reads info, which may be nil when the binary carries no build
+// information. platform is GOOS/GOARCH of the running binary.
+func readBuild(info *debug.BuildInfo, platform string) build {
+	b := build{unknown, unknown, unknown, runtime.Version(), platform}
+	if info == nil {
+		return b
+	}
+	if info.Main.Version != "" {
+		b.version = info.Main.Version
+	}
+	if info.GoVersion != "" {
+		b.goVersion = info.GoVersion
+	}
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.revision = s.Value
+		case "vcs.modified":
+			b.modified = s.Value
+		}
+	}
+	return b
+}
+
+// summary is "VERSION, revision REVISION[ (modified)], GOVERSION OS/ARCH",
+// without the revision when it is unknown.
+func (b build) summary() string {
+	s := b.version
+	if b.revision != unknown {
+		s += ", revision " + b.revision
+		if b.modified == "true" {
+			s += " (modified)"
+		}
+	}
+	return s + ", " + b.goVersion + " " + b.platform
+}
+
 // formatVersion renders info, which may be nil when the binary carries no
 // build information. platform is GOOS/GOARCH of the running binary. Every
 // line is always present, with "unknown" for a missing fact, so that scripts
 // can parse the output of any build.
 func formatVersion(info *debug.BuildInfo, platform string) string {
-	version, goVersion := unknown, runtime.Version()
-	revision, modified := unknown, unknown
-	if info != nil {
-		if info.Main.Version != "" {
-			version = info.Main.Version
-		}
-		if info.GoVersion != "" {
-			goVersion = info.GoVersion
-		}
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				revision = s.Value
-			case "vcs.modified":
-				modified = s.Value
-			}
-		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "baton %s\n", version)
-	fmt.Fprintf(&b, "revision: %s\n", revision)
-	fmt.Fprintf(&b, "modified: %s\n", modified)
-	fmt.Fprintf(&b, "go: %s %s\n", goVersion, platform)
-	return b.String()
+	b := readBuild(info, platform)
+	var w strings.Builder
+	fmt.Fprintf(&w, "baton %s\n", b.version)
+	fmt.Fprintf(&w, "revision: %s\n", b.revision)
+	fmt.Fprintf(&w, "modified: %s\n", b.modified)
+	fmt.Fprintf(&w, "go: %s %s\n", b.goVersion, b.platform)
+	return w.String()
 }

@@ -51,3 +51,29 @@ func TestFormatVersionWithoutBuildInfo(t *testing.T) {
 		t.Errorf("formatVersion(nil):\n got %q\nwant %q", got, want)
 	}
 }
+
+func TestVersionSummary(t *testing.T) {
+	info := &debug.BuildInfo{
+		GoVersion: "go1.26.8",
+		Main:      debug.Module{Path: "github.com/baton-go/baton/cmd/baton", Version: "v0.9.0"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "945d1f69e0285533f62281a930dfa17bad865117"},
+			{Key: "vcs.modified", Value: "true"},
+		},
+	}
+	for _, tc := range []struct {
+		name string
+		info *debug.BuildInfo
+		want string
+	}{
+		{"vcs stamped", info, "v0.9.0, revision 945d1f69e0285533f62281a930dfa17bad865117 (modified), go1.26.8 linux/arm64"},
+		{"go install", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.9.0"}}, "v0.9.0, go1.26.8 linux/arm64"},
+		{"no build information", nil, "unknown, " + runtime.Version() + " linux/arm64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := readBuild(tc.info, "linux/arm64").summary(); got != tc.want {
+				t.Errorf("summary:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
