@@ -201,5 +201,5 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzValidateName -fuzztime $(FUZZTIME) .
 	cd etcdstore && $(GO) test -run '^$$' -fuzz FuzzDecodeValue -fuzztime $(FUZZTIME) .
 	cd redisstore && $(GO) test -run '^$$' -fuzz FuzzDecodeLockValue -fuzztime $(FUZZTIME) .
-	cd kube && $(GO) test -run '^$$' -fuzz FuzzDecodeConfigMap -fuzztime $(FUZZTIME) .
-	cd kube && $(GO) test -run '^$$' -fuzz FuzzDecodeLease -fuzztime $(FUZZTIME) .
+	cd kubestore && $(GO) test -run '^$$' -fuzz FuzzDecodeConfigMap -fuzztime $(FUZZTIME) .
+	cd kubestore && $(GO) test -run '^$$' -fuzz FuzzDecodeLease -fuzztime $(FUZZTIME) .
