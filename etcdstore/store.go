@@ -484,17 +484,20 @@ func (s *Store) plainHeld(ctx context.Context, name string, req backend.Request,
 // have expired.
 func (s *Store) ghost(ctx context.Context, f *follower, name string, sc *seenClaim, rev int64) error {
 	s.mu.Lock()
-	if sc.gone.IsZero() {
+	first := sc.gone.IsZero()
+	if first {
 		sc.gone = time.Now()
-		s.log.Warn("etcdstore: a claim's key vanished without a release (deleted by hand, or the lock removed?); it counts as held until it could have expired",
-			"lock", name, "holder", sc.holder, "token", sc.mod, "for", ghostGrace(sc.ttl))
 	}
 	wait := time.Until(sc.gone.Add(ghostGrace(sc.ttl)))
 	s.mu.Unlock()
-	if wait > 0 && sc.lease != 0 {
-		if r, err := s.client.TimeToLive(ctx, clientv3.LeaseID(sc.lease)); err == nil && r.TTL < 0 {
-			wait = 0 // the lease is gone: its Store cannot renew the claim
-		}
+	if wait > 0 && s.leaseGone(ctx, sc) {
+		// Its Store cannot renew the claim: the key went with the lease
+		// (the holder died, or the lease was revoked), not by a hand.
+		wait = 0
+	}
+	if first && wait > 0 {
+		s.log.Warn("etcdstore: a claim's key vanished without a release (deleted by hand, or the lock removed?); it counts as held until it could have expired",
+			"lock", name, "holder", sc.holder, "token", sc.mod, "for", ghostGrace(sc.ttl))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -512,6 +515,16 @@ func (s *Store) ghost(ctx context.Context, f *follower, name string, sc *seenCla
 	_, _, poll := leaseTiming(sc.ttl)
 	return fmt.Errorf("etcdstore: %w (its key was deleted without a release; it counts as held until it could have expired, %v from now)",
 		&backend.HeldError{Key: name, Holder: sc.holder, Token: uint64(sc.mod), RetryAfter: min(wait, poll)}, wait.Round(time.Millisecond))
+}
+
+// leaseGone reports whether etcd says that sc's lease is gone (it expired
+// or was revoked), so that no Store can renew sc any more.
+func (s *Store) leaseGone(ctx context.Context, sc *seenClaim) bool {
+	if sc.lease == 0 {
+		return false
+	}
+	r, err := s.client.TimeToLive(ctx, clientv3.LeaseID(sc.lease))
+	return err == nil && r.TTL < 0
 }
 
 // guarded returns the HeldError for a lock whose claim key is gone while
