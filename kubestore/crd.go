@@ -1087,7 +1087,9 @@ func (s *DistributedLockStore) record(l *v1alpha1.DistributedLock) backend.Recor
 
 // List returns the records of every DistributedLock in the namespace. It
 // needs the "list" verb, which the Role for running replicas does not.
-// Objects that cannot be decoded are skipped.
+// Objects this version cannot read (a corrupt record, or a newer record
+// format) are left out and reported in the error (backend.ErrCorruptRecord,
+// naming each and why); the others are still returned.
 func (s *DistributedLockStore) List(ctx context.Context) ([]backend.Record, error) {
 	if err := s.base.ctxErr(ctx, "list", "*"); err != nil {
 		return nil, err
@@ -1097,10 +1099,21 @@ func (s *DistributedLockStore) List(ctx context.Context) ([]backend.Record, erro
 		return nil, s.fail(ctx, "list", "list", "", err)
 	}
 	out := make([]backend.Record, 0, len(ls.Items))
+	var bad []error
 	for i := range ls.Items {
-		if check(&ls.Items[i]) == nil && resolveToken(&ls.Items[i]) == nil {
-			out = append(out, s.record(&ls.Items[i]))
+		l := &ls.Items[i]
+		err := check(l)
+		if err == nil {
+			err = resolveToken(l)
 		}
+		if err != nil {
+			bad = append(bad, fmt.Errorf("%s %s/%s: %w", dlResource, l.Namespace, l.Name, err))
+			continue
+		}
+		out = append(out, s.record(l))
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("kube: list %s in namespace %s: %w", dlResource, s.base.ns, errors.Join(bad...))
 	}
 	return out, nil
 }
