@@ -212,8 +212,10 @@
 //		 "expires_mono_ns":86412345678901,"acquire_time":"2025-01-02T03:04:05.123456789Z",
 //		 "renew_time":"2025-01-02T03:04:10.123456789Z","transitions":7}
 //
-//	  - version: the format version, 1. Other versions are refused as corrupt
-//	    (a newer program wrote them), not overwritten.
+//	  - version: the format version, 1. Other versions are refused (matching
+//	    backend.ErrCorruptRecord), not overwritten; the error of a larger one
+//	    says that a newer baton wrote it, to run that version, and not to
+//	    delete the file. The epoch and floor files' versions likewise.
 //	  - key: the lock name (backend.ValidateName).
 //	  - holder, nonce: the owner of the current or last claim; both empty when
 //	    the lock is free (released). At most 1024 bytes each.

@@ -171,7 +171,7 @@ func decodeEpoch(key string, data []byte) (uint64, error) {
 	case w.Version == nil || w.Key == nil || w.Epoch == nil:
 		return 0, corrupt("an epoch file needs the fields version, key and epoch")
 	case *w.Version != recordVersion:
-		return 0, corrupt("epoch file format version %d; this program reads version %d", *w.Version, recordVersion)
+		return 0, formatVersion("epoch file", int64(*w.Version))
 	case *w.Key != key:
 		return 0, corrupt("epoch file is for lock %q", *w.Key)
 	case *w.Epoch > maxEpoch:

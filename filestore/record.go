@@ -124,6 +124,23 @@ func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{backend.ErrCorruptRecord}, args...)...)
 }
 
+// errNewerFormat marks a file of a format version above recordVersion: a
+// newer baton wrote it. It is refused and kept like a corrupt file (it
+// matches backend.ErrCorruptRecord too), but it is not one, so its error
+// must not tell anyone to delete or rewrite it.
+var errNewerFormat = errors.New("written by a newer version of baton")
+
+// formatVersion returns the error for a file (what: "record", "epoch
+// file", "floor file") of format version v, which is not recordVersion.
+func formatVersion(what string, v int64) error {
+	if v > recordVersion {
+		return fmt.Errorf("%w: %s format version %d, %w; this program reads version %d: run that version (or a later one) "+
+			"in every process that uses this directory; the file is not corrupt: do not delete or rewrite it",
+			backend.ErrCorruptRecord, what, v, errNewerFormat, recordVersion)
+	}
+	return corrupt("%s format version %d; this program reads version %d", what, v, recordVersion)
+}
+
 // decodeRecord parses a record strictly: one JSON object with exactly the
 // fields of version 1, each once and spelled exactly, values of the right
 // type and range, consistent with each other, and nothing after the object
@@ -212,7 +229,7 @@ func (raw *rawRecord) decodeField(dec *json.Decoder) error {
 	if name == "version" && raw.version != recordVersion {
 		// Checked at once, so that a newer format is reported as such
 		// rather than by its first unknown field.
-		return corrupt("record format version %d; this program reads version %d", raw.version, recordVersion)
+		return formatVersion("record", int64(min(raw.version, math.MaxInt64)))
 	}
 	return nil
 }

@@ -164,7 +164,10 @@ func (s *Store) readFloor() (uint64, error) {
 	case w.Version == nil || w.Token == nil:
 		err = corrupt("a floor file needs the fields version and token")
 	case *w.Version != recordVersion:
-		err = corrupt("floor file format version %d; this program reads version %d", *w.Version, recordVersion)
+		err = formatVersion("floor file", int64(*w.Version))
+	}
+	if errors.Is(err, errNewerFormat) {
+		return 0, fmt.Errorf("file: %s: %w", path, err)
 	}
 	if err != nil {
 		return 0, fmt.Errorf(`file: %s: %w; it keeps the largest fencing token of the locks removed from %s: write it again as {"version":1,"token":N}, N at least the largest token that the resources these locks protect have seen (deleting it lets removed locks' tokens start again at 1)`, path, err, s.dir)

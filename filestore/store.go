@@ -600,6 +600,9 @@ func (s *Store) read(key, path string) ([]byte, *record, error) {
 // corruptRecordError names the record file at path that did not decode
 // (err) and how to clear it without making tokens repeat.
 func corruptRecordError(path string, err error) error {
+	if errors.Is(err, errNewerFormat) {
+		return fmt.Errorf("file: %s: %w", path, err)
+	}
 	return fmt.Errorf("file: %s: %w; inspect it, then delete it once no process uses the lock: its next holder starts a new epoch of tokens after the one in the .epoch file beside it, so tokens do not repeat (if that file is missing too, they start again from 1: see the filestore package doc, Fencing tokens)", path, err)
 }
 
