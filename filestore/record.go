@@ -135,7 +135,7 @@ var errNewerFormat = errors.New("written by a newer version of baton")
 func formatVersion(what string, v int64) error {
 	if v > recordVersion {
 		return fmt.Errorf("%w: %s format version %d, %w; this program reads version %d: run that version (or a later one) "+
-			"in every process that uses this directory; the file is not corrupt: do not delete or rewrite it",
+			"in every process that uses this directory; the file is not damaged: do not delete or rewrite it",
 			backend.ErrCorruptRecord, what, v, errNewerFormat, recordVersion)
 	}
 	return corrupt("%s format version %d; this program reads version %d", what, v, recordVersion)

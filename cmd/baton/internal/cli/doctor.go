@@ -245,7 +245,7 @@ func diagnose(err error) (cause, fix string) {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "no answer in time", "check the address, the network path and the store's load"
 	case errors.Is(err, backend.ErrCorruptRecord):
-		return "corrupt lock record", "baton never overwrites a record it cannot read (that could reset the fencing counter): inspect the record the error names and remove it as the error says; no process can take that lock until then"
+		return "corrupt lock record", "baton never overwrites a record it cannot read (that could reset the fencing counter): inspect the record the error names and do what the error says (remove a damaged record only as it says; one written by a newer baton needs that version in every process, not removal); no process of this version can take that lock until then"
 	}
 	return "error", "check the backend flags, the network path and the permissions to read lock records"
 }

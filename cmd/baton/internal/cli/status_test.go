@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -284,5 +285,26 @@ func TestCorruptRecordFix(t *testing.T) {
 	code, out, stderr := runCLI(t, "lock", "--wait", "0", "--dir", dir, "--name", "beta", "--", "sh", "-c", "echo $BATON_TOKEN")
 	if token, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64); code != 0 || err != nil || token <= 2 {
 		t.Errorf("lock after the fix: exit %d, token %q, want one above 2:\n%s", code, out, stderr)
+	}
+}
+
+// A record of a newer format (a rollback meets one): doctor's fix does
+// not tell to remove it, as the error says not to; it said 'remove it as
+// the error says' for every unreadable record.
+func TestNewerRecordDoctorFix(t *testing.T) {
+	t.Parallel()
+	dir, _ := statusFixture(t) // beta: released at token 2
+	path := filepath.Join(dir, "beta.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, bytes.Replace(data, []byte(`"version":1`), []byte(`"version":2`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runCLI(t, "doctor", "--dir", dir, "--name", "beta")
+	fix, _, _ := strings.Cut(out[strings.Index(out, "Fixes:"):], "baton:")
+	if code != 1 || !strings.Contains(out, "newer version of baton") || strings.Contains(fix, "remove it as the error says") || !strings.Contains(fix, "newer baton") {
+		t.Errorf("doctor on a newer record: exit %d, want 1, the error's cause, and a fix that does not say to remove it:\n%s", code, out)
 	}
 }
