@@ -81,7 +81,10 @@
 //
 // (see `etcdctl get --prefix /baton/locks/`); for a claim handed over in
 // fair mode, at= is when its holder queued. A claim value that does not
-// parse is reported as backend.ErrCorruptRecord and never overwritten.
+// parse is reported as backend.ErrCorruptRecord and never overwritten;
+// one of a later format (baton/v2 and up: a newer baton wrote it, as a
+// rollback meets) is refused the same way, with an error that says so and
+// not to delete the key.
 //
 // # Leases and renewal
 //

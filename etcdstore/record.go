@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -40,10 +41,26 @@ func (v value) encode() string {
 
 var errBadValue = errors.New("not a baton/v1 value")
 
+// errNewerValue marks a value of a later format (baton/v2 and up): a newer
+// baton wrote it. It is refused like a bad value, but it is not one, so
+// its error must not tell anyone to delete the key.
+var errNewerValue = errors.New("written by a newer version of baton")
+
+// newerVersion reports whether first, a value's first field, names a
+// format after valueVersion.
+func newerVersion(first string) bool {
+	n, ok := strings.CutPrefix(first, "baton/v")
+	v, err := strconv.Atoi(n)
+	return ok && err == nil && v > 1
+}
+
 // decodeValue parses what encode wrote. Any deviation is an error: the
 // Store never guesses at a value it did not write.
 func decodeValue(b []byte) (value, error) {
 	f := strings.Split(string(b), " ")
+	if newerVersion(f[0]) {
+		return value{}, fmt.Errorf("%w: %w (format %s; this one reads %s): %q", errBadValue, errNewerValue, f[0], valueVersion, truncate(string(b)))
+	}
 	if len(f) != 5 || f[0] != valueVersion {
 		return value{}, fmt.Errorf("%w: %q", errBadValue, truncate(string(b)))
 	}

@@ -1234,6 +1234,10 @@ func mapErr(err error) error {
 }
 
 func (s *Store) corrupt(name, key string, err error) error {
+	if errors.Is(err, errNewerValue) {
+		return fmt.Errorf("etcdstore: lock %q: %w: key %q: %w (baton never overwrites it; run that version, or a later one, in every process that uses the lock: the key is not damaged, do not delete it)",
+			name, backend.ErrCorruptRecord, key, err)
+	}
 	return fmt.Errorf("etcdstore: lock %q: %w: key %q: %w (baton never overwrites it; inspect it with `etcdctl get %s` and delete it)",
 		name, backend.ErrCorruptRecord, key, err, key)
 }
