@@ -50,3 +50,7 @@ func PermissionCommands(s *Store) []string {
 	}
 	return cmds
 }
+
+// RaiseScriptHash is the SHA1 of the script a Redlock runs to raise a
+// server's fencing counter to the token of its quorum.
+var RaiseScriptHash = raiseScript.Hash()

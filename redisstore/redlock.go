@@ -234,27 +234,13 @@ func (r *Redlock) TryAcquire(ctx context.Context, key string, req backend.Reques
 		return backend.Grant{}, err
 	}
 	if len(got) >= r.quorum {
-		// Raise the counters of the quorum that are behind the token, so that
-		// any later quorum, which overlaps this one, issues a larger token.
-		raised := each(r.stores, func(i int, s *Store) bool {
-			if !slices.Contains(got, i) {
-				return false
-			}
-			if res[i].res.token == token {
-				return true
-			}
-			return s.raise(ctx, key, req, token) == nil
-		})
-		n := 0
-		for _, ok := range raised {
-			if ok {
-				n++
-			}
-		}
+		n, raiseErrs := r.raiseQuorum(ctx, key, req, token, got, res)
 		elapsed := time.Since(start)
 		switch {
 		case n < r.quorum:
-			return fail(fmt.Errorf("redisstore: redlock %q: acquired on %d of %d servers but raised the fencing counter on only %d, need %d", key, len(got), len(r.stores), n, r.quorum))
+			// The raises' errors say why (the caller's context that
+			// ended, a server gone): the caller matches them.
+			return fail(fmt.Errorf("redisstore: redlock %q: acquired on %d of %d servers but raised the fencing counter on only %d, need %d: %w", key, len(got), len(r.stores), n, r.quorum, errors.Join(raiseErrs...)))
 		case elapsed >= budget:
 			return fail(fmt.Errorf("redisstore: redlock %q: a quorum took %v, not less than TTL %v minus drift %v; released", key, elapsed, req.TTL, r.drift(req.TTL)))
 		}
@@ -267,6 +253,33 @@ func (r *Redlock) TryAcquire(ctx context.Context, key string, req backend.Reques
 		return fail(r.heldError(key, held))
 	}
 	return fail(fmt.Errorf("redisstore: redlock %q: acquired on %d of %d servers, need %d: %w", key, len(got), len(r.stores), r.quorum, errors.Join(errs...)))
+}
+
+// raiseQuorum raises the fencing counter to token on the servers in got
+// whose acquire issued a smaller one, so that any later quorum, which
+// overlaps this one, issues a larger token. It returns on how many servers
+// of got the counter is at token, and why it is not on the others.
+func (r *Redlock) raiseQuorum(ctx context.Context, key string, req backend.Request, token uint64, got []int, res []instanceAcquire) (int, []error) {
+	errs := each(r.stores, func(i int, s *Store) error {
+		if !slices.Contains(got, i) || res[i].res.token == token {
+			return nil
+		}
+		if err := s.raise(ctx, key, req, token); err != nil {
+			return fmt.Errorf("%s: %w", r.server(i), err)
+		}
+		return nil
+	})
+	n := 0
+	var failed []error
+	for i, err := range errs {
+		switch {
+		case err != nil:
+			failed = append(failed, err)
+		case slices.Contains(got, i):
+			n++
+		}
+	}
+	return n, failed
 }
 
 // heldError names the holder seen on most servers and estimates when enough
