@@ -104,6 +104,13 @@
 // the fence's handed field lets that script collect a claim handed to the
 // attempt's owner once.
 //
+// An acquire whose context ends after its script was sent may still have
+// been run by Redis, which does not know that nobody reads the reply: the
+// Store then releases the claim it may have written (owner-checked, in the
+// background, for at most 2 s; Close waits for it), so that a TryLock cut
+// short by its deadline, or a Lock given up as its process shuts down,
+// does not keep the lock from everyone until its TTL.
+//
 // A waiter that gives up (its context ends) drops its place, and if the
 // lock was handed to it and not collected, releases it to the next waiter,
 // in one script from its Store. A waiter whose process dies is handed the

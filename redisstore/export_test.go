@@ -54,3 +54,6 @@ func PermissionCommands(s *Store) []string {
 // RaiseScriptHash is the SHA1 of the script a Redlock runs to raise a
 // server's fencing counter to the token of its quorum.
 var RaiseScriptHash = raiseScript.Hash()
+
+// AcquireScriptHash is the SHA1 of the script a Store runs to acquire.
+var AcquireScriptHash = acquireScript.Hash()

@@ -75,6 +75,9 @@ type Store struct {
 	last       atomic.Pointer[keys] // see keySet
 	owned      []io.Closer          // clients that Open created; Close closes them
 	closed     atomic.Bool          // set by Close: every method refuses (open)
+	// cleanups: the releases of claims that acquires cut short by their
+	// context may have written (see releaseUnanswered); Close waits.
+	cleanups *stragglers
 }
 
 var (
@@ -138,6 +141,7 @@ func newStore(client redis.UniversalClient, o options) *Store {
 		acks:       o.acks,
 		ackTimeout: o.ackTimeout,
 		hub:        newHub(client, o.linger, o.healthInterval),
+		cleanups:   newStragglers(),
 	}
 	s.waiters = newWaiters(s.leave)
 	s.hub.onHanded = s.waiters.notice
@@ -145,8 +149,9 @@ func newStore(client redis.UniversalClient, o options) *Store {
 	return s
 }
 
-// Close stops the background subscriber that serves Watch (closing every
-// open watch channel), forgets its waiters (their places in Redis expire
+// Close waits for the releases of claims that acquires cut short by their
+// context may have written (at most 2 s), stops the background subscriber
+// that serves Watch (closing every open watch channel), forgets its waiters (their places in Redis expire
 // one TTL after their last attempt), fails the renewals waiting for their
 // batch, cancels the batches in flight and waits for them, and, for a
 // Store made by Open, closes its client. Afterwards every method returns
@@ -158,6 +163,7 @@ func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	s.cleanups.close()
 	s.hub.close()
 	s.waiters.close()
 	s.renews.close()
@@ -261,12 +267,35 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 	}
 	r, err := s.acquire(ctx, key, req)
 	if err != nil {
+		if ctx.Err() != nil {
+			s.releaseUnanswered(key, req)
+		}
 		return backend.Grant{}, err
 	}
 	if !r.acquired {
 		return backend.Grant{}, &backend.HeldError{Key: key, Holder: r.holder, Token: r.token, RetryAfter: r.pttl}
 	}
 	return backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, Token: r.token, TTL: req.TTL}, nil
+}
+
+// releaseUnanswered releases the claim that req's acquire, cut short by
+// the end of its caller's context, may have written all the same: Redis
+// runs a script it received whether or not the client still waits for
+// the reply, and the claim would keep everyone out, held by nobody, until
+// its TTL ended. The release is owner-checked (it does nothing if req's
+// owner holds nothing, and hands a claim on to the next waiter as any
+// release does). It runs in the background, so that the caller returns
+// when its context ends, bounded by the TTL and 2 s; Close waits for it
+// rather than cancel it (a process that gives up a Lock as it shuts down
+// closes its Store next, and the release is what frees the lock for the
+// next replica).
+func (s *Store) releaseUnanswered(key string, req backend.Request) {
+	g := backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, TTL: req.TTL}
+	s.cleanups.start(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), min(req.TTL, 2*time.Second))
+		defer cancel()
+		_ = s.owned1(ctx, releaseScript, "release", g)
+	})
 }
 
 // collect returns a lock that a release handed to req's owner, as its
