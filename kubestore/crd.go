@@ -689,6 +689,7 @@ func (s *DistributedLockStore) attempt(ctx context.Context, key string, req back
 		}
 		g, err := s.create(ctx, key, req, dur)
 		if err != nil && !apierrors.IsAlreadyExists(err) {
+			s.releaseUnanswered(ctx, key, req)
 			return backend.Grant{}, s.fail(ctx, op, "create", key, err)
 		}
 		return g, err
@@ -778,10 +779,30 @@ func (s *DistributedLockStore) takeSlot(ctx context.Context, cur *v1alpha1.Distr
 	case apierrors.IsNotFound(err) && !isCRDMissing(err):
 		return backend.Grant{}, errFinished // deleted since read: read again
 	case err != nil:
+		s.releaseUnanswered(ctx, key, req)
 		return backend.Grant{}, s.fail(ctx, op, "update", key, err)
 	}
 	s.wrote(next, sent, &mine)
 	return dlGrant(next, &h, req.TTL), nil
+}
+
+// releaseUnanswered releases the entry that req's create or update may
+// have written although ctx ended before its answer came, as the Lease
+// and ConfigMap stores do (see store.releaseUnanswered).
+func (s *DistributedLockStore) releaseUnanswered(ctx context.Context, key string, req backend.Request) {
+	if ctx.Err() == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unansweredRelease)
+	defer cancel()
+	cur, err := s.get(rctx, key)
+	if err != nil {
+		return
+	}
+	i := slices.IndexFunc(cur.Status.Holders, func(h v1alpha1.Holder) bool { return h.Identity == req.Holder && h.Nonce == req.Nonce })
+	if i >= 0 {
+		_ = s.Release(rctx, dlGrant(cur, &cur.Status.Holders[i], req.TTL))
+	}
 }
 
 // finish handles cur, an object being deleted, which is never acquired:

@@ -36,6 +36,17 @@
 // (see Fencing tokens); only restoring etcd from an older backup, or
 // moving the locks to another cluster, can do that.
 //
+// An acquiring Create or Update whose caller's context ends before the
+// answer comes may still have been applied: the API server finishes a
+// request it received. TryAcquire then reads the object and, if it names
+// the attempt's owner, releases it as that owner would (within 2 s of the
+// context's end), so that a TryLock cut short by its deadline, or a Lock
+// given up as its process shuts down, does not keep the lock from
+// everyone, held by nobody, for its lease duration. It returns after that
+// read and release, not the moment the context ends. A write that the API
+// server applies only after that read (it was still queued there) is not
+// released: that claim lasts its lease duration, as a crashed holder's.
+//
 // # Deleted lock objects
 //
 // baton deletes a lock object only through Remove, and only while it

@@ -341,6 +341,7 @@ func (s *store) create(ctx context.Context, key string, req backend.Request, dur
 		return backend.Grant{}, err
 	}
 	if err != nil {
+		s.releaseUnanswered(ctx, key, req)
 		return backend.Grant{}, s.fail(ctx, op, "create", key, err)
 	}
 	s.wrote(created, sent)
@@ -400,10 +401,37 @@ func (s *store) take(ctx context.Context, cur object, req backend.Request, dur i
 	case apierrors.IsNotFound(err) && !isNamespaceNotFound(err):
 		return backend.Grant{}, errFinished // deleted since read (the view can lag)
 	case err != nil:
+		s.releaseUnanswered(ctx, key, req)
 		return backend.Grant{}, s.fail(ctx, op, "update", key, err)
 	}
 	s.wrote(updated, sent)
 	return grant(updated, req), nil
+}
+
+// unansweredRelease bounds releaseUnanswered.
+const unansweredRelease = 2 * time.Second
+
+// releaseUnanswered releases the claim that req's create or update may
+// have written although ctx ended before its answer came: the API server
+// applies a request it received whether or not the client still waits,
+// and the claim would keep everyone out, held by nobody, for its lease
+// duration. It reads the object and releases it only if it names req's
+// owner, as that owner's Release would, within unansweredRelease of ctx's
+// end. (A write still queued at the API server when the read is served
+// lands after it, and its claim lasts its lease duration.) It does
+// nothing while ctx is live (the write failed for another reason, and
+// the API server said so).
+func (s *store) releaseUnanswered(ctx context.Context, key string, req backend.Request) {
+	if ctx.Err() == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unansweredRelease)
+	defer cancel()
+	cur, err := s.k.get(rctx, key)
+	if err != nil || cur.holder != req.Holder || cur.nonce != req.Nonce {
+		return
+	}
+	_ = s.Release(rctx, grant(cur, req))
 }
 
 // adopt returns cur, a Lease another tool wrote (client-go leader
