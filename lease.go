@@ -191,9 +191,13 @@ func (l *Lease) stepDownError(lastErr error) error {
 // start at once. It returns an error matching ErrLost if the lease had
 // already been lost, or the store's error if the release failed (the lock
 // then expires after the TTL). Later calls return the first call's result.
-// ctx bounds the release; given the lease's own context (or one made from
-// it), which Unlock ends first, the release gets the default release
-// timeout (5 s) instead of failing at once.
+// ctx bounds the release: given a context that has already ended (a
+// request's, cancelled), Unlock does not release, and the lock stays held
+// until the TTL ends; its error matches ctx's and says so. To release
+// after a cancellation, pass context.WithoutCancel(ctx) with a timeout.
+// Given the lease's own context (or one made from it), which Unlock ends
+// first, the release gets the default release timeout (5 s) instead of
+// failing at once.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.unlockOnce.Do(func() { l.unlockErr = l.unlock(ctx) })
 	return l.unlockErr
@@ -223,6 +227,10 @@ func (l *Lease) unlock(ctx context.Context) error {
 		// This process no longer holds the lock (its context has ended);
 		// the claim stays in the store until it expires.
 		l.m.observe(Event{Kind: EventReleased, Name: l.m.name, Holder: g.Holder, Token: g.Token, Err: err})
+		if ctx.Err() != nil {
+			return fmt.Errorf("baton: unlock %q: %w: the context given to Unlock ended, so the lock may stay held until its TTL (%v) ends; "+
+				"to release after a cancellation, pass context.WithoutCancel(ctx) with a timeout", l.m.name, err, l.m.cfg.ttl)
+		}
 		return fmt.Errorf("baton: unlock %q: %w", l.m.name, err)
 	}
 	l.m.observe(Event{Kind: EventReleased, Name: l.m.name, Holder: g.Holder, Token: g.Token})

@@ -1022,3 +1022,26 @@ func TestUnlockWithTheLeaseContext(t *testing.T) {
 		t.Fatalf("record after Unlock: %+v, %v; want released", r, err)
 	}
 }
+
+// Unlock given a context that has ended does not release (ctx bounds the
+// release), and its error says what that means and what to pass instead:
+// it said only "context canceled", and the lock stayed held for its TTL.
+func TestUnlockWithEndedContextSaysWhy(t *testing.T) {
+	b := memstore.New()
+	m, _ := newMutex(t, b)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = l.Unlock(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Unlock(an ended context) = %v, want an error matching context.Canceled", err)
+	}
+	for _, want := range []string{"may stay held until its TTL", "context.WithoutCancel"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Unlock(an ended context) = %q; want it to say %q", err, want)
+		}
+	}
+}
