@@ -53,6 +53,7 @@ const (
 	envChurn    = "BATON_SAFETY_CHURN"     // "1": etcd, file: the Store also finds other locks held, then released (see seenChurn)
 	envQueued   = "BATON_SAFETY_QUEUED"    // "1": report "queued" at a Lock call's second refused attempt (see queuedReporter)
 	envRemove   = "BATON_SAFETY_REMOVE"    // "1": remove the lock's record after each tenure, as schedule does (backend.Remover)
+	envCut      = "BATON_SAFETY_CUT"       // a polling contender gives each TryLock a deadline drawn from [0, this): acquires cut short (batonLocker.try)
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -101,6 +102,10 @@ type batonLocker struct {
 	rng           *rand.Rand
 	// remove, if set, removes the lock's record (envRemove).
 	remove func(context.Context)
+	// cut, if positive, bounds each TryLock by a deadline drawn from
+	// [0, cut) (envCut), and onCut is told of each attempt it ended.
+	cut   time.Duration
+	onCut func()
 }
 
 func (b batonLocker) lock(ctx context.Context) (held, error) {
@@ -112,7 +117,7 @@ func (b batonLocker) lock(ctx context.Context) (held, error) {
 		return batonHeld{l}, nil
 	}
 	for {
-		l, err := b.tryFn(ctx)
+		l, err := b.try(ctx)
 		if err == nil {
 			return batonHeld{l}, nil
 		}
@@ -128,6 +133,25 @@ func (b batonLocker) lock(ctx context.Context) (held, error) {
 			return nil, err
 		}
 	}
+}
+
+// try makes one TryLock attempt. In a cut row (envCut) its deadline ends
+// it at a random point: before the request is sent, while the store runs
+// it, or before its answer is read, as a caller's short deadline does. A
+// store that wrote the claim all the same must release it (an
+// owner-checked release: redisstore and kubestore do so) without touching
+// anyone else's claim.
+func (b batonLocker) try(ctx context.Context) (*baton.Lease, error) {
+	if b.cut <= 0 {
+		return b.tryFn(ctx)
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Duration(b.rng.Int64N(int64(b.cut))))
+	defer cancel()
+	l, err := b.tryFn(actx)
+	if err != nil && actx.Err() != nil && ctx.Err() == nil {
+		b.onCut()
+	}
+	return l, err
 }
 
 // remover returns the remove function of a removal row's contender: it
@@ -541,6 +565,14 @@ func openLocker(ctx context.Context, c *client, logger *slog.Logger, clk baton.C
 		b = pauseGrants(b, file, ttl)
 	}
 	lk := batonLocker{poll: os.Getenv(envPoll) == "1", rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
+	if v := os.Getenv(envCut); v != "" {
+		cut, err := time.ParseDuration(v)
+		if err != nil || cut <= 0 {
+			closeFn()
+			return nil, nil, fmt.Errorf("%s=%q: want a positive duration", envCut, v)
+		}
+		lk.cut, lk.onCut = cut, func() { c.event("cut", 0, nil) }
+	}
 	if os.Getenv(envRemove) == "1" {
 		rm, ok := b.(backend.Remover)
 		if !ok {

@@ -198,6 +198,10 @@ type scenario struct {
 	// and pollers after each refused attempt; the row waits until a
 	// removal succeeded.
 	remove bool
+	// cut, if positive: every contender polls, and gives each TryLock a
+	// deadline drawn from [0, cut), so that some acquires end while the
+	// store runs them (envCut); the row waits until one was cut.
+	cut time.Duration
 	// storeOverlap, if set, says why the store itself does not keep its
 	// leases under this fault: two holders at once are then reported,
 	// not failures (see tolerated); fencing must still hold.
@@ -324,7 +328,7 @@ func (h *harness) spawn() *contender {
 	// In a removal row every contender polls, as schedule's replicas
 	// each try a slot's lock once: a waiter's place in line would keep
 	// the record from being removed.
-	if c.poll = h.sc.remove || n%2 == 0 && !h.sc.fair; c.poll {
+	if c.poll = h.sc.remove || h.sc.cut > 0 || n%2 == 0 && !h.sc.fair; c.poll {
 		c.cmd.Env = append(c.cmd.Env, envPoll+"=1")
 	}
 	if h.sc.semaphore {
@@ -341,6 +345,9 @@ func (h *harness) spawn() *contender {
 	}
 	if h.sc.remove {
 		c.cmd.Env = append(c.cmd.Env, envRemove+"=1")
+	}
+	if h.sc.cut > 0 {
+		c.cmd.Env = append(c.cmd.Env, envCut+"="+h.sc.cut.String())
 	}
 	if len(h.sc.skews) > 0 {
 		c.cmd.Env = append(c.cmd.Env, envSkew+"="+h.sc.skews[(n-1)%len(h.sc.skews)].String())
@@ -583,6 +590,11 @@ func (h *harness) run() *result {
 			return slices.ContainsFunc(s.events, func(e event) bool { return e.Kind == "removed" })
 		})
 	}
+	if h.sc.cut > 0 {
+		h.reg.await("an acquire cut short by its deadline", 60*time.Second, func(s *snapshot) bool {
+			return slices.ContainsFunc(s.events, func(e event) bool { return e.Kind == "cut" })
+		})
+	}
 	done = true
 	h.finish(start)
 	return h.res
@@ -596,6 +608,9 @@ func (h *harness) finish(start time.Time) {
 	h.res.elapsed = time.Since(start)
 	h.pauseStoppedHolders(ops, evs)
 	checkHistory(h.rep, h.be, h.sc, ops, evs, h.res)
+	if h.sc.cut > 0 {
+		h.t.Logf("%d TryLock calls were cut short by their deadline (%d acquisitions)", countKind(evs, "cut"), h.res.acquisitions)
+	}
 	if h.sc.remove {
 		h.countRemoved(evs)
 	}
@@ -1608,4 +1623,15 @@ func (h *harness) countRemoved(evs []event) {
 		}
 	}
 	h.t.Logf("the lock's record was removed %d times (%d acquisitions)", n, h.res.acquisitions)
+}
+
+// countKind counts the events of kind.
+func countKind(evs []event, kind string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
 }

@@ -48,6 +48,9 @@ func runScenario(t *testing.T, be *backendEnv, sc scenario) {
 	if sc.remove {
 		sc.lock += "-remove"
 	}
+	if sc.cut > 0 {
+		sc.lock += "-cut"
+	}
 	t.Run(name, func(t *testing.T) {
 		newHarness(t, be, sc).run()
 	})
@@ -114,6 +117,7 @@ func TestSafety(t *testing.T) {
 			runScenario(t, be, scenario{fault: faultLatency, rounds: 1})
 		}
 		removing(t, be, false)
+		cutting(t, be, time.Millisecond)
 	})
 	t.Run("etcd", func(t *testing.T) {
 		be := etcdEnv(t)
@@ -154,6 +158,7 @@ func TestSafety(t *testing.T) {
 		runScenario(t, be, scenario{fault: faultRestart})
 		throttled(t, be)
 		removing(t, be, false)
+		cutting(t, be, 10*time.Millisecond)
 		// With a TTL of 6s the holder renews every 2s: a contender that
 		// took the cut 1s for the claim's would acquire before the
 		// holder's next renewal in about half the rounds (in one of two
@@ -173,6 +178,7 @@ func TestSafety(t *testing.T) {
 		kubeObject(t, be)
 		// Its objects carry a finalizer while held.
 		removing(t, be, false)
+		cutting(t, be, 10*time.Millisecond)
 	})
 	t.Run("redlock", func(t *testing.T) {
 		be := redlockEnv(t)
@@ -196,6 +202,17 @@ func removing(t *testing.T, be *backendEnv, fair bool) {
 		sc.variant = "fair mode, record removed after each tenure"
 	}
 	runScenario(t, be, sc)
+}
+
+// cutting runs the stop row with contenders that poll with TryLock
+// under a deadline drawn from [0, cut), about the store's round trip, so
+// that some acquires end while the store runs them: the store may have
+// written the claim, and releases it as its owner (redisstore and
+// kubestore; a claim left would keep everyone out until its TTL). That
+// release must never free anyone else's claim, the paused holder's
+// included, nor let a token repeat.
+func cutting(t *testing.T, be *backendEnv, cut time.Duration) {
+	runScenario(t, be, scenario{variant: "acquires cut short by their deadline", fault: faultStop, cut: cut, idle: 20 * time.Millisecond})
 }
 
 func kubeObject(t *testing.T, be *backendEnv) {
