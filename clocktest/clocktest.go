@@ -15,11 +15,12 @@ import (
 // A FakeClock is a baton.Clock whose time moves only by Step and SetTime.
 // Its readings carry no monotonic part, so they compare by wall time: a
 // FakeClock is its own, single timeline. It is safe for concurrent use.
+// The zero value is a FakeClock that reads the zero time.
 type FakeClock struct {
 	mu      sync.Mutex
 	now     time.Time
 	waiters []*timer
-	changed chan struct{} // closed and replaced when waiters change
+	changed chan struct{} // closed and replaced when waiters change; nil until first needed
 }
 
 // NewFakeClock returns a FakeClock that reads t until it is moved.
@@ -80,7 +81,7 @@ func (c *FakeClock) Waiters() int {
 func (c *FakeClock) AwaitWaiters(ctx context.Context, ok func(waiters int) bool) error {
 	for {
 		c.mu.Lock()
-		got, changed := len(c.waiters), c.changed
+		got, changed := len(c.waiters), c.changedLocked()
 		c.mu.Unlock()
 		if ok(got) {
 			return nil
@@ -131,8 +132,17 @@ func (c *FakeClock) setLocked(now time.Time) {
 }
 
 func (c *FakeClock) notifyLocked() {
-	close(c.changed)
+	close(c.changedLocked())
 	c.changed = make(chan struct{})
+}
+
+// changedLocked returns the channel that the next change of the waiters
+// closes, making it if the clock is a zero FakeClock's. c.mu must be held.
+func (c *FakeClock) changedLocked() chan struct{} {
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
+	return c.changed
 }
 
 // remove takes t off the waiters and reports whether it was there.

@@ -1,0 +1,34 @@
+package clocktest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/baton-go/baton/clocktest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The zero FakeClock reads the zero time and runs timers; it panicked
+// ("close of nil channel") at its first timer.
+func TestZeroFakeClock(t *testing.T) {
+	var clk clocktest.FakeClock
+	if !clk.Now().IsZero() {
+		t.Fatalf("Now = %v, want the zero time", clk.Now())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	armed := make(chan error, 1)
+	go func() { armed <- clk.AwaitWaiters(ctx, func(n int) bool { return n == 1 }) }()
+	tm := clk.NewTimer(time.Second)
+	if err := <-armed; err != nil {
+		t.Fatalf("AwaitWaiters: %v", err)
+	}
+	clk.Step(time.Second)
+	if got := <-tm.C(); !got.Equal(time.Time{}.Add(time.Second)) {
+		t.Fatalf("timer fired at %v, want a second after the zero time", got)
+	}
+}
