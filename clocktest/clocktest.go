@@ -23,9 +23,10 @@ type FakeClock struct {
 	changed chan struct{} // closed and replaced when waiters change; nil until first needed
 }
 
-// NewFakeClock returns a FakeClock that reads t until it is moved.
+// NewFakeClock returns a FakeClock that reads t until it is moved. A
+// monotonic reading in t (time.Now's) is dropped.
 func NewFakeClock(t time.Time) *FakeClock {
-	return &FakeClock{now: t, changed: make(chan struct{})}
+	return &FakeClock{now: t.Round(0), changed: make(chan struct{})}
 }
 
 var _ baton.Clock = (*FakeClock)(nil)
@@ -58,10 +59,10 @@ func (c *FakeClock) Step(d time.Duration) {
 }
 
 // SetTime sets the clock to t (forward or back) and fires every timer that
-// is then due.
+// is then due. A monotonic reading in t is dropped.
 func (c *FakeClock) SetTime(t time.Time) {
 	c.mu.Lock()
-	c.setLocked(t)
+	c.setLocked(t.Round(0))
 }
 
 // HasWaiters reports whether any timer waits on the clock.

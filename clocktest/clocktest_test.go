@@ -32,3 +32,17 @@ func TestZeroFakeClock(t *testing.T) {
 		t.Fatalf("timer fired at %v, want a second after the zero time", got)
 	}
 }
+
+// Readings carry no monotonic part, as the doc says, even for a clock set
+// from time.Now (whose monotonic reading the clock used to keep).
+func TestFakeClockReadingsHaveNoMonotonicPart(t *testing.T) {
+	clk := clocktest.NewFakeClock(time.Now())
+	clk.Step(time.Second)
+	if now := clk.Now(); now != now.Round(0) {
+		t.Fatalf("NewFakeClock(time.Now()).Now() = %v, carries a monotonic reading", now)
+	}
+	clk.SetTime(time.Now())
+	if now := clk.Now(); now != now.Round(0) {
+		t.Fatalf("after SetTime(time.Now()), Now() = %v, carries a monotonic reading", now)
+	}
+}
