@@ -1,6 +1,40 @@
 // Package clocktest provides a fake baton.Clock for tests: time moves only
 // when the test says so, and a test can wait for the moment code under test
 // starts waiting on the clock instead of polling for it.
+//
+// # Driving baton's engine
+//
+// Give the same FakeClock to baton.WithClock and memstore.WithClock, so
+// that the store judges expiry on the test's time. A held Lease and a
+// waiting Lock (or Acquire, or an Elector's campaign) each wait on one
+// timer of the clock. A Lease sends each renew in a goroutine of its own
+// and, while it is in flight, waits on a timer (the retry period, the
+// renew deadline) too: a count of waiters does not tell that the renew
+// was answered. After a Step that reaches a renew (every renew interval,
+// TTL/3 by default), wait for its EventRenewed (or EventRenewFailed) from
+// an Observer before the next Step. A test that steps on at once can pass
+// the retry period and the renew deadline before the answer is read: the
+// renew is reported as unanswered and the lease steps down, although the
+// store renewed it. For the same reason, one Step past the renew deadline
+// ends a held lease (no renew could be sent in the time it skipped): move
+// time in steps no longer than the renew interval while a lease is held.
+//
+// To make a test's holder lose its lock:
+//
+//   - memstore's ForceRelease frees the claim; the holder learns it at its
+//     next renew (Step to it), and its context ends with a cause matching
+//     baton.ErrLost. A
+//     waiter watching the lock takes it at once, while the old holder still
+//     works until then: that is what fencing tokens are for.
+//   - For an outage, wrap the store in a type of the test's that embeds
+//     *memstore.Store and fails Renew and TryAcquire while a switch is on;
+//     step through the failed renews (each reported as EventRenewFailed) to
+//     the renew deadline, where the context ends with a cause matching
+//     baton.ErrStepDown. A waiter with its own, working wrapper takes over
+//     once the claim expired (the TTL after the store applied the last
+//     acquire or renew).
+//   - For a crash, an Elector with baton.WithReleaseOnCancel(false) whose
+//     Run's context ends leaves its claim to expire; Step the TTL.
 package clocktest
 
 import (
