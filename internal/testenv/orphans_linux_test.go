@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,19 +57,11 @@ func copyExecutable(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.Open(self)
+	data, err := os.ReadFile(self)
+	if err == nil {
+		err = os.WriteFile(path, data, 0o755)
+	}
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
