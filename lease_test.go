@@ -424,6 +424,39 @@ func TestLockRetriesNoLaterThanRetryAfter(t *testing.T) {
 	}
 }
 
+// TestHeldWaitCountsFromTheAttempt: the wait after a refused attempt runs
+// from that attempt's send, not from when Lock arms its timer, so time
+// that passes in between (the process paused, or a test that steps its
+// fake clock on EventHeld, which is reported first) shortens it. Counted
+// from the timer, the wait ran a whole RetryAfter past the claim's end.
+func TestHeldWaitCountsFromTheAttempt(t *testing.T) {
+	b := newScript()
+	b.set("other")
+	b.retryAfter = 300 * time.Millisecond
+	var clk *clocktest.FakeClock
+	var once sync.Once
+	obs := baton.WithObserver(baton.ObserverFunc(func(e baton.Event) {
+		if e.Kind != baton.EventHeld {
+			return
+		}
+		once.Do(func() {
+			b.mu.Lock()
+			b.holder = "" // expired; no watch event
+			b.mu.Unlock()
+			clk.Step(300 * time.Millisecond) // before Lock arms its timer
+		})
+	}))
+	m, c := newMutex(t, b, obs)
+	clk = c
+	got := lockInBackground(t, m)
+	select {
+	case l := <-got:
+		_ = l.Unlock(context.Background())
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lock did not retry at RetryAfter after the attempt: it counted its wait from after the step")
+	}
+}
+
 func TestLockWakesOnWatch(t *testing.T) {
 	b := newScript()
 	b.set("other")

@@ -63,7 +63,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 			if observe != nil {
 				observe(held.Holder)
 			}
-			wait = c.heldWait(held, w.changes != nil)
+			wait = c.heldWait(held, w.changes != nil, c.clock.Since(sent))
 		case ctx.Err() != nil && err == ctx.Err():
 			// ctx ended before the attempt was sent (the store checked it).
 			return nil, stopped()
@@ -148,16 +148,20 @@ func cutShort(ctx context.Context, err, last error, d time.Duration) error {
 // until the claim can first end (the watch reports releases and takeovers
 // before that, so an idle standby makes no requests of its own), or a TTL
 // as a safety net for a silent watch; without one, the retry period or
-// less.
-func (c *config) heldWait(held *HeldError, watched bool) time.Duration {
+// less. The claim's end (HeldError.RetryAfter) counts from the attempt's
+// send, took ago, not from the timer's start: time that passed since (a
+// pause, an Observer's work on EventHeld) shortens the wait, which at
+// worst retries a little early. The other waits pace the retries, and
+// stay whole.
+func (c *config) heldWait(held *HeldError, watched bool, took time.Duration) time.Duration {
 	wait := jitter(c.retryPeriod)
 	switch {
 	case watched && held.RetryAfter > 0:
-		return held.RetryAfter
+		return held.RetryAfter - took
 	case watched:
 		return jitter(c.ttl)
 	case held.RetryAfter > 0 && held.RetryAfter < wait:
-		return held.RetryAfter
+		return held.RetryAfter - took
 	}
 	return wait
 }
