@@ -53,7 +53,7 @@ const (
 	envChurn    = "BATON_SAFETY_CHURN"     // "1": etcd, file: the Store also finds other locks held, then released (see seenChurn)
 	envQueued   = "BATON_SAFETY_QUEUED"    // "1": report "queued" at a Lock call's second refused attempt (see queuedReporter)
 	envRemove   = "BATON_SAFETY_REMOVE"    // "1": remove the lock's record after each tenure, as schedule does (backend.Remover)
-	envCut      = "BATON_SAFETY_CUT"       // a polling contender gives each TryLock a deadline drawn from [0, this): acquires cut short (batonLocker.try)
+	envCut      = "BATON_SAFETY_CUT"       // a polling contender gives half its TryLock calls a deadline drawn from [0, this): acquires cut short (batonLocker.try)
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -135,14 +135,16 @@ func (b batonLocker) lock(ctx context.Context) (held, error) {
 	}
 }
 
-// try makes one TryLock attempt. In a cut row (envCut) its deadline ends
-// it at a random point: before the request is sent, while the store runs
-// it, or before its answer is read, as a caller's short deadline does. A
-// store that wrote the claim all the same must release it (an
-// owner-checked release: redisstore and kubestore do so) without touching
-// anyone else's claim.
+// try makes one TryLock attempt. In a cut row (envCut) every other
+// attempt, at random, gets a deadline that ends it at a random point:
+// before the request is sent, while the store runs it, or before its
+// answer is read, as a caller's short deadline does. A store that wrote
+// the claim all the same must release it (an owner-checked release:
+// redisstore and kubestore do so) without touching anyone else's claim.
+// The other attempts have none, so that the lock goes on within the
+// row's liveness bound however slow the store is that day.
 func (b batonLocker) try(ctx context.Context) (*baton.Lease, error) {
-	if b.cut <= 0 {
+	if b.cut <= 0 || b.rng.IntN(2) == 0 {
 		return b.tryFn(ctx)
 	}
 	actx, cancel := context.WithTimeout(ctx, time.Duration(b.rng.Int64N(int64(b.cut))))

@@ -198,9 +198,9 @@ type scenario struct {
 	// and pollers after each refused attempt; the row waits until a
 	// removal succeeded.
 	remove bool
-	// cut, if positive: every contender polls, and gives each TryLock a
-	// deadline drawn from [0, cut), so that some acquires end while the
-	// store runs them (envCut); the row waits until one was cut.
+	// cut, if positive: every contender polls, and gives half its TryLock
+	// calls a deadline drawn from [0, cut), so that some acquires end
+	// while the store runs them (envCut); the row waits until one was cut.
 	cut time.Duration
 	// storeOverlap, if set, says why the store itself does not keep its
 	// leases under this fault: two holders at once are then reported,

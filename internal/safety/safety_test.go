@@ -204,8 +204,9 @@ func removing(t *testing.T, be *backendEnv, fair bool) {
 	runScenario(t, be, sc)
 }
 
-// cutting runs the stop row with contenders that poll with TryLock
-// under a deadline drawn from [0, cut), about the store's round trip, so
+// cutting runs the stop row with contenders that poll with TryLock, half
+// of the calls under a deadline drawn from [0, cut), about the store's
+// round trip, so
 // that some acquires end while the store runs them: the store may have
 // written the claim, and releases it as its owner (redisstore and
 // kubestore; a claim left would keep everyone out until its TTL). That
