@@ -3,7 +3,9 @@
 //
 //	go install github.com/baton-go/baton/cmd/baton@latest
 //
-// (baton version names the release it was built from).
+// once a release is tagged; between releases build it from a clone
+// (docs/cli.md, "Install"). baton version names the release it was built
+// from.
 //
 //	go -C cmd/baton run . demo
 //
