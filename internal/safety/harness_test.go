@@ -663,7 +663,14 @@ func (h *harness) inject(round int) {
 		h.jump(round, minWrites)
 		h.kill(3 + h.rng.IntN(5))
 	case faultCut:
-		h.cutDuration(minWrites)
+		// The row tests what a process that saw the claim does with an
+		// edit; one that first looks after it cannot know the longer
+		// duration (kubestore/doc.go). 30 writes more (about half a
+		// second) let every contender look first: pollers ask every
+		// 25-50 ms, waiters read the claim their watch reported. With 3
+		// to 7, a fresh-clone CI on a busy machine saw a poller first
+		// look after the edit and take over 4.7 s early.
+		h.cutDuration(minWrites + 30)
 	case faultDelete:
 		h.deleteHeld(minWrites, "lock deleted", func(ctx context.Context, lock string) (string, error) {
 			return "", h.be.deleteLock(ctx, lock)
