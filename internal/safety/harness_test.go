@@ -1623,13 +1623,7 @@ func (h *harness) pauseStoppedHolders(ops []op, evs []event) {
 // countRemoved logs how often a removal row's contenders removed the
 // lock's record (run waited for one at least).
 func (h *harness) countRemoved(evs []event) {
-	n := 0
-	for _, e := range evs {
-		if e.Kind == "removed" {
-			n++
-		}
-	}
-	h.t.Logf("the lock's record was removed %d times (%d acquisitions)", n, h.res.acquisitions)
+	h.t.Logf("the lock's record was removed %d times (%d acquisitions)", countKind(evs, "removed"), h.res.acquisitions)
 }
 
 // countKind counts the events of kind.
