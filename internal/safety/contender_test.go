@@ -52,6 +52,7 @@ const (
 	envFair     = "BATON_SAFETY_FAIR"      // "1": etcd in fair mode (the default); else plain mode, etcdstore.WithFair(false)
 	envChurn    = "BATON_SAFETY_CHURN"     // "1": etcd, file: the Store also finds other locks held, then released (see seenChurn)
 	envQueued   = "BATON_SAFETY_QUEUED"    // "1": report "queued" at a Lock call's second refused attempt (see queuedReporter)
+	envSeen     = "BATON_SAFETY_SEEN"      // "1": report "seen" for each claim an attempt found held (see seenReporter)
 	envRemove   = "BATON_SAFETY_REMOVE"    // "1": remove the lock's record after each tenure, as schedule does (backend.Remover)
 	envCut      = "BATON_SAFETY_CUT"       // a polling contender gives half its TryLock calls a deadline drawn from [0, this): acquires cut short (batonLocker.try)
 )
@@ -205,6 +206,20 @@ func (q *queuedReporter) Observe(e baton.Event) {
 	}
 }
 
+// seenReporter reports "seen", with the claim's token, the first time an
+// attempt of this process finds a claim held: the store then knows the
+// claim as it was at that read (faultCut waits for every contender's).
+type seenReporter struct {
+	c    *client
+	last atomic.Uint64 // token of the claim last reported
+}
+
+func (s *seenReporter) Observe(e baton.Event) {
+	if e.Kind == baton.EventHeld && e.Token != 0 && s.last.Swap(e.Token) != e.Token {
+		s.c.event("seen", e.Token, nil)
+	}
+}
+
 type batonHeld struct{ l *baton.Lease }
 
 func (h batonHeld) validUntil() time.Time            { return h.l.ValidUntil() }
@@ -310,10 +325,15 @@ func contenderMain() int {
 	clk := &jumpClock{Clock: inner}
 	defer watchJumps(ctx, clk, c)()
 	var queued *queuedReporter
+	var obs []baton.Observer
 	if os.Getenv(envQueued) == "1" {
 		queued = &queuedReporter{c: c}
+		obs = append(obs, queued)
 	}
-	lk, closeFn, err := openLocker(ctx, c, logger, clk, queued)
+	if os.Getenv(envSeen) == "1" {
+		obs = append(obs, &seenReporter{c: c})
+	}
+	lk, closeFn, err := openLocker(ctx, c, logger, clk, obs...)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "contender %s: %v\n", id, err)
 		c.event("error", 0, err)
@@ -469,7 +489,7 @@ func awaitEnd(ctx context.Context, h held, until time.Time) {
 }
 
 // openLocker opens the backend named by the environment.
-func openLocker(ctx context.Context, c *client, logger *slog.Logger, clk baton.Clock, queued *queuedReporter) (locker, func(), error) {
+func openLocker(ctx context.Context, c *client, logger *slog.Logger, clk baton.Clock, obs ...baton.Observer) (locker, func(), error) {
 	id := c.id
 	ttl, err := time.ParseDuration(os.Getenv(envTTL))
 	if err != nil {
@@ -477,8 +497,8 @@ func openLocker(ctx context.Context, c *client, logger *slog.Logger, clk baton.C
 	}
 	target, name := os.Getenv(envTarget), os.Getenv(envLock)
 	opts := []baton.Option{baton.WithTTL(ttl), baton.WithIdentity(id), baton.WithClock(clk), baton.WithLogger(logger)}
-	if queued != nil {
-		opts = append(opts, baton.WithObserver(queued))
+	if len(obs) > 0 {
+		opts = append(opts, baton.WithObserver(baton.Observers(obs...)))
 	}
 	noClose := func() {}
 	var b backend.Backend

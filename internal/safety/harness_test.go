@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -337,6 +338,9 @@ func (h *harness) spawn() *contender {
 	if h.sc.fault == faultStopWait {
 		c.cmd.Env = append(c.cmd.Env, envQueued+"=1") // see waiter
 	}
+	if h.sc.fault == faultCut {
+		c.cmd.Env = append(c.cmd.Env, envSeen+"=1") // see cutDuration
+	}
 	if h.sc.fair {
 		c.cmd.Env = append(c.cmd.Env, envFair+"=1")
 	}
@@ -663,14 +667,7 @@ func (h *harness) inject(round int) {
 		h.jump(round, minWrites)
 		h.kill(3 + h.rng.IntN(5))
 	case faultCut:
-		// The row tests what a process that saw the claim does with an
-		// edit; one that first looks after it cannot know the longer
-		// duration (kubestore/doc.go). 30 writes more (about half a
-		// second) let every contender look first: pollers ask every
-		// 25-50 ms, waiters read the claim their watch reported. With 3
-		// to 7, a fresh-clone CI on a busy machine saw a poller first
-		// look after the edit and take over 4.7 s early.
-		h.cutDuration(minWrites + 30)
+		h.cutDuration(minWrites)
 	case faultDelete:
 		h.deleteHeld(minWrites, "lock deleted", func(ctx context.Context, lock string) (string, error) {
 			return "", h.be.deleteLock(ctx, lock)
@@ -707,11 +704,17 @@ func (h *harness) arm(onRead bool, minWrites int, f func(c string)) <-chan fired
 // lease until the lease's context ends, so that the engine's reaction to
 // the fault (a step-down, a loss) is what ends the tenure.
 func (h *harness) armHold(onRead, hold bool, minWrites int, f func(c string)) <-chan fired {
+	return h.armTrap(&trap{onRead: onRead, hold: hold, minWrites: minWrites}, f)
+}
+
+// armTrap sets tr, whose fire runs f on the holder and reports what it hit.
+func (h *harness) armTrap(tr *trap, f func(c string)) <-chan fired {
 	ch := make(chan fired, 1)
-	h.reg.setTrap(&trap{onRead: onRead, hold: hold, minWrites: minWrites, fire: func(c, term string, tok uint64, at time.Duration) {
+	tr.fire = func(c, term string, tok uint64, at time.Duration) {
 		f(c)
 		ch <- fired{c, tok, at, term}
-	}})
+	}
+	h.reg.setTrap(tr)
 	return ch
 }
 
@@ -940,13 +943,33 @@ func (h *harness) partition(minWrites int) {
 // cutDuration shortens the lease duration in the lock's object to 1s
 // after one of the holder's writes, while the contenders wait on the claim
 // they saw. The holder goes on with its own TTL and writes its duration
-// back at its next renewal (up to TTL/3 later): nobody may acquire before
-// its tenure ends (the checker fails two holders at once), and the lock
-// then changes hands as usual.
+// back at its next renewal (up to TTL/3 later); it is asked to hold on
+// (holdMax TTLs, as a long job would), so that a contender that counted
+// the claim by the edited 1 s acquires while it holds. Nobody may acquire
+// before its tenure ends (the checker fails two holders at once), and the
+// lock then changes hands as usual.
+//
+// The row tests what a process that saw the claim does with the edit; one
+// that first looks after it, or first sees a renewal after it, cannot know
+// the longer duration (kubestore/doc.go). So the edit waits until every
+// other contender has reported the claim held ("seen"), and comes only in
+// the first sixth of the TTL after the holder's acquisition, well before
+// its first renewal; a tenure that does not get there is left alone and
+// the trap waits for the next. (A fixed count of writes before the edit
+// let a fresh-clone CI on a busy machine see a takeover 4.7 s early.)
 func (h *harness) cutDuration(minWrites int) {
 	h.t.Helper()
 	var cutErr error
-	f := h.waitFired(h.arm(false, minWrites, func(string) {
+	var after time.Duration
+	h.mu.Lock()
+	ids := slices.Collect(maps.Keys(h.contenders))
+	h.mu.Unlock()
+	ready := func(evs []event, now time.Duration, c string, tok uint64) bool {
+		at, ok := claimSeen(evs, ids, c, tok)
+		after = now - at
+		return ok && after < h.be.ttl/6
+	}
+	f := h.waitFired(h.armTrap(&trap{minWrites: minWrites, hold: true, ready: ready}, func(string) {
 		ctx, cancel := context.WithTimeout(h.t.Context(), 10*time.Second)
 		defer cancel()
 		cutErr = h.be.cutDuration(ctx, h.sc.lock)
@@ -954,7 +977,25 @@ func (h *harness) cutDuration(minWrites int) {
 	if cutErr != nil {
 		h.t.Fatalf("%s: lock %s: %v", faultCut, h.sc.lock, cutErr)
 	}
+	h.t.Logf("%s: token %d's claim, %v after its acquisition was reported, every contender had seen it", faultCut, f.tok, after.Round(time.Millisecond))
 	h.writesAbove(f.tok, 3, h.be.bound()+3*h.be.ttl+30*time.Second)
+}
+
+// claimSeen reports when the holder c reported acquiring tok, and whether
+// every other contender of ids has reported the claim of tok held (at any
+// time: a poller can find the claim before its holder reports it).
+func claimSeen(evs []event, ids []string, c string, tok uint64) (time.Duration, bool) {
+	i := slices.IndexFunc(evs, func(e event) bool { return e.Kind == "acquired" && e.C == c && e.Tok == tok })
+	if i < 0 {
+		return 0, false
+	}
+	seen := map[string]bool{c: true}
+	for _, e := range evs {
+		if e.Kind == "seen" && e.Tok == tok {
+			seen[e.C] = true
+		}
+	}
+	return evs[i].At, !slices.ContainsFunc(ids, func(id string) bool { return !seen[id] })
 }
 
 // restartStore kills the store while a holder works and starts it again;

@@ -135,6 +135,9 @@ type trap struct {
 	// lease until the lease's context ends (writeResp.Hold).
 	hold bool
 	fire func(c, term string, tok uint64, at time.Duration)
+	// ready, if set, must also hold for the write's contender and token;
+	// it sees the events so far and the register's time, under its lock.
+	ready func(evs []event, now time.Duration, c string, tok uint64) bool
 }
 
 // register is the server and the history.
@@ -284,7 +287,8 @@ func (r *register) serveWrite(w http.ResponseWriter, req *http.Request) {
 	r.pMaxTok = max(r.pMaxTok, in.Tok)
 	o.Ret = r.now()
 	r.ops = append(r.ops, o)
-	if tr := r.trap; tr != nil && !tr.onRead && o.OK && r.writesAt[in.Tok] >= tr.minWrites {
+	if tr := r.trap; tr != nil && !tr.onRead && o.OK && r.writesAt[in.Tok] >= tr.minWrites &&
+		(tr.ready == nil || tr.ready(r.events, r.now(), in.C, in.Tok)) {
 		r.trap = nil
 		r.holds[in.Tok] = r.holds[in.Tok] || tr.hold
 		tr.fire(in.C, in.Term, in.Tok, r.now())
