@@ -61,6 +61,7 @@ type Lease struct {
 	lastSend   time.Time
 	validUntil time.Time
 	lost       error // why the lease ended before Unlock; nil while held
+	released   bool  // Unlock ended the lease: a later loss is none
 	lastErr    error // last renew failure
 
 	stop       chan struct{}
@@ -207,6 +208,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 	l.stopKeeper()
 	l.mu.Lock()
 	lost, g := l.lost, l.grant
+	l.released = lost == nil
 	l.mu.Unlock()
 	if lost == nil {
 		l.cancel(ErrReleased)
@@ -429,10 +431,12 @@ func (l *Lease) lose(cause error) {
 }
 
 // end records cause as why the lease ended and ends its context, unless
-// it ended already; it reports whether it did.
+// it ended already (lost, or released by Unlock: a loss notice or a
+// step-down found by Err while Unlock releases is no loss of a lease
+// whose holder let it go); it reports whether it did.
 func (l *Lease) end(cause error) bool {
 	l.mu.Lock()
-	if l.lost != nil {
+	if l.lost != nil || l.released {
 		l.mu.Unlock()
 		return false
 	}
