@@ -51,6 +51,15 @@ import (
 // although the store's TTL ran on and another process may hold the lock;
 // it learns of the loss at its next renew. To the protected resource that
 // is a paused process, and only the fencing Token stops its writes.
+//
+// # Concurrency
+//
+// A Lease's methods are safe for concurrent use: any goroutine may call
+// Unlock, not only the one that acquired the lease, and calls at once
+// return the first one's result. Every method may be called after
+// Unlock. Unlock waits for the lease's own goroutine, which calls the
+// Observer and the logger: do not call Unlock from an Observer or a log
+// handler (see Observer).
 type Lease struct {
 	m      *Mutex
 	ctx    context.Context

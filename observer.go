@@ -66,10 +66,26 @@ type Event struct {
 }
 
 // Observer receives events, for metrics. Observe is called synchronously
-// from baton's goroutines and must not block. If it panics on an
-// acquisition (or an Elector's OnNewLeader or OnStartedLeading does at the
-// start of a term), the lease is abandoned before the panic goes on: its
-// context ends, nothing renews it, and its claim expires after the TTL.
+// from baton's goroutines and must not block: a lease's own goroutine
+// reports its renewals and its loss (and waits for Observe before its next
+// renew or its step-down), and the caller's goroutine reports acquisitions,
+// conflicts and releases. Leases, Mutexes and Electors that share an
+// Observer call it from many goroutines at once, so it must be safe for
+// concurrent use.
+//
+// Observe must not call a Lease's Unlock: Unlock waits for the lease's
+// goroutine, which may be the one running Observe (on EventRenewed,
+// EventRenewFailed or EventLost), and for the Unlock in progress, which
+// may be the one reporting EventReleased; either way it deadlocks, and
+// that lease's context never ends. To release on an event, call Unlock in
+// a goroutine of its own (go l.Unlock(ctx)). Observe may read a Lease
+// (Err, Token, ValidUntil, Context). The same holds for the handler of
+// the logger given WithLogger, which these goroutines also call.
+//
+// If Observe panics on an acquisition (or an Elector's OnNewLeader or
+// OnStartedLeading does at the start of a term), the lease is abandoned
+// before the panic goes on: its context ends, nothing renews it, and its
+// claim expires after the TTL.
 type Observer interface {
 	Observe(Event)
 }
