@@ -120,8 +120,10 @@ func WithShutdownGrace(d time.Duration) Option { return func(cfg *config) { cfg.
 
 // WithObserver sets a function that receives an Event for every slot this
 // replica attempted, for metrics and tests. It is called synchronously
-// and must not block. Slots skipped by the misfire policy are logged, not
-// observed.
+// from the job's goroutine and must not block. Every job has a goroutine
+// of its own, so the jobs of one Scheduler (and Schedulers that share the
+// function) call it at once: it must be safe for concurrent use. Slots
+// skipped by the misfire policy are logged, not observed.
 func WithObserver(f func(Event)) Option { return func(cfg *config) { cfg.observer = f } }
 
 // JobOption configures a job added with Scheduler.Add.
