@@ -32,7 +32,10 @@ func (r *Register) Write(name string, token uint64) error {
 // lock while write runs (for every name: keep write short), so that no
 // write with a smaller token can run beside it or start after it. The token is recorded
 // only if write returns nil. A stale token returns an error matching
-// ErrStaleToken without calling write.
+// ErrStaleToken without calling write. write must not call r's methods
+// (a Do of another name included): they wait for the lock that Do holds,
+// for ever. Fence two resources with two Registers, or one Do whose write
+// updates both.
 func (r *Register) Do(name string, token uint64, write func() error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
