@@ -71,6 +71,11 @@ type Lease struct {
 	validUntil time.Time
 	lost       error // why the lease ended before Unlock; nil while held
 	released   bool  // Unlock ended the lease: a later loss is none
+	// reports counts the loss reports under way (reportLoss), which may
+	// run in a goroutine other than the keeper (a store's loss notice,
+	// Err); Unlock waits for them, so that no event of the lease comes
+	// after Unlock returned. end adds to it under mu.
+	reports sync.WaitGroup
 	lastErr    error // last renew failure
 
 	stop       chan struct{}
@@ -201,6 +206,9 @@ func (l *Lease) stepDownError(lastErr error) error {
 // start at once. It returns an error matching ErrLost if the lease had
 // already been lost, or the store's error if the release failed (the lock
 // then expires after the TTL). Later calls return the first call's result.
+// Once Unlock has returned, the lease reports no more events: Unlock
+// waits for the EventLost of a loss that the store's notice or Err found
+// in another goroutine.
 // ctx bounds the release: given a context that has already ended (a
 // request's, cancelled), Unlock does not release, and the lock stays held
 // until the TTL ends; its error matches ctx's and says so. To release
@@ -219,6 +227,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 	lost, g := l.lost, l.grant
 	l.released = lost == nil
 	l.mu.Unlock()
+	l.reports.Wait() // from here on, end adds no report
 	if lost == nil {
 		l.cancel(ErrReleased)
 	}
@@ -442,7 +451,8 @@ func (l *Lease) lose(cause error) {
 // end records cause as why the lease ended and ends its context, unless
 // it ended already (lost, or released by Unlock: a loss notice or a
 // step-down found by Err while Unlock releases is no loss of a lease
-// whose holder let it go); it reports whether it did.
+// whose holder let it go); it reports whether it did. If it did, the
+// caller must call reportLoss.
 func (l *Lease) end(cause error) bool {
 	l.mu.Lock()
 	if l.lost != nil || l.released {
@@ -450,6 +460,7 @@ func (l *Lease) end(cause error) bool {
 		return false
 	}
 	l.lost = cause
+	l.reports.Add(1)
 	l.mu.Unlock()
 	l.cancel(cause)
 	return true
@@ -457,6 +468,7 @@ func (l *Lease) end(cause error) bool {
 
 // reportLoss tells the observer and the log that the lease was lost.
 func (l *Lease) reportLoss(cause error) {
+	defer l.reports.Done()
 	holder, token := l.Holder(), l.Token() // fixed; the keeper writes only the grant's Version
 	l.m.observe(Event{Kind: EventLost, Name: l.m.name, Holder: holder, Token: token, Err: cause})
 	l.m.cfg.logger.Warn("baton: lock lost", "lock", l.m.name, "holder", holder, "token", token, "err", cause)

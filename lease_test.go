@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1050,6 +1051,51 @@ func TestLossNoticeDuringUnlockIsNoLoss(t *testing.T) {
 	}
 	if want := []baton.EventKind{baton.EventAcquired, baton.EventReleased}; !slices.Equal(kinds, want) {
 		t.Errorf("events %v, want %v", kinds, want)
+	}
+}
+
+// Unlock waits for a loss report that a store's notice started in its own
+// goroutine: no event of the lease comes after Unlock returned, and the
+// release (and an Elector's EventStoppedLeading) comes after the
+// EventLost. Unlock returned at once, and an Elector's Run returned while
+// its Observer was still told of the loss (10 of 10 etcd Stores closed
+// during a term).
+func TestUnlockWaitsForLossReport(t *testing.T) {
+	b := notifying{newScript(), make(chan func(error), 1), make(chan struct{}, 1)}
+	var reporting atomic.Bool
+	inReport, released := make(chan struct{}), make(chan struct{})
+	b.onRelease = func() {
+		if reporting.Load() {
+			t.Error("the lock was released while its EventLost was still being reported")
+		}
+		close(released)
+	}
+	obs := baton.WithObserver(baton.ObserverFunc(func(e baton.Event) {
+		if e.Kind != baton.EventLost {
+			return
+		}
+		reporting.Store(true)
+		defer reporting.Store(false)
+		close(inReport)
+		<-b.stops // Unlock has begun
+		select {  // a release now would come before this report ends
+		case <-released:
+		case <-time.After(200 * time.Millisecond):
+		}
+	}))
+	m, _ := newMutex(t, b, obs)
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	notice := <-b.lost
+	go notice(errors.New("etcd reports lease 1f revoked"))
+	<-inReport
+	if err := l.Unlock(context.Background()); !errors.Is(err, baton.ErrLost) {
+		t.Fatalf("Unlock = %v, want ErrLost", err)
+	}
+	if reporting.Load() {
+		t.Error("Unlock returned while the EventLost was still being reported")
 	}
 }
 
