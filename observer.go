@@ -73,14 +73,15 @@ type Event struct {
 // Observer call it from many goroutines at once, so it must be safe for
 // concurrent use.
 //
-// Observe must not call a Lease's Unlock: Unlock waits for the lease's
-// goroutine, which may be the one running Observe (on EventRenewed,
-// EventRenewFailed or EventLost), and for the Unlock in progress, which
-// may be the one reporting EventReleased; either way it deadlocks, and
-// that lease's context never ends. To release on an event, call Unlock in
-// a goroutine of its own (go l.Unlock(ctx)). Observe may read a Lease
-// (Err, Token, ValidUntil, Context). The same holds for the handler of
-// the logger given WithLogger, which these goroutines also call.
+// Observe must not call a Lease's Unlock: Unlock waits for the goroutines
+// that report the lease's renewals and loss, which may be the one running
+// Observe (on EventRenewed, EventRenewFailed or EventLost), and for the
+// Unlock in progress, which may be the one reporting EventReleased; either
+// way it deadlocks, and that lease's context may never end. To release on
+// an event, call Unlock in a goroutine of its own (go l.Unlock(ctx)).
+// Observe may read a Lease (Err, Token, ValidUntil, Context). The same
+// holds for the handler of the logger given WithLogger, which these
+// goroutines also call.
 //
 // If Observe panics on an acquisition (or an Elector's OnNewLeader or
 // OnStartedLeading does at the start of a term), the lease is abandoned
