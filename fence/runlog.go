@@ -97,7 +97,10 @@ func (r *RunLog) Claim(ctx context.Context, tx *sql.Tx, job string, slot time.Ti
 // slot, runs work if the claim succeeded, and commits. It reports whether
 // work ran and committed. If the slot was already done it returns false
 // and nil without calling work. On any error the transaction is rolled
-// back, so the slot stays unclaimed.
+// back, so the slot stays unclaimed. work must not claim the same slot
+// again (Exec or Claim in another transaction): that waits for this
+// transaction's claim until work returns, so it waits until ctx ends, for
+// ever without a deadline.
 func (r *RunLog) Exec(ctx context.Context, job string, slot time.Time, work func(tx *sql.Tx) error) (ran bool, err error) {
 	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {

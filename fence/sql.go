@@ -179,7 +179,11 @@ func (g *SQLGuard) Check(ctx context.Context, tx *sql.Tx, name string, token uin
 // on name's fence row outlives the call.
 //
 // write must do its work through tx only; writes through other
-// connections are not fenced.
+// connections are not fenced. In particular, write must not fence name
+// again (Exec, or Check in another transaction): that waits for the lock
+// this transaction holds on name's fence row until write returns, so it
+// waits until ctx ends, for ever without a deadline. Exec of another name
+// inside write is fine, but commits on its own.
 func (g *SQLGuard) Exec(ctx context.Context, name string, token uint64, write func(tx *sql.Tx) error) error {
 	tx, err := g.db.BeginTx(ctx, g.txOpt)
 	if err != nil {
