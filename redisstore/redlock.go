@@ -80,6 +80,9 @@ const DefaultDriftFactor = 0.01
 // longest TTL has passed, or run it with appendonly yes and appendfsync
 // always. Where fencing must hold across failures, use the etcd or
 // Kubernetes backends: their tokens come from a consensus log.
+//
+// Its methods are safe for concurrent use: one Redlock serves every lock,
+// Mutex and goroutine of a process.
 type Redlock struct {
 	stores      []*Store
 	quorum      int

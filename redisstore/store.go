@@ -56,7 +56,8 @@ const ACLRules = "~baton:* &baton:* +hello +auth +select +ping +asking +cluster|
 // a restart or a failover does to locks and tokens.
 //
 // Create a Store with New or Open; the zero Store has no client and is not
-// usable.
+// usable. Its methods are safe for concurrent use: one Store serves every
+// lock, Mutex and goroutine of a process.
 type Store struct {
 	client   redis.UniversalClient
 	prefix   string

@@ -41,7 +41,9 @@ type Run struct {
 
 // Scheduler runs cron jobs so that each slot of each job runs at most once
 // across every replica that shares the backend and the ledger. Create it
-// with New, add jobs with Add, then call Run.
+// with New, add jobs with Add, then call Run. Its methods are safe for
+// concurrent use; a job runs in a goroutine of its own, and may call them
+// (Add and Run then return ErrRunning).
 type Scheduler struct {
 	b      backend.Backend
 	ledger Ledger

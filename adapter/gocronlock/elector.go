@@ -20,6 +20,9 @@ import (
 // run. Jobs that must stop with the term call Term once when they start
 // (nil: the term already ended, skip the run) and watch that Lease's
 // Context.
+//
+// Its methods are safe for concurrent use: Run in one goroutine, IsLeader
+// and Term from gocron's and the jobs' goroutines.
 type Elector struct {
 	e *baton.Elector
 

@@ -27,6 +27,9 @@ const releaseTimeout = 5 * time.Second
 // (their clocks' offset, scheduling delay) would let a second scheduler
 // lock and run the same slot again; WithMinHold keeps the lock long enough
 // to cover that. Set it for every job that can end quickly.
+//
+// Its methods are safe for concurrent use, as gocron calls them from the
+// goroutines of its jobs.
 type Locker struct {
 	b       backend.Backend
 	prefix  string
