@@ -38,6 +38,13 @@ type Elector struct {
 // NewElector returns an Elector for the lock name on b. It accepts every
 // Option; WithGrace, WithReleaseOnCancel, OnStartedLeading, OnStoppedLeading
 // and OnNewLeader apply to electors only.
+//
+// Those three callbacks run in Run's goroutine, one at a time, and must not
+// block: meanwhile Run does nothing else (work does not start, a standby
+// does not try the lock; the lease goes on renewing). They may call the
+// Elector's methods and the Lease's, Unlock included (a Run started from
+// them returns ErrAlreadyRunning); the Observer runs under other rules
+// (see Observer).
 func NewElector(b backend.Backend, name string, opts ...Option) (*Elector, error) {
 	m, err := newMutex(b, name, true, opts)
 	if err != nil {
