@@ -71,12 +71,12 @@ type Lease struct {
 	validUntil time.Time
 	lost       error // why the lease ended before Unlock; nil while held
 	released   bool  // Unlock ended the lease: a later loss is none
+	lastErr    error // last renew failure
 	// reports counts the loss reports under way (reportLoss), which may
 	// run in a goroutine other than the keeper (a store's loss notice,
 	// Err); Unlock waits for them, so that no event of the lease comes
 	// after Unlock returned. end adds to it under mu.
 	reports sync.WaitGroup
-	lastErr    error // last renew failure
 
 	stop       chan struct{}
 	stopOnce   sync.Once
@@ -225,8 +225,10 @@ func (l *Lease) unlock(ctx context.Context) error {
 	l.stopKeeper()
 	l.mu.Lock()
 	lost, g := l.lost, l.grant
-	l.released = lost == nil
 	l.mu.Unlock()
+	if lost == nil {
+		lost = l.markReleased()
+	}
 	l.reports.Wait() // from here on, end adds no report
 	if lost == nil {
 		l.cancel(ErrReleased)
@@ -258,6 +260,19 @@ func (l *Lease) unlock(ctx context.Context) error {
 		l.m.cfg.logger.Debug("baton: released", "lock", l.m.name, "holder", g.Holder, "token", g.Token)
 	}
 	return nil
+}
+
+// markReleased records that Unlock ends the lease, so that a loss found
+// from then on (by the store's notice, or Err) is none, and returns nil;
+// if a loss was recorded since the caller read l.lost, it returns that
+// loss instead.
+func (l *Lease) markReleased() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost == nil {
+		l.released = true
+	}
+	return l.lost
 }
 
 // abandon stops renewing and ends the context without releasing: the claim
