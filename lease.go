@@ -230,12 +230,9 @@ func (l *Lease) unlock(ctx context.Context) error {
 		lost = l.markReleased()
 	}
 	l.reports.Wait() // from here on, end adds no report
-	if lost == nil {
-		l.cancel(ErrReleased)
-	}
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrReleased) {
 		// ctx is the lease's own context, or made from it (work that
-		// unlocks with the context it was given), which the line above
+		// unlocks with the context it was given), which markReleased
 		// ended: release all the same, bounded as the engine's releases.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.m.cfg.releaseTimeout)
@@ -262,15 +259,19 @@ func (l *Lease) unlock(ctx context.Context) error {
 	return nil
 }
 
-// markReleased records that Unlock ends the lease, so that a loss found
-// from then on (by the store's notice, or Err) is none, and returns nil;
-// if a loss was recorded since the caller read l.lost, it returns that
-// loss instead.
+// markReleased records that Unlock ends the lease and ends its context
+// with ErrReleased, so that a loss found from then on (by the store's
+// notice, or Err) is none, and returns nil; if a loss was recorded since
+// the caller read l.lost, it returns that loss instead. The context ends
+// under mu, as in end: Err, which finds a lease neither lost nor released
+// past its renew deadline through end, then never sees it ended without a
+// cause.
 func (l *Lease) markReleased() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lost == nil {
 		l.released = true
+		l.cancel(ErrReleased)
 	}
 	return l.lost
 }
@@ -476,8 +477,8 @@ func (l *Lease) end(cause error) bool {
 	}
 	l.lost = cause
 	l.reports.Add(1)
+	l.cancel(cause) // under mu: see markReleased
 	l.mu.Unlock()
-	l.cancel(cause)
 	return true
 }
 
