@@ -77,6 +77,13 @@ type Lease struct {
 	// Err); Unlock waits for them, so that no event of the lease comes
 	// after Unlock returned. end adds to it under mu.
 	reports sync.WaitGroup
+	// rtt is how long the last successful acquire or renew (rttOf) took
+	// to be answered, or 0 if unknown (a lock handed over by a release).
+	rtt   time.Duration
+	rttOf string
+	// slowWarned says the keeper has warned that renewals take longer
+	// than the retry period (see config.slowHint). The keeper's own.
+	slowWarned bool
 
 	stop       chan struct{}
 	stopOnce   sync.Once
@@ -99,7 +106,9 @@ type Lease struct {
 	stopLoss func() bool
 }
 
-func newLease(m *Mutex, parent context.Context, g backend.Grant, sent time.Time) *Lease {
+// newLease returns the lease of g, acquired by a request sent at sent that
+// took rtt to be answered (0 if unknown).
+func newLease(m *Mutex, parent context.Context, g backend.Grant, sent time.Time, rtt time.Duration) *Lease {
 	ctx, cancel := context.WithCancelCause(parent)
 	l := &Lease{
 		m:          m,
@@ -107,6 +116,8 @@ func newLease(m *Mutex, parent context.Context, g backend.Grant, sent time.Time)
 		cancel:     cancel,
 		grant:      g,
 		lastSend:   sent,
+		rtt:        rtt,
+		rttOf:      "the acquire",
 		validUntil: sent.Add(m.cfg.ttl - m.cfg.margin),
 		stop:       make(chan struct{}),
 		keeperDone: make(chan struct{}),
@@ -175,7 +186,7 @@ func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 func (l *Lease) Err() error {
 	if l.ctx.Err() == nil {
 		l.mu.Lock()
-		stepDown, lastErr := l.lastSend.Add(l.m.cfg.renewDeadline), l.lastErr
+		stepDown := l.lastSend.Add(l.m.cfg.renewDeadline)
 		l.mu.Unlock()
 		if l.m.cfg.clock.Now().Before(stepDown) {
 			return nil
@@ -183,19 +194,26 @@ func (l *Lease) Err() error {
 		// The observer and the log hear of it in their own goroutine:
 		// Err's caller may hold a lock that an observer takes (as
 		// gocronlock's Term does).
-		if err := l.stepDownError(lastErr); l.end(err) {
+		if err := l.stepDownError(); l.end(err) {
 			go l.reportLoss(err)
 		}
 	}
 	return context.Cause(l.ctx)
 }
 
-// stepDownError is the cause of a lease that reached its renew deadline;
-// lastErr is the last renew failure, if any.
-func (l *Lease) stepDownError(lastErr error) error {
+// stepDownError is the cause of a lease that reached its renew deadline:
+// it names the last renew failure, if any, and a store whose last answer
+// came too slowly for the timings (see config.slowHint).
+func (l *Lease) stepDownError() error {
+	l.mu.Lock()
+	lastErr, rtt, rttOf := l.lastErr, l.rtt, l.rttOf
+	l.mu.Unlock()
 	err := fmt.Errorf("%w: %w %v: no renew succeeded", ErrLost, ErrStepDown, l.m.cfg.renewDeadline)
 	if lastErr != nil {
 		err = fmt.Errorf("%w (last error: %w)", err, lastErr)
+	}
+	if hint := l.m.cfg.slowHint(rttOf, rtt); hint != "" {
+		err = fmt.Errorf("%w; %s", err, hint)
 	}
 	return err
 }
@@ -342,11 +360,11 @@ func (l *Lease) keep() {
 	l.mu.Unlock()
 	for {
 		l.mu.Lock()
-		g, stepDown, lastErr := l.grant, l.lastSend.Add(cfg.renewDeadline), l.lastErr
+		g, stepDown := l.grant, l.lastSend.Add(cfg.renewDeadline)
 		l.mu.Unlock()
 		now := clk.Now()
 		if !now.Before(stepDown) {
-			l.lose(l.stepDownError(lastErr))
+			l.lose(l.stepDownError())
 			return
 		}
 		if p == nil && !now.Before(nextRenew) {
@@ -416,13 +434,16 @@ func (l *Lease) renewAnswered(g backend.Grant, r renewResult, late bool) (next t
 	cfg, clk := l.m.cfg, l.m.cfg.clock
 	switch {
 	case r.err == nil:
+		took := clk.Since(r.sent)
 		l.mu.Lock()
 		l.grant.Version = r.g.Version
 		l.lastSend = r.sent
 		l.validUntil = r.sent.Add(cfg.ttl - cfg.margin)
 		l.lastErr = nil
+		l.rtt, l.rttOf = took, "a renew"
 		l.mu.Unlock()
-		l.m.observe(Event{Kind: EventRenewed, Name: l.m.name, Holder: g.Holder, Token: g.Token, Duration: clk.Since(r.sent)})
+		l.m.observe(Event{Kind: EventRenewed, Name: l.m.name, Holder: g.Holder, Token: g.Token, Duration: took})
+		l.warnSlow(g, took)
 		return r.sent.Add(cfg.renewInterval), false
 	case errors.Is(r.err, ErrLost):
 		l.lose(fmt.Errorf("renew: %w", r.err))
@@ -442,6 +463,19 @@ func (l *Lease) renewAnswered(g backend.Grant, r renewResult, late bool) (next t
 	}
 	cfg.logger.Warn("baton: renew failed; retrying", "lock", l.m.name, "token", g.Token, "err", r.err, "retry_in", cfg.retryPeriod)
 	return clk.Now().Add(cfg.retryPeriod), false
+}
+
+// warnSlow warns, once per lease, of a renew that succeeded but took took,
+// longer than the retry period (see config.slowHint): the store answers,
+// and the warnings that renewals had no answer, or a step-down, would
+// otherwise leave the slow link unnamed.
+func (l *Lease) warnSlow(g backend.Grant, took time.Duration) {
+	hint := l.m.cfg.slowHint("a renew", took)
+	if hint == "" || l.slowWarned {
+		return
+	}
+	l.slowWarned = true
+	l.m.cfg.logger.Warn("baton: the store answers too slowly for these timings", "lock", l.m.name, "token", g.Token, "round_trip", took, "why", hint)
 }
 
 // startRenew sends one renew in its own goroutine, so that the keeper stays

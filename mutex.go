@@ -184,12 +184,16 @@ func (m *Mutex) try(ctx, parent context.Context, nonce string, waiting bool) (*L
 	// A lock handed to this waiter counts from a request sent before the
 	// handoff (backend.Grant.Age), not from this call.
 	from := sent.Add(-g.Age)
-	if took := m.cfg.clock.Since(from); took >= m.cfg.renewDeadline {
+	took := m.cfg.clock.Since(from)
+	if took >= m.cfg.renewDeadline {
 		err := m.refuseLate(ctx, g, took)
 		m.observe(Event{Kind: EventAcquireFailed, Name: m.name, Holder: req.Holder, Err: err})
 		return nil, err
 	}
-	return newLease(m, parent, g, from), nil
+	if g.Age > 0 {
+		took = 0 // a wait for the handoff, not a round trip
+	}
+	return newLease(m, parent, g, from, took), nil
 }
 
 // refuseLate releases g, a grant that came at or after the renew deadline
@@ -205,9 +209,14 @@ func (m *Mutex) refuseLate(ctx context.Context, g backend.Grant, took time.Durat
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.renewDeadline)
 	defer cancel()
 	if rerr := m.b.Release(rctx, g); rerr != nil {
-		return fmt.Errorf("%w; releasing it failed too, so the claim lasts until its TTL ends: %w", err, rerr)
+		err = fmt.Errorf("%w; releasing it failed too, so the claim lasts until its TTL ends: %w", err, rerr)
+	} else {
+		err = fmt.Errorf("%w, and was released", err)
 	}
-	return fmt.Errorf("%w, and was released", err)
+	if hint := m.cfg.slowHint("the acquire", took); hint != "" && g.Age == 0 {
+		err = fmt.Errorf("%w; %s", err, hint)
+	}
+	return err
 }
 
 func (m *Mutex) observe(e Event) { m.cfg.observe(e) }

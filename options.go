@@ -111,11 +111,13 @@ func WithClock(clk Clock) Option { return func(c *config) { c.clock = clk } }
 // Info: a new leader, started and stopped leading (Elector), and the
 // store answering a waiting Lock again after failed attempts; at Warn: an
 // acquire, renew or release that failed and is retried, a renew with no
-// answer for a retry period, and a lock lost. Each line names the lock;
-// none repeats more often than the retry period, and a wait's failed
-// attempts are warned of at most every 10s, with their count (the others
-// at Debug). Debug lines (watches, polling) are off by default. Pass
-// slog.New(slog.DiscardHandler) to silence baton.
+// answer for a retry period, a renew answered only after a retry period
+// (once per lease: the store is too far or too slow for the timings; the
+// line names the TTL that would work), and a lock lost. Each line names
+// the lock; none repeats more often than the retry period, and a wait's
+// failed attempts are warned of at most every 10s, with their count (the
+// others at Debug). Debug lines (watches, polling) are off by default.
+// Pass slog.New(slog.DiscardHandler) to silence baton.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithObserver sets a hook that receives an Event for every acquisition,
@@ -291,4 +293,25 @@ func validateIdentity(id string) error {
 		}
 	}
 	return nil
+}
+
+// slowHint explains, when what (the acquire, a renew) took rtt to be
+// answered and that is longer than the retry period, that the timings are
+// too short for the link and what to give instead; "" otherwise. Over
+// such a link every renew is reported unanswered, and one that fails
+// cannot be retried before the renew deadline: the holder steps down,
+// acquires again, and steps down again, with each step-down blamed on a
+// store that does not answer although it does.
+func (c *config) slowHint(what string, rtt time.Duration) string {
+	if rtt <= c.retryPeriod {
+		return ""
+	}
+	ttl := min(max(MinTTL, (10*rtt+time.Second-1).Truncate(time.Second)), MaxTTL)
+	fix := fmt.Sprintf("a TTL of at least %v (10 such round trips), with the renew deadline and retry period in their default proportions of it,", ttl)
+	if ttl <= c.ttl {
+		fix = fmt.Sprintf("a retry period longer than that round trip (the default is 2/15 of the TTL: %v),", c.ttl*2/15)
+	}
+	return fmt.Sprintf("%s took %v to be answered, longer than the retry period %v: if the store's answers take this long "+
+		"(a distant store or a slow link, not an outage the request waited out), every renew is reported unanswered and one late answer ends the lease; give %s or use a store nearer to this process",
+		what, rtt.Round(time.Millisecond), c.retryPeriod, fix)
 }
