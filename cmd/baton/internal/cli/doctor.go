@@ -21,7 +21,10 @@ import (
 
 const doctorLong = `Check that baton can work here, without taking any lock: the timing
 settings, the identity and the store's reachability (and the lock's holder
-with --name); on the file backend, the lock directory's file system (not a
+with --name); on a network store, its round trip (the fastest of three reads;
+on Redlock, each server's PINGs, a quorum's counting), judged against the timings: it fails when a renew has less than two round
+trips before the renew deadline and warns when a round trip is longer than
+the retry period, naming the --ttl that would work; on the file backend, the lock directory's file system (not a
 network one, not one in memory, not full) and its mode (not writable by
 every user); on Kubernetes, that the namespace exists
 and is not being deleted, that the DistributedLock CRD is installed
@@ -103,6 +106,9 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 		var rec backend.Record
 		c, rec, err = a.storeCheck(ctx, st, where, f.name, f.connectTimeout)
 		checks = append(checks, c)
+		if err == nil && f.backend != "file" {
+			checks = append(checks, roundTripCheck(ctx, st, probeName(f.name), f))
+		}
 		if f.identity != "" && f.name != "" && rec.Held() && rec.Holder == f.identity {
 			checks = append(checks, check{"identity in use", resultFail,
 				fmt.Sprintf("lock %q is held right now by identity %q, the one given here: if that is another process, two replicas share an identity", f.name, f.identity),
@@ -175,10 +181,7 @@ func timingCheck(f *lockFlags, a *app) check {
 		return check{"timing", resultFail, fmt.Sprintf("TTL %v is longer than the DistributedLock maximum of %v (the CRD's schema refuses longer leases): baton lock and run exit 2", ttl, most),
 			fmt.Sprintf("give --ttl %v or less, or use --backend lease", most)}
 	}
-	rd := ttl * 2 / 3
-	if f.fs != nil && f.fs.Changed("renew-deadline") {
-		rd = f.renewDeadline
-	}
+	rd, _, _ := f.timings()
 	margin := baton.DefaultSafetyMargin(ttl)
 	return check{"timing", resultPass, fmt.Sprintf(
 		"TTL %v, renew deadline %v: a holder cut off from the store stops %v after its last good renew, %v before anyone else may take over",

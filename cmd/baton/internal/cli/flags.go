@@ -413,6 +413,21 @@ func (f *lockFlags) options(log *slog.Logger) []baton.Option {
 	return opts
 }
 
+// timings returns the renew deadline, retry period and renew interval
+// that baton uses with these flags: the ones given, and baton's defaults,
+// in proportion to --ttl, for the others.
+func (f *lockFlags) timings() (deadline, retry, interval time.Duration) {
+	deadline = f.ttl * 2 / 3
+	if f.fs != nil && f.fs.Changed("renew-deadline") {
+		deadline = f.renewDeadline
+	}
+	retry = min(f.ttl*2/15, deadline/5)
+	if f.fs != nil && f.fs.Changed("retry-period") {
+		retry = f.retryPeriod
+	}
+	return deadline, retry, min(f.ttl/3, deadline/2)
+}
+
 // killLead is how long before the validity end a command still running
 // after a loss gets SIGKILL: the default safety margin, at least 100ms, so
 // that it is dead before anyone else can acquire the lock.
