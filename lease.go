@@ -227,10 +227,13 @@ func (l *Lease) stepDownError() error {
 // Once Unlock has returned, the lease reports no more events: Unlock
 // waits for the EventLost of a loss that the store's notice or Err found
 // in another goroutine.
-// ctx bounds the release: given a context that has already ended (a
-// request's, cancelled), Unlock does not release, and the lock stays held
-// until the TTL ends; its error matches ctx's and says so. To release
-// after a cancellation, pass context.WithoutCancel(ctx) with a timeout.
+// ctx bounds the release: a release the store does not answer before
+// ctx's deadline (a silent or distant store) fails, its error saying so,
+// and the lock stays held until the TTL ends. Given a context that has
+// already ended (a request's, cancelled), Unlock does not release, and
+// the lock stays held until the TTL ends; its error matches ctx's and
+// says so. To release after a cancellation, pass
+// context.WithoutCancel(ctx) with a timeout.
 // Given the lease's own context (or one made from it), which Unlock ends
 // first, the release gets the default release timeout (5 s) instead of
 // failing at once.
@@ -256,6 +259,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.m.cfg.releaseTimeout)
 		defer cancel()
 	}
+	endedBefore := ctx.Err() != nil // else an error of ctx's is the store's slowness
 	err := l.m.b.Release(ctx, g)
 	if lost != nil {
 		return fmt.Errorf("baton: unlock %q: %w", l.m.name, lost)
@@ -264,9 +268,13 @@ func (l *Lease) unlock(ctx context.Context) error {
 		// This process no longer holds the lock (its context has ended);
 		// the claim stays in the store until it expires.
 		l.m.observe(Event{Kind: EventReleased, Name: l.m.name, Holder: g.Holder, Token: g.Token, Err: err})
-		if ctx.Err() != nil {
+		switch {
+		case endedBefore:
 			return fmt.Errorf("baton: unlock %q: %w: the context given to Unlock ended, so the lock may stay held until its TTL (%v) ends; "+
 				"to release after a cancellation, pass context.WithoutCancel(ctx) with a timeout", l.m.name, err, l.m.cfg.ttl)
+		case ctx.Err() != nil:
+			return fmt.Errorf("baton: unlock %q: %w: the store did not answer the release before the deadline Unlock had for it "+
+				"(a silent store, or one slower than that deadline), so the lock may stay held until its TTL (%v) ends", l.m.name, err, l.m.cfg.ttl)
 		}
 		return fmt.Errorf("baton: unlock %q: %w", l.m.name, err)
 	}

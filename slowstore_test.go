@@ -3,12 +3,15 @@ package baton_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/baton-go/baton"
+
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/clocktest"
 )
 
@@ -92,5 +95,35 @@ func TestSlowRenewWarnedOnce(t *testing.T) {
 	out := logs.String()
 	if n := strings.Count(out, "the store answers too slowly"); n != 1 || !strings.Contains(out, "a renew took 3s") || !strings.Contains(out, "a TTL of at least 30s") {
 		t.Fatalf("log after two renews of 3s:\n%s\nwant one warning naming the 3s round trip and a TTL of 30s", out)
+	}
+}
+
+// silentRelease is a script whose Release is never answered: it returns
+// when its context ends, with the context's error, as a network store's
+// client does when the server is silent or far away.
+type silentRelease struct{ *script }
+
+func (silentRelease) Release(ctx context.Context, g backend.Grant) error {
+	<-ctx.Done()
+	return fmt.Errorf("release lock %q: %w", g.Key, ctx.Err())
+}
+
+// An Unlock whose context was live when it began, and whose deadline
+// passed while the store did not answer, blames the store and not the
+// caller: it said the context given to Unlock had ended and to pass
+// context.WithoutCancel(ctx), advice for a cancelled context, which baton
+// lock and run (a fresh 5 s context) printed over a silent link.
+func TestUnlockDeadlineWhileStoreSilentBlamesTheStore(t *testing.T) {
+	m, _ := newMutex(t, silentRelease{newScript()})
+	l, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = l.Unlock(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "the store did not answer the release") ||
+		!strings.Contains(err.Error(), "may stay held until its TTL (15s)") || strings.Contains(err.Error(), "WithoutCancel") {
+		t.Fatalf("Unlock with the store silent past its deadline = %v; want it to say the store did not answer, and no advice for a cancelled context", err)
 	}
 }
