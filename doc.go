@@ -64,6 +64,15 @@
 // max(2% of TTL, 50ms). Impossible combinations are rejected at
 // construction with an error that names both values.
 //
+// The timings must also suit the store's round trip, which no option can
+// know: choose a TTL of at least 10 round trips to the store (acquires and,
+// except on etcd, renewals are each one or two), and let the renew deadline
+// and retry period scale with it. With a round trip longer than the retry
+// period every renew is reported unanswered and one late answer ends the
+// lease; baton then names the round trip it measured and the TTL that
+// would work (in a warning, a step-down's cause or a refused late grant).
+// docs/backends.md has measurements; baton doctor measures a store.
+//
 // # Implementing a backend
 //
 // A Backend performs atomic operations on one record per key; the engine in

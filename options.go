@@ -61,7 +61,8 @@ type config struct {
 
 // WithTTL sets the lease duration: how long a claim lasts after the store
 // applies an acquire or renew. Default 15s; from MinTTL (1s) to MaxTTL (a
-// year).
+// year). Give at least 10 round trips to the store (see "Timing" in the
+// package documentation).
 func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
 // WithRenewDeadline sets how long the holder keeps trying to renew, counted
