@@ -34,3 +34,21 @@ func TestForConfigBadTLS(t *testing.T) {
 		})
 	}
 }
+
+// A certificate that does not list the name dialled, as behind a proxy, a
+// tunnel or a load balancer under another name (here, a TLS server name
+// the API server's certificate does not list): the error names the
+// kubeconfig's tls-server-name as the fix too, not only "use a host name
+// the certificate lists", which a client behind such a proxy cannot.
+func TestHostnameMismatchNamesTLSServerName(t *testing.T) {
+	cfg := rest.CopyConfig(controlPlane(t))
+	cfg.ServerName = "api.example.test"
+	s, err := kubestore.NewLeaseForConfig(cfg, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Get(t.Context(), "tls-name")
+	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "tls-server-name") || !strings.Contains(err.Error(), "kubectl config set-cluster") {
+		t.Fatalf("Get through a name the certificate does not list: %v; want ErrMisconfigured naming tls-server-name", err)
+	}
+}

@@ -2,6 +2,7 @@ package kubestore
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -167,6 +168,14 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 	case verb == "create" && isNamespaceNotFound(err):
 		return fmt.Errorf("kube: %s %s: %w (%w): namespace %q does not exist; create it or configure another namespace",
 			op, where, ErrNamespaceNotFound, backend.ErrMisconfigured, s.ns)
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		// The generic fix (dial a name the certificate lists) is out of
+		// reach behind a proxy, a tunnel or a load balancer whose address
+		// the API server's certificate does not list.
+		return fmt.Errorf("kube: %s %s: %w; where the API server is reached through a proxy, a tunnel or a load balancer under another name, "+
+			"set the kubeconfig cluster's tls-server-name to a name the certificate lists (kubectl config set-cluster CLUSTER --tls-server-name=NAME; "+
+			"in Go, rest.Config's TLSClientConfig.ServerName)", op, where, storeerr.Classify(err))
 	}
 	return fmt.Errorf("kube: %s %s: %w", op, where, storeerr.Classify(err))
 }
