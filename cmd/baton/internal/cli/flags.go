@@ -370,7 +370,7 @@ func (f *lockFlags) register(fs *pflag.FlagSet) {
 	f.storeFlags.register(fs)
 	fs.BoolVar(&f.kube.adopt, "adopt", false, adoptHelp)
 	fs.StringVar(&f.identity, "identity", "", "holder identity shown to others (default: host name plus a random suffix)")
-	fs.DurationVar(&f.ttl, "ttl", baton.DefaultTTL, "lease duration: how long a claim lasts after each renewal (1s to a year)")
+	fs.DurationVar(&f.ttl, "ttl", baton.DefaultTTL, "lease duration: how long a claim lasts after each renewal (1s to a year; at least 10 round trips to the store: baton doctor measures it)")
 	fs.DurationVar(&f.renewDeadline, "renew-deadline", 0, "step down (and stop CMD) when renewals have failed for this long; shorter than --ttl (default 2/3 of --ttl: 10s)")
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", DefaultConnectTimeout, "at start-up, how long to keep trying a store that cannot be reached before exiting with code 69")
 	fs.DurationVar(&f.retryPeriod, "retry-period", 0, "how often to retry acquiring or a failed renewal; shorter than --renew-deadline (default 2/15 of --ttl: 2s)")
