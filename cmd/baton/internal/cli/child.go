@@ -74,6 +74,7 @@ func (s *supervisor) handleSignals() (stop func()) {
 	}
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
+	pipe := notifySIGPIPE()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -93,9 +94,25 @@ func (s *supervisor) handleSignals() (stop func()) {
 	return func() {
 		signal.Stop(sigc)
 		signal.Stop(chld)
+		signal.Stop(pipe)
 		close(done)
 		wg.Wait()
 	}
+}
+
+// notifySIGPIPE keeps a write to a closed stderr or stdout from killing
+// baton: baton's log piped into a reader that exited (head, grep -m1, a
+// log shipper restarted). Go ends a program whose write to fd 1 or 2 meets
+// a broken pipe with SIGPIPE unless SIGPIPE is notified to a channel; baton
+// would die holding the lock, and its CMD with it. Notified, the write
+// fails (the log line is lost) and baton goes on supervising, releases the
+// lock and exits with CMD's code. CMD still gets SIGPIPE's default action,
+// since exec resets caught signals. The channel is never read: a signal
+// sent to a full channel is dropped.
+func notifySIGPIPE() chan os.Signal {
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	return pipe
 }
 
 // caughtSignals are the forwarded signals that baton was not started
