@@ -77,7 +77,9 @@
 //
 // # Signals and process lifetime
 //
-// SIGINT, SIGTERM and SIGHUP are forwarded to CMD while it runs; baton then
+// SIGINT, SIGTERM and SIGHUP are forwarded to CMD while it runs, each
+// followed by SIGCONT, so that they reach a CMD that is stopped (by
+// SIGTTIN: it read from the terminal); baton then
 // waits for CMD, releases the lock and exits with CMD's exit code. Before CMD
 // runs (while campaigning or waiting), they stop baton at once with exit
 // code 128+N. One that baton was started ignoring (nohup ignores SIGHUP)

@@ -137,14 +137,39 @@ func (c *Child) State() *os.ProcessState {
 // the child by pidfd or by its reaping).
 //
 // For a child started with StartGroup, sig goes to its whole process group.
+//
+// A signal other than SIGKILL, SIGCONT and the stop signals is followed by
+// SIGCONT, as a shell's kill of a stopped job is: a process stopped by
+// SIGTTIN or SIGTTOU (it read from or set up the terminal, whose
+// foreground group is not the child's), SIGTSTP or SIGSTOP gets a signal
+// only once continued, so a forwarded SIGINT or SIGTERM would otherwise
+// leave it stopped, and its supervisor waiting for it, for ever.
 func (c *Child) Signal(sig os.Signal) error {
 	if c.Exited() {
 		return os.ErrProcessDone
 	}
-	if ss, ok := sig.(syscall.Signal); ok && c.pgid > 0 {
+	ss, ok := sig.(syscall.Signal)
+	if !ok {
+		return c.cmd.Process.Signal(sig)
+	}
+	err := c.kill(ss)
+	switch ss {
+	case syscall.SIGKILL, syscall.SIGCONT, syscall.SIGSTOP, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU:
+	default:
+		if err == nil {
+			_ = c.kill(syscall.SIGCONT)
+		}
+	}
+	return err
+}
+
+// kill sends sig to the child's process group (StartGroup), else to the
+// child.
+func (c *Child) kill(sig syscall.Signal) error {
+	if c.pgid > 0 {
 		// The group's number cannot be reused while the watchdog, its
 		// leader, is not reaped, and End reaps it only after this child.
-		return syscall.Kill(-c.pgid, ss)
+		return syscall.Kill(-c.pgid, sig)
 	}
 	return c.cmd.Process.Signal(sig)
 }

@@ -2,8 +2,10 @@ package cli_test
 
 import (
 	"bufio"
+	"bytes"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -64,4 +66,47 @@ func pipe(t *testing.T) (r, w *os.File) {
 	}
 	t.Cleanup(func() { r.Close(); w.Close() })
 	return r, w
+}
+
+// A CMD stopped by the kernel (SIGTTIN: it read from the terminal, whose
+// foreground group is baton's, not CMD's) or by an operator still gets the
+// signals baton forwards: baton continues it after each, as a shell's kill
+// does. Before, the forwarded SIGTERM (or Ctrl-C's SIGINT) stayed pending
+// on the stopped CMD, and baton waited for it, holding the lock, for ever.
+func TestRunSignalReachesStoppedCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := startCLI(t, "run", nil, runArgs(dir, "stopped", "sup-a", "sh", "-c", "echo pid $$; exec sleep 60")...)
+	a.stdout.waitFor(t, "\n", 15*time.Second)
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(a.stdout.String(), "pid ")))
+	if err != nil {
+		t.Fatalf("CMD's pid: %v; stdout %q", err, a.stdout)
+	}
+	// What SIGTTIN does to a process that reads from the terminal.
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	awaitStopped(t, pid)
+	a.signal(syscall.SIGTERM)
+	if code := a.wait(10 * time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit code %d, want %d (CMD ended by the forwarded SIGTERM)", code, 128+int(syscall.SIGTERM))
+	}
+	requireFree(t, dir, "stopped")
+}
+
+// awaitStopped waits until process pid is in the stopped state. It polls:
+// no event tells a process other than the parent of a stop.
+func awaitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for range 500 {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "T" {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d did not stop within 5s", pid)
 }
