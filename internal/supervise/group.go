@@ -16,6 +16,14 @@ import (
 // before the child could start (the watchdog had already ended the group).
 var ErrDeadlinePassed = errors.New("the deadline passed before the command could start")
 
+// WatchdogError is StartGroup's error when the watchdog could not be
+// started, so CMD was not: whatever its cause says, CMD is not at fault
+// (a watchdog's exec that fails with ENOENT names no missing command).
+type WatchdogError struct{ Err error }
+
+func (e *WatchdogError) Error() string { return e.Err.Error() }
+func (e *WatchdogError) Unwrap() error { return e.Err }
+
 // registry holds the pids of the processes StartGroup started and has not
 // reaped yet: CMD and the watchdog. ReapOrphans and KillOrphans leave them
 // alone. It is process-wide because the children of a process are: the
@@ -106,7 +114,7 @@ func startWatchdogLocked(deadline time.Time) (*watchdog, error) {
 	}
 	cmd, pipe, err := startWatchdog(deadline)
 	if err != nil {
-		return nil, err
+		return nil, &WatchdogError{Err: err}
 	}
 	registry.add(cmd.Process.Pid)
 	registry.groups[cmd.Process.Pid] = struct{}{}

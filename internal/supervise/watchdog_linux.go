@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -77,6 +78,10 @@ func startWatchdog(deadline time.Time) (*exec.Cmd, *os.File, error) {
 	}
 	err = cmd.Start()
 	readyW.Close() // so that a watchdog that dies before it is ready ends the wait
+	if errors.Is(err, fs.ErrNotExist) {
+		w.Close()
+		return nil, nil, fmt.Errorf("starting the watchdog, this binary run again as /proc/self/exe: %w: /proc is not mounted here (a chroot or sandbox without it); mount it (mount -t proc proc /proc)", err)
+	}
 	if err != nil {
 		w.Close()
 		return nil, nil, fmt.Errorf("starting the watchdog: %w", err)

@@ -203,10 +203,12 @@ func (s *supervisor) start(l *baton.Lease) (*supervise.Child, error) {
 }
 
 // startError maps a failure to start CMD to exit code 127 (not found) or
-// 126 (found but not runnable), as shells and env(1) do. A limit that
-// stopped the start (processes, open files) is named with its fix.
+// 126 (found but not runnable, or its watchdog could not start), as shells
+// and env(1) do. A limit that stopped the start (processes, open files) is
+// named with its fix.
 func startError(name string, err error) error {
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+	var wd *supervise.WatchdogError
+	if !errors.As(err, &wd) && (errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist)) {
 		return failf(ExitNotFound, "cannot run %q: %w", name, err)
 	}
 	if fix := limitFix(err); fix != "" {

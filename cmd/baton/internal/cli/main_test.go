@@ -42,6 +42,13 @@ var enterOtherKernel func(bootIDFile string) error
 // envBootID names a file whose boot ID the re-executed CLI sees.
 const envBootID = "BATON_CLI_TEST_BOOT_ID"
 
+// hideProc, if set (on Linux), mounts an empty file system over /proc in
+// this process's mount namespace, as a chroot without /proc has; the
+// re-executed CLI calls it when envHideProc is set.
+var hideProc func() error
+
+const envHideProc = "BATON_CLI_TEST_HIDE_PROC"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(roleEnv) == "cli" {
 		if f := os.Getenv(envBootID); f != "" {
@@ -51,6 +58,12 @@ func TestMain(m *testing.M) {
 			}
 			if err := enterOtherKernel(f); err != nil {
 				fmt.Fprintln(os.Stderr, "test: entering another boot ID:", err)
+				os.Exit(125)
+			}
+		}
+		if os.Getenv(envHideProc) != "" && hideProc != nil {
+			if err := hideProc(); err != nil {
+				fmt.Fprintln(os.Stderr, "test: hiding /proc:", err)
 				os.Exit(125)
 			}
 		}
