@@ -2,10 +2,14 @@ package filestore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/baton-go/baton/backend"
 )
 
 // machineNow reads CLOCK_MONOTONIC: shared by every process on the machine
@@ -26,6 +30,9 @@ const bootIDPath = "/proc/sys/kernel/random/boot_id"
 // readBootID returns the kernel's random ID for the current boot.
 func readBootID() (string, error) {
 	b, err := os.ReadFile(bootIDPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("file: reading the boot ID: %w: %w: /proc is not mounted here (a chroot or sandbox without it); mount it (mount -t proc proc /proc)", backend.ErrMisconfigured, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("file: reading the boot ID: %w", err)
 	}

@@ -21,25 +21,38 @@ func init() {
 
 // Without /proc (a chroot or sandbox that lacks it), CMD's watchdog, this
 // binary run again as /proc/self/exe, cannot start, so neither does CMD:
-// exit 126 with the fix, not 127, which says that CMD was not found. It
-// needs CAP_SYS_ADMIN for the mount namespace.
+// exit 126 with the fix, not 127, which says that CMD was not found. The
+// file backend, which reads the boot ID there, cannot work at all: exit 78
+// with the fix, not 1. It needs CAP_SYS_ADMIN for the mount namespace.
 func TestLockWithoutProc(t *testing.T) {
 	t.Parallel()
-	attr := &syscall.SysProcAttr{Setpgid: true, Unshareflags: syscall.CLONE_NEWNS}
+	attr := func() *syscall.SysProcAttr {
+		return &syscall.SysProcAttr{Setpgid: true, Unshareflags: syscall.CLONE_NEWNS}
+	}
 	probe := exec.Command(exe(), cmdExit, "0")
 	probe.Env = append(os.Environ(), roleEnv+"=cli", envHideProc+"=1")
-	probe.SysProcAttr = attr
+	probe.SysProcAttr = attr()
 	if out, err := probe.CombinedOutput(); err != nil {
 		t.Skipf("cannot hide /proc here (a mount namespace and a mount need CAP_SYS_ADMIN): %v %s", err, out)
 	}
-	// Redis: the file backend itself needs /proc (the boot ID).
 	srv := testenv.StartRedis(t)
-	p := startCLIWith(t, "lock", []string{envHideProc + "=1"}, attr,
-		"lock", "--name", "noproc", "--backend", "redis", "--redis-url", srv.URL(), "--", "true")
-	if code := p.wait(15 * time.Second); code != 126 {
-		t.Fatalf("exit code %d, want 126 (CMD could not be started); stderr:\n%s", code, p.stderr)
-	}
-	if got := p.stderr.String(); !strings.Contains(got, "/proc is not mounted") {
-		t.Errorf("stderr does not name /proc:\n%s", got)
+	for _, tc := range []struct {
+		name  string
+		store []string
+		want  int
+	}{
+		{"redis", []string{"--backend", "redis", "--redis-url", srv.URL()}, 126},
+		{"file", []string{"--dir", t.TempDir()}, 78},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"lock", "--name", "noproc"}, tc.store...), "--", "true")
+			p := startCLIWith(t, "lock", []string{envHideProc + "=1"}, attr(), args...)
+			if code := p.wait(15 * time.Second); code != tc.want {
+				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, tc.want, p.stderr)
+			}
+			if got := p.stderr.String(); !strings.Contains(got, "/proc is not mounted") {
+				t.Errorf("stderr does not name /proc:\n%s", got)
+			}
+		})
 	}
 }
