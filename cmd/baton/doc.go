@@ -77,7 +77,7 @@
 //
 // # Signals and process lifetime
 //
-// SIGINT, SIGTERM and SIGHUP are forwarded to CMD while it runs, each
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to CMD while it runs, each
 // followed by SIGCONT, so that they reach a CMD that is stopped (by
 // SIGTTIN: it read from the terminal); baton then
 // waits for CMD, releases the lock and exits with CMD's exit code. Before CMD

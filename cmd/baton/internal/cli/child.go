@@ -29,8 +29,11 @@ const (
 )
 
 // forwardedSignals are passed on to CMD while it runs; before CMD starts
-// (or between terms) they stop baton at once, with exit code 128+N.
-var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+// (or between terms) they stop baton at once, with exit code 128+N. They
+// are the terminal's (Ctrl-C, Ctrl-\, a hang-up) and a stop's: SIGQUIT
+// left to Go's default would end baton with a goroutine dump and exit 2,
+// its CMD killed and its lock held until the TTL.
+var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // errStopping: a signal asked baton to stop before CMD could start.
 var errStopping = errors.New("stopping on a signal")

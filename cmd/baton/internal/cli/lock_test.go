@@ -150,3 +150,20 @@ func TestLockLostKillsCommand(t *testing.T) {
 		}
 	}
 }
+
+// Ctrl-\ (SIGQUIT) is forwarded to CMD like Ctrl-C: baton lock waits for
+// CMD, releases the lock and exits with CMD's code. Before, Go's default
+// ended baton with a goroutine dump and exit 2 (a usage error, by the exit
+// code table), CMD was killed with it and the lock stayed held.
+func TestLockForwardsSIGQUIT(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := []string{"sh", "-c", `trap "exit 9" QUIT; echo ready; while :; do sleep 0.1; done`}
+	p := startCLI(t, "lock", nil, lockArgs(dir, "quit", append([]string{"--"}, cmd...)...)...)
+	p.stdout.waitFor(t, "ready", 15*time.Second)
+	p.signal(syscall.SIGQUIT)
+	if code := p.wait(10 * time.Second); code != 9 {
+		t.Fatalf("exit code %d, want CMD's 9; stderr:\n%s", code, p.stderr)
+	}
+	requireFree(t, dir, "quit")
+}

@@ -38,8 +38,9 @@ When CMD exits on its own, baton releases the lock (a standby takes over at
 once) and exits with CMD's exit code (128+N if signal N ended it). To lead
 for as long as baton runs, CMD must not exit.
 
-Signals: SIGINT, SIGTERM and SIGHUP are forwarded to CMD while it runs; baton
-then waits for CMD to exit, releases the lock and exits with CMD's code.
+Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to CMD while it
+runs; baton then waits for CMD to exit, releases the lock and exits with
+CMD's code.
 Before CMD has started (while campaigning) they stop baton at once with exit
 code 128+N.
 
