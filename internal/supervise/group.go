@@ -24,6 +24,12 @@ type WatchdogError struct{ Err error }
 func (e *WatchdogError) Error() string { return e.Err.Error() }
 func (e *WatchdogError) Unwrap() error { return e.Err }
 
+// ErrForeignProc: /proc shows another PID namespace than this process's (a
+// PID namespace entered without mounting its own /proc: unshare --pid
+// without --mount-proc, a sandbox that shows the host's), so the orphans
+// of CMD cannot be told from other processes.
+var ErrForeignProc = errors.New("/proc shows another PID namespace than this process's: the orphans of CMD are neither reaped nor killed at the end of a term; mount this namespace's own /proc (unshare --mount-proc, or mount -t proc proc /proc in it)")
+
 // registry holds the pids of the processes StartGroup started and has not
 // reaped yet: CMD and the watchdog. ReapOrphans and KillOrphans leave them
 // alone. It is process-wide because the children of a process are: the

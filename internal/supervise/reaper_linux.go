@@ -18,9 +18,27 @@ import (
 // children instead of init's, so that ReapOrphans can reap them and
 // KillOrphans can end them. As PID 1 of a container, the process is their
 // parent anyway.
+//
+// It returns ErrForeignProc (having become a subreaper) if /proc shows
+// another PID namespace than this process's, where orphans cannot be
+// found: ReapOrphans and KillOrphans then do nothing.
 func BecomeSubreaper() error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", err)
+	}
+	return checkProc()
+}
+
+// checkProc returns ErrForeignProc if /proc shows another PID namespace
+// than this process's (entered without mounting its own /proc): its pids,
+// and so its parent pids, are not this process's numbers for them.
+func checkProc() error {
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return fmt.Errorf("reading /proc/self: %w", err)
+	}
+	if self != strconv.Itoa(os.Getpid()) {
+		return fmt.Errorf("%w: /proc/self is %s, this process is %d", ErrForeignProc, self, os.Getpid())
 	}
 	return nil
 }
@@ -39,6 +57,9 @@ type orphan struct {
 // the program started itself (credential plugins, test servers) stay in its
 // session and are left to their exec.Cmd. The registry must be locked.
 func orphansLocked() ([]orphan, error) {
+	if err := checkProc(); err != nil {
+		return nil, err
+	}
 	self, ownGroup := os.Getpid(), unix.Getpgrp()
 	ownSession, err := unix.Getsid(0)
 	if err != nil {

@@ -68,7 +68,10 @@ func (s *supervisor) handleSignals() (stop func()) {
 	// As a subreaper, baton receives CMD's orphaned descendants (a shell's
 	// background jobs) and reaps them on SIGCHLD, so none stays a zombie
 	// (as PID 1 of a container, baton is their parent anyway).
-	if err := supervise.BecomeSubreaper(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	switch err := supervise.BecomeSubreaper(); {
+	case errors.Is(err, supervise.ErrForeignProc):
+		s.log.Warn("cannot tell CMD's orphans", "err", err)
+	case err != nil && !errors.Is(err, errors.ErrUnsupported):
 		s.log.Debug("not a subreaper: orphans of CMD go to init", "err", err)
 	}
 	sigc := make(chan os.Signal, 8)

@@ -56,3 +56,34 @@ func TestLockWithoutProc(t *testing.T) {
 		})
 	}
 }
+
+// baton as PID 1 of a PID namespace entered without a /proc of its own
+// (unshare --pid --fork, without --mount-proc) sees the parent namespace's
+// processes in /proc, so it cannot tell CMD's orphans: it says so, and
+// signals no pid it read there. Before, it took the children of the outer
+// namespace's init for CMD's orphans, SIGKILLed their pid numbers in its
+// own namespace (8 rounds, "killed processes CMD left behind count=216"
+// on a machine with 27 such children), and its real orphans went unseen.
+func TestRunInPIDNamespaceWithForeignProc(t *testing.T) {
+	t.Parallel()
+	attr := func() *syscall.SysProcAttr {
+		return &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWPID}
+	}
+	probe := exec.Command(exe(), cmdExit, "0")
+	probe.Env = append(os.Environ(), roleEnv+"=cli")
+	probe.SysProcAttr = attr()
+	if out, err := probe.CombinedOutput(); err != nil {
+		t.Skipf("cannot start a PID namespace here (it needs CAP_SYS_ADMIN): %v %s", err, out)
+	}
+	p := startCLIWith(t, "lock", nil, attr(), "lock", "--name", "pidns", "--dir", t.TempDir(), "--", "true")
+	if code := p.wait(15 * time.Second); code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, p.stderr)
+	}
+	got := p.stderr.String()
+	if strings.Contains(got, "killed processes CMD left behind") {
+		t.Errorf("baton signalled pids read from another namespace's /proc:\n%s", got)
+	}
+	if !strings.Contains(got, "/proc shows another PID namespace") {
+		t.Errorf("stderr does not say that /proc is another namespace's:\n%s", got)
+	}
+}
