@@ -84,6 +84,9 @@ type storeFlags struct {
 	kube      kubeFlags
 	etcd      etcdFlags
 	redisURLs []string
+	// redisFromEnv: redisURLs came from $BATON_REDIS_URL, which messages
+	// then name instead of --redis-url.
+	redisFromEnv bool
 	// readOnly opens the file backend for reading only (status).
 	readOnly bool
 	// inTemp is set when dir is tempDefaultDir, which another user may
@@ -127,16 +130,33 @@ func (f *storeFlags) validate() error {
 		return f.etcd.validate()
 	case "redis":
 		if len(f.redisURLs) != 1 {
-			return usageErrorf("--backend redis needs exactly one --redis-url, got %d", len(f.redisURLs))
+			return usageErrorf("--backend redis needs exactly one --redis-url, got %d%s", len(f.redisURLs), f.redisEnvNote())
 		}
 		return f.checkRedisURLs()
 	case "redlock":
 		if n := len(f.redisURLs); n < 3 || n%2 == 0 {
-			return usageErrorf("--backend redlock needs an odd number of --redis-url, at least 3 (independent servers), got %d", n)
+			return usageErrorf("--backend redlock needs an odd number of --redis-url, at least 3 (independent servers), got %d%s", n, f.redisEnvNote())
 		}
 		return f.checkRedisURLs()
 	}
 	return nil
+}
+
+// redisURLSource names where the Redis URLs came from, for messages.
+func (f *storeFlags) redisURLSource() string {
+	if f.redisFromEnv {
+		return "$" + EnvRedisURL
+	}
+	return "--redis-url"
+}
+
+// redisEnvNote says, after a count of URLs, that they came from
+// $BATON_REDIS_URL; "" if they came from --redis-url.
+func (f *storeFlags) redisEnvNote() string {
+	if f.redisFromEnv {
+		return " in $" + EnvRedisURL + " (URLs separated by white space)"
+	}
+	return ""
 }
 
 // checkRedisURLs reports the first --redis-url that does not parse, or
@@ -144,7 +164,7 @@ func (f *storeFlags) validate() error {
 func (f *storeFlags) checkRedisURLs() error {
 	for _, u := range f.redisURLs {
 		if err := redisstore.CheckURL(u); err != nil {
-			return usageErrorf("--redis-url %q: %w; write it as redis://host:port (rediss:// for TLS), redis+sentinel://S1:26379,.../PRIMARY or redis+cluster://N1:7000,N2:7000,...", redactURL(u), err)
+			return usageErrorf("%s %q: %w; write it as redis://host:port (rediss:// for TLS), redis+sentinel://S1:26379,.../PRIMARY or redis+cluster://N1:7000,N2:7000,...", f.redisURLSource(), redactURL(u), err)
 		}
 	}
 	e := &f.etcd
@@ -156,7 +176,7 @@ func (f *storeFlags) checkRedisURLs() error {
 	}
 	for _, u := range f.redisURLs {
 		if !strings.HasPrefix(u, "rediss://") {
-			return usageErrorf("--cacert, --cert and --key configure TLS to one server, a rediss:// URL; --redis-url %q is not one (for a Sentinel or a Cluster over TLS with a private CA, build the client in Go and pass it to redisstore.New)", redactURL(u))
+			return usageErrorf("--cacert, --cert and --key configure TLS to one server, a rediss:// URL; %s %q is not one (for a Sentinel or a Cluster over TLS with a private CA, build the client in Go and pass it to redisstore.New)", f.redisURLSource(), redactURL(u))
 		}
 	}
 	return nil

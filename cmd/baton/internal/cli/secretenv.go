@@ -28,7 +28,7 @@ func (f *storeFlags) secretsFromEnv() error {
 	if v := strings.Fields(os.Getenv(EnvRedisURL)); len(v) > 0 && len(f.redisURLs) == 0 {
 		switch {
 		case f.backend == "redis" || f.backend == "redlock":
-			f.redisURLs = v
+			f.redisURLs, f.redisFromEnv = v, true
 		case f.fs != nil && !f.fs.Changed("backend"):
 			return usageErrorf("$%s is set, but no --backend was given, so the backend is file (this machine only): add --backend redis (or redlock), or unset $%s",
 				EnvRedisURL, EnvRedisURL)

@@ -69,3 +69,24 @@ func enableEtcdUser(t *testing.T, endpoint, user, pw string) {
 		}
 	}
 }
+
+// A bad $BATON_REDIS_URL is named as such, not as --redis-url, which the
+// command line does not have: a user who set it in a Secret would look for
+// a flag in vain.
+func TestRedisURLFromEnvNamed(t *testing.T) {
+	t.Parallel()
+	for env, want := range map[string]string{
+		"garbage":                   `$BATON_REDIS_URL "garbage": invalid options`,
+		"redis://a:1 redis://b:1":   `needs exactly one --redis-url, got 2 in $BATON_REDIS_URL`,
+		"redis://a:1 redis://b:1 x": `$BATON_REDIS_URL "x": invalid options`,
+	} {
+		backend := "redis"
+		if strings.Count(env, " ") == 2 {
+			backend = "redlock"
+		}
+		p := startCLI(t, "lock", []string{cli.EnvRedisURL + "=" + env}, "lock", "--backend", backend, "--name", "x", "--", "true")
+		if code := p.wait(15 * time.Second); code != 2 || !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("$%s=%q: exit %d, want 2 with %q; stderr:\n%s", cli.EnvRedisURL, env, code, want, p.stderr)
+		}
+	}
+}
