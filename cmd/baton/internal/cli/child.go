@@ -151,6 +151,16 @@ func (s *supervisor) onSignal(sig os.Signal) {
 	s.stop()
 }
 
+// stopErr is the error of a start-up step that failed with err: exit
+// 128+N if a signal asked baton to stop meanwhile (and so ended the step),
+// else err.
+func (s *supervisor) stopErr(err error) error {
+	if sig := s.signaled(); sig != nil {
+		return exitCode(signalExitCode(sig))
+	}
+	return err
+}
+
 // signaled returns the first signal received, or nil.
 func (s *supervisor) signaled() os.Signal {
 	s.mu.Lock()

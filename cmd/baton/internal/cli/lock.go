@@ -69,17 +69,9 @@ func (a *app) lockCommand() *cobra.Command {
 var errWaitTimeout = errors.New("wait ran out")
 
 func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []string) error {
-	connect, why := connectTimeout(f, wait)
-	st, where, err := a.openReachable(ctx, &f.storeFlags, f.name, connect, why)
-	if err != nil {
-		return err
-	}
-	defer closeStore(st)
-	mu, stopReports, err := a.lockMutex(st, f, wait)
-	if err != nil {
-		return err
-	}
-	defer stopReports()
+	// Signals are routed from the start, so that one that comes while the
+	// store is still being reached stops baton with 128+N, as a PID 1
+	// (in a container) that left it to Go would not: exit 2.
 	waitCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	s := &supervisor{argv: argv, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, log: a.log, lead: f.killLead(), stop: cancel, lifecycle: slog.LevelDebug}
@@ -87,6 +79,17 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 	defer stopSignals()
 	stopOnDone := context.AfterFunc(ctx, func() { s.onSignal(syscall.SIGINT) })
 	defer stopOnDone()
+	connect, why := connectTimeout(f, wait)
+	st, where, err := a.openReachable(waitCtx, &f.storeFlags, f.name, connect, why)
+	if err != nil {
+		return s.stopErr(err)
+	}
+	defer closeStore(st)
+	mu, stopReports, err := a.lockMutex(st, f, wait)
+	if err != nil {
+		return err
+	}
+	defer stopReports()
 
 	a.log.Debug("acquiring", "lock", f.name, "identity", mu.Identity(), "wait", wait.String(), "store", where)
 	var l *baton.Lease

@@ -87,3 +87,34 @@ func TestRunInPIDNamespaceWithForeignProc(t *testing.T) {
 		t.Errorf("stderr does not say that /proc is another namespace's:\n%s", got)
 	}
 }
+
+// baton as PID 1 of a container (a PID namespace) stopped while it still
+// tries to reach its store (docker stop, a pod deleted during an outage)
+// exits 128+15, as it does once CMD may run. Before, the signal came before
+// baton routed any: Go's default action, which PID 1 cannot take (the
+// kernel drops a signal PID 1 sends itself), ended it with exit 2, a usage
+// error by the exit-code table, and no word.
+func TestPID1StoppedWhileReachingStore(t *testing.T) {
+	t.Parallel()
+	attr := func() *syscall.SysProcAttr {
+		return &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWPID}
+	}
+	probe := exec.Command(exe(), cmdExit, "0")
+	probe.Env = append(os.Environ(), roleEnv+"=cli")
+	probe.SysProcAttr = attr()
+	if out, err := probe.CombinedOutput(); err != nil {
+		t.Skipf("cannot start a PID namespace here (it needs CAP_SYS_ADMIN): %v %s", err, out)
+	}
+	url := "redis://" + closedPort(t)
+	for _, cmd := range []string{"lock", "run"} {
+		t.Run(cmd, func(t *testing.T) {
+			t.Parallel()
+			p := startCLIWith(t, cmd, nil, attr(), cmd, "--name", "pid1", "--backend", "redis", "--redis-url", url, "--connect-timeout", "1m", "--", "true")
+			p.stderr.waitFor(t, "cannot reach the store; retrying", 15*time.Second)
+			p.signal(syscall.SIGTERM)
+			if code := p.wait(10 * time.Second); code != 128+int(syscall.SIGTERM) {
+				t.Fatalf("exit code %d, want %d", code, 128+int(syscall.SIGTERM))
+			}
+		})
+	}
+}

@@ -115,9 +115,26 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr, label string, arg
 	if err != nil {
 		return err
 	}
-	st, where, err := a.openReachable(ctx, &f.storeFlags, f.name, f.connectTimeout, "")
+	// Run's context does not end with ctx: ctx ending is handled like
+	// SIGINT (forwarded to CMD while it runs), so in-process callers see the
+	// same behaviour as a user pressing Ctrl-C.
+	// It ends with the supervisor's stopCause, which the end of the last
+	// term reports (not a bare "context canceled"). Signals are routed from
+	// the start, so that one that comes while the store is still being
+	// reached stops baton with 128+N, as a PID 1 (in a container) that left
+	// it to Go would not: exit 2.
+	runCtx, cancelRun := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelRun(nil)
+	s := &supervisor{argv: argv, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, log: a.log, lead: f.killLead(), lifecycle: slog.LevelInfo}
+	cancel := func() { cancelRun(s.stopCause()) }
+	s.stop = cancel
+	stopSignals := s.handleSignals()
+	defer stopSignals()
+	stopOnDone := context.AfterFunc(ctx, func() { s.onSignal(syscall.SIGINT) })
+	defer stopOnDone()
+	st, where, err := a.openReachable(runCtx, &f.storeFlags, f.name, f.connectTimeout, "")
 	if err != nil {
-		return err
+		return s.stopErr(err)
 	}
 	defer closeStore(st)
 	opts := append(f.options(a.log),
@@ -155,21 +172,6 @@ func (a *app) run(ctx context.Context, f *lockFlags, httpAddr, label string, arg
 		status.serve(el)
 		defer status.shutdown()
 	}
-	// Run's context does not end with ctx: ctx ending is handled like
-	// SIGINT (forwarded to CMD while it runs), so in-process callers see the
-	// same behaviour as a user pressing Ctrl-C.
-	// It ends with the supervisor's stopCause, which the end of the last
-	// term reports (not a bare "context canceled").
-	runCtx, cancelRun := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer cancelRun(nil)
-	s := &supervisor{argv: argv, stdin: a.stdin, stdout: a.stdout, stderr: a.stderr, log: a.log, lead: f.killLead(), lifecycle: slog.LevelInfo}
-	cancel := func() { cancelRun(s.stopCause()) }
-	s.stop = cancel
-	stopSignals := s.handleSignals()
-	defer stopSignals()
-	stopOnDone := context.AfterFunc(ctx, func() { s.onSignal(syscall.SIGINT) })
-	defer stopOnDone()
-
 	a.log.Info("campaigning", "lock", f.name, "identity", el.Identity(), "store", where)
 	err = el.Run(runCtx, s.term(labeler, cancel))
 	return s.exitErr(err)
