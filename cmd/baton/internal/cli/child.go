@@ -225,6 +225,9 @@ func (s *supervisor) start(l *baton.Lease) (*supervise.Child, error) {
 func startError(name string, err error) error {
 	var wd *supervise.WatchdogError
 	if !errors.As(err, &wd) && (errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist)) {
+		if why := missingInterpreter(name); why != "" {
+			return failf(ExitNotFound, "cannot run %q: %w; %s", name, err, why)
+		}
 		return failf(ExitNotFound, "cannot run %q: %w", name, err)
 	}
 	if fix := limitFix(err); fix != "" {
