@@ -23,9 +23,11 @@
 //
 // Runs CMD only while this process is the leader of lock NAME, with
 // BATON_LOCK, BATON_HOLDER and BATON_TOKEN (the fencing token of the term) in
-// its environment. Standbys wait and take over when the leader releases the
-// lock, or once its claim has expired (--ttl after its last renewal) if it
-// died. When CMD exits on its own, baton releases the lock and exits with
+// its environment. CMD (under run and lock) gets baton's standard input,
+// output and error as they are: the same descriptors, nothing copied or
+// buffered, baton's log lines on stderr between CMD's. Standbys wait and
+// take over when the leader releases the lock, or once its claim has
+// expired (--ttl after its last renewal) if it died. When CMD exits on its own, baton releases the lock and exits with
 // CMD's exit code (128+N if signal N ended it); to lead for as long as baton
 // runs, CMD must not exit. After a loss, baton stops CMD (see below),
 // campaigns again and restarts CMD with a new token when it leads again.
