@@ -228,6 +228,9 @@ func startError(name string, err error) error {
 		if why := missingInterpreter(name); why != "" {
 			return failf(ExitNotFound, "cannot run %q: %w; %s", name, err, why)
 		}
+		if errors.Is(err, exec.ErrNotFound) {
+			return failf(ExitNotFound, "cannot run %q: %w; %s", name, err, pathHint())
+		}
 		return failf(ExitNotFound, "cannot run %q: %w", name, err)
 	}
 	if fix := limitFix(err); fix != "" {

@@ -40,3 +40,14 @@ func missingInterpreter(name string) string {
 	}
 	return ""
 }
+
+// pathHint shows the $PATH a command name was looked up in: cron's and a
+// service manager's are minimal (/usr/bin:/bin), so a command found in a
+// login shell may not be found there.
+func pathHint() string {
+	path, ok := os.LookupEnv("PATH")
+	if !ok {
+		return "$PATH is not set: give CMD's full path, or set PATH"
+	}
+	return fmt.Sprintf("$PATH is %q (cron and service managers set a short one): give CMD's full path, or set PATH", path)
+}

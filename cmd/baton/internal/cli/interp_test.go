@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A CMD that exists but whose #! line names an interpreter that does not
@@ -27,5 +28,19 @@ func TestCommandWithMissingInterpreter(t *testing.T) {
 		if code != 127 || !strings.Contains(stderr, want) {
 			t.Errorf("script %q: exit %d, want 127 with %q; stderr:\n%s", script, code, want, stderr)
 		}
+	}
+}
+
+// A command name not found in $PATH is reported with the $PATH searched:
+// cron's is /usr/bin:/bin, where a command that a login shell finds may not
+// be. Before, the message said only "executable file not found in $PATH".
+func TestCommandNotFoundNamesPath(t *testing.T) {
+	t.Parallel()
+	p := startCLI(t, "lock", []string{"PATH=/usr/bin:/bin"}, "lock", "--name", "path", "--dir", t.TempDir(), "--", "baton-no-such-command")
+	if code := p.wait(15 * time.Second); code != 127 {
+		t.Fatalf("exit %d, want 127; stderr:\n%s", code, p.stderr)
+	}
+	if got := p.stderr.String(); !strings.Contains(got, `$PATH is "/usr/bin:/bin"`) {
+		t.Errorf("stderr does not show the $PATH searched:\n%s", got)
 	}
 }
