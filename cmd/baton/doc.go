@@ -44,9 +44,10 @@
 // Runs CMD once while holding the lock, like flock(1) across processes, and
 // exits with CMD's exit code. --wait is "forever" by default; 0 tries once.
 // When the wait runs out, baton exits with code 75 (EX_TEMPFAIL) and names
-// the holder. If the lock is lost while CMD runs, CMD is stopped as below
-// and baton exits with code 1 (78 if the loss shows the setup cannot
-// work: the file backend's directory shared with another machine).
+// the holder (not with --log-level error: as quiet as flock -n, for cron).
+// If the lock is lost while CMD runs, CMD is stopped as below and baton
+// exits with code 1 (78 if the loss shows the setup cannot work: the file
+// backend's directory shared with another machine).
 //
 //	baton status [NAME] [-o wide|json|yaml] [--watch]
 //

@@ -167,3 +167,20 @@ func TestLockForwardsSIGQUIT(t *testing.T) {
 	}
 	requireFree(t, dir, "quit")
 }
+
+// With --log-level error, lock --wait 0 that finds the lock held exits 75
+// and prints nothing, as flock -n does, so that a crontab's run skipped
+// for an overlap mails nothing; at the default level it names the holder.
+func TestLockHeldQuietAtLogLevelError(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	holdLock(t, dir, "busy", "holder-x")
+	code, _, stderr := runCLI(t, append([]string{"--log-level", "error"}, lockArgs(dir, "busy", "--wait", "0", "--", "true")...)...)
+	if code != 75 || stderr != "" {
+		t.Errorf("--log-level error: exit %d, stderr %q; want 75 and nothing", code, stderr)
+	}
+	code, _, stderr = runCLI(t, lockArgs(dir, "busy", "--wait", "0", "--", "true")...)
+	if code != 75 || !strings.Contains(stderr, `"holder-x"`) {
+		t.Errorf("default level: exit %d, stderr %q; want 75 naming holder-x", code, stderr)
+	}
+}

@@ -96,6 +96,7 @@ type app struct {
 
 	logLevel  string
 	logFormat string
+	level     slog.Level // logLevel parsed
 	log       *slog.Logger
 }
 
@@ -124,6 +125,12 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		// Errors that do not come from a command's RunE come from cobra
 		// itself: unknown command or flag, bad flag value, wrong arguments.
 		ee = &exitError{code: ExitUsage, err: err}
+	}
+	if ee.code == ExitHeld && a.log != nil && a.level > slog.LevelWarn {
+		// Another run holding the lock is no error: --log-level error
+		// keeps a crontab's `lock --wait 0` as quiet as flock -n, so
+		// that cron mails only real failures; 75 still says it.
+		return ee.code
 	}
 	if ee.err != nil {
 		msg := ee.err.Error()
@@ -165,7 +172,7 @@ takeover with a larger token, and a handover on release.
 			return a.setupLogging()
 		},
 	}
-	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error (error also leaves out lock's message that another owner holds the lock: exit 75 says it)")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text (key=value) or json (one object per line)")
 	root.SetVersionTemplate("{{.Version}}")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
@@ -194,7 +201,7 @@ func (a *app) setupLogging() error {
 	if err != nil {
 		return err
 	}
-	a.log = slog.New(h)
+	a.level, a.log = level, slog.New(h)
 	libraryLogs.use(a.log)
 	return nil
 }
