@@ -83,7 +83,10 @@
 // SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to CMD while it runs, each
 // followed by SIGCONT, so that they reach a CMD that is stopped (by
 // SIGTTIN: it read from the terminal); baton then
-// waits for CMD, releases the lock and exits with CMD's exit code. Before CMD
+// waits for CMD, releases the lock and exits with CMD's exit code. A CMD
+// that survives a SIGHUP or SIGQUIT (a reload, a thread dump) leads on, and
+// run still campaigns again after a loss; SIGINT and SIGTERM ask run to
+// stop once CMD has exited. Before CMD
 // runs (while campaigning or waiting), they stop baton at once with exit
 // code 128+N. One that baton was started ignoring (nohup ignores SIGHUP)
 // stays ignored by baton and by CMD. CMD runs in a process group of its own, and baton signals the

@@ -136,17 +136,26 @@ func caughtSignals() []os.Signal {
 	return sigs
 }
 
+// onSignal forwards sig to CMD if it runs, else stops baton. SIGINT and
+// SIGTERM forwarded also ask baton to stop once CMD has exited (run does
+// not campaign again after a loss); SIGHUP and SIGQUIT only reach CMD,
+// which may survive them (a reload, a thread dump) and lead on.
 func (s *supervisor) onSignal(sig os.Signal) {
 	s.mu.Lock()
-	if s.signal == nil {
+	c := s.child
+	if s.signal == nil && (c == nil || sig == syscall.SIGINT || sig == syscall.SIGTERM) {
 		s.signal = sig
 	}
-	c := s.child
 	s.mu.Unlock()
 	if c != nil && c.Signal(sig) == nil {
 		s.log.Info("forwarded signal to CMD", "signal", sig, "pid", c.Pid())
 		return
 	}
+	s.mu.Lock()
+	if s.signal == nil {
+		s.signal = sig
+	}
+	s.mu.Unlock()
 	s.log.Info("stopping on signal", "signal", sig)
 	s.stop()
 }

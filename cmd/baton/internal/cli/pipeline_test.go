@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"strconv"
@@ -109,4 +110,24 @@ func awaitStopped(t *testing.T, pid int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("process %d did not stop within 5s", pid)
+}
+
+// A SIGHUP forwarded to a CMD that survives it (a reload) does not make
+// baton run stop: after a later loss it campaigns again and restarts CMD,
+// as the docs promise. Before, any forwarded signal counted as a request
+// to stop, so the loss ended baton run with 129, and the service with it.
+func TestRunLeadsOnAfterReloadSignal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := []string{"sh", "-c", `echo "start $BATON_TOKEN"; trap "echo reload" HUP; while :; do sleep 0.1; done`}
+	a := startCLI(t, "run", nil, runArgs(dir, "reload", "sup-a", cmd...)...)
+	a.stdout.waitFor(t, "start 1\n", 15*time.Second)
+	a.signal(syscall.SIGHUP)
+	a.stdout.waitFor(t, "reload\n", 10*time.Second)
+	if err := openStore(t, dir).ForceRelease(context.Background(), "reload"); err != nil {
+		t.Fatal(err)
+	}
+	a.stdout.waitFor(t, "start 2\n", 15*time.Second)
+	a.signal(syscall.SIGTERM)
+	a.wait(10 * time.Second)
 }

@@ -40,7 +40,9 @@ for as long as baton runs, CMD must not exit.
 
 Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to CMD while it
 runs; baton then waits for CMD to exit, releases the lock and exits with
-CMD's code.
+CMD's code. A CMD that survives a SIGHUP or SIGQUIT (a reload, a thread
+dump) leads on, and baton still campaigns again after a loss; after SIGINT
+or SIGTERM it does not.
 Before CMD has started (while campaigning) they stop baton at once with exit
 code 128+N.
 
