@@ -46,3 +46,16 @@ func (s *Store) dropWatch(wch clientv3.WatchChan, cancel context.CancelFunc, con
 		}
 	}()
 }
+
+// startWatch starts a watch of key under wctx, a context that only cancel
+// ends (see dropWatch), and cancels it if the Store is closed before the
+// etcd client returns the watch's channel. The client's Watch returns only
+// once etcd confirms the watch or the watch's own context ends: with etcd
+// down or stopped, for as long as that lasts, and Close must not wait with
+// it. (Only Close: a watch cancelled before etcd confirmed it can stay on
+// the server, see dropWatch, and the client's stream closes with the
+// Store's own client, not with a client the caller gave.)
+func (s *Store) startWatch(wctx context.Context, cancel context.CancelFunc, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	defer context.AfterFunc(s.ctx, cancel)()
+	return s.client.Watch(wctx, key, opts...)
+}

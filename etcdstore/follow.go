@@ -162,7 +162,7 @@ func (l *followLoop) start(target string) {
 	l.dropTarget()
 	wctx, cancel := l.watchContext()
 	l.wcancel = cancel
-	l.wch = l.s.client.Watch(wctx, target, clientv3.WithCreatedNotify())
+	l.wch = l.s.startWatch(wctx, cancel, target, clientv3.WithCreatedNotify())
 	l.watching, l.created, l.pureDone = target, 0, false
 	l.s.hub.mu.Lock()
 	l.f.checked = 0
@@ -201,7 +201,7 @@ func (l *followLoop) steerClaim(spec watchSpec) {
 	case wantClaim && l.cwch == nil && !time.Now().Before(l.cAfter):
 		cctx, cancel := l.watchContext()
 		l.ccancel = cancel
-		l.cwch, l.cCreated = s.client.Watch(cctx, l.ck, clientv3.WithCreatedNotify()), 0
+		l.cwch, l.cCreated = s.startWatch(cctx, cancel, l.ck, clientv3.WithCreatedNotify()), 0
 	case !wantClaim && l.cwch != nil:
 		l.dropClaim()
 		s.hub.mu.Lock()

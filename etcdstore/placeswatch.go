@@ -104,7 +104,7 @@ func (s *Store) followPlaces(ctx context.Context, c *claim, w *placesWatch) {
 	defer s.wg.Done()
 	_, _, qp := s.Keys(c.name)
 	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(context.WithoutCancel(ctx)))
-	wch := s.client.Watch(wctx, qp, clientv3.WithPrefix(), clientv3.WithRev(c.token+1), clientv3.WithCreatedNotify())
+	wch := s.startWatch(wctx, wcancel, qp, clientv3.WithPrefix(), clientv3.WithRev(c.token+1), clientv3.WithCreatedNotify())
 	confirmed := false
 	for ok := true; ok; {
 		select {

@@ -1,9 +1,11 @@
 package etcdstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -339,6 +341,51 @@ func TestClose(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestCloseWhileEtcdDown: Close returns while etcd is down, with a watch
+// being created: the etcd client's Watch waits for etcd to confirm it,
+// and only the watch's own context, which the Store keeps apart from its
+// own (see dropWatch), interrupts it. Close waited for it for ever, as
+// long as etcd stayed down (seen in CI: a test that failed with its etcd
+// killed hung in its clean-up until the 30-minute timeout).
+func TestCloseWhileEtcdDown(t *testing.T) {
+	inBothModes(t, func(t *testing.T, mode etcdstore.Option) {
+		srv := startEtcd(t)
+		client := connect(t, srv.Endpoint())
+		s, err := etcdstore.New(client, etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithLogger(quietLog), mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Kill()
+		if _, err := s.Watch(t.Context(), "job"); err != nil {
+			t.Fatal(err)
+		}
+		awaitWatchCall(t)
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close() }()
+		if err := within(t, 30*time.Second, "Close with etcd down", closed); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+}
+
+// awaitWatchCall waits until two goroutines are inside the etcd client's
+// Watch: the Store's anchor (see Store.Watch), which its own context ends,
+// and the watch of the lock.
+func awaitWatchCall(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		n := runtime.Stack(buf, true)
+		if bytes.Count(buf[:n], []byte("/client/v3.(*watcher).Watch(")) >= 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no goroutine called the etcd client's Watch within 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
