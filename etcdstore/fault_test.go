@@ -168,7 +168,12 @@ func TestRestart(t *testing.T) {
 			// step-down and its Store's clean-up free the lock.
 			srv.Kill()
 			killed := time.Now()
-			within(t, ttl, "the holder to step down", holder.Done())
+			// The step-down comes at the renew deadline, within the TTL
+			// of the kill; the bound is generous, as a busy machine's
+			// timers are late (a fresh-clone CI with other work running
+			// missed ttl), and what is tested is that it comes with etcd
+			// still down.
+			within(t, 15*ttl, "the holder to step down", holder.Done())
 			ended := time.Now()
 			srv.Start()
 			restarted := time.Now()
