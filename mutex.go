@@ -43,7 +43,7 @@ func newMutex(b backend.Backend, name string, forElector bool, opts []Option) (*
 	if err := checkBackend(b); err != nil {
 		return nil, err
 	}
-	if err := ValidateName(name); err != nil {
+	if err := checkName(name); err != nil {
 		return nil, fmt.Errorf("baton: %w", err)
 	}
 	cfg, err := newConfig(opts)

@@ -56,7 +56,7 @@ func NewSemaphore(b backend.Backend, name string, limit int, opts ...Option) (*S
 	if err := checkBackend(b); err != nil {
 		return nil, err
 	}
-	if err := ValidateName(name); err != nil {
+	if err := checkName(name); err != nil {
 		return nil, fmt.Errorf("baton: %w", err)
 	}
 	if limit < 1 || limit > MaxSemaphoreLimit {
