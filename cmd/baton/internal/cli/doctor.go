@@ -68,8 +68,8 @@ func (a *app) doctorCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if f.name != "" {
-				if err := backend.ValidateName(f.name); err != nil {
-					return usageErrorf("--name: %w", err)
+				if err := checkName("--name", f.name); err != nil {
+					return err
 				}
 			}
 			if err := f.storeFlags.validate(); err != nil {

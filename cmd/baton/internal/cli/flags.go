@@ -403,8 +403,8 @@ func (f *lockFlags) validate(log *slog.Logger) error {
 	if f.name == "" {
 		return usageErrorf("--name is required: the name of the lock, such as \"nightly-report\"")
 	}
-	if err := backend.ValidateName(f.name); err != nil {
-		return usageErrorf("--name: %w", err)
+	if err := checkName("--name", f.name); err != nil {
+		return err
 	}
 	if err := f.storeFlags.validate(); err != nil {
 		return err

@@ -178,7 +178,7 @@ takeover with a larger token, and a handover on release.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: ExitUsage, err: err}
 	})
-	root.AddCommand(a.runCommand(), a.lockCommand(), a.statusCommand(), a.releaseCommand(), a.doctorCommand(), a.demoCommand(), a.demoWorkerCommand(), a.versionCommand())
+	root.AddCommand(a.runCommand(), a.lockCommand(), a.statusCommand(), a.releaseCommand(), a.doctorCommand(), a.demoCommand(), a.demoWorkerCommand(), a.nameCommand(), a.versionCommand())
 	registerCompletions(root)
 	return root
 }

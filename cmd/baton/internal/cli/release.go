@@ -38,8 +38,8 @@ func (a *app) releaseCommand() *cobra.Command {
 		},
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if err := backend.ValidateName(name); err != nil {
-				return usageErrorf("NAME: %w", err)
+			if err := checkName("NAME", name); err != nil {
+				return err
 			}
 			if !force {
 				return usageErrorf("release of lock %q needs --force: it frees the lock whoever holds it, and the holder's command is killed at its next renewal", name)

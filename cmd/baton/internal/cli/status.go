@@ -137,8 +137,8 @@ func (a *app) statusCommand() *cobra.Command {
 			name := ""
 			if len(args) == 1 {
 				name = args[0]
-				if err := backend.ValidateName(name); err != nil {
-					return usageErrorf("NAME: %w", err)
+				if err := checkName("NAME", name); err != nil {
+					return err
 				}
 			}
 			if err := f.storeFlags.validate(); err != nil {
