@@ -266,7 +266,7 @@ func (s *Store) verifiedLocked(l *lease, id clientv3.LeaseID, sent time.Time, re
 	for _, c := range onLease {
 		ck, _, _ := s.Keys(c.name)
 		switch {
-		case c.lost != nil || !c.since.Before(sent):
+		case c.lost != nil || c.releasing || !c.since.Before(sent):
 		case attached[ck]:
 			// The key was in place when etcd answered, after sent: a
 			// deletion of it, if any, comes later than sent.
@@ -306,7 +306,7 @@ func (s *Store) confirmGone(ctx context.Context, id clientv3.LeaseID, claims []*
 			continue
 		}
 		s.mu.Lock()
-		if c.lost == nil {
+		if c.lost == nil && !c.releasing {
 			s.loseLocked(c, fmt.Errorf("the claim key %q (token %d) was deleted or replaced in etcd (a forced release?)", ck, c.token))
 			// At the claim's deadline, when the holder's validity has
 			// ended by its own clock (Renew fails from now on, so the

@@ -165,6 +165,10 @@ type claim struct {
 	reaping   bool         // that delete is in flight
 	reapAt    time.Time    // no retry of the delete before
 	reapTries cleanupTries // failed attempts of that delete
+	// releasing: a Release of the claim is in flight. Its transaction
+	// may have deleted the key before its answer came, so a verification
+	// that finds the key gone then is the release's, not a loss.
+	releasing bool
 }
 
 // New returns a Store on client. It validates the options and starts the
@@ -754,6 +758,9 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	}
 	s.mu.Lock()
 	c, err := s.ownedLocked(g)
+	if err == nil {
+		c.releasing = true
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return err
@@ -772,6 +779,9 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	}
 	ours, waiters, err := s.releaseClaim(ctx, c, next)
 	if err != nil {
+		s.mu.Lock()
+		c.releasing = false
+		s.mu.Unlock()
 		return s.wrap(g.Key, "release", err)
 	}
 	s.mu.Lock()
