@@ -63,6 +63,20 @@
 // administrator's action). The holder learns of it at its next renewal and
 // kills its CMD at once.
 //
+//	baton remove NAME...
+//
+// Deletes the records of free locks that are not used again (a lock per
+// file, order or tenant), which stay in the store after their release;
+// tokens of a removed name locked again still grow. Held locks (and, on
+// Redis and etcd, those a waiter has queued for) are named and kept, with
+// exit code 75.
+//
+//	baton name KEY
+//
+// Prints a valid lock name for any KEY (an e-mail address, a path, a URL):
+// baton.NameFor(KEY), so that scripts and Go programs name one entity's
+// lock alike.
+//
 // # Losing the lock: the kill schedule
 //
 // A holder's validity ends at the send time of its last successful renewal
@@ -162,7 +176,8 @@
 //	       format, a flag of another backend than the one selected
 //	69     the store could not be reached: for --connect-timeout (default
 //	       10s) at start-up, or when --wait ran out
-//	75     lock: another owner held the lock when --wait ran out
+//	75     lock: another owner held the lock when --wait ran out;
+//	       remove: a lock was held (or queued for), and kept
 //	77     the store refused the credentials or the operation (RBAC, ACL)
 //	78     the store's setup cannot work: a missing namespace (or one
 //	       being deleted) or CRD, a TLS setup that fails, a missing

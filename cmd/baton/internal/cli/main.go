@@ -55,7 +55,8 @@ const exitCodesHelp = `Exit codes:
         lock name, missing CMD, a flag of another backend than --backend's
   69    the store could not be reached (for --connect-timeout at start-up,
         or when --wait ran out)
-  75    "lock": another owner held the lock when --wait ran out
+  75    "lock": another owner held the lock when --wait ran out; "remove": a
+        lock was held (or queued for), and kept
   77    the store refused the credentials or the operation (RBAC, ACL, roles,
         file modes)
   78    the store's setup cannot work: missing namespace or CRD, TLS failure
@@ -178,7 +179,7 @@ takeover with a larger token, and a handover on release.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: ExitUsage, err: err}
 	})
-	root.AddCommand(a.runCommand(), a.lockCommand(), a.statusCommand(), a.releaseCommand(), a.doctorCommand(), a.demoCommand(), a.demoWorkerCommand(), a.nameCommand(), a.versionCommand())
+	root.AddCommand(a.runCommand(), a.lockCommand(), a.statusCommand(), a.releaseCommand(), a.doctorCommand(), a.demoCommand(), a.demoWorkerCommand(), a.nameCommand(), a.removeCommand(), a.versionCommand())
 	registerCompletions(root)
 	return root
 }
