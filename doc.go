@@ -33,6 +33,19 @@
 //
 // Stores implement the seam in package backend.
 //
+// # A lock per entity
+//
+// A lock name is a DNS subdomain (see ValidateName), which keys taken from
+// data rarely are. To lock per order, tenant, file or URL, name the lock
+// NameFor(key), with a prefix for the kind of entity:
+//
+//	mu, err := baton.NewMutex(store, "orders."+baton.NameFor(orderID))
+//
+// Each name leaves a record in the store after its release (an object, a
+// few keys or files: docs/backends.md, "A lock per entity"). Delete the
+// record of a name that is done with backend.Remover, which every store
+// baton ships implements; tokens of a name locked again still grow.
+//
 // # Guarantees
 //
 //   - At most one valid holder per lock, as judged by the store's atomic
