@@ -29,10 +29,12 @@ type store struct {
 	seen    map[string]observation  // by object name; see sweepLocked
 	sweepAt int                     // sweep seen when it grows past this
 	watches map[string]*sharedWatch // by object name; see Watch
-	denied  map[string]deniedWatch  // by object name; see Watch
+	denied  map[string]deniedWatch  // by object name; see Watch and sweepDeniedLocked
+	// deniedSweepAt: sweep denied when it grows past this.
+	deniedSweepAt int
 }
 
-// minSweep is the size below which seen is never swept.
+// minSweep is the size below which seen or denied is never swept.
 const minSweep = 64
 
 // sweepLocked drops observations of claims that expired, as judged here,
@@ -51,6 +53,23 @@ func (s *store) sweepLocked(now time.Time) {
 		}
 	}
 	s.sweepAt = 2 * len(s.seen)
+}
+
+// sweepDeniedLocked drops the refused watches whose refusal is over, so
+// that a process without "watch" that waits on many lock names (a lock per
+// entity) does not keep one entry per name forever; a name watched again
+// asks the API server again, as after the refusal's time anyway. It runs
+// when denied has doubled since the last sweep. s.mu must be held.
+func (s *store) sweepDeniedLocked(now time.Time) {
+	if len(s.denied) <= max(s.deniedSweepAt, minSweep) {
+		return
+	}
+	for name, d := range s.denied {
+		if !now.Before(d.until) {
+			delete(s.denied, name)
+		}
+	}
+	s.deniedSweepAt = 2 * len(s.denied)
 }
 
 // observation is when this process first saw one version of an object, on

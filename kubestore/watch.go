@@ -295,9 +295,11 @@ func (s *store) runWatch(ctx context.Context, key string, sw *sharedWatch) {
 			}
 			if apierrors.IsForbidden(err) {
 				// No Role appears by retrying: poll instead (see Watch).
-				d := deniedWatch{until: s.now().Add(watchDeniedFor), err: s.fail(ctx, "watch", "watch", key, err)}
+				now := s.now()
+				d := deniedWatch{until: now.Add(watchDeniedFor), err: s.fail(ctx, "watch", "watch", key, err)}
 				s.mu.Lock()
 				s.denied[key] = d
+				s.sweepDeniedLocked(now)
 				s.mu.Unlock()
 				return
 			}

@@ -3,6 +3,7 @@ package kubestore
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,5 +66,37 @@ func TestWatchDenied(t *testing.T) {
 	}
 	if got := k.watches.Load(); got != n {
 		t.Errorf("Watch after the refusal sent %d more watch requests; want none", got-n)
+	}
+}
+
+// TestDeniedWatchesOfManyNamesAreSwept: a process without "watch" that
+// waits on many lock names (a lock per entity) keeps the refusal of each
+// only while it is in force; the refusals of names never watched again
+// stayed for as long as the Store lived.
+func TestDeniedWatchesOfManyNamesAreSwept(t *testing.T) {
+	k := &noWatchKind{memKind: &memKind{objs: map[string]object{}}}
+	clk := clocktest.NewFakeClock(time.Now())
+	s, err := newStore("ns", k, []Option{WithClock(clk)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range 500 {
+		ch, err := s.Watch(ctx, "entity-"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range ch { // closed once the watch was refused
+		}
+		if i%50 == 49 {
+			clk.Step(watchDeniedFor / 2)
+		}
+	}
+	s.mu.Lock()
+	n := len(s.denied)
+	s.mu.Unlock()
+	if n > 4*minSweep {
+		t.Errorf("after 500 names watched over %v, %d refusals are kept; want those past %v swept", 10*watchDeniedFor/2, n, watchDeniedFor)
 	}
 }
