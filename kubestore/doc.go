@@ -311,12 +311,14 @@
 // Taking locks needs no "delete": a release keeps the object, and the
 // finalizer FinalizerClaim is added and removed with update. Only Remove
 // deletes, and only free objects (see Removing lock objects): package
-// schedule's clean-up of the lock objects of finished slots, so a
-// scheduler's identity also needs "delete" (add it to the verbs above), or
-// schedule.KeepSlotLocks. List (baton status) also needs "list". A denied
-// request returns an error matching backend.ErrForbidden that names the
-// namespace, the resource, the verb and the rule above (for "delete", also
-// that only schedule's clean-up needs it); the engine does not retry it. A
+// schedule's clean-up of the lock objects of finished slots, baton remove,
+// and a program's own Remove of a lock it no longer uses, so their
+// identities also need "delete" (add it to the verbs above; a scheduler
+// can keep the objects instead, schedule.KeepSlotLocks). List (baton
+// status) also needs "list". A denied request returns an error matching
+// backend.ErrForbidden that names the namespace, the resource, the verb and
+// the rule above (for "delete", also that only removal needs it); the
+// engine does not retry it. A
 // missing namespace returns an error matching ErrNamespaceNotFound and
 // backend.ErrMisconfigured that says so; a namespace being deleted (the API
 // server answers 403 to every create there) one matching

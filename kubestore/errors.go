@@ -137,14 +137,16 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 			op, where, backend.ErrMisconfigured, apiMessage(err), s.k.resource())
 	case apierrors.IsForbidden(err) && isQuota(err):
 		return fmt.Errorf("kube: %s %s: %w: a ResourceQuota of namespace %q refused the %s (%s); no Role lifts a quota: "+
-			"raise it (kubectl describe resourcequota -n %s), or delete lock objects nobody uses any more: baton deletes only "+
-			"those of package schedule's finished slots, and only where its identity may delete them (Remove)",
+			"raise it (kubectl describe resourcequota -n %s), or remove lock objects nobody uses any more "+
+			"(baton remove NAME..., or Remove: both delete only free ones, and tokens of a name used again still grow; "+
+			"package schedule removes its finished slots' objects where its identity may delete them)",
 			op, where, backend.ErrForbidden, s.ns, verb, apiMessage(err), s.ns)
 	case apierrors.IsForbidden(err) && verb == "delete":
 		return fmt.Errorf("kube: %s %s: %w: the API server denied the verb %q on %s in namespace %q (%s). "+
-			"Only package schedule's clean-up needs it: it removes the lock object of each slot it finished, "+
-			"which otherwise stays for ever, one per run. Bind this identity to a Role in namespace %q with the rule:\n%s\n"+
-			"or keep the objects (schedule.KeepSlotLocks)",
+			"Only removing lock objects needs it, which taking locks does not: package schedule's clean-up of each slot it finished, "+
+			"baton remove, and a program's own Remove of the object of a lock it no longer uses (a lock per entity), which otherwise stays for ever. "+
+			"Bind this identity to a Role in namespace %q with the rule:\n%s\n"+
+			"or keep the objects (for package schedule: schedule.KeepSlotLocks)",
 			op, where, backend.ErrForbidden, verb, s.k.resource(), s.ns, apiMessage(err), s.ns, s.k.rbacRule(removeVerbs))
 	case apierrors.IsForbidden(err):
 		rule, who := s.k.rbacRule(lockVerbs), "this identity"

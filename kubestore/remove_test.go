@@ -182,7 +182,8 @@ func TestRemoveConcurrentAcquisition(t *testing.T) {
 // TestRemoveForbidden: an identity whose Role has the verbs for taking
 // locks but not "delete" gets from Remove an error matching ErrForbidden
 // that names the verb, the resource, the namespace, the rule that grants
-// it and that only schedule's clean-up needs it; the object stays.
+// it and what needs it (schedule's clean-up, baton remove, a program's own
+// Remove); the object stays.
 func TestRemoveForbidden(t *testing.T) {
 	t.Parallel()
 	crdPlane(t) // the DistributedLock CRD
@@ -212,7 +213,7 @@ func TestRemoveForbidden(t *testing.T) {
 			if !errors.Is(err, backend.ErrForbidden) {
 				t.Fatalf("Remove without delete: %v; want ErrForbidden", err)
 			}
-			for _, want := range []string{`verb "delete"`, k.resource, `namespace "` + ns + `"`, "schedule",
+			for _, want := range []string{`verb "delete"`, k.resource, `namespace "` + ns + `"`, "schedule", "baton remove", "own Remove",
 				`resources: ["` + k.plural + `"]`, `verbs: ["get", "watch", "create", "update", "delete"]`} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("the error does not contain %s", want)
