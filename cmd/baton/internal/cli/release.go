@@ -3,6 +3,8 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/baton-go/baton/backend"
 	"github.com/spf13/cobra"
@@ -46,6 +48,10 @@ func (a *app) releaseCommand() *cobra.Command {
 			}
 			if err := f.validate(); err != nil {
 				return err
+			}
+			if _, err := os.Stat(f.dir); f.backend == "file" && errors.Is(err, fs.ErrNotExist) {
+				// Do not create the directory just to find the lock missing.
+				return fmt.Errorf("lock %q not found: %s does not exist (check --dir or $BATON_DIR)", name, f.dir)
 			}
 			st, where, err := f.open()
 			if err != nil {

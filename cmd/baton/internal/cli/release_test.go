@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,10 +53,14 @@ func TestReleaseErrors(t *testing.T) {
 		{[]string{"release", "--dir", dir, "--force"}, 2, `release takes exactly one lock NAME, got 0 arguments`},
 		{[]string{"release", "--dir", dir, "Bad", "--force"}, 2, `NAME: invalid lock name`},
 		{[]string{"release", "--dir", dir, "missing", "--force"}, 1, `lock "missing" not found in file store`},
+		{[]string{"release", "--dir", filepath.Join(dir, "typo"), "x", "--force"}, 1, `lock "x" not found: ` + filepath.Join(dir, "typo") + ` does not exist`},
 	} {
 		code, _, stderr := runCLI(t, tt.args...)
 		if code != tt.code || !strings.Contains(stderr, tt.want) {
 			t.Errorf("baton %s: exit %d, stderr %q; want exit %d containing %q", strings.Join(tt.args, " "), code, stderr, tt.code, tt.want)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "typo")); err == nil {
+		t.Errorf("release of a lock in a directory that does not exist created it")
 	}
 }
