@@ -149,7 +149,7 @@ func PlacesWatches(s *Store) (open, bound int) {
 func MarkContended(s *Store, name string) {
 	s.fq.mu.Lock()
 	defer s.fq.mu.Unlock()
-	s.fq.contended[name] = true
+	s.fq.setContended(name, time.Hour, time.Now())
 }
 
 // FairMemory returns how many lock names s's fair queue keeps state for

@@ -364,7 +364,7 @@ func (s *Store) enqueuedLocked(ctx context.Context, name string, req backend.Req
 	if own == nil {
 		return fmt.Errorf("etcdstore: lock %q: unexpected transaction response: the queue key %q read after its put is missing", name, qk)
 	}
-	s.fq.contended[name] = true
+	s.fq.setContended(name, req.TTL, time.Now())
 	claimVal, _ := handedValue(own.Value)
 	ne := &entry{name: name, holder: req.Holder, key: qk, rev: own.CreateRevision, claimVal: claimVal, lease: l, since: time.Now(), obs: obs}
 	ne.aheadHolder, ne.aheadNonce = ownerOf(aheadKV)

@@ -693,3 +693,53 @@ func TestFairForgetsUncontendedNames(t *testing.T) {
 		t.Errorf("after 40 names taken free and released: state kept for %d busy, %d contended, %d tail names; want none", busy, contended, tail)
 	}
 }
+
+// TestFairForgetsContendedNames: a Store that hands many distinct lock
+// names over to waiters once each (a lock per entity) forgets, as it goes,
+// the names it saw contended longer than twice their TTL ago. It kept one
+// entry per name handed over for as long as it lived (300 names: 298).
+func TestFairForgetsContendedNames(t *testing.T) {
+	srv := startEtcd(t)
+	prefix := freshPrefix(t)
+	a := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), etcdstore.WithFair(true))
+	b := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), etcdstore.WithFair(true))
+	ctx := t.Context()
+	const ttl = time.Second
+	handOver := func(name string) {
+		t.Helper()
+		ga, err := a.TryAcquire(ctx, name, backend.Request{Holder: "a", Nonce: baton.NewNonce(), TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wb := backend.Request{Holder: "b", Nonce: baton.NewNonce(), TTL: ttl, Waiting: true}
+		if _, err := b.TryAcquire(ctx, name, wb); !errors.Is(err, backend.ErrHeld) {
+			t.Fatalf("the waiter's first attempt on %s: %v, want ErrHeld (queued)", name, err)
+		}
+		// Held for its acquire's round trip, the release reads the queue
+		// and hands the lock over.
+		awaitPlace(t, "the claim held for its acquire's round trip", func() bool { return etcdstore.HeldPastRoundTrip(a, name) })
+		if err := a.Release(ctx, ga); err != nil {
+			t.Fatal(err)
+		}
+		gb, err := b.TryAcquire(ctx, name, wb)
+		if err != nil {
+			t.Fatalf("the waiter's attempt after the release of %s: %v", name, err)
+		}
+		if err := b.Release(ctx, gb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const perRound = 100
+	for i := range perRound {
+		handOver(fmt.Sprintf("entity-%d", i))
+	}
+	// Let the first round's names age past twice their TTL: the sweep's
+	// rule is about time, so this waits for time, not for an event.
+	time.Sleep(2*ttl + 100*time.Millisecond)
+	for i := range perRound {
+		handOver(fmt.Sprintf("entity-%d", perRound+i))
+	}
+	if _, contended, _ := etcdstore.FairMemory(a); contended > perRound+perRound/3 {
+		t.Errorf("after %d names handed over, the first %d over %v ago, %d are kept as contended; want the old ones forgotten", 2*perRound, perRound, 2*ttl, contended)
+	}
+}

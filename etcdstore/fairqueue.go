@@ -47,8 +47,42 @@ type fairQueue struct {
 	// for one, or its last release of one handed it over or found
 	// waiters. A claim on such a lock taken free, even by TryLock,
 	// watches the queue (see placeswatch.go); a release that looked and
-	// found nobody drops it.
-	contended map[string]bool
+	// found nobody drops it, and so does a sweep once it is older than
+	// twice the TTL it was seen with (see setContended).
+	contended map[string]contention
+	// contendedSweepAt: sweep contended when it grows past this.
+	contendedSweepAt int
+}
+
+// contention is when a lock was last seen contended, with the TTL of the
+// claim or request that saw it.
+type contention struct {
+	at  time.Time
+	ttl time.Duration
+}
+
+// minContendedSweep is the size of contended below which it is never
+// swept.
+const minContendedSweep = 64
+
+// setContended records that name was seen contended at now by a claim or
+// request of TTL ttl. Once contended has doubled since the last sweep, it
+// drops the names seen contended longer than twice their TTL ago, so that
+// a Store that hands over many distinct names once each (a lock per
+// entity) does not keep one entry per name for ever. A dropped name only
+// misses the early watch of its queue (its release still reads the
+// oldest place). q.mu is held.
+func (q *fairQueue) setContended(name string, ttl time.Duration, now time.Time) {
+	q.contended[name] = contention{at: now, ttl: ttl}
+	if len(q.contended) <= max(q.contendedSweepAt, minContendedSweep) {
+		return
+	}
+	for n, c := range q.contended {
+		if now.Sub(c.at) > 2*c.ttl {
+			delete(q.contended, n)
+		}
+	}
+	q.contendedSweepAt = 2 * len(q.contended)
 }
 
 func newFairQueue() *fairQueue {
@@ -57,7 +91,7 @@ func newFairQueue() *fairQueue {
 		doomed:    make(map[*entry]struct{}),
 		busy:      make(map[string]bool),
 		tail:      make(map[string]tailGuess),
-		contended: make(map[string]bool),
+		contended: make(map[string]contention),
 	}
 }
 

@@ -54,7 +54,8 @@ type placesWatch struct {
 func (s *Store) contended(name string) bool {
 	s.fq.mu.Lock()
 	defer s.fq.mu.Unlock()
-	return s.fq.contended[name]
+	_, ok := s.fq.contended[name]
+	return ok
 }
 
 // armPlacesWatch arranges, for a fair claim c acquired free (without a

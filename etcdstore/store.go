@@ -794,7 +794,7 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 		}
 		switch {
 		case next != nil || waiters:
-			s.fq.contended[c.name] = true
+			s.fq.setContended(c.name, c.ttl, time.Now())
 		case looked:
 			delete(s.fq.contended, c.name)
 		}
