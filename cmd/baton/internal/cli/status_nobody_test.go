@@ -94,8 +94,20 @@ func TestStatusAsNobody(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "root-job") {
 		t.Errorf("status as nobody on a directory it cannot write: exit %d:\n%s", code, out)
 	}
-	code, out = asNobody(t, "status")
-	want := "No locks in " + filepath.Join(os.TempDir(), "baton-65534") + " (it does not exist)."
+	// A temporary directory of its own, which nobody may write (the test
+	// binary's init writes there): another run's nobody may have left a
+	// baton-65534 in the machine's.
+	tmp := t.TempDir()
+	for d := tmp; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(tmp, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	code, out = asNobodyIn(t, tmp, "status")
+	want := "No locks in " + filepath.Join(tmp, "baton-65534") + " (it does not exist)."
 	if code != 0 || !strings.Contains(out, want) {
 		t.Errorf("status as nobody with HOME=/nonexistent: exit %d:\n%s\nwant %q", code, out, want)
 	}
