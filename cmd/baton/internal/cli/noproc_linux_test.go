@@ -66,15 +66,7 @@ func TestLockWithoutProc(t *testing.T) {
 // on a machine with 27 such children), and its real orphans went unseen.
 func TestRunInPIDNamespaceWithForeignProc(t *testing.T) {
 	t.Parallel()
-	attr := func() *syscall.SysProcAttr {
-		return &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWPID}
-	}
-	probe := exec.Command(exe(), cmdExit, "0")
-	probe.Env = append(os.Environ(), roleEnv+"=cli")
-	probe.SysProcAttr = attr()
-	if out, err := probe.CombinedOutput(); err != nil {
-		t.Skipf("cannot start a PID namespace here (it needs CAP_SYS_ADMIN): %v %s", err, out)
-	}
+	attr := newPIDNamespace(t)
 	p := startCLIWith(t, "lock", nil, attr(), "lock", "--name", "pidns", "--dir", t.TempDir(), "--", "true")
 	if code := p.wait(15 * time.Second); code != 0 {
 		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, p.stderr)
@@ -96,15 +88,7 @@ func TestRunInPIDNamespaceWithForeignProc(t *testing.T) {
 // error by the exit-code table, and no word.
 func TestPID1StoppedWhileReachingStore(t *testing.T) {
 	t.Parallel()
-	attr := func() *syscall.SysProcAttr {
-		return &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWPID}
-	}
-	probe := exec.Command(exe(), cmdExit, "0")
-	probe.Env = append(os.Environ(), roleEnv+"=cli")
-	probe.SysProcAttr = attr()
-	if out, err := probe.CombinedOutput(); err != nil {
-		t.Skipf("cannot start a PID namespace here (it needs CAP_SYS_ADMIN): %v %s", err, out)
-	}
+	attr := newPIDNamespace(t)
 	url := "redis://" + closedPort(t)
 	for _, cmd := range []string{"lock", "run"} {
 		t.Run(cmd, func(t *testing.T) {
@@ -117,4 +101,21 @@ func TestPID1StoppedWhileReachingStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newPIDNamespace returns the attributes that start a process as PID 1 of
+// a new PID namespace, in a process group of its own, or skips t where
+// that cannot be done (it needs CAP_SYS_ADMIN; CI runs as root).
+func newPIDNamespace(t *testing.T) func() *syscall.SysProcAttr {
+	t.Helper()
+	attr := func() *syscall.SysProcAttr {
+		return &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWPID}
+	}
+	probe := exec.Command(exe(), cmdExit, "0")
+	probe.Env = append(os.Environ(), roleEnv+"=cli")
+	probe.SysProcAttr = attr()
+	if out, err := probe.CombinedOutput(); err != nil {
+		t.Skipf("cannot start a PID namespace here (it needs CAP_SYS_ADMIN): %v %s", err, out)
+	}
+	return attr
 }
