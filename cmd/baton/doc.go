@@ -94,11 +94,12 @@
 //
 // # Signals and process lifetime
 //
-// SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to CMD while it runs, each
+// SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to
+// CMD while it runs, each
 // followed by SIGCONT, so that they reach a CMD that is stopped (by
 // SIGTTIN: it read from the terminal); baton then
 // waits for CMD, releases the lock and exits with CMD's exit code. A CMD
-// that survives a SIGHUP or SIGQUIT (a reload, a thread dump) leads on, and
+// that survives one of the last four (a reload, a thread dump) leads on, and
 // run still campaigns again after a loss; SIGINT and SIGTERM ask run to
 // stop once CMD has exited. Before CMD
 // runs (while campaigning or waiting), they stop baton at once with exit

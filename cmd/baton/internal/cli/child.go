@@ -30,10 +30,13 @@ const (
 
 // forwardedSignals are passed on to CMD while it runs; before CMD starts
 // (or between terms) they stop baton at once, with exit code 128+N. They
-// are the terminal's (Ctrl-C, Ctrl-\, a hang-up) and a stop's: SIGQUIT
-// left to Go's default would end baton with a goroutine dump and exit 2,
-// its CMD killed and its lock held until the TTL.
-var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+// are the terminal's (Ctrl-C, Ctrl-\, a hang-up), a stop's, and the
+// user signals that services take as commands (SIGUSR1 and SIGUSR2: reopen
+// the logs, reload; systemd's ExecReload sends them to the unit's main
+// process, which is baton). Left to Go's default, SIGQUIT would end baton
+// with a goroutine dump and exit 2, and SIGUSR1 or SIGUSR2 would kill it:
+// either way its CMD killed and its lock held until the TTL.
+var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
 // errStopping: a signal asked baton to stop before CMD could start.
 var errStopping = errors.New("stopping on a signal")
@@ -138,8 +141,8 @@ func caughtSignals() []os.Signal {
 
 // onSignal forwards sig to CMD if it runs, else stops baton. SIGINT and
 // SIGTERM forwarded also ask baton to stop once CMD has exited (run does
-// not campaign again after a loss); SIGHUP and SIGQUIT only reach CMD,
-// which may survive them (a reload, a thread dump) and lead on.
+// not campaign again after a loss); the others only reach CMD, which may
+// survive them (a reload, a thread dump) and lead on.
 func (s *supervisor) onSignal(sig os.Signal) {
 	s.mu.Lock()
 	c := s.child

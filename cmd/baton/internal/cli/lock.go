@@ -25,7 +25,7 @@ exits with CMD's exit code (128+N if signal N ended it).
 If the lock is still held when --wait runs out, baton exits with code 75
 (EX_TEMPFAIL) and names the holder (not with --log-level error: as quiet
 as flock -n, for cron). A signal (SIGINT, SIGTERM, SIGHUP,
-SIGQUIT) while waiting stops baton at once with code 128+N; while CMD runs
+SIGQUIT, SIGUSR1, SIGUSR2) while waiting stops baton at once with code 128+N; while CMD runs
 it is forwarded to CMD.
 
 If the lock is lost while CMD runs (renewals failed for --renew-deadline),

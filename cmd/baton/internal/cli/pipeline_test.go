@@ -131,3 +131,24 @@ func TestRunLeadsOnAfterReloadSignal(t *testing.T) {
 	a.signal(syscall.SIGTERM)
 	a.wait(10 * time.Second)
 }
+
+// SIGUSR1 and SIGUSR2 sent to baton (systemd's ExecReload=kill -USR1
+// $MAINPID, a logrotate postrotate script) reach CMD, which leads on, as
+// SIGHUP does. Before, Go's default action killed baton: CMD died with it
+// (its parent-death signal) and the lock stayed held until its TTL.
+func TestRunForwardsUserSignals(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := []string{"sh", "-c", `trap "echo usr1" USR1; trap "echo usr2" USR2; echo "start $BATON_TOKEN"; while :; do sleep 0.1; done`}
+	a := startCLI(t, "run", nil, runArgs(dir, "usr", "sup-a", cmd...)...)
+	a.stdout.waitFor(t, "start 1\n", 15*time.Second)
+	a.signal(syscall.SIGUSR1)
+	a.stdout.waitFor(t, "usr1\n", 10*time.Second)
+	a.signal(syscall.SIGUSR2)
+	a.stdout.waitFor(t, "usr2\n", 10*time.Second)
+	a.signal(syscall.SIGTERM)
+	if code := a.wait(10 * time.Second); code != 143 {
+		t.Fatalf("exit code %d, want 143 (CMD's, ended by the forwarded SIGTERM); stderr:\n%s", code, a.stderr)
+	}
+	requireFree(t, dir, "usr")
+}

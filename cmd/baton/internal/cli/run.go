@@ -38,10 +38,10 @@ When CMD exits on its own, baton releases the lock (a standby takes over at
 once) and exits with CMD's exit code (128+N if signal N ended it). To lead
 for as long as baton runs, CMD must not exit.
 
-Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to CMD while it
-runs; baton then waits for CMD to exit, releases the lock and exits with
-CMD's code. A CMD that survives a SIGHUP or SIGQUIT (a reload, a thread
-dump) leads on, and baton still campaigns again after a loss; after SIGINT
+Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are
+forwarded to CMD while it runs; baton then waits for CMD to exit, releases
+the lock and exits with CMD's code. A CMD that survives one of the last
+four (a reload, a thread dump) leads on, and baton still campaigns again after a loss; after SIGINT
 or SIGTERM it does not.
 Before CMD has started (while campaigning) they stop baton at once with exit
 code 128+N.
