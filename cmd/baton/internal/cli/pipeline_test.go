@@ -119,7 +119,7 @@ func awaitStopped(t *testing.T, pid int) {
 func TestRunLeadsOnAfterReloadSignal(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cmd := []string{"sh", "-c", `echo "start $BATON_TOKEN"; trap "echo reload" HUP; while :; do sleep 0.1; done`}
+	cmd := []string{"sh", "-c", `trap "echo reload" HUP; echo "start $BATON_TOKEN"; while :; do sleep 0.1; done`}
 	a := startCLI(t, "run", nil, runArgs(dir, "reload", "sup-a", cmd...)...)
 	a.stdout.waitFor(t, "start 1\n", 15*time.Second)
 	a.signal(syscall.SIGHUP)
