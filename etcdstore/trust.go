@@ -26,9 +26,11 @@ import (
 // of a leader change). After it, the Store trusts no lease answer until a
 // linearizable read (which only the current term's leader can serve) has
 // returned, and then only answers to requests sent after that read
-// returned, from a member whose raft term is at least the read's. A
-// stopped leader that resumes answers with its old term; one that has
-// learnt of the new term forwards renewals to the new leader.
+// returned, from a member whose raft term is at least the read's (the
+// read's term is the floor even where an earlier one was higher: see
+// confirmed). A stopped leader that resumes answers with its old term;
+// one that has learnt of the new term forwards renewals to the new
+// leader.
 // Distrusted keepalives acknowledge nothing: Renew calls wait for a
 // trusted one, and the engine steps down at its renew deadline if none
 // comes.
@@ -65,6 +67,21 @@ func (g *trustGate) admit(sent time.Time, h *pb.ResponseHeader) bool {
 	return true
 }
 
+// confirmed sets the term floor to that of a confirming read, and reports
+// whether that took it back (from the floor before). Within one raft
+// history the read's term is never below the floor: terms only grow, only
+// the current term's leader serves a linearizable read, and every answer
+// that raised the floor came before the read. A lower term means another
+// history: etcd restored from a snapshot, or a new cluster at the same
+// endpoints, whose terms start again from 2. Keeping the old floor would
+// refuse every answer of that cluster, so that no lock taken on it could
+// be renewed for as long as the process ran.
+func (g *trustGate) confirmed(term uint64) (from uint64, back bool) {
+	from, back = g.term, term < g.term
+	g.term = term
+	return from, back
+}
+
 // distrustLocked closes the gate after the keepalive stream failed or
 // stalled, and starts a confirming read. p.mu must be held.
 func (p *leasePool) distrustLocked() {
@@ -92,7 +109,10 @@ func (p *leasePool) confirmLocked() {
 			return // the next distrusted answer tries again
 		}
 		if resp.Header != nil {
-			p.trust.term = max(p.trust.term, resp.Header.RaftTerm)
+			if from, back := p.trust.confirmed(resp.Header.RaftTerm); back {
+				p.log.Warn("etcdstore: etcd's raft term went back: the cluster was restored from a snapshot or replaced by a new one at these endpoints; its revisions, and the fencing tokens made of them, may have gone back too, unless it was restored with etcdutl snapshot restore --bump-revision and --mark-compacted",
+					"from_term", from, "to_term", resp.Header.RaftTerm)
+			}
 		}
 		p.trust.since = time.Now()
 		for _, l := range p.leases {
