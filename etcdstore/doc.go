@@ -34,10 +34,12 @@
 //     it is restored with etcdutl snapshot restore --bump-revision N
 //     --mark-compacted, N above the revisions written since the snapshot.
 //     A restore also brings back the claims of the snapshot (held until
-//     their leases, restored with a fresh TTL, expire) and ends the claims
-//     taken since (their leases are unknown to it): their holders lose
-//     them. A running Store follows the restored cluster without a
-//     restart, and logs that etcd's raft term went back.
+//     their leases, restored with a fresh TTL, expire, or while a Store
+//     that released such a claim since keeps its lease alive for other
+//     locks: ForceRelease frees it) and ends the claims taken since (their
+//     leases are unknown to it): their holders lose them. A running Store
+//     follows the restored cluster without a restart, and logs that
+//     etcd's raft term went back.
 //   - Ownership: only the Store that acquired a claim renews or releases it,
 //     and only for the grant's holder, nonce and token. Release is one
 //     transaction conditioned on the claim key's mod revision still being
