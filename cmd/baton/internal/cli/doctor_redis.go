@@ -21,8 +21,14 @@ const redisCheckTimeout = 5 * time.Second
 
 // aofFix is the fix for a server whose restart would lose claims or
 // counters.
-const aofFix = "run the server with appendonly yes and appendfsync always (redis.conf, or CONFIG SET appendonly yes, CONFIG SET appendfsync always, then CONFIG REWRITE): " +
+const aofFix = "run the server with appendonly yes and appendfsync always (redis.conf, or CONFIG SET appendfsync always, CONFIG SET appendonly yes, then, once INFO persistence shows aof_rewrite_in_progress:0, CONFIG REWRITE: " +
+	"switching the append-only file on starts a rewrite, and until it ends the file holds nothing): " +
 	"without them a restart or crash frees held locks while their holders still run, and only fencing refuses the old holders' late writes (tokens keep growing, from the server's clock: docs/backends.md)"
+
+// aofRewriteFix is the fix for a server whose append-only file is being
+// rewritten, perhaps the rewrite that switching it on starts.
+const aofRewriteFix = "wait until INFO persistence shows aof_rewrite_in_progress:0 and aof_rewrite_scheduled:0, then run doctor again; " +
+	"if appendonly was switched on with CONFIG SET, run CONFIG REWRITE only then"
 
 // redisURLFix is the fix for a --redis-url that does not parse.
 const redisURLFix = "write the URL as redis://[user:password@]host:port[/db] (rediss:// for TLS)"
@@ -319,8 +325,24 @@ func persistenceCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Opti
 		return check{label, resultWarn, "cannot tell whether a restart keeps the locks: INFO persistence has no aof_enabled field", aofFix}
 	case aof != "1":
 		return check{label, resultWarn, fmt.Sprintf("append-only file off (aof_enabled:%s): a restart or crash frees every held lock while its holder still runs (tokens keep growing, from the server's clock)", aof), aofFix}
+	case aofRewriting(info):
+		return check{label, resultWarn, "append-only file on (aof_enabled:1), but being rewritten: if appendonly was just switched on (CONFIG SET appendonly yes), the file holds no lock until the rewrite ends, and a restart or crash before then frees every held lock while its holder still runs", aofRewriteFix}
 	}
 	return appendfsyncCheck(ctx, client, label, shown)
+}
+
+// aofRewriting reports whether INFO persistence shows an append-only file
+// rewrite in progress or scheduled. Switching the file on at runtime starts
+// one, and Redis writes nothing a restart would read until it has ended (a
+// server killed during it came back empty); INFO cannot tell that rewrite
+// from a routine one.
+func aofRewriting(info string) bool {
+	for _, field := range []string{"aof_rewrite_in_progress", "aof_rewrite_scheduled"} {
+		if v, _ := infoField(info, field); v == "1" {
+			return true
+		}
+	}
+	return false
 }
 
 // appendfsyncCheck is the row of a server whose append-only file is on:
