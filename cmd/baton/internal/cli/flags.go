@@ -2,8 +2,10 @@ package cli
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -236,6 +238,17 @@ func (f *storeFlags) checkDir() error {
 	}
 	return usageErrorf("%s %q is a relative path: processes share a lock only if they use the same directory, and a relative path names another one in each working directory; give an absolute path, such as %s",
 		from, f.dir, abs)
+}
+
+// dirMissing reports whether the backend is the file backend and its lock
+// directory does not exist: commands that only look or clean up say so
+// rather than create it (opening the store would).
+func (f *storeFlags) dirMissing() bool {
+	if f.backend != "file" {
+		return false
+	}
+	_, err := os.Stat(f.dir)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // checkForeignFlags refuses a flag given on the command line that the

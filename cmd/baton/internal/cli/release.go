@@ -3,8 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 
 	"github.com/baton-go/baton/backend"
 	"github.com/spf13/cobra"
@@ -49,8 +47,7 @@ func (a *app) releaseCommand() *cobra.Command {
 			if err := f.validate(); err != nil {
 				return err
 			}
-			if _, err := os.Stat(f.dir); f.backend == "file" && errors.Is(err, fs.ErrNotExist) {
-				// Do not create the directory just to find the lock missing.
+			if f.dirMissing() {
 				return fmt.Errorf("lock %q not found: %s does not exist (check --dir or $BATON_DIR)", name, f.dir)
 			}
 			st, where, err := f.open()

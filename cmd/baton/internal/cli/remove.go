@@ -3,8 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 
 	"github.com/baton-go/baton/backend"
 	"github.com/spf13/cobra"
@@ -50,8 +48,7 @@ func (a *app) removeCommand() *cobra.Command {
 			if err := f.validate(); err != nil {
 				return err
 			}
-			if _, err := os.Stat(f.dir); f.backend == "file" && errors.Is(err, fs.ErrNotExist) {
-				// Do not create the directory just to find it empty.
+			if f.dirMissing() {
 				return fmt.Errorf("no lock removed: %s does not exist (check --dir or $BATON_DIR)", f.dir)
 			}
 			st, _, err := f.open()

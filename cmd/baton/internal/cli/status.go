@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"os/signal"
 	"slices"
 	"sort"
@@ -144,8 +142,7 @@ func (a *app) statusCommand() *cobra.Command {
 			if err := f.storeFlags.validate(); err != nil {
 				return err
 			}
-			if _, err := os.Stat(f.dir); f.backend == "file" && errors.Is(err, fs.ErrNotExist) && !f.watch {
-				// Do not create the directory just to look at it.
+			if f.dirMissing() && !f.watch {
 				if name != "" {
 					return fmt.Errorf("lock %q not found: %s does not exist", name, f.dir)
 				}
