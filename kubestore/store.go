@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sync"
 	"time"
@@ -42,34 +43,30 @@ const minSweep = 64
 // lock names (a scheduler's per-slot locks) does not keep one entry per
 // name forever. Dropping one is safe: should the same version be seen
 // again, its claim is counted from then, which only delays a takeover.
-// It runs when seen has doubled since the last sweep. s.mu must be held.
+// s.mu must be held.
 func (s *store) sweepLocked(now time.Time) {
-	if len(s.seen) <= max(s.sweepAt, minSweep) {
-		return
-	}
-	for name, obs := range s.seen {
-		if now.Sub(obs.at) > 2*obs.ttl {
-			delete(s.seen, name)
-		}
-	}
-	s.sweepAt = 2 * len(s.seen)
+	sweep(s.seen, &s.sweepAt, func(obs observation) bool { return now.Sub(obs.at) > 2*obs.ttl })
 }
 
 // sweepDeniedLocked drops the refused watches whose refusal is over, so
 // that a process without "watch" that waits on many lock names (a lock per
 // entity) does not keep one entry per name forever; a name watched again
-// asks the API server again, as after the refusal's time anyway. It runs
-// when denied has doubled since the last sweep. s.mu must be held.
+// asks the API server again, as after the refusal's time anyway. s.mu must
+// be held.
 func (s *store) sweepDeniedLocked(now time.Time) {
-	if len(s.denied) <= max(s.deniedSweepAt, minSweep) {
+	sweep(s.denied, &s.deniedSweepAt, func(d deniedWatch) bool { return !now.Before(d.until) })
+}
+
+// sweep deletes the entries of m that are over, once m has grown past
+// *at (and minSweep), and sets *at to twice what is left: each entry is
+// looked at a bounded number of times on average, however many names
+// come and go.
+func sweep[V any](m map[string]V, at *int, over func(V) bool) {
+	if len(m) <= max(*at, minSweep) {
 		return
 	}
-	for name, d := range s.denied {
-		if !now.Before(d.until) {
-			delete(s.denied, name)
-		}
-	}
-	s.deniedSweepAt = 2 * len(s.denied)
+	maps.DeleteFunc(m, func(_ string, v V) bool { return over(v) })
+	*at = 2 * len(m)
 }
 
 // observation is when this process first saw one version of an object, on
