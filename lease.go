@@ -478,8 +478,11 @@ func (l *Lease) renewAnswered(g backend.Grant, r renewResult, late bool) (next t
 // and the warnings that renewals had no answer, or a step-down, would
 // otherwise leave the slow link unnamed.
 func (l *Lease) warnSlow(g backend.Grant, took time.Duration) {
+	if l.slowWarned {
+		return
+	}
 	hint := l.m.cfg.slowHint("a renew", took)
-	if hint == "" || l.slowWarned {
+	if hint == "" {
 		return
 	}
 	l.slowWarned = true
