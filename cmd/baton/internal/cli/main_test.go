@@ -49,6 +49,20 @@ var hideProc func() error
 
 const envHideProc = "BATON_CLI_TEST_HIDE_PROC"
 
+// startChildrenWithSIGHUP makes the CLI processes the tests start get
+// SIGHUP's default action, as from a terminal, even where the tests run
+// with SIGHUP ignored (under nohup, as a background CI job may): a child
+// inherits an ignored signal, and baton leaves such a one ignored (see
+// TestRunUnderNohup), so a test that forwards SIGHUP would fail
+// there. A caught signal is reset to its default by exec, so this process
+// catches SIGHUP, and drops it (it had ignored it). A test of baton under
+// nohup runs nohup itself.
+func startChildrenWithSIGHUP() {
+	if signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+	}
+}
+
 func TestMain(m *testing.M) {
 	if os.Getenv(roleEnv) == "cli" {
 		if f := os.Getenv(envBootID); f != "" {
@@ -88,6 +102,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(cli.Main(context.Background(), args, os.Stdin, os.Stdout, os.Stderr))
 	}
+	startChildrenWithSIGHUP()
 	code := m.Run()
 	// The Kubernetes tests share one control plane; stop it before looking
 	// for leaked goroutines.
