@@ -11,7 +11,8 @@
 #   ${BATON_TESTBIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/baton/testbin}/k8s-<kube>-etcd-<etcd>/
 #       kube-apiserver   k8s.io/kubernetes/cmd/kube-apiserver, the version pinned in go.mod
 #       etcd             go.etcd.io/etcd/server/v3, the version pinned in etcd/go.mod
-#       .stamp           written last, after both binaries answered --version
+#       etcdutl          go.etcd.io/etcd/etcdutl/v3, the same version (snapshot restores)
+#       .stamp           written last, after every binary answered --version
 #
 # Both are built from the Go module proxy, from the pins in this directory
 # (go.mod/go.sum for kube-apiserver, etcd/go.mod/go.sum for etcd; update.sh
@@ -73,12 +74,16 @@ fi
 # pins prints a digest of the files the binaries are built from.
 pins() { cat "$here/go.mod" "$here/go.sum" "$here/etcd/go.mod" "$here/etcd/go.sum" | sha256sum | cut -c1-16; }
 
-# answers DIR checks that both binaries in DIR run and report the pinned versions.
+# answers DIR checks that the binaries in DIR run and report the pinned
+# versions. A directory built before etcdutl was added lacks it, and is
+# built again.
 answers() {
 	local d="$1" out
-	[[ -x "$d/etcd" && -x "$d/kube-apiserver" ]] || return 1
+	[[ -x "$d/etcd" && -x "$d/etcdutl" && -x "$d/kube-apiserver" ]] || return 1
 	out="$("$d/etcd" --version 2>&1)" || return 1
 	grep -qF "etcd Version: ${etcd_version#v}" <<<"$out" || return 1
+	out="$("$d/etcdutl" version 2>&1)" || return 1
+	grep -qF "etcdutl version: ${etcd_version#v}" <<<"$out" || return 1
 	out="$("$d/kube-apiserver" --version 2>&1)" || return 1
 	grep -qF "Kubernetes $kube_version" <<<"$out" || return 1
 }
@@ -168,6 +173,10 @@ log "building $key into $dir with $("$GO" env GOVERSION) (the first build takes 
 
 build etcd "$here/etcd" go.etcd.io/etcd/server/v3 \
 	"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=go-module-$etcd_version" ""
+# etcdutl, for the safety row that restores etcd from a snapshot as an
+# operator would (etcdutl snapshot restore --bump-revision).
+build etcdutl "$here/etcd" go.etcd.io/etcd/etcdutl/v3 \
+	"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=go-module-$etcd_version" ""
 
 # The flags of the Kubernetes release build (hack/lib/golang.sh, version.sh).
 kube_minor="${kube_version#v1.}"
@@ -188,6 +197,7 @@ chmod 755 "$tmp"
 	echo "key $key"
 	echo "kube-apiserver k8s.io/kubernetes $kube_version"
 	echo "etcd go.etcd.io/etcd/server/v3 $etcd_version"
+	echo "etcdutl go.etcd.io/etcd/etcdutl/v3 $etcd_version"
 	echo "go $("$GO" env GOVERSION) $GOOS/$GOARCH"
 	echo "pins $(pins)"
 	echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $((SECONDS - start))s"

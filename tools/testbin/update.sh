@@ -70,5 +70,6 @@ rm -f go.mod go.sum
 go mod init github.com/baton-go/baton/tools/testbin/etcd 2>/dev/null
 go mod edit -go="$go_line"
 go get -tool "go.etcd.io/etcd/server/v3@$etcd_version"
+go get -tool "go.etcd.io/etcd/etcdutl/v3@$etcd_version"
 go mod tidy
 log "done: run $here/build.sh to build k8s-${kube_version#v}-etcd-${etcd_version#v}"
