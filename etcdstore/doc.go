@@ -33,13 +33,19 @@
 //     an older snapshot takes revisions back, and tokens with them, unless
 //     it is restored with etcdutl snapshot restore --bump-revision N
 //     --mark-compacted, N above the revisions written since the snapshot.
-//     A restore also brings back the claims of the snapshot (held until
-//     their leases, restored with a fresh TTL, expire, or while a Store
-//     that released such a claim since keeps its lease alive for other
-//     locks: ForceRelease frees it) and ends the claims taken since (their
-//     leases are unknown to it): their holders lose them. A running Store
-//     follows the restored cluster without a restart, and logs that
-//     etcd's raft term went back.
+//     A restore also brings back the claims and queue places of the
+//     snapshot, on the snapshot's leases, and ends the claims taken since:
+//     their holders lose them, found by the Store's verification (their
+//     keys are gone, or on another lease), or by the read of every claim a
+//     Store makes once it trusts etcd again after its keepalive stream
+//     failed (a claim key put back with an older claim of the holder's
+//     own lease, which a verification cannot tell apart). A restored claim
+//     or place whose lease is gone is deleted with it; one on the lease
+//     of a running Store that no longer holds it is deleted by that Store
+//     (at its next acquire of the lock, or its lease's next verification),
+//     and by a release that finds it under its own claim (restored.go).
+//     A running Store follows the restored cluster without a restart, and
+//     logs that etcd's raft term went back if it did.
 //   - Ownership: only the Store that acquired a claim renews or releases it,
 //     and only for the grant's holder, nonce and token. Release is one
 //     transaction conditioned on the claim key's mod revision still being

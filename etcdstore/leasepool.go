@@ -64,6 +64,9 @@ type leaseUser interface {
 	// sweep runs the user's due clean-ups at now (expired claims,
 	// abandoned queue entries) and returns when it must look again.
 	sweep(now time.Time) time.Duration
+	// recheck reads back the user's claims once lease answers are
+	// trusted again after the keepalive stream failed; it runs as a task.
+	recheck(ctx context.Context)
 }
 
 // lostLease is what a lease that ended carried: its claims and queue

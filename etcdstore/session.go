@@ -240,7 +240,26 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 			attached[string(k)] = true
 		}
 		s.clearOrphans(ctx, l, id, attached)
+		s.clearStaleClaims(ctx, l, id, attached)
 	}
+}
+
+// claimGone marks c lost: its key was found deleted or replaced.
+func (s *Store) claimGone(c *claim) {
+	ck, _, _ := s.Keys(c.name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.lost != nil || c.releasing {
+		return
+	}
+	s.loseLocked(c, fmt.Errorf("the claim key %q (token %d) was deleted or replaced in etcd (a forced release?)", ck, c.token))
+	// At the claim's deadline, when the holder's validity has ended by
+	// its own clock (Renew fails from now on, so the deadline stays), the
+	// reaper deletes its queue key (which blocks the waiters behind it
+	// until then) and puts the release marker, so that contenders that
+	// saw the claim need not wait for its grace (see ghost).
+	c.reap, c.reapAt = true, c.deadline
+	s.log.Warn("etcdstore: claim key gone; the lock is lost", "lock", c.name, "token", c.token)
 }
 
 // verifiedLocked applies the answer (resp, err) of the verification of
@@ -302,22 +321,9 @@ func (s *Store) confirmGone(ctx context.Context, id clientv3.LeaseID, claims []*
 	}
 	for _, c := range claims {
 		ck, _, _ := s.Keys(c.name)
-		if !gone(ck, c.token, true) {
-			continue
+		if gone(ck, c.token, true) {
+			s.claimGone(c)
 		}
-		s.mu.Lock()
-		if c.lost == nil && !c.releasing {
-			s.loseLocked(c, fmt.Errorf("the claim key %q (token %d) was deleted or replaced in etcd (a forced release?)", ck, c.token))
-			// At the claim's deadline, when the holder's validity has
-			// ended by its own clock (Renew fails from now on, so the
-			// deadline stays), the reaper deletes its queue key (which
-			// blocks the waiters behind it until then) and puts the
-			// release marker, so that contenders that saw the claim need
-			// not wait for its grace (see ghost).
-			c.reap, c.reapAt = true, c.deadline
-			s.log.Warn("etcdstore: claim key gone; the lock is lost", "lock", c.name, "token", c.token)
-		}
-		s.mu.Unlock()
 	}
 	for _, e := range entries {
 		if !gone(e.key, e.rev, false) {

@@ -98,6 +98,9 @@ type Store struct {
 	reaps        int
 	reapWarned   time.Time
 	reapFailures int
+	// acquiring counts, per lock name, the acquires of this Store in
+	// progress (see staleOwnClaim).
+	acquiring map[string]int
 }
 
 // lockSpec takes the locks that a follower's spec needs (see specLocked):
@@ -192,16 +195,17 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
-		client: client,
-		prefix: o.prefix,
-		fair:   o.fair,
-		log:    o.logger,
-		ctx:    ctx,
-		cancel: cancel,
-		claims: make(map[string]*claim),
-		fq:     newFairQueue(),
-		hub:    newWatchHub(),
-		seen:   make(map[string]*seenClaim),
+		client:    client,
+		prefix:    o.prefix,
+		fair:      o.fair,
+		log:       o.logger,
+		ctx:       ctx,
+		cancel:    cancel,
+		claims:    make(map[string]*claim),
+		acquiring: make(map[string]int),
+		fq:        newFairQueue(),
+		hub:       newWatchHub(),
+		seen:      make(map[string]*seenClaim),
 	}
 	s.pool = newLeasePool(client, o.prefix, o.logger, ctx, &s.wg)
 	s.pool.user = s
@@ -327,6 +331,7 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req backend.Request
 	}
 	f := s.hub.beginAttempt(name)
 	defer s.hub.endAttempt(f)
+	defer s.beginAcquire(name)()
 	if s.fair {
 		return s.tryAcquireFair(ctx, name, req, f)
 	}
@@ -472,6 +477,12 @@ func (s *Store) plainHeld(ctx context.Context, name string, req backend.Request,
 		// ours since then, and first is no later than its send time.
 		g, err = s.granted(name, req, l, first, kv.ModRevision, nil, nil)
 		return g, false, err
+	}
+	if s.staleOwnClaim(name, l, kv, 1) {
+		if err := s.dropStaleOwnClaim(ctx, name, kv); err != nil {
+			return backend.Grant{}, false, err
+		}
+		return backend.Grant{}, true, nil // free now, unless someone was quicker
 	}
 	return backend.Grant{}, false, s.held(f, name, kv, observation{target: ck, mod: kv.ModRevision, rev: resp.Header.Revision})
 }
@@ -909,10 +920,14 @@ func (s *Store) deleteClaim(ctx context.Context, c *claim, next *successor) (our
 	// not deleted by someone else (see ghost). If someone else deleted the
 	// key, the marker is put too (if the key is still absent): the holder
 	// releases, or its claim's deadline has passed, so its claim has ended
-	// by its own clock and waiters need not wait longer.
+	// by its own clock and waiters need not wait longer. Likewise if the
+	// key holds a claim older than c (an absent key's mod revision is 0):
+	// only a restore from a snapshot puts one back, and it had ended
+	// before c was acquired (see restored.go).
 	marker := clientv3.OpPut(s.releasedKey(c.name), strconv.FormatInt(c.token, 10))
 	release = append(release, marker)
-	els = append(els, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)}, []clientv3.Op{marker}, nil))
+	els = append(els, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(ck), "<", c.token)},
+		append(s.dropOlderOwnClaim(c), marker), nil))
 	then := release
 	n := next
 	if n != nil {

@@ -118,5 +118,6 @@ func (p *leasePool) confirmLocked() {
 		for _, l := range p.leases {
 			l.broadcast() // Renew calls waiting for a keepalive ask for one now
 		}
+		p.goTask(p.user.recheck)
 	})
 }
