@@ -158,7 +158,7 @@ func etcdEnv(t *testing.T) *backendEnv {
 	head := max(ttl/10, 500*time.Millisecond)
 	life := (ttl + head + time.Second - 1).Truncate(time.Second)
 	admin := etcdAdmin{endpoint: "http://" + srv.Addr()}
-	return &backendEnv{name: "etcd", ttl: ttl, claimLife: life,
+	be := &backendEnv{name: "etcd", ttl: ttl, claimLife: life,
 		newLink:     func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "http://") },
 		deleteLock:  admin.deleteClaim,
 		deleteAll:   admin.deletePrefix,
@@ -168,6 +168,8 @@ func etcdEnv(t *testing.T) *backendEnv {
 			time.Sleep(down)
 			srv.Start()
 		}}
+	etcdSnapshots(t, be, srv, admin)
+	return be
 }
 
 // etcdAdmin acts on an etcd member as an operator with etcdctl would,

@@ -63,6 +63,7 @@ const (
 	faultLateGrant  = "grants answered after the renew deadline"
 	faultCut        = "lease duration cut to 1s by hand"
 	faultSilentOne  = "1 of 3 servers stopped"
+	faultRestore    = "snapshot restored with a revision bump"
 )
 
 // etcdRevoked is why the lease-revoked rows may show two holders: a
@@ -140,6 +141,15 @@ type backendEnv struct {
 	// token tok, is attached to, as `etcdctl lease revoke` would, and
 	// returns its ID; nil for other stores.
 	revokeLease func(ctx context.Context, lock string, tok uint64) (int64, error)
+	// snapshot saves a snapshot of the store into a file (etcdctl
+	// snapshot save) and returns its path; kill kills the store (SIGKILL);
+	// restoreSnapshot restores the killed store from the snapshot at path
+	// as docs/backends.md tells operators to (etcdutl snapshot restore
+	// --bump-revision --mark-compacted) and starts it. nil for other
+	// stores.
+	snapshot        func(ctx context.Context) (string, error)
+	kill            func()
+	restoreSnapshot func(t *testing.T, path string)
 	// pauseOne stops one of several independent servers with SIGSTOP
 	// (Redlock), as a frozen machine: it keeps its connections and
 	// answers nothing. resume continues it. nil for other stores.
@@ -682,6 +692,8 @@ func (h *harness) inject(round int) {
 		h.revokeHeld(minWrites)
 	case faultLateGrant:
 		h.lateGrants()
+	case faultRestore:
+		h.restoreSnapshot(minWrites)
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}

@@ -129,6 +129,8 @@ func TestSafety(t *testing.T) {
 			commonAs(t, be, fair, true)
 			fair.fault = faultRestart
 			runScenario(t, be, fair)
+			fair.fault = faultRestore
+			runScenario(t, be, fair)
 			// Every key under the prefix: the waiters' places too.
 			runScenario(t, be, scenario{variant: fair.variant, fair: true, fault: faultDeleteAll, storeOverlap: keysDeleted})
 			// Contenders that pause between tenures often take the lock
@@ -151,6 +153,7 @@ func TestSafety(t *testing.T) {
 		runScenario(t, be, scenario{fault: faultRevoke, rounds: revokeRounds(), storeOverlap: etcdRevoked})
 		runScenario(t, be, scenario{fault: faultRevokeFair, rounds: revokeRounds(), fair: true, storeOverlap: etcdRevoked})
 		runScenario(t, be, scenario{fault: faultDeleteAll, storeOverlap: keysDeleted})
+		runScenario(t, be, scenario{fault: faultRestore})
 	})
 	t.Run("lease", func(t *testing.T) {
 		be := leaseEnv(t, "lease")
