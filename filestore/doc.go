@@ -44,10 +44,11 @@
 // # One machine, local file system
 //
 // All processes using a directory must run on the same machine (or in
-// containers on it that bind-mount the directory) and in the same time
-// namespace (the default; see below). Do not put the directory on NFS or
-// another network file system: flock there is emulated or local to one
-// client, and the clock below is not shared across machines. Use the
+// containers on it that bind-mount the directory, whatever their PID, UTS
+// or time namespaces: the store compares no process IDs or host names, and
+// see Clock model for time). Do not put the directory on NFS or another
+// network file system: flock there is emulated or local to one client, and
+// the clock below is not shared across machines. Use the
 // Kubernetes, etcd or Redis backends across machines. Store.FileSystem
 // says whether the directory is on a network or in-memory file system
 // (baton doctor warns about both); New does not refuse them, since
@@ -95,9 +96,11 @@
 // kern.bootsessionuuid sysctl on macOS). The monotonic clock restarts at
 // boot, so a claim made in another boot always counts as expired: after a
 // reboot every lock is free, and its fencing counter continues where it
-// was. Linux time namespaces (used by checkpoint/restore tools) shift the
-// monotonic clock; processes in different time namespaces must not share a
-// lock directory.
+// was. A Linux time namespace (unshare --time, a container restored by
+// CRIU) shifts its processes' monotonic clock by an offset; the store
+// subtracts it (read from /proc/self/timens_offsets at every reading), so
+// records hold the machine's initial time namespace's clock and processes
+// in different time namespaces share a directory safely.
 //
 // The wall-clock times in a record (acquire_time, renew_time) are only for
 // people reading status views; the store never compares them.
@@ -223,7 +226,8 @@
 //	  - ttl_ns: the TTL of the last acquire or renew, in nanoseconds (at most
 //	    366 days).
 //	  - boot_id, expires_mono_ns: the boot in which the claim was made and the
-//	    reading of the monotonic clock at which it ends; "" and 0 when free.
+//	    reading of the monotonic clock (of the initial time namespace) at
+//	    which it ends; "" and 0 when free.
 //	  - acquire_time, renew_time: wall-clock times (RFC 3339, UTC) of the last
 //	    acquisition and of the last acquire or renew. Information only.
 //	  - transitions: how many acquisitions went to a holder other than the

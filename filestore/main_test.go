@@ -16,6 +16,13 @@ import (
 // TestCrossProcessExclusion; TestMain sends them to helperMain.
 const helperEnv = "BATON_FILE_HELPER"
 
+// timensHelper, set on Linux, is the child process of TestTimeNamespace,
+// run in a time namespace of its own when timensHelperEnv names a lock
+// directory.
+var timensHelper func(dir string) int
+
+const timensHelperEnv = "BATON_FILE_TIMENS_HELPER"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		// A child process of TestCrossProcessExclusion.
@@ -24,6 +31,9 @@ func TestMain(m *testing.M) {
 	if dirs := os.Getenv(permHelperEnv); dirs != "" {
 		// A child process of TestPermissionDenied, run as another user.
 		os.Exit(permHelperMain(dirs))
+	}
+	if dir := os.Getenv(timensHelperEnv); dir != "" && timensHelper != nil {
+		os.Exit(timensHelper(dir))
 	}
 	goleak.VerifyTestMain(m)
 }

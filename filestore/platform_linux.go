@@ -5,24 +5,76 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
+	"strconv"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/baton-go/baton/backend"
 )
 
-// machineNow reads CLOCK_MONOTONIC: shared by every process on the machine
-// (in one time namespace), never stepped, and the clock the Go runtime
-// itself uses for timers and for the monotonic reading of time.Now, so the
-// store and the lock engine measure a lease on the same clock. It stops
-// during suspend, for every process alike.
+// machineNow reads CLOCK_MONOTONIC as the machine's initial time namespace
+// counts it: shared by every process on the machine, never stepped, and,
+// but for a constant offset, the clock the Go runtime itself uses for
+// timers and for the monotonic reading of time.Now, so the store and the
+// lock engine measure a lease alike. It stops during suspend, for every
+// process alike. A process in a time namespace of its own (unshare --time,
+// a container restored by CRIU) reads CLOCK_MONOTONIC shifted by its
+// namespace's offset, which is subtracted here, so that a reading written
+// into a record by one namespace means the same moment in every other.
+// The offset is read at every call: a restored process may be in another
+// namespace than before its checkpoint.
 func machineNow() (int64, error) {
+	off, err := monotonicOffset()
+	if err != nil {
+		return 0, err
+	}
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
 		return 0, fmt.Errorf("file: reading CLOCK_MONOTONIC: %w", err)
 	}
-	return ts.Nano(), nil
+	return ts.Nano() - off, nil
+}
+
+const timensPath = "/proc/self/timens_offsets"
+
+// monotonicOffset returns how far this process's time namespace shifts
+// CLOCK_MONOTONIC from the initial namespace's, in nanoseconds: 0 outside
+// a time namespace and on kernels without them (no timens_offsets file).
+func monotonicOffset() (int64, error) {
+	b, err := os.ReadFile(timensPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Stat("/proc/self/stat"); serr != nil {
+			return 0, fmt.Errorf("file: reading the time namespace's clock offsets: %w: %w: /proc does not show this process (another PID namespace's /proc, or none); mount this namespace's own (mount -t proc proc /proc)", backend.ErrMisconfigured, serr)
+		}
+		return 0, nil // a kernel without time namespaces
+	}
+	if err != nil {
+		return 0, fmt.Errorf("file: reading the time namespace's clock offsets: %w", err)
+	}
+	return parseMonotonicOffset(string(b))
+}
+
+// parseMonotonicOffset reads the monotonic line of a timens_offsets file:
+// "monotonic SECONDS NANOSECONDS" (see time_namespaces(7)).
+func parseMonotonicOffset(s string) (int64, error) {
+	const perSec = int64(time.Second)
+	for line := range strings.Lines(s) {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "monotonic" {
+			continue
+		}
+		sec, err1 := strconv.ParseInt(f[1], 10, 64)
+		nsec, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil || sec > math.MaxInt64/perSec-1 || sec < math.MinInt64/perSec+1 || nsec < 0 || nsec >= perSec {
+			break
+		}
+		return sec*perSec + nsec, nil
+	}
+	return 0, fmt.Errorf("file: unexpected contents of %s: %q", timensPath, s)
 }
 
 const bootIDPath = "/proc/sys/kernel/random/boot_id"
