@@ -44,29 +44,36 @@
 // # One machine, local file system
 //
 // All processes using a directory must run on the same machine (or in
-// containers on it that bind-mount the directory, whatever their PID, UTS
-// or time namespaces: the store compares no process IDs or host names, and
-// see Clock model for time). Do not put the directory on NFS or another
-// network file system: flock there is emulated or local to one client, and
-// the clock below is not shared across machines. Use the
-// Kubernetes, etcd or Redis backends across machines. Store.FileSystem
-// says whether the directory is on a network or in-memory file system
-// (baton doctor warns about both); New does not refuse them, since
-// processes all on one machine may share, say, an NFS home directory.
+// containers on it that bind-mount the directory and see the kernel's boot
+// ID, below, whatever their PID, UTS or time namespaces: the store compares
+// no process IDs or host names, and see Clock model for time). Do not put
+// the directory on NFS or another network file system: flock there is
+// emulated or local to one client, and the clock below is not shared
+// across machines. Use the Kubernetes, etcd or Redis backends across
+// machines. Store.FileSystem says whether the directory is on a network or
+// in-memory file system (baton doctor warns about both); New does not
+// refuse them, since processes all on one machine may share, say, an NFS
+// home directory.
 //
 // A claim made on another machine sharing the directory (or in a VM or a
-// sandbox with a kernel of its own) carries another boot ID, so it counts
-// as expired here exactly as a claim made before a reboot does (see Clock
-// model), and this machine's claims count as expired there: neither side
-// excludes the other, and no read of a record can tell. A Store finds out
-// when it finds a claim of its own taken by a claim of another boot, which
-// on one kernel cannot happen: that Renew or Release returns the loss
-// matching both backend.ErrLost and backend.ErrMisconfigured, naming the
-// other boot, and from then on the Store's TryAcquire and Remove refuse
-// with backend.ErrMisconfigured, so an Elector or a scheduler stops instead
-// of taking, one after the other, claims the other machine does not see.
-// Until then two holders may work at once; their tokens are in order only
-// where flock excludes across the machines, which it need not (above).
+// sandbox with a kernel of its own, or in a container that shows a boot ID
+// of its own: systemd-nspawn and LXC, LXD and Incus mount a random one over
+// /proc/sys/kernel/random/boot_id; Docker, Podman and Kubernetes show the
+// kernel's) carries another boot ID, so it counts as expired here exactly
+// as a claim made before a reboot does (see Clock model), and this
+// machine's claims count as expired there: neither side excludes the
+// other, and no read of a record can tell. A Store finds out when it finds
+// a claim of its own taken by a claim of another boot, which on one kernel
+// cannot happen but from such a container: that Renew or Release returns
+// the loss matching both backend.ErrLost and backend.ErrMisconfigured,
+// naming the other boot, and from then on the Store's TryAcquire and
+// Remove refuse with backend.ErrMisconfigured, so an Elector or a
+// scheduler stops instead of taking, one after the other, claims the other
+// machine does not see. Until then two holders may work at once; their
+// tokens are in order only where flock excludes across the machines, which
+// it need not (above). Store.ContainerBootID says whether this process
+// sees a container's own boot ID (baton doctor warns about it); processes
+// outside the container cannot tell.
 //
 // Processes that can open the lock files can hold their flock and so block
 // a lock; processes that can write the directory can rewrite records. New

@@ -12,7 +12,8 @@ import (
 // reboot. A process of another boot that writes a claim while this boot
 // runs is therefore not on this machine's kernel: it is on another machine
 // that shares the directory (a network file system), or in a VM or a
-// sandboxed container (gVisor, Kata) with a kernel of its own. Its claims
+// sandboxed container (gVisor, Kata) with a kernel of its own, or in a
+// container that shows a boot ID of its own (systemd-nspawn, LXC). Its claims
 // count as expired here and this machine's count as expired there, so
 // neither side excludes the other. Reading a record cannot tell such a
 // claim from one made before a reboot; finding one's own claim taken by it
@@ -47,9 +48,14 @@ func (s *Store) checkForeign(key string) error {
 }
 
 func (s *Store) foreignErr(bootID string) error {
-	return fmt.Errorf("%w: a process of boot %s wrote a claim in the lock directory %s while this machine's boot %s runs: "+
+	own := ""
+	if s.containerBoot {
+		own = " (a container's own boot ID, mounted over /proc/sys/kernel/random/boot_id)"
+	}
+	return fmt.Errorf("%w: a process of boot %s wrote a claim in the lock directory %s while this machine's boot %s%s runs: "+
 		"another machine uses the directory (a network file system), or a process in a VM or a sandbox with its own kernel does, "+
-		"and the file backend excludes only processes on one kernel (each side counts the other's claims as expired): "+
-		"use the Kubernetes, etcd or Redis backend across machines, or give each machine a directory of its own",
-		backend.ErrMisconfigured, bootID, s.dir, s.bootID)
+		"or a container on this machine that shows a boot ID of its own (systemd-nspawn and LXC mount one over /proc/sys/kernel/random/boot_id), "+
+		"and the file backend excludes only processes that see one boot ID (each side counts the other's claims as expired): "+
+		"use the Kubernetes, etcd or Redis backend across machines and such containers, or give each of them a directory of its own",
+		backend.ErrMisconfigured, bootID, s.dir, s.bootID, own)
 }

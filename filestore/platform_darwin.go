@@ -30,3 +30,7 @@ func readBootID() (string, error) {
 	}
 	return id, nil
 }
+
+// bootIDMounted is false: macOS has no mount namespaces to give a process
+// a boot ID of its own.
+func bootIDMounted() bool { return false }

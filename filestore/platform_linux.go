@@ -94,3 +94,25 @@ func readBootID() (string, error) {
 	}
 	return id, nil
 }
+
+// bootIDMounted reports whether a file is mounted over the boot ID in
+// this process's mount namespace: systemd-nspawn and LXC (LXD, Incus)
+// give each container a random boot ID so, and the kernel's is then out
+// of reach. False if /proc/self/mountinfo cannot be read.
+func bootIDMounted() bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	return err == nil && mountedAt(string(b), bootIDPath)
+}
+
+// mountedAt reports whether mountinfo (the contents of a
+// /proc/PID/mountinfo file: see proc_pid_mountinfo(5)) lists a mount whose
+// mount point is path, which has none of the characters (space, tab,
+// newline, backslash) that mountinfo escapes.
+func mountedAt(mountinfo, path string) bool {
+	for line := range strings.Lines(mountinfo) {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == path {
+			return true
+		}
+	}
+	return false
+}

@@ -24,3 +24,5 @@ func openFile(string, int) (*os.File, error)                     { return nil, e
 func (lockHandle) tryLock() (bool, error)                        { return false, errUnsupported }
 func (lockHandle) names(string) (bool, error)                    { return false, errUnsupported }
 func (lockHandle) close()                                        {}
+
+func bootIDMounted() bool { return false }

@@ -32,6 +32,8 @@ type Store struct {
 	dir    string
 	perm   fs.FileMode
 	bootID string
+	// containerBoot: bootID is a container's own (see ContainerBootID).
+	containerBoot bool
 	// now reads the machine clock; wall the wall clock (status only).
 	// Tests replace them.
 	now      func() (int64, error)
@@ -119,12 +121,13 @@ func New(dir string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	st := &Store{
-		dir:      abs,
-		perm:     o.perm,
-		bootID:   bootID,
-		now:      machineNow,
-		wall:     time.Now,
-		readOnly: o.readOnly,
+		dir:           abs,
+		perm:          o.perm,
+		bootID:        bootID,
+		containerBoot: bootIDMounted(),
+		now:           machineNow,
+		wall:          time.Now,
+		readOnly:      o.readOnly,
 	}
 	if o.readOnly {
 		return st, nil
@@ -158,6 +161,16 @@ func dirPerm(perm fs.FileMode) fs.FileMode { return perm | (perm&0o444)>>2 }
 
 // Dir returns the absolute path of the lock directory.
 func (s *Store) Dir() string { return s.dir }
+
+// ContainerBootID reports whether this process sees a boot ID of its own
+// instead of the kernel's: a file mounted over
+// /proc/sys/kernel/random/boot_id, as systemd-nspawn and LXC (LXD, Incus)
+// give each container. Its claims carry that ID, so processes on this
+// machine outside the container, or in another such container, that share
+// the directory count them as expired, and this process counts theirs so:
+// they do not exclude each other (see "One machine, local file system" in
+// the package documentation). baton doctor warns about it.
+func (s *Store) ContainerBootID() bool { return s.containerBoot }
 
 // TryAcquire implements backend.Backend. See the package documentation for
 // when a claim counts as expired.

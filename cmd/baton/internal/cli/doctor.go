@@ -25,8 +25,9 @@ with --name); on a network store, its round trip (the fastest of three reads;
 on Redlock, each server's PINGs, a quorum's counting), judged against the timings: it fails when a renew has less than two round
 trips before the renew deadline and warns when a round trip is longer than
 the retry period, naming the --ttl that would work; on the file backend, the lock directory's file system (not a
-network one, not one in memory, not full) and its mode (not writable by
-every user); on Kubernetes, that the namespace exists
+network one, not one in memory, not full), its mode (not writable by
+every user) and the boot ID that claims carry (not a container's own, as
+systemd-nspawn and LXC give); on Kubernetes, that the namespace exists
 and is not being deleted, that the DistributedLock CRD is installed
 (--backend crd), every verb the lock needs (with SelfSubjectAccessReview)
 and whether the lock name is already used by another application; on Redis, that a
@@ -117,7 +118,7 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 	}
 	switch f.backend {
 	case "file":
-		checks = append(checks, fileSystemCheck(st), dirModeCheck(st))
+		checks = append(checks, fileSystemCheck(st), dirModeCheck(st), bootIDCheck(st))
 	case "lease", "configmap", "crd":
 		switch {
 		case errors.Is(err, backend.ErrUnavailable):

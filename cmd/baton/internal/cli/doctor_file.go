@@ -60,6 +60,22 @@ func dirModeCheck(st store) check {
 	return check{label, resultPass, fmt.Sprintf("%s (mode %#o): only its owner may write it", dir, perm), ""}
 }
 
+// bootIDCheck is the file backend's row for the boot ID that claims carry:
+// a container that shows one of its own (systemd-nspawn, LXC) and the
+// processes outside it count each other's claims as expired.
+func bootIDCheck(st store) check {
+	const label = "boot ID"
+	fs, ok := st.(*filestore.Store)
+	if !ok {
+		return check{label, resultSkip, "not checked: the store could not be opened (see the store row)", ""}
+	}
+	if fs.ContainerBootID() {
+		return check{label, resultWarn, "this process sees a boot ID of its own, mounted over /proc/sys/kernel/random/boot_id (systemd-nspawn and LXC give each container one): processes on this machine outside this container, or in another such container, that share the lock directory count this one's claims as expired and it counts theirs so, and they do not exclude each other (a process finds out, and exits 78, only if it finds its own lock taken)",
+			"share the lock directory only among the processes of this container, or use --backend etcd or redis across containers"}
+	}
+	return check{label, resultPass, "claims carry the kernel's boot ID: every process on this machine that shares the lock directory sees the same", ""}
+}
+
 // probeSize is the size of writeProbe's file: more than a lock's files
 // take (a record and its temporary copy, a 1 KiB epoch file).
 const probeSize = 8 << 10

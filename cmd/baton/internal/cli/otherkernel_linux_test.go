@@ -75,3 +75,38 @@ func TestRunOnAnotherKernel(t *testing.T) {
 	default:
 	}
 }
+
+// TestDoctorContainerBootID: doctor in a mount namespace whose boot ID is
+// a file mounted over the kernel's, as systemd-nspawn and LXC give each
+// container, warns that processes outside it sharing the lock directory
+// do not exclude it, and passes the row with the kernel's. It needs
+// CAP_SYS_ADMIN for the mount namespace, as TestRunOnAnotherKernel.
+func TestDoctorContainerBootID(t *testing.T) {
+	t.Parallel()
+	bootFile := filepath.Join(t.TempDir(), "boot_id")
+	if err := os.WriteFile(bootFile, []byte("5e1f2a3b-0000-4000-8000-0123456789ab\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	attr := &syscall.SysProcAttr{Setpgid: true, Unshareflags: syscall.CLONE_NEWNS}
+	probe := exec.Command(exe(), cmdExit, "0")
+	probe.Env = append(os.Environ(), roleEnv+"=cli", envBootID+"="+bootFile)
+	probe.SysProcAttr = attr
+	if out, err := probe.CombinedOutput(); err != nil {
+		t.Skipf("cannot show a process another boot ID here (a mount namespace and a bind mount need CAP_SYS_ADMIN): %v %s", err, out)
+	}
+	dir := t.TempDir()
+	if _, out, _ := runCLI(t, "doctor", "--dir", dir); doctorTable(t, out)["boot ID"].result != "PASS" {
+		t.Errorf("doctor with the kernel's boot ID: boot ID row %+v, want PASS\n%s", doctorTable(t, out)["boot ID"], out)
+	}
+	p := startCLIWith(t, "doctor in a container", []string{envBootID + "=" + bootFile}, attr, "doctor", "--dir", dir)
+	if code := p.wait(30 * time.Second); code != 0 {
+		t.Fatalf("doctor exited %d, want 0 (a warning); stderr:\n%s", code, p.stderr)
+	}
+	row := doctorTable(t, p.stdout.String())["boot ID"]
+	if row.result != "WARN" || !strings.Contains(row.detail, "systemd-nspawn") || !strings.Contains(row.detail, "do not exclude each other") {
+		t.Errorf("doctor with a container's own boot ID: boot ID row %+v, want a warning naming the cause\n%s", row, p.stdout)
+	}
+	if fix := doctorFix(p.stdout.String(), "boot ID"); !strings.Contains(fix, "--backend") {
+		t.Errorf("boot ID fix %q does not name another backend", fix)
+	}
+}
