@@ -33,7 +33,9 @@ CMD gets SIGTERM at once and SIGKILL shortly before the lease's validity
 ends (at once if that has passed, or if the store says the lock is someone
 else's), and baton exits with code 1, or 78 if the loss shows that the
 setup cannot work (the file backend's directory found shared with another
-machine).
+machine). A loss that only the release finds (CMD exited before the next
+renewal; a forced release) keeps CMD's exit code with a warning, or exits
+78 if it shows that.
 
 ` + dirDoc + `
 
@@ -133,7 +135,7 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 
 	c, err := s.start(l)
 	if err != nil {
-		a.unlock(l)
+		_ = a.unlock(l)
 		if errors.Is(err, errStopping) {
 			return exitCode(signalExitCode(s.signaled()))
 		}
@@ -142,10 +144,14 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 	code, stopped := s.supervise(l.Context(), l, c)
 	if stopped {
 		cause := context.Cause(l.Context())
-		a.unlock(l)
+		_ = a.unlock(l)
 		return failf(lostExitCode(cause), "lock %q was lost while CMD ran, and CMD was stopped: %v", f.name, cause)
 	}
-	a.unlock(l)
+	if err := a.unlock(l); errors.Is(err, backend.ErrMisconfigured) {
+		return failf(ExitConfig, "lock %q was taken while CMD ran (CMD exited %d before a renewal could tell, its release found out): %v", f.name, code, err)
+	} else if errors.Is(err, backend.ErrLost) {
+		a.log.Warn("the lock was taken or force-released while CMD ran: its release found it no longer this holder's, so CMD's work may have overlapped another holder's", "lock", f.name, "token", l.Token(), "err", err)
+	}
 	return exitCode(code)
 }
 
@@ -230,8 +236,10 @@ func describeHolder(h *backend.HeldError, self string) string {
 }
 
 // unlock releases l, bounded in time; a failure only means the lock expires
-// after its TTL instead of at once.
-func (a *app) unlock(l *baton.Lease) {
+// after its TTL instead of at once. It returns the release's error: one
+// matching backend.ErrLost says that the store had given the lock to
+// another claim (or freed it) by then.
+func (a *app) unlock(l *baton.Lease) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := l.Unlock(ctx)
@@ -241,4 +249,5 @@ func (a *app) unlock(l *baton.Lease) {
 	case err != nil:
 		a.log.Warn("release failed; the lock expires after its TTL", "lock", l.Name(), "err", err)
 	}
+	return err
 }

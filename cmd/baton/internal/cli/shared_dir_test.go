@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -78,5 +79,38 @@ func takeAsAnotherMachine(t *testing.T, path string) {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A lock taken by another machine while CMD runs, and found so only at
+// its release (CMD exited before the next renewal), is the same
+// misconfiguration: lock exits 78 naming it, not with CMD's 0 and no word.
+func TestLockFoundTakenAtRelease(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := filepath.Join(t.TempDir(), "finish")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A TTL of a minute: no renewal comes before CMD exits.
+	p := startCLI(t, "lock", nil, "lock", "--name", "shared", "--dir", dir, "--ttl", "60s", "--",
+		"sh", "-c", `echo started; read x < "$0"`, fifo)
+	p.stdout.waitFor(t, "started", 15*time.Second)
+	takeAsAnotherMachine(t, filepath.Join(dir, "shared.json"))
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // waits for CMD to read
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteString("done\n"); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if code := p.wait(15 * time.Second); code != 78 {
+		t.Fatalf("exit code %d, want 78; stderr:\n%s", code, p.stderr)
+	}
+	for _, want := range []string{"another machine uses the directory", "boot-of-another-machine"} {
+		if !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, p.stderr)
+		}
 	}
 }
