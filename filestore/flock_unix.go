@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -134,6 +135,18 @@ func (h lockHandle) names(path string) (bool, error) {
 		return false, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
 	return open.Dev == named.Dev && open.Ino == named.Ino, nil
+}
+
+// fileOwner returns path, or its directory if path does not exist, with
+// the user ID that owns it as this process's user namespace shows it.
+func fileOwner(path string) (string, int, bool) {
+	for _, p := range []string{path, filepath.Dir(path)} {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err == nil {
+			return p, int(st.Uid), true
+		}
+	}
+	return "", 0, false
 }
 
 // noEINTR calls f again while it fails with EINTR.

@@ -29,9 +29,7 @@ func fsError(err error, dir string) error {
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
 		return &markedError{err: err, mark: backend.ErrUnavailable, fix: descriptorsFix(err)}
 	case errors.Is(err, fs.ErrPermission):
-		return &markedError{err: err, mark: backend.ErrForbidden, fix: fmt.Sprintf(
-			"this process (uid %d) may not read or write the lock directory %s or a file in it: run it as the user that owns them, or give that user read and write access (for a directory shared by a group, the processes must create files group-writable: filestore.WithPermissions in Go; baton lock and run create them for their own user only)",
-			os.Geteuid(), dir)}
+		return &markedError{err: err, mark: backend.ErrForbidden, fix: permissionFix(err, dir)}
 	case errors.Is(err, syscall.EROFS):
 		return &markedError{err: err, mark: backend.ErrMisconfigured, fix: fmt.Sprintf(
 			"the lock directory %s is on a read-only file system: use a directory on a writable local file system", dir)}
@@ -41,6 +39,36 @@ func fsError(err error, dir string) error {
 	}
 	return err
 }
+
+// permissionFix says what to do when the file system refused err's
+// operation in the lock directory dir: it names this process's user, the
+// owner of the file refused, and, in a user namespace (where uid 0 is not
+// root, and files of users not mapped into it show as owned by the
+// overflow uid, 65534), the user this process is outside it.
+func permissionFix(err error, dir string) string {
+	uid, owner := os.Geteuid(), ""
+	outside, inNS := outsideUID(uid)
+	who := fmt.Sprintf("uid %d", uid)
+	if inNS {
+		who = fmt.Sprintf("uid %d in a user namespace, uid %d outside it", uid, outside)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		if path, o, ok := fileOwner(pe.Path); ok && o != uid {
+			owner = fmt.Sprintf(" (%s belongs to uid %d)", path, o)
+			if inNS && o == overflowUID {
+				owner = fmt.Sprintf(" (%s belongs to a user not mapped into this process's user namespace, shown as uid %d: map that user into the namespace, or make the files belong to uid %d)", path, o, outside)
+			}
+		}
+	}
+	return fmt.Sprintf("this process (%s) may not read or write the lock directory %s or a file in it%s: run it as the user that owns them, or give that user read and write access (for a directory shared by a group, the processes must create files group-writable: filestore.WithPermissions in Go; baton lock and run create them for their own user only)",
+		who, dir, owner)
+}
+
+// overflowUID is the user ID that a user namespace shows for the owner of
+// a file whose owner is not mapped into it (the kernel.overflowuid
+// sysctl's default).
+const overflowUID = 65534
 
 // descriptorsFix says what to do when a process (EMFILE) or the system
 // (ENFILE) has no file descriptor left to open a lock's files with: each

@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -23,6 +24,11 @@ var timensHelper func(dir string) int
 
 const timensHelperEnv = "BATON_FILE_TIMENS_HELPER"
 
+// usernsHelperEnv names the lock directory that the child of
+// TestUserNamespacePermission, root in a user namespace of its own, may
+// not write.
+const usernsHelperEnv = "BATON_FILE_USERNS_HELPER"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		// A child process of TestCrossProcessExclusion.
@@ -31,6 +37,11 @@ func TestMain(m *testing.M) {
 	if dirs := os.Getenv(permHelperEnv); dirs != "" {
 		// A child process of TestPermissionDenied, run as another user.
 		os.Exit(permHelperMain(dirs))
+	}
+	if dir := os.Getenv(usernsHelperEnv); dir != "" {
+		_, err := New(dir)
+		fmt.Println(err)
+		os.Exit(0)
 	}
 	if dir := os.Getenv(timensHelperEnv); dir != "" && timensHelper != nil {
 		os.Exit(timensHelper(dir))

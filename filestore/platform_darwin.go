@@ -34,3 +34,6 @@ func readBootID() (string, error) {
 // bootIDMounted is false: macOS has no mount namespaces to give a process
 // a boot ID of its own.
 func bootIDMounted() bool { return false }
+
+// outsideUID is false: macOS has no user namespaces.
+func outsideUID(int) (int, bool) { return 0, false }

@@ -116,3 +116,41 @@ func mountedAt(mountinfo, path string) bool {
 	}
 	return false
 }
+
+// outsideUID returns the user ID outside this process's user namespace
+// that uid (of this namespace) stands for, and whether this process is in
+// a user namespace other than the machine's initial one (rootless Podman,
+// Docker with userns-remap, unshare --user): there uid 0 is not root and
+// may be refused files that root could open. False if /proc/self/uid_map
+// cannot be read or shows the initial namespace's identity map.
+func outsideUID(uid int) (int, bool) {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return 0, false
+	}
+	return parseUIDMap(string(b), uid)
+}
+
+// parseUIDMap reads a uid_map (lines of "INSIDE OUTSIDE COUNT": see
+// user_namespaces(7)) for outsideUID.
+func parseUIDMap(m string, uid int) (int, bool) {
+	for line := range strings.Lines(m) {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		in, err1 := strconv.ParseInt(f[0], 10, 64)
+		out, err2 := strconv.ParseInt(f[1], 10, 64)
+		n, err3 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return 0, false
+		}
+		if in == 0 && out == 0 && n == math.MaxUint32 {
+			return 0, false // the initial namespace
+		}
+		if int64(uid) >= in && int64(uid)-in < n {
+			return int(out + int64(uid) - in), true
+		}
+	}
+	return 0, false
+}
