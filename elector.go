@@ -128,13 +128,15 @@ func (e *Elector) setLeader(id string, self bool) {
 // Run returns:
 //   - ctx's error when ctx ends. Once work has returned, Run releases the
 //     lock (WithReleaseOnCancel, the default) so that a standby takes over
-//     at once.
+//     at once, and warns if the release finds it taken, as below.
 //   - work's result (nil included) when work returns while the term is
 //     still valid; the lock is released first (waiting at most 5 s for the
 //     store: a release that fails leaves the lock to expire after its TTL,
-//     logged). To lead for as long as the process runs, work blocks until
-//     its context ends. The same holds when work released the term itself
-//     (Lease.Unlock) and then returned: Run does not campaign again.
+//     logged; one that finds the lock taken or force-released during the
+//     term, which no renewal told, logs a warning). To lead for as long as
+//     the process runs, work blocks until its context ends. The same holds
+//     when work released the term itself (Lease.Unlock) and then returned:
+//     Run does not campaign again.
 //   - an error matching ErrGraceExceeded when work did not return within
 //     the grace period after its term ended. The lock is then not released
 //     but left to expire, and Run does not campaign again, because a second
@@ -232,9 +234,21 @@ func (e *Elector) releaseAfterWork(ctx context.Context, l *Lease) {
 	uerr := l.Unlock(rctx)
 	cancel()
 	e.stopped(l, ErrReleased)
-	if uerr != nil && !errors.Is(uerr, ErrLost) {
+	if !e.warnLostAtRelease(l, nil, uerr) && uerr != nil && !errors.Is(uerr, ErrLost) {
 		cfg.logger.Warn("baton: release after work returned failed", "lock", e.mu.name, "err", uerr)
 	}
+}
+
+// warnLostAtRelease logs, and reports, a release of term l (which ended
+// for cause, nil if it was valid) that found the lock no longer the
+// term's, taken or force-released during it, when no loss ended the term
+// first: no renewal came between, and the release is the only sign.
+func (e *Elector) warnLostAtRelease(l *Lease, cause, uerr error) bool {
+	if !errors.Is(uerr, ErrLost) || errors.Is(cause, ErrLost) {
+		return false
+	}
+	e.mu.cfg.logger.Warn("baton: when work returned, the lock was no longer this term's (taken or force-released during it): work may have overlapped another holder's", "lock", e.mu.name, "token", l.Token(), "err", uerr)
+	return true
 }
 
 // endOnCancel ends term l (which ended for cause) once Run's ctx ended and
@@ -244,7 +258,7 @@ func (e *Elector) endOnCancel(ctx context.Context, l *Lease, cause error) {
 	cfg := e.mu.cfg
 	if cfg.releaseOnCancel {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.releaseTimeout)
-		if uerr := l.Unlock(rctx); uerr != nil && !errors.Is(uerr, ErrLost) {
+		if uerr := l.Unlock(rctx); !e.warnLostAtRelease(l, cause, uerr) && uerr != nil && !errors.Is(uerr, ErrLost) {
 			cfg.logger.Warn("baton: release on shutdown failed; the lock will expire after its TTL", "lock", e.mu.name, "err", uerr)
 		}
 		cancel()

@@ -480,3 +480,48 @@ func TestElectorWorkReleasingItsTermEndsRun(t *testing.T) {
 		})
 	}
 }
+
+// A term whose lock is force-released while work runs, and whose work
+// returns before a renewal could tell, is still reported: the release
+// after work finds the loss and logs it (it was dropped without a word).
+func TestElectorLossFoundAtReleaseLogged(t *testing.T) {
+	s := memstore.New()
+	logs := &lines{}
+	el, err := baton.NewElector(s, "jobs.nightly", baton.WithIdentity("me"), baton.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = el.Run(context.Background(), func(ctx context.Context, _ *baton.Lease) error {
+		return s.ForceRelease(ctx, "jobs.nightly")
+	})
+	if err != nil {
+		t.Fatalf("Run = %v, want work's nil", err)
+	}
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "no longer this term's") {
+		t.Errorf("log:\n%s\nwant a warning that the lock was lost before work returned", out)
+	}
+}
+
+// The same when Run's context ends as work returns (baton run stops so
+// when its command exits on its own): the release on shutdown reports it.
+func TestElectorLossFoundAtShutdownLogged(t *testing.T) {
+	s := memstore.New()
+	logs := &lines{}
+	el, err := baton.NewElector(s, "jobs.nightly", baton.WithIdentity("me"), baton.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err = el.Run(ctx, func(ctx context.Context, _ *baton.Lease) error {
+		err := s.ForceRelease(ctx, "jobs.nightly")
+		cancel()
+		return err
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "no longer this term's") {
+		t.Errorf("log:\n%s\nwant a warning that the lock was lost before work returned", out)
+	}
+}
