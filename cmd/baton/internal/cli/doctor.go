@@ -25,7 +25,7 @@ with --name); on a network store, its round trip (the fastest of three reads;
 on Redlock, each server's PINGs, a quorum's counting), judged against the timings: it fails when a renew has less than two round
 trips before the renew deadline and warns when a round trip is longer than
 the retry period, naming the --ttl that would work; on the file backend, the lock directory's file system (not a
-network one, not one in memory, not full), its mode (not writable by
+network one, not one in memory, not full, not a container's own overlay), its mode (not writable by
 every user) and the boot ID that claims carry (not a container's own, as
 systemd-nspawn and LXC give); on Kubernetes, that the namespace exists
 and is not being deleted, that the DistributedLock CRD is installed

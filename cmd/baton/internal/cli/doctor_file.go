@@ -31,6 +31,9 @@ func fileSystemCheck(st store) check {
 	case info.Volatile:
 		return check{label, resultWarn, fmt.Sprintf("%s is on %s, in memory: a reboot loses the fencing counters, so tokens start again from the bottom", fs.Dir(), info.Type),
 			"use a directory on a persistent file system (--dir, or $BATON_DIR): the default under /var/lib or ~/.local/state is one"}
+	case info.Type == "overlay":
+		return check{label, resultWarn, fmt.Sprintf("%s is on overlay, as a container's own root file system is: if it is one, no other container sees these locks (each container of the same image locks its own copy of the directory, and none excludes another), and they go with the container, so a new one's tokens start again from the bottom", fs.Dir()),
+			"give the containers that share these locks a volume mounted at this directory (or --dir, or $BATON_DIR, naming one)"}
 	}
 	return check{label, resultPass, fmt.Sprintf("%s is on %s, a local file system", fs.Dir(), info.Type), ""}
 }

@@ -39,3 +39,33 @@ func TestDoctorFullFileSystem(t *testing.T) {
 		t.Errorf("doctor on a full file system: exit %d, file system row %+v, want FAIL\n%s", code, got, out)
 	}
 }
+
+// doctor on an overlay file system (a container's root file system, where
+// a lock directory without a volume lands) warns that other containers do
+// not share it; it passed it as a local file system. Mounting needs
+// CAP_SYS_ADMIN; without it the test skips and says why.
+func TestDoctorOverlayFileSystem(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	lower, upper, work, merged := filepath.Join(base, "lower"), filepath.Join(base, "upper"), filepath.Join(base, "work"), filepath.Join(base, "merged")
+	for _, d := range []string{lower, upper, work, merged} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mount("overlay", merged, "overlay", 0, "lowerdir="+lower+",upperdir="+upper+",workdir="+work); err != nil {
+		t.Skipf("cannot mount an overlay file system (%v): needs root with CAP_SYS_ADMIN", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(merged, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmounting %s: %v", merged, err)
+		}
+	})
+	code, out, _ := runCLI(t, "doctor", "--dir", filepath.Join(merged, "locks"))
+	if got := doctorTable(t, out)["file system"]; code != 0 || got.result != "WARN" || !strings.Contains(got.detail, "no other container sees these locks") {
+		t.Errorf("doctor on overlay: exit %d, file system row %+v, want WARN\n%s", code, got, out)
+	}
+	if fix := doctorFix(out, "file system"); !strings.Contains(fix, "volume") {
+		t.Errorf("file system fix %q does not name a volume", fix)
+	}
+}
