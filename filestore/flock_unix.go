@@ -14,17 +14,38 @@ import (
 // lockHandle is an open lock file. Closing it drops the flock.
 type lockHandle int
 
-// openLockFile opens the lock file at path, creating it if create is true.
-// Reading is enough for flock. With create false, a missing file is an
-// error matching fs.ErrNotExist.
+// openLockFile opens the lock file at path, creating it if create is true
+// with exactly the permission bits perm (see createFile). Reading is
+// enough for flock. With create false, a missing file is an error matching
+// fs.ErrNotExist.
 func openLockFile(path string, perm fs.FileMode, create bool) (lockHandle, error) {
-	flags := unix.O_RDONLY
-	if create {
-		flags |= unix.O_CREAT
+	for {
+		if create {
+			fd, err := openRegular(path, unix.O_RDONLY|unix.O_CREAT|unix.O_EXCL, perm)
+			if err == nil {
+				return created(fd, path, perm)
+			}
+			if !errors.Is(err, fs.ErrExist) {
+				return -1, err
+			}
+		}
+		fd, err := openRegular(path, unix.O_RDONLY, perm)
+		if create && errors.Is(err, fs.ErrNotExist) {
+			continue // removed since: create it
+		}
+		if err != nil {
+			return -1, err
+		}
+		return lockHandle(fd), nil
 	}
-	fd, err := openRegular(path, flags, perm)
-	if err != nil {
-		return -1, err
+}
+
+// created gives fd, the lock file just created at path, the mode perm,
+// past the umask.
+func created(fd int, path string, perm fs.FileMode) (lockHandle, error) {
+	if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
+		_ = unix.Close(fd)
+		return -1, &fs.PathError{Op: "fchmod", Path: path, Err: err}
 	}
 	return lockHandle(fd), nil
 }

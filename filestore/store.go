@@ -16,8 +16,8 @@ import (
 	"github.com/baton-go/baton/backend"
 )
 
-// DefaultPermissions is the mode of the files the store creates, before the
-// umask. New creates a missing directory with the same bits plus the
+// DefaultPermissions is the mode of the files the store creates, whatever
+// the umask. New creates a missing directory with the same bits plus the
 // matching search (x) bits: 0o700 by default.
 const DefaultPermissions fs.FileMode = 0o600
 
@@ -74,10 +74,12 @@ func ReadOnly() Option {
 }
 
 // WithPermissions sets the mode of the lock and record files the store
-// creates (subject to the umask; the owner needs read and write). A missing
-// directory is created with these bits plus search bits where they have
-// read bits: WithPermissions(0o660) gives 0o770, for a directory shared by
-// a group. Default DefaultPermissions. Anyone who can open a lock file can
+// creates, exactly, whatever the process's umask (the owner needs read and
+// write). A missing directory is created with these bits plus search bits
+// where they have read bits: WithPermissions(0o660) gives 0o770, for a
+// directory shared by a group (under the common umask 022 it gave 0o750 and
+// files of 0o640, which refused the group's other users). Files that exist
+// keep their modes. Default DefaultPermissions. Anyone who can open a lock file can
 // also hold its flock and so block the lock; anyone who can write the
 // directory can rewrite records. Share the directory only with processes
 // you trust to follow the protocol.
@@ -137,6 +139,9 @@ func New(dir string, opts ...Option) (*Store, error) {
 		if err := os.MkdirAll(abs, dirPerm(o.perm)); err != nil {
 			return nil, fmt.Errorf("file: creating lock directory: %w", mkdirError(err, abs))
 		}
+		if err := chmodPastUmask(abs, dirPerm(o.perm)); err != nil {
+			return nil, fmt.Errorf("file: creating lock directory: %w", fsError(err, abs))
+		}
 	case err != nil:
 		return nil, fmt.Errorf("file: lock directory: %w", fsError(err, abs))
 	case !fi.IsDir():
@@ -154,6 +159,17 @@ func New(dir string, opts ...Option) (*Store, error) {
 	}
 	removeStaleTemps(abs, time.Now())
 	return st, nil
+}
+
+// chmodPastUmask gives the directory dir, just created, the permission
+// bits perm that the umask stripped, and keeps the setgid bit that a
+// parent's setgid gave it (its files then belong to the parent's group).
+func chmodPastUmask(dir string, perm fs.FileMode) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	return os.Chmod(dir, perm|fi.Mode()&fs.ModeSetgid)
 }
 
 // dirPerm adds search bits where perm has read bits.
@@ -645,7 +661,7 @@ func (s *Store) replace(temp, path string, data []byte) error {
 	if err := os.Remove(temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err // left over from a crash, and not ours to remove
 	}
-	f, err := os.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, s.perm)
+	f, err := createFile(temp, s.perm)
 	if err != nil {
 		return err
 	}
@@ -664,6 +680,22 @@ func (s *Store) replace(temp, path string, data []byte) error {
 		return err
 	}
 	return syncDir(s.dir)
+}
+
+// createFile creates the new file path, for writing, with exactly the
+// permission bits perm: the umask would strip the group bits that a
+// directory shared by a group needs.
+func createFile(path string, perm fs.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(perm); err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return nil, err
+	}
+	return f, nil
 }
 
 // syncDir makes a rename in dir durable.

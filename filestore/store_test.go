@@ -400,9 +400,7 @@ func TestNew(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		umask := syscall.Umask(0)
-		syscall.Umask(umask)
-		if want := fs.FileMode(0o700) &^ fs.FileMode(umask); fi.Mode().Perm() != want {
+		if want := fs.FileMode(0o700); fi.Mode().Perm() != want {
 			t.Errorf("directory mode %v, want %v", fi.Mode().Perm(), want)
 		}
 		if s.Dir() != dir {
@@ -414,7 +412,7 @@ func TestNew(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := fs.FileMode(0o600) &^ fs.FileMode(umask); fi.Mode().Perm() != want {
+			if want := fs.FileMode(0o600); fi.Mode().Perm() != want {
 				t.Errorf("%s mode %v, want %v", name, fi.Mode().Perm(), want)
 			}
 		}
@@ -430,18 +428,36 @@ func TestNew(t *testing.T) {
 		}
 	})
 	t.Run("permissions", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "shared")
-		if _, err := New(dir, WithPermissions(0o660)); err != nil {
+		// The common umask 022 must not strip the group's write bits: a
+		// group's other users were refused the files.
+		// A setgid parent's setgid bit, which gives the files its group,
+		// stays.
+		defer syscall.Umask(syscall.Umask(0o022))
+		parent := t.TempDir()
+		if err := os.Chmod(parent, 0o770|fs.ModeSetgid); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(parent, "shared")
+		s, err := New(dir, WithPermissions(0o660))
+		if err != nil {
 			t.Fatal(err)
 		}
 		fi, err := os.Stat(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		umask := syscall.Umask(0)
-		syscall.Umask(umask)
-		if want := fs.FileMode(0o770) &^ fs.FileMode(umask); fi.Mode().Perm() != want {
-			t.Errorf("directory mode %v, want %v", fi.Mode().Perm(), want)
+		if want := fs.FileMode(0o770); fi.Mode().Perm() != want || fi.Mode()&fs.ModeSetgid == 0 {
+			t.Errorf("directory mode %v, want %v with setgid", fi.Mode(), want)
+		}
+		mustAcquire(t, s, "k", req("h", "n", time.Second))
+		for _, name := range []string{"k.lock", "k.json", "k.epoch"} {
+			fi, err := os.Stat(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o660 {
+				t.Errorf("%s mode %v, want 0o660", name, fi.Mode().Perm())
+			}
 		}
 		for _, perm := range []fs.FileMode{0o400, 0o200, 0o1600, fs.ModeDir | 0o700} {
 			if _, err := New(t.TempDir(), WithPermissions(perm)); !errors.Is(err, backend.ErrInvalidOptions) {

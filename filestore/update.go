@@ -202,7 +202,7 @@ func (s *Store) updateLocked(ctx context.Context, p paths, key string, fn change
 // it is written without the flock.
 func (s *Store) writeTemp(p paths, r *record) (string, error) {
 	temp := fmt.Sprintf("%s-%016x", p.temp, rand.Uint64())
-	f, err := os.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, s.perm)
+	f, err := createFile(temp, s.perm)
 	if err != nil {
 		return "", fmt.Errorf("file: writing the record for lock %q: %w", r.key, err)
 	}
