@@ -24,8 +24,17 @@
 //
 //	el, err := baton.NewElector(store, "billing-scheduler")
 //	elector := gocronlock.NewElector(el)
-//	go elector.Run(ctx)
+//	done := make(chan error, 1)
+//	go func() { done <- elector.Run(ctx) }()
 //	s, err := gocron.NewScheduler(gocron.WithDistributedElector(elector))
+//	...
+//	<-ctx.Done()
+//	_ = s.Shutdown()
+//	<-done // Run has released the lock: close the store, exit
+//
+// Wait for Run to return before closing the store or exiting: it releases
+// the lock after ctx ends, and a process that exits first leaves the lock
+// held until its TTL ends, so the standby waits that long to take over.
 //
 // With a Locker:
 //

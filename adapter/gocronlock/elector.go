@@ -42,7 +42,9 @@ var errNilElector = errors.New("gocronlock: the Elector was made with a nil *bat
 // Run campaigns until ctx ends, holding each term until it ends, and
 // returns what baton.Elector.Run returns (ctx's error once ctx ends). When
 // ctx ends the lock is released (unless baton.WithReleaseOnCancel(false)),
-// so that a standby scheduler takes over at once.
+// so that a standby scheduler takes over at once; Run returns after that
+// release. Wait for it before closing the store or exiting: a process that
+// exits first leaves the lock held until its TTL ends.
 func (g *Elector) Run(ctx context.Context) error {
 	if g.e == nil {
 		return errNilElector
