@@ -86,12 +86,9 @@ func (e *Elector) IsLeader() bool {
 	return t != nil && t.Err() == nil
 }
 
-// observeLeader records the holder seen by an attempt while campaigning.
-func (e *Elector) observeLeader(id string) { e.setLeader(id, false) }
-
 // setLeader records id as the leader; self is true when id is this
-// elector's own new term.
-func (e *Elector) setLeader(id string, self bool) {
+// elector's own new term. ctx carries the values for the log line.
+func (e *Elector) setLeader(ctx context.Context, id string, self bool) {
 	e.leaderMu.Lock()
 	changed := e.leader != id
 	e.leader = id
@@ -105,12 +102,12 @@ func (e *Elector) setLeader(id string, self bool) {
 			// answer it gave up on, which the store carried out (a
 			// store that was paused or slow); or another process that
 			// was given the same identity.
-			cfg.logger.Info("baton: the lock is held under this elector's own identity, but not by its current term: "+
+			cfg.logger.InfoContext(ctx, "baton: the lock is held under this elector's own identity, but not by its current term: "+
 				"a claim of its previous term, or of an attempt of its own that got no answer in time but was carried out by the store "+
 				"(which was slow or paused), until that claim ends; or another process configured with the same identity",
 				"lock", e.mu.name, "leader", id, "self", false)
 		} else {
-			cfg.logger.Info("baton: new leader", "lock", e.mu.name, "leader", id, "self", self)
+			cfg.logger.InfoContext(ctx, "baton: new leader", "lock", e.mu.name, "leader", id, "self", self)
 		}
 		if cfg.onNewLeader != nil {
 			cfg.onNewLeader(id)
@@ -166,8 +163,9 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 		return err
 	}
 	cfg := e.mu.cfg
+	observeLeader := func(id string) { e.setLeader(ctx, id, false) } // the holder seen while campaigning
 	for {
-		l, err := e.mu.lock(ctx, ctx, e.observeLeader)
+		l, err := e.mu.lock(ctx, ctx, observeLeader)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -234,8 +232,8 @@ func (e *Elector) releaseAfterWork(ctx context.Context, l *Lease) {
 	uerr := l.Unlock(rctx)
 	cancel()
 	e.stopped(l, ErrReleased)
-	if !e.warnLostAtRelease(l, nil, uerr) && uerr != nil && !errors.Is(uerr, ErrLost) {
-		cfg.logger.Warn("baton: release after work returned failed", "lock", e.mu.name, "err", uerr)
+	if !e.warnLostAtRelease(ctx, l, nil, uerr) && uerr != nil && !errors.Is(uerr, ErrLost) {
+		cfg.logger.WarnContext(ctx, "baton: release after work returned failed", "lock", e.mu.name, "err", uerr)
 	}
 }
 
@@ -243,11 +241,11 @@ func (e *Elector) releaseAfterWork(ctx context.Context, l *Lease) {
 // for cause, nil if it was valid) that found the lock no longer the
 // term's, taken or force-released during it, when no loss ended the term
 // first: no renewal came between, and the release is the only sign.
-func (e *Elector) warnLostAtRelease(l *Lease, cause, uerr error) bool {
+func (e *Elector) warnLostAtRelease(ctx context.Context, l *Lease, cause, uerr error) bool {
 	if !errors.Is(uerr, ErrLost) || errors.Is(cause, ErrLost) {
 		return false
 	}
-	e.mu.cfg.logger.Warn("baton: when work returned, the lock was no longer this term's (taken or force-released during it): work may have overlapped another holder's", "lock", e.mu.name, "token", l.Token(), "err", uerr)
+	e.mu.cfg.logger.WarnContext(ctx, "baton: when work returned, the lock was no longer this term's (taken or force-released during it): work may have overlapped another holder's", "lock", e.mu.name, "token", l.Token(), "err", uerr)
 	return true
 }
 
@@ -258,8 +256,8 @@ func (e *Elector) endOnCancel(ctx context.Context, l *Lease, cause error) {
 	cfg := e.mu.cfg
 	if cfg.releaseOnCancel {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.releaseTimeout)
-		if uerr := l.Unlock(rctx); !e.warnLostAtRelease(l, cause, uerr) && uerr != nil && !errors.Is(uerr, ErrLost) {
-			cfg.logger.Warn("baton: release on shutdown failed; the lock will expire after its TTL", "lock", e.mu.name, "err", uerr)
+		if uerr := l.Unlock(rctx); !e.warnLostAtRelease(ctx, l, cause, uerr) && uerr != nil && !errors.Is(uerr, ErrLost) {
+			cfg.logger.WarnContext(ctx, "baton: release on shutdown failed; the lock will expire after its TTL", "lock", e.mu.name, "err", uerr)
 		}
 		cancel()
 	} else {
@@ -277,9 +275,9 @@ func (e *Elector) startTerm(l *Lease) {
 	e.leaderMu.Lock()
 	e.term = l
 	e.leaderMu.Unlock()
-	e.setLeader(cfg.identity, true)
+	e.setLeader(l.Context(), cfg.identity, true)
 	e.mu.observe(Event{Kind: EventStartedLeading, Name: e.mu.name, Holder: cfg.identity, Token: l.Token()})
-	cfg.logger.Info("baton: started leading", "lock", e.mu.name, "token", l.Token())
+	cfg.logger.InfoContext(l.Context(), "baton: started leading", "lock", e.mu.name, "token", l.Token())
 	if cfg.onStarted != nil {
 		cfg.onStarted(l.Context(), l)
 	}
@@ -344,7 +342,7 @@ func (e *Elector) stopped(l *Lease, cause error) {
 	}
 	e.leaderMu.Unlock()
 	e.mu.observe(Event{Kind: EventStoppedLeading, Name: e.mu.name, Holder: cfg.identity, Token: l.Token(), Err: cause})
-	cfg.logger.Info("baton: stopped leading", "lock", e.mu.name, "token", l.Token(), "cause", cause)
+	cfg.logger.InfoContext(l.Context(), "baton: stopped leading", "lock", e.mu.name, "token", l.Token(), "cause", cause)
 	if cfg.onStopped != nil {
 		cfg.onStopped(l, cause)
 	}

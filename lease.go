@@ -280,7 +280,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 	}
 	l.m.observe(Event{Kind: EventReleased, Name: l.m.name, Holder: g.Holder, Token: g.Token})
 	if l.m.cfg.logger.Enabled(ctx, slog.LevelDebug) { // spare the arguments' allocation on every Unlock
-		l.m.cfg.logger.Debug("baton: released", "lock", l.m.name, "holder", g.Holder, "token", g.Token)
+		l.m.cfg.logger.DebugContext(ctx, "baton: released", "lock", l.m.name, "holder", g.Holder, "token", g.Token)
 	}
 	return nil
 }
@@ -432,7 +432,7 @@ func (l *Lease) checkUnanswered(p *pendingRenew, g backend.Grant, now time.Time)
 	stepDown := l.lastSend.Add(cfg.renewDeadline)
 	l.mu.Unlock()
 	l.m.observe(Event{Kind: EventRenewFailed, Name: l.m.name, Holder: g.Holder, Token: g.Token, Err: err})
-	cfg.logger.Warn("baton: renew has no answer; waiting for it until the renew deadline", "lock", l.m.name, "token", g.Token, "err", err, "step_down_in", stepDown.Sub(now))
+	cfg.logger.WarnContext(l.ctx, "baton: renew has no answer; waiting for it until the renew deadline", "lock", l.m.name, "token", g.Token, "err", err, "step_down_in", stepDown.Sub(now))
 }
 
 // renewAnswered applies a renew's answer and returns when to renew next,
@@ -469,7 +469,7 @@ func (l *Lease) renewAnswered(g backend.Grant, r renewResult, late bool) (next t
 	if !late {
 		l.m.observe(Event{Kind: EventRenewFailed, Name: l.m.name, Holder: g.Holder, Token: g.Token, Err: r.err})
 	}
-	cfg.logger.Warn("baton: renew failed; retrying", "lock", l.m.name, "token", g.Token, "err", r.err, "retry_in", cfg.retryPeriod)
+	cfg.logger.WarnContext(l.ctx, "baton: renew failed; retrying", "lock", l.m.name, "token", g.Token, "err", r.err, "retry_in", cfg.retryPeriod)
 	return clk.Now().Add(cfg.retryPeriod), false
 }
 
@@ -486,7 +486,7 @@ func (l *Lease) warnSlow(g backend.Grant, took time.Duration) {
 		return
 	}
 	l.slowWarned = true
-	l.m.cfg.logger.Warn("baton: the store answers too slowly for these timings", "lock", l.m.name, "token", g.Token, "round_trip", took, "why", hint)
+	l.m.cfg.logger.WarnContext(l.ctx, "baton: the store answers too slowly for these timings", "lock", l.m.name, "token", g.Token, "round_trip", took, "why", hint)
 }
 
 // startRenew sends one renew in its own goroutine, so that the keeper stays
@@ -532,5 +532,5 @@ func (l *Lease) reportLoss(cause error) {
 	defer l.reports.Done()
 	holder, token := l.Holder(), l.Token() // fixed; the keeper writes only the grant's Version
 	l.m.observe(Event{Kind: EventLost, Name: l.m.name, Holder: holder, Token: token, Err: cause})
-	l.m.cfg.logger.Warn("baton: lock lost", "lock", l.m.name, "holder", holder, "token", token, "err", cause)
+	l.m.cfg.logger.WarnContext(l.ctx, "baton: lock lost", "lock", l.m.name, "holder", holder, "token", token, "err", cause)
 }

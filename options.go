@@ -119,6 +119,12 @@ func WithClock(clk Clock) Option { return func(c *config) { c.clock = clk } }
 // failed attempts are warned of at most every 10s, with their count (the
 // others at Debug). Debug lines (watches, polling) are off by default.
 // Pass slog.New(slog.DiscardHandler) to silence baton.
+//
+// The handler gets, with each line, the context of the call the line is
+// about: the one given to Lock, TryLock or Acquire (a Lease's own lines,
+// from its renewals to its loss, carry that context's values too), to
+// Unlock for the release, and Run's for an Elector. A handler can add
+// values from it, such as a trace ID.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithObserver sets a hook that receives an Event for every acquisition,

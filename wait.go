@@ -50,7 +50,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 		sent := c.clock.Now()
 		l, err := cl.claim(ctx, parent)
 		if err == nil {
-			fails.answered(c, name)
+			fails.answered(ctx, c, name)
 			c.observeAcquired(l, Event{Kind: EventAcquired, Name: l.Name(), Holder: c.identity, Token: l.Token(), Duration: c.clock.Since(start)})
 			return l, nil
 		}
@@ -58,7 +58,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 		wait := jitter(c.retryPeriod)
 		switch {
 		case errors.As(err, &held):
-			fails.answered(c, name)
+			fails.answered(ctx, c, name)
 			lastErr = held
 			if observe != nil {
 				observe(held.Holder)
@@ -73,7 +73,7 @@ func (c *config) await(ctx, parent context.Context, name string, cl claimer, can
 			return nil, err
 		default:
 			lastErr = err
-			fails.failed(c, name, err, wait)
+			fails.failed(ctx, c, name, err, wait)
 		}
 		if canWatch && w.changes == nil && held != nil {
 			// Watch only once the lock is found held, so that an
@@ -106,7 +106,7 @@ type failureLog struct {
 	total  int       // failures since since
 }
 
-func (f *failureLog) failed(c *config, name string, err error, retryIn time.Duration) {
+func (f *failureLog) failed(ctx context.Context, c *config, name string, err error, retryIn time.Duration) {
 	now := c.clock.Now()
 	if f.since.IsZero() {
 		f.since = now
@@ -114,20 +114,20 @@ func (f *failureLog) failed(c *config, name string, err error, retryIn time.Dura
 	f.count++
 	f.total++
 	if !f.warned.IsZero() && now.Sub(f.warned) < failureWarnEvery {
-		c.logger.Debug("baton: acquire failed; retrying", "lock", name, "err", err, "retry_in", retryIn)
+		c.logger.DebugContext(ctx, "baton: acquire failed; retrying", "lock", name, "err", err, "retry_in", retryIn)
 		return
 	}
-	c.logger.Warn("baton: acquire failed; retrying", "lock", name, "err", err, "retry_in", retryIn, "failures_since_last_warning", f.count)
+	c.logger.WarnContext(ctx, "baton: acquire failed; retrying", "lock", name, "err", err, "retry_in", retryIn, "failures_since_last_warning", f.count)
 	f.warned, f.count = now, 0
 }
 
 // answered logs the end of failures that were warned of: an attempt got
 // an answer (the lock, or its holder).
-func (f *failureLog) answered(c *config, name string) {
+func (f *failureLog) answered(ctx context.Context, c *config, name string) {
 	if f.since.IsZero() {
 		return
 	}
-	c.logger.Info("baton: the store answers again", "lock", name, "failed_attempts", f.total, "failing_for", c.clock.Since(f.since).Round(time.Millisecond))
+	c.logger.InfoContext(ctx, "baton: the store answers again", "lock", name, "failed_attempts", f.total, "failing_for", c.clock.Since(f.since).Round(time.Millisecond))
 	*f = failureLog{}
 }
 
@@ -205,7 +205,7 @@ func (w *watching) start(ctx context.Context, c *config, name string) bool {
 	}
 	ch, err := w.open(w.ctx)
 	if err != nil {
-		c.logger.Debug("baton: watch failed; polling", "lock", name, "err", err)
+		c.logger.DebugContext(ctx, "baton: watch failed; polling", "lock", name, "err", err)
 		return false
 	}
 	w.changes = ch
