@@ -78,7 +78,9 @@ func WithClock(c baton.Clock) Option { return func(cfg *config) { cfg.clock = c 
 func WithLocation(loc *time.Location) Option { return func(cfg *config) { cfg.loc = loc } }
 
 // WithLogger sets the structured logger, also given to the slot locks.
-// Default slog.Default().
+// Default slog.Default(). The handler gets Run's context with each line
+// (the slot locks' lines too), so that it can add values from it, such as
+// a trace ID.
 func WithLogger(l *slog.Logger) Option { return func(cfg *config) { cfg.logger = l } }
 
 // WithLockOptions sets options for the lock of every slot (TTL, identity,

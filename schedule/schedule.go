@@ -299,7 +299,7 @@ func (s *Scheduler) loop(ctx context.Context, j *job, wg *sync.WaitGroup, setBus
 		cursor = now.Add(-j.within)
 		slots, left := j.spec.newest(cursor, now, j.catchUp)
 		if left {
-			log.Info("schedule: missed slots skipped", "before", slots[0], "catch_up", j.catchUp)
+			log.InfoContext(ctx, "schedule: missed slots skipped", "before", slots[0], "catch_up", j.catchUp)
 		}
 		for _, slot := range slots {
 			if ctx.Err() != nil {
@@ -312,7 +312,7 @@ func (s *Scheduler) loop(ctx context.Context, j *job, wg *sync.WaitGroup, setBus
 	for {
 		next := j.spec.next(cursor)
 		if next.IsZero() {
-			log.Warn("schedule: no slot within five years; the job's loop ends", "after", cursor)
+			log.WarnContext(ctx, "schedule: no slot within five years; the job's loop ends", "after", cursor)
 			return
 		}
 		if !s.sleepUntil(ctx, next) {
@@ -334,7 +334,7 @@ func (s *Scheduler) loop(ctx context.Context, j *job, wg *sync.WaitGroup, setBus
 			}
 		}
 		if left {
-			log.Info("schedule: missed slots skipped", "before", slots[0], "catch_up", j.catchUp)
+			log.InfoContext(ctx, "schedule: missed slots skipped", "before", slots[0], "catch_up", j.catchUp)
 		}
 		for _, slot := range slots {
 			if ctx.Err() != nil {
@@ -381,7 +381,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	setBusy(true)
 	defer setBusy(false)
 	fail := func(msg string, err error) {
-		log.Error(msg, "err", err)
+		log.ErrorContext(ctx, msg, "err", err)
 		ev.Outcome, ev.Err = Error, err
 		s.observe(ev)
 	}
@@ -395,7 +395,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 		var held *backend.HeldError
 		switch {
 		case errors.As(err, &held):
-			log.Debug("schedule: slot lock held by another replica; skipping", "holder", held.Holder)
+			log.DebugContext(ctx, "schedule: slot lock held by another replica; skipping", "holder", held.Holder)
 			ev.Outcome, ev.Holder = Held, held.Holder
 			s.observe(ev)
 		case ctx.Err() != nil:
@@ -419,7 +419,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	if done {
 		end()
 		s.release(ctx, lease, key, log)
-		log.Debug("schedule: slot already done")
+		log.DebugContext(ctx, "schedule: slot already done")
 		ev.Outcome = AlreadyDone
 		s.observe(ev)
 		return
@@ -437,17 +437,17 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 // error.
 func (s *Scheduler) recordRun(ctx context.Context, j *job, slot time.Time, lease *baton.Lease, jobErr error, log *slog.Logger) (Outcome, error) {
 	if jobErr != nil {
-		log.Error("schedule: job failed; the slot is not recorded", "err", jobErr)
+		log.ErrorContext(ctx, "schedule: job failed; the slot is not recorded", "err", jobErr)
 		return Failed, jobErr
 	}
 	if lerr := lease.Err(); lerr != nil {
-		log.Warn("schedule: job returned after its slot lock ended; recording the slot anyway", "lease_err", lerr)
+		log.WarnContext(ctx, "schedule: job returned after its slot lock ended; recording the slot anyway", "lease_err", lerr)
 	}
 	if err := s.record(ctx, j.name, slot, lease.Token(), log); err != nil {
-		log.Error("schedule: job ran but its slot could not be recorded; it may run again", "err", err)
+		log.ErrorContext(ctx, "schedule: job ran but its slot could not be recorded; it may run again", "err", err)
 		return Unrecorded, err
 	}
-	log.Info("schedule: job ran")
+	log.InfoContext(ctx, "schedule: job ran")
 	return Ran, nil
 }
 
@@ -459,7 +459,7 @@ func (s *Scheduler) release(ctx context.Context, lease *baton.Lease, key string,
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	if err := lease.Unlock(rctx); err != nil && !errors.Is(err, backend.ErrLost) {
-		log.Warn("schedule: releasing the slot lock failed; it will expire", "err", err)
+		log.WarnContext(ctx, "schedule: releasing the slot lock failed; it will expire", "err", err)
 		return
 	}
 	s.removeLock(rctx, key, log)
@@ -487,7 +487,7 @@ func (s *Scheduler) removeLock(ctx context.Context, key string, log *slog.Logger
 	switch {
 	case err == nil:
 	case errors.Is(err, backend.ErrHeld):
-		log.Debug("schedule: slot lock held again before its removal; its holder removes it", "err", err)
+		log.DebugContext(ctx, "schedule: slot lock held again before its removal; its holder removes it", "err", err)
 	case errors.Is(err, backend.ErrForbidden):
 		// The same answer for every slot: say it once per scheduler.
 		lvl := slog.LevelDebug
@@ -497,7 +497,7 @@ func (s *Scheduler) removeLock(ctx context.Context, key string, log *slog.Logger
 		log.Log(ctx, lvl, "schedule: the store does not let this replica remove slot lock records, so they pile up, "+
 			"one per run; grant the permission the error names, or give schedule.KeepSlotLocks()", "err", err)
 	default:
-		log.Warn("schedule: removing the slot lock's record failed; it stays in the store", "err", err)
+		log.WarnContext(ctx, "schedule: removing the slot lock's record failed; it stays in the store", "err", err)
 	}
 }
 
@@ -560,7 +560,7 @@ func (s *Scheduler) record(ctx context.Context, job string, slot time.Time, toke
 		if err = s.ledger.Record(rctx, job, slot, token); err == nil {
 			return nil
 		}
-		log.Warn("schedule: recording the slot failed", "attempt", i+1, "err", err)
+		log.WarnContext(ctx, "schedule: recording the slot failed", "attempt", i+1, "err", err)
 	}
 	return err
 }
