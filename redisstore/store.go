@@ -152,10 +152,16 @@ func newStore(client redis.UniversalClient, o options) *Store {
 
 // Close waits for the releases of claims that acquires cut short by their
 // context may have written (at most 2 s), stops the background subscriber
-// that serves Watch (closing every open watch channel), forgets its waiters (their places in Redis expire
-// one TTL after their last attempt), fails the renewals waiting for their
-// batch, cancels the batches in flight and waits for them, and, for a
-// Store made by Open, closes its client. Afterwards every method returns
+// that serves Watch (closing every open watch channel), gives up the
+// places of its waiters in Redis, and waits for those give-ups and the
+// ones that waiters whose context ended started (at most 2 s; a place
+// not given up expires one TTL after its waiter's last attempt), fails
+// the renewals waiting for their batch, cancels the batches in flight and
+// waits for them, and, for a Store made by Open, closes its client.
+// Claims still held are not released: they expire after their TTL, and
+// their Leases end at their next renewal. Close the Store after every
+// Lease was unlocked (and Elector's Run returned), and before the process
+// exits (see "Direct handoff" in the package documentation). Afterwards every method returns
 // an error matching backend.ErrClosed, which the engine does not retry,
 // and so does an operation whose client was closed by its owner. A second
 // Close returns nil. A Store that is never closed keeps its subscriber
