@@ -465,7 +465,13 @@
 //     key and, if the lock was handed to the place meanwhile, the claim
 //     (conditioned on its exact value and lease): a waiter that gave up
 //     never keeps the lock. A handed claim whose waiter's lease ends goes
-//     with the lease.
+//     with the lease. The removal after a give-up is sent in the
+//     background: Lock (or an Elector's Run) returns without waiting for
+//     it, and Close waits for it. Close the Store before the process
+//     exits: a standby stopped by SIGTERM that exited (os.Exit) right
+//     after its Run returned, without Close, kept its place in 4 of 4
+//     runs, and the leader's next release handed the lock to it, so the
+//     other standby took over only after the TTL.
 //   - ForceRelease deletes the claim only; the holder's Store deletes the
 //     holder's queue key when it notices (within its verification period),
 //     or the key expires with the holder's lease, and the next waiter goes
@@ -476,9 +482,9 @@
 // to give up from one that is about to come back. This adds no
 // unavailability to a fair queue: the oldest waiter's place already blocks
 // everyone behind it, and a handed claim ends exactly when that place does
-// (the waiter's Store removes both at once when the Lock gives up, or both
-// go with its lease within the lease TTL when its process dies or is cut
-// off). A waiter that is alive but slow to retry (a broken watch, noticed
+// (the waiter's Store removes both at once when the Lock gives up, if the
+// process lives on or closes the Store, or both go with its lease within
+// the lease TTL when its process dies or is cut off). A waiter that is alive but slow to retry (a broken watch, noticed
 // at its engine's next periodic retry) delays the queue as before, whether
 // the lock is handed to it or merely free.
 //

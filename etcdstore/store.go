@@ -265,7 +265,9 @@ func (s *Store) Keys(name string) (claim, last, queue string) {
 // documentation), and their Renew and Release now fail with ErrLost: a
 // baton.Lease still running on this Store ends at once (AfterLoss), before
 // anyone else can acquire. Close closes the etcd client only if the Store
-// was made by OpenStore.
+// was made by OpenStore. Close the Store after every Lease was unlocked
+// (and Elector's Run returned) and before the process exits: it finishes
+// the removal of the places of waiters that gave up (see "Fair mode").
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
