@@ -212,13 +212,15 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context, l *Lea
 			e.endOnCancel(ctx, l, cause)
 			return ctx.Err()
 		}
-		// Lost: the claim may still be ours in the store (renewals failed
-		// but the store may have kept it); releasing it lets others start
+		// Lost: the term is over, and says so at once; the release below
+		// may wait for a store that does not answer, up to its timeout.
+		// The claim may still be ours in the store (renewals failed but
+		// the store may have kept it); releasing it lets others start
 		// sooner and is harmless otherwise (compare-and-release).
+		e.stopped(l, cause)
 		rctx, cancel := context.WithTimeout(ctx, cfg.releaseTimeout)
 		_ = l.Unlock(rctx)
 		cancel()
-		e.stopped(l, cause)
 	}
 }
 

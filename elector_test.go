@@ -525,3 +525,61 @@ func TestElectorLossFoundAtShutdownLogged(t *testing.T) {
 		t.Errorf("log:\n%s\nwant a warning that the lock was lost before work returned", out)
 	}
 }
+
+// gatedRelease is a script whose Release waits for gate (or its context):
+// a store that stopped answering.
+type gatedRelease struct {
+	*script
+	gate chan struct{}
+}
+
+func (s gatedRelease) Release(ctx context.Context, g backend.Grant) error {
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.script.Release(ctx, g)
+}
+
+// A lost term is reported over (OnStoppedLeading, EventStoppedLeading) as
+// soon as its work returned, not after the courtesy release that follows,
+// which waits up to its timeout for a store that does not answer: a
+// readiness flag set by the callbacks would otherwise say "leading" while
+// another replica may lead.
+func TestElectorLostTermReportedBeforeRelease(t *testing.T) {
+	b := gatedRelease{newScript(), make(chan struct{})}
+	stopped := make(chan error, 1)
+	e, clk := newElector(t, b, baton.OnStoppedLeading(func(_ *baton.Lease, cause error) { stopped <- cause }))
+	baton.SetReleaseTimeout(e, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Run(ctx, func(ctx context.Context, _ *baton.Lease) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	<-started
+	b.set("thief") // the next renew finds the claim taken
+	awaitTimer(t, clk)
+	clk.Step(5 * time.Second)
+	select {
+	case cause := <-stopped:
+		if !errors.Is(cause, baton.ErrLost) {
+			t.Errorf("OnStoppedLeading cause = %v, want ErrLost", cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("OnStoppedLeading not called within 5s of the loss while the release waits for the store")
+	}
+	if e.IsLeader() {
+		t.Error("IsLeader after the loss")
+	}
+	close(b.gate)
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+}

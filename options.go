@@ -153,7 +153,10 @@ func OnStartedLeading(f func(ctx context.Context, l *Lease)) Option {
 
 // OnStoppedLeading (Elector) registers a callback run when a term ended and
 // its work returned (or the grace period ran out), with the reason the term
-// ended. It must not block.
+// ended. After a loss it runs before Run tries to release the claim the
+// store may still keep, which can wait up to 5 s for a store that does not
+// answer; when Run's context ended, after the release (see Run). It must
+// not block.
 func OnStoppedLeading(f func(l *Lease, cause error)) Option {
 	return func(c *config) { c.onStopped = f; c.electorOption("OnStoppedLeading") }
 }
