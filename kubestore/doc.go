@@ -318,7 +318,11 @@
 // status) also needs "list". A denied request returns an error matching
 // backend.ErrForbidden that names the namespace, the resource, the verb and
 // the rule above (for "delete", also that only removal needs it); the
-// engine does not retry it. A
+// engine does not retry it. A request that RBAC allows but a
+// ValidatingAdmissionPolicy or an admission webhook of the cluster refuses
+// (with whatever status code the policy chose, 422 by default) returns an
+// error matching backend.ErrForbidden too, naming the policy and not a
+// Role, and is not retried either: the same policy would refuse it again. A
 // missing namespace returns an error matching ErrNamespaceNotFound and
 // backend.ErrMisconfigured that says so; a namespace being deleted (the API
 // server answers 403 to every create there) one matching

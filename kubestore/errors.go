@@ -123,6 +123,12 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		return fmt.Errorf("kube: %s %s: %w (%v)", op, where, context.DeadlineExceeded, err)
 	case errors.Is(err, backend.ErrCorruptRecord):
 		return fmt.Errorf("kube: %s %s: %w", op, where, err)
+	case isAdmissionDenial(err):
+		// Authorization passed (admission runs after it): no Role lifts
+		// this, and retrying meets the same policy.
+		return fmt.Errorf("kube: %s %s: %w: %s of the cluster refused the %s (%s); RBAC allows it, so no Role lifts this: "+
+			"ask the cluster's administrators to let this identity %s %s in namespace %q (see %s), or use another namespace or backend",
+			op, where, backend.ErrForbidden, admissionDenier(err), verb, apiMessage(err), verb, s.k.resource(), s.ns, admissionCommand(err))
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		// A 403 that no Role can lift: the namespace is going away.
 		return fmt.Errorf("kube: %s %s: %w: namespace %q is being deleted, and the API server creates nothing in it (%s); "+
@@ -204,6 +210,33 @@ func isCRDTerminating(err error) bool {
 func isMissingCredentialPlugin(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "getting credentials: exec: executable ") && strings.Contains(msg, " not found")
+}
+
+// isAdmissionDenial reports a refusal by a ValidatingAdmissionPolicy or
+// an admission webhook. Its status code is the policy's choice (422
+// Invalid by default, 403, 401 or 413; a webhook's 403 by default), so
+// only its message tells it from a validation error or an RBAC denial.
+func isAdmissionDenial(err error) bool {
+	msg := apiMessage(err)
+	return strings.Contains(msg, "ValidatingAdmissionPolicy '") && strings.Contains(msg, "denied request") ||
+		strings.Contains(msg, "admission webhook \"") && strings.Contains(msg, "denied the request")
+}
+
+// admissionDenier names what refused the request isAdmissionDenial reports.
+func admissionDenier(err error) string {
+	if strings.Contains(apiMessage(err), "ValidatingAdmissionPolicy '") {
+		return "a ValidatingAdmissionPolicy"
+	}
+	return "an admission webhook"
+}
+
+// admissionCommand is the kubectl command that shows what refused the
+// request isAdmissionDenial reports.
+func admissionCommand(err error) string {
+	if strings.Contains(apiMessage(err), "ValidatingAdmissionPolicy '") {
+		return "kubectl get validatingadmissionpolicies,validatingadmissionpolicybindings"
+	}
+	return "kubectl get validatingwebhookconfigurations"
 }
 
 // isQuota reports a refusal by the ResourceQuota admission plugin, which
