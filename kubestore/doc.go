@@ -66,7 +66,8 @@
 //   - Every contender, including a process that started after the
 //     deletion and never saw the object before, reads the deleting object
 //     and judges its claim as any other: one lease duration from the
-//     moment it first saw this version (the deletion is a new version).
+//     moment it first saw the claim (the deletion, which changes no claim,
+//     does not restart the count).
 //     TryAcquire returns a *backend.HeldError until then; after, it clears
 //     the expired claim, which removes the finalizer so that the API
 //     server completes the deletion, and creates the object anew. A
@@ -197,10 +198,16 @@
 // does client-go's leader election. Instead each store remembers, per lock
 // object, the last resourceVersion it saw and the time it first saw it, on
 // this process's monotonic clock. A claim held by someone else counts as
-// expired only once this process has seen the object unchanged for its
-// leaseDurationSeconds. Any write to the object, a renewal or anything
-// else, restarts the count. HeldError.RetryAfter and Record.Remaining are
-// the rest of that observation window.
+// expired only once this process has seen its claim unchanged for its
+// leaseDurationSeconds. Any write to the claim (holder, nonce, renewTime,
+// leaseDurationSeconds, token), a renewal or anything else, restarts the
+// count; a write of other fields alone (labels, annotations not baton's,
+// owner references, a ConfigMap's data, by a controller or a GitOps tool)
+// does not, since it renews nothing: otherwise a tool that touched the
+// object more often than its lease duration would keep a crashed
+// holder's lock from everyone for ever. Every renewal writes a renewTime
+// other than the one it replaces. HeldError.RetryAfter and
+// Record.Remaining are the rest of that observation window.
 //
 // Consequences worth knowing:
 //

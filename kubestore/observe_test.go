@@ -161,8 +161,9 @@ func newMemStores(t *testing.T) (a, b *store, clk *clocktest.FakeClock, k *memKi
 }
 
 // TestExpiryByObservation: a claim of someone else expires only after this
-// store has seen it unchanged for its lease duration; any change restarts
-// the count; RetryAfter is the rest of the window.
+// store has seen it unchanged for its lease duration; any change to the
+// claim restarts the count (a change of other fields does not:
+// TestOtherWriterKeepsNoDeadClaim); RetryAfter is the rest of the window.
 func TestExpiryByObservation(t *testing.T) {
 	a, b, clk, k := newMemStores(t)
 	ctx := context.Background()
@@ -189,11 +190,12 @@ func TestExpiryByObservation(t *testing.T) {
 		t.Errorf("Renew %v after the acquire was sent: %v; want ErrLost", 2*time.Second+ttl-time.Millisecond, err)
 	}
 
-	// Any change to the object restarts the window.
+	// Any change to the claim (here its renewTime, as a renewal writes)
+	// restarts the window.
 	k.mu.Lock()
 	o := k.objs["x"]
 	k.rv++
-	o.rv = strconv.Itoa(k.rv)
+	o.rv, o.renew = strconv.Itoa(k.rv), o.renew.Add(time.Second)
 	k.objs["x"] = o
 	k.mu.Unlock()
 	clk.Step(time.Millisecond)

@@ -83,6 +83,10 @@ type observation struct {
 	holder string
 	nonce  string
 	token  uint64
+	// pending: the token was the object's resourceVersion (a new object
+	// whose creator has not written its token yet), which every write of
+	// the object changes.
+	pending bool
 	// renew is the object's renewTime, the holder's wall clock: only
 	// compared with another version's, to tell the holder's renewals
 	// from other writes (see remaining).
@@ -100,7 +104,7 @@ type observation struct {
 }
 
 func observe(o object, at time.Time) observation {
-	return observation{rv: o.rv, uid: o.uid, at: at, ttl: o.ttl(), holder: o.holder, nonce: o.nonce, token: o.token, renew: o.renew}
+	return observation{rv: o.rv, uid: o.uid, at: at, ttl: o.ttl(), holder: o.holder, nonce: o.nonce, token: o.token, pending: o.pending, renew: o.renew}
 }
 
 func newStore(namespace string, k kind, opts []Option) (*store, error) {
@@ -129,7 +133,8 @@ const unknownDurationRetry = time.Second
 // remaining is how long o's claim still lasts as judged from this process:
 // the object's lease duration, counted from the moment this process first
 // saw the object at its current resourceVersion (or sent the write that
-// produced it). Any change to the object restarts the count. Zero for a
+// produced it). Any change to the claim restarts the count; a version
+// that changes only other fields does not (see unrenewed). Zero for a
 // free object or an expired claim.
 //
 // A claim's duration does not shrink here between two of its holder's
@@ -149,6 +154,12 @@ func (s *store) remaining(o object) time.Duration {
 	now := s.now()
 	s.mu.Lock()
 	obs, ok := s.seen[o.name]
+	if ok && obs.rv != o.rv && unrenewed(obs, o) {
+		// Another writer changed other fields: the claim counts on
+		// from when this process first saw it.
+		obs.rv, obs.uid, obs.token, obs.obj = o.rv, o.uid, o.token, nil
+		s.seen[o.name] = obs
+	}
 	if !ok || obs.rv != o.rv {
 		prev := obs
 		obs = observe(o, now)
@@ -174,6 +185,20 @@ func (s *store) remaining(o object) time.Duration {
 func sameClaim(obs observation, o object) bool {
 	return !obs.gone && o.holder != "" && o.nonce != "" &&
 		obs.holder == o.holder && obs.nonce == o.nonce && sameObject(obs.uid, o.uid) && obs.renew.Equal(o.renew)
+}
+
+// unrenewed reports whether o, a new version of the object obs saw,
+// records the claim obs recorded exactly as it was: the same holder,
+// nonce, renewTime, lease duration and token (or, on a new object, both
+// the token its creator has yet to write). Its writer changed only what
+// is no claim (labels, annotations other than baton's, owner references,
+// a ConfigMap's data, the deletion mark): someone else's write, since
+// every renewal writes a renewTime of its own (see Renew). Such a write
+// does not restart the count of the claim, or a controller or GitOps tool
+// that touched the object more often than its lease duration would keep a
+// crashed holder's lock from everyone for ever.
+func unrenewed(obs observation, o object) bool {
+	return sameClaim(obs, o) && obs.ttl == o.ttl() && (obs.token == o.token || obs.pending && o.pending)
 }
 
 // missing records that the lock object name does not exist, as this
@@ -557,7 +582,10 @@ func (s *store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, erro
 				"(only baton release --force frees a lock safely)", backend.ErrLost)
 		}
 		o.durationSec = dur
-		o.renew = s.now()
+		// A renewTime of its own, after the one it replaces: other
+		// processes tell a renewal from other writers' changes by it
+		// (see unrenewed).
+		o.renew = microNow(s.now(), microTime(o.renew)).Time
 		return nil
 	})
 	if err != nil {
