@@ -337,8 +337,10 @@
 // missing DistributedLock CRD one matching backend.ErrMisconfigured that
 // says how to install it: the engine does not retry them either. An API
 // server that cannot be reached gives an error matching
-// backend.ErrUnavailable (retried), and a TLS setup that cannot work one
-// matching backend.ErrMisconfigured. A server that answers as no API
+// backend.ErrUnavailable (retried), as does one that throttles requests
+// (429 Too Many Requests) past client-go's own retries, which wait out
+// each Retry-After; and a TLS setup that cannot work one matching
+// backend.ErrMisconfigured. A server that answers as no API
 // server does (a web server's 404 page or 501, a login page, JSON of
 // another service: a kubeconfig pointing at the wrong URL) gives an error
 // matching ErrNotAPIServer and backend.ErrMisconfigured that says what it

@@ -123,6 +123,14 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		return fmt.Errorf("kube: %s %s: %w (%v)", op, where, context.DeadlineExceeded, err)
 	case errors.Is(err, backend.ErrCorruptRecord):
 		return fmt.Errorf("kube: %s %s: %w", op, where, err)
+	case apierrors.IsTooManyRequests(err):
+		// client-go waited out the Retry-After of each 429 and gave up
+		// after its retries: the API server answers, but throttles.
+		return fmt.Errorf("kube: %s %s: %w: the API server throttles this client's requests (%s: 429 Too Many Requests, "+
+			"from API Priority and Fairness or its --max-requests-inflight), and kept refusing them after every Retry-After; "+
+			"it passes once the API server's load falls. If it lasts, give this identity a FlowSchema of its own with a "+
+			"PriorityLevelConfiguration that has room (kubectl get flowschemas,prioritylevelconfigurations), or lower the load "+
+			"on the API server", op, where, backend.ErrUnavailable, apiMessage(err))
 	case isAdmissionDenial(err):
 		// Authorization passed (admission runs after it): no Role lifts
 		// this, and retrying meets the same policy.

@@ -1,0 +1,65 @@
+package kubestore_test
+
+import (
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/kubestore"
+	"k8s.io/client-go/rest"
+)
+
+// TestThrottled: an API server that throttles the requests for a lock
+// (429 Too Many Requests with Retry-After, as API Priority and Fairness
+// answers) for longer than client-go's retries gives an error matching
+// backend.ErrUnavailable that says so and names the fix; it was an
+// unclassified error, so baton status exited 1 with only "Too many
+// requests, please try again later.", and baton doctor said nothing of
+// throttling. A reverse proxy in front of the real API server answers 429
+// for the lock object, with Retry-After: 0 so that client-go's ten
+// retries come at once, and passes every other request.
+func TestThrottled(t *testing.T) {
+	cfg := controlPlane(t)
+	ns := newNamespace(t)
+	up, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(up)
+	rp.Transport = rt
+	proxy := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/leases/x") {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",`+
+			`"message":"Too many requests, please try again later.","reason":"TooManyRequests","details":{"retryAfterSeconds":0},"code":429}`)
+	}))
+	t.Cleanup(proxy.Close)
+	pcfg := &rest.Config{Host: proxy.URL, TLSClientConfig: rest.TLSClientConfig{
+		CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw}),
+	}}
+	s, err := kubestore.NewLeaseForConfig(pcfg, ns, kubestore.WithRateLimit(200, 400))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Get(t.Context(), "x")
+	t.Logf("the error: %v", err)
+	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "throttles") || !strings.Contains(err.Error(), "FlowSchema") {
+		t.Errorf("Get of a throttled lock: %v; want ErrUnavailable saying the API server throttles, naming the fix", err)
+	}
+}
