@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +113,37 @@ func touch(t *testing.T, cs kubernetes.Interface, kind, ns, name string, i int) 
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOtherWriterClearsHolder: a GitOps tool that applies a manifest of a
+// Lease of the lock's name (server-side apply, forcing conflicts) reverts
+// the holder baton wrote. The holder loses the lock, and is told that
+// another tool wrote the object, not that the lock was released: the
+// write kept the claim's nonce, which every write of baton's changes.
+func TestOtherWriterClearsHolder(t *testing.T) {
+	cfg := controlPlane(t)
+	cs := adminClient(t)
+	for _, holder := range []string{"", "gitops-owner"} {
+		t.Run("holder="+holder, func(t *testing.T) {
+			ns := newNamespace(t)
+			s := newLease(t, cfg, ns)
+			g, err := s.TryAcquire(t.Context(), "x", req("a", 10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			manifest := fmt.Appendf(nil, `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"x","labels":{"team":"infra"}},`+
+				`"spec":{"holderIdentity":%q,"leaseDurationSeconds":30}}`, holder)
+			force := true
+			if _, err := cs.CoordinationV1().Leases(ns).Patch(t.Context(), "x", types.ApplyPatchType, manifest,
+				metav1.PatchOptions{FieldManager: "argocd", Force: &force}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Renew(t.Context(), g)
+			t.Logf("the error: %v", err)
+			if !errors.Is(err, backend.ErrLost) || !strings.Contains(err.Error(), "not baton's") || !strings.Contains(err.Error(), "--show-managed-fields") {
+				t.Errorf("Renew after another tool applied the Lease's holder: %v; want ErrLost saying another tool wrote it", err)
+			}
+		})
 	}
 }

@@ -667,6 +667,10 @@ func (s *store) change(ctx context.Context, op string, g backend.Grant, f func(*
 		switch {
 		case uid != "" && cur.uid != uid:
 			return object{}, lost("the lock object was deleted and created again (uid %s, granted on uid %s)", cur.uid, uid)
+		case cur.holder != g.Holder && cur.nonce == g.Nonce && cur.nonce != "" && !s.o.adopt:
+			// (Under WithAdoption, client-go's leader election writes
+			// the holder of an expired claim and keeps the annotations.)
+			return object{}, lost("%s", s.otherWriter(cur))
 		case cur.holder == "":
 			return object{}, lost("the lock was released")
 		case cur.holder == g.Holder && cur.nonce != g.Nonce:
@@ -706,6 +710,22 @@ func (s *store) change(ctx context.Context, op string, g backend.Grant, f func(*
 	}
 	return object{}, fmt.Errorf("kube: %s %s/%s: the object kept changing under us; gave up after %d conflicts: %w",
 		op, s.ns, g.Key, s.o.maxConflicts, lastErr)
+}
+
+// otherWriter says what a write that was not baton's did to cur, whose
+// holder it cleared or replaced and whose nonce, still the claim's, it
+// kept: every write of baton's (an acquisition, a release, baton release
+// --force) writes both. Another tool writes the object, such as kubectl
+// apply or a GitOps tool with a manifest of the same name.
+func (s *store) otherWriter(cur object) string {
+	what := fmt.Sprintf("set to %q", cur.holder)
+	if cur.holder == "" {
+		what = "cleared"
+	}
+	return fmt.Sprintf("its holder was %s by a write that was not baton's, which kept this claim's nonce (an acquisition, a release and "+
+		"baton release --force write both): another tool writes this object, such as kubectl apply or a GitOps tool with a manifest "+
+		"of that name (kubectl get %s %s -n %s --show-managed-fields names the writers); give the lock a name no other tool writes",
+		what, s.k.resource(), cur.name, s.ns)
 }
 
 // Get returns the lock's record. Remaining is judged by local observation:
