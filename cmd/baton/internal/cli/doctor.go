@@ -29,8 +29,9 @@ network one, not one in memory, not full, not a container's own overlay), its mo
 every user) and the boot ID that claims carry (not a container's own, as
 systemd-nspawn and LXC give); on Kubernetes, that the namespace exists
 and is not being deleted, that the DistributedLock CRD is installed
-(--backend crd), every verb the lock needs (with SelfSubjectAccessReview)
-and whether the lock name is already used by another application; on Redis, that a
+(--backend crd), every verb the lock needs (with SelfSubjectAccessReview),
+that the cluster's admission policies accept the lock object (a
+server-side dry-run create, which stores nothing) and whether the lock name is already used by another application; on Redis, that a
 redis:// URL reaches a primary, not a replica or a Cluster node (INFO
 replication and cluster), each server's persistence (INFO persistence), whether it may evict the locks' keys at its memory
 limit (INFO memory) and whether the user may run every command the lock

@@ -59,6 +59,9 @@ func (a *app) kubeChecks(ctx context.Context, f *lockFlags) []check {
 		checks = append(checks, c)
 	}
 	checks = append(checks, rbacChecks(ctx, cs, gvr, ns)...)
+	if nsState != absent && nsState != deleting && crdState != absent {
+		checks = append(checks, admissionCheck(ctx, cfg, gvr, f, ns))
+	}
 	if f.name != "" {
 		label := "name " + f.name
 		switch {
