@@ -74,11 +74,16 @@ func NewConfigMap(client kubernetes.Interface, namespace string, opts ...Option)
 // NewConfigMapForConfig is NewConfigMap with a dedicated client built from
 // a copy of cfg, as NewLeaseForConfig.
 func NewConfigMapForConfig(cfg *rest.Config, namespace string, opts ...Option) (*ConfigMapStore, error) {
-	client, err := clientForConfig(cfg, opts)
+	client, note, err := clientForConfig(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("kube: NewConfigMapForConfig: %w", err)
 	}
-	return NewConfigMap(client, namespace, opts...)
+	s, err := NewConfigMap(client, namespace, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.throttle = note
+	return s, nil
 }
 
 type configMapKind struct {

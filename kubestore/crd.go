@@ -225,6 +225,8 @@ func NewDistributedLockForConfig(cfg *rest.Config, namespace string, opts ...Dis
 	if err := checkTLS(rc); err != nil {
 		return nil, fmt.Errorf("kube: NewDistributedLockForConfig: %w", err)
 	}
+	note := &throttleNote{}
+	rc.Wrap(note.wrap)
 	// A static mapper for the one type: no discovery requests per client.
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion})
 	mapper.Add(v1alpha1.GroupVersion.WithKind("DistributedLock"), meta.RESTScopeNamespace)
@@ -232,7 +234,12 @@ func NewDistributedLockForConfig(cfg *rest.Config, namespace string, opts ...Dis
 	if err != nil {
 		return nil, fmt.Errorf("kube: NewDistributedLockForConfig: %w", err)
 	}
-	return NewDistributedLock(c, namespace, opts...)
+	s, err := NewDistributedLock(c, namespace, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.base.throttle = note
+	return s, nil
 }
 
 // Namespace returns the namespace the store keeps its objects in.

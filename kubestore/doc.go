@@ -339,11 +339,13 @@
 // server that cannot be reached gives an error matching
 // backend.ErrUnavailable (retried), as does one that throttles requests
 // (429 Too Many Requests) past client-go's own retries, which wait out
-// each Retry-After; and a TLS setup that cannot work one matching
-// backend.ErrMisconfigured. A server that answers as no API
-// server does (a web server's 404 page or 501, a login page, JSON of
-// another service: a kubeconfig pointing at the wrong URL) gives an error
-// matching ErrNotAPIServer and backend.ErrMisconfigured that says what it
-// answered, never backend.ErrNotFound; a proxy's 502 page stays a
-// transient failure.
+// each Retry-After: that error also matches ErrThrottled, and so does the
+// error of a request whose context ended while a 429 was being waited
+// out (the ForConfig constructors' clients note them); and a TLS setup
+// that cannot work one matching backend.ErrMisconfigured. A server that
+// answers as no API server does (a web server's 404 page or 501, a login
+// page, JSON of another service: a kubeconfig pointing at the wrong URL)
+// gives an error matching ErrNotAPIServer and backend.ErrMisconfigured
+// that says what it answered, never backend.ErrNotFound; a proxy's 502
+// page stays a transient failure.
 package kubestore

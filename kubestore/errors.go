@@ -26,6 +26,12 @@ var (
 	// Kubernetes API server does (a web page, a proxy's or a login page,
 	// JSON of another service). It also matches backend.ErrMisconfigured.
 	ErrNotAPIServer = errors.New("not a Kubernetes API server")
+	// ErrThrottled: the API server throttles the store's requests (429
+	// Too Many Requests, from API Priority and Fairness or its
+	// --max-requests-inflight), past client-go's own retries or until the
+	// caller's context ended. It also matches backend.ErrUnavailable: the
+	// engine retries it.
+	ErrThrottled = errors.New("the API server throttles requests")
 )
 
 // ApplicationError reports a lock object that this store must not take
@@ -95,6 +101,18 @@ func (e *ApplicationError) Is(target error) bool {
 	return target == ErrOtherApplication || target == backend.ErrForbidden
 }
 
+// besides returns " (err)" unless err is (or wraps) cause.
+func besides(err, cause error) string {
+	if errors.Is(err, cause) {
+		return ""
+	}
+	return fmt.Sprintf(" (%v)", err)
+}
+
+// throttleFix says what ends throttling.
+const throttleFix = "it passes once the API server's load falls. If it lasts, give this identity a FlowSchema of its own with a " +
+	"PriorityLevelConfiguration that has room (kubectl get flowschemas,prioritylevelconfigurations), or lower the load on the API server"
+
 // lockVerbs are the verbs a process taking locks needs on the lock objects.
 const lockVerbs = `["get", "watch", "create", "update"]`
 
@@ -113,6 +131,11 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		where = fmt.Sprintf("%s in namespace %s", s.k.resource(), s.ns)
 	}
 	switch {
+	case ctx.Err() != nil && s.throttle.recent():
+		// client-go was waiting out a 429's Retry-After, or about to.
+		return fmt.Errorf("kube: %s %s: %w%s: %w: %w: the API server answered this client 429 Too Many Requests within the last %v, "+
+			"and client-go waits out each Retry-After before it tries again; %s", op, where, ctx.Err(), besides(err, ctx.Err()),
+			ErrThrottled, backend.ErrUnavailable, throttleWindow, throttleFix)
 	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
 		// client-go's rate limiter reports a wait that cannot finish
 		// before the deadline without wrapping the context's error.
@@ -126,11 +149,9 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 	case apierrors.IsTooManyRequests(err):
 		// client-go waited out the Retry-After of each 429 and gave up
 		// after its retries: the API server answers, but throttles.
-		return fmt.Errorf("kube: %s %s: %w: the API server throttles this client's requests (%s: 429 Too Many Requests, "+
-			"from API Priority and Fairness or its --max-requests-inflight), and kept refusing them after every Retry-After; "+
-			"it passes once the API server's load falls. If it lasts, give this identity a FlowSchema of its own with a "+
-			"PriorityLevelConfiguration that has room (kubectl get flowschemas,prioritylevelconfigurations), or lower the load "+
-			"on the API server", op, where, backend.ErrUnavailable, apiMessage(err))
+		return fmt.Errorf("kube: %s %s: %w: %w: the API server throttles this client's requests (%s: 429 Too Many Requests, "+
+			"from API Priority and Fairness or its --max-requests-inflight), and kept refusing them after every Retry-After; %s",
+			op, where, ErrThrottled, backend.ErrUnavailable, apiMessage(err), throttleFix)
 	case isAdmissionDenial(err):
 		// Authorization passed (admission runs after it): no Role lifts
 		// this, and retrying meets the same policy.

@@ -68,11 +68,16 @@ func NewLease(client kubernetes.Interface, namespace string, opts ...Option) (*L
 // own client-side rate limiter (WithRateLimit; default DefaultQPS and
 // DefaultBurst). cfg is copied, not changed.
 func NewLeaseForConfig(cfg *rest.Config, namespace string, opts ...Option) (*LeaseStore, error) {
-	client, err := clientForConfig(cfg, opts)
+	client, note, err := clientForConfig(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("kube: NewLeaseForConfig: %w", err)
 	}
-	return NewLease(client, namespace, opts...)
+	s, err := NewLease(client, namespace, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.throttle = note
+	return s, nil
 }
 
 // leaseKind maps lock records to Lease objects.

@@ -122,22 +122,25 @@ func buildOptions(opts []Option) (options, error) {
 
 // clientForConfig builds a clientset from a copy of cfg with its own token
 // bucket rate limiter.
-func clientForConfig(cfg *rest.Config, opts []Option) (kubernetes.Interface, error) {
+func clientForConfig(cfg *rest.Config, opts []Option) (kubernetes.Interface, *throttleNote, error) {
 	if cfg == nil {
-		return nil, fmt.Errorf("%w: the *rest.Config is nil", backend.ErrInvalidOptions)
+		return nil, nil, fmt.Errorf("%w: the *rest.Config is nil", backend.ErrInvalidOptions)
 	}
 	o, err := buildOptions(opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = o.qps, o.burst
 	c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.qps, o.burst)
 	c.UserAgent = rest.DefaultKubernetesUserAgent() + " baton"
 	if err := checkTLS(c); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return kubernetes.NewForConfig(c)
+	note := &throttleNote{}
+	c.Wrap(note.wrap)
+	cs, err := kubernetes.NewForConfig(c)
+	return cs, note, err
 }
 
 // checkTLS reports TLS material in cfg that cannot be parsed (a truncated

@@ -25,6 +25,9 @@ type store struct {
 	// adoptable: the kind's objects written by other tools can be judged
 	// (Leases; see WithAdoption).
 	adoptable bool
+	// throttle notes the API server's 429 answers to the store's own
+	// client (the ForConfig constructors); nil otherwise.
+	throttle *throttleNote
 
 	mu      sync.Mutex
 	seen    map[string]observation  // by object name; see sweepLocked

@@ -245,6 +245,9 @@ func diagnose(err error) (cause, fix string) {
 		return "no permission", "give this identity the permissions the error names (the store refused the operation or the credentials)"
 	case errors.Is(err, backend.ErrMisconfigured):
 		return "misconfigured", "the setup cannot work as given (a missing client configuration, namespace or CRD, TLS that cannot succeed, the wrong service at that address): apply the fix the error names; no lock can be taken until then"
+	case errors.Is(err, kubestore.ErrThrottled):
+		return "throttled", "the API server answers, but throttles this identity's requests (429 Too Many Requests): locks wait and renewals fail while it lasts; " +
+			"give the identity a FlowSchema of its own with a PriorityLevelConfiguration that has room (kubectl get flowschemas,prioritylevelconfigurations), or lower the load on the API server"
 	case errors.Is(err, backend.ErrUnavailable):
 		return "unreachable", "start the store or correct its address (the error says which); baton lock and run retry an unreachable store for --connect-timeout, then exit 69"
 	case errors.Is(err, context.DeadlineExceeded):
