@@ -266,7 +266,13 @@
 // TTLs shorter than one second are rejected (backend.ErrInvalidOptions):
 // leaseDurationSeconds cannot hold them. A TTL that is not a whole number
 // of seconds is rounded up on the object; the holder's engine still
-// measures its validity with the TTL it asked for, which is shorter.
+// measures its validity with the TTL it asked for, which is shorter. An
+// acquisition or renewal whose lease duration the API server stored
+// shorter than written (a mutating admission policy or webhook of the
+// cluster rewrote it) would let others judge the claim expired while its
+// holder still counts it valid: the acquisition is released and refused
+// with an error matching backend.ErrMisconfigured, the renewal returns
+// one matching backend.ErrLost, both naming the two durations.
 //
 // A Lease without the baton.dev/token annotation, label baton.dev/app,
 // nonce or finalizer baton.dev/claim (MadeByBaton) was created by another

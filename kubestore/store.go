@@ -389,7 +389,34 @@ func (s *store) create(ctx context.Context, key string, req backend.Request, dur
 		return backend.Grant{}, s.fail(ctx, op, "create", key, err)
 	}
 	s.wrote(created, sent)
-	return grant(created, req), nil
+	return s.granted(ctx, created, req, dur)
+}
+
+// granted returns the grant of o, the object an acquisition for req just
+// wrote, unless the API server stored a shorter lease duration than dur,
+// the one written: a mutating admission policy or webhook rewrote it.
+// Every other process judges the claim by the stored duration while the
+// holder's engine counts its TTL, so the lock would have two holders at
+// once; the claim is released at once and the error matches
+// backend.ErrMisconfigured.
+func (s *store) granted(ctx context.Context, o object, req backend.Request, dur int32) (backend.Grant, error) {
+	g := grant(o, req)
+	if o.durationSec >= dur {
+		return g, nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unansweredRelease)
+	defer cancel()
+	_ = s.Release(rctx, g)
+	return backend.Grant{}, fmt.Errorf("kube: acquire %s %s/%s: %w: %s", s.k.resource(), s.ns, o.name, backend.ErrMisconfigured, s.shortened(o, dur))
+}
+
+// shortened says that the API server stored o's lease duration shorter
+// than dur, the one written, and what to do.
+func (s *store) shortened(o object, dur int32) string {
+	return fmt.Sprintf("the API server stored a lease duration of %ds, not the %ds written: a mutating admission policy or webhook rewrites it "+
+		"(kubectl get mutatingadmissionpolicies,mutatingwebhookconfigurations), and every other process would judge the claim by %ds "+
+		"while its holder counts %ds, two holders at once; exempt the %s of namespace %s from it, or use a TTL of at most %ds",
+		o.durationSec, dur, o.durationSec, dur, s.k.resource(), s.ns, o.durationSec)
 }
 
 // take acquires the existing object cur for req if its claim has expired
@@ -449,7 +476,7 @@ func (s *store) take(ctx context.Context, cur object, req backend.Request, dur i
 		return backend.Grant{}, s.fail(ctx, op, "update", key, err)
 	}
 	s.wrote(updated, sent)
-	return grant(updated, req), nil
+	return s.granted(ctx, updated, req, dur)
 }
 
 // unansweredRelease bounds releaseUnanswered.
@@ -575,11 +602,11 @@ func (s *store) checkApplication(o object) error {
 // last write). It returns an error matching backend.ErrLost otherwise.
 func (s *store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, error) {
 	const op = "renew"
+	dur, err := durationSeconds(g.TTL)
+	if err != nil {
+		return backend.Grant{}, fmt.Errorf("kube: %s %s/%s: %w: %v", op, s.ns, g.Key, backend.ErrInvalidOptions, err)
+	}
 	next, err := s.change(ctx, op, g, func(o *object) error {
-		dur, err := durationSeconds(g.TTL)
-		if err != nil {
-			return fmt.Errorf("%w: %v", backend.ErrInvalidOptions, err)
-		}
 		if o.deleting {
 			return fmt.Errorf("%w: the lock object is being deleted (kubectl delete?); it is freed when this claim ends "+
 				"(only baton release --force frees a lock safely)", backend.ErrLost)
@@ -593,6 +620,11 @@ func (s *store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, erro
 	})
 	if err != nil {
 		return backend.Grant{}, err
+	}
+	if next.durationSec < dur {
+		// Others count this renewal by the shorter duration: stop now.
+		return backend.Grant{}, fmt.Errorf("kube: %s %s/%s (holder %q, token %d): %w: %s",
+			op, s.ns, g.Key, g.Holder, g.Token, backend.ErrLost, s.shortened(next, dur))
 	}
 	return grant(next, backend.Request{TTL: g.TTL}), nil
 }
