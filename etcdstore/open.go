@@ -41,8 +41,9 @@ const DefaultDialTimeout = 5 * time.Second
 // name from the client certificate's common name; then leave Username
 // empty.
 type Config struct {
-	// Endpoints are the members' client URLs ("https://10.0.0.1:2379") or
-	// host:port pairs. At least one.
+	// Endpoints are the members' client URLs ("https://10.0.0.1:2379",
+	// "http://[::1]:2379"), host:port pairs, or a member's unix socket
+	// ("unix:///run/etcd.sock", "unixs://" with TLS). At least one.
 	Endpoints []string
 	// DialTimeout bounds connecting, authenticating and Open's first
 	// request. Default DefaultDialTimeout.
@@ -261,14 +262,15 @@ func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 	return client, nil
 }
 
-// dialAny returns nil once a TCP connection to one of endpoints succeeds,
-// and the first endpoint's error if none does, each dial bounded by d.
+// dialAny returns nil once a connection to one of endpoints succeeds, and
+// the first endpoint's error if none does, each dial bounded by d.
 func dialAny(ctx context.Context, endpoints []string, d time.Duration) error {
 	var first error
 	for _, ep := range endpoints {
 		dctx, cancel := context.WithTimeout(ctx, d)
 		var dialer net.Dialer
-		conn, err := dialer.DialContext(dctx, "tcp", hostPort(ep))
+		network, address := DialTarget(ep)
+		conn, err := dialer.DialContext(dctx, network, address)
 		cancel()
 		if err == nil {
 			conn.Close()
@@ -281,23 +283,31 @@ func dialAny(ctx context.Context, endpoints []string, d time.Duration) error {
 	return first
 }
 
-// hostPort returns the host:port of an endpoint URL (or the endpoint, if
-// it is not a URL).
-func hostPort(endpoint string) string {
-	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
-		return u.Host
+// DialTarget returns the network and address that etcd's client dials
+// for endpoint: "unix" and the socket's path for a unix:// or unixs://
+// endpoint, else "tcp" and the endpoint URL's host:port (or the endpoint,
+// if it is not a URL). A plain dial to them (net.Dialer.DialContext)
+// tells why an endpoint cannot be reached, which gRPC does not.
+func DialTarget(endpoint string) (network, address string) {
+	for _, scheme := range []string{"unix://", "unixs://"} {
+		if path, ok := strings.CutPrefix(endpoint, scheme); ok {
+			return "unix", path
+		}
 	}
-	return endpoint
+	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
+		return "tcp", u.Host
+	}
+	return "tcp", endpoint
 }
 
 // diagnose dials endpoint once (with TLS if tc is not nil) and returns
 // what failed, or nil.
 func diagnose(ctx context.Context, endpoint string, tc *tls.Config) error {
-	host := hostPort(endpoint)
+	network, host := DialTarget(endpoint)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", host)
+	conn, err := d.DialContext(ctx, network, host)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package etcdstore_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,20 @@ func TestTLS(t *testing.T) {
 	err := openFails(t, "with TLS to a server without it", etcdstore.Config{Endpoints: []string{"https://" + plain.Addr()}, CAFile: files.CAFile})
 	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "use an http:// endpoint") {
 		t.Errorf("TLS to a server without it: %v, want ErrMisconfigured naming http://", err)
+	}
+}
+
+// An etcd reached over a unix socket, which Config takes as a unix://
+// endpoint, is opened and locks. Open's first dial, which names why an
+// endpoint cannot be reached, dialled every endpoint over TCP, so such an
+// etcd was never reached ("too many colons in address", exit 69 in the CLI).
+func TestUnixSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "etcd.sock:0")
+	startEtcd(t, testenv.EtcdArgs("--listen-client-urls=unix://"+sock))
+	useLock(t, openOK(t, etcdstore.Config{Endpoints: []string{"unix://" + sock}}), etcdstore.WithPrefix(freshPrefix(t)))
+	err := openFails(t, "to a socket that does not exist", etcdstore.Config{Endpoints: []string{"unix://" + sock + ".gone"}})
+	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "dial unix") {
+		t.Errorf("a unix:// endpoint without a socket: %v, want ErrUnavailable naming the socket", err)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -71,7 +70,8 @@ func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string
 	// gRPC retries a refused connection until the deadline and then
 	// reports only the deadline: one plain dial first names the cause.
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", endpointHost(endpoint))
+	network, address := etcdstore.DialTarget(endpoint)
+	conn, err := d.DialContext(ctx, network, address)
 	if err != nil {
 		return storeFailureNamed(label, storeerr.Classify(err)), false
 	}
@@ -141,13 +141,4 @@ func storeFailureNamed(label string, err error) check {
 	c := storeFailure(err)
 	c.name = label
 	return c
-}
-
-// endpointHost returns the host:port of an endpoint URL, or the endpoint
-// itself if it is not a URL.
-func endpointHost(endpoint string) string {
-	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
-		return u.Host
-	}
-	return endpoint
 }

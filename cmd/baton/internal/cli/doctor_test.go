@@ -769,6 +769,25 @@ func TestDoctorEtcd(t *testing.T) {
 	}
 }
 
+// An etcd reached over a unix socket (a unix:// endpoint) passes the
+// store and endpoint rows; the endpoint's row dialled it over TCP and
+// failed it ("too many colons in address"), and so did the store before.
+func TestDoctorEtcdUnixSocket(t *testing.T) {
+	t.Parallel()
+	sock := filepath.Join(t.TempDir(), "etcd.sock:0")
+	testenv.StartEtcd(t, testenv.EtcdArgs("--listen-client-urls=unix://"+sock))
+	ep := "unix://" + sock
+	code, out, stderr := runCLI(t, "doctor", "--backend", "etcd", "--endpoints", ep, "--name", "job")
+	t.Logf("doctor over a unix socket:\n%s", out)
+	if code != 0 {
+		t.Errorf("exit %d, want 0; stderr %s", code, stderr)
+	}
+	wantRows(t, out, map[string]doctorRow{
+		"store":      {"PASS", "reached etcd at " + ep},
+		"etcd " + ep: {"PASS", "etcd " + etcdVersion(t) + ", leader"},
+	})
+}
+
 // A real etcd with authentication on: the permissions row passes for a
 // user whose role may read and write the prefix, and fails, with exit 1
 // and the grant that fixes it, for one that may only read it (whose store

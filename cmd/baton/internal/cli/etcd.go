@@ -30,7 +30,7 @@ type etcdFlags struct {
 }
 
 func (f *etcdFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.endpoints, "endpoints", "", "etcd backend: comma-separated member URLs, such as https://10.0.0.1:2379")
+	fs.StringVar(&f.endpoints, "endpoints", "", "etcd backend: comma-separated member URLs, such as https://10.0.0.1:2379, https://[fd00::1]:2379 or unix:///run/etcd.sock")
 	// The TLS files serve the Redis backends too (storeFlags.redisTLS).
 	fs.StringVar(&f.cacert, "cacert", "", "etcd, and redis or redlock with rediss:// URLs: PEM file of the CAs that sign the servers' certificates (default: the system's)")
 	fs.StringVar(&f.cert, "cert", "", "etcd, and redis or redlock with rediss:// URLs: PEM client certificate, for mutual TLS (with --key)")
