@@ -3,6 +3,7 @@ package redisstore
 import (
 	"fmt"
 	"io"
+	"net"
 	neturl "net/url"
 
 	"github.com/baton-go/baton/backend"
@@ -29,6 +30,11 @@ func ParseURL(url string) (*redis.Options, error) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", parseError(url, err))
+	}
+	if _, port, err := net.SplitHostPort(opt.Addr); err == nil && opt.Network != "unix" {
+		if err := checkPort(port); err != nil {
+			return nil, fmt.Errorf("redisstore: %s: %w", RedactURL(url), err)
+		}
 	}
 	opt.ContextTimeoutEnabled = true
 	if opt.DialerRetries == 0 {

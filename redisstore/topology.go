@@ -141,12 +141,25 @@ func (t *topology) setTLS(addrs []string) {
 func hostList(hosts string) ([]string, error) {
 	var addrs []string
 	for _, h := range strings.Split(hosts, ",") {
-		if _, port, err := net.SplitHostPort(h); err != nil || port == "" {
+		_, port, err := net.SplitHostPort(h)
+		if err != nil || port == "" {
 			return nil, fmt.Errorf("address %q: want HOST:PORT", h)
+		}
+		if err := checkPort(port); err != nil {
+			return nil, fmt.Errorf("address %q: %w", h, err)
 		}
 		addrs = append(addrs, h)
 	}
 	return addrs, nil
+}
+
+// checkPort refuses a port that is not a number from 1 to 65535, which
+// would be dialled and retried as a server that does not answer.
+func checkPort(port string) error {
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("the port %q is not a number from 1 to 65535", port)
+	}
+	return nil
 }
 
 // RedactURL returns a Redis URL with its passwords hidden, for logs and

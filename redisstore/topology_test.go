@@ -201,6 +201,25 @@ func TestInvalidURLHidesPasswords(t *testing.T) {
 	}
 }
 
+// A port that is not a number from 1 to 65535 is an invalid URL, not a
+// server that does not answer (which the CLI retried, then exited 69 with
+// "invalid port" and "check that the server runs").
+func TestURLPortOutOfRange(t *testing.T) {
+	for _, raw := range []string{
+		"redis://127.0.0.1:0",
+		"rediss://u:pw@[::1]:70000/0",
+		"redis+cluster://127.0.0.1:7000,127.0.0.1:0",
+		"redis+sentinel://127.0.0.1:99999/p",
+	} {
+		if err := redisstore.CheckURL(raw); !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "not a number from 1 to 65535") {
+			t.Errorf("CheckURL(%q): %v; want ErrInvalidOptions naming the port", raw, err)
+		}
+		if _, err := redisstore.Open(raw); err == nil {
+			t.Errorf("Open(%q) succeeded", raw)
+		}
+	}
+}
+
 // An '@' in a query parameter's value (a sentinel password that is not
 // percent-encoded) is no sign of a misparsed password: such URLs open.
 func TestAtInParameterValue(t *testing.T) {
