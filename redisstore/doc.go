@@ -312,7 +312,8 @@
 //
 // The first names the sentinels and the name under which they monitor the
 // primary (`sentinel monitor PRIMARY ...`); the client asks them for the
-// primary and follows failovers. The second names several cluster nodes
+// primary and follows failovers. IPv6 addresses are written in brackets,
+// as in any URL: redis+cluster://[fd00::1]:7000,[fd00::2]:7000. The second names several cluster nodes
 // (every primary, ideally: one is refused, so that the client finds the
 // cluster while a node is down); every lock's keys share a hash slot. The
 // rediss+ forms use TLS with the system's roots. user and password are the

@@ -56,7 +56,7 @@ func parseTopology(raw string) (t topology, ok bool, err error) {
 	if !found {
 		return topology{}, true, fmt.Errorf("redisstore: %w: %q: want %s://HOST:PORT[,HOST:PORT...]", backend.ErrInvalidOptions, RedactURL(raw), scheme)
 	}
-	u, err := url.Parse(raw)
+	u, err := parseHostList(raw)
 	if err != nil {
 		return topology{}, true, fmt.Errorf("redisstore: %w: %w", backend.ErrInvalidOptions, parseError(raw, err))
 	}
@@ -137,13 +137,14 @@ func (t *topology) setTLS(addrs []string) {
 	}
 }
 
-// hostList splits "h1:p1,h2:p2" and checks each part.
+// hostList splits "h1:p1,h2:p2" (IPv6 addresses in brackets: "[::1]:p")
+// and checks each part.
 func hostList(hosts string) ([]string, error) {
 	var addrs []string
 	for _, h := range strings.Split(hosts, ",") {
 		_, port, err := net.SplitHostPort(h)
 		if err != nil || port == "" {
-			return nil, fmt.Errorf("address %q: want HOST:PORT", h)
+			return nil, fmt.Errorf("address %q: want HOST:PORT (an IPv6 address in brackets: [::1]:PORT)", h)
 		}
 		if err := checkPort(port); err != nil {
 			return nil, fmt.Errorf("address %q: %w", h, err)
@@ -162,12 +163,46 @@ func checkPort(port string) error {
 	return nil
 }
 
+// parseHostList is url.Parse for a URL whose host may be a list of
+// addresses, IPv6 ones in brackets ("[::1]:26379,[::1]:26380"), which
+// url.Parse refuses ("invalid IP-literal"): then everything between the
+// user information and the path, query or fragment is the host, unchecked
+// (see hostList).
+func parseHostList(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	scheme, rest, found := strings.Cut(raw, "://")
+	if err == nil || !found {
+		return u, err
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndexByte(rest[:end], '@') + 1
+	hosts := rest[at:end]
+	if strings.ContainsFunc(hosts, notAddrChar) {
+		return nil, err // not a list of addresses: url.Parse's word on it
+	}
+	u, err = url.Parse(scheme + "://" + rest[:at] + "host" + rest[end:])
+	if err != nil {
+		return nil, err
+	}
+	u.Host = hosts
+	return u, nil
+}
+
+// notAddrChar reports whether r has no place in a list of host:port
+// addresses.
+func notAddrChar(r rune) bool {
+	return !strings.ContainsRune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:[],", r)
+}
+
 // RedactURL returns a Redis URL with its passwords hidden, for logs and
 // messages: the userinfo's, and the value of every query parameter but
 // sentinel_username (sentinel_password, and a misspelling of it, which a
 // message about an unknown parameter shows).
 func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
+	u, err := parseHostList(raw)
 	if err != nil || strayAt(u) {
 		return "(unparsable URL)"
 	}

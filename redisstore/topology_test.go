@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +199,46 @@ func TestInvalidURLHidesPasswords(t *testing.T) {
 			if e == nil || strings.Contains(e.Error(), "secret") {
 				t.Errorf("%q: the error shows a password, or there is none: %v", raw, e)
 			}
+		}
+	}
+}
+
+// Sentinels and cluster nodes written as IPv6 literals, in brackets, are
+// reached: url.Parse refuses a host list of several bracketed addresses
+// ("invalid IP-literal"), so such a URL could not be written at all, and
+// without brackets it is refused as not HOST:PORT. Passwords are still
+// hidden in messages, the addresses kept.
+func TestTopologyIPv6(t *testing.T) {
+	l, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	l.Close()
+	for raw, want := range map[string]string{
+		"redis+sentinel://:pw@[::1]:1,[fd00::2]:2/p?sentinel_password=spw": "redis+sentinel://:xxxxx@[::1]:1,[fd00::2]:2/p?sentinel_password=xxxxx",
+		"rediss+cluster://u:pw@[::1]:1,[::1]:2":                            "rediss+cluster://u:xxxxx@[::1]:1,[::1]:2",
+	} {
+		if err := redisstore.CheckURL(raw); err != nil {
+			t.Errorf("CheckURL(%q): %v", raw, err)
+		}
+		if got := redisstore.RedactURL(raw); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+	c := testenv.StartRedisCluster(t, 3, testenv.RedisArgs("--bind", "127.0.0.1", "::1"))
+	var nodes []string
+	for _, n := range c.Nodes {
+		nodes = append(nodes, net.JoinHostPort("::1", strconv.Itoa(n.Port)))
+	}
+	s := openURL(t, "redis+cluster://"+strings.Join(nodes, ","), uniquePrefix())
+	for i := range 6 { // locks on every node's slots, most likely
+		name := fmt.Sprintf("job%d", i)
+		g, err := s.TryAcquire(t.Context(), name, request("a", time.Minute))
+		if err != nil {
+			t.Fatalf("TryAcquire %s through IPv6 seed addresses: %v", name, err)
+		}
+		if err := s.Release(t.Context(), g); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
