@@ -19,6 +19,8 @@ import (
 //
 //	redis://[user[:password]@]host[:port][/db]   ACL user and password, DB number
 //	rediss://host:port                            TLS with the system's root CAs
+//	redis://[fd00::1]:6379                        an IPv6 address, in brackets
+//	unix:///run/redis/redis.sock?db=2             a unix socket (unix://user:password@/path)
 //	?dial_timeout=1s&read_timeout=2s&protocol=2   query options (see redis.ParseURL)
 //
 // A password in a URL is visible to anyone who can see the command line;

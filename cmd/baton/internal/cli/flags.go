@@ -107,7 +107,7 @@ func (f *storeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.app, "app", "", appHelp)
 	f.kube.register(fs)
 	f.etcd.register(fs)
-	fs.StringArrayVar(&f.redisURLs, "redis-url", nil, "redis and redlock backends: redis[s]://[user:password@]host:port[/db], or redis+sentinel://S1:26379,.../PRIMARY[?sentinel_password=P] (a Sentinel-managed primary) or redis+cluster://N1:7000,N2:7000,... (a Redis Cluster); give it once for redis, three or more times (an odd number of independent servers) for redlock; default $BATON_REDIS_URL (URLs separated by spaces), which ps does not show")
+	fs.StringArrayVar(&f.redisURLs, "redis-url", nil, "redis and redlock backends: redis[s]://[user:password@]host:port[/db] (an IPv6 address in brackets: [fd00::1]:6379; a socket: unix:///PATH/redis.sock[?db=N]), or redis+sentinel://S1:26379,.../PRIMARY[?sentinel_password=P] (a Sentinel-managed primary) or redis+cluster://N1:7000,N2:7000,... (a Redis Cluster); give it once for redis, three or more times (an odd number of independent servers) for redlock; default $BATON_REDIS_URL (URLs separated by spaces), which ps does not show")
 }
 
 func (f *storeFlags) validate() error {
@@ -166,7 +166,7 @@ func (f *storeFlags) redisEnvNote() string {
 func (f *storeFlags) checkRedisURLs() error {
 	for _, u := range f.redisURLs {
 		if err := redisstore.CheckURL(u); err != nil {
-			return usageErrorf("%s %q: %w; write it as redis://host:port (rediss:// for TLS), redis+sentinel://S1:26379,.../PRIMARY or redis+cluster://N1:7000,N2:7000,...", f.redisURLSource(), redactURL(u), err)
+			return usageErrorf("%s %q: %w; write it as redis://host:port (rediss:// for TLS, unix:///PATH/redis.sock for a socket), redis+sentinel://S1:26379,.../PRIMARY or redis+cluster://N1:7000,N2:7000,...", f.redisURLSource(), redactURL(u), err)
 		}
 	}
 	e := &f.etcd
