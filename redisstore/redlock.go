@@ -28,7 +28,9 @@ const DefaultDriftFactor = 0.01
 // attempt then finds its own claim on one of them: OpenRedlock refuses two
 // URLs with the same address; two names of one server (localhost and
 // 127.0.0.1, a DNS alias, a proxy) it cannot tell apart, and `baton
-// doctor` compares the servers' run_ids.
+// doctor` compares the servers' run_ids. Such a Redlock still grants locks
+// while the other servers complete a quorum, with no error: the server
+// named twice casts two votes, and its failure alone loses them.
 //
 // # Clock model
 //
