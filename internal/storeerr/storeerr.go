@@ -80,7 +80,12 @@ func isRemoteTLSAlert(err error) bool {
 // unreachable recognises a store that could not be reached.
 func unreachable(err error) (hint string, ok bool) {
 	var dns *net.DNSError
+	var op *net.OpError
 	switch {
+	case errors.As(err, &op) && op.Op == "proxyconnect":
+		// net/http's failure to reach, or go through, the proxy: the
+		// causes below would be the proxy's, not the store's.
+		return "the connection goes through a proxy, which failed: fix the proxy, or reach the store directly: list its host in NO_PROXY if the proxy comes from HTTPS_PROXY or https_proxy in the environment, or remove the kubeconfig cluster's proxy-url if it comes from there", true
 	case errors.As(err, &dns) && dns.IsNotFound:
 		return fmt.Sprintf("the host name %q does not resolve: check the address", dns.Name), true
 	case errors.As(err, &dns):
@@ -110,7 +115,6 @@ func unreachable(err error) (hint string, ok bool) {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return "the server closed the connection: a restart, a proxy, a limit on connections such as Redis maxclients, or a service of another protocol at that port", true
 	}
-	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return "the connection could not be made: check the address and that the server runs", true
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,29 @@ func TestRefused(t *testing.T) {
 	got := storeerr.Classify(err)
 	if !errors.Is(got, backend.ErrUnavailable) || !strings.Contains(got.Error(), "is the server running") {
 		t.Errorf("Classify(%v) = %v; want ErrUnavailable with a hint", err, got)
+	}
+}
+
+// A request that goes through an HTTP proxy (HTTPS_PROXY, a kubeconfig's
+// proxy-url) that cannot be reached names the proxy as the cause; a
+// refused proxy was reported as "nothing listens at that address: is the
+// server running", of the store's address.
+func TestProxyFailed(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	for _, proxy := range []string{"http://" + closed} {
+		u, _ := url.Parse(proxy)
+		tr := &http.Transport{Proxy: http.ProxyURL(u)}
+		_, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://store.invalid:6443/")
+		tr.CloseIdleConnections()
+		got := storeerr.Classify(err)
+		if !errors.Is(got, backend.ErrUnavailable) || !strings.Contains(got.Error(), "HTTPS_PROXY") || strings.Contains(got.Error(), "is the server running") {
+			t.Errorf("through the proxy %s: Classify(%v) = %v; want ErrUnavailable naming the proxy", proxy, err, got)
+		}
 	}
 }
 
