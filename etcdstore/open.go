@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -249,17 +250,43 @@ func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 	if _, err := client.MemberList(pctx); err != nil {
 		client.Close()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			// gRPC keeps retrying a connection that fails and reports only
-			// the deadline; find out why with one plain dial.
-			if why := storeerr.Classify(diagnose(ctx, cfg.Endpoints[0], cc.TLS)); why != nil {
-				err = fmt.Errorf("no answer within %v (%w): %w", cc.DialTimeout, why, err)
-			} else {
-				err = fmt.Errorf("%w: no answer within %v: %w", backend.ErrUnavailable, cc.DialTimeout, err)
-			}
+			err = noAnswer(ctx, cfg.Endpoints[0], cc, err)
 		}
 		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))
 	}
 	return client, nil
+}
+
+// noAnswer is err, the deadline of a first request that got no answer,
+// with why: gRPC keeps retrying a connection that fails and reports only
+// the deadline, so one plain dial to endpoint finds out. If that dial
+// finds nothing wrong but gRPC goes through an HTTP proxy (HTTPS_PROXY in
+// the environment, which gRPC follows and the plain dial does not), the
+// proxy is named.
+func noAnswer(ctx context.Context, endpoint string, cc clientv3.Config, err error) error {
+	if why := storeerr.Classify(diagnose(ctx, endpoint, cc.TLS)); why != nil {
+		return fmt.Errorf("no answer within %v (%w): %w", cc.DialTimeout, why, err)
+	}
+	if proxy := envProxy(endpoint); proxy != "" {
+		return fmt.Errorf("%w: no answer within %v through the HTTP proxy %s: %w (etcd's client goes through the proxy that HTTPS_PROXY or https_proxy in the environment names, and the endpoint answers a direct connection: list its host in NO_PROXY, or fix the proxy)",
+			backend.ErrUnavailable, cc.DialTimeout, proxy, err)
+	}
+	return fmt.Errorf("%w: no answer within %v: %w", backend.ErrUnavailable, cc.DialTimeout, err)
+}
+
+// envProxy returns the HTTP proxy, without its password, that the
+// environment (HTTPS_PROXY, NO_PROXY) names for a TCP endpoint, as gRPC
+// reads it, or "".
+func envProxy(endpoint string) string {
+	network, address := DialTarget(endpoint)
+	if network != "tcp" {
+		return ""
+	}
+	u, err := http.ProxyFromEnvironment(&http.Request{URL: &url.URL{Scheme: "https", Host: address}})
+	if err != nil || u == nil {
+		return ""
+	}
+	return u.Redacted()
 }
 
 // dialAny returns nil once a connection to one of endpoints succeeds, and
