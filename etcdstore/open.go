@@ -159,6 +159,9 @@ func checkEndpoint(ep string) error {
 	case redactEndpoint(ep) != ep:
 		return errors.New("has a user name or password in it, which etcd's client does not send: give them with --user USER:PASSWORD (Config.Username and Password), not in the endpoint")
 	}
+	if authority, _, _ := strings.Cut(strings.TrimPrefix(ep, scheme+"://"), "/"); strings.Count(authority, ":") > 1 && !strings.HasPrefix(authority, "[") {
+		return errors.New("does not give HOST:PORT: write an IPv6 address in brackets, as in http://[::1]:2379")
+	}
 	hostPort := ep
 	if hasScheme {
 		u, err := url.Parse(ep)
@@ -169,7 +172,7 @@ func checkEndpoint(ep string) error {
 	}
 	host, port, err := net.SplitHostPort(hostPort)
 	if err != nil || host == "" {
-		return fmt.Errorf("does not give HOST:PORT (etcd's client port is usually 2379)")
+		return errors.New("does not give HOST:PORT (etcd's client port is usually 2379)")
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return fmt.Errorf("has the port %q, not a number from 1 to 65535", port)

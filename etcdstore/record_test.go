@@ -147,6 +147,13 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("validate(%+v) = %v; want ErrInvalidOptions", c, err)
 		}
 	}
+	// An IPv6 address without brackets: the message says to add them
+	// (it said only that no port was given, "usually 2379").
+	for _, ep := range []string{"::1:2379", "http://fd00::1:2379"} {
+		if err := (Config{Endpoints: []string{ep}}).validate(); !errors.Is(err, backend.ErrInvalidOptions) || !strings.Contains(err.Error(), "IPv6 address in brackets") {
+			t.Errorf("endpoint %q: %v; want ErrInvalidOptions saying to bracket the address", ep, err)
+		}
+	}
 	if err := (Config{Endpoints: []string{"http://u:s3cret@a:bad"}}).validate(); err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("an endpoint with a password that does not parse: %v, want an error without the password", err)
 	}
