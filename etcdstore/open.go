@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -257,7 +258,56 @@ func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 		}
 		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))
 	}
+	if err := sameCluster(pctx, client, cfg.Endpoints, min(cc.DialTimeout, time.Second)); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, err)
+	}
 	return client, nil
+}
+
+// sameCluster asks every endpoint, at once, for its cluster ID, and refuses
+// endpoints of two clusters: etcd's client spreads requests over them, so
+// a lease one grants is unknown to the other ("requested lease not
+// found"), and a lock taken in one is free in the other, to a process
+// whose request went there. An endpoint that refuses connections, or does
+// not answer within wait, is not compared.
+func sameCluster(ctx context.Context, client *clientv3.Client, endpoints []string, wait time.Duration) error {
+	if len(endpoints) < 2 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	ids := make([]uint64, len(endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range endpoints {
+		wg.Go(func() {
+			// gRPC waits for a member that refuses connections until
+			// ctx ends; a plain dial finds out at once.
+			var d net.Dialer
+			network, address := DialTarget(ep)
+			conn, err := d.DialContext(ctx, network, address)
+			if err != nil {
+				return
+			}
+			conn.Close()
+			if st, err := client.Status(ctx, ep); err == nil && st.Header != nil {
+				ids[i] = st.Header.ClusterId
+			}
+		})
+	}
+	wg.Wait()
+	first := -1
+	for i, id := range ids {
+		switch {
+		case id == 0:
+		case first < 0:
+			first = i
+		case id != ids[first]:
+			return fmt.Errorf("%w: the endpoints %s and %s belong to two etcd clusters (cluster IDs %x and %x): list the members of one cluster only; the client spreads its requests over every endpoint, so a lock would be held in either cluster",
+				backend.ErrMisconfigured, redactEndpoint(endpoints[first]), redactEndpoint(endpoints[i]), ids[first], id)
+		}
+	}
+	return nil
 }
 
 // noAnswer is err, the deadline of a first request that got no answer,

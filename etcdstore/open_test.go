@@ -108,6 +108,21 @@ func TestUnixSocket(t *testing.T) {
 	}
 }
 
+// Endpoints of two etcd clusters (staging's among production's, a member
+// of a cluster since rebuilt) are refused at Open as a misconfiguration
+// naming both: the client spread requests over the clusters, so locks
+// failed now and then with "requested lease not found" (exit 1), and were
+// taken now in one cluster, now in the other. Members of one cluster, and
+// one member listed twice, still open.
+func TestTwoClusters(t *testing.T) {
+	a, b := startEtcd(t), startEtcd(t)
+	err := openFails(t, "over two clusters", etcdstore.Config{Endpoints: []string{a.Endpoint(), b.Endpoint()}})
+	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "belong to two etcd clusters") {
+		t.Errorf("endpoints of two clusters: %v; want ErrMisconfigured naming them", err)
+	}
+	openOK(t, etcdstore.Config{Endpoints: []string{a.Endpoint(), a.Endpoint()}})()
+}
+
 // An endpoint where a Redis server listens (the port of another store) is
 // a misconfiguration that says it is not an etcd client port, not an
 // etcd that does not answer.
