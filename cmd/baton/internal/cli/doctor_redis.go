@@ -375,9 +375,20 @@ func redisFailure(label string, err error) check {
 }
 
 // urlUser returns the user a Redis URL names, or default, the user of a
-// URL that names none.
+// URL that names none. Only what precedes the host is parsed: a Sentinel
+// or Cluster URL's host may be a list of IPv6 addresses, which url.Parse
+// refuses (and the fix would then name the default user).
 func urlUser(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil && u.User.Username() != "" {
+	scheme, rest, _ := strings.Cut(rawURL, "://")
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndexByte(rest[:end], '@')
+	if at < 0 {
+		return "default"
+	}
+	if u, err := url.Parse(scheme + "://" + rest[:at] + "@host"); err == nil && u.User.Username() != "" {
 		return u.User.Username()
 	}
 	return "default"
