@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -1235,8 +1236,33 @@ func (s *Store) disconnected(err error) string {
 	if state == connectivity.Ready {
 		return ""
 	}
-	return fmt.Sprintf("no connection to etcd at %s (gRPC %s): is etcd running, and are the endpoints right?",
-		strings.Join(s.client.Endpoints(), ", "), state)
+	why := fmt.Sprintf("no connection to etcd at %s (gRPC %s)", strings.Join(s.client.Endpoints(), ", "), state)
+	if host := unresolved(s.client.Endpoints()); host != "" {
+		// gRPC's state hides why it cannot connect; a name that does not
+		// resolve (any more) is the cause most worth naming.
+		return fmt.Sprintf("%s: the host name %q does not resolve: check the endpoints and DNS", why, host)
+	}
+	return why + ": is etcd running, and are the endpoints right?"
+}
+
+// unresolved returns the first host name among endpoints that DNS (or the
+// hosts file) says does not exist, or "".
+func unresolved(endpoints []string) string {
+	for _, ep := range endpoints {
+		network, address := DialTarget(ep)
+		host, _, err := net.SplitHostPort(address)
+		if network != "tcp" || err != nil || net.ParseIP(host) != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		_, err = net.DefaultResolver.LookupHost(ctx, host)
+		cancel()
+		var dns *net.DNSError
+		if errors.As(err, &dns) && dns.IsNotFound {
+			return host
+		}
+	}
+	return ""
 }
 
 // mapErr adds baton's sentinels to etcd's errors: backend.ErrForbidden to

@@ -10,6 +10,8 @@ import (
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // TestUnreachableNamesCause: with etcd gone (its member stopped), an
@@ -82,5 +84,24 @@ func TestTryAcquireWithoutDeadlineEnds(t *testing.T) {
 				t.Fatal("TryAcquire(context.Background()) with etcd stopped has not returned in 2 minutes")
 			}
 		})
+	}
+}
+
+// TestUnresolvedNameNamed: a client whose endpoint's host name does not
+// resolve (a name removed from DNS or /etc/hosts while the Store runs)
+// fails its requests saying so, naming the host; it said only that gRPC
+// had no connection and to check that etcd runs.
+func TestUnresolvedNameNamed(t *testing.T) {
+	client, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://baton-no-such-host.invalid:2379"}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() }) // after the Store's Close
+	s := newStore(t, client, etcdstore.WithPrefix(freshPrefix(t)))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	_, err = s.TryAcquire(ctx, "job", backend.Request{Holder: "x", Nonce: baton.NewNonce(), TTL: 30 * time.Second})
+	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), `the host name "baton-no-such-host.invalid" does not resolve`) {
+		t.Errorf("TryAcquire through a name that does not resolve: %v; want ErrUnavailable naming the name", err)
 	}
 }
