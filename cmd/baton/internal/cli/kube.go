@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,6 +90,30 @@ func redactHost(host string) string {
 	return host
 }
 
+// checkServer refuses an API server address that cannot work: an IPv6
+// address without brackets (client-go said only "host must be a URL or a
+// host:port pair", exit 1) or a port out of range (dialled, and retried as
+// a server that does not answer, exit 69).
+func checkServer(host string) error {
+	u, err := url.Parse(host)
+	if err != nil || u.Host == "" {
+		rest := host
+		if _, after, ok := strings.Cut(host, "://"); ok {
+			rest = after
+		}
+		if authority, _, _ := strings.Cut(rest, "/"); strings.Count(authority, ":") > 1 && !strings.HasPrefix(authority, "[") {
+			return errors.New("has an IPv6 address without brackets: write it in brackets, as in https://[fd00::1]:6443 (kubectl config set-cluster NAME --server=https://[fd00::1]:6443)")
+		}
+		return nil // client-go's word on it
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("has the port %q, not a number from 1 to 65535", p)
+		}
+	}
+	return nil
+}
+
 // restConfig returns the client configuration and the namespace, loaded
 // once.
 func (f *kubeFlags) restConfig() (*rest.Config, string, error) {
@@ -119,6 +145,9 @@ func (f *kubeFlags) restConfig() (*rest.Config, string, error) {
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("connecting to Kubernetes: %w: %w", backend.ErrMisconfigured, err)
+	}
+	if err := checkServer(cfg.Host); err != nil {
+		return nil, "", fmt.Errorf("connecting to Kubernetes: %w: the kubeconfig's server %q %w", backend.ErrMisconfigured, redactHost(cfg.Host), err)
 	}
 	ns, _, err := cc.Namespace()
 	if err != nil {

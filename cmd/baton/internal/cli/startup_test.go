@@ -30,8 +30,14 @@ func closedPort(t *testing.T) string {
 // unreachableKubeconfig writes a kubeconfig whose API server does not run.
 func unreachableKubeconfig(t *testing.T) string {
 	t.Helper()
+	return serverKubeconfig(t, "https://"+closedPort(t))
+}
+
+// serverKubeconfig writes a kubeconfig whose cluster's server is server.
+func serverKubeconfig(t *testing.T, server string) string {
+	t.Helper()
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["gone"] = &clientcmdapi.Cluster{Server: "https://" + closedPort(t), InsecureSkipTLSVerify: true}
+	kc.Clusters["gone"] = &clientcmdapi.Cluster{Server: server, InsecureSkipTLSVerify: true}
 	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
 	kc.Contexts["gone"] = &clientcmdapi.Context{Cluster: "gone", AuthInfo: "u", Namespace: "default"}
 	kc.CurrentContext = "gone"
@@ -170,6 +176,11 @@ func TestMisconfiguredStore(t *testing.T) {
 		{"redis URL without a scheme", []string{"--backend", "redis", "--redis-url", "localhost:16390"}, cli.ExitUsage, `--redis-url "localhost:16390"`},
 		{"etcd endpoint of another scheme", []string{"--backend", "etcd", "--endpoints", "ftp://127.0.0.1:2379"}, cli.ExitUsage, "use http:// or https://"},
 		{"etcd endpoint without a port", []string{"--backend", "etcd", "--endpoints", "http://127.0.0.1"}, cli.ExitUsage, "does not give HOST:PORT"},
+		// A kubeconfig server with an IPv6 address not in brackets exited
+		// 1 with client-go's "host must be a URL or a host:port pair"; a
+		// port out of range was retried as unreachable, then exit 69.
+		{"kubeconfig server IPv6 without brackets", []string{"--backend", "lease", "--kubeconfig", serverKubeconfig(t, "https://::1:6443")}, cli.ExitConfig, "IPv6 address without brackets"},
+		{"kubeconfig server port out of range", []string{"--backend", "lease", "--kubeconfig", serverKubeconfig(t, "https://[::1]:70000")}, cli.ExitConfig, `has the port "70000"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append(append([]string{"lock", "--name", "job"}, tc.args...), "--", "true")
