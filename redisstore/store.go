@@ -274,7 +274,7 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 	}
 	r, err := s.acquire(ctx, key, req)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || scriptStopped(err) {
 			s.releaseUnanswered(key, req)
 		}
 		return backend.Grant{}, err
@@ -289,7 +289,10 @@ func (s *Store) TryAcquire(ctx context.Context, key string, req backend.Request)
 // the end of its caller's context, may have written all the same: Redis
 // runs a script it received whether or not the client still waits for
 // the reply, and the claim would keep everyone out, held by nobody, until
-// its TTL ended. The release is owner-checked (it does nothing if req's
+// its TTL ended. So does an acquire whose script a command refused after
+// it wrote the claim (scriptStopped: the ACL refused its PUBLISH, or the
+// server lacks that command), as Redis keeps a script's writes made before
+// an error. The release is owner-checked (it does nothing if req's
 // owner holds nothing, and hands a claim on to the next waiter as any
 // release does). It runs in the background, so that the caller returns
 // when its context ends, bounded by the TTL and 2 s; Close waits for it
@@ -380,7 +383,7 @@ func (s *Store) runAcquire(ctx context.Context, k *keys, req backend.Request, ow
 	defer done()
 	v, err := acquireScript.Run(ctx, sc, k.all, req.Holder, owner, millis(req.TTL), channel, waits, handoff).Slice()
 	if err != nil {
-		return acquireResult{}, s.explain(ctx, k, "acquire", s.wrap(key, lock, "acquire", err))
+		return acquireResult{}, s.namePermissions(ctx, key, s.explain(ctx, k, "acquire", s.wrap(key, lock, "acquire", err)))
 	}
 	rep := reply{v: v}
 	if rep.int(0) == 1 && len(v) == 2 {
@@ -838,8 +841,11 @@ func (s *Store) classifyErr(err error) error {
 	case strings.HasPrefix(msg, "READONLY"):
 		return fmt.Errorf("%w: the server is a read-only replica: give the primary's address, or a %s:// URL that follows failovers (%v)",
 			backend.ErrMisconfigured, schemeSentinel, err)
-	case strings.HasPrefix(msg, "NOPERM"), strings.Contains(msg, "user executing the script can't run this command"):
+	case strings.HasPrefix(msg, "NOPERM"), scriptRefusedByACL(msg):
 		return fmt.Errorf("%w: %w; give the user the rules of redisstore.ACLRules", backend.ErrForbidden, err)
+	case strings.Contains(msg, unknownInScript):
+		return fmt.Errorf("%w: %w: a command baton's scripts run is disabled or renamed on this server (rename-command in redis.conf, as hardened and managed servers do for some commands); "+
+			"baton needs the commands of redisstore.ACLRules under their own names (baton doctor, or Store.CheckPermissions, names the missing ones)", backend.ErrMisconfigured, err)
 	case strings.Contains(msg, "all sentinels") && (strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOPERM")):
 		return fmt.Errorf("%w: the sentinels refused this client's credentials (%v): give theirs in the URL as ?sentinel_password=P (and &sentinel_username=U for an ACL user); the user and password before the @ are the data nodes'",
 			backend.ErrForbidden, err)
@@ -872,6 +878,27 @@ func (s *Store) classifyErr(err error) error {
 		return fmt.Errorf("%w: %w (%s)", backend.ErrUnavailable, err, why)
 	}
 	return storeerr.Classify(err)
+}
+
+// unknownInScript is how Redis refuses a command that a script calls and
+// the server does not have (disabled or renamed with rename-command).
+const unknownInScript = "Unknown Redis command called from script"
+
+// scriptRefusedByACL reports whether msg is Redis's refusal, by the ACL,
+// of a command that a script calls (Redis 7.0 says what it refused, a
+// command, a key or a channel, but not which; later versions name it).
+// Unlike a refused EVALSHA, it comes after the script ran the commands
+// before it, and their writes stay.
+func scriptRefusedByACL(msg string) bool {
+	return strings.Contains(msg, "user executing the script can't") || strings.Contains(msg, "ACL failure in script")
+}
+
+// scriptStopped reports whether err is a script's refusal of a command
+// it calls (by the ACL, or as unknown to the server), which leaves the
+// writes of the commands before it.
+func scriptStopped(err error) bool {
+	msg := err.Error()
+	return scriptRefusedByACL(msg) || strings.Contains(msg, unknownInScript)
 }
 
 // busyServer recognises the answers of a server that cannot serve a
