@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,8 @@ import (
 // It returns nil if every command is allowed; an error matching
 // backend.ErrForbidden that names each refused command with its keys or
 // channels, or the user's missing right to run scripts; an error matching
+// backend.ErrMisconfigured that names the commands the server does not
+// have (disabled or renamed with rename-command); an error matching
 // errors.ErrUnsupported if the server cannot tell (Redis before 7.0 has no
 // redis.acl_check_cmd); or the store error of a server that did not
 // answer.
@@ -38,17 +41,32 @@ func (s *Store) CheckPermissions(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	refused, err := s.refusedCommands(ctx, name)
-	if err != nil || len(refused) == 0 {
+	refused, missing, err := s.refusedCommands(ctx, name)
+	switch {
+	case err != nil:
 		return err
+	case len(missing) > 0:
+		return fmt.Errorf("redisstore: lock %q: %w: %s", name, backend.ErrMisconfigured, missingCommands(missing))
+	case len(refused) > 0:
+		return fmt.Errorf("redisstore: lock %q: %w: this user may not run %s; give it the rules of redisstore.ACLRules (with the key and channel patterns ~%s* &%s* for the prefix %q)",
+			name, backend.ErrForbidden, strings.Join(refused, ", "), s.prefix, s.prefix, s.prefix)
 	}
-	return fmt.Errorf("redisstore: lock %q: %w: this user may not run %s; give it the rules of redisstore.ACLRules (with the key and channel patterns ~%s* &%s* for the prefix %q)",
-		name, backend.ErrForbidden, strings.Join(refused, ", "), s.prefix, s.prefix, s.prefix)
+	return nil
+}
+
+// missingCommands says that the server lacks the commands missing, which
+// baton needs.
+func missingCommands(missing []string) string {
+	return fmt.Sprintf("the server has no %s command (disabled or renamed with rename-command, as hardened and managed servers do for some), "+
+		"and baton needs every command of redisstore.ACLRules under its own name: remove its rename-command line from redis.conf (or ask the provider) and restart the server",
+		strings.Join(missing, ", no "))
 }
 
 // refusedCommands returns the commands of permissionChecks that the server
-// says this Store's user may not run, as showCommand writes them.
-func (s *Store) refusedCommands(ctx context.Context, name string) ([]string, error) {
+// says this Store's user may not run, and those the server does not have
+// (renamed or disabled), as showCommand writes them (missing: the name
+// only, once each).
+func (s *Store) refusedCommands(ctx context.Context, name string) (refused, missing []string, err error) {
 	checks := s.permissionChecks(name)
 	args := make([]any, 0, 8*len(checks))
 	for _, c := range checks {
@@ -61,18 +79,21 @@ func (s *Store) refusedCommands(ctx context.Context, name string) ([]string, err
 	denied, err := permissionsScript.Run(ctx, s.client, nil, args...).Int64Slice()
 	switch {
 	case err != nil && strings.HasPrefix(err.Error(), noACLCheckCode):
-		return nil, fmt.Errorf("redisstore: lock %q: %w: the server has no redis.acl_check_cmd (Redis before 7.0), so it cannot tell which commands this user may run; compare the user's rules (ACL GETUSER) with redisstore.ACLRules", name, errors.ErrUnsupported)
+		return nil, nil, fmt.Errorf("redisstore: lock %q: %w: the server has no redis.acl_check_cmd (Redis before 7.0), so it cannot tell which commands this user may run; compare the user's rules (ACL GETUSER) with redisstore.ACLRules", name, errors.ErrUnsupported)
 	case err != nil:
-		return nil, s.wrap(name, k.lock, "check permissions for", err)
+		return nil, nil, s.wrap(name, k.lock, "check permissions for", err)
 	}
-	refused := make([]string, 0, len(denied))
 	for _, i := range denied {
-		if i < 1 || int(i) > len(checks) {
-			return nil, fmt.Errorf("redisstore: lock %q: unexpected script reply %v", name, denied)
+		if i == 0 || max(i, -i) > int64(len(checks)) {
+			return nil, nil, fmt.Errorf("redisstore: lock %q: unexpected script reply %v", name, denied)
 		}
-		refused = append(refused, showCommand(checks[i-1]))
+		if i > 0 {
+			refused = append(refused, showCommand(checks[i-1]))
+		} else if cmd := strings.ToUpper(checks[-i-1][0]); !slices.Contains(missing, cmd) {
+			missing = append(missing, cmd)
+		}
 	}
-	return refused, nil
+	return refused, missing, nil
 }
 
 // namePermissions adds to err, a script's refusal by the server's ACL, the
@@ -80,14 +101,18 @@ func (s *Store) refusedCommands(ctx context.Context, name string) ([]string, err
 // the server can tell (refusedCommands): Redis refuses a command that a
 // script runs without naming it.
 func (s *Store) namePermissions(ctx context.Context, name string, err error) error {
-	if !errors.Is(err, backend.ErrForbidden) {
+	if !errors.Is(err, backend.ErrForbidden) && !scriptStopped(err) {
 		return err
 	}
-	refused, cerr := s.refusedCommands(ctx, name)
-	if cerr != nil || len(refused) == 0 {
-		return err
+	refused, missing, cerr := s.refusedCommands(ctx, name)
+	switch {
+	case cerr != nil:
+	case len(missing) > 0:
+		return fmt.Errorf("%w (%s)", err, missingCommands(missing))
+	case len(refused) > 0:
+		return fmt.Errorf("%w (this user may not run %s)", err, strings.Join(refused, ", "))
 	}
-	return fmt.Errorf("%w (this user may not run %s)", err, strings.Join(refused, ", "))
+	return err
 }
 
 // permissionChecks returns the commands, with their arguments, that
@@ -153,7 +178,9 @@ const noACLCheckCode = "BATON_NOACLCHECK"
 
 // permissionsScript checks the commands in ARGV, each given as the number
 // of its words and then the words, with redis.acl_check_cmd, and returns
-// the 1-based positions of those the user may not run.
+// the 1-based positions of those the user may not run, and the negated
+// positions of those the server does not have (acl_check_cmd raises an
+// error for a command disabled or renamed with rename-command).
 var permissionsScript = redis.NewScript(`
 if not redis.acl_check_cmd then
   return redis.error_reply('` + noACLCheckCode + ` redis.acl_check_cmd is missing')
@@ -162,7 +189,8 @@ local denied, i, n = {}, 1, 0
 while i <= #ARGV do
   local c = tonumber(ARGV[i])
   n = n + 1
-  if not redis.acl_check_cmd(unpack(ARGV, i + 1, i + c)) then denied[#denied + 1] = n end
+  local known, allowed = pcall(redis.acl_check_cmd, unpack(ARGV, i + 1, i + c))
+  if not known then denied[#denied + 1] = -n elseif not allowed then denied[#denied + 1] = n end
   i = i + c + 1
 end
 return denied

@@ -48,3 +48,33 @@ func TestScriptRefusedByACL(t *testing.T) {
 		t.Errorf("another contender after the refused Lock: %v; want the lock free", err)
 	}
 }
+
+// TestScriptCommandRenamed: on a server whose PUBLISH an operator disabled
+// (rename-command PUBLISH ""), an acquire is a misconfiguration naming
+// PUBLISH and rename-command, and its claim, written before the script
+// reached PUBLISH, is released; CheckPermissions names PUBLISH as missing
+// (it failed with 'Invalid command passed to redis.acl_check_cmd()'), and
+// SUBSCRIBE as well on a server that lacks both.
+func TestScriptCommandRenamed(t *testing.T) {
+	srv := testenv.StartRedis(t, testenv.RedisArgs("--rename-command", "PUBLISH", "", "--rename-command", "SUBSCRIBE", ""))
+	ctx := testCtx(t, 30*time.Second)
+	s, err := redisstore.Open("redis://" + srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.TryAcquire(ctx, "job", request("renamed", time.Minute))
+	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "no PUBLISH") || !strings.Contains(err.Error(), "no SUBSCRIBE") {
+		t.Errorf("TryAcquire without PUBLISH: %v; want ErrMisconfigured naming PUBLISH and SUBSCRIBE", err)
+	}
+	err = s.CheckPermissions(ctx, "job")
+	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "rename-command") {
+		t.Errorf("CheckPermissions without PUBLISH: %v; want ErrMisconfigured naming rename-command", err)
+	}
+	if err := s.Close(); err != nil { // waits for the claim's release
+		t.Fatal(err)
+	}
+	rec, err := newStore(t, srv.Addr(), redisstore.DefaultPrefix).Get(ctx, "job")
+	if err != nil || rec.Holder != "" {
+		t.Errorf("the lock after the refused acquire: %+v, %v; want it free", rec, err)
+	}
+}

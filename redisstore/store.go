@@ -844,8 +844,8 @@ func (s *Store) classifyErr(err error) error {
 	case strings.HasPrefix(msg, "NOPERM"), scriptRefusedByACL(msg):
 		return fmt.Errorf("%w: %w; give the user the rules of redisstore.ACLRules", backend.ErrForbidden, err)
 	case strings.Contains(msg, unknownInScript):
-		return fmt.Errorf("%w: %w: a command baton's scripts run is disabled or renamed on this server (rename-command in redis.conf, as hardened and managed servers do for some commands); "+
-			"baton needs the commands of redisstore.ACLRules under their own names (baton doctor, or Store.CheckPermissions, names the missing ones)", backend.ErrMisconfigured, err)
+		return fmt.Errorf("%w: %w: a command baton's scripts run is disabled or renamed on this server (rename-command); "+
+			"baton needs the commands of redisstore.ACLRules under their own names", backend.ErrMisconfigured, err)
 	case strings.Contains(msg, "all sentinels") && (strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOPERM")):
 		return fmt.Errorf("%w: the sentinels refused this client's credentials (%v): give theirs in the URL as ?sentinel_password=P (and &sentinel_username=U for an ACL user); the user and password before the @ are the data nodes'",
 			backend.ErrForbidden, err)
