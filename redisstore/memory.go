@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -53,7 +54,9 @@ func (p MemoryPolicy) Evicts() string {
 // server, the current primary behind Sentinel, every primary of a Cluster
 // (a replica does not evict on its own: it applies its primary's
 // evictions). The answer holds when the servers answered; CONFIG SET can
-// change it at any time.
+// change it at any time. A server whose INFO is disabled (rename-command)
+// gives an error matching errors.ErrUnsupported; a user the ACL refuses
+// INFO, one matching backend.ErrForbidden.
 func (s *Store) MemoryPolicies(ctx context.Context) ([]MemoryPolicy, error) {
 	if err := s.open("read the memory policy for", ""); err != nil {
 		return nil, err
@@ -106,6 +109,8 @@ func wrapInfo(err error) error {
 		return fmt.Errorf("redisstore: INFO memory: %w: %w (baton's locks do not need INFO; only this check does)", backend.ErrForbidden, err)
 	case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"):
 		return fmt.Errorf("redisstore: INFO memory: %w: %w", backend.ErrForbidden, err)
+	case strings.HasPrefix(msg, "ERR unknown command"):
+		return fmt.Errorf("redisstore: INFO memory: %w: the server has no INFO command (disabled or renamed with rename-command): %w (baton's locks do not need INFO; only this check does)", errors.ErrUnsupported, err)
 	}
 	if why, ok := busyServer(msg); ok {
 		return fmt.Errorf("redisstore: INFO memory: %w: %w (%s)", backend.ErrUnavailable, err, why)

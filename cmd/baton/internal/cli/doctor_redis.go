@@ -70,7 +70,7 @@ func independenceCheck(ctx context.Context, urls []string, tlsFn func(*redis.Opt
 	for _, u := range urls {
 		id, err := runID(ctx, u, tlsFn)
 		switch {
-		case redis.IsPermissionError(err):
+		case infoRefused(err) != "":
 			denied = append(denied, redactURL(u))
 			continue
 		case err != nil:
@@ -85,7 +85,7 @@ func independenceCheck(ctx context.Context, urls []string, tlsFn func(*redis.Opt
 	}
 	switch {
 	case len(denied) > 0:
-		return check{label, resultWarn, fmt.Sprintf("cannot tell whether the servers are distinct: the user may not run INFO on %s", strings.Join(denied, ", ")),
+		return check{label, resultWarn, fmt.Sprintf("cannot tell whether the servers are distinct: INFO is refused (to the user, or disabled on the server) on %s", strings.Join(denied, ", ")),
 			"an operator runs: redis-cli -h HOST -p PORT INFO server (on each server)\nand checks that every run_id differs"}
 	case len(silent) > 0:
 		return check{label, resultSkip, fmt.Sprintf("%d of %d servers answered, each a different redis-server; not checked: %s (see their rows)", len(ids), len(urls), strings.Join(silent, ", ")), ""}
@@ -144,7 +144,7 @@ func evictionCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options
 // evictionRow judges the policies MemoryPolicies returned.
 func evictionRow(label string, policies []redisstore.MemoryPolicy, err error) check {
 	switch {
-	case errors.Is(err, backend.ErrForbidden):
+	case errors.Is(err, backend.ErrForbidden), errors.Is(err, errors.ErrUnsupported):
 		return check{label, resultWarn, "cannot tell whether Redis may evict the locks' keys: " + err.Error(),
 			"an operator runs: redis-cli -h HOST -p PORT INFO memory (on each primary)\nand looks for maxmemory:0 or maxmemory_policy:noeviction. Otherwise: " + evictionFix}
 	case err != nil:
@@ -270,8 +270,8 @@ func roleCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) (
 	defer cancel()
 	info, err := client.Info(ctx, "replication", "cluster").Result()
 	switch {
-	case redis.IsPermissionError(err):
-		return check{label, resultWarn, fmt.Sprintf("cannot tell whether the server is a primary: this user may not run INFO (%v)", err),
+	case infoRefused(err) != "":
+		return check{label, resultWarn, "cannot tell whether the server is a primary: " + infoRefused(err),
 			fmt.Sprintf("an operator runs: redis-cli -u %s INFO replication\nand looks for role:master, and in INFO cluster for cluster_enabled:0; a replica refuses every lock, and a Cluster node needs a redis+cluster:// URL", shown)}, true
 	case err != nil:
 		return redisFailure(label, err), true
@@ -313,8 +313,8 @@ func persistenceCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Opti
 
 	info, err := client.Info(ctx, "persistence").Result()
 	switch {
-	case redis.IsPermissionError(err):
-		return check{label, resultWarn, fmt.Sprintf("cannot tell whether a restart keeps the locks: this user may not run INFO (%v)", err),
+	case infoRefused(err) != "":
+		return check{label, resultWarn, "cannot tell whether a restart keeps the locks: " + infoRefused(err),
 			fmt.Sprintf("an operator runs: redis-cli -u %s INFO persistence\nand looks for aof_enabled:1; then: redis-cli -u %s CONFIG GET appendfsync\nshould say always. Otherwise: %s", shown, shown, aofFix)}
 	case err != nil:
 		return redisFailure(label, err)
@@ -329,6 +329,20 @@ func persistenceCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Opti
 		return check{label, resultWarn, "append-only file on (aof_enabled:1), but being rewritten: if appendonly was just switched on (CONFIG SET appendonly yes), the file holds no lock until the rewrite ends, and a restart or crash before then frees every held lock while its holder still runs", aofRewriteFix}
 	}
 	return appendfsyncCheck(ctx, client, label, shown)
+}
+
+// infoRefused says why the server refused an INFO that failed with err:
+// the ACL refused it to the user, or the server has no INFO command (an
+// operator disabled or renamed it, as hardened servers do); "" for any
+// other error. Neither stops baton's locks, which do not need INFO.
+func infoRefused(err error) string {
+	switch {
+	case redis.IsPermissionError(err):
+		return fmt.Sprintf("this user may not run INFO (%v)", err)
+	case err != nil && strings.HasPrefix(err.Error(), "ERR unknown command"):
+		return fmt.Sprintf("the server has no INFO command, disabled or renamed with rename-command (%v); baton's locks do not need it, only this check does", err)
+	}
+	return ""
 }
 
 // aofRewriting reports whether INFO persistence shows an append-only file
