@@ -190,6 +190,7 @@ type watching struct {
 	open    func(ctx context.Context) (<-chan struct{}, error)
 	changes <-chan struct{} // nil until opened, and after it broke
 	started int
+	refused bool // a watch was refused for good, and warned of
 	// The watches' context is made at the first watch: an uncontended
 	// Lock never watches, and a child of a cancellable ctx costs a
 	// registration with it.
@@ -204,7 +205,15 @@ func (w *watching) start(ctx context.Context, c *config, name string) bool {
 		w.ctx, w.cancel = context.WithCancel(ctx)
 	}
 	ch, err := w.open(w.ctx)
-	if err != nil {
+	switch {
+	case err != nil && isPermanent(err) && !w.refused:
+		// The store refuses watches (a permission, its configuration):
+		// every release is then found up to a retry period late, which
+		// nothing else would say.
+		w.refused = true
+		c.logger.WarnContext(ctx, "baton: the store refused to watch the lock; polling every retry period instead of waking at its release", "lock", name, "err", err, "retry_period", c.retryPeriod)
+		return false
+	case err != nil:
 		c.logger.DebugContext(ctx, "baton: watch failed; polling", "lock", name, "err", err)
 		return false
 	}

@@ -790,6 +790,12 @@ func (s *Store) watch(ctx context.Context, key, holder string) (<-chan struct{},
 			s.hub.returnedEarly(channel, w)
 		}
 	}
+	if err := w.refusal(); err != nil {
+		for _, channel := range channels {
+			s.hub.remove(channel, w)
+		}
+		return nil, fmt.Errorf("redisstore: watch lock %q: the server refused the subscription: %w", key, s.classify(err))
+	}
 	context.AfterFunc(ctx, func() {
 		for _, channel := range channels {
 			s.hub.remove(channel, w)
@@ -862,6 +868,9 @@ func (s *Store) classifyErr(err error) error {
 	case strings.HasPrefix(msg, "ERR unknown command") && (strings.Contains(msg, "evalsha") || strings.Contains(msg, "'eval'")):
 		return fmt.Errorf("%w: the server does not run Lua scripts (%s), which baton needs: a Redis Sentinel answers so (give the sentinels as %s://S1:26379,S2:26379,.../PRIMARY, with the name they monitor the primary by), and so do a server whose EVAL and EVALSHA an operator renamed or disabled (rename-command) and a proxy or Redis-compatible server without scripting",
 			backend.ErrMisconfigured, strings.TrimSpace(msg), schemeSentinel)
+	case strings.HasPrefix(msg, "ERR unknown command"):
+		return fmt.Errorf("%w: %w: the server has no such command (disabled or renamed with rename-command); baton needs every command of redisstore.ACLRules under its own name",
+			backend.ErrMisconfigured, err)
 	case strings.HasPrefix(msg, "redis: invalid reply:"), strings.HasPrefix(msg, "redis: can't parse"):
 		// go-redis's wording for a reply that is not RESP at all, or not
 		// the RESP its command expects (an HTTP server's "HTTP/1.1 400"

@@ -26,10 +26,11 @@ type watcher struct {
 	// (Store.WatchWaiter): see hub.notify.
 	holder string
 
-	mu     sync.Mutex
-	c      chan struct{}
-	closed bool
-	later  *time.Timer // a pending wakeAfter; nil if none
+	mu      sync.Mutex
+	c       chan struct{}
+	closed  bool
+	later   *time.Timer // a pending wakeAfter; nil if none
+	refused error       // the server's refusal of a subscription, which closed c
 }
 
 func newWatcher() *watcher { return &watcher{c: make(chan struct{}, 1)} }
@@ -61,6 +62,24 @@ func (w *watcher) wake() {
 	case w.c <- struct{}{}:
 	default:
 	}
+}
+
+// refuse closes w for the server's refusal err of one of its
+// subscriptions (see hub.refuse).
+func (w *watcher) refuse(err error) {
+	w.mu.Lock()
+	if !w.closed {
+		w.refused = err
+	}
+	w.mu.Unlock()
+	w.close()
+}
+
+// refusal returns the refusal that closed w, or nil.
+func (w *watcher) refusal() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.refused
 }
 
 func (w *watcher) close() {
@@ -454,6 +473,8 @@ func (h *hub) loop(ctx context.Context, ps *redis.PubSub, done chan struct{}) {
 			// The client was closed under the Store: the watches are broken.
 			h.abandon(ps)
 			return
+		case isReply(err) && h.refuse(ctx, ps, err):
+			continue
 		case err != nil:
 			// go-redis reconnects and resubscribes on the next receive;
 			// notices may have been lost meanwhile. The first error of
@@ -490,6 +511,47 @@ func (h *hub) loop(ctx context.Context, ps *redis.PubSub, done chan struct{}) {
 			}
 		}
 	}
+}
+
+// isReply reports whether err is an error reply of the server, not a
+// failure of the connection.
+func isReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+// refuse handles err, an error reply on ps, as the server's refusal of the
+// subscriptions not yet confirmed (an ACL without the channel or without
+// SUBSCRIBE, a SUBSCRIBE disabled with rename-command), if there are any:
+// it drops those channels and closes their watchers with err, so that a
+// Watch waiting for its confirmation fails with it and a watch that
+// returned before ends, and the engine polls (it would otherwise wait for
+// notices that never come, until the claim it saw could end, a TTL). It
+// reports whether it did.
+func (h *hub) refuse(ctx context.Context, ps *redis.PubSub, err error) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ps != ps {
+		return false
+	}
+	var refused []string
+	for ch, c := range h.chans {
+		if c.isConfirmed {
+			continue
+		}
+		refused = append(refused, ch)
+		delete(h.chans, ch)
+		close(c.confirmed)
+		for w := range c.watchers {
+			w.refuse(err)
+		}
+	}
+	if len(refused) == 0 {
+		return false
+	}
+	// go-redis would subscribe them again at its next reconnection.
+	_ = ps.Unsubscribe(ctx, refused...)
+	return true
 }
 
 // abandon drops every channel and closes every watcher (the engine then
