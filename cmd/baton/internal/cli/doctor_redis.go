@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -253,8 +254,9 @@ func permissionsRow(label, rawURL, name string, err error) check {
 // (READONLY), and a Cluster node answers only for the locks whose hash
 // slot it serves (MOVED for the others, and for its own after a failover
 // or resharding), which reading one lock, as the store row does, does not
-// show. ok is false for a Sentinel or Cluster URL, whose client finds the
-// primaries itself.
+// show. It also fails a primary that refuses writes for want of replicas
+// (min-replicas-to-write), which reads answer too. ok is false for a
+// Sentinel or Cluster URL, whose client finds the primaries itself.
 func roleCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) (_ check, ok bool) {
 	if strings.Contains(strings.SplitN(rawURL, "://", 2)[0], "+") {
 		return check{}, false
@@ -289,7 +291,35 @@ func roleCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) (
 		return check{label, resultFail, "the server is a Redis Cluster node (INFO cluster: cluster_enabled:1): a client of one server can lock only the names whose hash slot this node serves, and none of them after a failover or resharding moves the slot (MOVED)",
 			"give the cluster as redis+cluster://N1:PORT,N2:PORT,N3:PORT (several nodes, every primary ideally)"}, true
 	}
+	if detail, refusing := writesRefused(ctx, client, info); refusing {
+		return check{label, resultFail, detail,
+			"start or reconnect replicas until enough are in sync (INFO replication: min_slaves_good_slaves), or lower min-replicas-to-write (CONFIG SET min-replicas-to-write N, then CONFIG REWRITE; on a managed service, its parameter group)"}, true
+	}
 	return check{label, resultPass, "the server is a primary (role:master), not a Cluster node", ""}, true
+}
+
+// writesRefused reports whether the primary that answered INFO
+// replication with info refuses every write (NOREPLICAS), for fewer
+// replicas in sync than its min-replicas-to-write, and says so: every
+// acquisition and renewal then fails, though reads answer. INFO shows the
+// replicas in sync (min_slaves_good_slaves) only when that setting is on,
+// so at least 1; the setting itself needs CONFIG GET, which may be refused.
+func writesRefused(ctx context.Context, client *redis.Client, info string) (string, bool) {
+	v, ok := infoField(info, "min_slaves_good_slaves")
+	good, err := strconv.Atoi(v)
+	if !ok || err != nil {
+		return "", false
+	}
+	want, shown := 1, "at least 1" // the setting is on
+	if vals, err := client.ConfigGet(ctx, "min-replicas-to-write").Result(); err == nil {
+		if n, err := strconv.Atoi(vals["min-replicas-to-write"]); err == nil {
+			want, shown = n, strconv.Itoa(n)
+		}
+	}
+	if good >= want {
+		return "", false
+	}
+	return fmt.Sprintf("the server refuses every write (NOREPLICAS): min-replicas-to-write is %s, and %d replicas are in sync (INFO replication: min_slaves_good_slaves:%d); every acquisition and renewal fails until enough are", shown, good, good), true
 }
 
 // persistenceCheck asks the server at rawURL for INFO persistence and, if

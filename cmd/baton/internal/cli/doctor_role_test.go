@@ -11,12 +11,15 @@ import (
 // Real redis-server processes: a redis:// URL to a replica, or to one node
 // of a Redis Cluster, reads a lock (the store row passes) but cannot take
 // one (READONLY; MOVED for every name whose slot another node serves), so
-// doctor fails it, as baton lock exits 78 on it.
+// doctor fails it, as baton lock exits 78 on it. A primary that refuses
+// writes for want of replicas (min-replicas-to-write) fails too: reads
+// answer, and the role row passed while every acquisition was refused.
 func TestDoctorRedisRole(t *testing.T) {
 	t.Parallel()
 	primary := testenv.StartRedis(t)
 	replica := testenv.StartRedis(t, testenv.RedisArgs("--replicaof", "127.0.0.1", strconv.Itoa(primary.Port)))
 	cluster := testenv.StartRedisCluster(t, 3)
+	alone := testenv.StartRedis(t, testenv.RedisArgs("--min-replicas-to-write", "1"))
 	for _, tc := range []struct {
 		name, url string
 		code      int
@@ -28,6 +31,8 @@ func TestDoctorRedisRole(t *testing.T) {
 			"redis+sentinel://"},
 		{"cluster node", cluster.Nodes[0].URL(), 1, doctorRow{"FAIL", "the server is a Redis Cluster node (INFO cluster: cluster_enabled:1): a client of one server can lock only the names whose hash slot this node serves, and none of them after a failover or resharding moves the slot (MOVED)"},
 			"redis+cluster://"},
+		{"too few replicas", alone.URL(), 1, doctorRow{"FAIL", "the server refuses every write (NOREPLICAS): min-replicas-to-write is 1, and 0 replicas are in sync (INFO replication: min_slaves_good_slaves:0); every acquisition and renewal fails until enough are"},
+			"lower min-replicas-to-write"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// "job" hashes to a slot of the first node: the store row
