@@ -135,6 +135,7 @@ func (s *Store) permissionChecks(name string) [][]string {
 		{"publish", k.handoffs, "notice"},
 		{"publish", k.handoffsTo("holder"), "notice"},
 		{"scan", "0", "MATCH", globEscape(s.prefix) + "*", "COUNT", "1000"},
+		{"wait", "1", "0"},
 		{"time"},
 	}
 	for _, key := range []string{lock, fence, queue, queued, next} {
@@ -162,7 +163,7 @@ func showCommand(c []string) string {
 	switch c[0] {
 	case "eval", "evalsha":
 		return cmd + " (a script) on " + strings.Join(c[3:], " ")
-	case "hello", "auth", "select", "ping", "asking", "time", "scan":
+	case "hello", "auth", "select", "ping", "asking", "time", "scan", "wait":
 		return cmd
 	case "cluster":
 		return cmd + " " + strings.ToUpper(c[1])

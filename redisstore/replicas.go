@@ -74,7 +74,8 @@ func (s *Store) awaitAcks(ctx context.Context, sc redis.Scripter) error {
 	}
 	n, err := w.Wait(ctx, s.acks, s.ackTimeout).Result()
 	if err != nil {
-		return fmt.Errorf("WAIT %d %d: %w", s.acks, s.ackTimeout.Milliseconds(), err)
+		// The server's answer first, as classify reads it.
+		return fmt.Errorf("%w (WAIT %d %d)", err, s.acks, s.ackTimeout.Milliseconds())
 	}
 	if int(n) < s.acks {
 		return fmt.Errorf("%w: %d of %d replicas acknowledged the write within %v (WithReplicaAcks)",

@@ -28,8 +28,9 @@ const DefaultPrefix = "baton:"
 //
 // They allow the connection commands a client sends (HELLO, AUTH, SELECT
 // for a database other than 0, PING; ASKING and CLUSTER SLOTS on a Redis
-// Cluster), the scripts, SCAN (List), pub/sub for Watch, and the commands
-// the scripts run, on baton's keys and channels only. SCAN is the
+// Cluster), the scripts, SCAN (List), pub/sub for Watch, WAIT for
+// WithReplicaAcks, and the commands the scripts run, on baton's keys and
+// channels only. SCAN is the
 // exception: key patterns do not limit it, so it lists the names (not the
 // values) of every key of the database; without +scan everything but List
 // (baton status without a lock name) works, and CheckPermissions names
@@ -40,9 +41,11 @@ const DefaultPrefix = "baton:"
 // commands: that category also allows CLIENT KILL, CLIENT PAUSE and
 // CLIENT LIST on every client of the server, which baton never sends, and
 // lacks CLUSTER SLOTS, without which no lock can be taken on a Cluster;
-// replace it (ACL SETUSER locker -@connection, then these rules).
+// replace it (ACL SETUSER locker -@connection, then these rules). Rules
+// copied before +wait was added lack it: with them, WithReplicaAcks fails
+// every acquisition with ErrForbidden; add +wait.
 const ACLRules = "~baton:* &baton:* +hello +auth +select +ping +asking +cluster|slots " +
-	"+evalsha +eval +subscribe +unsubscribe +scan " +
+	"+evalsha +eval +subscribe +unsubscribe +scan +wait " +
 	"+type +exists +get +set +del +hset +hget +hmget +hdel +hexists +pexpire +pttl " +
 	"+rpush +rpop +llen +lrange +lrem +publish +time"
 
