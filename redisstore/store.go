@@ -883,8 +883,11 @@ func (s *Store) classifyErr(err error) error {
 	case strings.Contains(msg, "DB index is out of range"):
 		return fmt.Errorf("%w: the URL selects a database the server does not have (%v): use a database number below the server's databases setting (16 unless redis.conf says otherwise), or raise that setting",
 			backend.ErrMisconfigured, err)
-	case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"):
-		return fmt.Errorf("%w: %w", backend.ErrForbidden, err)
+	case strings.HasPrefix(msg, "NOAUTH"):
+		return fmt.Errorf("%w: %w: the server requires a password, and the URL gives none: write redis://USER:PASSWORD@HOST:PORT (an ACL user), or redis://:PASSWORD@HOST:PORT (requirepass)", backend.ErrForbidden, err)
+	case strings.HasPrefix(msg, "WRONGPASS"):
+		return fmt.Errorf("%w: %w: the server refused the URL's user and password (a URL that names no user, redis://:PASSWORD@, logs in as the user default, which ACL setups often disable): "+
+			"give an enabled ACL user and its password as redis://USER:PASSWORD@HOST:PORT (ACL LIST on the server shows the users)", backend.ErrForbidden, err)
 	}
 	if why, ok := busyServer(msg); ok {
 		return fmt.Errorf("%w: %w (%s)", backend.ErrUnavailable, err, why)
