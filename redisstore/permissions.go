@@ -101,7 +101,7 @@ func (s *Store) refusedCommands(ctx context.Context, name string) (refused, miss
 // the server can tell (refusedCommands): Redis refuses a command that a
 // script runs without naming it.
 func (s *Store) namePermissions(ctx context.Context, name string, err error) error {
-	if !errors.Is(err, backend.ErrForbidden) && !scriptStopped(err) {
+	if err == nil || !errors.Is(err, backend.ErrForbidden) && !scriptStopped(err) {
 		return err
 	}
 	refused, missing, cerr := s.refusedCommands(ctx, name)

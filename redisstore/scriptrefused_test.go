@@ -78,3 +78,18 @@ func TestScriptCommandRenamed(t *testing.T) {
 		t.Errorf("the lock after the refused acquire: %+v, %v; want it free", rec, err)
 	}
 }
+
+// TestGetNamesRefusedCommand: a Get whose script the ACL stops at a
+// command (a user without +type) names that command, as an acquire does;
+// it said only 'The user executing the script can't run this command or
+// subcommand', which baton status and the first read of baton lock showed.
+func TestGetNamesRefusedCommand(t *testing.T) {
+	rules := slices.DeleteFunc(strings.Fields(redisstore.ACLRules), func(r string) bool { return r == "+type" })
+	srv := testenv.StartRedis(t, testenv.RedisArgs(append([]string{"--user", "notype", "on", ">pw"}, rules...)...))
+	ctx := testCtx(t, 20*time.Second)
+	s := openURL(t, fmt.Sprintf("redis://notype:pw@%s", srv.Addr()), redisstore.DefaultPrefix)
+	_, err := s.Get(ctx, "job")
+	if !errors.Is(err, backend.ErrForbidden) || !strings.Contains(err.Error(), "may not run TYPE baton:{job}:lock") {
+		t.Errorf("Get by a user without +type: %v; want ErrForbidden naming TYPE baton:{job}:lock", err)
+	}
+}

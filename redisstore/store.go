@@ -538,7 +538,8 @@ func (s *Store) Get(ctx context.Context, key string) (backend.Record, error) {
 		return backend.Record{}, err
 	}
 	lock, fence, _ := s.Keys(key)
-	return s.getReply(ctx, key, getScript.Run(ctx, s.client, []string{lock, fence}))
+	rec, err := s.getReply(ctx, key, getScript.Run(ctx, s.client, []string{lock, fence}))
+	return rec, s.namePermissions(ctx, key, err)
 }
 
 // getReply reads getScript's reply cmd for lock key.
