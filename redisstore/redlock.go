@@ -723,6 +723,15 @@ func (r *Redlock) Watch(ctx context.Context, key string) (<-chan struct{}, error
 			s.hub.returnedEarly(channel, w)
 		}
 	}
+	if err := w.refusal(); err != nil {
+		// A server refused the subscription (see hub.refuse), which
+		// closed w: the engine polls instead.
+		for _, s := range subscribed {
+			_, _, channel := s.Keys(key)
+			s.hub.remove(channel, w)
+		}
+		return nil, fmt.Errorf("redisstore: redlock watch %q: a server refused the subscription: %w", key, r.stores[0].classify(err))
+	}
 	context.AfterFunc(ctx, func() {
 		for _, s := range subscribed {
 			_, _, channel := s.Keys(key)

@@ -81,3 +81,18 @@ func TestWatchRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestRedlockWatchRefused: a Redlock one of whose servers refuses
+// SUBSCRIBE fails Watch with the cause, so that the engine polls; the
+// refusal closed the watch that Watch returned without an error, and a
+// waiter, finding it closed at once, tried again and watched again in a
+// loop.
+func TestRedlockWatchRefused(t *testing.T) {
+	servers := startRedis(t, 2)
+	servers = append(servers, testenv.StartRedis(t, testenv.RedisArgs("--rename-command", "SUBSCRIBE", "")))
+	r := newRedlock(t, servers, uniquePrefix())
+	ctx := testCtx(t, 20*time.Second)
+	if c, err := r.Watch(ctx, "job"); !errors.Is(err, backend.ErrMisconfigured) {
+		t.Errorf("Watch with a server without SUBSCRIBE: %v, %v; want ErrMisconfigured", c, err)
+	}
+}
