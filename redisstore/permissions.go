@@ -117,8 +117,9 @@ func (s *Store) namePermissions(ctx context.Context, name string, err error) err
 
 // permissionChecks returns the commands, with their arguments, that
 // CheckPermissions asks about for lock name: every command of ACLRules
-// (ASKING and CLUSTER SLOTS only on a Cluster), on the keys of the types
-// it is run on.
+// (SELECT only for a database other than 0, which is all a client sends
+// it for; ASKING and CLUSTER SLOTS only on a Cluster), on the keys of the
+// types it is run on.
 func (s *Store) permissionChecks(name string) [][]string {
 	k := s.keySet(name)
 	lock, fence, queue, queued, next := k.all[0], k.all[1], k.all[2], k.all[3], k.all[4]
@@ -126,7 +127,7 @@ func (s *Store) permissionChecks(name string) [][]string {
 		return append([]string{cmd, body, strconv.Itoa(len(k.all))}, k.all...)
 	}
 	checks := [][]string{
-		{"hello", "3"}, {"auth", "user", "password"}, {"select", "0"}, {"ping"},
+		{"hello", "3"}, {"auth", "user", "password"}, {"ping"},
 		script("evalsha", releaseScript.Hash()),
 		script("eval", "return 0"),
 		{"subscribe", k.channel, k.handoffs, k.handoffsTo("holder")},
@@ -149,11 +150,23 @@ func (s *Store) permissionChecks(name string) [][]string {
 		checks = append(checks, []string{"hset", key, "field", "value"}, []string{"hget", key, "field"},
 			[]string{"hmget", key, "field"}, []string{"hdel", key, "field"}, []string{"hexists", key, "field"})
 	}
+	if db := s.database(); db != 0 {
+		checks = append(checks, []string{"select", strconv.Itoa(db)})
+	}
 	if s.isCluster() {
 		checks = append(checks, []string{"asking"}, []string{"cluster", "slots"})
 	}
 	return append(checks, []string{"rpush", queue, "waiter"}, []string{"rpop", queue}, []string{"llen", queue},
 		[]string{"lrange", queue, "0", "0"}, []string{"lrem", queue, "0", "waiter"})
+}
+
+// database returns the database number the Store's client selects (0 on
+// a Cluster, which has no other).
+func (s *Store) database() int {
+	if c, ok := s.client.(*redis.Client); ok {
+		return c.Options().DB
+	}
+	return 0
 }
 
 // showCommand writes a checked command as a refusal names it: upper case,

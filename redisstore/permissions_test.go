@@ -15,10 +15,11 @@ import (
 
 // TestPermissionChecksCoverACLRules: CheckPermissions asks about every
 // command of ACLRules (on a Cluster: the plain server's Store leaves out
-// ASKING and CLUSTER SLOTS), and about no other.
+// ASKING and CLUSTER SLOTS; SELECT for a database other than 0), and
+// about no other.
 func TestPermissionChecksCoverACLRules(t *testing.T) {
 	var asked []string
-	for _, url := range []string{"redis://127.0.0.1:1", "redis+cluster://127.0.0.1:1,127.0.0.1:2"} {
+	for _, url := range []string{"redis://127.0.0.1:1/1", "redis+cluster://127.0.0.1:1,127.0.0.1:2"} {
 		s, err := redisstore.Open(url)
 		if err != nil {
 			t.Fatal(err)
@@ -126,6 +127,22 @@ func TestCheckPermissions(t *testing.T) {
 			if strings.Contains(msg, n+" ") {
 				t.Errorf("%s: %q names %s, which the user may run", tc.user, msg, n)
 			}
+		}
+	}
+}
+
+// TestCheckPermissionsSelect: SELECT is asked about only for a database
+// other than 0, the only case a client sends it: a user without +select
+// passes on database 0 (baton doctor failed it there, naming SELECT) and
+// fails on database 1, where its connections would be refused.
+func TestCheckPermissionsSelect(t *testing.T) {
+	rules := slices.DeleteFunc(strings.Fields(redisstore.ACLRules), func(r string) bool { return r == "+select" })
+	srv := testenv.StartRedis(t, testenv.RedisArgs(append([]string{"--user", "noselect", "on", ">pw"}, rules...)...))
+	ctx := testCtx(t, 20*time.Second)
+	for db, want := range map[int]error{0: nil, 1: backend.ErrForbidden} {
+		s := openURL(t, fmt.Sprintf("redis://noselect:pw@%s/%d", srv.Addr(), db), redisstore.DefaultPrefix)
+		if err := s.CheckPermissions(ctx, "job"); (want == nil) != (err == nil) || !errors.Is(err, want) {
+			t.Errorf("database %d: %v; want %v", db, err, want)
 		}
 	}
 }
