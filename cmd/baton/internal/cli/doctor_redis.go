@@ -279,12 +279,12 @@ func roleCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) (
 		return redisFailure(label, err), true
 	}
 	if role, _ := infoField(info, "role"); role == "slave" {
-		detail := "the server is a read-only replica (INFO replication: role:slave): every acquisition is refused (READONLY)"
+		of := ""
 		if host, ok := infoField(info, "master_host"); ok {
 			port, _ := infoField(info, "master_port")
-			detail = fmt.Sprintf("the server is a read-only replica of %s (INFO replication: role:slave): every acquisition is refused (READONLY)", net.JoinHostPort(host, port))
+			of = " of " + net.JoinHostPort(host, port)
 		}
-		return check{label, resultFail, detail,
+		return check{label, resultFail, replicaDetail(ctx, client, of),
 			"give the primary's address, or, if Sentinel manages it, a redis+sentinel://S1:26379,S2:26379,S3:26379/PRIMARY URL, which follows failovers"}, true
 	}
 	if c, _ := infoField(info, "cluster_enabled"); c == "1" {
@@ -296,6 +296,19 @@ func roleCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) (
 			"start or reconnect replicas until enough are in sync (INFO replication: min_slaves_good_slaves), or lower min-replicas-to-write (CONFIG SET min-replicas-to-write N, then CONFIG REWRITE; on a managed service, its parameter group)"}, true
 	}
 	return check{label, resultPass, "the server is a primary (role:master), not a Cluster node", ""}, true
+}
+
+// replicaDetail says what a replica (of its primary, of) does to locks:
+// a read-only one refuses every acquisition; a writable one
+// (replica-read-only no, which CONFIG GET shows, if allowed) takes them,
+// but keeps them to itself, and its next full resynchronisation erases
+// them while their holders still run.
+func replicaDetail(ctx context.Context, client *redis.Client, of string) string {
+	vals, err := client.ConfigGet(ctx, "replica-read-only").Result()
+	if err == nil && vals["replica-read-only"] == "no" {
+		return "the server is a writable replica" + of + " (INFO replication: role:slave; replica-read-only no): it grants locks that its primary and the processes locking there never see, and its next full resynchronisation erases them while their holders still run"
+	}
+	return "the server is a read-only replica" + of + " (INFO replication: role:slave): every acquisition is refused (READONLY)"
 }
 
 // writesRefused reports whether the primary that answered INFO
