@@ -206,7 +206,7 @@ func (w *watching) start(ctx context.Context, c *config, name string) bool {
 	}
 	ch, err := w.open(w.ctx)
 	switch {
-	case err != nil && isPermanent(err) && !w.refused:
+	case (errors.Is(err, ErrForbidden) || errors.Is(err, ErrMisconfigured)) && !w.refused:
 		// The store refuses watches (a permission, its configuration):
 		// every release is then found up to a retry period late, which
 		// nothing else would say.
