@@ -363,11 +363,16 @@
 // nobody renews, which expires after its TTL.
 //
 // With ACLs, a user needs ACLRules: the connection commands a client sends
-// (and CLUSTER SLOTS on a Cluster), EVALSHA/EVAL,
-// SUBSCRIBE, SCAN and the commands the scripts run, on baton's keys
+// (and CLUSTER SLOTS on a Cluster), EVALSHA/EVAL, SUBSCRIBE, SCAN, WAIT
+// (WithReplicaAcks) and the commands the scripts run, on baton's keys
 // (~baton:*) and channels (&baton:*) only. Store.CheckPermissions asks a
 // server (Redis 7 or later) whether the Store's user may run each of them
-// on a lock's keys and channels, and names those it may not.
+// on a lock's keys and channels, and names those it may not, and those the
+// server lacks (disabled or renamed with rename-command). A script refused
+// at a command it calls fails with ErrForbidden (the ACL) or
+// ErrMisconfigured (a command the server lacks), naming them, and an
+// acquisition so refused releases the claim it wrote before. A refused
+// SUBSCRIBE fails Watch the same way, and a waiting Lock then polls.
 //
 // Every Store keeps one pub/sub connection for its watches, while any lock
 // was watched within the last minute (WithWatchLinger). Close stops it.
