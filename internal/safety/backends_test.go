@@ -36,6 +36,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
@@ -502,7 +503,8 @@ func leaseEnv(t *testing.T, name string) *backendEnv {
 		restart:    restartAPIServer,
 		throttle:   apiProxy.set,
 		renewTime:  renewTimeReader(t, cfg, name, ns),
-		deleteLock: kubeDeleter(t, cfg, name, ns)}
+		deleteLock: kubeDeleter(t, cfg, name, ns),
+		annotate:   kubeAnnotator(t, cfg, name, ns)}
 	if name == "lease" {
 		be.cutDuration = leaseCutter(t, cfg, ns)
 	}
@@ -702,6 +704,28 @@ func kubeDeleter(t *testing.T, cfg *rest.Config, name, ns string) func(context.C
 		default:
 			return dyn.Resource(v1alpha1.Resource).Namespace(ns).Delete(ctx, lock, metav1.DeleteOptions{})
 		}
+	}
+}
+
+// kubeAnnotator writes annotation i of another tool on a lock's object
+// (kubectl annotate --overwrite), a merge patch of its metadata alone.
+func kubeAnnotator(t *testing.T, cfg *rest.Config, name, ns string) func(context.Context, string, int) error {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := v1alpha1.Resource
+	switch name {
+	case "lease":
+		gvr = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+	case "configmap":
+		gvr = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	}
+	return func(ctx context.Context, lock string, i int) error {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{"safety.example.com/touched":"%d"}}}`, i)
+		_, err := dyn.Resource(gvr).Namespace(ns).Patch(ctx, lock, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
 	}
 }
 

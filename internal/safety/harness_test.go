@@ -141,6 +141,10 @@ type backendEnv struct {
 	// token tok, is attached to, as `etcdctl lease revoke` would, and
 	// returns its ID; nil for other stores.
 	revokeLease func(ctx context.Context, lock string, tok uint64) (int64, error)
+	// annotate writes annotation i of another tool on the lock's object
+	// (kubectl annotate, a GitOps tool's labels): a write that changes no
+	// claim; nil for stores without one.
+	annotate func(ctx context.Context, lock string, i int) error
 	// snapshot saves a snapshot of the store into a file (etcdctl
 	// snapshot save) and returns its path; kill kills the store (SIGKILL);
 	// restoreSnapshot restores the killed store from the snapshot at path
@@ -213,6 +217,9 @@ type scenario struct {
 	// calls a deadline drawn from [0, cut), so that some acquires end
 	// while the store runs them (envCut); the row waits until one was cut.
 	cut time.Duration
+	// annotate: another writer annotates the lock's object every tenth of
+	// the TTL throughout the row (backendEnv.annotate).
+	annotate bool
 	// storeOverlap, if set, says why the store itself does not keep its
 	// leases under this fault: two holders at once are then reported,
 	// not failures (see tolerated); fencing must still hold.
@@ -595,6 +602,9 @@ func (h *harness) run() *result {
 		return n >= 2
 	})
 	h.working(3, 60*time.Second)
+	if h.sc.annotate {
+		defer h.annotating()()
+	}
 	for round := range h.sc.rounds {
 		h.inject(round)
 	}

@@ -51,6 +51,9 @@ func runScenario(t *testing.T, be *backendEnv, sc scenario) {
 	if sc.cut > 0 {
 		sc.lock += "-cut"
 	}
+	if sc.annotate {
+		sc.lock += "-annotated"
+	}
 	t.Run(name, func(t *testing.T) {
 		newHarness(t, be, sc).run()
 	})
@@ -160,6 +163,7 @@ func TestSafety(t *testing.T) {
 		common(t, be, true)
 		runScenario(t, be, scenario{fault: faultRestart})
 		throttled(t, be)
+		annotated(t, be)
 		removing(t, be, false)
 		cutting(t, be, 10*time.Millisecond)
 		// With a TTL of 6s the holder renews every 2s: a contender that
@@ -174,7 +178,9 @@ func TestSafety(t *testing.T) {
 	// (expiry by observation, conditional writes); the pause, the crash,
 	// the clock step and throttling here, and everything in the long mode.
 	t.Run("configmap", func(t *testing.T) {
-		kubeObject(t, leaseEnv(t, "configmap"))
+		be := leaseEnv(t, "configmap")
+		kubeObject(t, be)
+		annotated(t, be)
 	})
 	t.Run("crd", func(t *testing.T) {
 		be := crdEnv(t)
@@ -217,6 +223,12 @@ func removing(t *testing.T, be *backendEnv, fair bool) {
 // included, nor let a token repeat.
 func cutting(t *testing.T, be *backendEnv, cut time.Duration) {
 	runScenario(t, be, scenario{variant: "acquires cut short by their deadline", fault: faultStop, cut: cut, idle: 20 * time.Millisecond})
+}
+
+// annotated runs the SIGKILL row while another writer annotates the lock's
+// object (see annotating).
+func annotated(t *testing.T, be *backendEnv) {
+	runScenario(t, be, scenario{fault: faultKill, variant: "object annotated every TTL/10 by another writer", annotate: true})
 }
 
 func kubeObject(t *testing.T, be *backendEnv) {
