@@ -182,6 +182,11 @@ func (b *backendEnv) minTakeover() time.Duration {
 // must not move the bounds it is checked against.
 func engineMargin(ttl time.Duration) time.Duration { return max(ttl/50, 50*time.Millisecond) }
 
+// timensShift is how far, in seconds, a time namespace of its own puts a
+// contender's CLOCK_MONOTONIC and CLOCK_BOOTTIME ahead (scenario.timens):
+// far more than any TTL here.
+const timensShift = "100000"
+
 // scenario is one row of the report: a backend under one fault.
 type scenario struct {
 	fault string
@@ -217,6 +222,10 @@ type scenario struct {
 	// calls a deadline drawn from [0, cut), so that some acquires end
 	// while the store runs them (envCut); the row waits until one was cut.
 	cut time.Duration
+	// timens: every other contender runs in a time namespace of its own
+	// whose clocks read timensShift seconds ahead (unshare --time), as a
+	// container restored by CRIU does (file store).
+	timens bool
 	// annotate: another writer annotates the lock's object every tenth of
 	// the TTL throughout the row (backendEnv.annotate).
 	annotate bool
@@ -317,6 +326,11 @@ func (h *harness) spawn() *contender {
 		rate = h.sc.rates[(n-1)%len(h.sc.rates)]
 	}
 	c.cmd = exec.Command(os.Args[0])
+	if h.sc.timens && n%2 == 1 {
+		// unshare(1) without --fork execs the contender in the new time
+		// namespace: the same process, so signals reach it as any other.
+		c.cmd = exec.Command("unshare", "--time", "--monotonic", timensShift, "--boottime", timensShift, os.Args[0])
+	}
 	c.cmd.Env = append(os.Environ(),
 		roleEnv+"=contender",
 		"GORACE=atexit_sleep_ms=0",

@@ -54,6 +54,9 @@ func runScenario(t *testing.T, be *backendEnv, sc scenario) {
 	if sc.annotate {
 		sc.lock += "-annotated"
 	}
+	if sc.timens {
+		sc.lock += "-timens"
+	}
 	t.Run(name, func(t *testing.T) {
 		newHarness(t, be, sc).run()
 	})
@@ -104,6 +107,9 @@ func TestSafety(t *testing.T) {
 		// Removal deletes the lock file too, under its flock, which a
 		// contender may have opened before and be waiting on.
 		removing(t, be, false)
+		// Containers on one host sharing the directory, one of them
+		// restored by CRIU: every other contender's clocks read far ahead.
+		runScenario(t, be, scenario{fault: faultKill, variant: "every other contender in a time namespace 100000 s ahead", timens: true})
 	})
 	t.Run("redis", func(t *testing.T) {
 		be := redisEnv(t)
