@@ -54,7 +54,7 @@ esac
 
 # modver FILE MODULE prints MODULE's version in the require list of FILE.
 modver() {
-	awk -v m="$2" '$1 == m { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$1"
+	awk -v m="$2" '$1 == m && NF >= 2 { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$1"
 }
 
 kube_version="$(modver "$here/go.mod" k8s.io/kubernetes)"

@@ -27,7 +27,7 @@ log() { printf 'testbin/update: %s\n' "$*" >&2; }
 
 # modver FILE MODULE prints MODULE's version in the require list of FILE.
 modver() {
-	awk -v m="$2" '$1 == m { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$1"
+	awk -v m="$2" '$1 == m && NF >= 2 { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$1"
 }
 
 kube_version="${1:-$(modver "$here/go.mod" k8s.io/kubernetes 2>/dev/null || true)}"
