@@ -176,16 +176,26 @@ func (s *Store) clearOrphanClaim(ctx context.Context, l *lease, id clientv3.Leas
 // key is still on lease id (nobody else writes a key of that name), and
 // forgets it: it was applied, so it is deleted now or was already.
 func (s *Store) clearOrphanPlace(ctx context.Context, l *lease, id clientv3.LeaseID, name, qk string) error {
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.LeaseValue(qk), "=", id)).
-		Then(clientv3.OpDelete(qk)).
-		Commit()
+	deleted, err := s.deleteOnLease(ctx, id, qk)
 	if err != nil {
 		return err
 	}
-	if resp.Succeeded {
+	if deleted {
 		s.log.Warn("etcdstore: deleted a place in the queue that an unanswered acquire left on this Store's lease", "lock", name, "key", qk)
 	}
 	s.pool.forgetPlace(l, name, qk)
 	return nil
+}
+
+// deleteOnLease deletes key k if it is still attached to lease id, and
+// reports whether it did.
+func (s *Store) deleteOnLease(ctx context.Context, id clientv3.LeaseID, k string) (bool, error) {
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(k), "=", id)).
+		Then(clientv3.OpDelete(k)).
+		Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
 }

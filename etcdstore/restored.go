@@ -221,14 +221,11 @@ func (s *Store) stalePlaces(keys map[string]bool) map[string]string {
 // dropStalePlace deletes the stale place k of lock name (stalePlace) if it
 // is still on lease id.
 func (s *Store) dropStalePlace(ctx context.Context, id clientv3.LeaseID, name, k string) error {
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.LeaseValue(k), "=", id)).
-		Then(clientv3.OpDelete(k)).
-		Commit()
+	deleted, err := s.deleteOnLease(ctx, id, k)
 	if err != nil {
 		return err
 	}
-	if resp.Succeeded {
+	if deleted {
 		s.log.Warn("etcdstore: deleted a place in a queue that this Store's lease carried but the Store no longer held (etcd restored from a snapshot?)",
 			"lock", name, "key", k)
 	}
