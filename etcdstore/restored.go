@@ -20,7 +20,8 @@ import (
 // carries it, so the Store deletes it (claim and guard) where it finds
 // one: an acquire of its lock, which then tries again, and the
 // verification of the lease (every verification period, while the lease
-// carries claims). An unanswered transaction of the acquiring call is
+// carries claims or places), which also deletes the places in fair queues
+// that the Store no longer has (stalePlaces). An unanswered transaction of the acquiring call is
 // taken over instead (ownOrphan); while another acquire of the same name
 // runs in this Store, the claim may be that call's, not yet recorded, and
 // is left alone.
