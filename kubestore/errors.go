@@ -152,6 +152,45 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		return fmt.Errorf("kube: %s %s: %w: %w: the API server throttles this client's requests (%s: 429 Too Many Requests, "+
 			"from API Priority and Fairness or its --max-requests-inflight), and kept refusing them after every Retry-After; %s",
 			op, where, ErrThrottled, backend.ErrUnavailable, apiMessage(err), throttleFix)
+	case isRefusal(err):
+		return s.refused(op, verb, where, err)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("kube: %s %s: %w: the API server did not accept the credentials (%v)",
+			op, where, backend.ErrForbidden, apiMessage(err))
+	case isMissingCredentialPlugin(err):
+		// client-go's exec credential plugin (aws eks get-token,
+		// gke-gcloud-auth-plugin, kubelogin) is not on this machine: no
+		// attempt can succeed. (An image built FROM baton's has no such
+		// binary.)
+		return fmt.Errorf("kube: %s %s: %w: the kubeconfig's credential plugin cannot be run here (%v); install it on this machine's PATH, "+
+			"or use a kubeconfig (or, in a pod, the service account) whose credentials need no plugin",
+			op, where, backend.ErrMisconfigured, err)
+	case verb == "create" && isNamespaceNotFound(err):
+		return fmt.Errorf("kube: %s %s: %w (%w): namespace %q does not exist; create it or configure another namespace",
+			op, where, ErrNamespaceNotFound, backend.ErrMisconfigured, s.ns)
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		// The generic fix (dial a name the certificate lists) is out of
+		// reach behind a proxy, a tunnel or a load balancer whose address
+		// the API server's certificate does not list.
+		return fmt.Errorf("kube: %s %s: %w; where the API server is reached through a proxy, a tunnel or a load balancer under another name, "+
+			"set the kubeconfig cluster's tls-server-name to a name the certificate lists (kubectl config set-cluster CLUSTER --tls-server-name=NAME; "+
+			"in Go, rest.Config's TLSClientConfig.ServerName)", op, where, storeerr.Classify(err))
+	}
+	return fmt.Errorf("kube: %s %s: %w", op, where, storeerr.Classify(err))
+}
+
+// isRefusal reports a request that admission or authorization refused (a
+// 403, a namespace being deleted, or an admission policy's or webhook's
+// denial): refused names it.
+func isRefusal(err error) bool {
+	return isAdmissionDenial(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) || apierrors.IsForbidden(err)
+}
+
+// refused is fail for a refusal (isRefusal) of the request verb on where:
+// it names what refused it and what lifts it, if anything does.
+func (s *store) refused(op, verb, where string, err error) error {
+	switch {
 	case isAdmissionDenial(err):
 		// Authorization passed (admission runs after it): no Role lifts
 		// this, and retrying meets the same policy.
@@ -183,7 +222,7 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 			"Bind this identity to a Role in namespace %q with the rule:\n%s\n"+
 			"or keep the objects (for package schedule: schedule.KeepSlotLocks)",
 			op, where, backend.ErrForbidden, verb, s.k.resource(), s.ns, apiMessage(err), s.ns, s.k.rbacRule(removeVerbs))
-	case apierrors.IsForbidden(err):
+	default:
 		rule, who := s.k.rbacRule(lockVerbs), "this identity"
 		if verb == "list" {
 			rule, who = s.k.rbacRule(`["list"]`), "the identity of status views (baton status)"
@@ -191,30 +230,7 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		return fmt.Errorf("kube: %s %s: %w: the API server denied the verb %q on %s in namespace %q (%s). "+
 			"Bind %s to a Role in namespace %q with the rule:\n%s",
 			op, where, backend.ErrForbidden, verb, s.k.resource(), s.ns, apiMessage(err), who, s.ns, rule)
-	case apierrors.IsUnauthorized(err):
-		return fmt.Errorf("kube: %s %s: %w: the API server did not accept the credentials (%v)",
-			op, where, backend.ErrForbidden, apiMessage(err))
-	case isMissingCredentialPlugin(err):
-		// client-go's exec credential plugin (aws eks get-token,
-		// gke-gcloud-auth-plugin, kubelogin) is not on this machine: no
-		// attempt can succeed. (An image built FROM baton's has no such
-		// binary.)
-		return fmt.Errorf("kube: %s %s: %w: the kubeconfig's credential plugin cannot be run here (%v); install it on this machine's PATH, "+
-			"or use a kubeconfig (or, in a pod, the service account) whose credentials need no plugin",
-			op, where, backend.ErrMisconfigured, err)
-	case verb == "create" && isNamespaceNotFound(err):
-		return fmt.Errorf("kube: %s %s: %w (%w): namespace %q does not exist; create it or configure another namespace",
-			op, where, ErrNamespaceNotFound, backend.ErrMisconfigured, s.ns)
 	}
-	if _, ok := errors.AsType[x509.HostnameError](err); ok {
-		// The generic fix (dial a name the certificate lists) is out of
-		// reach behind a proxy, a tunnel or a load balancer whose address
-		// the API server's certificate does not list.
-		return fmt.Errorf("kube: %s %s: %w; where the API server is reached through a proxy, a tunnel or a load balancer under another name, "+
-			"set the kubeconfig cluster's tls-server-name to a name the certificate lists (kubectl config set-cluster CLUSTER --tls-server-name=NAME; "+
-			"in Go, rest.Config's TLSClientConfig.ServerName)", op, where, storeerr.Classify(err))
-	}
-	return fmt.Errorf("kube: %s %s: %w", op, where, storeerr.Classify(err))
 }
 
 // isNamespaceNotFound reports the 404 of a create in a missing namespace.
