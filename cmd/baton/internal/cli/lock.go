@@ -147,10 +147,18 @@ func (a *app) lock(ctx context.Context, f *lockFlags, wait waitValue, argv []str
 		_ = a.unlock(l)
 		return failf(lostExitCode(cause), "lock %q was lost while CMD ran, and CMD was stopped: %v", f.name, cause)
 	}
+	return a.releaseAfterCMD(l, code)
+}
+
+// releaseAfterCMD releases l once CMD exited with code on its own, and
+// returns baton's exit: CMD's code, or 78 if the release found the lock
+// taken in a way that shows the setup cannot work (a loss that only the
+// release found is warned about).
+func (a *app) releaseAfterCMD(l *baton.Lease, code int) error {
 	if err := a.unlock(l); errors.Is(err, backend.ErrMisconfigured) {
-		return failf(ExitConfig, "lock %q was taken while CMD ran (CMD exited %d before a renewal could tell, its release found out): %v", f.name, code, err)
+		return failf(ExitConfig, "lock %q was taken while CMD ran (CMD exited %d before a renewal could tell, its release found out): %v", l.Name(), code, err)
 	} else if errors.Is(err, backend.ErrLost) {
-		a.log.Warn("the lock was taken or force-released while CMD ran: its release found it no longer this holder's, so CMD's work may have overlapped another holder's", "lock", f.name, "token", l.Token(), "err", err)
+		a.log.Warn("the lock was taken or force-released while CMD ran: its release found it no longer this holder's, so CMD's work may have overlapped another holder's", "lock", l.Name(), "token", l.Token(), "err", err)
 	}
 	return exitCode(code)
 }
