@@ -110,10 +110,11 @@ func fileEnv(t *testing.T) *backendEnv {
 func redisEnv(t *testing.T) *backendEnv {
 	srv := testenv.StartRedis(t, testenv.AppendOnly())
 	return &backendEnv{name: "redis", ttl: ttl, claimLife: ttl,
-		newLink:    func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "") },
-		deleteLock: redisDel(srv.Addr()),
-		deleteAll:  redisDelAll(srv.Addr()),
-		evictLock:  redisEvict(srv.Addr()),
+		newLink:      func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "") },
+		deleteLock:   redisDel(srv.Addr()),
+		deleteAll:    redisDelAll(srv.Addr()),
+		evictLock:    redisEvict(srv.Addr()),
+		pauseClients: redisPause(srv.Addr()),
 		restart: func(t *testing.T, down time.Duration) {
 			srv.Kill()
 			time.Sleep(down)
@@ -136,6 +137,7 @@ func redlockEnv(t *testing.T) *backendEnv {
 		deleteAll:  redisDelAll(addrs...),
 		// redisDelAll deletes on one server after another.
 		deleteAllByServer: true,
+		pauseClients:      redisPause(addrs...),
 		pauseOne: func() func() {
 			srvs[0].Pause()
 			return srvs[0].Resume

@@ -64,6 +64,7 @@ const (
 	faultCut        = "lease duration cut to 1s by hand"
 	faultSilentOne  = "1 of 3 servers stopped"
 	faultRestore    = "snapshot restored with a revision bump"
+	faultPause      = "CLIENT PAUSE past the TTL"
 )
 
 // etcdRevoked is why the lease-revoked rows may show two holders: a
@@ -158,6 +159,9 @@ type backendEnv struct {
 	// (Redlock), as a frozen machine: it keeps its connections and
 	// answers nothing. resume continues it. nil for other stores.
 	pauseOne func() (resume func())
+	// pauseClients has every server pause its clients for d (CLIENT
+	// PAUSE d mode, mode WRITE or ALL; Redis). nil for other stores.
+	pauseClients func(ctx context.Context, mode string, d time.Duration) error
 }
 
 func (b *backendEnv) retry() time.Duration { return b.ttl * 2 / 15 }
@@ -718,6 +722,8 @@ func (h *harness) inject(round int) {
 		h.lateGrants()
 	case faultRestore:
 		h.restoreSnapshot(minWrites)
+	case faultPause:
+		h.pauseClients(round, minWrites)
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}

@@ -119,6 +119,9 @@ func TestSafety(t *testing.T) {
 		// A server at its maxmemory with a volatile-* policy evicts claims
 		// (they expire), not fences: no second holder.
 		runScenario(t, be, scenario{fault: faultEvict, variant: "maxmemory-policy volatile-ttl"})
+		// The server holds back every script past the TTL and expires no
+		// key meanwhile; the claim has expired when it goes on.
+		runScenario(t, be, scenario{fault: faultPause})
 		// Releases hand the lock to the longest waiter: one may be stopped.
 		// At least one round of each of stopWaiter's three resumes.
 		runScenario(t, be, scenario{fault: faultStopWait, rounds: max(3, rounds())})
@@ -202,6 +205,7 @@ func TestSafety(t *testing.T) {
 		runScenario(t, be, scenario{fault: faultDeleteAll, storeOverlap: keysDeleted})
 		runScenario(t, be, scenario{fault: faultMinority, rounds: 1})
 		runScenario(t, be, scenario{fault: faultSilentOne, rounds: 2})
+		runScenario(t, be, scenario{fault: faultPause})
 	})
 }
 
