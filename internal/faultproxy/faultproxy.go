@@ -16,10 +16,10 @@ import (
 // Proxy forwards every connection accepted on Addr to the target address.
 // Its methods are safe for concurrent use.
 type Proxy struct {
-	target string
-	ln     net.Listener
+	ln net.Listener
 
 	mu      sync.Mutex
+	target  string
 	links   map[*link]struct{}
 	cut     bool
 	latency time.Duration
@@ -73,6 +73,11 @@ func (p *Proxy) Restore() { p.set(func() { p.cut = false }) }
 // forwarded. 0 removes the delay.
 func (p *Proxy) SetLatency(d time.Duration) { p.set(func() { p.latency = d }) }
 
+// Retarget forwards the connections accepted from now on to target, as a
+// host name pointed at another server does for the connections opened
+// after the change: the current connections stay with the old target.
+func (p *Proxy) Retarget(target string) { p.set(func() { p.target = target }) }
+
 // Reset closes every current connection (both sides see it at once); new
 // connections are still accepted.
 func (p *Proxy) Reset() {
@@ -121,7 +126,10 @@ func (p *Proxy) accept() {
 			}
 			continue
 		}
-		s, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		s, err := net.Dial("tcp", target)
 		if err != nil {
 			_ = c.Close()
 			continue

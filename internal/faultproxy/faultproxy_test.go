@@ -124,3 +124,53 @@ func TestProxy(t *testing.T) {
 		t.Fatalf("a new connection after Reset: %v", err)
 	}
 }
+
+// TestRetarget: connections opened after Retarget go to the new target;
+// those opened before stay with the old one.
+func TestRetarget(t *testing.T) {
+	p, err := faultproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	old, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	oldR := bufio.NewReader(old)
+	if _, err := roundTrip(t, old, oldR, 5*time.Second); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+
+	// A target where nothing listens: a new connection is closed at
+	// once, the old one still works.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	p.Retarget(dead)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := roundTrip(t, c, bufio.NewReader(c), 5*time.Second); err == nil {
+		t.Fatalf("a connection after Retarget(%s), where nothing listens, got an answer", dead)
+	}
+	if _, err := roundTrip(t, old, oldR, 5*time.Second); err != nil {
+		t.Fatalf("the connection opened before Retarget: %v", err)
+	}
+
+	p.Retarget(echo(t))
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := roundTrip(t, c2, bufio.NewReader(c2), 5*time.Second); err != nil {
+		t.Fatalf("a connection after Retarget to a live server: %v", err)
+	}
+}

@@ -84,13 +84,18 @@ func proxied(t *testing.T, targets []string, scheme string) link {
 				p.SetLatency(d)
 			}
 		},
+		retarget: func(addr string) {
+			for _, p := range ps {
+				p.Retarget(addr)
+			}
+		},
 	}
 }
 
 // local is the link of a store on this machine's file system: nothing to
 // cut.
 func local(target string) link {
-	return link{target: target, cut: func() {}, restore: func() {}, cutOne: func() {}, delay: func(time.Duration) {}}
+	return link{target: target, cut: func() {}, restore: func() {}, cutOne: func() {}, delay: func(time.Duration) {}, retarget: func(string) {}}
 }
 
 func fileEnv(t *testing.T) *backendEnv {

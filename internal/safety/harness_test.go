@@ -65,6 +65,7 @@ const (
 	faultSilentOne  = "1 of 3 servers stopped"
 	faultRestore    = "snapshot restored with a revision bump"
 	faultPause      = "CLIENT PAUSE past the TTL"
+	faultMoved      = "host name moved to another server"
 )
 
 // etcdRevoked is why the lease-revoked rows may show two holders: a
@@ -93,6 +94,9 @@ type link struct {
 	cutOne func()
 	// delay adds one-way latency to every byte.
 	delay func(d time.Duration)
+	// retarget sends the connections opened from now on to another
+	// server, as a host name pointed elsewhere does (one store only).
+	retarget func(addr string)
 }
 
 // backendEnv is a store under test, shared by its scenarios.
@@ -162,6 +166,10 @@ type backendEnv struct {
 	// pauseClients has every server pause its clients for d (CLIENT
 	// PAUSE d mode, mode WRITE or ALL; Redis). nil for other stores.
 	pauseClients func(ctx context.Context, mode string, d time.Duration) error
+	// moveName points the store's name (every contender's link, and those
+	// made later) at a new, empty server, leaving open connections on the
+	// old one; stopOld kills the old server. nil for other stores.
+	moveName func(t *testing.T) (moved string, stopOld func())
 }
 
 func (b *backendEnv) retry() time.Duration { return b.ttl * 2 / 15 }
@@ -724,6 +732,8 @@ func (h *harness) inject(round int) {
 		h.restoreSnapshot(minWrites)
 	case faultPause:
 		h.pauseClients(round, minWrites)
+	case faultMoved:
+		h.moveNameHeld(minWrites)
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}

@@ -130,6 +130,8 @@ func TestSafety(t *testing.T) {
 		}
 		removing(t, be, false)
 		cutting(t, be, time.Millisecond)
+		// A server of its own: the row leaves the name on a new one.
+		runScenario(t, redisMovedEnv(t), scenario{fault: faultMoved, storeOverlap: nameMoved})
 	})
 	t.Run("etcd", func(t *testing.T) {
 		be := etcdEnv(t)
