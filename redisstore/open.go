@@ -27,15 +27,15 @@ import (
 // prefer a credentials provider (WithClientOptions) for production.
 func ParseURL(url string) (*redis.Options, error) {
 	if u, err := neturl.Parse(url); err == nil && strayAt(u) {
-		return nil, fmt.Errorf("redisstore: %w", errEncoding)
+		return nil, fmt.Errorf("redisstore: %w: %w", backend.ErrInvalidOptions, errEncoding)
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: %w", parseError(url, err))
+		return nil, fmt.Errorf("redisstore: %w: %w", backend.ErrInvalidOptions, parseError(url, err))
 	}
 	if _, port, err := net.SplitHostPort(opt.Addr); err == nil && opt.Network != "unix" {
 		if err := checkPort(port); err != nil {
-			return nil, fmt.Errorf("redisstore: %s: %w", RedactURL(url), err)
+			return nil, fmt.Errorf("redisstore: %w: %s: %w", backend.ErrInvalidOptions, RedactURL(url), err)
 		}
 	}
 	opt.ContextTimeoutEnabled = true

@@ -43,6 +43,20 @@ func TestOpenURLsErrors(t *testing.T) {
 	}
 }
 
+// TestOpenBadURL: a URL that does not parse is a misconfiguration that
+// callers match with ErrInvalidOptions, as every other refusal of Open's
+// arguments; it matched nothing.
+func TestOpenBadURL(t *testing.T) {
+	for _, u := range []string{"http://x:1", "redis://x:99999", "redis://x:port", "redis://[::1", "redis://x:1/notadb"} {
+		if _, err := redisstore.Open(u); !errors.Is(err, backend.ErrInvalidOptions) {
+			t.Errorf("Open(%q): %v, want ErrInvalidOptions", u, err)
+		}
+		if _, err := redisstore.ParseURL(u); !errors.Is(err, backend.ErrInvalidOptions) {
+			t.Errorf("ParseURL(%q): %v, want ErrInvalidOptions", u, err)
+		}
+	}
+}
+
 func TestOpenURLsKinds(t *testing.T) {
 	servers := startRedis(t, 3)
 	ctx := testCtx(t, 20*time.Second)

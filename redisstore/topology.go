@@ -268,8 +268,6 @@ func CheckURL(raw string) error {
 	if _, ok, err := parseTopology(raw); ok {
 		return err
 	}
-	if _, err := ParseURL(raw); err != nil {
-		return fmt.Errorf("%w: %w", backend.ErrInvalidOptions, err)
-	}
-	return nil
+	_, err := ParseURL(raw)
+	return err
 }

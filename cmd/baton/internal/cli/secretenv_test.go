@@ -76,9 +76,9 @@ func enableEtcdUser(t *testing.T, endpoint, user, pw string) {
 func TestRedisURLFromEnvNamed(t *testing.T) {
 	t.Parallel()
 	for env, want := range map[string]string{
-		"garbage":                   `$BATON_REDIS_URL "garbage": invalid options`,
+		"garbage":                   `$BATON_REDIS_URL "garbage": redisstore: invalid options`,
 		"redis://a:1 redis://b:1":   `needs exactly one --redis-url, got 2 in $BATON_REDIS_URL`,
-		"redis://a:1 redis://b:1 x": `$BATON_REDIS_URL "x": invalid options`,
+		"redis://a:1 redis://b:1 x": `$BATON_REDIS_URL "x": redisstore: invalid options`,
 	} {
 		backend := "redis"
 		if strings.Count(env, " ") == 2 {
