@@ -52,3 +52,23 @@ func TestHostnameMismatchNamesTLSServerName(t *testing.T) {
 		t.Fatalf("Get through a name the certificate does not list: %v; want ErrMisconfigured naming tls-server-name", err)
 	}
 }
+
+// A server address without a scheme is taken by client-go as http:// when
+// the configuration has no CA, client certificate or insecure flag (a
+// kubeconfig with a token only): the API server answers plain HTTP with
+// 400 "Client sent an HTTP request to an HTTPS server", which read as "the
+// server rejected our request for an unknown reason" (exit 1). The error
+// matches backend.ErrMisconfigured and names the fix.
+func TestPlainHTTPToTLSServer(t *testing.T) {
+	cfg := rest.CopyConfig(controlPlane(t))
+	cfg.Host = strings.TrimPrefix(cfg.Host, "https://")
+	cfg.TLSClientConfig = rest.TLSClientConfig{}
+	s, err := kubestore.NewLeaseForConfig(cfg, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Get(t.Context(), "plain-http")
+	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "https://") {
+		t.Fatalf("Get over plain HTTP from a server without a scheme: %v; want ErrMisconfigured naming https://", err)
+	}
+}

@@ -5,12 +5,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/storeerr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 var (
@@ -165,6 +167,11 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		return fmt.Errorf("kube: %s %s: %w: the kubeconfig's credential plugin cannot be run here (%v); install it on this machine's PATH, "+
 			"or use a kubeconfig (or, in a pod, the service account) whose credentials need no plugin",
 			op, where, backend.ErrMisconfigured, err)
+	case isPlainHTTPToTLS(err):
+		return fmt.Errorf("kube: %s %s: %w: the API server speaks HTTPS and this client sent it plain HTTP (400: Client sent an HTTP request to an HTTPS server): "+
+			"client-go takes a server address without a scheme for http:// when the configuration has no CA, client certificate or insecure-skip-tls-verify; "+
+			"write the server as https://HOST:PORT (kubectl config set-cluster CLUSTER --server=https://HOST:PORT; in Go, rest.Config's Host)",
+			op, where, backend.ErrMisconfigured)
 	case verb == "create" && isNamespaceNotFound(err):
 		return fmt.Errorf("kube: %s %s: %w (%w): namespace %q does not exist; create it or configure another namespace",
 			op, where, ErrNamespaceNotFound, backend.ErrMisconfigured, s.ns)
@@ -231,6 +238,18 @@ func (s *store) refused(op, verb, where string, err error) error {
 			"Bind %s to a Role in namespace %q with the rule:\n%s",
 			op, where, backend.ErrForbidden, verb, s.k.resource(), s.ns, apiMessage(err), who, s.ns, rule)
 	}
+}
+
+// isPlainHTTPToTLS reports Go's TLS server's answer to a plain HTTP
+// request, as client-go reports it: a 400 whose cause quotes the body.
+func isPlainHTTPToTLS(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || !apierrors.IsBadRequest(err) || st.Status().Details == nil {
+		return false
+	}
+	return slices.ContainsFunc(st.Status().Details.Causes, func(c metav1.StatusCause) bool {
+		return strings.Contains(c.Message, "Client sent an HTTP request to an HTTPS server")
+	})
 }
 
 // isNamespaceNotFound reports the 404 of a create in a missing namespace.
