@@ -23,6 +23,9 @@ type Proxy struct {
 	links   map[*link]struct{}
 	cut     bool
 	latency time.Duration
+	// loseEvery > 0 closes the connection of every loseEvery-th chunk of
+	// replies instead of forwarding it (LoseReplies); replies counts them.
+	loseEvery, replies int
 	changed chan struct{} // closed and replaced whenever cut or latency change
 	closed  bool
 
@@ -72,6 +75,25 @@ func (p *Proxy) Restore() { p.set(func() { p.cut = false }) }
 // SetLatency delays every chunk of bytes by d (one way) before it is
 // forwarded. 0 removes the delay.
 func (p *Proxy) SetLatency(d time.Duration) { p.set(func() { p.latency = d }) }
+
+// LoseReplies makes every n-th chunk of bytes that a target sends back,
+// counted over all connections, never arrive: the proxy closes that
+// connection instead of forwarding it, as a connection reset after the
+// store ran a request and before its reply arrived (a CLIENT KILL, a load
+// balancer's reset, a crashed proxy). 0 ends it.
+func (p *Proxy) LoseReplies(n int) { p.set(func() { p.loseEvery, p.replies = n, 0 }) }
+
+// loseReply counts one chunk of replies and reports whether LoseReplies
+// has it lost.
+func (p *Proxy) loseReply() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.loseEvery <= 0 {
+		return false
+	}
+	p.replies++
+	return p.replies%p.loseEvery == 0
+}
 
 // Retarget forwards the connections accepted from now on to target, as a
 // host name pointed at another server does for the connections opened
@@ -166,6 +188,9 @@ func (p *Proxy) pump(l *link, dst, src net.Conn) {
 		if n > 0 {
 			if !p.hold(l, time.Now()) {
 				return
+			}
+			if src == l.server && p.loseReply() {
+				return // the deferred close resets both sides
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return

@@ -174,3 +174,39 @@ func TestRetarget(t *testing.T) {
 		t.Fatalf("a connection after Retarget to a live server: %v", err)
 	}
 }
+
+// TestLoseReplies: every n-th reply never arrives and its connection is
+// closed, after the target received the request; 0 ends it.
+func TestLoseReplies(t *testing.T) {
+	p, err := faultproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	p.LoseReplies(2)
+	c, r := dial()
+	if _, err := roundTrip(t, c, r, 5*time.Second); err != nil {
+		t.Fatalf("the first reply: %v", err)
+	}
+	if _, err := roundTrip(t, c, r, 5*time.Second); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the second reply: %v, want its connection closed", err)
+	}
+	c, r = dial()
+	if _, err := roundTrip(t, c, r, 5*time.Second); err != nil {
+		t.Fatalf("the third reply, on a new connection: %v", err)
+	}
+	p.LoseReplies(0)
+	for i := range 3 {
+		if _, err := roundTrip(t, c, r, 5*time.Second); err != nil {
+			t.Fatalf("reply %d after LoseReplies(0): %v", i, err)
+		}
+	}
+}

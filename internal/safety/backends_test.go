@@ -89,13 +89,19 @@ func proxied(t *testing.T, targets []string, scheme string) link {
 				p.Retarget(addr)
 			}
 		},
+		loseReplies: func(n int) {
+			for _, p := range ps {
+				p.LoseReplies(n)
+			}
+		},
 	}
 }
 
 // local is the link of a store on this machine's file system: nothing to
 // cut.
 func local(target string) link {
-	return link{target: target, cut: func() {}, restore: func() {}, cutOne: func() {}, delay: func(time.Duration) {}, retarget: func(string) {}}
+	return link{target: target, cut: func() {}, restore: func() {}, cutOne: func() {}, delay: func(time.Duration) {}, retarget: func(string) {},
+		loseReplies: func(int) {}}
 }
 
 func fileEnv(t *testing.T) *backendEnv {

@@ -66,6 +66,7 @@ const (
 	faultRestore    = "snapshot restored with a revision bump"
 	faultPause      = "CLIENT PAUSE past the TTL"
 	faultMoved      = "host name moved to another server"
+	faultLostReply  = "replies lost with their connections"
 )
 
 // etcdRevoked is why the lease-revoked rows may show two holders: a
@@ -97,6 +98,9 @@ type link struct {
 	// retarget sends the connections opened from now on to another
 	// server, as a host name pointed elsewhere does (one store only).
 	retarget func(addr string)
+	// loseReplies closes the connection of every n-th chunk of replies
+	// instead of forwarding it (faultproxy's LoseReplies); 0 ends it.
+	loseReplies func(n int)
 }
 
 // backendEnv is a store under test, shared by its scenarios.
@@ -734,6 +738,8 @@ func (h *harness) inject(round int) {
 		h.pauseClients(round, minWrites)
 	case faultMoved:
 		h.moveNameHeld(minWrites)
+	case faultLostReply:
+		h.loseReplies(minWrites)
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}

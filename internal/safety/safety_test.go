@@ -79,6 +79,7 @@ func commonAs(t *testing.T, be *backendEnv, base scenario, network bool) {
 	run(scenario{fault: faultKill})
 	if network {
 		run(scenario{fault: faultPartition})
+		run(scenario{fault: faultLostReply})
 	}
 	run(scenario{fault: faultDrift, rates: driftRates})
 	run(scenario{fault: faultJump})
