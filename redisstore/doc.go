@@ -325,7 +325,13 @@
 // one node, a replica's address given as a plain redis:// URL (its writes
 // fail with READONLY: backend.ErrMisconfigured, not retried) and a
 // sentinel's (it runs no scripts: ErrMisconfigured too) are refused with
-// an error that says so. The conformance suite runs on both
+// an error that says so. Through a Sentinel or Cluster client, READONLY
+// means the primary the client followed was demoted (a failover, or
+// REPLICAOF by hand) and the client has not yet learnt of the new one:
+// backend.ErrUnavailable, retried until the sentinels (their
+// +switch-master) or the cluster's map of the slots name it
+// (TestSentinelPrimaryDemotedByHand: about 20 s, the sentinels' detection
+// of a primary that reports itself a replica). The conformance suite runs on both
 // topologies (TestConformanceSentinel: a primary, a replica and three
 // sentinels; TestConformanceCluster: three primaries), and
 // TestSentinelFailover acquires through the same Store after the primary

@@ -849,8 +849,7 @@ func (s *Store) classifyErr(err error) error {
 		return fmt.Errorf("%w: one of the lock's keys holds another type than baton writes (%v): another program uses baton's key names; "+
 			"baton status NAME, or redis-cli TYPE on each key (go doc redisstore, Key layout), names it", backend.ErrCorruptRecord, err)
 	case strings.HasPrefix(msg, "READONLY"):
-		return fmt.Errorf("%w: the server is a read-only replica: give the primary's address, or a %s:// URL that follows failovers (%v)",
-			backend.ErrMisconfigured, schemeSentinel, err)
+		return s.readOnly(err)
 	case strings.HasPrefix(msg, "NOPERM"), scriptRefusedByACL(msg):
 		return fmt.Errorf("%w: %w; give the user the rules of redisstore.ACLRules", backend.ErrForbidden, err)
 	case strings.Contains(msg, unknownInScript):
@@ -894,6 +893,22 @@ func (s *Store) classifyErr(err error) error {
 		return fmt.Errorf("%w: %w (%s)", backend.ErrUnavailable, err, why)
 	}
 	return storeerr.Classify(err)
+}
+
+// readOnly classifies a write refused with READONLY. A client of one
+// server was given a replica's address (or an operator made the server a
+// replica with REPLICAOF): a misconfiguration, which retrying cannot fix.
+// A Sentinel or Cluster client that meets a replica was following a
+// primary that has just been demoted (a failover, or REPLICAOF by hand):
+// the store is unavailable until the sentinels, or the cluster's map of
+// the slots, name the new primary, which the client then follows.
+func (s *Store) readOnly(err error) error {
+	if _, ok := oneServer(s.client); ok {
+		return fmt.Errorf("%w: the server is a read-only replica: give the primary's address, or a %s:// URL that follows failovers (%v)",
+			backend.ErrMisconfigured, schemeSentinel, err)
+	}
+	return fmt.Errorf("%w: %w (the primary the client followed is now a read-only replica: a failover, or REPLICAOF by hand; retried until the sentinels or the cluster name the new primary)",
+		backend.ErrUnavailable, err)
 }
 
 // unknownInScript is how Redis refuses a command that a script calls and

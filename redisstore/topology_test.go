@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/batontest"
 	"github.com/baton-go/baton/internal/testenv"
@@ -84,6 +85,53 @@ func TestSentinelFailover(t *testing.T) {
 	t.Logf("token %d before the failover, %d after", g.Token, g2.Token)
 	if err := s.Release(ctx, g2); err != nil {
 		t.Errorf("Release after the failover: %v", err)
+	}
+}
+
+// An operator swaps the roles of a Sentinel-managed primary and its replica
+// by hand (REPLICAOF NO ONE on the replica, REPLICAOF on the primary): the
+// Store's connections still reach the old primary, now a read-only
+// replica, until the sentinels fail over to the new one. That is a store
+// unavailable for a while, not a misconfiguration: a waiting Lock goes on
+// trying and takes the lock once the sentinels name the new primary. (It
+// was ErrMisconfigured, which the engine does not retry: the waiter gave up
+// at once, and `baton run` exited 78 telling the user to give a
+// redis+sentinel:// URL, which it had.)
+func TestSentinelPrimaryDemotedByHand(t *testing.T) {
+	topo := testenv.StartRedisSentinel(t)
+	s := openURL(t, topo.URL(), uniquePrefix())
+	ctx := testCtx(t, 90*time.Second)
+	g, err := s.TryAcquire(ctx, "job", request("a", 2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	primary, replica := topo.Servers[0], topo.Servers[1]
+	if err := newClient(t, replica.Addr()).Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := newClient(t, primary.Addr()).Do(ctx, "REPLICAOF", "127.0.0.1", strconv.Itoa(replica.Port)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.TryAcquire(ctx, "job", request("b", 2*time.Second))
+	if !errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "read-only replica") {
+		t.Fatalf("TryAcquire on the demoted primary: %v; want ErrUnavailable (retried), naming the read-only replica", err)
+	}
+	mu, err := baton.NewMutex(s, "job", baton.WithTTL(2*time.Second), baton.WithIdentity("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := mu.Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock while the sentinels fail over to the new primary: %v; want the lock once they do", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Errorf("Unlock: %v", err)
+	}
+	if got, err := topo.PrimaryAddr(); err != nil || got != replica.Addr() {
+		t.Errorf("the sentinels name %q (%v) as the primary; want the promoted %s", got, err, replica.Addr())
 	}
 }
 
