@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 )
@@ -50,6 +52,11 @@ func (a *app) openReachable(ctx context.Context, f *storeFlags, name string, tim
 			if attempt > 1 {
 				tries = fmt.Sprintf("%d attempts in %v", attempt, time.Since(start).Round(time.Millisecond))
 			}
+			if storeAnswered(err) {
+				return nil, "", failf(ExitUnavailable, "the %s store answered, but cannot serve the lock now (%s): %w\n"+
+					"Wait for what the error names to end; --connect-timeout (now %v%s) sets how long to keep trying at start-up.",
+					f.backend, tries, err, timeout, why)
+			}
 			return nil, "", failf(ExitUnavailable, "cannot reach the %s store (%s): %w\n"+
 				"Check that the store runs and that its address is right; --connect-timeout (now %v%s) sets how long to keep trying at start-up.",
 				f.backend, tries, err, timeout, why)
@@ -63,6 +70,16 @@ func (a *app) openReachable(ctx context.Context, f *storeFlags, name string, tim
 		}
 		pause = min(2*pause, 2*time.Second)
 	}
+}
+
+// storeAnswered reports whether err carries the store's own answer (a
+// Redis error reply: TRYAGAIN while a Cluster moves a slot, LOADING,
+// MASTERDOWN, READONLY through Sentinel, NOREPLICAS, OOM), not a failure
+// to reach it: the server runs at the address given, but cannot serve the
+// lock now, so "start the store or correct its address" would mislead.
+func storeAnswered(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply)
 }
 
 // exitCodeOf is the one place that maps an error to the exit code of the

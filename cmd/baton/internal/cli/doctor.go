@@ -248,6 +248,9 @@ func diagnose(err error) (cause, fix string) {
 	case errors.Is(err, kubestore.ErrThrottled):
 		return "throttled", "the API server answers, but throttles this identity's requests (429 Too Many Requests): locks wait and renewals fail while it lasts; " +
 			"give the identity a FlowSchema of its own with a PriorityLevelConfiguration that has room (kubectl get flowschemas,prioritylevelconfigurations), or lower the load on the API server"
+	case errors.Is(err, backend.ErrUnavailable) && storeAnswered(err):
+		return "busy", "the store answered, but cannot serve the lock now (the error says why: a hash slot being moved, a failover, data loading after a restart, too few replicas, memory full); " +
+			"baton lock and run retry it for --connect-timeout, then exit 69, and a holder steps down if it lasts past the renew deadline: wait for it to end, or end it"
 	case errors.Is(err, backend.ErrUnavailable):
 		return "unreachable", "start the store or correct its address (the error says which); baton lock and run retry an unreachable store for --connect-timeout, then exit 69"
 	case errors.Is(err, context.DeadlineExceeded):
