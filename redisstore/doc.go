@@ -157,8 +157,11 @@
 //	               ends; "0" after a release), handed (the token of the last
 //	               claim a release handed to a waiter, until collected by a
 //	               request), reserved (the server time, in ms, at which the
-//	               last reservation ends). Never expires; only Remove
-//	               deletes it (see "Removing a lock").
+//	               last reservation ends), released (the random id of the
+//	               last release, so that go-redis sending that release
+//	               again after its connection broke, the first run done,
+//	               answers as released rather than lost). Never expires;
+//	               only Remove deletes it (see "Removing a lock").
 //	P{N}:notify    pub/sub channel: a message per acquire and per release:
 //	               "acquired <token>", "released <token>", when the release
 //	               reserved the lock for a waiter "released <token>

@@ -313,9 +313,17 @@ return {1, tonumber(l[1])}
 // numbers with string.format and its corrupt replies in place), and it
 // reads the four fence fields luaFence checks without the holder's.
 //
+// A release records its release id (ARGV[7], random per Release call) in
+// the fence's field released. go-redis sends a command again on a new
+// connection when its connection broke before the reply came (CLIENT KILL,
+// a proxy's reset); a release it sends again after the first one ran finds
+// the claim gone, or already another's, and answers as released if the
+// fence names its id, where it said the lock was lost. A second Release
+// call has an id of its own and still gets ErrLost.
+//
 // KEYS: lock, fence, queue, queued, next. ARGV: holder, owner (ownerArg),
 // notice channel, handover window in ms (0: no FIFO), leaving, handoff
-// channel. Reply: as renewScript.
+// channel, release id ("" for none). Reply: as renewScript.
 var releaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 local tok, ttl, acq, owner
@@ -332,6 +340,7 @@ if ARGV[5] == '1' then
     redis.call('HDEL', KEYS[4], ARGV[1])
   end
 end
+if (not v or owner ~= ARGV[2]) and ARGV[7] ~= '' and redis.call('HGET', KEYS[2], 'released') == ARGV[7] then return {1, 0} end
 if not v then return {0, '', 0} end
 if owner ~= ARGV[2] then
   -- The helpers that name the holder, defined on this path only.
@@ -388,7 +397,7 @@ end
 if wowner then
   local ts = string.format('%.0f', math.max(tonumber(f[1] or '0') + 1, t[1] * 1000000 + t[2]))
   redis.call('HSET', KEYS[2], 'token', ts, 'transitions', string.format('%.0f', tonumber(f[2] or '0') + 1), 'holder', h,
-    'expires', string.format('%.0f', now + tonumber(wttl)), 'handed', ts)
+    'expires', string.format('%.0f', now + tonumber(wttl)), 'handed', ts, 'released', ARGV[7])
   redis.call('SET', KEYS[1], ts .. ' ' .. wttl .. ' ' .. string.format('%.0f', now) .. ' ' .. wowner, 'PX', wttl)
   local notice = 'handed ' .. ts .. ' ' .. wttl .. ' ' .. wowner
   if own then
@@ -400,7 +409,7 @@ if wowner then
   return {1, tonumber(tok)}
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[2], 'holder', '', 'expires', '0')
+redis.call('HSET', KEYS[2], 'holder', '', 'expires', '0', 'released', ARGV[7])
 if h then
   redis.call('SET', KEYS[5], h, 'PX', window)
   redis.call('HSET', KEYS[2], 'reserved', string.format('%.0f', now + window))

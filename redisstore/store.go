@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -329,7 +331,7 @@ func (s *Store) collect(ctx context.Context, key string, req backend.Request) (b
 // the waiter and it was never collected (the waiter's context ended).
 func (s *Store) leave(ctx context.Context, k *keys, holder, owner string) {
 	// Handoff runs without replica acks: the client is the connection.
-	_ = releaseScript.Run(ctx, s.client, k.all, holder, owner, k.channel, millis(s.handover), "1", k.handoffs).Err()
+	_ = releaseScript.Run(ctx, s.client, k.all, holder, owner, k.channel, millis(s.handover), "1", k.handoffs, "").Err()
 }
 
 type acquireResult struct {
@@ -397,7 +399,7 @@ func (s *Store) runAcquire(ctx context.Context, k *keys, req backend.Request, ow
 		if err := s.awaitAcks(ctx, sc); err != nil {
 			// Undo the claim that a failover could lose: release it
 			// (owner-checked; a failure leaves it to expire).
-			_ = releaseScript.Run(ctx, sc, k.all, req.Holder, owner, channel, millis(s.handover), "0", k.handoffs).Err()
+			_ = releaseScript.Run(ctx, sc, k.all, req.Holder, owner, channel, millis(s.handover), "0", k.handoffs, releaseID()).Err()
 			return acquireResult{}, s.wrap(key, lock, "acquire", fmt.Errorf("%w; the claim was released", err))
 		}
 		return r, nil
@@ -445,6 +447,14 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	return s.explain(ctx, s.keySet(g.Key), "release", s.owned1(ctx, releaseScript, "release", g))
 }
 
+// releaseID returns a new random id for one release (see releaseScript):
+// 64 bits, so that two releases of one lock never share one.
+func releaseID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+	return hex.EncodeToString(b[:])
+}
+
 // owned1 runs the renew or release script for g and interprets the reply.
 func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g backend.Grant) error {
 	if err := checkRequest(g.Key, g.Holder, g.Nonce, g.TTL); err != nil {
@@ -459,7 +469,7 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	defer done()
 	var cmd *redis.Cmd
 	if script == releaseScript {
-		cmd = script.Run(ctx, sc, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover), "0", k.handoffs)
+		cmd = script.Run(ctx, sc, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover), "0", k.handoffs, releaseID())
 	} else {
 		cmd = script.Run(ctx, sc, k.all[:2], ownerArg(g.Holder, g.Nonce), millis(g.TTL))
 	}
