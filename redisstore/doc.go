@@ -157,10 +157,11 @@
 //	               ends; "0" after a release), handed (the token of the last
 //	               claim a release handed to a waiter, until collected by a
 //	               request), reserved (the server time, in ms, at which the
-//	               last reservation ends), released (the random id of the
-//	               last release, so that go-redis sending that release
-//	               again after its connection broke, the first run done,
-//	               answers as released rather than lost). Never expires;
+//	               last reservation ends), attempt and released (the
+//	               random ids of the last acquisition and release, so
+//	               that go-redis sending one again after its connection
+//	               broke, the first run done, takes the claim that run
+//	               wrote, or answers as released). Never expires;
 //	               only Remove deletes it (see "Removing a lock").
 //	P{N}:notify    pub/sub channel: a message per acquire and per release:
 //	               "acquired <token>", "released <token>", when the release
@@ -368,8 +369,9 @@
 // rest (a private CA, client certificates). Set ContextTimeoutEnabled on
 // clients you build yourself, so that the engine's context deadlines bound
 // every call; ParseURL does. go-redis retries a command after some network
-// errors; a retried acquire that had in fact run leaves a claim that
-// nobody renews, which expires after its TTL.
+// errors; an acquire or release retried after it had in fact run knows its
+// first run by the call's id in the fence (see Key layout), and takes the
+// claim that run wrote, or answers as released.
 //
 // With ACLs, a user needs ACLRules: the connection commands a client sends
 // (and CLUSTER SLOTS on a Cluster), EVALSHA/EVAL, SUBSCRIBE, SCAN, WAIT

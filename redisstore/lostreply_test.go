@@ -63,3 +63,63 @@ func TestReleaseReplyLost(t *testing.T) {
 		t.Errorf("a second Release: %v; want ErrLost", err)
 	}
 }
+
+// An acquisition whose reply is lost the same way was sent again, found
+// its own claim, and was refused as held by its own identity: TryLock
+// failed (baton lock --wait 0 exited 75 naming itself), a waiting Lock
+// waited for its own claim to expire, and the lock was nobody's for a TTL
+// (four loops locking and unlocking under CLIENT KILL TYPE normal every
+// 3 ms: 10 such claims in 20 s, about 2% of the acquisitions). The same
+// call's retry now takes the claim, its TTL counting from the retry, and
+// another call is still refused.
+func TestAcquireReplyLost(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	proxy, err := faultproxy.New(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	ctx := testCtx(t, 30*time.Second)
+	prefix := uniquePrefix()
+	s := newStore(t, proxy.Addr(), prefix, func(o *redis.Options) { o.MaxRetries = 3 })
+	raw := newClient(t, srv.Addr())
+	lock, _, _ := s.Keys("job")
+	const delay = 300 * time.Millisecond
+	proxy.SetLatency(delay)
+	req := request("a", time.Minute)
+	type result struct {
+		g   backend.Grant
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		g, err := s.TryAcquire(ctx, "job", req)
+		done <- result{g, err}
+	}()
+	for {
+		n, err := raw.Exists(ctx, lock).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break // the acquisition ran; its reply is on its way
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	proxy.Reset()
+	proxy.SetLatency(0)
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("TryAcquire whose reply was lost after it ran: %v; want the claim it wrote", r.err)
+	}
+	pttl, err := raw.PTTL(ctx, lock).Result()
+	if err != nil || pttl < req.TTL-5*time.Second {
+		t.Errorf("the claim's PTTL after the retry: %v (%v); want about the TTL %v, counted from the retry", pttl, err, req.TTL)
+	}
+	if _, err := s.TryAcquire(ctx, "job", req); !errors.Is(err, backend.ErrHeld) {
+		t.Errorf("a second TryAcquire with the same request: %v; want ErrHeld", err)
+	}
+	if err := s.Release(ctx, r.g); err != nil {
+		t.Errorf("Release of the grant: %v", err)
+	}
+}

@@ -154,12 +154,22 @@ func ownerArg(holder, nonce string) string {
 // leading zero, which says that its Store hears handoffs on the holder's
 // own channel (see releaseScript); earlier versions read the same number.
 //
+// An acquisition records its call id (ARGV[7], random per TryAcquire call)
+// in the fence's field attempt. go-redis sends a command again on a new
+// connection when its connection broke before the reply came (CLIENT KILL,
+// a proxy's reset); an acquisition it sends again after the first one ran
+// finds its own claim, which nobody was granted, and takes it, its TTL
+// counting from now, where it was refused as held by its own identity
+// and the claim left to expire. Another TryAcquire call has an id of its
+// own and is refused, as before.
+//
 // KEYS: lock, fence, queue (list of waiting holders), queued (hash: holder
 // -> place: "<registration deadline ms>" or, with handoff,
 // "0<deadline ms> <ttl ms> <owner>"), next (the holder the lock is
 // reserved for). ARGV: holder, owner (ownerArg), ttl in ms, notice
 // channel, waits ("1" or "0"), handoff ("1": the place records owner and
-// TTL, and its Store follows the holder's handoff channel).
+// TTL, and its Store follows the holder's handoff channel), call id ("" for
+// none).
 // Reply: {1, token} when acquired (or collected); {0, holder, token, pttl}
 // when held (or reserved: then holder is the waiter it is reserved for and
 // pttl the reservation's; or deleted before its expiry: then holder is the
@@ -198,7 +208,7 @@ local function take()
   if not redis.call('SET', KEYS[1], ts .. ' ' .. ARGV[3] .. ' ' .. num(nown) .. ' ' .. ARGV[2], 'NX', 'PX', ARGV[3]) then return nil end
   local trans = tonumber(ftrans)
   if ftoken ~= '0' and flast ~= ARGV[1] then trans = trans + 1 end
-  redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(trans), 'holder', ARGV[1], 'expires', num(nown + ttl))
+  redis.call('HSET', KEYS[2], 'token', ts, 'transitions', num(trans), 'holder', ARGV[1], 'expires', num(nown + ttl), 'attempt', ARGV[7])
   if ARGV[5] == '1' and redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then redis.call('LREM', KEYS[3], 0, ARGV[1]) end
   redis.call('PUBLISH', ARGV[4], 'acquired ' .. ts)
   return token
@@ -220,8 +230,10 @@ end
 local l, err = readlock(KEYS[1])
 if err then return err end
 if l then
-  if l[4] == ARGV[2] and ARGV[5] == '1' and redis.call('HGET', KEYS[2], 'handed') == l[1] then
-    -- Handed to this attempt's owner and not collected: collect it, its
+  if l[4] == ARGV[2] and ((ARGV[5] == '1' and redis.call('HGET', KEYS[2], 'handed') == l[1]) or
+      (ARGV[7] ~= '' and redis.call('HGET', KEYS[2], 'attempt') == ARGV[7])) then
+    -- Handed to this attempt's owner and not collected, or written by an
+    -- earlier run of this very call whose reply was lost: collect it, its
     -- TTL counting from now, as for a claim written now.
     redis.call('HDEL', KEYS[2], 'handed')
     if l[2] == ARGV[3] then

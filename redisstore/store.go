@@ -386,7 +386,7 @@ func (s *Store) runAcquire(ctx context.Context, k *keys, req backend.Request, ow
 		return acquireResult{}, s.wrap(key, lock, "acquire", err)
 	}
 	defer done()
-	v, err := acquireScript.Run(ctx, sc, k.all, req.Holder, owner, millis(req.TTL), channel, waits, handoff).Slice()
+	v, err := acquireScript.Run(ctx, sc, k.all, req.Holder, owner, millis(req.TTL), channel, waits, handoff, callID()).Slice()
 	if err != nil {
 		return acquireResult{}, s.namePermissions(ctx, key, s.explain(ctx, k, "acquire", s.wrap(key, lock, "acquire", err)))
 	}
@@ -399,7 +399,7 @@ func (s *Store) runAcquire(ctx context.Context, k *keys, req backend.Request, ow
 		if err := s.awaitAcks(ctx, sc); err != nil {
 			// Undo the claim that a failover could lose: release it
 			// (owner-checked; a failure leaves it to expire).
-			_ = releaseScript.Run(ctx, sc, k.all, req.Holder, owner, channel, millis(s.handover), "0", k.handoffs, releaseID()).Err()
+			_ = releaseScript.Run(ctx, sc, k.all, req.Holder, owner, channel, millis(s.handover), "0", k.handoffs, callID()).Err()
 			return acquireResult{}, s.wrap(key, lock, "acquire", fmt.Errorf("%w; the claim was released", err))
 		}
 		return r, nil
@@ -447,9 +447,10 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 	return s.explain(ctx, s.keySet(g.Key), "release", s.owned1(ctx, releaseScript, "release", g))
 }
 
-// releaseID returns a new random id for one release (see releaseScript):
-// 64 bits, so that two releases of one lock never share one.
-func releaseID() string {
+// callID returns a new random id for one Release or TryAcquire call (see
+// releaseScript and acquireScript): 64 bits, so that two calls on one lock
+// never share one.
+func callID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
 	return hex.EncodeToString(b[:])
@@ -469,7 +470,7 @@ func (s *Store) owned1(ctx context.Context, script *redis.Script, op string, g b
 	defer done()
 	var cmd *redis.Cmd
 	if script == releaseScript {
-		cmd = script.Run(ctx, sc, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover), "0", k.handoffs, releaseID())
+		cmd = script.Run(ctx, sc, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), channel, millis(s.handover), "0", k.handoffs, callID())
 	} else {
 		cmd = script.Run(ctx, sc, k.all[:2], ownerArg(g.Holder, g.Nonce), millis(g.TTL))
 	}
