@@ -56,7 +56,9 @@ type Config struct {
 	// members' certificates.
 	CAFile string
 	// CertFile and KeyFile are the PEM client certificate and key for
-	// mutual TLS: both or neither.
+	// mutual TLS: both or neither. They are read again at every new
+	// connection, so a certificate renewed on disk is presented from the
+	// next connection on; CAFile is read once.
 	CertFile, KeyFile string
 	// ServerName, if set, is the name checked against the members'
 	// certificates instead of the endpoint's host.

@@ -14,9 +14,17 @@ import (
 	"github.com/baton-go/baton/backend"
 )
 
-// Apply sets tc's RootCAs from caFile and its Certificates from certFile
-// and keyFile; an empty name leaves that part of tc as it is. certFile and
-// keyFile go together.
+// Apply sets tc's RootCAs from caFile and its client certificate from
+// certFile and keyFile; an empty name leaves that part of tc as it is.
+// certFile and keyFile go together.
+//
+// The pair is loaded once here, so that files that cannot work fail at
+// once, and again at every TLS handshake (tc.GetClientCertificate): a
+// certificate replaced on disk (renewed by cert-manager, a Secret updated
+// in a mounted volume) is presented from the next connection on, as
+// client-go and etcd's client do, instead of the one read at start, which
+// may have expired since. A pair that cannot be loaded at a handshake
+// fails that handshake, naming the files.
 func Apply(tc *tls.Config, caFile, certFile, keyFile string) error {
 	if (certFile == "") != (keyFile == "") {
 		return fmt.Errorf("%w: a client certificate needs both a certificate file (%q) and a key file (%q)", backend.ErrInvalidOptions, certFile, keyFile)
@@ -33,11 +41,21 @@ func Apply(tc *tls.Config, caFile, certFile, keyFile string) error {
 		tc.RootCAs = pool
 	}
 	if certFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return fmt.Errorf("%w: client certificate %s with key %s: %w", backend.ErrMisconfigured, certFile, keyFile, err)
+		if _, err := loadPair(certFile, keyFile); err != nil {
+			return err
 		}
-		tc.Certificates = []tls.Certificate{cert}
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return loadPair(certFile, keyFile)
+		}
 	}
 	return nil
+}
+
+// loadPair reads a client certificate and its key.
+func loadPair(certFile, keyFile string) (*tls.Certificate, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: client certificate %s with key %s: %w", backend.ErrMisconfigured, certFile, keyFile, err)
+	}
+	return &cert, nil
 }

@@ -202,8 +202,8 @@ func (f *storeFlags) redisTLS() (func(*redis.Options), error) {
 		if files.RootCAs != nil {
 			o.TLSConfig.RootCAs = files.RootCAs
 		}
-		if files.Certificates != nil {
-			o.TLSConfig.Certificates = files.Certificates
+		if files.GetClientCertificate != nil {
+			o.TLSConfig.GetClientCertificate = files.GetClientCertificate
 		}
 	}, nil
 }

@@ -2,8 +2,12 @@ package cli_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,6 +146,117 @@ func TestRedisMutualTLS(t *testing.T) {
 	if code != cli.ExitUsage || !strings.Contains(stderr, "is not one") {
 		t.Errorf("--cacert with a redis:// URL: exit %d, want %d:\n%s", code, cli.ExitUsage, stderr)
 	}
+}
+
+// A client certificate renewed on disk while baton holds a lock over
+// mutual TLS: the server now trusts only the new certificate's CA, as it
+// refuses an old certificate once it has expired, and drops baton's
+// connections (a restart, a network fault). The holder reconnects with the
+// certificate in the files and renews on. Before, --cert and --key were
+// read once at start: every reconnection presented the old certificate,
+// the server refused the handshake, and the holder stepped down at its
+// renew deadline and exited 78, for a certificate that had been renewed
+// in time.
+func TestRedisClientCertRenewed(t *testing.T) {
+	t.Parallel()
+	old, oldCAs := testenv.WriteTLSFiles(t)
+	old.AuthClients = true
+	srv := testenv.StartRedis(t, testenv.WithRedisTLS(old))
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	install := func(cert, key string) { // as a Secret volume updates: by rename
+		t.Helper()
+		for from, to := range map[string]string{cert: certFile, key: keyFile} {
+			b, err := os.ReadFile(from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(to+".tmp", b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(to+".tmp", to); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	install(old.CertFile, old.KeyFile)
+
+	ctx := t.Context()
+	adminCert, err := tls.LoadX509KeyPair(old.CertFile, old.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One connection, opened before the switch, which CLIENT KILL skips.
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 1, MaxIdleConns: 1, ConnMaxIdleTime: -1,
+		TLSConfig: &tls.Config{RootCAs: oldCAs, Certificates: []tls.Certificate{adminCert}}})
+	defer admin.Close()
+
+	holder := startCLI(t, "holder", nil, append([]string{"lock", "--backend", "redis", "--redis-url", srv.URL(),
+		"--cacert", old.CAFile, "--cert", certFile, "--key", keyFile, "--name", "job", "--log-level", "debug"},
+		append(timing, "--", "sleep", "600")...)...)
+	holder.stderr.waitFor(t, "acquired", 15*time.Second)
+
+	renewed, _ := testenv.WriteTLSFiles(t) // a certificate of another CA
+	install(renewed.CertFile, renewed.KeyFile)
+	if err := admin.ConfigSet(ctx, "tls-ca-cert-file", renewed.CAFile).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lastID, err := admin.ClientID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{"normal", "pubsub"} {
+		if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", typ, "SKIPME", "yes").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The holder renews on a new connection, or steps down when the
+	// server refuses it.
+	deadline := time.Now().Add(30 * time.Second)
+	for !renewsOnNewConnection(t, admin, lastID) {
+		select {
+		case <-holder.done:
+			t.Fatalf("the holder exited %d without renewing on a new connection:\n%s", holder.code, holder.stderr)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the holder did not renew on a new connection within 30s:\n%s", holder.stderr)
+		}
+	}
+	if strings.Contains(holder.stderr.String(), "lock lost") {
+		t.Errorf("the holder lost its lock:\n%s", holder.stderr)
+	}
+	holder.signal(syscall.SIGTERM)
+	if code := holder.wait(15 * time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("holder: exit %d after SIGTERM, want %d (its command's)", code, 128+int(syscall.SIGTERM))
+	}
+}
+
+// renewsOnNewConnection reports whether a client with an ID above lastID
+// has run a script (a renewal) on the server admin is connected to.
+func renewsOnNewConnection(t *testing.T, admin *redis.Client, lastID int64) bool {
+	t.Helper()
+	list, err := admin.ClientList(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(list) {
+		var id int64
+		var cmd string
+		for f := range strings.FieldsSeq(line) {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "id":
+				id, _ = strconv.ParseInt(v, 10, 64)
+			case "cmd":
+				cmd = v
+			}
+		}
+		if id > lastID && strings.HasPrefix(cmd, "eval") {
+			return true
+		}
+	}
+	return false
 }
 
 // A store that goes silent while lock waits: the waiter sleeps on its
