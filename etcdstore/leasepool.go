@@ -50,6 +50,12 @@ type leasePool struct {
 	// trust decides which lease answers may extend a lease's life (see
 	// trust.go).
 	trust trustGate
+	// refused is etcd's last refusal of a keepalive or a verification for
+	// the credentials (ErrForbidden: a password changed, a user or its
+	// permission removed since the client authenticated), until one is
+	// answered again. Renew returns it rather than wait for an answer
+	// that will not come, so that a holder's step-down names the cause.
+	refused error
 }
 
 // leaseUser is what the pool calls back (the Store). The pool never holds
@@ -318,6 +324,30 @@ func (p *leasePool) keepUntil(l *lease, until time.Time) (ok bool, changed <-cha
 	return false, l.changed
 }
 
+// noteRefusal records err as the pool's refusal if etcd refused the
+// credentials or a permission (see leasePool.refused), and wakes the
+// renewals waiting on a lease so that they return it.
+func (p *leasePool) noteRefusal(err error) {
+	mapped := mapErr(err)
+	if !errors.Is(mapped, backend.ErrForbidden) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refused = mapped
+	for _, l := range p.leases {
+		l.broadcast()
+	}
+}
+
+// refusal returns etcd's refusal of the last keepalive or verification
+// (see leasePool.refused), or nil.
+func (p *leasePool) refusal() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
+}
+
 // deadErr returns why l ended, or nil while it lives.
 func (p *leasePool) deadErr(l *lease) error {
 	p.mu.Lock()
@@ -444,6 +474,8 @@ func (p *leasePool) verified(l *lease, id clientv3.LeaseID, sent time.Time, resp
 	l.broadcast()
 	if err != nil {
 		l.verifyFailed = time.Now()
+	} else {
+		p.refused = nil
 	}
 	if err != nil || l.dead != nil {
 		return nil, nil, lostLease{}, false
@@ -686,6 +718,7 @@ func (k *keepalives) failed(msg string, err error) {
 	if p.ctx.Err() != nil {
 		return
 	}
+	p.noteRefusal(err)
 	now := time.Now()
 	if k.downSince.IsZero() {
 		k.downSince = now
@@ -703,6 +736,9 @@ func (k *keepalives) failed(msg string, err error) {
 // that were warned of.
 func (k *keepalives) answered() {
 	k.backoff = 0
+	k.p.mu.Lock()
+	k.p.refused = nil
+	k.p.mu.Unlock()
 	if k.downSince.IsZero() {
 		return
 	}

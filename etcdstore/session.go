@@ -231,6 +231,7 @@ func (s *Store) verify(ctx context.Context, l *lease, id clientv3.LeaseID) {
 	s.fq.mu.Unlock()
 	s.mu.Unlock()
 	if err != nil && ctx.Err() == nil {
+		s.pool.noteRefusal(err)
 		s.log.Debug("etcdstore: lease verification failed", "lease", fmt.Sprintf("%x", int64(id)), "err", err)
 	}
 	if ok {

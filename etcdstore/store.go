@@ -717,6 +717,11 @@ func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, erro
 			what = "a lease keepalive"
 		}
 		s.mu.Unlock()
+		if err := s.pool.refusal(); err != nil {
+			return backend.Grant{}, fmt.Errorf("etcdstore: lock %q: renew: etcd refused %s: %w "+
+				"(the user's password was changed, or the user or its role's permission on the prefix removed, since this client authenticated: "+
+				"grant the permission again, or restart with the user's current credentials)", g.Key, what, err)
+		}
 		select {
 		case <-changed:
 		case <-ctx.Done():

@@ -90,3 +90,38 @@ func TestRedisURLFromEnvNamed(t *testing.T) {
 		}
 	}
 }
+
+// The password of the etcd user a leader runs as is changed (etcdctl user
+// passwd) while it leads: etcd refuses its keepalives from then on. The
+// leader stops CMD at its renew deadline, naming etcd's refusal, and
+// exits 77 when its next campaign is refused too. Before, the loss said
+// only that a renew had no answer, as if etcd were unreachable.
+func TestEtcdPasswordChangedWhileLeading(t *testing.T) {
+	t.Parallel()
+	e := testenv.StartEtcd(t)
+	enableEtcdUser(t, e.Endpoint(), "locker", "locker-pw")
+	leader := startCLI(t, "leader", []string{cli.EnvEtcdPassword + "=locker-pw"}, append([]string{"run", "--backend", "etcd",
+		"--endpoints", e.Endpoint(), "--user", "locker", "--name", "job", "--log-level", "debug"}, append(timing, "--", "sleep", "600")...)...)
+	leader.stderr.waitFor(t, "started CMD", 15*time.Second)
+
+	root, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, Username: "root", Password: "root-pw", DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := root.UserChangePassword(t.Context(), "locker", "new-pw"); err != nil {
+		t.Fatal(err)
+	}
+	if code := leader.wait(30 * time.Second); code != cli.ExitNoPermission {
+		t.Errorf("leader: exit %d after its password changed, want %d", code, cli.ExitNoPermission)
+	}
+	var lost string
+	for line := range strings.Lines(leader.stderr.String()) {
+		if strings.Contains(line, "lock lost; stopping CMD") {
+			lost = line
+		}
+	}
+	if !strings.Contains(lost, "authentication failed") || !strings.Contains(lost, "password") {
+		t.Errorf("the leader's loss: %q; want etcd's refusal and the fix named:\n%s", lost, leader.stderr)
+	}
+}
