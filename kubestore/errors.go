@@ -157,7 +157,9 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 	case isRefusal(err):
 		return s.refused(op, verb, where, err)
 	case apierrors.IsUnauthorized(err):
-		return fmt.Errorf("kube: %s %s: %w: the API server did not accept the credentials (%v)",
+		return fmt.Errorf("kube: %s %s: %w: the API server did not accept the credentials (%v): "+
+			"they expired or were revoked (a token whose ServiceAccount, pod or bound object was deleted, a client certificate past its end or of a CA the server no longer trusts), "+
+			"or belong to another cluster; check them with kubectl auth whoami and renew them (a token file and client certificate files are read again when they change)",
 			op, where, backend.ErrForbidden, apiMessage(err))
 	case isMissingCredentialPlugin(err):
 		// client-go's exec credential plugin (aws eks get-token,
