@@ -898,7 +898,9 @@ func (s *Store) classifyErr(err error) error {
 		return fmt.Errorf("%w: %w: the server requires a password, and the URL gives none: write redis://USER:PASSWORD@HOST:PORT (an ACL user), or redis://:PASSWORD@HOST:PORT (requirepass)", backend.ErrForbidden, err)
 	case strings.HasPrefix(msg, "WRONGPASS"):
 		return fmt.Errorf("%w: %w: the server refused the URL's user and password (a URL that names no user, redis://:PASSWORD@, logs in as the user default, which ACL setups often disable): "+
-			"give an enabled ACL user and its password as redis://USER:PASSWORD@HOST:PORT (ACL LIST on the server shows the users)", backend.ErrForbidden, err)
+			"give an enabled ACL user and its password as redis://USER:PASSWORD@HOST:PORT (ACL LIST on the server shows the users); "+
+			"if the URL worked before, the user's password was changed, or the user disabled or deleted, since this process connected: "+
+			"a new connection needs the current password (to rotate a password, add the new one with ACL SETUSER USER >NEW, restart with it, then remove the old one)", backend.ErrForbidden, err)
 	}
 	if why, ok := busyServer(msg); ok {
 		return fmt.Errorf("%w: %w (%s)", backend.ErrUnavailable, err, why)
