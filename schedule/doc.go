@@ -75,7 +75,9 @@
 // handled are not attempted again by this replica.
 //
 // Specs without a CRON_TZ= prefix are read in UTC unless WithLocation says
-// otherwise; give every replica the same location. Slots of "@every d" are
+// otherwise; give every replica the same location. CRON_TZ=Local reads a
+// spec in the process's local zone (TZ, else /etc/localtime), which must
+// then be the same on every replica. Slots of "@every d" are
 // the multiples of d since the Unix epoch, so that replicas agree on them.
 //
 // In a zone with daylight saving time, a spec that names times of day (its

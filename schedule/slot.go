@@ -63,10 +63,10 @@ type spec struct {
 	// represented in UTC, which has no offset changes. See nextWall.
 	wall *cron.SpecSchedule
 	zone *time.Location
-	loc  *time.Location
-	// out is the location of the slots next returns: the spec's CRON_TZ
-	// zone if it has one, else loc (see Run.Slot).
-	out *time.Location
+	// loc is the zone the spec is read in, and the location of the slots
+	// next returns (see Run.Slot): the spec's CRON_TZ zone if it has
+	// one, else the scheduler's location.
+	loc *time.Location
 }
 
 // everyHour is a cron hour field's bits for hours 0-23.
@@ -101,28 +101,27 @@ func parseSpec(text string, loc *time.Location) (sp spec, err error) {
 	if err != nil {
 		return spec{}, bad(err)
 	}
-	sp = spec{text: text, sched: s, loc: loc, out: loc}
+	sp = spec{text: text, sched: s, loc: loc}
+	// A prefix's zone replaces loc. It is told by the prefix, not by the
+	// zone cron returns: cron gives CRON_TZ=Local the zone it gives a
+	// spec without a prefix, time.Local, and drops the zone of
+	// "CRON_TZ=Zone @every d" (whose slots do not depend on it, but
+	// Run.Slot is shown in it).
+	if zone := tzPrefix(trimmed); zone != "" {
+		z, err := time.LoadLocation(zone)
+		if err != nil {
+			return spec{}, bad(err)
+		}
+		sp.loc = z
+	}
 	switch s := s.(type) {
 	case cron.ConstantDelaySchedule:
 		sp.every = s.Delay
-		// cron drops the zone of "CRON_TZ=Zone @every d"; its slots do
-		// not depend on it, but Run.Slot is shown in it.
-		if zone := tzPrefix(trimmed); zone != "" {
-			if z, err := time.LoadLocation(zone); err == nil && z != time.Local {
-				sp.out = z
-			}
-		}
 	case *cron.SpecSchedule:
-		if s.Location != time.Local {
-			sp.out = s.Location
-		}
 		if s.Hour&everyHour != everyHour {
 			w := *s
 			w.Location = time.UTC
-			sp.wall, sp.zone = &w, s.Location
-			if sp.zone == time.Local { // no CRON_TZ: cron reads it in loc
-				sp.zone = loc
-			}
+			sp.wall, sp.zone = &w, sp.loc
 		}
 	}
 	return sp, nil
@@ -169,7 +168,7 @@ func (sp spec) next(t time.Time) time.Time {
 	if n.IsZero() {
 		return n
 	}
-	return n.In(sp.out)
+	return n.In(sp.loc)
 }
 
 func (sp spec) nextIn(t time.Time) time.Time {

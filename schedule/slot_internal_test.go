@@ -1,7 +1,10 @@
 package schedule
 
 import (
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	_ "time/tzdata" // the time zone database, whatever the machine has
@@ -197,6 +200,53 @@ func TestSlotInSpecZone(t *testing.T) {
 		}
 		if n := sp.next(from); n.Location().String() != tc.want.String() {
 			t.Errorf("%q with location %v: slot %v is in %v, want %v", tc.spec, tc.loc, n, n.Location(), tc.want)
+		}
+	}
+}
+
+// A CRON_TZ=Local (or TZ=Local) prefix reads the spec in the process's
+// local zone (the TZ variable, else /etc/localtime), as cron's parser
+// does, whatever WithLocation says: "CRON_TZ=Local 0 3 * * *" on a
+// machine in India runs at 03:00 there, not at 03:00 UTC. The test runs
+// itself again with TZ set, since the local zone is read once per process.
+func TestCronTZLocal(t *testing.T) {
+	const zoneName = "Asia/Kolkata" // +05:30: an every-hour spec shows it too
+	if os.Getenv("BATON_TEST_CRON_TZ_LOCAL") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCronTZLocal$", "-test.v")
+		cmd.Env = append(os.Environ(), "TZ="+zoneName, "BATON_TEST_CRON_TZ_LOCAL=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestCronTZLocal") {
+			t.Fatalf("with TZ=%s: %v\n%s", zoneName, err, out)
+		}
+		return
+	}
+	kolkata, err := time.LoadLocation(zoneName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	if _, off := from.In(time.Local).Zone(); off != 5*3600+1800 {
+		t.Fatalf("the local zone's offset is %ds, not %s's: TZ was not applied", off, zoneName)
+	}
+	for _, tc := range []struct {
+		spec string
+		want time.Time
+	}{
+		{"CRON_TZ=Local 0 3 * * *", time.Date(2026, 7, 2, 3, 0, 0, 0, kolkata)},
+		{"TZ=Local 0 3 * * *", time.Date(2026, 7, 2, 3, 0, 0, 0, kolkata)},
+		{"CRON_TZ=Local 0 * * * *", time.Date(2026, 7, 1, 6, 0, 0, 0, kolkata)}, // 00:30 UTC
+		{"CRON_TZ=Local @every 1h", time.Date(2026, 7, 1, 1, 0, 0, 0, time.UTC)},
+	} {
+		sp, err := parseSpec(tc.spec, time.UTC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := sp.next(from)
+		if !n.Equal(tc.want) {
+			t.Errorf("%q with location UTC: next(%v) = %v, want %v", tc.spec, from, n.UTC(), tc.want.UTC())
+		}
+		if n.Location() != time.Local {
+			t.Errorf("%q: slot %v is in %v, want Local", tc.spec, n, n.Location())
 		}
 	}
 }
