@@ -8,10 +8,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/baton-go/baton"
 
 	"github.com/baton-go/baton/backend"
+	"github.com/baton-go/baton/clocktest"
 	"github.com/baton-go/baton/memstore"
 	"github.com/baton-go/baton/schedule"
 )
@@ -177,4 +179,81 @@ func TestDailyJobAcrossOffsetChanges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// monoClock is a replica's wall clock whose readings carry a monotonic
+// reading, as time.Now's do, driven by a fake clock; step moves the wall
+// reading alone, as settimeofday or an NTP step does to what time.Now
+// returns (steppableClock moves both: Add cannot move one alone).
+type monoClock struct {
+	*clocktest.FakeClock
+	base  time.Time // from time.Now: its monotonic reading runs with the fake clock
+	start time.Time // the fake clock's reading at base
+	off   atomic.Int64
+}
+
+func newMonoClock(t *testing.T, fake *clocktest.FakeClock) *monoClock {
+	now := time.Now()
+	w := now.Round(0).Add(-time.Hour - 1500*time.Millisecond)
+	if got := withWall(now, w); !got.Round(0).Equal(w) || got.Sub(now) != 0 {
+		t.Fatalf("withWall does not set the wall reading alone on this Go version (got %v from %v)", got, now)
+	}
+	return &monoClock{FakeClock: fake, base: now, start: fake.Now()}
+}
+
+func (c *monoClock) Now() time.Time {
+	elapsed := c.FakeClock.Now().Sub(c.start)
+	return withWall(c.base.Add(elapsed), c.start.Add(elapsed+time.Duration(c.off.Load())))
+}
+
+func (c *monoClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *monoClock) step(d time.Duration)            { c.off.Add(int64(d)) }
+
+// withWall returns t, which must carry a monotonic reading, with its wall
+// reading set to w and its monotonic reading kept. The time package has
+// no way to build such a value, hence the unsafe; newMonoClock checks that
+// it works. time.Time's wall field holds, with bit 63 set, 33 bits of
+// seconds and 30 bits of nanoseconds; ext holds the monotonic reading.
+func withWall(t, w time.Time) time.Time {
+	p := (*struct {
+		wall uint64
+		ext  int64
+		loc  *time.Location
+	})(unsafe.Pointer(&t))
+	const nsec = 1<<30 - 1
+	p.wall += uint64(w.Unix()-t.Unix()) << 30
+	p.wall = p.wall&^nsec | uint64(w.Nanosecond())
+	return t
+}
+
+// A replica compares slot times by the wall clock only. After its wall
+// clock stepped back while it waited, it does not attempt again the slots
+// it handled before the step: readings carrying a monotonic reading (as
+// the system clock's do) used to be compared by it, so the slots of the
+// wall-clock time between the step and the cursor came round again.
+func TestWallClockStepBackwardMonotonicReadings(t *testing.T) {
+	env := newFakeEnv(t0.Add(500 * time.Millisecond))
+	wall := newMonoClock(t, env.wall)
+	rec := newRecorder()
+	s, err := schedule.New(env.store, env.ledger, schedule.WithClock(wall), schedule.WithLogger(quiet),
+		schedule.WithObserver(rec.observe), schedule.WithLockOptions(baton.WithClock(env.lockClk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add("tens", "*/10 * * * * *", newCounter().job, schedule.CatchUp(3, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	for _, d := range []time.Duration{-20 * time.Second, -10 * time.Second, 0} {
+		rec.expect(t, t0.Add(d), schedule.Ran) // caught up at start
+	}
+	awaitWaiters(t, env.wall, 1)           // for 03:00:10
+	wall.step(-30 * time.Second)           // 03:00:00.5 -> 02:59:30.5
+	env.wall.Step(9500 * time.Millisecond) // 02:59:40
+	awaitWaiters(t, env.wall, 1)
+	rec.none(t)
+	env.wall.Step(30 * time.Second) // 03:00:10
+	rec.expect(t, t0.Add(10*time.Second), schedule.Ran)
+	awaitWaiters(t, env.wall, 1)
+	rec.none(t)
 }

@@ -251,7 +251,15 @@ func slotOf(w time.Time, zone *time.Location) time.Time {
 // whether older slots in (after, now] were left out. Its cost grows with
 // the number of slots in a window about twice as long as the distance from
 // now back to the n-th newest slot, not with the length of (after, now].
+//
+// Slots are wall-clock times, so it compares wall readings only: a
+// monotonic reading in after or now (the system clock's Now has one) is
+// dropped. With both, Go compares times by their monotonic readings,
+// which a step of the wall clock does not move: after a step back, a
+// window reaching before after by the wall clock passed for one after
+// it, and its slots, already handled, came round again.
 func (sp spec) newest(after, now time.Time, n int) (slots []time.Time, left bool) {
+	after, now = after.Round(0), now.Round(0)
 	if n <= 0 || !now.After(after) {
 		return nil, false
 	}
