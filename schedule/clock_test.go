@@ -257,3 +257,55 @@ func TestWallClockStepBackwardMonotonicReadings(t *testing.T) {
 	awaitWaiters(t, env.wall, 1)
 	rec.none(t)
 }
+
+// stepAfterClock is a steppableClock that steps its wall reading by by
+// just after the first reading at or after at: the step comes between
+// the reading that tells the replica a slot has come and the next one.
+type stepAfterClock struct {
+	steppableClock
+	at      time.Time
+	by      time.Duration
+	stepped atomic.Bool
+}
+
+func (c *stepAfterClock) Now() time.Time {
+	now := c.steppableClock.Now()
+	if !now.Before(c.at) && c.stepped.CompareAndSwap(false, true) {
+		c.set(c.by)
+	}
+	return now
+}
+
+func (c *stepAfterClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// A step back that comes just as a slot came (between the reading that
+// ends the wait and the next) does not move the replica back: the slot it
+// handled last is not attempted again, and the slot that came runs when
+// the wall clock reaches it again.
+func TestWallClockStepBackwardAsSlotComes(t *testing.T) {
+	env := newFakeEnv(t0)
+	wall := &stepAfterClock{steppableClock: steppableClock{Clock: env.wall}, at: t0.Add(2 * time.Minute), by: -90 * time.Second}
+	rec := newRecorder()
+	s, err := schedule.New(env.store, env.ledger, schedule.WithClock(wall), schedule.WithLogger(quiet),
+		schedule.WithObserver(rec.observe), schedule.WithLockOptions(baton.WithClock(env.lockClk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add("minute", "* * * * *", newCounter().job); err != nil {
+		t.Fatal(err)
+	}
+	start(t, s)
+	awaitWaiters(t, env.wall, 1)
+	env.wall.Step(time.Minute) // 03:01
+	rec.expect(t, t0.Add(time.Minute), schedule.Ran)
+	awaitWaiters(t, env.wall, 1)
+	env.wall.Step(time.Minute) // 03:02, read once, then 03:00:30
+	for range 3 {              // 03:01:00, 03:01:30, 03:02:00
+		awaitWaiters(t, env.wall, 1)
+		rec.none(t)
+		env.wall.Step(30 * time.Second)
+	}
+	rec.expect(t, t0.Add(2*time.Minute), schedule.Ran)
+	awaitWaiters(t, env.wall, 1)
+	rec.none(t)
+}

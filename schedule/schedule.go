@@ -320,10 +320,13 @@ func (s *Scheduler) loop(ctx context.Context, j *job, wg *sync.WaitGroup, setBus
 		}
 		now := clk.Now()
 		slots, left := j.spec.newest(cursor, now, j.catchUp+1)
-		cursor = now
 		if len(slots) == 0 {
-			continue // the wall clock went back while waiting
+			// The wall clock went back since it reached next. The
+			// cursor stays: moved back with it, it would bring round
+			// again the slots handled before the step.
+			continue
 		}
+		cursor = now
 		// The newest due slot is the current one; older ones were missed
 		// and are attempted only if CatchUp allows and they are recent
 		// enough.
