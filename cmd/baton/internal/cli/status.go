@@ -25,7 +25,8 @@ const statusLong = `Show the state of lock NAME, or of every lock in the store.
 
 The table shows NAME, HOLDER ("<none>" if the lock is free or its claim has
 expired), TOKEN (the last fencing token issued), RENEWED (time since the
-holder last renewed, by the holder's wall clock; for Redis, the server's),
+holder last renewed, by the holder's wall clock; for Redis, the server's;
+"in 5m" if that clock is ahead of this machine's),
 EXPIRES-IN (how long the claim still lasts as judged from this machine; "-"
 if free) and TRANSITIONS (how many times the lock changed hands). -o wide adds TTL, ACQUIRED and the
 store's VERSION; -o json and -o yaml print the records (with NAME: one
@@ -316,7 +317,6 @@ func (v *statusView) printTable(recs []backend.Record, now time.Time) error {
 	return err
 }
 
-// ago formats the time since t, or "-" for a zero time.
 // printable returns s as a terminal shows it safely: as it is if every
 // character is printable, else quoted with Go's escapes. Holders and names
 // come from the store, which others write (a Lease's holderIdentity, a
@@ -332,13 +332,16 @@ func printable(s string) string {
 	return s
 }
 
+// ago formats the time since t, or "-" for a zero time. A t after now,
+// written by a clock ahead of this machine's, is "in" that long: shown as
+// "0ms ago", it hid the offset between the clocks.
 func ago(t, now time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
 	d := now.Sub(t)
 	if d < 0 {
-		d = 0 // the writer's clock is ahead of ours
+		return "in " + humanDuration(-d)
 	}
 	return humanDuration(d) + " ago"
 }

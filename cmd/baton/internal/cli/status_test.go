@@ -111,6 +111,42 @@ func TestStatusTable(t *testing.T) {
 	}
 }
 
+// A record's times written by a clock ahead of this machine's (a holder
+// on another machine, here written by hand) show how far ahead they are,
+// not "0ms ago", which hid the offset between the clocks.
+func TestStatusTimesAheadOfThisClock(t *testing.T) {
+	t.Parallel()
+	dir, _ := statusFixture(t)
+	path := filepath.Join(dir, "beta.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	ahead := time.Now().Add(5*time.Minute + 30*time.Second).UTC().Format(time.RFC3339Nano)
+	rec["acquire_time"], rec["renew_time"] = ahead, ahead
+	if data, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "status", "beta", "--dir", dir, "-o", "wide")
+	if code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr)
+	}
+	// NAME HOLDER TOKEN RENEWED EXPIRES-IN TRANSITIONS TTL ACQUIRED VERSION
+	// beta <none> 2 in 5m29s - 1 15s in 5m29s -
+	rows := tableRows(t, out)
+	if len(rows) != 2 || len(rows[1]) != 11 || rows[1][3] != "in" || rows[1][8] != "in" ||
+		!regexp.MustCompile(`^5m[0-9]+s$`).MatchString(rows[1][4]) || rows[1][9] != rows[1][4] {
+		t.Fatalf("status -o wide = %q, want RENEWED and ACQUIRED \"in 5m...s\"", out)
+	}
+}
+
 func TestStatusJSONAndYAML(t *testing.T) {
 	t.Parallel()
 	dir, _ := statusFixture(t)
