@@ -58,11 +58,14 @@ type spec struct {
 	// whenever it started (cron's own ConstantDelaySchedule counts from
 	// the time it is asked, which differs between replicas).
 	every time.Duration
-	// wall is set for a spec that names times of day (its hour field does
-	// not name every hour): sched read on wall-clock readings of zone,
-	// represented in UTC, which has no offset changes. See nextWall.
-	wall *cron.SpecSchedule
-	zone *time.Location
+	// wall is sched read on wall-clock readings of zone, represented in
+	// UTC, which has no offset changes; nil for "@every d". A spec that
+	// names times of day (its hour field does not name every hour) has
+	// its slots by nextWall, one that names every hour (hourly is set)
+	// by nextClock.
+	wall   *cron.SpecSchedule
+	hourly bool
+	zone   *time.Location
 	// loc is the zone the spec is read in, and the location of the slots
 	// next returns (see Run.Slot): the spec's CRON_TZ zone if it has
 	// one, else the scheduler's location.
@@ -118,11 +121,10 @@ func parseSpec(text string, loc *time.Location) (sp spec, err error) {
 	case cron.ConstantDelaySchedule:
 		sp.every = s.Delay
 	case *cron.SpecSchedule:
-		if s.Hour&everyHour != everyHour {
-			w := *s
-			w.Location = time.UTC
-			sp.wall, sp.zone = &w, sp.loc
-		}
+		w := *s
+		w.Location = time.UTC
+		sp.wall, sp.zone = &w, sp.loc
+		sp.hourly = s.Hour&everyHour == everyHour
 	}
 	return sp, nil
 }
@@ -181,11 +183,47 @@ func (sp spec) nextIn(t time.Time) time.Time {
 		}
 		return time.Unix((k+1)*e, 0).In(sp.loc)
 	}
+	if sp.hourly {
+		return sp.nextClock(t)
+	}
 	if sp.wall != nil {
 		return sp.nextWall(t)
 	}
 	return sp.sched.Next(t.In(sp.loc))
 }
+
+// nextClock returns the first slot strictly after t of a spec that names
+// every hour, such as "*/15 * * * *", in the scheduler's location as next
+// does. Its slots follow the clock: each moment at which the wall clock in
+// the spec's zone reads a time the spec names, so that a skipped hour has
+// none and a repeated hour has its slots twice. It searches one period of
+// the zone's offset at a time, from t's: a reading whose moment falls
+// after the period's end is looked for again in the next period, from its
+// first reading. (cron's own Next, which moves from day to day through
+// local midnight, skipped every slot of a day whose midnight the zone
+// skips, such as Fridays of "30 * * * 5" in Cairo on the day it springs
+// forward.)
+func (sp spec) nextClock(t time.Time) time.Time {
+	from, r := t, wallReading(t, sp.zone)
+	for from.Sub(t) < maxSearch {
+		_, off := from.In(sp.zone).Zone()
+		_, end := from.In(sp.zone).ZoneBounds()
+		w := sp.wall.Next(r)
+		if w.IsZero() {
+			return w
+		}
+		if at := w.Add(-time.Duration(off) * time.Second); end.IsZero() || at.Before(end) {
+			return at.In(sp.loc)
+		}
+		// The readings from the next period's first one, in its offset.
+		from, r = end, wallReading(end, sp.zone).Add(-time.Nanosecond)
+	}
+	return time.Time{}
+}
+
+// maxSearch bounds nextClock's search, as cron's Next is bounded to five
+// years.
+const maxSearch = 5 * 366 * 24 * time.Hour
 
 // nextWall returns the first slot strictly after t of a spec that names
 // times of day, such as "30 2 * * *", in the scheduler's location as next

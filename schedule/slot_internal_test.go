@@ -87,6 +87,7 @@ func TestNextAcrossOffsetChanges(t *testing.T) {
 		return l
 	}
 	berlin, lordHowe, santiago := zone("Europe/Berlin"), zone("Australia/Lord_Howe"), zone("America/Santiago")
+	cairo, beirut := zone("Africa/Cairo"), zone("Asia/Beirut")
 	utc := func(s string) time.Time {
 		u, err := time.Parse("2006-01-02 15:04", s)
 		if err != nil {
@@ -118,6 +119,12 @@ func TestNextAcrossOffsetChanges(t *testing.T) {
 		{"45 1 * * *", lordHowe, "2026-04-04 12:00", []string{"2026-04-04 14:45", "2026-04-05 15:15"}},
 		// Santiago springs forward at midnight: 2026-09-06 00:00 does not exist (04:00 UTC).
 		{"0 0 * * *", santiago, "2026-09-05 12:00", []string{"2026-09-06 04:00", "2026-09-07 03:00"}},
+		// So do Cairo (Friday 2026-04-24, 22:00 UTC) and Beirut (Sunday
+		// 2026-03-29, 22:00 UTC the day before): a spec of every hour of
+		// that day has the day's real hours, from 01:00.
+		{"30 * * * 5", cairo, "2026-04-23 12:00", []string{"2026-04-23 22:30", "2026-04-23 23:30", "2026-04-24 00:30"}},
+		{"*/30 * * * 0", beirut, "2026-03-28 12:00", []string{"2026-03-28 22:00", "2026-03-28 22:30", "2026-03-28 23:00"}},
+		{"30 * * * 6", beirut, "2026-03-28 12:00", []string{"2026-03-28 12:30", "2026-03-28 13:30"}},
 	} {
 		sp, err := parseSpec(tc.spec, tc.loc)
 		if err != nil {
