@@ -1023,7 +1023,10 @@ func (s *Store) ForceRelease(ctx context.Context, name string) error {
 // at the claim's TTL. Transitions counts acquisitions after the first
 // (the /last record's version minus one). AcquireTime is the holder's wall
 // clock at the acquisition; RenewTime is the last renew as this Store saw
-// it, or AcquireTime for another Store's claim.
+// it, and zero for another Store's claim or a free lock: renewals keep the
+// claim's etcd lease alive and write nothing that says when (the
+// acquisition's time in its place read, in status views, as a holder
+// that had stopped renewing).
 func (s *Store) Get(ctx context.Context, name string) (backend.Record, error) {
 	if err := s.check(ctx, name); err != nil {
 		return backend.Record{}, err
@@ -1056,7 +1059,7 @@ func (s *Store) record(ctx context.Context, name string, claimKV, lastKV *mvccpb
 		}
 		rec.Token = uint64(lastKV.ModRevision)
 		rec.TTL = v.ttl
-		rec.AcquireTime, rec.RenewTime = v.at, v.at
+		rec.AcquireTime = v.at
 		rec.Transitions = uint64(max(lastKV.Version-1, 0))
 		rec.Version = strconv.FormatInt(lastKV.ModRevision, 10)
 	}
@@ -1069,7 +1072,7 @@ func (s *Store) record(ctx context.Context, name string, claimKV, lastKV *mvccpb
 	}
 	rec.Holder, rec.Nonce, rec.TTL = v.holder, v.nonce, v.ttl
 	rec.Token = uint64(claimKV.ModRevision)
-	rec.AcquireTime, rec.RenewTime = v.at, v.at
+	rec.AcquireTime = v.at
 	rec.Version = strconv.FormatInt(claimKV.ModRevision, 10)
 	s.mu.Lock()
 	c := s.claims[name]

@@ -26,7 +26,8 @@ const statusLong = `Show the state of lock NAME, or of every lock in the store.
 The table shows NAME, HOLDER ("<none>" if the lock is free or its claim has
 expired), TOKEN (the last fencing token issued), RENEWED (time since the
 holder last renewed, by the holder's wall clock; for Redis, the server's;
-"in 5m" if that clock is ahead of this machine's),
+"in 5m" if that clock is ahead of this machine's; "-" on etcd, whose
+renewals write no time),
 EXPIRES-IN (how long the claim still lasts as judged from this machine; "-"
 if free) and TRANSITIONS (how many times the lock changed hands). -o wide adds TTL, ACQUIRED and the
 store's VERSION; -o json and -o yaml print the records (with NAME: one
