@@ -388,6 +388,18 @@
 // Every Store keeps one pub/sub connection for its watches, while any lock
 // was watched within the last minute (WithWatchLinger). Close stops it.
 //
+// A connection that a middlebox dropped silently (a NAT or firewall that
+// forgot the flow) answers nothing and reports nothing; go-redis gives up
+// on it only at its ReadTimeout (5 s by default: with the default timings,
+// all the time a renewal has before the renew deadline). So a renewal
+// with no answer after a ninth of its TTL is sent again beside it, on
+// another connection, and the first answer wins: a holder keeps its lock
+// across a dropped connection (TestHolderConnectionDropped). A Store's
+// pub/sub connection is pinged when quiet for 3 s and replaced when a
+// ping has no answer for another 3 s: a waiting Lock whose connections
+// were all dropped 1 s before the holder released (TTL 15 s) acquired 9 s
+// after the release.
+//
 // # Many locks
 //
 // Every held lock is renewed every TTL/3 (the engine's default): 0.2

@@ -10,11 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// renewSend is the Store's renewBatcher.send: it renews a batch of locks
-// and answers each call with what the single-lock renewScript would have
-// told it (renewed; ErrLost naming the new holder, or the lock free; a
-// corrupt record), so batching changes the number of requests, not any
-// outcome.
+// renewSend (run by renewHedged, the Store's renewBatcher.send) renews a
+// batch of locks and answers each call with what the single-lock
+// renewScript would have told it (renewed; ErrLost naming the new holder,
+// or the lock free; a corrupt record), so batching changes the number of
+// requests, not any outcome.
 //
 // A batch of one runs renewScript itself. A larger batch is grouped by
 // where its keys live (renewGroups) and sent as one renewManyScript per

@@ -151,7 +151,7 @@ func newStore(client redis.UniversalClient, o options) *Store {
 	}
 	s.waiters = newWaiters(s.leave)
 	s.hub.onHanded = s.waiters.notice
-	s.renews = newRenewBatcher(renewWindow, s.renewSend)
+	s.renews = newRenewBatcher(renewWindow, s.renewHedged)
 	return s
 }
 

@@ -26,8 +26,8 @@ type Proxy struct {
 	// loseEvery > 0 closes the connection of every loseEvery-th chunk of
 	// replies instead of forwarding it (LoseReplies); replies counts them.
 	loseEvery, replies int
-	changed chan struct{} // closed and replaced whenever cut or latency change
-	closed  bool
+	changed            chan struct{} // closed and replaced whenever cut or latency change
+	closed             bool
 
 	wg sync.WaitGroup
 }
@@ -37,6 +37,7 @@ type link struct {
 	client, server net.Conn
 	once           sync.Once
 	done           chan struct{}
+	dropped        bool // guarded by Proxy.mu: see Drop
 }
 
 func (l *link) close() {
@@ -99,6 +100,20 @@ func (p *Proxy) loseReply() bool {
 // host name pointed at another server does for the connections opened
 // after the change: the current connections stay with the old target.
 func (p *Proxy) Retarget(target string) { p.set(func() { p.target = target }) }
+
+// Drop silently kills every current connection, as a NAT or a stateful
+// firewall does when it forgets a flow (an idle timeout, a restart): from
+// now on no byte of those connections is forwarded in either direction,
+// and nothing is closed, so only the two ends' own timeouts (TCP or
+// application keepalives, request deadlines) tell them. New connections
+// are forwarded as usual.
+func (p *Proxy) Drop() {
+	p.set(func() {
+		for l := range p.links {
+			l.dropped = true
+		}
+	})
+}
 
 // Reset closes every current connection (both sides see it at once); new
 // connections are still accepted.
@@ -207,7 +222,7 @@ func (p *Proxy) pump(l *link, dst, src net.Conn) {
 func (p *Proxy) hold(l *link, read time.Time) bool {
 	for {
 		p.mu.Lock()
-		cut, latency, changed := p.cut, p.latency, p.changed
+		cut, latency, changed := p.cut || l.dropped, p.latency, p.changed
 		p.mu.Unlock()
 		var t *time.Timer
 		var wait <-chan time.Time

@@ -210,3 +210,37 @@ func TestLoseReplies(t *testing.T) {
 		}
 	}
 }
+
+// TestDrop: a dropped connection forwards nothing and is not closed, while
+// a connection opened after Drop works.
+func TestDrop(t *testing.T) {
+	p, err := faultproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if _, err := roundTrip(t, c, r, 5*time.Second); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	p.Drop()
+	if _, err := roundTrip(t, c, r, 200*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a dropped connection: %v, want a timeout", err)
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := roundTrip(t, c2, bufio.NewReader(c2), 5*time.Second); err != nil {
+		t.Fatalf("a new connection after Drop: %v", err)
+	}
+	if _, err := roundTrip(t, c, r, 200*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the dropped connection after a new one: %v, want a timeout", err)
+	}
+}
