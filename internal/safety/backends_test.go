@@ -94,6 +94,11 @@ func proxied(t *testing.T, targets []string, scheme string) link {
 				p.LoseReplies(n)
 			}
 		},
+		drop: func() {
+			for _, p := range ps {
+				p.Drop()
+			}
+		},
 	}
 }
 
@@ -101,7 +106,7 @@ func proxied(t *testing.T, targets []string, scheme string) link {
 // cut.
 func local(target string) link {
 	return link{target: target, cut: func() {}, restore: func() {}, cutOne: func() {}, delay: func(time.Duration) {}, retarget: func(string) {},
-		loseReplies: func(int) {}}
+		loseReplies: func(int) {}, drop: func() {}}
 }
 
 func fileEnv(t *testing.T) *backendEnv {
@@ -120,7 +125,7 @@ func fileEnv(t *testing.T) *backendEnv {
 // them).
 func redisEnv(t *testing.T) *backendEnv {
 	srv := testenv.StartRedis(t, testenv.AppendOnly())
-	return &backendEnv{name: "redis", ttl: ttl, claimLife: ttl,
+	return &backendEnv{name: "redis", ttl: ttl, claimLife: ttl, keepsThroughDrop: true,
 		newLink:      func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "") },
 		deleteLock:   redisDel(srv.Addr()),
 		deleteAll:    redisDelAll(srv.Addr()),
@@ -142,7 +147,7 @@ func redlockEnv(t *testing.T) *backendEnv {
 		srvs = append(srvs, s)
 		addrs = append(addrs, s.Addr())
 	}
-	return &backendEnv{name: "redlock", ttl: ttl, claimLife: ttl,
+	return &backendEnv{name: "redlock", ttl: ttl, claimLife: ttl, keepsThroughDrop: true,
 		newLink:    func(t *testing.T) link { return proxied(t, addrs, "") },
 		deleteLock: redisDel(addrs...),
 		deleteAll:  redisDelAll(addrs...),

@@ -35,26 +35,27 @@ import (
 // The contender process: the test binary started with roleEnv=contender
 // and its configuration in these variables.
 const (
-	envID       = "BATON_SAFETY_ID"        // contender id, "c1"
-	envRegister = "BATON_SAFETY_REGISTER"  // register server URL
-	envBackend  = "BATON_SAFETY_BACKEND"   // file, redis, redlock, etcd, lease, configmap, crd, naive
-	envTarget   = "BATON_SAFETY_TARGET"    // directory, comma-separated addresses, endpoint or API URL
-	envNS       = "BATON_SAFETY_NS"        // Kubernetes namespace
-	envLock     = "BATON_SAFETY_LOCK"      // lock name
-	envTTL      = "BATON_SAFETY_TTL"       // lease duration
-	envRate     = "BATON_SAFETY_RATE"      // clock rate (1 = real time)
-	envSeed     = "BATON_SAFETY_CSEED"     // this contender's seed
-	envSkew     = "BATON_SAFETY_SKEW"      // naive lock: offset of its wall clock
-	envSettle   = "BATON_SAFETY_SETTLE"    // naive lock: the sleep before the read-back
-	envIdle     = "BATON_SAFETY_IDLE"      // pause after a tenure before locking again
-	envPoll     = "BATON_SAFETY_POLL"      // "1": lock by polling TryLock instead of Lock
-	envSem      = "BATON_SAFETY_SEMAPHORE" // "1": lock through a baton.Semaphore of limit 1
-	envFair     = "BATON_SAFETY_FAIR"      // "1": etcd in fair mode (the default); else plain mode, etcdstore.WithFair(false)
-	envChurn    = "BATON_SAFETY_CHURN"     // "1": etcd, file: the Store also finds other locks held, then released (see seenChurn)
-	envQueued   = "BATON_SAFETY_QUEUED"    // "1": report "queued" at a Lock call's second refused attempt (see queuedReporter)
-	envSeen     = "BATON_SAFETY_SEEN"      // "1": report "seen" for each claim an attempt found held (see seenReporter)
-	envRemove   = "BATON_SAFETY_REMOVE"    // "1": remove the lock's record after each tenure, as schedule does (backend.Remover)
-	envCut      = "BATON_SAFETY_CUT"       // a polling contender gives half its TryLock calls a deadline drawn from [0, this): acquires cut short (batonLocker.try)
+	envID             = "BATON_SAFETY_ID"              // contender id, "c1"
+	envRegister       = "BATON_SAFETY_REGISTER"        // register server URL
+	envBackend        = "BATON_SAFETY_BACKEND"         // file, redis, redlock, etcd, lease, configmap, crd, naive
+	envTarget         = "BATON_SAFETY_TARGET"          // directory, comma-separated addresses, endpoint or API URL
+	envNS             = "BATON_SAFETY_NS"              // Kubernetes namespace
+	envLock           = "BATON_SAFETY_LOCK"            // lock name
+	envTTL            = "BATON_SAFETY_TTL"             // lease duration
+	envRate           = "BATON_SAFETY_RATE"            // clock rate (1 = real time)
+	envSeed           = "BATON_SAFETY_CSEED"           // this contender's seed
+	envSkew           = "BATON_SAFETY_SKEW"            // naive lock: offset of its wall clock
+	envSettle         = "BATON_SAFETY_SETTLE"          // naive lock: the sleep before the read-back
+	envIdle           = "BATON_SAFETY_IDLE"            // pause after a tenure before locking again
+	envClientDefaults = "BATON_SAFETY_CLIENT_DEFAULTS" // "true": the store client's default timeouts
+	envPoll           = "BATON_SAFETY_POLL"            // "1": lock by polling TryLock instead of Lock
+	envSem            = "BATON_SAFETY_SEMAPHORE"       // "1": lock through a baton.Semaphore of limit 1
+	envFair           = "BATON_SAFETY_FAIR"            // "1": etcd in fair mode (the default); else plain mode, etcdstore.WithFair(false)
+	envChurn          = "BATON_SAFETY_CHURN"           // "1": etcd, file: the Store also finds other locks held, then released (see seenChurn)
+	envQueued         = "BATON_SAFETY_QUEUED"          // "1": report "queued" at a Lock call's second refused attempt (see queuedReporter)
+	envSeen           = "BATON_SAFETY_SEEN"            // "1": report "seen" for each claim an attempt found held (see seenReporter)
+	envRemove         = "BATON_SAFETY_REMOVE"          // "1": remove the lock's record after each tenure, as schedule does (backend.Remover)
+	envCut            = "BATON_SAFETY_CUT"             // a polling contender gives half its TryLock calls a deadline drawn from [0, this): acquires cut short (batonLocker.try)
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -527,11 +528,13 @@ func openLocker(ctx context.Context, c *client, logger *slog.Logger, clk baton.C
 			}
 			// Short timeouts, so that a partition shows as failed calls
 			// rather than calls that wait for the engine's deadline.
-			opts = append(opts, redisstore.WithClientOptions(func(o *redis.Options) {
-				o.DialTimeout = 300 * time.Millisecond
-				o.ReadTimeout = 300 * time.Millisecond
-				o.WriteTimeout = 300 * time.Millisecond
-			}))
+			if os.Getenv(envClientDefaults) != "true" {
+				opts = append(opts, redisstore.WithClientOptions(func(o *redis.Options) {
+					o.DialTimeout = 300 * time.Millisecond
+					o.ReadTimeout = 300 * time.Millisecond
+					o.WriteTimeout = 300 * time.Millisecond
+				}))
+			}
 		}
 		st, closer, err := redisstore.OpenURLs(urls, opts...)
 		if err != nil {

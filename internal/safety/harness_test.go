@@ -67,6 +67,7 @@ const (
 	faultPause      = "CLIENT PAUSE past the TTL"
 	faultMoved      = "host name moved to another server"
 	faultLostReply  = "replies lost with their connections"
+	faultDropped    = "connections of the holder dropped silently"
 )
 
 // etcdRevoked is why the lease-revoked rows may show two holders: a
@@ -101,6 +102,9 @@ type link struct {
 	// loseReplies closes the connection of every n-th chunk of replies
 	// instead of forwarding it (faultproxy's LoseReplies); 0 ends it.
 	loseReplies func(n int)
+	// drop stops the current connections for good without closing them,
+	// new ones working (faultproxy's Drop).
+	drop func()
 }
 
 // backendEnv is a store under test, shared by its scenarios.
@@ -170,6 +174,12 @@ type backendEnv struct {
 	// pauseClients has every server pause its clients for d (CLIENT
 	// PAUSE d mode, mode WRITE or ALL; Redis). nil for other stores.
 	pauseClients func(ctx context.Context, mode string, d time.Duration) error
+	// keepsThroughDrop is true for a store whose holder keeps its lock
+	// when its connections are dropped silently (Redis sends a renewal
+	// with no answer again on a new connection); false where it steps
+	// down (etcd and Kubernetes clients notice a dead connection only by
+	// keepalives slower than the renew deadline).
+	keepsThroughDrop bool
 	// moveName points the store's name (every contender's link, and those
 	// made later) at a new, empty server, leaving open connections on the
 	// old one; stopOld kills the old server. nil for other stores.
@@ -242,6 +252,10 @@ type scenario struct {
 	// whose clocks read timensShift seconds ahead (unshare --time), as a
 	// container restored by CRIU does (file store).
 	timens bool
+	// clientDefaults has the Redis contenders keep go-redis's default
+	// timeouts (a read timeout of 3 s) rather than the suite's 300 ms,
+	// which would send a renewal with no answer again in time by itself.
+	clientDefaults bool
 	// annotate: another writer annotates the lock's object every tenth of
 	// the TTL throughout the row (backendEnv.annotate).
 	annotate bool
@@ -361,6 +375,7 @@ func (h *harness) spawn() *contender {
 		envSeed+"="+strconv.FormatUint(h.rng.Uint64(), 10),
 		envSettle+"="+h.sc.settle.String(),
 		envIdle+"="+h.sc.idle.String(),
+		envClientDefaults+"="+strconv.FormatBool(h.sc.clientDefaults),
 	)
 	if h.sc.fault == faultLateGrant {
 		// Only this row wraps the contenders' backends (pausedGrants):
@@ -740,6 +755,8 @@ func (h *harness) inject(round int) {
 		h.moveNameHeld(minWrites)
 	case faultLostReply:
 		h.loseReplies(minWrites)
+	case faultDropped:
+		h.dropHeld(minWrites)
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}

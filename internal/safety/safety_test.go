@@ -80,6 +80,9 @@ func commonAs(t *testing.T, be *backendEnv, base scenario, network bool) {
 	if network {
 		run(scenario{fault: faultPartition})
 		run(scenario{fault: faultLostReply})
+		// go-redis's own timeouts: the suite's short ones would hide
+		// how long a dead connection holds a renewal.
+		run(scenario{fault: faultDropped, clientDefaults: true})
 	}
 	run(scenario{fault: faultDrift, rates: driftRates})
 	run(scenario{fault: faultJump})
