@@ -2,6 +2,8 @@ package etcdstore_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/testenv"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // clusterTTL is long on purpose: the tests below assert that a standby
@@ -201,4 +204,48 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// TestClusterQuorumLostAtOpen: two of three members are down, so the one
+// left answers but has no raft leader, and etcd answers no request that
+// needs one (Open's first, MemberList). Open said only "no answer within
+// 2s: context deadline exceeded", and the CLI added "check that the store
+// runs and that its address is right", which both are. Open now asks the
+// members, which answer Status without a leader, and says that the cluster
+// lost its quorum.
+func TestClusterQuorumLostAtOpen(t *testing.T) {
+	c, _ := startCluster(t)
+	left := c.Members[0]
+	c.Members[1].Kill()
+	c.Members[2].Kill()
+	waitNoLeader(t, left)
+	err := openFails(t, "with two of three members down", etcdstore.Config{Endpoints: c.Endpoints()})
+	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "no raft leader") ||
+		!strings.Contains(err.Error(), "lost its quorum") || !strings.Contains(err.Error(), left.Endpoint()) {
+		t.Errorf("Open with the cluster's quorum lost: %v; want ErrUnavailable naming the member without a leader and the lost quorum", err)
+	}
+}
+
+// waitNoLeader waits until m reports that it has no raft leader (the other
+// members are gone: a leader steps down, a follower stops hearing from one).
+func waitNoLeader(t *testing.T, m *testenv.Etcd) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: m.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for {
+		st, err := cli.Status(ctx, m.Endpoint())
+		if err == nil && st.Leader == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s still reports a leader: %v, %v", m.Endpoint(), st, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -254,10 +254,14 @@ func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 	pctx, cancel := context.WithTimeout(ctx, cc.DialTimeout)
 	defer cancel()
 	if _, err := client.MemberList(pctx); err != nil {
-		client.Close()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			err = noAnswer(ctx, cfg.Endpoints[0], cc, err)
+			if lost := quorumLost(ctx, client, cfg.Endpoints, min(cc.DialTimeout, time.Second)); lost != nil {
+				err = fmt.Errorf("%w: no answer within %v: %w: %w", backend.ErrUnavailable, cc.DialTimeout, lost, err)
+			} else {
+				err = noAnswer(ctx, cfg.Endpoints[0], cc, err)
+			}
 		}
+		client.Close()
 		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))
 	}
 	if err := sameCluster(pctx, client, cfg.Endpoints, min(cc.DialTimeout, time.Second)); err != nil {
@@ -277,27 +281,12 @@ func sameCluster(ctx context.Context, client *clientv3.Client, endpoints []strin
 	if len(endpoints) < 2 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
 	ids := make([]uint64, len(endpoints))
-	var wg sync.WaitGroup
-	for i, ep := range endpoints {
-		wg.Go(func() {
-			// gRPC waits for a member that refuses connections until
-			// ctx ends; a plain dial finds out at once.
-			var d net.Dialer
-			network, address := DialTarget(ep)
-			conn, err := d.DialContext(ctx, network, address)
-			if err != nil {
-				return
-			}
-			conn.Close()
-			if st, err := client.Status(ctx, ep); err == nil && st.Header != nil {
-				ids[i] = st.Header.ClusterId
-			}
-		})
+	for i, st := range statuses(ctx, client, endpoints, wait) {
+		if st != nil && st.Header != nil {
+			ids[i] = st.Header.ClusterId
+		}
 	}
-	wg.Wait()
 	first := -1
 	for i, id := range ids {
 		switch {
@@ -310,6 +299,57 @@ func sameCluster(ctx context.Context, client *clientv3.Client, endpoints []strin
 		}
 	}
 	return nil
+}
+
+// statuses asks every endpoint, at once, for its status, which a member
+// serves by itself, without a raft leader. An endpoint that refuses
+// connections, or does not answer within wait, has a nil status.
+func statuses(ctx context.Context, client *clientv3.Client, endpoints []string, wait time.Duration) []*clientv3.StatusResponse {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	sts := make([]*clientv3.StatusResponse, len(endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range endpoints {
+		wg.Go(func() {
+			// gRPC waits for a member that refuses connections until
+			// ctx ends; a plain dial finds out at once.
+			var d net.Dialer
+			network, address := DialTarget(ep)
+			conn, err := d.DialContext(ctx, network, address)
+			if err != nil {
+				return
+			}
+			conn.Close()
+			if st, err := client.Status(ctx, ep); err == nil {
+				sts[i] = st
+			}
+		})
+	}
+	wg.Wait()
+	return sts
+}
+
+// quorumLost returns an error naming the endpoints that answer Status but
+// have no raft leader, if at least one answers and none that answers has a
+// leader: the cluster has lost its quorum (or those members are cut off
+// from it), and etcd answers no lock request until it has one again. It
+// returns nil otherwise.
+func quorumLost(ctx context.Context, client *clientv3.Client, endpoints []string, wait time.Duration) error {
+	var leaderless []string
+	for i, st := range statuses(ctx, client, endpoints, wait) {
+		switch {
+		case st == nil:
+		case st.Leader != 0:
+			return nil
+		default:
+			leaderless = append(leaderless, redactEndpoint(endpoints[i]))
+		}
+	}
+	if len(leaderless) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the members that answer (%s) have no raft leader: the cluster has lost its quorum, and answers no request until a majority of its members run and reach each other again (start the members that are down, or mend the network between them; etcdctl endpoint status --cluster shows each member's leader)",
+		strings.Join(leaderless, ", "))
 }
 
 // noAnswer is err, the deadline of a first request that got no answer,
