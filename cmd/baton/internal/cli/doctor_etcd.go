@@ -22,9 +22,10 @@ const etcdCheckTimeout = 5 * time.Second
 
 // etcdChecks asks each endpoint for its status (clientv3 Status): one row
 // per endpoint, with the server's version, and whether any endpoint
-// answered. An endpoint that does not answer fails if none answers, and
-// warns otherwise (the others serve the lock); one that reports an alarm
-// that stops the lock fails.
+// answered with a raft leader (only such a member serves locks). An
+// endpoint that does not answer, or answers without a leader, fails if
+// none serves, and warns otherwise (the others serve the lock); one that
+// reports an alarm that stops the lock fails.
 func etcdChecks(ctx context.Context, f *etcdFlags) (rows []check, answered bool) {
 	cfg := f.config()
 	cc, err := cfg.ClientConfig()
@@ -39,21 +40,21 @@ func etcdChecks(ctx context.Context, f *etcdFlags) (rows []check, answered bool)
 	// The endpoints are asked at once: a silent one takes etcdCheckTimeout,
 	// and doctor should not take that once per endpoint.
 	checks := make([]check, len(cfg.Endpoints))
-	silent := make([]bool, len(cfg.Endpoints)) // by row: its endpoint did not answer
+	idle := make([]bool, len(cfg.Endpoints)) // by row: its endpoint did not answer, or has no leader
 	var wg sync.WaitGroup
 	for i, ep := range cfg.Endpoints {
 		wg.Go(func() {
 			var ok bool
 			checks[i], ok = endpointCheck(ctx, client, ep)
-			silent[i] = !ok
+			idle[i] = !ok
 		})
 	}
 	wg.Wait()
-	answered = slices.Contains(silent, false)
+	answered = slices.Contains(idle, false)
 	for i := range checks {
 		// An alarm an endpoint answered with is the cluster's: the other
 		// endpoints do not work around it.
-		if checks[i].result == resultFail && silent[i] && answered {
+		if checks[i].result == resultFail && idle[i] && answered {
 			checks[i].result = resultWarn
 			checks[i].fix += "; the lock works meanwhile through the endpoints that answer"
 		}
@@ -62,7 +63,9 @@ func etcdChecks(ctx context.Context, f *etcdFlags) (rows []check, answered bool)
 }
 
 // endpointCheck is the row of one endpoint: its version and role if it
-// answers Status, else why not. It reports whether the endpoint answered.
+// answers Status, else why not. It reports whether the endpoint answered
+// with a raft leader: a member without one (its cluster lost its quorum,
+// or it is cut off from the others) answers no lock request.
 func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string) (check, bool) {
 	label := "etcd " + endpoint
 	ctx, cancel := context.WithTimeout(ctx, etcdCheckTimeout)
@@ -88,6 +91,10 @@ func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string
 		role = "leader"
 	}
 	detail := fmt.Sprintf("etcd %s, %s", st.Version, role)
+	if st.Leader == 0 {
+		return check{label, resultFail, fmt.Sprintf("etcd %s, no raft leader: the member answers no lock request", st.Version),
+			"the member cannot reach a majority of the cluster's members (the cluster lost its quorum, or this member is cut off from the others): start the members that are down, or mend the network between them; etcdctl endpoint status --cluster shows each member's leader"}, false
+	}
 	if len(st.Errors) > 0 {
 		// An alarm stops every lock until an operator clears it.
 		result := resultWarn

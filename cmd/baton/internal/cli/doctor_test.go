@@ -728,6 +728,61 @@ func TestDoctorEtcdNoSpace(t *testing.T) {
 	}
 }
 
+// Two members of three down: the one left answers its Status but has no
+// raft leader, so etcd answers no lock request. Its doctor row said
+// "follower" and passed the cause on as a warning, with the fix for a
+// NOSPACE alarm, and the rows of the members that are down warned that
+// "the lock works meanwhile through the endpoints that answer"; they all
+// fail now, the member left saying it has no leader and what brings the
+// quorum back.
+func TestDoctorEtcdQuorumLost(t *testing.T) {
+	t.Parallel()
+	cl := testenv.StartEtcdCluster(t, testenv.EtcdNoFsync())
+	left := cl.Members[0]
+	cl.Members[1].Kill()
+	cl.Members[2].Kill()
+	waitNoLeader(t, left)
+	code, out, _ := runCLI(t, "doctor", "--backend", "etcd", "--endpoints", strings.Join(cl.Endpoints(), ","), "--connect-timeout", "2s", "--name", "job")
+	t.Logf("doctor:\n%s", out)
+	row := "etcd " + left.Endpoint()
+	if r := doctorTable(t, out)[row]; code != 1 || r.result != "FAIL" || !strings.Contains(r.detail, "no raft leader") {
+		t.Errorf("exit %d, row of the member left %+v; want exit 1 and FAIL naming no raft leader", code, r)
+	}
+	if fix := doctorFix(out, row); !strings.Contains(fix, "quorum") || strings.Contains(fix, "NOSPACE") {
+		t.Errorf("the fix of the member left is %q; want one about the quorum", fix)
+	}
+	// No member serves the lock: the members that are down do not warn
+	// that it works through the others.
+	for _, m := range cl.Members[1:] {
+		if r := doctorTable(t, out)["etcd "+m.Endpoint()]; r.result != "FAIL" {
+			t.Errorf("row of a member that is down: %+v, want FAIL", r)
+		}
+	}
+}
+
+// waitNoLeader waits until m reports that it has no raft leader.
+func waitNoLeader(t *testing.T, m *testenv.Etcd) {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: m.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for {
+		st, err := c.Status(ctx, m.Endpoint())
+		if err == nil && st.Leader == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s still reports a leader: %v, %v", m.Endpoint(), st, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // Real etcd servers: each endpoint's row shows the server's version; an
 // endpoint that does not answer warns while another answers, and fails
 // when none does.
