@@ -249,3 +249,20 @@ func waitNoLeader(t *testing.T, m *testenv.Etcd) {
 		}
 	}
 }
+
+// TestClusterLearner: a member added with etcdctl member add --learner
+// (the first step of replacing a member) answers clients only with "rpc
+// not supported for learner" until it is promoted. Listed among voting
+// members, it costs nothing (etcd's client sends the request again to
+// another endpoint); listed alone, Open failed with etcd's bare message,
+// which baton lock, status and run took for a runtime error (exit 1). It
+// is now a misconfiguration (exit 78) that names the learner and the fix.
+func TestClusterLearner(t *testing.T) {
+	c, _ := startCluster(t)
+	learner := c.AddLearner()
+	useLock(t, openOK(t, etcdstore.Config{Endpoints: append([]string{learner.Endpoint()}, c.Endpoints()...)}), etcdstore.WithPrefix(freshPrefix(t)))
+	err := openFails(t, "to a learner only", etcdstore.Config{Endpoints: learner.Endpoints()})
+	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "learner") || !strings.Contains(err.Error(), "member promote") {
+		t.Errorf("Open of a learner alone: %v; want ErrMisconfigured naming the learner and etcdctl member promote", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/storeerr"
 	"github.com/baton-go/baton/internal/tlsfiles"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -254,6 +255,10 @@ func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 	pctx, cancel := context.WithTimeout(ctx, cc.DialTimeout)
 	defer cancel()
 	if _, err := client.MemberList(pctx); err != nil {
+		if learnerRefusal(err) {
+			err = fmt.Errorf("%w: %w (the endpoints are learners: members added with etcdctl member add --learner and not promoted, which answer no lock request; list the cluster's voting members, which etcdctl member list shows with IS_LEARNER false, or promote the learners first with etcdctl member promote ID)",
+				backend.ErrMisconfigured, err)
+		}
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			if lost := quorumLost(ctx, client, cfg.Endpoints, min(cc.DialTimeout, time.Second)); lost != nil {
 				err = fmt.Errorf("%w: no answer within %v: %w: %w", backend.ErrUnavailable, cc.DialTimeout, lost, err)
@@ -299,6 +304,14 @@ func sameCluster(ctx context.Context, client *clientv3.Client, endpoints []strin
 		}
 	}
 	return nil
+}
+
+// learnerRefusal reports whether err is a learner member's refusal of a
+// request it does not serve. etcd's client sends such a request again to
+// another endpoint, so only a client whose endpoints are all learners
+// sees it.
+func learnerRefusal(err error) bool {
+	return rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(rpctypes.ErrGRPCNotSupportedForLearner)
 }
 
 // statuses asks every endpoint, at once, for its status, which a member

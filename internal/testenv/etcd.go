@@ -97,6 +97,9 @@ type Etcd struct {
 	// name and initialCluster make the process a member of a cluster
 	// (EtcdCluster); empty, it is a cluster of one named "baton-test".
 	name, initialCluster string
+	// joins makes it join a running cluster (--initial-cluster-state
+	// existing), as a member added with etcdctl member add does.
+	joins bool
 }
 
 // newEtcd returns a stopped member; StartEtcd and StartEtcdCluster start it.
@@ -254,6 +257,10 @@ func (e *Etcd) args() []string {
 	if cluster == "" {
 		cluster = name + "=" + peer
 	}
+	state := "new"
+	if e.joins {
+		state = "existing"
+	}
 	a := []string{
 		"--name=" + name,
 		"--data-dir=" + e.Dir,
@@ -262,7 +269,7 @@ func (e *Etcd) args() []string {
 		"--listen-peer-urls=" + peer,
 		"--initial-advertise-peer-urls=" + peer,
 		"--initial-cluster=" + cluster,
-		"--initial-cluster-state=new",
+		"--initial-cluster-state=" + state,
 		"--listen-metrics-urls=http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.MetricsPort)),
 		"--log-outputs=stderr",
 	}

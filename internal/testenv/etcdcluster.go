@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -105,6 +106,62 @@ func (c *EtcdCluster) start() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// AddLearner adds a member to the cluster as a learner, as etcdctl member
+// add --learner does (through etcd's JSON gateway on the first member),
+// starts it, and returns it once it reports healthy. A learner replicates
+// the log but does not vote, and refuses the requests of clients ("rpc not
+// supported for learner") but Status and a few others. It is not one of
+// Members, and is killed in t.Cleanup.
+func (c *EtcdCluster) AddLearner() *Etcd {
+	c.t.Helper()
+	first := c.Members[0]
+	m := newEtcd(c.t, first.bin, first.cfg, fmt.Sprintf("member%d", len(c.Members)), filepath.Join(filepath.Dir(first.Dir), fmt.Sprintf("member%d", len(c.Members))))
+	m.joins = true
+	c.t.Cleanup(m.Kill)
+	ports, err := freePorts(etcdPorts)
+	if err != nil {
+		c.t.Fatalf("testenv: ports for a learner: %v", err)
+	}
+	m.setPorts(ports)
+	peers := []string{m.name + "=" + m.peerURL()}
+	for _, o := range c.Members {
+		peers = append(peers, o.name+"="+o.peerURL())
+	}
+	m.initialCluster = strings.Join(peers, ",")
+	if err := first.addMember(m.peerURL(), true); err != nil {
+		c.t.Fatalf("testenv: adding a learner: %v", err)
+	}
+	if err := m.start(); err != nil {
+		c.t.Fatalf("testenv: starting the learner: %v", err)
+	}
+	return m
+}
+
+// addMember asks e to add a member at peerURL to its cluster, through
+// etcd's JSON gateway. etcd refuses ("unhealthy cluster") until every
+// member has been connected for a few seconds; addMember asks again until
+// then, for up to 20s.
+func (e *Etcd) addMember(peerURL string, learner bool) error {
+	body := fmt.Sprintf(`{"peerURLs":[%q],"isLearner":%t}`, peerURL, learner)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: e.ClientTLS()}}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := client.Post(e.Endpoint()+"/v3/cluster/member/add", "application/json", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			return nil
+		case !strings.Contains(string(msg), "unhealthy cluster") || time.Now().After(deadline):
+			return fmt.Errorf("%s: %s", resp.Status, msg)
+		}
+		time.Sleep(200 * time.Millisecond) // etcd's health check has no event to wait for
+	}
 }
 
 // Endpoints returns the members' client URLs, for clientv3.Config.Endpoints.

@@ -64,8 +64,9 @@ func etcdChecks(ctx context.Context, f *etcdFlags) (rows []check, answered bool)
 
 // endpointCheck is the row of one endpoint: its version and role if it
 // answers Status, else why not. It reports whether the endpoint answered
-// with a raft leader: a member without one (its cluster lost its quorum,
-// or it is cut off from the others) answers no lock request.
+// with a raft leader and as a voting member: a member without a leader
+// (its cluster lost its quorum, or it is cut off from the others), and a
+// learner, answer no lock request.
 func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string) (check, bool) {
 	label := "etcd " + endpoint
 	ctx, cancel := context.WithTimeout(ctx, etcdCheckTimeout)
@@ -84,13 +85,14 @@ func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string
 		return storeFailureNamed(label, storeerr.Classify(err)), false
 	}
 	role := "follower"
-	switch {
-	case st.IsLearner:
-		role = "learner (not voting)"
-	case st.Header != nil && st.Leader == st.Header.MemberId:
+	if st.Header != nil && st.Leader == st.Header.MemberId {
 		role = "leader"
 	}
 	detail := fmt.Sprintf("etcd %s, %s", st.Version, role)
+	if st.IsLearner {
+		return check{label, resultFail, fmt.Sprintf("etcd %s, learner (not voting): the member answers no lock request until it is promoted", st.Version),
+			"promote it once it has caught up with the leader (etcdctl member promote ID; etcdctl member list shows the ID), or list the cluster's voting members instead"}, false
+	}
 	if st.Leader == 0 {
 		return check{label, resultFail, fmt.Sprintf("etcd %s, no raft leader: the member answers no lock request", st.Version),
 			"the member cannot reach a majority of the cluster's members (the cluster lost its quorum, or this member is cut off from the others): start the members that are down, or mend the network between them; etcdctl endpoint status --cluster shows each member's leader"}, false

@@ -783,6 +783,36 @@ func waitNoLeader(t *testing.T, m *testenv.Etcd) {
 	}
 }
 
+// A learner (etcdctl member add --learner, not yet promoted) answers
+// Status, but no lock request. Its doctor row passed ("learner (not
+// voting)") while the store row failed with etcd's bare "rpc not
+// supported for learner", and lock exited 1. Listed alone, its row now
+// fails and lock exits 78, both naming the promotion; listed among voting
+// members, its row warns (etcd's client sends its requests to the others).
+func TestDoctorEtcdLearner(t *testing.T) {
+	t.Parallel()
+	cl := testenv.StartEtcdCluster(t, testenv.EtcdNoFsync())
+	learner := cl.AddLearner()
+	row := "etcd " + learner.Endpoint()
+	code, out, _ := runCLI(t, "doctor", "--backend", "etcd", "--endpoints", learner.Endpoint(), "--name", "job")
+	t.Logf("doctor, the learner alone:\n%s", out)
+	if r := doctorTable(t, out)[row]; code != 1 || r.result != "FAIL" || !strings.Contains(r.detail, "learner") {
+		t.Errorf("exit %d, learner row %+v; want exit 1 and FAIL", code, r)
+	}
+	if fix := doctorFix(out, row); !strings.Contains(fix, "etcdctl member promote") {
+		t.Errorf("the learner's fix is %q; want one naming etcdctl member promote", fix)
+	}
+	code, out, _ = runCLI(t, "doctor", "--backend", "etcd", "--endpoints", strings.Join(append(cl.Endpoints(), learner.Endpoint()), ","), "--name", "job")
+	t.Logf("doctor, the learner among voting members:\n%s", out)
+	if r := doctorTable(t, out)[row]; code != 0 || r.result != "WARN" {
+		t.Errorf("exit %d, learner row %+v; want exit 0 and WARN", code, r)
+	}
+	code, _, stderr := runCLI(t, "lock", "--backend", "etcd", "--endpoints", learner.Endpoint(), "--name", "job", "--", "true")
+	if code != cli.ExitConfig || !strings.Contains(stderr, "etcdctl member promote") {
+		t.Errorf("lock on the learner alone: exit %d, want %d naming etcdctl member promote:\n%s", code, cli.ExitConfig, stderr)
+	}
+}
+
 // Real etcd servers: each endpoint's row shows the server's version; an
 // endpoint that does not answer warns while another answers, and fails
 // when none does.
