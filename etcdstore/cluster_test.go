@@ -266,3 +266,70 @@ func TestClusterLearner(t *testing.T) {
 		t.Errorf("Open of a learner alone: %v; want ErrMisconfigured naming the learner and etcdctl member promote", err)
 	}
 }
+
+// TestClusterQuorumLostLongerThanLease: two of three members are down for
+// longer than the holder's lease, so the holder steps down and its Store
+// gives the lease up, asking etcd to revoke it, which fails: there is no
+// leader. etcd still keeps the lease, and extends it by its TTL when the
+// members are back and a new leader is elected, so the stepped-down
+// holder's claim kept the lock from everyone for that TTL after the
+// outage (measured with baton run at TTL 5s: the next leader 6.7s after
+// the cluster was healthy again; 17s at the default TTL). The Store now
+// sends the revocation again until etcd answers: the claim goes before
+// the lease could have expired by itself, and a standby that waited
+// through the outage acquires with a larger token.
+func TestClusterQuorumLostLongerThanLease(t *testing.T) {
+	const ttl = 6 * time.Second // a lease of 7s
+	c, _ := startCluster(t)
+	prefix := freshPrefix(t)
+	cli := connect(t, c.Endpoints()...)
+	a := newStore(t, connect(t, c.Endpoints()...), etcdstore.WithPrefix(prefix))
+	holder := lock(t, newMutex(t, a, "job", "holder", ttl))
+	b := newStore(t, connect(t, c.Endpoints()...), etcdstore.WithPrefix(prefix))
+	heldOpt, held := eventOf(baton.EventHeld)
+	standby := lockAsync(t, t.Context(), newMutex(t, b, "job", "standby", ttl, heldOpt))
+	within(t, 10*time.Second, "the standby to find the lock held", held)
+	resp, err := cli.Get(t.Context(), prefix+"job")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("reading the claim: %v, %v", resp, err)
+	}
+	claimRev, leaseID := resp.Kvs[0].ModRevision, clientv3.LeaseID(resp.Kvs[0].Lease)
+
+	c.Members[1].Kill()
+	c.Members[2].Kill()
+	select {
+	case <-holder.Done():
+	case <-time.After(2 * ttl):
+		t.Fatal("the holder did not step down without a quorum")
+	}
+	// The outage outlasts the lease (7s after its last keepalive, when
+	// the Store gives it up) and the 10s that a single revocation was
+	// given: the length of the outage is what this test is about.
+	time.Sleep(20 * time.Second)
+	c.Members[1].Start()
+	c.Members[2].Start()
+	c.WaitLeader(15 * time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ttlResp, err := cli.TimeToLive(ctx, leaseID)
+	asked := time.Now()
+	if err != nil {
+		t.Fatalf("asking for the holder's old lease: %v", err)
+	}
+	// The claim's key goes with the lease (at once if the Store revoked
+	// it before etcd answered the question above).
+	waitDeleted(t, cli, prefix+"job", claimRev)
+	gone := time.Since(asked)
+	t.Logf("etcd kept the old lease for %ds more after the outage; the claim went after %v", ttlResp.TTL, gone.Round(time.Millisecond))
+	if ttlResp.TTL > 0 && gone >= time.Duration(ttlResp.TTL-1)*time.Second {
+		t.Errorf("the stepped-down holder's claim went %v after the outage, when its lease expired (%ds): the Store did not revoke the lease it gave up", gone.Round(time.Millisecond), ttlResp.TTL)
+	}
+	got := within(t, 2*clusterTTL, "the standby to acquire", standby)
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	t.Logf("the standby acquired %v after the outage", got.at.Sub(asked).Round(time.Millisecond))
+	if got.lease.Token() <= holder.Token() {
+		t.Errorf("standby token %d after %d", got.lease.Token(), holder.Token())
+	}
+}

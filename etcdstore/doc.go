@@ -182,6 +182,12 @@
 //     extends them on recovery). A holder whose renew deadline did not pass
 //     meanwhile keeps its locks; one that stepped down finds its claims
 //     expired and deletes them when etcd is back, so a standby can start.
+//     If etcd was out (a lost quorum) until the Store gave the lease up (no
+//     keepalive acknowledged for the lease's TTL), the Store revokes it,
+//     sending the revocation again until etcd answers: etcd extends every
+//     lease by its TTL when a new leader is elected, so the lease would
+//     otherwise keep the claims of the holder that stepped down for that
+//     long after the outage (TestClusterQuorumLostLongerThanLease).
 //
 // Claims with different TTLs use different leases; each TTL's claims are
 // governed by their own lease TTL and periods as above.

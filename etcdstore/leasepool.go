@@ -431,11 +431,36 @@ func (p *leasePool) goneLocked(l *lease, why error, revoke bool) lostLease {
 	if l.id != 0 {
 		p.log.Warn("etcdstore: lease lost; the locks it carried are lost", "lease", fmt.Sprintf("%x", int64(l.id)), "ttl", l.ttl, "err", why)
 		if revoke {
-			id := l.id
-			p.goTask(func(ctx context.Context) { _, _ = p.client.Revoke(ctx, id) })
+			p.revokeLost(l.id)
 		}
 	}
 	return lost
+}
+
+// revokeLost revokes lease id, which the Store gave up as possibly gone,
+// in the background: it sends the request again after each transient
+// failure until etcd answers or the pool closes, each attempt bounded by
+// firstReleaseAttempt (a request stuck on a member without a leader is
+// answered only at etcd's request timeout). The lease's claims have all
+// expired by the Store's clock, but etcd may keep it: a cluster that lost
+// its quorum extends every lease by its TTL when a new leader is elected,
+// and a single attempt, made during such an outage, left the claims and
+// queue places of a holder that had stepped down to keep the lock from
+// everyone for a lease TTL after etcd was back. Revoking a lease that is
+// gone is an answer too. It must be called as goTask is.
+func (p *leasePool) revokeLost(id clientv3.LeaseID) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for tries := cleanupTries(0); ; tries++ {
+			ctx, cancel := context.WithTimeout(p.ctx, firstReleaseAttempt)
+			_, err := p.client.Revoke(ctx, id)
+			cancel()
+			if err == nil || !transient(err) || !sleepCtx(p.ctx, tries.pause()) {
+				return
+			}
+		}
+	}()
 }
 
 // keptAliveLocked applies a keepalive answer: ttl seconds, for a request
