@@ -31,6 +31,7 @@ const (
 	faultLeaderPauseLong = "3 members: raft leader paused while held for twice the TTL"
 	faultLeaderStall     = "3 members: raft leader paused while held for 4s within leases of TTL 6s"
 	faultMemberCut       = "3 members: raft leader cut from the clients while held"
+	faultQuorumLost      = "3 members: quorum lost while held for longer than the leases"
 	// The fair-mode variants (etcdstore.WithFair): a queue of waiters, the
 	// lock handed to the oldest at each release.
 	faultLeaderKillFair  = "3 members in fair mode: raft leader killed while held within leases of TTL 6s"
@@ -74,6 +75,9 @@ func TestSafetyEtcdCluster(t *testing.T) {
 	})
 	t.Run("claim_key_deleted", func(t *testing.T) {
 		runClusterScenario(t, be, scenario{fault: faultKeyDeleted}, func(h *harness) { deleteClaimKey(h, cl) })
+	})
+	t.Run("quorum_lost", func(t *testing.T) {
+		runClusterScenario(t, be, scenario{fault: faultQuorumLost}, func(h *harness) { quorumLost(h, cl) })
 	})
 	t.Run("leader_cut", func(t *testing.T) {
 		proxies := make([]*faultproxy.Proxy, len(cl.Members))
