@@ -1,6 +1,8 @@
 package fence
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 )
@@ -35,3 +37,41 @@ func (e *StaleTokenError) Error() string {
 
 // Is makes errors.Is(err, ErrStaleToken) true.
 func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+
+// ErrCommitUnknown means that the COMMIT of a fenced transaction
+// (SQLGuard.Exec, RunLog.Exec) failed without the server refusing it: the
+// connection ended while COMMIT was in flight (the session terminated, the
+// server shut down or crashed, the network cut), so the transaction may
+// have committed. Read what it wrote (RunLog.Done, the protected rows)
+// before doing it again: a retry with the same token is accepted as the
+// same holder writing again.
+// A commit that the server refused with an ERROR (a deferred constraint, a
+// serialization failure) rolled back, and its error does not match.
+var ErrCommitUnknown = errors.New("fence: commit outcome unknown")
+
+// commit commits tx (the transaction of what), and wraps its error with
+// ErrCommitUnknown unless COMMIT was not sent (ctx had ended: database/sql
+// rolls back instead) or the server answered it with an ERROR. Drivers
+// report the server's answer with a SQLState method (pgx, lib/pq); classes
+// 08 (connection exception) and 57 (operator intervention: shutdown,
+// termination) come with the end of the session, not a refusal.
+func commit(ctx context.Context, tx *sql.Tx, what string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fence: commit %s: not sent, rolled back: %w", what, err)
+	}
+	err := tx.Commit()
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrTxDone) { // database/sql rolled back first (ctx ended)
+		return fmt.Errorf("fence: commit %s: rolled back: %w", what, err)
+	}
+	var coded interface{ SQLState() string }
+	if errors.As(err, &coded) {
+		if c := coded.SQLState(); len(c) == 5 && c[:2] != "08" && c[:2] != "57" {
+			return fmt.Errorf("fence: commit %s: refused, rolled back: %w", what, err)
+		}
+	}
+	return fmt.Errorf("fence: commit %s: the connection ended while COMMIT was in flight, "+
+		"so it may have committed; read what it wrote before writing again: %w: %w", what, ErrCommitUnknown, err)
+}

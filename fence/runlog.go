@@ -96,11 +96,13 @@ func (r *RunLog) Claim(ctx context.Context, tx *sql.Tx, job string, slot time.Ti
 // Exec runs work once for job's slot: in a new transaction it claims the
 // slot, runs work if the claim succeeded, and commits. It reports whether
 // work ran and committed. If the slot was already done it returns false
-// and nil without calling work. On any error the transaction is rolled
-// back, so the slot stays unclaimed. work must not claim the same slot
-// again (Exec or Claim in another transaction): that waits for this
-// transaction's claim until work returns, so it waits until ctx ends, for
-// ever without a deadline.
+// and nil without calling work. On any error before the commit the
+// transaction is rolled back, so the slot stays unclaimed; an error
+// matching ErrCommitUnknown means the connection ended during the commit,
+// and the slot and work may have committed (Done tells). work must not
+// claim the same slot again (Exec or Claim in another transaction): that
+// waits for this transaction's claim until work returns, so it waits until
+// ctx ends, for ever without a deadline.
 func (r *RunLog) Exec(ctx context.Context, job string, slot time.Time, work func(tx *sql.Tx) error) (ran bool, err error) {
 	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -118,8 +120,8 @@ func (r *RunLog) Exec(ctx context.Context, job string, slot time.Time, work func
 	if err := work(tx); err != nil {
 		return false, err
 	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("fence: commit %q slot %v: %w", job, slot, err)
+	if err := commit(ctx, tx, fmt.Sprintf("%q slot %v", job, slot)); err != nil {
+		return false, err
 	}
 	return true, nil
 }

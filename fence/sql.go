@@ -172,10 +172,12 @@ func (g *SQLGuard) Check(ctx context.Context, tx *sql.Tx, name string, token uin
 // Exec runs write in a new transaction fenced by Check: it begins a
 // transaction (with WithTxOptions' options), checks name and token, runs
 // write, and commits. If the check fails, write is not called. If any step
-// fails, the transaction is rolled back and the error returned; an error
-// matching ErrStaleToken means a newer holder has written and nothing of
-// write took effect. If write panics, the transaction is rolled back
-// before the panic goes on, so that neither its connection nor its lock
+// before the commit fails, the transaction is rolled back and the error
+// returned; an error matching ErrStaleToken means a newer holder has
+// written and nothing of write took effect. An error matching
+// ErrCommitUnknown means the connection ended during the commit: write may
+// have taken effect (see ErrCommitUnknown). If write panics, the
+// transaction is rolled back before the panic goes on, so that neither its connection nor its lock
 // on name's fence row outlives the call.
 //
 // write must do its work through tx only; writes through other
@@ -201,8 +203,8 @@ func (g *SQLGuard) Exec(ctx context.Context, name string, token uint64, write fu
 	if err := write(tx); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("fence: commit %q token %d: %w", name, token, err)
+	if err := commit(ctx, tx, fmt.Sprintf("%q token %d", name, token)); err != nil {
+		return err
 	}
 	committed = true
 	return nil

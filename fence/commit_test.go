@@ -1,0 +1,123 @@
+package fence_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton/fence"
+	"github.com/baton-go/baton/internal/testenv"
+)
+
+// A commit whose connection ends while COMMIT is in flight may have
+// committed. Here it has: the commit waits for a synchronous standby that
+// never comes (synchronous_commit = on for that transaction only), and
+// the operator terminates the session (as a fast shutdown would). The
+// transaction is committed locally; the client sees only a lost
+// connection. Exec must not say that it rolled back: its error matches
+// ErrCommitUnknown, and the write is indeed there.
+func TestPostgresCommitLost(t *testing.T) {
+	pg := testenv.StartPostgres(t, testenv.PostgresArgs(
+		"-c", "synchronous_standby_names=nobody", "-c", "synchronous_commit=local"))
+	db, err := sql.Open("pgx", pg.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	g, data := newGuard(ctx, t, db, "lost")
+	awaitSyncRep := func(done <-chan error) {
+		t.Helper()
+		for {
+			var n int
+			err := db.QueryRowContext(ctx,
+				`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				return
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("the commit did not wait for the standby: Exec returned %v", err)
+			default:
+			}
+			time.Sleep(5 * time.Millisecond) // polling PostgreSQL's view; no event to wait on
+		}
+	}
+	syncCommit := func(tx *sql.Tx) error {
+		_, err := tx.Exec("SET LOCAL synchronous_commit = on")
+		return err
+	}
+
+	t.Run("SQLGuard", func(t *testing.T) {
+		done := make(chan error, 1)
+		go func() {
+			done <- g.Exec(ctx, "job", 1, func(tx *sql.Tx) error {
+				if err := syncCommit(tx); err != nil {
+					return err
+				}
+				return put(data, "x", "one", 1)(tx)
+			})
+		}()
+		awaitSyncRep(done)
+		err := <-done
+		if v := get(ctx, t, db, data, "x"); v != "one" {
+			t.Fatalf("x = %q: the commit did not take effect, the test injected nothing ambiguous (Exec: %v)", v, err)
+		}
+		if !errors.Is(err, fence.ErrCommitUnknown) {
+			t.Fatalf("Exec = %v, want an error matching ErrCommitUnknown: the write committed", err)
+		}
+		if errors.Is(err, fence.ErrStaleToken) {
+			t.Fatalf("Exec = %v matches ErrStaleToken", err)
+		}
+	})
+
+	t.Run("RunLog", func(t *testing.T) {
+		rl, err := fence.NewRunLog(db, "lost_runs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.Ensure(ctx); err != nil {
+			t.Fatal(err)
+		}
+		slot := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+		done := make(chan error, 1)
+		var ran bool
+		go func() {
+			var err error
+			ran, err = rl.Exec(ctx, "job", slot, syncCommit)
+			done <- err
+		}()
+		awaitSyncRep(done)
+		err = <-done
+		if ok, derr := rl.Done(ctx, "job", slot); derr != nil || !ok {
+			t.Fatalf("Done = %v, %v: the commit did not take effect (Exec: %v)", ok, derr, err)
+		}
+		if ran || !errors.Is(err, fence.ErrCommitUnknown) {
+			t.Fatalf("Exec = %v, %v; want false and an error matching ErrCommitUnknown: the slot was claimed", ran, err)
+		}
+	})
+
+	// A commit that the server refuses with an ERROR rolled back: its
+	// outcome is known.
+	t.Run("Refused", func(t *testing.T) {
+		if _, err := db.ExecContext(ctx, "CREATE TABLE lost_deferred (k int UNIQUE DEFERRABLE INITIALLY DEFERRED)"); err != nil {
+			t.Fatal(err)
+		}
+		err := g.Exec(ctx, "refused", 1, func(tx *sql.Tx) error {
+			_, err := tx.Exec("INSERT INTO lost_deferred VALUES (1), (1)")
+			return err
+		})
+		if err == nil || errors.Is(err, fence.ErrCommitUnknown) {
+			t.Fatalf("Exec = %v, want the commit's refusal, not ErrCommitUnknown", err)
+		}
+		if _, ok, err := g.Token(ctx, "refused"); err != nil || ok {
+			t.Fatalf("Token = %v, %v after a refused commit, want none", ok, err)
+		}
+	})
+}
