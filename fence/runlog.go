@@ -104,9 +104,9 @@ func (r *RunLog) Claim(ctx context.Context, tx *sql.Tx, job string, slot time.Ti
 // waits for this transaction's claim until work returns, so it waits until
 // ctx ends, for ever without a deadline.
 func (r *RunLog) Exec(ctx context.Context, job string, slot time.Time, work func(tx *sql.Tx) error) (ran bool, err error) {
-	tx, err := r.db.BeginTx(ctx, nil)
+	tx, err := begin(ctx, r.db, nil)
 	if err != nil {
-		return false, fmt.Errorf("fence: begin: %w", err)
+		return false, err
 	}
 	defer func() {
 		if !ran {

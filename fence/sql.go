@@ -185,11 +185,13 @@ func (g *SQLGuard) Check(ctx context.Context, tx *sql.Tx, name string, token uin
 // again (Exec, or Check in another transaction): that waits for the lock
 // this transaction holds on name's fence row until write returns, so it
 // waits until ctx ends, for ever without a deadline. Exec of another name
-// inside write is fine, but commits on its own.
+// inside write is fine, but commits on its own, and needs a second
+// connection from db's pool while write holds one (with
+// db.SetMaxOpenConns(1), it waits until ctx ends).
 func (g *SQLGuard) Exec(ctx context.Context, name string, token uint64, write func(tx *sql.Tx) error) error {
-	tx, err := g.db.BeginTx(ctx, g.txOpt)
+	tx, err := begin(ctx, g.db, g.txOpt)
 	if err != nil {
-		return fmt.Errorf("fence: begin: %w", err)
+		return err
 	}
 	committed := false
 	defer func() {
@@ -208,6 +210,22 @@ func (g *SQLGuard) Exec(ctx context.Context, name string, token uint64, write fu
 	}
 	committed = true
 	return nil
+}
+
+// begin begins a transaction on db. If ctx ends while every connection
+// of db's pool is in use, database/sql reports only ctx's error; begin
+// names the pool as the cause, since the database was not at fault.
+func begin(ctx context.Context, db *sql.DB, opts *sql.TxOptions) (*sql.Tx, error) {
+	tx, err := db.BeginTx(ctx, opts)
+	if err == nil {
+		return tx, nil
+	}
+	if s := db.Stats(); ctx.Err() != nil && s.MaxOpenConnections > 0 && s.InUse >= s.MaxOpenConnections {
+		return nil, fmt.Errorf("fence: begin: no free connection: all %d connections of the pool "+
+			"(db.SetMaxOpenConns) were in use until ctx ended; raise the limit, or do not call "+
+			"Exec inside another Exec's write, which holds one: %w", s.MaxOpenConnections, err)
+	}
+	return nil, fmt.Errorf("fence: begin: %w", err)
 }
 
 // Token returns the token stored for name, and false if name has none.
