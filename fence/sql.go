@@ -40,10 +40,14 @@ const DefaultTable = "baton_fence"
 //     token once that transaction ends: if the newer holder committed, the
 //     stale writer gets zero rows and ErrStaleToken; if it rolled back, the
 //     older token still stands and the waiting writer may go ahead. Under
-//     REPEATABLE READ or SERIALIZABLE, PostgreSQL instead fails the waiting
-//     statement with a serialization error (SQLSTATE 40001); that write is
-//     rejected too, and the caller sees the driver's error, not
-//     ErrStaleToken.
+//     REPEATABLE READ or SERIALIZABLE (WithTxOptions, or
+//     default_transaction_isolation set on the database or role),
+//     PostgreSQL instead fails the waiting statement with a serialization
+//     error (SQLSTATE 40001) once the other transaction commits, whatever
+//     the tokens: a stale writer, and a current holder that waited for an
+//     older holder's write too. The caller sees the driver's error, not
+//     ErrStaleToken, and must retry the whole transaction: the retry of a
+//     current token goes through, that of a stale one gets ErrStaleToken.
 //   - The protected writes of the transaction commit if and only if its
 //     fence update commits: they commit or roll back together. A caller
 //     must roll back when Check fails (Exec does).
@@ -68,6 +72,18 @@ const DefaultTable = "baton_fence"
 // PostgreSQL then ends the stopped writer's session, its write is rolled
 // back, and the next holder goes ahead. Give Exec a context with a
 // deadline too.
+//
+// The fence row is the only record of the largest token: while it is
+// gone, nothing is fenced. Deleting it, truncating the table, dropping and
+// re-creating it (Ensure), or restoring it from a backup older than the
+// last fenced write lets the next writer of the name through whatever its
+// token, a stale one included, until the current holder writes again.
+// Likewise, after a failover to an asynchronous standby, the fence tokens
+// committed on the old primary but not yet replicated are lost together
+// with the writes they fenced. A dropped table is reported (SQLSTATE
+// 42P01, "relation does not exist"), as are revoked privileges (42501; the
+// writers' role needs SELECT, INSERT and UPDATE on the table) and writes
+// sent to a read-only standby (25006).
 //
 // An equal token is accepted: it is the same holder writing again. Tokens
 // of different locks must not share a name (use the lock's name), and the
