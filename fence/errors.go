@@ -66,12 +66,36 @@ func commit(ctx context.Context, tx *sql.Tx, what string) error {
 	if errors.Is(err, sql.ErrTxDone) { // database/sql rolled back first (ctx ended)
 		return fmt.Errorf("fence: commit %s: rolled back: %w", what, err)
 	}
-	var coded interface{ SQLState() string }
-	if errors.As(err, &coded) {
-		if c := coded.SQLState(); len(c) == 5 && c[:2] != "08" && c[:2] != "57" {
-			return fmt.Errorf("fence: commit %s: refused, rolled back: %w", what, err)
-		}
+	if c := sqlState(err); len(c) == 5 && c[:2] != "08" && c[:2] != "57" {
+		return fmt.Errorf("fence: commit %s: refused, rolled back: %w", what, err)
 	}
 	return fmt.Errorf("fence: commit %s: the connection ended while COMMIT was in flight, "+
 		"so it may have committed; read what it wrote before writing again: %w: %w", what, ErrCommitUnknown, err)
+}
+
+// sqlState returns the SQLSTATE of the server's error in err's chain, or
+// "". Drivers report it with a SQLState method (pgx, lib/pq).
+func sqlState(err error) string {
+	var coded interface{ SQLState() string }
+	if errors.As(err, &coded) {
+		return coded.SQLState()
+	}
+	return ""
+}
+
+// dbError wraps err, the error of a statement (what) on table, and names
+// the fix when an operator caused it: the table is missing (42P01), the
+// role lacks privileges on it (42501; privs are those the statements
+// need), the transaction is read-only (25006).
+func dbError(what, table, privs string, err error) error {
+	switch sqlState(err) {
+	case "42P01":
+		return fmt.Errorf("fence: %s: table %s is missing: create it with Ensure: %w", what, table, err)
+	case "42501":
+		return fmt.Errorf("fence: %s: the role lacks privileges on %s: GRANT %s ON %s TO the role: %w", what, table, privs, table, err)
+	case "25006":
+		return fmt.Errorf("fence: %s: the transaction is read-only (a hot standby, default_transaction_read_only "+
+			"on, or TxOptions.ReadOnly): connect to the primary: %w", what, err)
+	}
+	return fmt.Errorf("fence: %s: %w", what, err)
 }

@@ -11,6 +11,10 @@ import (
 // DefaultRunLogTable is the name NewRunLog uses for an empty table name.
 const DefaultRunLogTable = "baton_runs"
 
+// runLogPrivileges are the privileges that RunLog's statements need on
+// its table.
+const runLogPrivileges = "SELECT, INSERT"
+
 // RunLog is an idempotency record for scheduled work: one row per job and
 // slot (the scheduled time the run is for), under a unique key. Claiming a
 // slot in the transaction that does the slot's work makes the work happen
@@ -66,7 +70,7 @@ func (r *RunLog) Table() string { return r.table }
 // Ensure creates the table if it does not exist.
 func (r *RunLog) Ensure(ctx context.Context) error {
 	if _, err := r.db.ExecContext(ctx, r.create); err != nil {
-		return fmt.Errorf("fence: create table %s: %w", r.table, err)
+		return dbError("create table "+r.table, r.table, runLogPrivileges, err)
 	}
 	return nil
 }
@@ -84,7 +88,7 @@ func (r *RunLog) Claim(ctx context.Context, tx *sql.Tx, job string, slot time.Ti
 	}
 	res, err := tx.ExecContext(ctx, r.insert, job, slotKey(slot))
 	if err != nil {
-		return false, fmt.Errorf("fence: claim %q slot %v: %w", job, slot, err)
+		return false, dbError(fmt.Sprintf("claim %q slot %v", job, slot), r.table, runLogPrivileges, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
@@ -131,7 +135,7 @@ func (r *RunLog) Exec(ctx context.Context, job string, slot time.Time, work func
 func (r *RunLog) Done(ctx context.Context, job string, slot time.Time) (bool, error) {
 	var done bool
 	if err := r.db.QueryRowContext(ctx, r.exists, job, slotKey(slot)).Scan(&done); err != nil {
-		return false, fmt.Errorf("fence: read %q slot %v: %w", job, slot, err)
+		return false, dbError(fmt.Sprintf("read %q slot %v", job, slot), r.table, runLogPrivileges, err)
 	}
 	return done, nil
 }

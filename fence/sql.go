@@ -12,6 +12,10 @@ import (
 // DefaultTable is the fence table's default name.
 const DefaultTable = "baton_fence"
 
+// guardPrivileges are the privileges that SQLGuard's statements need on
+// the fence table (the upsert reads the stored token).
+const guardPrivileges = "SELECT, INSERT, UPDATE"
+
 // SQLGuard fences writes to a SQL database (PostgreSQL; see the package
 // doc for others) with a fence table that holds, per name, the largest
 // token accepted:
@@ -141,7 +145,7 @@ func (g *SQLGuard) Table() string { return g.table }
 // Ensure creates the fence table if it does not exist.
 func (g *SQLGuard) Ensure(ctx context.Context) error {
 	if _, err := g.db.ExecContext(ctx, g.create); err != nil {
-		return fmt.Errorf("fence: create table %s: %w", g.table, err)
+		return dbError("create table "+g.table, g.table, guardPrivileges, err)
 	}
 	return nil
 }
@@ -166,7 +170,7 @@ func (g *SQLGuard) Check(ctx context.Context, tx *sql.Tx, name string, token uin
 	}
 	res, err := tx.ExecContext(ctx, g.upsert, name, int64(token))
 	if err != nil {
-		return fmt.Errorf("fence: check %q token %d: %w", name, token, err)
+		return dbError(fmt.Sprintf("check %q token %d", name, token), g.table, guardPrivileges, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
@@ -252,7 +256,7 @@ func (g *SQLGuard) Token(ctx context.Context, name string) (uint64, bool, error)
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("fence: read token of %q: %w", name, err)
+		return 0, false, dbError(fmt.Sprintf("read token of %q", name), g.table, guardPrivileges, err)
 	}
 	return uint64(t), true, nil
 }
