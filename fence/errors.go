@@ -86,9 +86,15 @@ func sqlState(err error) string {
 // dbError wraps err, the error of a statement (what) on table, and names
 // the fix when an operator caused it: the table is missing (42P01), the
 // role lacks privileges on it (42501; privs are those the statements
-// need), the transaction is read-only (25006).
-func dbError(what, table, privs string, err error) error {
+// need), the transaction is read-only (25006), the table was altered so
+// that the statements no longer fit it (its primary key dropped: 42P10; a
+// column renamed or dropped: 42703; a column's type changed: 42804, 22003;
+// create is the table the statements need).
+func dbError(what, table, privs, create string, err error) error {
 	switch sqlState(err) {
+	case "42P10", "42703", "42804", "22003":
+		return fmt.Errorf("fence: %s: table %s does not have the columns and primary key the statements need: "+
+			"alter it back to %q (dropping it loses the tokens or runs it records): %w", what, table, create, err)
 	case "42P01":
 		return fmt.Errorf("fence: %s: table %s is missing: create it with Ensure: %w", what, table, err)
 	case "42501":

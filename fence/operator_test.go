@@ -106,3 +106,49 @@ func TestPostgresOperatorErrors(t *testing.T) {
 		}, "primary")
 	})
 }
+
+// A fence or run-log table altered so that its statements no longer fit
+// (its primary key dropped, a column renamed) is reported with the table
+// fence expects, not only PostgreSQL's message.
+func TestPostgresTableAltered(t *testing.T) {
+	pg := testenv.StartPostgres(t)
+	db, err := sql.Open("pgx", pg.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	nop := func(*sql.Tx) error { return nil }
+	slot := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+	for _, alter := range [][2]string{
+		{"ALTER TABLE altered_fence DROP CONSTRAINT altered_fence_pkey", "ALTER TABLE altered_runs DROP CONSTRAINT altered_runs_pkey"},
+		{"ALTER TABLE altered_fence RENAME COLUMN token TO renamed", "ALTER TABLE altered_runs RENAME COLUMN slot TO renamed"},
+	} {
+		g, err := fence.NewSQLGuard(db, fence.WithTable("altered_fence"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := fence.NewRunLog(db, "altered_runs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(g.Ensure(ctx), r.Ensure(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range alter {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		_, execErr := r.Exec(ctx, "job", slot, nop)
+		for what, err := range map[string]error{"SQLGuard.Exec": g.Exec(ctx, "job", 1, nop), "RunLog.Exec": execErr} {
+			if err == nil || errors.Is(err, fence.ErrStaleToken) || !strings.Contains(err.Error(), "PRIMARY KEY") {
+				t.Errorf("after %q: %s = %v, want an error that shows the table fence expects", alter, what, err)
+			}
+		}
+		if _, err := db.ExecContext(ctx, "DROP TABLE altered_fence, altered_runs"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func (r *RunLog) Table() string { return r.table }
 // Ensure creates the table if it does not exist.
 func (r *RunLog) Ensure(ctx context.Context) error {
 	if _, err := r.db.ExecContext(ctx, r.create); err != nil {
-		return dbError("create table "+r.table, r.table, runLogPrivileges, err)
+		return dbError("create table "+r.table, r.table, runLogPrivileges, r.create, err)
 	}
 	return nil
 }
@@ -88,7 +88,7 @@ func (r *RunLog) Claim(ctx context.Context, tx *sql.Tx, job string, slot time.Ti
 	}
 	res, err := tx.ExecContext(ctx, r.insert, job, slotKey(slot))
 	if err != nil {
-		return false, dbError(fmt.Sprintf("claim %q slot %v", job, slot), r.table, runLogPrivileges, err)
+		return false, dbError(fmt.Sprintf("claim %q slot %v", job, slot), r.table, runLogPrivileges, r.create, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
@@ -135,7 +135,7 @@ func (r *RunLog) Exec(ctx context.Context, job string, slot time.Time, work func
 func (r *RunLog) Done(ctx context.Context, job string, slot time.Time) (bool, error) {
 	var done bool
 	if err := r.db.QueryRowContext(ctx, r.exists, job, slotKey(slot)).Scan(&done); err != nil {
-		return false, dbError(fmt.Sprintf("read %q slot %v", job, slot), r.table, runLogPrivileges, err)
+		return false, dbError(fmt.Sprintf("read %q slot %v", job, slot), r.table, runLogPrivileges, r.create, err)
 	}
 	return done, nil
 }

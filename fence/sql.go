@@ -145,7 +145,7 @@ func (g *SQLGuard) Table() string { return g.table }
 // Ensure creates the fence table if it does not exist.
 func (g *SQLGuard) Ensure(ctx context.Context) error {
 	if _, err := g.db.ExecContext(ctx, g.create); err != nil {
-		return dbError("create table "+g.table, g.table, guardPrivileges, err)
+		return dbError("create table "+g.table, g.table, guardPrivileges, g.create, err)
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func (g *SQLGuard) Check(ctx context.Context, tx *sql.Tx, name string, token uin
 	}
 	res, err := tx.ExecContext(ctx, g.upsert, name, int64(token))
 	if err != nil {
-		return dbError(fmt.Sprintf("check %q token %d", name, token), g.table, guardPrivileges, err)
+		return dbError(fmt.Sprintf("check %q token %d", name, token), g.table, guardPrivileges, g.create, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
@@ -256,7 +256,7 @@ func (g *SQLGuard) Token(ctx context.Context, name string) (uint64, bool, error)
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, dbError(fmt.Sprintf("read token of %q", name), g.table, guardPrivileges, err)
+		return 0, false, dbError(fmt.Sprintf("read token of %q", name), g.table, guardPrivileges, g.create, err)
 	}
 	return uint64(t), true, nil
 }
