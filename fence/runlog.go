@@ -75,6 +75,11 @@ func (r *RunLog) Ensure(ctx context.Context) error {
 	return nil
 }
 
+// durableCommit makes the transaction's commit durable on the server when
+// synchronous_commit is off, and leaves any other setting (on,
+// remote_write, remote_apply, local) as it is.
+const durableCommit = "SELECT set_config('synchronous_commit', 'local', true) WHERE current_setting('synchronous_commit') = 'off'"
+
 // slotKey is the stored form of a slot: UTC, at the microsecond precision
 // of timestamptz. Slots closer than a microsecond are the same slot.
 func slotKey(slot time.Time) time.Time { return slot.UTC().Truncate(time.Microsecond) }
@@ -82,9 +87,18 @@ func slotKey(slot time.Time) time.Time { return slot.UTC().Truncate(time.Microse
 // Claim records in tx that job's slot is done and reports true, or reports
 // false if a committed transaction already claimed it (then tx must not do
 // the slot's work). The claim commits or rolls back with tx.
+//
+// If synchronous_commit is off (set on the server, database or role for
+// speed), a commit returns before it is durable and a crash of PostgreSQL
+// forgets it: the slot would run again. So Claim sets it to local for tx
+// (SET LOCAL): tx's commit waits until its WAL is on the server's disk.
+// Other settings are left alone.
 func (r *RunLog) Claim(ctx context.Context, tx *sql.Tx, job string, slot time.Time) (bool, error) {
 	if tx == nil {
 		return false, errors.New("fence: Claim: nil *sql.Tx")
+	}
+	if _, err := tx.ExecContext(ctx, durableCommit); err != nil {
+		return false, dbError(fmt.Sprintf("claim %q slot %v", job, slot), r.table, runLogPrivileges, r.create, err)
 	}
 	res, err := tx.ExecContext(ctx, r.insert, job, slotKey(slot))
 	if err != nil {

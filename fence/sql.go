@@ -84,7 +84,10 @@ const guardPrivileges = "SELECT, INSERT, UPDATE"
 // token, a stale one included, until the current holder writes again.
 // Likewise, after a failover to an asynchronous standby, the fence tokens
 // committed on the old primary but not yet replicated are lost together
-// with the writes they fenced. A dropped table is reported (SQLSTATE
+// with the writes they fenced, and so are the last commits before a crash
+// when synchronous_commit is off (unlike RunLog, SQLGuard leaves the
+// durability of the caller's transaction as the caller set it; keep
+// synchronous_commit on for the writers). A dropped table is reported (SQLSTATE
 // 42P01, "relation does not exist"), as are revoked privileges (42501; the
 // writers' role needs SELECT, INSERT and UPDATE on the table) and writes
 // sent to a read-only standby (25006).
