@@ -71,10 +71,13 @@ const guardPrivileges = "SELECT, INSERT, UPDATE"
 // ends: for as long as the pause lasts, or until PostgreSQL notices the
 // lost connection (TCP keepalives: hours by default). If it resumes, its
 // write commits: its token was accepted before the newer one came. Bound
-// this in the database with idle_in_transaction_session_timeout (set for
-// the writers' role, or by SET LOCAL as write's first statement):
-// PostgreSQL then ends the stopped writer's session, its write is rolled
-// back, and the next holder goes ahead. Give Exec a context with a
+// this in the database with idle_in_transaction_session_timeout, set for
+// the writers' role (ALTER ROLE ... SET), which covers the whole
+// transaction. A SET LOCAL as write's first statement does not cover a
+// pause between Check and that statement; a caller of Check can run it
+// before Check instead. PostgreSQL then ends the stopped writer's
+// session, its write is rolled back (its commit fails with SQLSTATE
+// 25P03), and the next holder goes ahead. Give Exec a context with a
 // deadline too.
 //
 // The fence row is the only record of the largest token: while it is
