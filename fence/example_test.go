@@ -93,8 +93,12 @@ func ExampleSQLGuard() {
 		_, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance * 1.01")
 		return err
 	})
-	if errors.Is(err, fence.ErrStaleToken) {
+	switch {
+	case errors.Is(err, fence.ErrStaleToken):
 		log.Print("lost the lock to a newer holder; nothing was written")
+	case errors.Is(err, fence.ErrCommitUnknown):
+		// Not idempotent: a blind retry could pay the interest twice.
+		log.Print("the connection ended during the commit; read the balances before writing again")
 	}
 }
 
