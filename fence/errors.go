@@ -84,7 +84,7 @@ func sqlState(err error) string {
 }
 
 // dbError wraps err, the error of a statement (what) on table, and names
-// the fix when an operator caused it: the table is missing (42P01), the
+// the fix when an operator caused it: the table is not found (42P01), the
 // role lacks privileges on it (42501; privs are those the statements
 // need), the transaction is read-only (25006), the table was altered so
 // that the statements no longer fit it (its primary key dropped: 42P10; a
@@ -96,7 +96,8 @@ func dbError(what, table, privs, create string, err error) error {
 		return fmt.Errorf("fence: %s: table %s does not have the columns and primary key the statements need: "+
 			"alter it back to %q (dropping it loses the tokens or runs it records): %w", what, table, create, err)
 	case "42P01":
-		return fmt.Errorf("fence: %s: table %s is missing: create it with Ensure: %w", what, table, err)
+		return fmt.Errorf("fence: %s: table %s not found: if the role's search_path changed, name its schema "+
+			"(schema.table); if it was dropped, create it with Ensure (a new table remembers nothing): %w", what, table, err)
 	case "42501":
 		return fmt.Errorf("fence: %s: the role lacks privileges on %s: GRANT %s ON %s TO the role: %w", what, table, privs, table, err)
 	case "25006":
