@@ -341,6 +341,33 @@
 // TestSentinelFailover acquires through the same Store after the primary
 // is killed and the replica promoted.
 //
+// go-redis's FailoverClient asks one sentinel for the primary when it
+// dials, and listens to that sentinel's +switch-master only; it drops its
+// connections to the old primary when it hears the switch or dials
+// again. If that sentinel dies and the others then fail over while the
+// old primary runs (SENTINEL FAILOVER, or a primary cut off from the
+// sentinels only), the old primary stays writable until the sentinels
+// demote it, about 10 s after the switch (they wait 8 s for a former
+// primary to report its new role), and a client that did not hear the
+// switch writes there while others write to the new primary: two
+// holders. So a Store opened on a redis+sentinel:// URL also subscribes
+// to +switch-master on every sentinel of the URL (one pub/sub connection
+// each, no request per operation), and on a switch of its primary makes
+// its client resolve the primary again, through another sentinel if its
+// own is dead, until it reaches the announced address (for at most
+// 30 s). It then wrote to the new primary 0.2 s after the switch, not
+// for the 10 s until the demotion
+// (TestSentinelFailoverAfterSubscribedSentinelDies). A failover is never
+// instantaneous: what remains is that time from the switch (up to about
+// 2 s if the sentinel asked has not yet learnt of it: sentinels share
+// their configuration every 2 s), requests already in flight on the old
+// connections, and, for a Store that reaches no sentinel, the whole time
+// the old primary stays writable. A Store made with New on a
+// FailoverClient you build has no such watch. Fencing covers the rest:
+// tokens follow the servers' clocks (see "Fencing tokens"), so the two
+// holders' tokens differ and a resource that checks them refuses the
+// smaller one's writes once it has seen the larger.
+//
 // Replication does not make locks safe: Redis replicates asynchronously,
 // so a failover (Sentinel, Cluster) can promote a replica that never
 // received an acquisition or a renewal. The same lock can then be acquired
@@ -385,7 +412,9 @@
 // acquisition so refused releases the claim it wrote before. A refused
 // SUBSCRIBE fails Watch the same way, and a waiting Lock then polls.
 //
-// Every Store keeps one pub/sub connection for its watches, while any lock
+// A Store opened on a redis+sentinel:// URL keeps one pub/sub connection
+// to each sentinel of the URL (see "Topologies"). Every Store keeps one
+// pub/sub connection for its watches, while any lock
 // was watched within the last minute (WithWatchLinger). Close stops it.
 //
 // A connection that a middlebox dropped silently (a NAT or firewall that

@@ -49,42 +49,50 @@ func ParseURL(url string) (*redis.Options, error) {
 	return opt, nil
 }
 
-func openClient(url string, o options) (redis.UniversalClient, error) {
+// openClient returns a client for url and what closes it (the client,
+// and for a redis+sentinel:// URL the sentinelWatch before it).
+func openClient(url string, o options) (redis.UniversalClient, []io.Closer, error) {
 	if topo, ok, err := parseTopology(url); ok || err != nil {
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(o.clientOptions) > 0 {
-			return nil, fmt.Errorf("redisstore: %w: WithClientOptions applies to redis:// URLs; for %s build the client with go-redis and pass it to New",
+			return nil, nil, fmt.Errorf("redisstore: %w: WithClientOptions applies to redis:// URLs; for %s build the client with go-redis and pass it to New",
 				backend.ErrInvalidOptions, topo.kind)
 		}
-		return topo.client(), nil
+		c := topo.client()
+		if fc, ok := c.(*redis.Client); ok && topo.failover != nil {
+			return c, []io.Closer{startSentinelWatch(fc, topo.failover), c}, nil
+		}
+		return c, []io.Closer{c}, nil
 	}
 	opt, err := ParseURL(url)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, f := range o.clientOptions {
 		f(opt)
 	}
-	return redis.NewClient(opt), nil
+	c := redis.NewClient(opt)
+	return c, []io.Closer{c}, nil
 }
 
 // Open returns a Store on the Redis server at url (see ParseURL), or on a
 // Sentinel-managed primary or a Redis Cluster (see "Topologies" in the
 // package documentation), that owns its client: Close closes it. It does not contact the server; the first
-// operation does.
+// operation does. (With a redis+sentinel:// URL it subscribes to every
+// sentinel's +switch-master in the background: see "Topologies".)
 func Open(url string, opts ...Option) (*Store, error) {
 	o := newOptions(opts)
 	if err := o.validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	c, err := openClient(url, o)
+	c, closers, err := openClient(url, o)
 	if err != nil {
 		return nil, err
 	}
 	s := newStore(c, o)
-	s.owned = []io.Closer{c}
+	s.owned = closers
 	return s, nil
 }
 
@@ -99,19 +107,22 @@ func OpenRedlock(urls []string, opts ...Option) (*Redlock, error) {
 		return nil, err
 	}
 	clients := make([]redis.UniversalClient, 0, len(urls))
+	owned := make([][]io.Closer, 0, len(urls))
 	closeAll := func() {
-		for _, c := range clients {
-			_ = c.Close()
+		for _, cs := range owned {
+			for _, c := range cs {
+				_ = c.Close()
+			}
 		}
 	}
 	seen := map[string]string{} // server address -> the URL that named it
 	for _, u := range urls {
-		c, err := openClient(u, o)
+		c, closers, err := openClient(u, o)
 		if err != nil {
 			closeAll()
 			return nil, err
 		}
-		clients = append(clients, c)
+		clients, owned = append(clients, c), append(owned, closers)
 		if sc, ok := c.(*redis.Client); ok {
 			addr := sc.Options().Addr
 			if first, dup := seen[addr]; dup {
@@ -128,6 +139,9 @@ func OpenRedlock(urls []string, opts ...Option) (*Redlock, error) {
 		return nil, err
 	}
 	r.ownsClients = true
+	for i, s := range r.stores {
+		s.owned = owned[i]
+	}
 	return r, nil
 }
 

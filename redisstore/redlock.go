@@ -154,7 +154,9 @@ func (r *Redlock) Close() error {
 		s.hub.close()
 		s.renews.close()
 		if r.ownsClients {
-			errs = append(errs, s.client.Close())
+			for _, c := range s.owned {
+				errs = append(errs, c.Close())
+			}
 		}
 	}
 	return errors.Join(errs...)
