@@ -355,15 +355,21 @@
 // each, no request per operation), and on a switch of its primary makes
 // its client resolve the primary again, through another sentinel if its
 // own is dead, until it reaches the announced address (for at most
-// 30 s). It then wrote to the new primary 0.2 s after the switch, not
-// for the 10 s until the demotion
-// (TestSentinelFailoverAfterSubscribedSentinelDies). A failover is never
+// 30 s), then moves its watches' subscriptions to the new primary. It
+// then wrote to the new primary 0.2 s after the switch, not for the 10 s
+// until the demotion (TestSentinelFailoverAfterSubscribedSentinelDies);
+// and a waiting Lock heard a release on the new primary, where its
+// subscription used to stay on the old one, which hears the new one's
+// notices only once demoted (TestSentinelFailoverWaiterHearsRelease:
+// the waiter answered its attempts from the refusal it had seen until
+// then). A failover is never
 // instantaneous: what remains is that time from the switch (up to about
 // 2 s if the sentinel asked has not yet learnt of it: sentinels share
 // their configuration every 2 s), requests already in flight on the old
 // connections, and, for a Store that reaches no sentinel, the whole time
 // the old primary stays writable. A Store made with New on a
-// FailoverClient you build has no such watch. Fencing covers the rest:
+// FailoverClient you build has no such watch (its waiters may then wait
+// for the old primary's demotion). Fencing covers the rest:
 // tokens follow the servers' clocks (see "Fencing tokens"), so the two
 // holders' tokens differ and a resource that checks them refuses the
 // smaller one's writes once it has seen the larger.

@@ -92,8 +92,20 @@ func Open(url string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := newStore(c, o)
-	s.owned = closers
+	s.own(closers)
 	return s, nil
+}
+
+// own makes s close closers, and moves s's subscriptions to the new
+// primary whenever a sentinelWatch among them follows a switch.
+func (s *Store) own(closers []io.Closer) {
+	s.owned = closers
+	move := s.hub.reconnect
+	for _, c := range closers {
+		if w, ok := c.(*sentinelWatch); ok {
+			w.onSwitch.Store(&move)
+		}
+	}
 }
 
 // OpenRedlock returns a Redlock over the independent Redis servers at urls
@@ -140,7 +152,7 @@ func OpenRedlock(urls []string, opts ...Option) (*Redlock, error) {
 	}
 	r.ownsClients = true
 	for i, s := range r.stores {
-		s.owned = owned[i]
+		s.own(owned[i])
 	}
 	return r, nil
 }

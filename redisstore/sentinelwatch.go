@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,14 +28,16 @@ import (
 // on a switch of the Store's primary, makes the client dial through its
 // dialer, which asks its sentinel for the primary (another sentinel, and
 // a new subscription, if that one is dead) and drops the connections to
-// any other address. It sends nothing on the happy path.
+// any other address. It sends nothing on the happy path. Then it calls
+// onSwitch, which moves the Store's subscriptions to the new primary.
 type sentinelWatch struct {
-	client  *redis.Client
-	master  string
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	clients []*redis.SentinelClient
-	subs    []*redis.PubSub
+	client   *redis.Client
+	master   string
+	onSwitch atomic.Pointer[func(context.Context)]
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	clients  []*redis.SentinelClient
+	subs     []*redis.PubSub
 }
 
 // followFor bounds how long the watch makes the client re-resolve after
@@ -73,6 +76,9 @@ func (w *sentinelWatch) listen(ctx context.Context, ps *redis.PubSub) {
 		f := strings.Fields(msg.Payload)
 		if len(f) == 5 && f[0] == w.master {
 			w.follow(ctx, net.JoinHostPort(f[3], f[4]))
+			if fn := w.onSwitch.Load(); fn != nil {
+				(*fn)(ctx)
+			}
 		}
 	}
 }

@@ -455,6 +455,12 @@ func (h *hub) loop(ctx context.Context, ps *redis.PubSub, done chan struct{}) {
 		if ctx.Err() != nil {
 			return
 		}
+		if next := h.replacedBy(ps); next != nil {
+			// reconnect replaced ps (whatever it received is the old
+			// primary's): carry on with the new connection.
+			ps, pingSent, backoff = next, false, 0
+			continue
+		}
 		var ne net.Error
 		switch {
 		case err != nil && errors.As(err, &ne) && ne.Timeout():
@@ -595,6 +601,31 @@ func (h *hub) replace(ctx context.Context, ps *redis.PubSub) *redis.PubSub {
 	// Subscribe remembers the channels even if the server cannot be reached
 	// now; the next receive dials again.
 	h.ps = h.client.Subscribe(ctx, channels...)
+	return h.ps
+}
+
+// reconnect replaces the hub's connection, if it has one, with a new one
+// subscribed to every channel, whose confirmations wake every watcher.
+// After a failover the old connection stays on the former primary, which
+// hears none of the new primary's notices until it is demoted (see
+// sentinelWatch).
+func (h *hub) reconnect(ctx context.Context) {
+	h.mu.Lock()
+	ps := h.ps
+	h.mu.Unlock()
+	if ps != nil {
+		h.replace(ctx, ps)
+	}
+}
+
+// replacedBy returns the connection that replaced ps (see reconnect), or
+// nil if ps is still the hub's or the hub has none.
+func (h *hub) replacedBy(ps *redis.PubSub) *redis.PubSub {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ps == ps {
+		return nil
+	}
 	return h.ps
 }
 
