@@ -37,7 +37,8 @@ import (
 // the Store's WaitGroup counts them.
 type leasePool struct {
 	client *clientv3.Client
-	prefix string // the Store's: the trust gate's confirming read reads it
+	conns  *connTracker // the client's connections; nil if the user configured it
+	prefix string       // the Store's: the trust gate's confirming read reads it
 	log    *slog.Logger
 	ctx    context.Context // the Store's: ends on Close
 	wg     *sync.WaitGroup // the Store's: Close waits for it
@@ -85,7 +86,7 @@ type lostLease struct {
 
 func newLeasePool(client *clientv3.Client, prefix string, log *slog.Logger, ctx context.Context, wg *sync.WaitGroup) *leasePool {
 	return &leasePool{
-		client: client, prefix: prefix, log: log, ctx: ctx, wg: wg,
+		client: client, conns: trackerOf(client), prefix: prefix, log: log, ctx: ctx, wg: wg,
 		poke:   make(chan struct{}, 1),
 		leases: make(map[time.Duration]*lease),
 		trust:  trustGate{since: time.Now()},
@@ -595,8 +596,9 @@ func (p *leasePool) run() {
 			}
 		}
 		sw.wake = min(sw.wake, p.user.sweep(now))
-		if sw.stalled {
+		if !sw.stalled.IsZero() {
 			k.reset(errors.New("no keepalive answer within the stall timeout"))
+			p.closeSilent(sw.stalled)
 		}
 		k.send(sw.sends)
 		timer.Reset(max(k.open(sw), time.Millisecond))
@@ -611,12 +613,25 @@ func (p *leasePool) run() {
 	}
 }
 
+// closeSilent closes the client's connections that received nothing since
+// a keepalive sent at sent, which has had no answer for its stall timeout:
+// a connection dropped silently (a NAT or a firewall forgot the flow)
+// would otherwise carry the next stream, and the Store's watches, until
+// gRPC's keepalive noticed, after the renew deadline of TTLs under about
+// 45s. gRPC dials again at once. A client the user configured is not
+// tracked (see connTracker), and left to gRPC.
+func (p *leasePool) closeSilent(sent time.Time) {
+	if n := p.conns.closeSilent(sent); n > 0 {
+		p.log.Warn("etcdstore: closed connections to etcd that received nothing since a lease keepalive that stalled; the client dials again", "connections", n, "silent_for", time.Since(sent).Round(time.Millisecond))
+	}
+}
+
 // sweep is what one pass of the session loop decided.
 type sweep struct {
 	sends      []kaSent
 	wake       time.Duration
 	needStream bool
-	stalled    bool
+	stalled    time.Time // the send time of a keepalive unanswered for too long; zero if none
 }
 
 // sweepLocked decides which leases get a keepalive now, declares leases
@@ -650,7 +665,9 @@ func (p *leasePool) sweepLocked(now time.Time, haveStream bool) (sweep, []lostLe
 		switch {
 		case l.inflight:
 			if stall := l.lastSent.Add(l.stallAfter()); now.After(stall) {
-				sw.stalled = true
+				if sw.stalled.IsZero() || l.lastSent.Before(sw.stalled) {
+					sw.stalled = l.lastSent
+				}
 			} else {
 				due(stall)
 			}

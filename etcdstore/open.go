@@ -202,6 +202,11 @@ func (c Config) TLSConfig() (*tls.Config, error) {
 // TLS and credentials, gRPC keepalive pings every 10s (5s timeout) so that
 // a dead connection is noticed, and cfg.Logger as the client's logger
 // (one that discards if nil: the Store logs what matters through slog).
+// Its DialOptions and Context let a Store over the client close the
+// client's connections that went silent when its lease keepalives stall
+// (see "Connections" in the package documentation), which gRPC's
+// keepalive would notice only after 15s: keep them when you change the
+// configuration, and build one client from each configuration returned.
 func (c Config) ClientConfig() (clientv3.Config, error) {
 	if err := c.validate(); err != nil {
 		return clientv3.Config{}, err
@@ -218,7 +223,7 @@ func (c Config) ClientConfig() (clientv3.Config, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return clientv3.Config{
+	return trackConns(clientv3.Config{
 		Endpoints:            c.Endpoints,
 		DialTimeout:          dial,
 		DialKeepAliveTime:    10 * time.Second,
@@ -227,7 +232,7 @@ func (c Config) ClientConfig() (clientv3.Config, error) {
 		Username:             c.Username,
 		Password:             c.Password,
 		Logger:               logger,
-	}, nil
+	}, tc), nil
 }
 
 // Open connects to etcd as cfg says and checks the connection with one

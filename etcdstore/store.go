@@ -179,6 +179,12 @@ type claim struct {
 // Store's session goroutine; it does not contact etcd (the first acquire
 // does; OpenStore checks that etcd answers).
 //
+// On a client made by Open (or from Config.ClientConfig) the Store closes
+// the connections that went silent when its lease keepalives stall, so
+// that a connection dropped silently does not outlast a holder's renew
+// deadline; on a client configured otherwise it cannot, and gRPC's own
+// keepalive notices (see "Connections" in the package documentation).
+//
 // The etcd client waits for a connection until a request's context ends;
 // the Store bounds each of its requests, so that while no endpoint can be
 // reached a TryLock given context.Background() still ends: within about
