@@ -218,35 +218,11 @@ func TestClusterQuorumLostAtOpen(t *testing.T) {
 	left := c.Members[0]
 	c.Members[1].Kill()
 	c.Members[2].Kill()
-	waitNoLeader(t, left)
+	left.WaitNoLeader(t, 30*time.Second)
 	err := openFails(t, "with two of three members down", etcdstore.Config{Endpoints: c.Endpoints()})
 	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "no raft leader") ||
 		!strings.Contains(err.Error(), "lost its quorum") || !strings.Contains(err.Error(), left.Endpoint()) {
 		t.Errorf("Open with the cluster's quorum lost: %v; want ErrUnavailable naming the member without a leader and the lost quorum", err)
-	}
-}
-
-// waitNoLeader waits until m reports that it has no raft leader (the other
-// members are gone: a leader steps down, a follower stops hearing from one).
-func waitNoLeader(t *testing.T, m *testenv.Etcd) {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: m.Endpoints(), DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	for {
-		st, err := cli.Status(ctx, m.Endpoint())
-		if err == nil && st.Leader == 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s still reports a leader: %v, %v", m.Endpoint(), st, err)
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }
 

@@ -281,7 +281,29 @@ func serverErrorLines(log string, n int) string {
 }
 
 // isLeader reads etcd_server_is_leader from the member's metrics.
-func (e *Etcd) isLeader() (bool, error) {
+func (e *Etcd) isLeader() (bool, error) { return e.gauge("etcd_server_is_leader") }
+
+// WaitNoLeader waits until e reports that it has no raft leader (its
+// etcd_server_has_leader metric is 0: the other members are gone, so a
+// leader steps down and a follower stops hearing from one). It fails the
+// test after timeout.
+func (e *Etcd) WaitNoLeader(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		has, err := e.gauge("etcd_server_has_leader")
+		if err == nil && !has {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: etcd %s still reports a leader after %v (%v)", e.Endpoint(), timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a process's metrics: there is no event to wait for
+	}
+}
+
+// gauge reads the 0-or-1 metric name from e's /metrics.
+func (e *Etcd) gauge(name string) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	url := "http://127.0.0.1:" + strconv.Itoa(e.MetricsPort) + "/metrics"
@@ -297,12 +319,12 @@ func (e *Etcd) isLeader() (bool, error) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "etcd_server_is_leader "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			return strings.TrimSpace(v) == "1", nil
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return false, err
 	}
-	return false, errors.New("no etcd_server_is_leader in /metrics")
+	return false, fmt.Errorf("no %s in /metrics", name)
 }

@@ -741,7 +741,7 @@ func TestDoctorEtcdQuorumLost(t *testing.T) {
 	left := cl.Members[0]
 	cl.Members[1].Kill()
 	cl.Members[2].Kill()
-	waitNoLeader(t, left)
+	left.WaitNoLeader(t, 30*time.Second)
 	code, out, _ := runCLI(t, "doctor", "--backend", "etcd", "--endpoints", strings.Join(cl.Endpoints(), ","), "--connect-timeout", "2s", "--name", "job")
 	t.Logf("doctor:\n%s", out)
 	row := "etcd " + left.Endpoint()
@@ -756,29 +756,6 @@ func TestDoctorEtcdQuorumLost(t *testing.T) {
 	for _, m := range cl.Members[1:] {
 		if r := doctorTable(t, out)["etcd "+m.Endpoint()]; r.result != "FAIL" {
 			t.Errorf("row of a member that is down: %+v, want FAIL", r)
-		}
-	}
-}
-
-// waitNoLeader waits until m reports that it has no raft leader.
-func waitNoLeader(t *testing.T, m *testenv.Etcd) {
-	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: m.Endpoints(), DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	for {
-		st, err := c.Status(ctx, m.Endpoint())
-		if err == nil && st.Leader == 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s still reports a leader: %v, %v", m.Endpoint(), st, err)
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
