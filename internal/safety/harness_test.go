@@ -176,9 +176,10 @@ type backendEnv struct {
 	pauseClients func(ctx context.Context, mode string, d time.Duration) error
 	// keepsThroughDrop is true for a store whose holder keeps its lock
 	// when its connections are dropped silently (Redis sends a renewal
-	// with no answer again on a new connection); false where it steps
-	// down (etcd and Kubernetes clients notice a dead connection only by
-	// keepalives slower than the renew deadline).
+	// with no answer again on a new connection); false where it may step
+	// down at the suite's TTL: client-go notices a dead connection only by
+	// its HTTP/2 health check, and etcdstore closes silent connections
+	// after a keepalive stalls for 2 s, longer than the renew deadline.
 	keepsThroughDrop bool
 	// moveName points the store's name (every contender's link, and those
 	// made later) at a new, empty server, leaving open connections on the
