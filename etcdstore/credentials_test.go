@@ -40,21 +40,7 @@ func TestCredentialsRevokedWhileHeld(t *testing.T) {
 			srv := startEtcd(t)
 			prefix := freshPrefix(t)
 			ctx := t.Context()
-			root := connect(t, srv.Endpoint())
-			must := func(_ any, err error) {
-				t.Helper()
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			must(root.RoleAdd(ctx, "root"))
-			must(root.UserAdd(ctx, "root", "root-pw"))
-			must(root.UserGrantRole(ctx, "root", "root"))
-			must(root.RoleAdd(ctx, "locker"))
-			must(root.RoleGrantPermission(ctx, "locker", prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite)))
-			must(root.UserAdd(ctx, "locker", "locker-pw"))
-			must(root.UserGrantRole(ctx, "locker", "locker"))
-			must(root.AuthEnable(ctx))
+			enableAuth(t, connect(t, srv.Endpoint()), prefix)
 			admin := openOK(t, etcdstore.Config{Endpoints: srv.Endpoints(), Username: "root", Password: "root-pw"})()
 
 			s := newStore(t, openOK(t, etcdstore.Config{Endpoints: srv.Endpoints(), Username: "locker", Password: "locker-pw"})(),

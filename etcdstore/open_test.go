@@ -153,15 +153,13 @@ func TestMutualTLS(t *testing.T) {
 	openFails(t, "without a client certificate", etcdstore.Config{Endpoints: srv.Endpoints(), CAFile: files.CAFile})
 }
 
-// TestUserPassword: with etcd's authentication on, a user whose role may
-// read and write the Store's prefix uses every feature; a wrong password
-// fails Open with ErrForbidden; a user without permission on the prefix
-// gets ErrForbidden, which stops Lock at once.
-func TestUserPassword(t *testing.T) {
-	srv := startEtcd(t)
-	prefix := freshPrefix(t)
+// enableAuth turns etcd's authentication on through root, a client that
+// has not authenticated: user "root" (password "root-pw") with the root
+// role, user "locker" ("locker-pw") whose role may read and write prefix,
+// and each of others (password NAME-pw) with no role.
+func enableAuth(t *testing.T, root *clientv3.Client, prefix string, others ...string) {
+	t.Helper()
 	ctx := t.Context()
-	root := connect(t, srv.Endpoint())
 	must := func(_ any, err error) {
 		t.Helper()
 		if err != nil {
@@ -175,8 +173,21 @@ func TestUserPassword(t *testing.T) {
 	must(root.RoleGrantPermission(ctx, "locker", prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite)))
 	must(root.UserAdd(ctx, "locker", "locker-pw"))
 	must(root.UserGrantRole(ctx, "locker", "locker"))
-	must(root.UserAdd(ctx, "stranger", "stranger-pw"))
+	for _, u := range others {
+		must(root.UserAdd(ctx, u, u+"-pw"))
+	}
 	must(root.AuthEnable(ctx))
+}
+
+// TestUserPassword: with etcd's authentication on, a user whose role may
+// read and write the Store's prefix uses every feature; a wrong password
+// fails Open with ErrForbidden; a user without permission on the prefix
+// gets ErrForbidden, which stops Lock at once.
+func TestUserPassword(t *testing.T) {
+	srv := startEtcd(t)
+	prefix := freshPrefix(t)
+	ctx := t.Context()
+	enableAuth(t, connect(t, srv.Endpoint()), prefix, "stranger")
 
 	for _, fair := range []bool{false, true} {
 		useLock(t, openOK(t, etcdstore.Config{Endpoints: srv.Endpoints(), Username: "locker", Password: "locker-pw"}),

@@ -21,11 +21,7 @@ import (
 func TestPostgresCommitLost(t *testing.T) {
 	pg := testenv.StartPostgres(t, testenv.PostgresArgs(
 		"-c", "synchronous_standby_names=nobody", "-c", "synchronous_commit=local"))
-	db, err := sql.Open("pgx", pg.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t, pg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	g, data := newGuard(ctx, t, db, "lost")

@@ -19,15 +19,7 @@ import (
 func TestPostgresRunLogSurvivesCrash(t *testing.T) {
 	pg := testenv.StartPostgres(t, testenv.PostgresArgs(
 		"-c", "synchronous_commit=off", "-c", "wal_writer_delay=10000"))
-	open := func() *sql.DB {
-		db, err := sql.Open("pgx", pg.DSN())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	db := open()
+	db := openDB(t, pg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	rl, err := fence.NewRunLog(db, "")
@@ -46,7 +38,7 @@ func TestPostgresRunLogSurvivesCrash(t *testing.T) {
 	}
 	pg.Kill()
 	pg.Start()
-	db = open()
+	db = openDB(t, pg)
 	after, err := fence.NewRunLog(db, "")
 	if err != nil {
 		t.Fatal(err)

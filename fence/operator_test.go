@@ -18,11 +18,7 @@ import (
 // a read-only database (the primary).
 func TestPostgresOperatorErrors(t *testing.T) {
 	pg := testenv.StartPostgres(t)
-	db, err := sql.Open("pgx", pg.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t, pg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	mustExec := func(db *sql.DB, q string) {
@@ -113,11 +109,7 @@ func TestPostgresOperatorErrors(t *testing.T) {
 // fence expects, not only PostgreSQL's message.
 func TestPostgresTableAltered(t *testing.T) {
 	pg := testenv.StartPostgres(t)
-	db, err := sql.Open("pgx", pg.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t, pg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	nop := func(*sql.Tx) error { return nil }

@@ -18,11 +18,7 @@ import (
 // slow or unreachable PostgreSQL.
 func TestPostgresPoolExhausted(t *testing.T) {
 	pg := testenv.StartPostgres(t)
-	db, err := sql.Open("pgx", pg.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t, pg)
 	db.SetMaxOpenConns(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)

@@ -20,14 +20,21 @@ import (
 	"github.com/baton-go/baton/memstore"
 )
 
-// One PostgreSQL serves all subtests; each uses its own tables.
-func TestPostgres(t *testing.T) {
-	pg := testenv.StartPostgres(t)
+// openDB opens pg's database, closed at the end of t.
+func openDB(t *testing.T, pg *testenv.Postgres) *sql.DB {
+	t.Helper()
 	db, err := sql.Open("pgx", pg.DSN())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// One PostgreSQL serves all subtests; each uses its own tables.
+func TestPostgres(t *testing.T) {
+	pg := testenv.StartPostgres(t)
+	db := openDB(t, pg)
 	db.SetMaxOpenConns(20)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -44,18 +45,7 @@ func TestReleaseReplyLost(t *testing.T) {
 	proxy.SetLatency(delay)
 	done := make(chan error, 1)
 	go func() { done <- s.Release(ctx, g) }()
-	for {
-		n, err := raw.Exists(ctx, lock).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break // the release ran; its reply is on its way
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	proxy.Reset()
-	proxy.SetLatency(0)
+	loseReplyOnceRun(ctx, t, proxy, raw, lock, 0) // the release ran
 	if err := <-done; err != nil {
 		t.Fatalf("Release whose reply was lost after it ran: %v; want nil (it released the lock)", err)
 	}
@@ -96,18 +86,7 @@ func TestAcquireReplyLost(t *testing.T) {
 		g, err := s.TryAcquire(ctx, "job", req)
 		done <- result{g, err}
 	}()
-	for {
-		n, err := raw.Exists(ctx, lock).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 1 {
-			break // the acquisition ran; its reply is on its way
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	proxy.Reset()
-	proxy.SetLatency(0)
+	loseReplyOnceRun(ctx, t, proxy, raw, lock, 1) // the acquisition ran
 	r := <-done
 	if r.err != nil {
 		t.Fatalf("TryAcquire whose reply was lost after it ran: %v; want the claim it wrote", r.err)
@@ -122,4 +101,24 @@ func TestAcquireReplyLost(t *testing.T) {
 	if err := s.Release(ctx, r.g); err != nil {
 		t.Errorf("Release of the grant: %v", err)
 	}
+}
+
+// loseReplyOnceRun waits until the script on its way through proxy (whose
+// replies are delayed) has run, which it tells by the lock key's existence
+// reaching exists, and then breaks every connection through proxy, so
+// that the script's reply is lost and go-redis sends it again.
+func loseReplyOnceRun(ctx context.Context, t *testing.T, proxy *faultproxy.Proxy, raw *redis.Client, lock string, exists int64) {
+	t.Helper()
+	for {
+		n, err := raw.Exists(ctx, lock).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == exists {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling the server: the script's run sends no event
+	}
+	proxy.Reset()
+	proxy.SetLatency(0)
 }
