@@ -99,14 +99,20 @@ func proxied(t *testing.T, targets []string, scheme string) link {
 				p.Drop()
 			}
 		},
+		forbid: noForbid,
 	}
+}
+
+// noForbid is the forbid of a link whose contenders share one store user.
+func noForbid(context.Context, bool) (string, error) {
+	return "", errors.New("the contenders share one store user: no permission of one can be revoked")
 }
 
 // local is the link of a store on this machine's file system: nothing to
 // cut.
 func local(target string) link {
 	return link{target: target, cut: func() {}, restore: func() {}, cutOne: func() {}, delay: func(time.Duration) {}, retarget: func(string) {},
-		loseReplies: func(int) {}, drop: func() {}}
+		loseReplies: func(int) {}, drop: func() {}, forbid: noForbid}
 }
 
 func fileEnv(t *testing.T) *backendEnv {

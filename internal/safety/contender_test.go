@@ -48,6 +48,7 @@ const (
 	envSettle         = "BATON_SAFETY_SETTLE"          // naive lock: the sleep before the read-back
 	envIdle           = "BATON_SAFETY_IDLE"            // pause after a tenure before locking again
 	envClientDefaults = "BATON_SAFETY_CLIENT_DEFAULTS" // "true": the store client's default timeouts
+	envRetryForbidden = "BATON_SAFETY_RETRY_FORBIDDEN" // "true": lock again after a permission refusal
 	envPoll           = "BATON_SAFETY_POLL"            // "1": lock by polling TryLock instead of Lock
 	envSem            = "BATON_SAFETY_SEMAPHORE"       // "1": lock through a baton.Semaphore of limit 1
 	envFair           = "BATON_SAFETY_FAIR"            // "1": etcd in fair mode (the default); else plain mode, etcdstore.WithFair(false)
@@ -349,6 +350,7 @@ func contenderMain() int {
 	}
 	ttl, _ := time.ParseDuration(os.Getenv(envTTL))
 	t := &tenures{c: c, rng: rng, clk: clk, rate: rate, ttl: ttl, id: id}
+	retryForbidden := os.Getenv(envRetryForbidden) == "true"
 	for n := 1; ctx.Err() == nil; n++ {
 		c.event("locking", 0, nil)
 		queued.arm()
@@ -356,6 +358,13 @@ func contenderMain() int {
 		if err != nil {
 			if ctx.Err() != nil {
 				break
+			}
+			if retryForbidden && errors.Is(err, backend.ErrForbidden) {
+				fmt.Fprintf(os.Stderr, "contender %s: %v; locking again in %v\n", id, err, 2*ttl/15)
+				if sleepCtx(ctx, 2*ttl/15) != nil {
+					break
+				}
+				continue
 			}
 			c.event("error", 0, err)
 			return 3

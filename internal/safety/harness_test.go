@@ -68,6 +68,7 @@ const (
 	faultMoved      = "host name moved to another server"
 	faultLostReply  = "replies lost with their connections"
 	faultDropped    = "connections of the holder dropped silently"
+	faultForbidden  = "permissions of the holder revoked"
 )
 
 // etcdRevoked is why the lease-revoked rows may show two holders: a
@@ -105,6 +106,10 @@ type link struct {
 	// drop stops the current connections for good without closing them,
 	// new ones working (faultproxy's Drop).
 	drop func()
+	// forbid takes every permission away from the contender's store
+	// user (on) or gives them back, and says what it did; nil where
+	// contenders share one user.
+	forbid func(ctx context.Context, on bool) (string, error)
 }
 
 // backendEnv is a store under test, shared by its scenarios.
@@ -257,6 +262,11 @@ type scenario struct {
 	// timeouts (a read timeout of 3 s) rather than the suite's 300 ms,
 	// which would send a renewal with no answer again in time by itself.
 	clientDefaults bool
+	// retryForbidden has a contender whose Lock the store refused for
+	// lack of permission wait a retry period and lock again, as a replica
+	// that exits on the refusal and is restarted by its supervisor would,
+	// rather than end the row with an error (envRetryForbidden).
+	retryForbidden bool
 	// annotate: another writer annotates the lock's object every tenth of
 	// the TTL throughout the row (backendEnv.annotate).
 	annotate bool
@@ -377,6 +387,7 @@ func (h *harness) spawn() *contender {
 		envSettle+"="+h.sc.settle.String(),
 		envIdle+"="+h.sc.idle.String(),
 		envClientDefaults+"="+strconv.FormatBool(h.sc.clientDefaults),
+		envRetryForbidden+"="+strconv.FormatBool(h.sc.retryForbidden),
 	)
 	if h.sc.fault == faultLateGrant {
 		// Only this row wraps the contenders' backends (pausedGrants):
@@ -758,6 +769,8 @@ func (h *harness) inject(round int) {
 		h.loseReplies(minWrites)
 	case faultDropped:
 		h.dropHeld(minWrites)
+	case faultForbidden:
+		h.forbidHolder(minWrites)
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}

@@ -136,6 +136,9 @@ func TestSafety(t *testing.T) {
 		cutting(t, be, time.Millisecond)
 		// A server of its own: the row leaves the name on a new one.
 		runScenario(t, redisMovedEnv(t), scenario{fault: faultMoved, storeOverlap: nameMoved})
+		// A server of its own, a user per contender: one user's
+		// permissions are taken away under its holder.
+		runScenario(t, redisACLEnv(t), scenario{fault: faultForbidden, retryForbidden: true})
 	})
 	t.Run("etcd", func(t *testing.T) {
 		be := etcdEnv(t)
