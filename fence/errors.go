@@ -83,15 +83,31 @@ func sqlState(err error) string {
 	return ""
 }
 
+// ErrPoolMode means that the statements reached PostgreSQL through a
+// connection pooler (PgBouncer, or another) in a pooling mode that they,
+// or the driver's way of sending them, cannot work under. The error names
+// the mode and the fix. Nothing was written: retrying does not help until
+// the configuration changes.
+var ErrPoolMode = errors.New("fence: the connection pooler's mode does not fit")
+
 // dbError wraps err, the error of a statement (what) on table, and names
 // the fix when an operator caused it: the table is not found (42P01), the
 // role lacks privileges on it (42501; privs are those the statements
 // need), the transaction is read-only (25006), the table was altered so
 // that the statements no longer fit it (its primary key dropped: 42P10; a
 // column renamed or dropped: 42703; a column's type changed: 42804, 22003;
-// create is the table the statements need).
+// create is the table the statements need), the driver's prepared
+// statement was missing on the server connection that ran it, or already
+// there (26000, 42P05: fence itself prepares nothing, so a pooler shared
+// server connections between the driver's clients; see ErrPoolMode).
 func dbError(what, table, privs, create string, err error) error {
 	switch sqlState(err) {
+	case "26000", "42P05":
+		return fmt.Errorf("fence: %s: the driver's prepared statement was missing on the server connection "+
+			"that ran it, or already there: a pooler in transaction or statement mode (PgBouncer before 1.21, "+
+			"or with max_prepared_statements = 0) hands each transaction any server connection; have the "+
+			"driver send statements unprepared (pgx: default_query_exec_mode=exec or simple_protocol in the "+
+			"connection string; lib/pq: binary_parameters=yes), or pool in session mode: %w: %w", what, ErrPoolMode, err)
 	case "42P10", "42703", "42804", "22003":
 		return fmt.Errorf("fence: %s: table %s does not have the columns and primary key the statements need: "+
 			"alter it back to %q (dropping it loses the tokens or runs it records): %w", what, table, create, err)

@@ -1,0 +1,94 @@
+package fence_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton/fence"
+	"github.com/baton-go/baton/internal/testenv"
+)
+
+// openDSN opens dsn, closed at the end of t.
+func openDSN(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// wantPoolMode fails t unless err is a refusal that names the pooler's
+// mode and fix (want, in its message), and not a stale token.
+func wantPoolMode(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	if !errors.Is(err, fence.ErrPoolMode) || errors.Is(err, fence.ErrStaleToken) {
+		t.Fatalf("%s = %v, want an error matching ErrPoolMode (not ErrStaleToken)", what, err)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("%s = %v, want it to name the fix (%s)", what, err, want)
+	}
+}
+
+// pgx's default (QueryExecModeCacheStatement) prepares each statement
+// under a name of its own and runs it again by that name. Through a pooler
+// in transaction mode, the name was prepared on one server connection and
+// the next transaction gets another: two replicas sharing one server
+// connection find it already there (42P05), and one whose server
+// connection was replaced (RECONNECT, server_lifetime) finds it missing
+// (26000). Nothing is written either way; the error must say why, and how
+// to configure the driver, not only "prepared statement already exists".
+func TestPgBouncerPreparedStatements(t *testing.T) {
+	pg := testenv.StartPostgres(t)
+	bouncer := testenv.StartPgBouncer(t, pg, testenv.PgBouncerSetting("default_pool_size", "1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	a, b := openDSN(t, bouncer.DSN("transaction")), openDSN(t, bouncer.DSN("transaction"))
+	guardA, err := fence.NewSQLGuard(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guardB, err := fence.NewSQLGuard(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := guardA.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := fence.NewRunLog(a, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runs.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nop := func(*sql.Tx) error { return nil }
+	const fix = "default_query_exec_mode=exec"
+	// A prepares the statements on the only server connection.
+	if err := guardA.Exec(ctx, "job", 1, nop); err != nil {
+		t.Fatalf("first Exec through the pooler: %v", err)
+	}
+	if _, err := runs.Exec(ctx, "job", time.Unix(0, 0), nop); err != nil {
+		t.Fatalf("first RunLog.Exec through the pooler: %v", err)
+	}
+	wantPoolMode(t, "Exec of a second replica", guardB.Exec(ctx, "job", 2, nop), fix)
+
+	// The server connection is replaced once it is released.
+	bouncer.Admin(ctx, "RECONNECT transaction")
+	wantPoolMode(t, "Exec after RECONNECT", guardA.Exec(ctx, "job", 3, nop), fix)
+	_, err = runs.Exec(ctx, "job", time.Unix(60, 0), nop)
+	wantPoolMode(t, "RunLog.Exec after RECONNECT", err, fix)
+
+	direct, err := fence.NewSQLGuard(openDB(t, pg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, _, err := direct.Token(ctx, "job"); err != nil || tok != 1 {
+		t.Fatalf("Token = %d, %v; want 1: a refused Exec wrote", tok, err)
+	}
+}
