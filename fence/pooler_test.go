@@ -92,3 +92,45 @@ func TestPgBouncerPreparedStatements(t *testing.T) {
 		t.Fatalf("Token = %d, %v; want 1: a refused Exec wrote", tok, err)
 	}
 }
+
+// PgBouncer in statement mode refuses transactions, which the helpers
+// need: the token check and the writes must commit together. Every call
+// that writes must say so, naming the mode and the fix, and Ensure must
+// say it already, when a program sets up, not at its first write (a
+// scheduled job's, hours later).
+func TestPgBouncerStatementMode(t *testing.T) {
+	pg := testenv.StartPostgres(t)
+	bouncer := testenv.StartPgBouncer(t, pg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	db := openDSN(t, bouncer.DSN("statement", "default_query_exec_mode=exec"))
+	g, err := fence.NewSQLGuard(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := fence.NewRunLog(db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fix = "pool_mode=transaction"
+	wantPoolMode(t, "SQLGuard.Ensure", g.Ensure(ctx), fix)
+	wantPoolMode(t, "RunLog.Ensure", runs.Ensure(ctx), fix)
+
+	// With the tables made directly, the writes still fail.
+	direct := openDB(t, pg)
+	directGuard, err := fence.NewSQLGuard(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	directRuns, err := fence.NewRunLog(direct, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(directGuard.Ensure(ctx), directRuns.Ensure(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	nop := func(*sql.Tx) error { return nil }
+	wantPoolMode(t, "SQLGuard.Exec", g.Exec(ctx, "job", 1, nop), fix)
+	_, err = runs.Exec(ctx, "job", time.Unix(0, 0), nop)
+	wantPoolMode(t, "RunLog.Exec", err, fix)
+}

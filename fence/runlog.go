@@ -67,12 +67,10 @@ func NewRunLog(db *sql.DB, table string) (*RunLog, error) {
 // Table returns the table's name.
 func (r *RunLog) Table() string { return r.table }
 
-// Ensure creates the table if it does not exist.
+// Ensure creates the table if it does not exist, in a transaction as
+// SQLGuard.Ensure does.
 func (r *RunLog) Ensure(ctx context.Context) error {
-	if _, err := r.db.ExecContext(ctx, r.create); err != nil {
-		return dbError("create table "+r.table, r.table, runLogPrivileges, r.create, err)
-	}
-	return nil
+	return ensure(ctx, r.db, r.table, runLogPrivileges, r.create)
 }
 
 // durableCommit makes the transaction's commit durable on the server when

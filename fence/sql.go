@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strings"
 )
 
 // DefaultTable is the fence table's default name.
@@ -148,12 +149,12 @@ func NewSQLGuard(db *sql.DB, opts ...Option) (*SQLGuard, error) {
 // Table returns the fence table's name.
 func (g *SQLGuard) Table() string { return g.table }
 
-// Ensure creates the fence table if it does not exist.
+// Ensure creates the fence table if it does not exist. It does so in a
+// transaction, as Exec writes, so that a pooler that refuses transactions
+// is reported (ErrPoolMode) when the program sets up, not at its first
+// write.
 func (g *SQLGuard) Ensure(ctx context.Context) error {
-	if _, err := g.db.ExecContext(ctx, g.create); err != nil {
-		return dbError("create table "+g.table, g.table, guardPrivileges, g.create, err)
-	}
-	return nil
+	return ensure(ctx, g.db, g.table, guardPrivileges, g.create)
 }
 
 // Check fences tx for name with token: in one conditional statement, it
@@ -246,12 +247,41 @@ func begin(ctx context.Context, db *sql.DB, opts *sql.TxOptions) (*sql.Tx, error
 	if err == nil {
 		return tx, nil
 	}
+	if statementPooling(err) {
+		return nil, fmt.Errorf("fence: begin: the pooler runs in statement mode (PgBouncer's pool_mode = statement), "+
+			"which refuses transactions, and the fence helpers need one so that the token check or claim and "+
+			"the writes commit together: connect them to a database pooled in transaction or session mode "+
+			"(PgBouncer: pool_mode=transaction on the database's line in [databases]): %w: %w", ErrPoolMode, err)
+	}
 	if s := db.Stats(); ctx.Err() != nil && s.MaxOpenConnections > 0 && s.InUse >= s.MaxOpenConnections {
 		return nil, fmt.Errorf("fence: begin: no free connection: all %d connections of the pool "+
 			"(db.SetMaxOpenConns) were in use until ctx ended; raise the limit, or do not call "+
 			"Exec inside another Exec's write, which holds one: %w", s.MaxOpenConnections, err)
 	}
 	return nil, fmt.Errorf("fence: begin: %w", err)
+}
+
+// statementPooling reports whether err is PgBouncer's refusal of a
+// transaction in statement pooling mode. PgBouncer gives all its own
+// errors one code (08P01, protocol violation), so its message tells.
+func statementPooling(err error) bool {
+	return sqlState(err) == "08P01" && strings.Contains(err.Error(), "statement pooling mode")
+}
+
+// ensure runs create, which creates table, in a transaction of its own.
+func ensure(ctx context.Context, db *sql.DB, table, privs, create string) error {
+	tx, err := begin(ctx, db, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // after a commit, ErrTxDone
+	if _, err := tx.ExecContext(ctx, create); err != nil {
+		return dbError("create table "+table, table, privs, create, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return dbError("create table "+table, table, privs, create, err)
+	}
+	return nil
 }
 
 // Token returns the token stored for name, and false if name has none.
