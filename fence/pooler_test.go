@@ -134,3 +134,24 @@ func TestPgBouncerStatementMode(t *testing.T) {
 	_, err = runs.Exec(ctx, "job", time.Unix(0, 0), nop)
 	wantPoolMode(t, "RunLog.Exec", err, fix)
 }
+
+// Through PgBouncer in transaction and session modes, with the driver
+// sending statements unprepared (both of pgx's ways), the helpers keep every guarantee they
+// give on a direct connection: each transaction keeps one server
+// connection from BEGIN to COMMIT, so the token check, its row lock and
+// the writes stay together.
+func TestPgBouncerSuite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	for _, c := range []struct{ mode, exec string }{
+		{"transaction", "exec"}, {"transaction", "simple_protocol"}, {"session", "exec"},
+	} {
+		t.Run(c.mode+"/"+c.exec, func(t *testing.T) {
+			pg := testenv.StartPostgres(t) // the suite's tables are per database
+			bouncer := testenv.StartPgBouncer(t, pg, testenv.PgBouncerSetting("default_pool_size", "4"))
+			db := openDSN(t, bouncer.DSN(c.mode, "default_query_exec_mode="+c.exec))
+			db.SetMaxOpenConns(20)
+			runSuite(ctx, t, db)
+		})
+	}
+}

@@ -42,6 +42,11 @@ func TestPostgres(t *testing.T) {
 		t.Fatalf("ping: %v\n%s", err, pg.Log())
 	}
 
+	runSuite(ctx, t, db)
+}
+
+// runSuite runs the helpers' tests on db, each with its own tables.
+func runSuite(ctx context.Context, t *testing.T, db *sql.DB) {
 	t.Run("StaleRejectedAndRolledBack", func(t *testing.T) { testStale(ctx, t, db) })
 	t.Run("EqualTokenAccepted", func(t *testing.T) { testEqual(ctx, t, db) })
 	t.Run("TokenRange", func(t *testing.T) { testTokenRange(ctx, t, db) })
