@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrStaleToken means a write carried a fencing token smaller than the
@@ -101,6 +102,9 @@ var ErrPoolMode = errors.New("fence: the connection pooler's mode does not fit")
 // there (26000, 42P05: fence itself prepares nothing, so a pooler shared
 // server connections between the driver's clients; see ErrPoolMode).
 func dbError(what, table, privs, create string, err error) error {
+	if perr := poolerError(what, err); perr != nil {
+		return perr
+	}
 	switch sqlState(err) {
 	case "26000", "42P05":
 		return fmt.Errorf("fence: %s: the driver's prepared statement was missing on the server connection "+
@@ -121,4 +125,32 @@ func dbError(what, table, privs, create string, err error) error {
 			"on, or TxOptions.ReadOnly): connect to the primary: %w", what, err)
 	}
 	return fmt.Errorf("fence: %s: %w", what, err)
+}
+
+// poolerError explains PgBouncer's refusal of what, and returns nil for
+// any other error. PgBouncer gives all its own errors one code (08P01,
+// protocol violation), so their messages tell them apart:
+//   - statement pooling refuses transactions, which the helpers need
+//     (ErrPoolMode);
+//   - query_wait_timeout: no server connection came in time (a paused
+//     database, or an exhausted pool).
+func poolerError(what string, err error) error {
+	if sqlState(err) != "08P01" {
+		return nil
+	}
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "statement pooling mode"):
+		return fmt.Errorf("fence: %s: the pooler runs in statement mode (PgBouncer's pool_mode = statement), "+
+			"which refuses transactions, and the fence helpers need one so that the token check or claim and "+
+			"the writes commit together: connect them to a database pooled in transaction or session mode "+
+			"(PgBouncer: pool_mode=transaction on the database's line in [databases]): %w: %w", what, ErrPoolMode, err)
+	case strings.Contains(msg, "query_wait_timeout"):
+		return fmt.Errorf("fence: %s: the pooler found no server connection for it within query_wait_timeout: "+
+			"its database was paused (PgBouncer's PAUSE, until RESUME), PostgreSQL refused new connections, or "+
+			"every server connection of the pool (default_pool_size) was held by an open transaction (in session "+
+			"mode, by a client), as a writer stopped in its transaction holds one until it ends; SHOW POOLS and "+
+			"SHOW SERVERS on PgBouncer's admin console tell which; raise default_pool_size above the transactions "+
+			"open at once, or bound them (idle_transaction_timeout): %w", what, err)
+	}
+	return nil
 }

@@ -155,3 +155,62 @@ func TestPgBouncerSuite(t *testing.T) {
 		})
 	}
 }
+
+// When every server connection of PgBouncer's pool is held (here by a
+// writer inside its transaction: a stopped holder holds one so), the
+// others wait in PgBouncer's queue until query_wait_timeout, then get
+// PgBouncer's bare "query_wait_timeout", as they do when the database is
+// paused (PAUSE). The error must name both causes, and how to size or
+// bound the pool.
+func TestPgBouncerPoolExhausted(t *testing.T) {
+	pg := testenv.StartPostgres(t)
+	bouncer := testenv.StartPgBouncer(t, pg,
+		testenv.PgBouncerSetting("default_pool_size", "1"),
+		testenv.PgBouncerSetting("query_wait_timeout", "1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	db := openDSN(t, bouncer.DSN("transaction", "default_query_exec_mode=exec"))
+	g, err := fence.NewSQLGuard(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checked, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- g.Exec(ctx, "held", 1, func(*sql.Tx) error {
+			close(checked)
+			<-release
+			return nil
+		})
+	}()
+	<-checked
+	wantExhausted := func(what string, err error) {
+		t.Helper()
+		if err == nil || errors.Is(err, fence.ErrStaleToken) || errors.Is(err, fence.ErrPoolMode) {
+			t.Fatalf("%s = %v, want PgBouncer's query_wait_timeout", what, err)
+		}
+		if !strings.Contains(err.Error(), "default_pool_size") {
+			t.Errorf("%s = %v, want it to name the exhausted pool (default_pool_size)", what, err)
+		}
+	}
+	wantExhausted("Exec", g.Exec(ctx, "other", 1, func(*sql.Tx) error { return nil }))
+	_, _, err = g.Token(ctx, "other")
+	wantExhausted("Token", err)
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatalf("the holding writer: %v", err)
+	}
+
+	// A paused database makes the same error: it must not blame the pool
+	// alone.
+	bouncer.Admin(ctx, "PAUSE transaction")
+	err = g.Exec(ctx, "other", 1, func(*sql.Tx) error { return nil })
+	bouncer.Admin(ctx, "RESUME transaction")
+	wantExhausted("Exec while paused", err)
+	if !strings.Contains(err.Error(), "PAUSE") {
+		t.Errorf("Exec while paused = %v, want it to name PAUSE", err)
+	}
+}

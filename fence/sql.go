@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"strings"
 )
 
 // DefaultTable is the fence table's default name.
@@ -247,11 +246,8 @@ func begin(ctx context.Context, db *sql.DB, opts *sql.TxOptions) (*sql.Tx, error
 	if err == nil {
 		return tx, nil
 	}
-	if statementPooling(err) {
-		return nil, fmt.Errorf("fence: begin: the pooler runs in statement mode (PgBouncer's pool_mode = statement), "+
-			"which refuses transactions, and the fence helpers need one so that the token check or claim and "+
-			"the writes commit together: connect them to a database pooled in transaction or session mode "+
-			"(PgBouncer: pool_mode=transaction on the database's line in [databases]): %w: %w", ErrPoolMode, err)
+	if perr := poolerError("begin", err); perr != nil {
+		return nil, perr
 	}
 	if s := db.Stats(); ctx.Err() != nil && s.MaxOpenConnections > 0 && s.InUse >= s.MaxOpenConnections {
 		return nil, fmt.Errorf("fence: begin: no free connection: all %d connections of the pool "+
@@ -259,13 +255,6 @@ func begin(ctx context.Context, db *sql.DB, opts *sql.TxOptions) (*sql.Tx, error
 			"Exec inside another Exec's write, which holds one: %w", s.MaxOpenConnections, err)
 	}
 	return nil, fmt.Errorf("fence: begin: %w", err)
-}
-
-// statementPooling reports whether err is PgBouncer's refusal of a
-// transaction in statement pooling mode. PgBouncer gives all its own
-// errors one code (08P01, protocol violation), so its message tells.
-func statementPooling(err error) bool {
-	return sqlState(err) == "08P01" && strings.Contains(err.Error(), "statement pooling mode")
 }
 
 // ensure runs create, which creates table, in a transaction of its own.
