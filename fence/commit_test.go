@@ -25,30 +25,6 @@ func TestPostgresCommitLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	g, data := newGuard(ctx, t, db, "lost")
-	awaitSyncRep := func(done <-chan error) {
-		t.Helper()
-		for {
-			var n int
-			err := db.QueryRowContext(ctx,
-				`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n > 0 {
-				return
-			}
-			select {
-			case err := <-done:
-				t.Fatalf("the commit did not wait for the standby: Exec returned %v", err)
-			default:
-			}
-			time.Sleep(5 * time.Millisecond) // polling PostgreSQL's view; no event to wait on
-		}
-	}
-	syncCommit := func(tx *sql.Tx) error {
-		_, err := tx.Exec("SET LOCAL synchronous_commit = on")
-		return err
-	}
 
 	t.Run("SQLGuard", func(t *testing.T) {
 		done := make(chan error, 1)
@@ -60,7 +36,7 @@ func TestPostgresCommitLost(t *testing.T) {
 				return put(data, "x", "one", 1)(tx)
 			})
 		}()
-		awaitSyncRep(done)
+		awaitSyncRep(ctx, t, db, done, terminateSyncRep)
 		err := <-done
 		if v := get(ctx, t, db, data, "x"); v != "one" {
 			t.Fatalf("x = %q: the commit did not take effect, the test injected nothing ambiguous (Exec: %v)", v, err)
@@ -89,7 +65,7 @@ func TestPostgresCommitLost(t *testing.T) {
 			ran, err = rl.Exec(ctx, "job", slot, syncCommit)
 			done <- err
 		}()
-		awaitSyncRep(done)
+		awaitSyncRep(ctx, t, db, done, terminateSyncRep)
 		err = <-done
 		if ok, derr := rl.Done(ctx, "job", slot); derr != nil || !ok {
 			t.Fatalf("Done = %v, %v: the commit did not take effect (Exec: %v)", ok, derr, err)
@@ -116,4 +92,39 @@ func TestPostgresCommitLost(t *testing.T) {
 			t.Fatalf("Token = %v, %v after a refused commit, want none", ok, err)
 		}
 	})
+}
+
+// Queries of the backends whose commit waits for a synchronous standby.
+const (
+	terminateSyncRep = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+	countSyncRep     = "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+)
+
+// syncCommit makes tx's commit wait for a synchronous standby, which the
+// tests' servers (synchronous_standby_names = nobody) never get.
+func syncCommit(tx *sql.Tx) error {
+	_, err := tx.Exec("SET LOCAL synchronous_commit = on")
+	return err
+}
+
+// awaitSyncRep runs query (terminateSyncRep, countSyncRep) on db until it
+// counts a backend whose commit waits for the standby. It fails t if the
+// commit, whose call sends its error to done, returns first.
+func awaitSyncRep(ctx context.Context, t *testing.T, db *sql.DB, done <-chan error, query string) {
+	t.Helper()
+	for {
+		var n int
+		if err := db.QueryRowContext(ctx, query).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the commit did not wait for the standby: it returned %v", err)
+		default:
+		}
+		time.Sleep(5 * time.Millisecond) // polling PostgreSQL's view; no event to wait on
+	}
 }

@@ -214,3 +214,47 @@ func TestPgBouncerPoolExhausted(t *testing.T) {
 		t.Errorf("Exec while paused = %v, want it to name PAUSE", err)
 	}
 }
+
+// A commit in flight when PgBouncer drops the connections (KILL on its
+// admin console, as an operator moving a database does; RECONNECT and a
+// restart end the same way) may have committed: the client gets only
+// PgBouncer's "database removed" (SQLSTATE 08P01), whatever PostgreSQL did.
+// Exec must report ErrCommitUnknown. Here the commit waits for a
+// synchronous standby, so it is committed locally but not yet answered;
+// once PostgreSQL ends that wait, the write is there.
+func TestPgBouncerCommitLost(t *testing.T) {
+	pg := testenv.StartPostgres(t, testenv.PostgresArgs(
+		"-c", "synchronous_standby_names=nobody", "-c", "synchronous_commit=local"))
+	bouncer := testenv.StartPgBouncer(t, pg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	direct := openDB(t, pg)
+	g, data := newGuard(ctx, t, direct, "killed")
+	pooled, err := fence.NewSQLGuard(openDSN(t, bouncer.DSN("transaction", "default_query_exec_mode=exec")), fence.WithTable(g.Table()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- pooled.Exec(ctx, "job", 1, func(tx *sql.Tx) error {
+			if err := syncCommit(tx); err != nil {
+				return err
+			}
+			return put(data, "x", "one", 1)(tx)
+		})
+	}()
+	awaitSyncRep(ctx, t, direct, done, countSyncRep)
+	bouncer.Admin(ctx, "KILL transaction")
+	err = <-done
+	bouncer.Admin(ctx, "RESUME transaction") // KILL pauses the database too
+	awaitSyncRep(ctx, t, direct, nil, terminateSyncRep)
+	if v := get(ctx, t, direct, data, "x"); v != "one" {
+		t.Fatalf("x = %q: the commit did not take effect, the test injected nothing ambiguous (Exec: %v)", v, err)
+	}
+	if !errors.Is(err, fence.ErrCommitUnknown) || errors.Is(err, fence.ErrStaleToken) {
+		t.Fatalf("Exec = %v, want an error matching ErrCommitUnknown (only): the write committed", err)
+	}
+	if tok, _, err := g.Token(ctx, "job"); err != nil || tok != 1 {
+		t.Fatalf("Token = %d, %v; want the committed 1", tok, err)
+	}
+}
