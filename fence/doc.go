@@ -19,6 +19,17 @@
 // Every check fails with an error matching ErrStaleToken when a newer
 // holder has already written.
 //
+// # Connection poolers
+//
+// Through PgBouncer in transaction or session mode the helpers keep their
+// guarantees: a transaction keeps one server connection from BEGIN to
+// COMMIT. In transaction mode the driver must not carry prepared
+// statements from one transaction to the next (pgx:
+// default_query_exec_mode=exec); statement mode refuses the transactions
+// the helpers need. Both are reported with errors matching ErrPoolMode.
+// docs/poolers.md in the repository says what to configure and what
+// PAUSE, KILL, restarts and an exhausted pool look like.
+//
 // # Portability
 //
 // SQLGuard and RunLog issue PostgreSQL SQL (INSERT ... ON CONFLICT, $n

@@ -73,9 +73,12 @@ const guardPrivileges = "SELECT, INSERT, UPDATE"
 // write commits: its token was accepted before the newer one came. Bound
 // this in the database with idle_in_transaction_session_timeout, set for
 // the writers' role (ALTER ROLE ... SET), which covers the whole
-// transaction. A SET LOCAL as write's first statement does not cover a
-// pause between Check and that statement; a caller of Check can run it
-// before Check instead. PostgreSQL then ends the stopped writer's
+// transaction. Behind a pooler, its server connections opened before
+// the ALTER ROLE keep the old value until they are replaced (PgBouncer's
+// RECONNECT), and PgBouncer's idle_transaction_timeout is a bound of its
+// own (docs/poolers.md). A SET LOCAL as write's first statement does not
+// cover a pause between Check and that statement; a caller of Check can
+// run it before Check instead. PostgreSQL then ends the stopped writer's
 // session, its write is rolled back (its commit fails with SQLSTATE
 // 25P03), and the next holder goes ahead. Give Exec a context with a
 // deadline too.
