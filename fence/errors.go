@@ -133,7 +133,9 @@ func dbError(what, table, privs, create string, err error) error {
 //   - statement pooling refuses transactions, which the helpers need
 //     (ErrPoolMode);
 //   - query_wait_timeout: no server connection came in time (a paused
-//     database, or an exhausted pool).
+//     database, or an exhausted pool);
+//   - query timeout: a statement, or a transaction idle between two,
+//     outlasted query_timeout.
 func poolerError(what string, err error) error {
 	if sqlState(err) != "08P01" {
 		return nil
@@ -151,6 +153,12 @@ func poolerError(what string, err error) error {
 			"mode, by a client), as a writer stopped in its transaction holds one until it ends; SHOW POOLS and "+
 			"SHOW SERVERS on PgBouncer's admin console tell which; raise default_pool_size above the transactions "+
 			"open at once, or bound them (idle_transaction_timeout): %w", what, err)
+	case strings.Contains(msg, "query timeout"):
+		return fmt.Errorf("fence: %s: the pooler ended the connection after its query_timeout, which PgBouncer "+
+			"counts from the client's last request, so a transaction idle that long ends too; a check or claim "+
+			"waits for the row lock of any other writer of the name still in its transaction, for as long as "+
+			"that writer holds it: set query_timeout above the longest fenced transaction, or to 0 and bound the "+
+			"transactions with idle_transaction_timeout: %w", what, err)
 	}
 	return nil
 }

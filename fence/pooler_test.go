@@ -258,3 +258,56 @@ func TestPgBouncerCommitLost(t *testing.T) {
 		t.Fatalf("Token = %d, %v; want the committed 1", tok, err)
 	}
 }
+
+// PgBouncer's query_timeout ends a statement that runs longer, and a
+// check waits for the fence row lock of another writer of the name that
+// is still in its transaction: the next holder's check is cut off while a
+// stopped writer holds the row. The error must say why and which setting
+// to change, not only PgBouncer's "query timeout".
+func TestPgBouncerQueryTimeout(t *testing.T) {
+	pg := testenv.StartPostgres(t)
+	bouncer := testenv.StartPgBouncer(t, pg, testenv.PgBouncerSetting("query_timeout", "3"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	db := openDSN(t, bouncer.DSN("transaction", "default_query_exec_mode=exec"))
+	g, err := fence.NewSQLGuard(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checked, waited := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- g.Exec(ctx, "job", 1, func(tx *sql.Tx) error {
+			close(checked)
+			// Short requests, far apart less than query_timeout, which
+			// lets them and the transaction between them through.
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-waited:
+					return nil
+				case <-tick.C:
+				}
+				if _, err := tx.ExecContext(ctx, "SELECT 1"); err != nil {
+					return err
+				}
+			}
+		})
+	}()
+	<-checked
+	err = g.Exec(ctx, "job", 2, func(*sql.Tx) error { return nil })
+	close(waited)
+	if err == nil || errors.Is(err, fence.ErrStaleToken) {
+		t.Fatalf("Exec waiting for the row lock = %v, want PgBouncer's query timeout", err)
+	}
+	if !strings.Contains(err.Error(), "idle_transaction_timeout") {
+		t.Errorf("Exec waiting for the row lock = %v, want it to name query_timeout's fix", err)
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("the holding writer: %v", err)
+	}
+}
