@@ -412,6 +412,7 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	runCtx, end := s.runContext(ctx, j, lease)
 	done, err := s.ledger.Done(runCtx, j.name, slot)
 	if err != nil {
+		err = withCause(runCtx, err)
 		end()
 		s.release(ctx, lease, key, log)
 		if ctx.Err() == nil {
@@ -433,6 +434,19 @@ func (s *Scheduler) attempt(ctx context.Context, j *job, slot time.Time, wg *syn
 	ev.Outcome, ev.Err = s.recordRun(ctx, j, slot, lease, jobErr, log)
 	s.observe(ev)
 	s.hold(ctx, slot.Add(j.atLeast), lease, func() { s.release(ctx, lease, key, log) }, wg)
+}
+
+// withCause adds to err, the error of a call made with ctx, why ctx
+// ended, if it did and err does not say it already. A ledger that does not
+// answer (a paused pooler, an unreachable database) fails only with the
+// driver's "context canceled", which names neither LockAtMostFor nor the
+// loss of the slot's lock.
+func withCause(ctx context.Context, err error) error {
+	cause := context.Cause(ctx)
+	if cause == nil || errors.Is(err, cause) {
+		return err
+	}
+	return fmt.Errorf("%w (the run's context ended: %w)", err, cause)
 }
 
 // recordRun records slot in the ledger if j's run returned nil (jobErr),
