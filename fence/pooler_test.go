@@ -205,13 +205,20 @@ func TestPgBouncerPoolExhausted(t *testing.T) {
 	}
 
 	// A paused database makes the same error: it must not blame the pool
-	// alone.
+	// alone. Before query_wait_timeout, a caller's deadline ends the wait:
+	// the error must name the pooler too, not only the deadline.
 	bouncer.Admin(ctx, "PAUSE transaction")
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	deadlineErr := g.Exec(short, "other", 1, func(*sql.Tx) error { return nil })
 	err = g.Exec(ctx, "other", 1, func(*sql.Tx) error { return nil })
 	bouncer.Admin(ctx, "RESUME transaction")
 	wantExhausted("Exec while paused", err)
 	if !strings.Contains(err.Error(), "PAUSE") {
 		t.Errorf("Exec while paused = %v, want it to name PAUSE", err)
+	}
+	if !errors.Is(deadlineErr, context.DeadlineExceeded) || !strings.Contains(deadlineErr.Error(), "PgBouncer paused") {
+		t.Errorf("Exec while paused, ended by its deadline = %v, want the deadline and a paused pooler named", deadlineErr)
 	}
 }
 

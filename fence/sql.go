@@ -243,7 +243,10 @@ func (g *SQLGuard) Exec(ctx context.Context, name string, token uint64, write fu
 
 // begin begins a transaction on db. If ctx ends while every connection
 // of db's pool is in use, database/sql reports only ctx's error; begin
-// names the pool as the cause, since the database was not at fault.
+// names the pool as the cause, since the database was not at fault. If
+// ctx's deadline passes while the database or a pooler (PgBouncer paused,
+// or out of server connections) holds the request, the driver reports
+// only the deadline; begin names the likely causes.
 func begin(ctx context.Context, db *sql.DB, opts *sql.TxOptions) (*sql.Tx, error) {
 	tx, err := db.BeginTx(ctx, opts)
 	if err == nil {
@@ -256,6 +259,11 @@ func begin(ctx context.Context, db *sql.DB, opts *sql.TxOptions) (*sql.Tx, error
 		return nil, fmt.Errorf("fence: begin: no free connection: all %d connections of the pool "+
 			"(db.SetMaxOpenConns) were in use until ctx ended; raise the limit, or do not call "+
 			"Exec inside another Exec's write, which holds one: %w", s.MaxOpenConnections, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("fence: begin: no answer before ctx's deadline: PostgreSQL was slow or "+
+			"unreachable, or a pooler in front of it held the connection or the BEGIN (PgBouncer paused, "+
+			"or every server connection of its pool in use: SHOW POOLS on its admin console tells): %w", err)
 	}
 	return nil, fmt.Errorf("fence: begin: %w", err)
 }
