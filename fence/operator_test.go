@@ -38,22 +38,6 @@ func TestPostgresOperatorErrors(t *testing.T) {
 	}
 	slot := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
 	nop := func(*sql.Tx) error { return nil }
-	type calls struct {
-		guard *fence.SQLGuard
-		runs  *fence.RunLog
-	}
-	helpers := func(db *sql.DB) calls {
-		t.Helper()
-		g, err := fence.NewSQLGuard(db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := fence.NewRunLog(db, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return calls{g, r}
-	}
 	// all runs every write and read of both helpers on c.
 	all := func(c calls) map[string]error {
 		_, _, tokErr := c.guard.Token(ctx, "job")
@@ -75,17 +59,17 @@ func TestPostgresOperatorErrors(t *testing.T) {
 	}
 
 	t.Run("TableDropped", func(t *testing.T) {
-		want(all(helpers(db)), "Ensure")
-		want(all(helpers(db)), "search_path") // the table may be elsewhere: a new one remembers nothing
+		want(all(newCalls(t, db)), "Ensure")
+		want(all(newCalls(t, db)), "search_path") // the table may be elsewhere: a new one remembers nothing
 	})
-	own := helpers(db)
+	own := newCalls(t, db)
 	if err := errors.Join(own.guard.Ensure(ctx), own.runs.Ensure(ctx)); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("PrivilegesRevoked", func(t *testing.T) {
 		mustExec(db, "CREATE ROLE writer LOGIN")
 		mustExec(db, "GRANT SELECT ON baton_fence, baton_runs TO writer")
-		errs := all(helpers(open("writer")))
+		errs := all(newCalls(t, open("writer")))
 		delete(errs, "SQLGuard.Token") // SELECT is granted
 		delete(errs, "RunLog.Done")
 		want(errs, "GRANT")
@@ -94,7 +78,7 @@ func TestPostgresOperatorErrors(t *testing.T) {
 		mustExec(db, "CREATE ROLE reader LOGIN")
 		mustExec(db, "ALTER ROLE reader SET default_transaction_read_only = on")
 		mustExec(db, "GRANT SELECT, INSERT, UPDATE ON baton_fence, baton_runs TO reader")
-		c := helpers(open("reader"))
+		c := newCalls(t, open("reader"))
 		_, execErr := c.runs.Exec(ctx, "job", slot, nop)
 		want(map[string]error{
 			"SQLGuard.Exec": c.guard.Exec(ctx, "job", 7, nop),
@@ -144,4 +128,23 @@ func TestPostgresTableAltered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// calls are both helpers on one database, with their default tables.
+type calls struct {
+	guard *fence.SQLGuard
+	runs  *fence.RunLog
+}
+
+func newCalls(t *testing.T, db *sql.DB) calls {
+	t.Helper()
+	g, err := fence.NewSQLGuard(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := fence.NewRunLog(db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return calls{g, r}
 }

@@ -23,6 +23,44 @@ func openDSN(t *testing.T, dsn string) *sql.DB {
 	return db
 }
 
+// pooledGuard starts a PostgreSQL and, in front of it, a PgBouncer with
+// opts, and returns the PgBouncer and a guard, its table made, on the
+// database pooled in transaction mode, with pgx sending statements
+// unprepared.
+func pooledGuard(ctx context.Context, t *testing.T, opts ...testenv.PgBouncerOption) (*testenv.PgBouncer, *fence.SQLGuard) {
+	t.Helper()
+	bouncer := testenv.StartPgBouncer(t, testenv.StartPostgres(t), opts...)
+	g, err := fence.NewSQLGuard(openDSN(t, bouncer.DSN("transaction", "default_query_exec_mode=exec")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return bouncer, g
+}
+
+// holdRow starts an Exec of name with token 1 whose write runs hold, and
+// returns once its check holds name's fence row (and a server connection),
+// with a channel that gets Exec's error when hold has returned.
+func holdRow(ctx context.Context, t *testing.T, g *fence.SQLGuard, name string, hold func(*sql.Tx) error) <-chan error {
+	t.Helper()
+	checked, held := make(chan struct{}), make(chan error, 1)
+	go func() {
+		held <- g.Exec(ctx, name, 1, func(tx *sql.Tx) error {
+			close(checked)
+			return hold(tx)
+		})
+	}()
+	select {
+	case <-checked:
+		return held
+	case err := <-held:
+		t.Fatalf("the holding Exec of %q returned before its write: %v", name, err)
+		return nil
+	}
+}
+
 // wantPoolMode fails t unless err is a refusal that names the pooler's
 // mode and fix (want, in its message), and not a stale token.
 func wantPoolMode(t *testing.T, what string, err error, want string) {
@@ -103,43 +141,27 @@ func TestPgBouncerStatementMode(t *testing.T) {
 	bouncer := testenv.StartPgBouncer(t, pg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	db := openDSN(t, bouncer.DSN("statement", "default_query_exec_mode=exec"))
-	g, err := fence.NewSQLGuard(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs, err := fence.NewRunLog(db, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pooled := newCalls(t, openDSN(t, bouncer.DSN("statement", "default_query_exec_mode=exec")))
 	const fix = "pool_mode=transaction"
-	wantPoolMode(t, "SQLGuard.Ensure", g.Ensure(ctx), fix)
-	wantPoolMode(t, "RunLog.Ensure", runs.Ensure(ctx), fix)
+	wantPoolMode(t, "SQLGuard.Ensure", pooled.guard.Ensure(ctx), fix)
+	wantPoolMode(t, "RunLog.Ensure", pooled.runs.Ensure(ctx), fix)
 
 	// With the tables made directly, the writes still fail.
-	direct := openDB(t, pg)
-	directGuard, err := fence.NewSQLGuard(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	directRuns, err := fence.NewRunLog(direct, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := errors.Join(directGuard.Ensure(ctx), directRuns.Ensure(ctx)); err != nil {
+	direct := newCalls(t, openDB(t, pg))
+	if err := errors.Join(direct.guard.Ensure(ctx), direct.runs.Ensure(ctx)); err != nil {
 		t.Fatal(err)
 	}
 	nop := func(*sql.Tx) error { return nil }
-	wantPoolMode(t, "SQLGuard.Exec", g.Exec(ctx, "job", 1, nop), fix)
-	_, err = runs.Exec(ctx, "job", time.Unix(0, 0), nop)
+	wantPoolMode(t, "SQLGuard.Exec", pooled.guard.Exec(ctx, "job", 1, nop), fix)
+	_, err := pooled.runs.Exec(ctx, "job", time.Unix(0, 0), nop)
 	wantPoolMode(t, "RunLog.Exec", err, fix)
 }
 
 // Through PgBouncer in transaction and session modes, with the driver
-// sending statements unprepared (both of pgx's ways), the helpers keep every guarantee they
-// give on a direct connection: each transaction keeps one server
-// connection from BEGIN to COMMIT, so the token check, its row lock and
-// the writes stay together.
+// sending statements unprepared (both of pgx's ways), the helpers keep
+// every guarantee they give on a direct connection: each transaction
+// keeps one server connection from BEGIN to COMMIT, so the token check,
+// its row lock and the writes stay together.
 func TestPgBouncerSuite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
@@ -163,30 +185,13 @@ func TestPgBouncerSuite(t *testing.T) {
 // paused (PAUSE). The error must name both causes, and how to size or
 // bound the pool.
 func TestPgBouncerPoolExhausted(t *testing.T) {
-	pg := testenv.StartPostgres(t)
-	bouncer := testenv.StartPgBouncer(t, pg,
-		testenv.PgBouncerSetting("default_pool_size", "1"),
-		testenv.PgBouncerSetting("query_wait_timeout", "1"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	db := openDSN(t, bouncer.DSN("transaction", "default_query_exec_mode=exec"))
-	g, err := fence.NewSQLGuard(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
-	checked, release := make(chan struct{}), make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		held <- g.Exec(ctx, "held", 1, func(*sql.Tx) error {
-			close(checked)
-			<-release
-			return nil
-		})
-	}()
-	<-checked
+	bouncer, g := pooledGuard(ctx, t,
+		testenv.PgBouncerSetting("default_pool_size", "1"),
+		testenv.PgBouncerSetting("query_wait_timeout", "1"))
+	release := make(chan struct{})
+	held := holdRow(ctx, t, g, "held", func(*sql.Tx) error { <-release; return nil })
 	wantExhausted := func(what string, err error) {
 		t.Helper()
 		if err == nil || errors.Is(err, fence.ErrStaleToken) || errors.Is(err, fence.ErrPoolMode) {
@@ -197,7 +202,7 @@ func TestPgBouncerPoolExhausted(t *testing.T) {
 		}
 	}
 	wantExhausted("Exec", g.Exec(ctx, "other", 1, func(*sql.Tx) error { return nil }))
-	_, _, err = g.Token(ctx, "other")
+	_, _, err := g.Token(ctx, "other")
 	wantExhausted("Token", err)
 	close(release)
 	if err := <-held; err != nil {
@@ -272,41 +277,27 @@ func TestPgBouncerCommitLost(t *testing.T) {
 // stopped writer holds the row. The error must say why and which setting
 // to change, not only PgBouncer's "query timeout".
 func TestPgBouncerQueryTimeout(t *testing.T) {
-	pg := testenv.StartPostgres(t)
-	bouncer := testenv.StartPgBouncer(t, pg, testenv.PgBouncerSetting("query_timeout", "3"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	db := openDSN(t, bouncer.DSN("transaction", "default_query_exec_mode=exec"))
-	g, err := fence.NewSQLGuard(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
-	checked, waited := make(chan struct{}), make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		held <- g.Exec(ctx, "job", 1, func(tx *sql.Tx) error {
-			close(checked)
-			// Short requests, far apart less than query_timeout, which
-			// lets them and the transaction between them through.
-			tick := time.NewTicker(100 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-waited:
-					return nil
-				case <-tick.C:
-				}
-				if _, err := tx.ExecContext(ctx, "SELECT 1"); err != nil {
-					return err
-				}
+	_, g := pooledGuard(ctx, t, testenv.PgBouncerSetting("query_timeout", "3"))
+	waited := make(chan struct{})
+	held := holdRow(ctx, t, g, "job", func(tx *sql.Tx) error {
+		// Short requests, far apart less than query_timeout, which lets
+		// them and the transaction between them through.
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-waited:
+				return nil
+			case <-tick.C:
 			}
-		})
-	}()
-	<-checked
-	err = g.Exec(ctx, "job", 2, func(*sql.Tx) error { return nil })
+			if _, err := tx.ExecContext(ctx, "SELECT 1"); err != nil {
+				return err
+			}
+		}
+	})
+	err := g.Exec(ctx, "job", 2, func(*sql.Tx) error { return nil })
 	close(waited)
 	if err == nil || errors.Is(err, fence.ErrStaleToken) {
 		t.Fatalf("Exec waiting for the row lock = %v, want PgBouncer's query timeout", err)

@@ -80,19 +80,30 @@ func StartPgBouncer(t testing.TB, pg *Postgres, opts ...PgBouncerOption) *PgBoun
 		unavailable(t, "prepare a directory for pgbouncer: %v", err)
 	}
 	t.Cleanup(b.Stop)
+	start := func() error {
+		if err := b.writeConfig(); err != nil {
+			return err
+		}
+		return b.start()
+	}
+	if err := onFreePort(&b.Port, start); err != nil {
+		unavailable(t, "cannot start %s: %v (install it with: %s)", bin, err, PgBouncerInstallHint)
+	}
+	return b
+}
+
+// onFreePort sets *port to a free port and calls start, which listens on
+// it, until start succeeds, fails for another reason than the port being
+// taken (a port picked free can be taken before the server binds it), or
+// has failed five times.
+func onFreePort(port *int, start func() error) error {
 	for attempt := 0; ; attempt++ {
-		b.Port, err = freePort()
-		if err == nil {
-			err = b.writeConfig()
+		var err error
+		if *port, err = freePort(); err == nil {
+			err = start()
 		}
-		if err == nil {
-			err = b.start()
-		}
-		if err == nil {
-			return b
-		}
-		if attempt == 4 || !strings.Contains(err.Error(), "in use") {
-			unavailable(t, "cannot start %s: %v (install it with: %s)", bin, err, PgBouncerInstallHint)
+		if err == nil || attempt == 4 || !strings.Contains(err.Error(), "in use") {
+			return err
 		}
 	}
 }

@@ -144,19 +144,10 @@ func StartPostgres(t testing.TB, opts ...PostgresOption) *Postgres {
 		unavailable(t, "initdb (%s) failed: %v: %s (install it with: %s)", bin, err, lastLines(out, 12), PostgresInstallHint)
 	}
 	t.Cleanup(p.Stop)
-	// A port picked free can be taken before postgres binds it; try a few.
-	for attempt := 0; ; attempt++ {
-		p.Port, err = freePort()
-		if err == nil {
-			err = p.start()
-		}
-		if err == nil {
-			return p
-		}
-		if attempt == 4 || !strings.Contains(err.Error(), "in use") {
-			unavailable(t, "cannot start %s: %v (install it with: %s)", filepath.Join(bin, "postgres"), err, PostgresInstallHint)
-		}
+	if err := onFreePort(&p.Port, p.start); err != nil {
+		unavailable(t, "cannot start %s: %v (install it with: %s)", filepath.Join(bin, "postgres"), err, PostgresInstallHint)
 	}
+	return p
 }
 
 // prepareDir arranges for the server's user to own Dir when the tests run
