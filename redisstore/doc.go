@@ -423,6 +423,15 @@
 // pub/sub connection for its watches, while any lock
 // was watched within the last minute (WithWatchLinger). Close stops it.
 //
+// A Store cannot work through twemproxy (nutcracker): it closes a
+// client's connection at HELLO, which go-redis v9 sends first on every
+// connection, and it lacks the pub/sub, SCAN, INFO and WAIT that baton
+// uses; with auto_eject_hosts it moves a lock's keys to a server that never
+// saw them, so a second holder can take a held lock. A Store that Open
+// made recognises such a proxy (it answers PING and closes at HELLO) and
+// fails with backend.ErrMisconfigured naming it; give baton the Redis
+// servers' own addresses (docs/backends.md, "Redis behind twemproxy").
+//
 // A connection that a middlebox dropped silently (a NAT or firewall that
 // forgot the flow) answers nothing and reports nothing; go-redis gives up
 // on it only at its ReadTimeout (5 s by default: with the default timings,

@@ -74,6 +74,7 @@ func openClient(url string, o options) (redis.UniversalClient, []io.Closer, erro
 		f(opt)
 	}
 	c := redis.NewClient(opt)
+	c.AddHook(helloHook{})
 	return c, []io.Closer{c}, nil
 }
 

@@ -851,7 +851,10 @@ func (s *Store) classify(err error) error {
 
 func (s *Store) classifyErr(err error) error {
 	msg := err.Error()
+	var noHello *noHelloError
 	switch {
+	case errors.As(err, &noHello):
+		return fmt.Errorf("%w: %w: %s", backend.ErrMisconfigured, err, noHelloFix)
 	case errors.Is(err, redis.ErrClosed):
 		return fmt.Errorf("%w: the Redis client was closed (%v); open a new client and Store", backend.ErrClosed, err)
 	case strings.HasPrefix(msg, corruptCode):

@@ -76,16 +76,8 @@ type RedisServer struct {
 // FindRedisServer returns the path of redis-server: $BATON_REDIS_SERVER if
 // set, else the first found on PATH, in /usr/bin or in /usr/sbin.
 func FindRedisServer() (string, error) {
-	if p := os.Getenv("BATON_REDIS_SERVER"); p != "" {
+	if p, ok := findBinary("BATON_REDIS_SERVER", "redis-server", "/usr/bin", "/usr/sbin"); ok {
 		return p, nil
-	}
-	if p, err := exec.LookPath("redis-server"); err == nil {
-		return p, nil
-	}
-	for _, p := range []string{"/usr/bin/redis-server", "/usr/sbin/redis-server"} {
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
 	}
 	return "", fmt.Errorf("redis-server not found on PATH, in /usr/bin or in /usr/sbin; install it with: %s", RedisInstallHint)
 }
