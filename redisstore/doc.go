@@ -427,10 +427,11 @@
 // client's connection at HELLO, which go-redis v9 sends first on every
 // connection, and it lacks the pub/sub, SCAN, INFO and WAIT that baton
 // uses; with auto_eject_hosts it moves a lock's keys to a server that never
-// saw them, so a second holder can take a held lock. A Store that Open
-// made recognises such a proxy (it answers PING and closes at HELLO) and
-// fails with backend.ErrMisconfigured naming it; give baton the Redis
-// servers' own addresses (docs/backends.md, "Redis behind twemproxy").
+// saw them, so a second holder can take a held lock. A client that Open
+// or NewClient made recognises such a proxy (it answers PING and closes
+// at HELLO) and fails with backend.ErrMisconfigured naming it; give baton
+// the Redis servers' own addresses (docs/backends.md, "Redis behind
+// twemproxy").
 //
 // A connection that a middlebox dropped silently (a NAT or firewall that
 // forgot the flow) answers nothing and reports nothing; go-redis gives up

@@ -73,8 +73,7 @@ func openClient(url string, o options) (redis.UniversalClient, []io.Closer, erro
 	for _, f := range o.clientOptions {
 		f(opt)
 	}
-	c := redis.NewClient(opt)
-	c.AddHook(helloHook{})
+	c := NewClient(opt)
 	return c, []io.Closer{c}, nil
 }
 

@@ -854,7 +854,7 @@ func (s *Store) classifyErr(err error) error {
 	var noHello *noHelloError
 	switch {
 	case errors.As(err, &noHello):
-		return fmt.Errorf("%w: %w: %s", backend.ErrMisconfigured, err, noHelloFix)
+		return fmt.Errorf("%w: %w", backend.ErrMisconfigured, err)
 	case errors.Is(err, redis.ErrClosed):
 		return fmt.Errorf("%w: the Redis client was closed (%v); open a new client and Store", backend.ErrClosed, err)
 	case strings.HasPrefix(msg, corruptCode):

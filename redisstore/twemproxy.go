@@ -12,24 +12,34 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/baton-go/baton/backend"
 	"github.com/redis/go-redis/v9"
 )
 
-// helloHook is a go-redis hook, on the clients Open makes, that names the
-// cause when a server closes a new connection at go-redis's first
-// command, HELLO, without a word.
+// NewClient returns redis.NewClient(opt) with the hook that Open's
+// clients have: a server that closes a new connection at go-redis's first
+// command, HELLO, without a word, and answers PING, as twemproxy
+// (nutcracker) does, fails every command with an error that matches
+// backend.ErrMisconfigured and names twemproxy, not with an EOF.
 //
 // go-redis v9 opens every connection with HELLO, whatever the protocol
-// asked for, and takes any answer (an error too) as the server's. A server
-// that does not know HELLO and closes the connection instead leaves only
-// an EOF, which looks like a restart and is retried until the caller gives
-// up. twemproxy (nutcracker) closes a client's connection at any command
-// it does not support, HELLO among them, so no go-redis v9 client can use
-// it (go-redis issue 2616). When a connection is closed at HELLO before
-// any answer, the hook asks the server again on a connection of its own:
-// if it answers PING and closes at HELLO again, the error is a
-// *noHelloError, which classify reports as a misconfiguration that names
-// twemproxy; otherwise (a server restarting) it is the EOF as it was.
+// asked for, and takes any answer (an error too) as the server's.
+// twemproxy closes a client's connection at any command it does not
+// support, HELLO among them, so no go-redis v9 client can use it (go-redis
+// issue 2616), and the EOF left looks like a restart, which callers
+// retry until they give up. When a connection is closed at HELLO before
+// any answer, the hook asks the server again on a connection of its own
+// (for at most a second): if it answers PING and closes at HELLO again,
+// the command fails as above; otherwise (a server restarting) with the
+// EOF, as without the hook. Once a connection's first answer has arrived,
+// the hook passes its reads and writes through.
+func NewClient(opt *redis.Options) *redis.Client {
+	c := redis.NewClient(opt)
+	c.AddHook(helloHook{})
+	return c
+}
+
+// helloHook is NewClient's hook.
 type helloHook struct{}
 
 func (helloHook) DialHook(next redis.DialHook) redis.DialHook {
@@ -149,20 +159,20 @@ func closesAtHello(dial func(context.Context) (net.Conn, error)) bool {
 }
 
 // noHelloError is a connection that the server at addr closed at HELLO,
-// having answered PING: twemproxy does so (see helloHook). It does not
-// unwrap to the EOF it was, so that go-redis does not retry the command.
+// having answered PING: twemproxy does so (see NewClient). It matches
+// backend.ErrMisconfigured, and does not unwrap to the EOF it was, so that
+// go-redis does not retry the command.
 type noHelloError struct {
 	addr string
 	err  error
 }
 
 func (e *noHelloError) Error() string {
-	return fmt.Sprintf("%s answers PING but closes the connection at HELLO (%v), which go-redis sends first on every connection", e.addr, e.err)
+	return fmt.Sprintf("%s answers PING but closes the connection at HELLO (%v), which go-redis sends first on every connection: "+
+		"twemproxy (nutcracker) does so, and cannot serve locks: it supports neither HELLO nor the pub/sub, SCAN and INFO that baton uses, "+
+		"and with auto_eject_hosts it moves a lock's keys to a server that never saw them; "+
+		"give baton the Redis server's own address (several servers: Redlock over three or more independent servers, redis+sentinel:// or redis+cluster://; "+
+		"see docs/backends.md, \"Redis behind twemproxy\")", e.addr, e.err)
 }
 
-// noHelloFix is why a noHelloError's server cannot serve baton, and what
-// to do instead.
-const noHelloFix = "twemproxy (nutcracker) does so, and cannot serve locks: it supports neither HELLO nor the pub/sub, SCAN and INFO that baton uses, " +
-	"and with auto_eject_hosts it moves a lock's keys to a server that never saw them; " +
-	"give baton the Redis server's own address (several servers: Redlock over three or more independent servers, redis+sentinel:// or redis+cluster://; " +
-	"see docs/backends.md, \"Redis behind twemproxy\")"
+func (e *noHelloError) Is(target error) bool { return target == backend.ErrMisconfigured }

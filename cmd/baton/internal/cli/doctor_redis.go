@@ -126,7 +126,7 @@ func questionClient(rawURL string, tlsFn func(*redis.Options)) (*redis.Client, e
 		tlsFn(opt)
 	}
 	opt.MaxRetries = -1
-	return redis.NewClient(opt), nil
+	return redisstore.NewClient(opt), nil
 }
 
 // evictionCheck asks each primary behind rawURL for its memory limit and
