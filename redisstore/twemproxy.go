@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -132,7 +133,8 @@ func closedConn(err error) bool {
 const helloProbeTimeout = time.Second
 
 // closesAtHello reports whether the server that dial reaches answers PING
-// with PONG and then closes the connection at HELLO, sending nothing.
+// in RESP (PONG, or NOAUTH from a twemproxy with redis_auth) and then
+// closes the connection at HELLO, sending nothing.
 func closesAtHello(dial func(context.Context) (net.Conn, error)) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), helloProbeTimeout)
 	defer cancel()
@@ -148,7 +150,7 @@ func closesAtHello(dial func(context.Context) (net.Conn, error)) bool {
 	if _, err := io.WriteString(conn, "*1\r\n$4\r\nPING\r\n"); err != nil {
 		return false
 	}
-	if line, err := r.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+	if line, err := r.ReadString('\n'); err != nil || !simpleReply(line) {
 		return false
 	}
 	if _, err := io.WriteString(conn, "*1\r\n$5\r\nHELLO\r\n"); err != nil {
@@ -176,3 +178,10 @@ func (e *noHelloError) Error() string {
 }
 
 func (e *noHelloError) Is(target error) bool { return target == backend.ErrMisconfigured }
+
+// simpleReply reports whether line, read up to its '\n', is a RESP simple
+// string or error: what a server that speaks RESP answers PING with
+// (+PONG, or -NOAUTH before AUTH).
+func simpleReply(line string) bool {
+	return len(line) > 2 && (line[0] == '+' || line[0] == '-') && strings.HasSuffix(line, "\r\n")
+}

@@ -46,6 +46,22 @@ func TestTwemproxyNamed(t *testing.T) {
 	}
 }
 
+// TestTwemproxyAuthNamed: a twemproxy with redis_auth answers PING with
+// NOAUTH, not PONG, to a client that has not authenticated; it is
+// recognised all the same. It was taken for a server restarting (an
+// unavailable store, EOF), as before the check.
+func TestTwemproxyAuthNamed(t *testing.T) {
+	srv := testenv.StartRedis(t, testenv.RedisArgs("--requirepass", "pw"))
+	proxy := testenv.StartTwemproxy(t, testenv.TwemproxyConfig{Servers: []string{srv.Addr()}, RedisAuth: "pw"})
+	s, err := redisstore.Open("redis://:pw@" + proxy.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = s.Get(testCtx(t, 30*time.Second), "job")
+	checkNamesTwemproxy(t, "Get", err)
+}
+
 func checkNamesTwemproxy(t *testing.T, op string, err error) {
 	t.Helper()
 	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "twemproxy") || !strings.Contains(err.Error(), "HELLO") {

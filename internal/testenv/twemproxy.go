@@ -30,6 +30,9 @@ type TwemproxyConfig struct {
 	// server_failure_limit times in a row leaves the ring for
 	// server_retry_timeout, and its keys go to the other servers.
 	AutoEject bool
+	// RedisAuth, if not empty, sets redis_auth: the proxy requires this
+	// password from its clients (AUTH) and gives it to the servers.
+	RedisAuth string
 }
 
 // Twemproxy is a nutcracker (twemproxy) process on a free loopback port,
@@ -87,7 +90,11 @@ func StartTwemproxy(t testing.TB, cfg TwemproxyConfig) *Twemproxy {
 func twemproxyConf(port int, cfg TwemproxyConfig) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "baton:\n  listen: 127.0.0.1:%d\n  hash: fnv1a_64\n  distribution: ketama\n  redis: true\n", port)
-	fmt.Fprintf(&b, "  timeout: 2000\n  server_failure_limit: 1\n  server_retry_timeout: 2000\n  auto_eject_hosts: %t\n  servers:\n", cfg.AutoEject)
+	fmt.Fprintf(&b, "  timeout: 2000\n  server_failure_limit: 1\n  server_retry_timeout: 2000\n  auto_eject_hosts: %t\n", cfg.AutoEject)
+	if cfg.RedisAuth != "" {
+		fmt.Fprintf(&b, "  redis_auth: %s\n", cfg.RedisAuth)
+	}
+	b.WriteString("  servers:\n")
 	for _, s := range cfg.Servers {
 		fmt.Fprintf(&b, "   - %s:1\n", s)
 	}
