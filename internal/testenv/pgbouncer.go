@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -80,42 +79,24 @@ func StartPgBouncer(t testing.TB, pg *Postgres, opts ...PgBouncerOption) *PgBoun
 		unavailable(t, "prepare a directory for pgbouncer: %v", err)
 	}
 	t.Cleanup(b.Stop)
-	start := func() error {
+	err = startOnFreePorts(1, func(ports []int) error {
+		b.Port = ports[0]
 		if err := b.writeConfig(); err != nil {
 			return err
 		}
 		return b.start()
-	}
-	if err := onFreePort(&b.Port, start); err != nil {
+	})
+	if err != nil {
 		unavailable(t, "cannot start %s: %v (install it with: %s)", bin, err, PgBouncerInstallHint)
 	}
 	return b
 }
 
-// onFreePort sets *port to a free port and calls start, which listens on
-// it, until start succeeds, fails for another reason than the port being
-// taken (a port picked free can be taken before the server binds it), or
-// has failed five times.
-func onFreePort(port *int, start func() error) error {
-	for attempt := 0; ; attempt++ {
-		var err error
-		if *port, err = freePort(); err == nil {
-			err = start()
-		}
-		if err == nil || attempt == 4 || !strings.Contains(err.Error(), "in use") {
-			return err
-		}
-	}
-}
-
 // findPgBouncer returns the pgbouncer binary: on PATH, or in /usr/sbin
 // where Debian puts it (off a non-root user's PATH).
 func findPgBouncer() (string, error) {
-	if p, err := exec.LookPath("pgbouncer"); err == nil {
+	if p, ok := findBinary("", "pgbouncer", "/usr/sbin"); ok {
 		return p, nil
-	}
-	if fi, err := os.Stat("/usr/sbin/pgbouncer"); err == nil && fi.Mode()&0o111 != 0 {
-		return "/usr/sbin/pgbouncer", nil
 	}
 	return "", fmt.Errorf("pgbouncer not found on PATH or in /usr/sbin; install it with: %s", PgBouncerInstallHint)
 }

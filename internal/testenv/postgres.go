@@ -144,7 +144,12 @@ func StartPostgres(t testing.TB, opts ...PostgresOption) *Postgres {
 		unavailable(t, "initdb (%s) failed: %v: %s (install it with: %s)", bin, err, lastLines(out, 12), PostgresInstallHint)
 	}
 	t.Cleanup(p.Stop)
-	if err := onFreePort(&p.Port, p.start); err != nil {
+	// A port picked free can be taken before postgres binds it.
+	err = startOnFreePorts(1, func(ports []int) error {
+		p.Port = ports[0]
+		return p.start()
+	})
+	if err != nil {
 		unavailable(t, "cannot start %s: %v (install it with: %s)", filepath.Join(bin, "postgres"), err, PostgresInstallHint)
 	}
 	return p

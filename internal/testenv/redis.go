@@ -97,20 +97,15 @@ func StartRedis(t testing.TB, opts ...RedisOption) *RedisServer {
 		o(&r.cfg)
 	}
 	t.Cleanup(r.Kill)
-	// A port picked free can be taken before redis-server binds it; try a
-	// few.
-	for attempt := 0; ; attempt++ {
-		r.Port, err = freePort()
-		if err == nil {
-			err = r.start()
-		}
-		if err == nil {
-			return r
-		}
-		if attempt == 4 || !strings.Contains(err.Error(), "in use") {
-			unavailable(t, "cannot start %s: %v (install it with: %s)", bin, err, RedisInstallHint)
-		}
+	// A port picked free can be taken before redis-server binds it.
+	err = startOnFreePorts(1, func(ports []int) error {
+		r.Port = ports[0]
+		return r.start()
+	})
+	if err != nil {
+		unavailable(t, "cannot start %s: %v (install it with: %s)", bin, err, RedisInstallHint)
 	}
+	return r
 }
 
 // Addr returns "127.0.0.1:port".

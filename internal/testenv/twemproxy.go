@@ -68,22 +68,17 @@ func StartTwemproxy(t testing.TB, cfg TwemproxyConfig) *Twemproxy {
 	p := &Twemproxy{bin: bin, conf: filepath.Join(t.TempDir(), "nutcracker.yml")}
 	p.server = server{t: t, kind: "nutcracker", addr: p.Addr, launch: p.launch, stopSig: syscall.SIGTERM}
 	t.Cleanup(p.Kill)
-	for attempt := 0; ; attempt++ {
-		var ports []int
-		if ports, err = freePorts(2); err == nil {
-			p.Port, p.StatsPort = ports[0], ports[1]
-			err = os.WriteFile(p.conf, []byte(twemproxyConf(p.Port, cfg)), 0o600)
+	err = startOnFreePorts(2, func(ports []int) error {
+		p.Port, p.StatsPort = ports[0], ports[1]
+		if err := os.WriteFile(p.conf, []byte(twemproxyConf(p.Port, cfg)), 0o600); err != nil {
+			return err
 		}
-		if err == nil {
-			err = p.start()
-		}
-		if err == nil {
-			return p
-		}
-		if attempt == 4 || !strings.Contains(err.Error(), "in use") {
-			unavailable(t, "cannot start %s: %v (install it with: %s)", bin, err, TwemproxyInstallHint)
-		}
+		return p.start()
+	})
+	if err != nil {
+		unavailable(t, "cannot start %s: %v (install it with: %s)", bin, err, TwemproxyInstallHint)
 	}
+	return p
 }
 
 // twemproxyConf is the configuration of one pool named baton.
