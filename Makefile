@@ -94,13 +94,15 @@ deps: testbin packages
 	$(call FOREACH_MODULE,$(GO) mod download)
 
 # packages installs the Debian packages whose servers the tests start
-# (redis-server; PostgreSQL and PgBouncer for the fence helpers), as root, or through sudo
-# for a developer. A package is installed only if its server is missing.
+# (redis-server, and nutcracker to show that baton names twemproxy;
+# PostgreSQL and PgBouncer for the fence helpers), as root, or through
+# sudo for a developer. A package is installed only if its server is missing.
 packages:
 	@missing=; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing="$$missing pgbouncer"; \
+	command -v nutcracker >/dev/null 2>&1 || [ -x /usr/sbin/nutcracker ] || missing="$$missing nutcracker"; \
 	if [ -n "$$missing" ]; then \
 		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 		echo "installing$$missing" >&2; \
