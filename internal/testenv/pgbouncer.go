@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -13,8 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // PgBouncerInstallHint is the command that installs PgBouncer on Debian and
@@ -173,16 +172,16 @@ func (b *PgBouncer) DSN(mode string, params ...string) string {
 }
 
 // Admin runs command (PAUSE, RESUME, RECONNECT, KILL, SHOW ...) on the
-// admin console, and fails the test if it fails.
+// admin console with PostgreSQL's psql, and fails the test if it fails.
+// (Through psql, not a Go driver: every module whose tests use testenv
+// would have to require the driver.)
 func (b *PgBouncer) Admin(ctx context.Context, command string) {
 	b.t.Helper()
-	conn, err := pgx.Connect(ctx, b.DSN("pgbouncer", "default_query_exec_mode=simple_protocol"))
-	if err != nil {
-		b.t.Fatalf("testenv: pgbouncer admin console on %s: %v", b.Addr(), err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, command); err != nil {
-		b.t.Fatalf("testenv: pgbouncer %s: %v", command, err)
+	cmd := exec.CommandContext(ctx, filepath.Join(b.pg.bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
+		"-d", b.DSN("pgbouncer"), "-c", command)
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "PGCONNECT_TIMEOUT=10")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.t.Fatalf("testenv: pgbouncer %s on %s's admin console: %v: %s", command, b.Addr(), err, strings.TrimSpace(string(out)))
 	}
 }
 
