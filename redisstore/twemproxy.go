@@ -50,9 +50,27 @@ func (helloHook) DialHook(next redis.DialHook) redis.DialHook {
 			return nil, err
 		}
 		redial := func(ctx context.Context) (net.Conn, error) { return next(ctx, network, addr) }
-		return &helloConn{Conn: c, addr: addr, redial: redial}, nil
+		hc := &helloConn{Conn: c, addr: addr, redial: redial}
+		if sc, ok := c.(syscall.Conn); ok {
+			return helloSyscallConn{hc, sc}, nil
+		}
+		return hc, nil
 	}
 }
+
+// helloSyscallConn is a helloConn over a connection that gives its file
+// descriptor (TCP, unix sockets; TLS does not). The go-redis pool checks
+// an idle connection before it hands it out by peeking at its socket
+// through syscall.Conn, which it does not look for beneath a wrapper: a
+// helloConn alone would hide the socket, and a connection the server had
+// closed meanwhile (a restart, CLIENT KILL, a proxy's idle timeout) would
+// go to the next command, which would fail with an EOF, not be redialled.
+type helloSyscallConn struct {
+	*helloConn
+	sc syscall.Conn
+}
+
+func (c helloSyscallConn) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }
 
 func (helloHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestTwemproxyNamed: twemproxy (nutcracker 0.5.0) closes a client's
@@ -99,5 +101,31 @@ func TestClosedAtHelloNotTwemproxy(t *testing.T) {
 	_, err = s.Get(ctx, "job")
 	if !errors.Is(err, backend.ErrUnavailable) || strings.Contains(err.Error(), "twemproxy") {
 		t.Errorf("Get from a server that closes every connection: %v; want ErrUnavailable, not twemproxy", err)
+	}
+}
+
+// TestNewClientChecksIdleConnections: a pooled connection that the server
+// closed while it sat idle (CLIENT KILL, as a restart or a proxy's idle
+// timeout does) is found dead by the pool's check and replaced, through
+// NewClient's hook as without it; the next command does not get the EOF.
+func TestNewClientChecksIdleConnections(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := t.Context()
+	c := redisstore.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 1, MaxRetries: -1})
+	defer c.Close()
+	id, err := c.ClientID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+	if err := admin.ClientKillByFilter(ctx, "ID", strconv.FormatInt(id, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("the first command after the idle connection was killed: %v (want the pool to have replaced it)", err)
+	}
+	if s := c.PoolStats(); s.StaleConns != 1 {
+		t.Errorf("PoolStats().StaleConns = %d, want 1 (the killed connection found dead by the pool's check)", s.StaleConns)
 	}
 }
