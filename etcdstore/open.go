@@ -238,9 +238,13 @@ func (c Config) ClientConfig() (clientv3.Config, error) {
 // Open connects to etcd as cfg says and checks the connection with one
 // request (MemberList, which needs no permission on any key), bounded by
 // ctx and DialTimeout, so that a wrong endpoint, certificate or password
-// fails here with a clear error rather than at the first lock. A refused
-// user name or password matches backend.ErrForbidden. The caller owns the
-// client: pass it to New and Close it after the Store.
+// fails here with a clear error rather than at the first lock. An etcd
+// grpc-proxy answers MemberList itself, so through one Open also asks for
+// the status of the member behind it (which the proxy forwards), and fails
+// with an error matching backend.ErrUnavailable unless that member answers
+// with a raft leader. A refused user name or password matches
+// backend.ErrForbidden. The caller owns the client: pass it to New and
+// Close it after the Store.
 func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 	cc, err := cfg.ClientConfig()
 	if err != nil {
@@ -259,7 +263,8 @@ func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, cc.DialTimeout)
 	defer cancel()
-	if _, err := client.MemberList(pctx); err != nil {
+	members, err := client.MemberList(pctx)
+	if err != nil {
 		if learnerRefusal(err) {
 			err = fmt.Errorf("%w: %w (the endpoints are learners: members added with etcdctl member add --learner and not promoted, which answer no lock request; list the cluster's voting members, which etcdctl member list shows with IS_LEARNER false, or promote the learners first with etcdctl member promote ID)",
 				backend.ErrMisconfigured, err)
@@ -273,6 +278,13 @@ func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 		}
 		client.Close()
 		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))
+	}
+	if proxyAnswered(members) {
+		// A grpc-proxy answers whether or not the cluster behind it does.
+		if err := clusterBehindProxy(pctx, cfg, cc.DialTimeout); err != nil {
+			client.Close()
+			return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, err)
+		}
 	}
 	if err := sameCluster(pctx, client, cfg.Endpoints, min(cc.DialTimeout, time.Second)); err != nil {
 		client.Close()
@@ -353,21 +365,27 @@ func statuses(ctx context.Context, client *clientv3.Client, endpoints []string, 
 // from it), and etcd answers no lock request until it has one again. It
 // returns nil otherwise.
 func quorumLost(ctx context.Context, client *clientv3.Client, endpoints []string, wait time.Duration) error {
-	var leaderless []string
-	for i, st := range statuses(ctx, client, endpoints, wait) {
+	return leaderless(endpoints, statuses(ctx, client, endpoints, wait))
+}
+
+// leaderless is quorumLost's answer from the endpoints' statuses (nil for
+// an endpoint that did not answer).
+func leaderless(endpoints []string, sts []*clientv3.StatusResponse) error {
+	var names []string
+	for i, st := range sts {
 		switch {
 		case st == nil:
 		case st.Leader != 0:
 			return nil
 		default:
-			leaderless = append(leaderless, redactEndpoint(endpoints[i]))
+			names = append(names, redactEndpoint(endpoints[i]))
 		}
 	}
-	if len(leaderless) == 0 {
+	if len(names) == 0 {
 		return nil
 	}
 	return fmt.Errorf("the members that answer (%s) have no raft leader: the cluster has lost its quorum, and answers no request until a majority of its members run and reach each other again (start the members that are down, or mend the network between them; etcdctl endpoint status --cluster shows each member's leader)",
-		strings.Join(leaderless, ", "))
+		strings.Join(names, ", "))
 }
 
 // noAnswer is err, the deadline of a first request that got no answer,

@@ -1,0 +1,146 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// EtcdProxy is an `etcd grpc-proxy start` process on a free loopback port,
+// in front of the given members' client endpoints: what teams with many
+// clients put between them and the cluster. It coalesces watches and lease
+// keepalives, caches serializable reads, and with EtcdProxyNamespace adds
+// a key prefix. It is killed in t.Cleanup; Stop, Kill, Start, Pause and
+// Resume work as for Etcd.
+type EtcdProxy struct {
+	server
+	bin       string
+	targets   []string
+	namespace string
+	dataDir   string
+
+	// Port is the proxy's client port on 127.0.0.1 (gRPC, and HTTP for
+	// /proxy/health and /metrics).
+	Port int
+}
+
+// EtcdProxyOption configures StartEtcdProxy.
+type EtcdProxyOption func(*EtcdProxy)
+
+// EtcdProxyNamespace makes the proxy prefix every key with ns (its
+// --namespace flag), so that two services sharing a cluster see only their
+// own keys.
+func EtcdProxyNamespace(ns string) EtcdProxyOption {
+	return func(p *EtcdProxy) { p.namespace = ns }
+}
+
+// StartEtcdProxy starts a grpc-proxy in front of members (plain http
+// members only) and returns once it answers /proxy/health, which it does
+// only once it reaches the cluster. If etcd is missing or the proxy does
+// not start, the test fails when CI=true and is skipped otherwise.
+func StartEtcdProxy(t testing.TB, members []*Etcd, opts ...EtcdProxyOption) *EtcdProxy {
+	t.Helper()
+	bin, err := FindEtcd()
+	if err != nil {
+		unavailable(t, "%v", err)
+	}
+	p := &EtcdProxy{bin: bin, dataDir: filepath.Join(t.TempDir(), "proxy")}
+	for _, m := range members {
+		p.targets = append(p.targets, m.Addr())
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	p.server = server{t: t, kind: "etcd grpc-proxy", addr: p.Addr, launch: p.launch, stopSig: syscall.SIGTERM, stopTimeout: etcdStopTimeout}
+	t.Cleanup(p.Kill)
+	for attempt := 0; ; attempt++ {
+		p.Port, err = freePort()
+		if err == nil {
+			err = p.start()
+		}
+		if err == nil {
+			return p
+		}
+		if attempt == 4 || !strings.Contains(err.Error(), "address already in use") {
+			unavailable(t, "cannot start %s grpc-proxy: %v (build it with: %s)", bin, err, TestbinHint)
+		}
+	}
+}
+
+// Addr returns "127.0.0.1:port".
+func (p *EtcdProxy) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)) }
+
+// Endpoint returns the proxy's client URL, http://127.0.0.1:port.
+func (p *EtcdProxy) Endpoint() string { return "http://" + p.Addr() }
+
+func (p *EtcdProxy) launch() (*proc, error) {
+	args := []string{"grpc-proxy", "start",
+		"--listen-addr=" + p.Addr(),
+		"--advertise-client-url=" + p.Addr(),
+		"--endpoints=" + strings.Join(p.targets, ","),
+		"--data-dir=" + p.dataDir,
+	}
+	if p.namespace != "" {
+		args = append(args, "--namespace="+p.namespace)
+	}
+	cmd := exec.Command(p.bin, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ETCD_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	setPdeathsig(cmd)
+	pr, _, err := startProc(cmd, out, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitHealthy(pr); err != nil {
+		pr.kill()
+		return pr, err
+	}
+	return pr, nil
+}
+
+// waitHealthy polls /proxy/health until the proxy reports the cluster
+// healthy through it.
+func (p *EtcdProxy) waitHealthy(pr *proc) error {
+	ctx, cancel := context.WithTimeout(context.Background(), etcdStartTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := "no answer"
+	for {
+		select {
+		case <-pr.exited:
+			return fmt.Errorf("grpc-proxy exited before it was healthy: %s", lastLines(pr.log.String(), 8))
+		case <-ctx.Done():
+			return fmt.Errorf("grpc-proxy not healthy after %v (%s): %s", etcdStartTimeout, last, lastLines(pr.log.String(), 8))
+		case <-tick.C:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.Endpoint()+"/proxy/health", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return nil
+		}
+		last = "/proxy/health: " + resp.Status
+	}
+}
