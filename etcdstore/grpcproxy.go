@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton/backend"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -17,10 +18,33 @@ import (
 // behind it; a member always sends a header. A proxy started with an
 // empty --advertise-client-url forwards MemberList, and cannot be told
 // from a member this way.
+//
+// A Store's lease timing does not hold through a proxy: the proxy answers
+// a lease keepalive with the answer to a keepalive of its own, which it
+// sends on its own schedule (every third of the lease's TTL) and which
+// etcd may have handled before the client's request left. See "etcd
+// grpc-proxy" in the package documentation.
 
 // proxyAnswered reports whether a MemberList answer came from an etcd
 // grpc-proxy rather than a member.
 func proxyAnswered(r *clientv3.MemberListResponse) bool { return r.Header == nil }
+
+// IsGRPCProxy asks endpoint, over a connection of its own made with
+// client's credentials, whether it is an etcd grpc-proxy rather than a
+// member (see "etcd grpc-proxy" in the package documentation for what
+// that costs a lock). It needs no permission on any key.
+func IsGRPCProxy(ctx context.Context, client *clientv3.Client, endpoint string) (bool, error) {
+	conn, err := client.Dial(endpoint)
+	if err != nil {
+		return false, fmt.Errorf("etcdstore: dialling %s: %w", redactEndpoint(endpoint), err)
+	}
+	defer conn.Close()
+	r, err := pb.NewClusterClient(conn).MemberList(ctx, &pb.MemberListRequest{})
+	if err != nil {
+		return false, fmt.Errorf("etcdstore: asking %s for its members: %w", redactEndpoint(endpoint), mapErr(err))
+	}
+	return proxyAnswered((*clientv3.MemberListResponse)(r)), nil
+}
 
 // clusterBehindProxy checks that the cluster behind the etcd grpc-proxy
 // that cfg's endpoints reach answers, with a raft leader: the proxy

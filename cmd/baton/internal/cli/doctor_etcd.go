@@ -66,7 +66,8 @@ func etcdChecks(ctx context.Context, f *etcdFlags) (rows []check, answered bool)
 // answers Status, else why not. It reports whether the endpoint answered
 // with a raft leader and as a voting member: a member without a leader
 // (its cluster lost its quorum, or it is cut off from the others), and a
-// learner, answer no lock request.
+// learner, answer no lock request. The row of an etcd grpc-proxy fails
+// (grpcProxyCheck), though the proxy serves locks.
 func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string) (check, bool) {
 	label := "etcd " + endpoint
 	ctx, cancel := context.WithTimeout(ctx, etcdCheckTimeout)
@@ -97,6 +98,9 @@ func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string
 		return check{label, resultFail, fmt.Sprintf("etcd %s, no raft leader: the member answers no lock request", st.Version),
 			"the member cannot reach a majority of the cluster's members (the cluster lost its quorum, or this member is cut off from the others): start the members that are down, or mend the network between them; etcdctl endpoint status --cluster shows each member's leader"}, false
 	}
+	if proxy, err := etcdstore.IsGRPCProxy(ctx, client, endpoint); err == nil && proxy {
+		return grpcProxyCheck(label, st.Version), true
+	}
 	if len(st.Errors) > 0 {
 		// An alarm stops every lock until an operator clears it.
 		result := resultWarn
@@ -107,6 +111,16 @@ func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string
 			"see etcdctl alarm list and etcdctl endpoint status on that member; a NOSPACE alarm refuses every write until an operator compacts and defragments the database and runs etcdctl alarm disarm"}, true
 	}
 	return check{label, resultPass, detail, ""}, true
+}
+
+// grpcProxyCheck is the failing row of an endpoint that is an etcd
+// grpc-proxy in front of a member of etcd version: the proxy answers
+// lease keepalives on its own schedule, so a holder cannot bound when etcd
+// last extended its lease.
+func grpcProxyCheck(label, version string) check {
+	return check{label, resultFail,
+		fmt.Sprintf("etcd %s behind an etcd grpc-proxy, which baton does not support: the proxy answers a lease keepalive with the answer to one it sent on its own schedule (every third of the lease's TTL), which etcd may have handled before the holder's request left, so a holder cannot bound when its lease was last extended, and renewals stall until the proxy's next keepalive", version),
+		"list the cluster's members in --endpoints (the addresses the proxy's own --endpoints gives), or put a TCP load balancer in front of them; services that shared the cluster through proxies of different --namespace values are kept apart by giving each its own --app"}
 }
 
 // stopsLocks reports whether an error a member's status lists is an alarm

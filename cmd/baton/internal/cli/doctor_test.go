@@ -1002,3 +1002,27 @@ func TestKubeconfigNotAnAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// An etcd grpc-proxy in front of a healthy member: the proxy answers lease
+// keepalives on its own schedule, so baton's lease timing does not hold
+// through it. Its row passed ("etcd 3.7.3, leader": Status is forwarded
+// to the member behind it); it now fails, naming the proxy and the fix,
+// while a member's row still passes.
+func TestDoctorEtcdGRPCProxy(t *testing.T) {
+	t.Parallel()
+	e := testenv.StartEtcd(t, testenv.EtcdNoFsync())
+	px := testenv.StartEtcdProxy(t, []*testenv.Etcd{e})
+	row := "etcd " + px.Endpoint()
+	code, out, _ := runCLI(t, "doctor", "--backend", "etcd", "--endpoints", px.Endpoint(), "--name", "job")
+	t.Logf("doctor through a grpc-proxy:\n%s", out)
+	if r := doctorTable(t, out)[row]; code != 1 || r.result != "FAIL" || !strings.Contains(r.detail, "grpc-proxy") {
+		t.Errorf("exit %d, proxy row %+v; want exit 1 and FAIL naming the grpc-proxy", code, r)
+	}
+	if fix := doctorFix(out, row); !strings.Contains(fix, "--endpoints") {
+		t.Errorf("the proxy's fix is %q; want one naming --endpoints", fix)
+	}
+	code, out, _ = runCLI(t, "doctor", "--backend", "etcd", "--endpoints", e.Endpoint(), "--name", "job")
+	if r := doctorTable(t, out)["etcd "+e.Endpoint()]; code != 0 || r.result != "PASS" {
+		t.Errorf("doctor on the member itself: exit %d, row %+v; want exit 0 and PASS:\n%s", code, r, out)
+	}
+}
