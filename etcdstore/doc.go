@@ -607,7 +607,8 @@
 // prefixes keys verbatim: with --namespace=/svc-a/ and the default prefix,
 // a lock's claim is /svc-a//baton/locks/NAME. To keep two services apart
 // without a proxy, give each its own prefix (WithPrefix, the CLI's
-// --app). IsGRPCProxy tells a proxy from a member, as baton doctor does.
+// --app). IsGRPCProxy tells a proxy from a member, as baton doctor does;
+// OpenStore warns when its endpoints are a proxy.
 //
 // # Goroutines
 //

@@ -2,6 +2,7 @@ package etcdstore_test
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -49,4 +50,32 @@ func TestProxyOpen(t *testing.T) {
 	c, _ := startCluster(t)
 	px := testenv.StartEtcdProxy(t, c.Members)
 	connect(t, px.Endpoint())
+}
+
+// TestProxyWarnedAtOpenStore: a process whose endpoints reach etcd through
+// a grpc-proxy logged only "lease keepalive stream failed; reopening ...
+// no keepalive answer within the stall timeout" every few seconds, which
+// points at the network. OpenStore (what baton lock and run call) now
+// warns once that the endpoints are a grpc-proxy, which baton does not
+// support; a Store opened on the member itself does not.
+func TestProxyWarnedAtOpenStore(t *testing.T) {
+	srv := startEtcd(t)
+	px := testenv.StartEtcdProxy(t, []*testenv.Etcd{srv})
+	for _, c := range []struct {
+		endpoint string
+		warned   bool
+	}{{px.Endpoint(), true}, {srv.Endpoint(), false}} {
+		logs := &logLines{}
+		s, err := etcdstore.OpenStore(t.Context(), etcdstore.Config{Endpoints: []string{c.endpoint}},
+			etcdstore.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if warned := logs.count("grpc-proxy, which baton does not support") == 1; warned != c.warned {
+			t.Errorf("OpenStore(%s): warned of a grpc-proxy: %v, want %v; logs:\n%s", c.endpoint, warned, c.warned, logs.String())
+		}
+	}
 }

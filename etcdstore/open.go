@@ -246,20 +246,26 @@ func (c Config) ClientConfig() (clientv3.Config, error) {
 // backend.ErrForbidden. The caller owns the client: pass it to New and
 // Close it after the Store.
 func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
+	client, _, err := open(ctx, cfg)
+	return client, err
+}
+
+// open is Open, and reports whether an etcd grpc-proxy answered.
+func open(ctx context.Context, cfg Config) (client *clientv3.Client, proxied bool, err error) {
 	cc, err := cfg.ClientConfig()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	where := strings.Join(cfg.Endpoints, ",")
 	// gRPC retries a refused connection until the deadline and then
 	// reports only the deadline: one plain dial per endpoint first makes
 	// an unreachable etcd fail at once, with its cause.
 	if err := dialAny(ctx, cfg.Endpoints, min(cc.DialTimeout, 2*time.Second)); err != nil {
-		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, storeerr.Classify(err))
+		return nil, false, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, storeerr.Classify(err))
 	}
-	client, err := clientv3.New(cc)
+	client, err = clientv3.New(cc)
 	if err != nil {
-		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))
+		return nil, false, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))
 	}
 	pctx, cancel := context.WithTimeout(ctx, cc.DialTimeout)
 	defer cancel()
@@ -277,20 +283,21 @@ func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 			}
 		}
 		client.Close()
-		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))
+		return nil, false, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, mapErr(err))
 	}
-	if proxyAnswered(members) {
+	proxied = proxyAnswered(members)
+	if proxied {
 		// A grpc-proxy answers whether or not the cluster behind it does.
 		if err := clusterBehindProxy(pctx, cfg, cc.DialTimeout); err != nil {
 			client.Close()
-			return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, err)
+			return nil, false, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, err)
 		}
 	}
 	if err := sameCluster(pctx, client, cfg.Endpoints, min(cc.DialTimeout, time.Second)); err != nil {
 		client.Close()
-		return nil, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, err)
+		return nil, false, fmt.Errorf("etcdstore: connecting to etcd at %s: %w", where, err)
 	}
-	return client, nil
+	return client, proxied, nil
 }
 
 // sameCluster asks every endpoint, at once, for its cluster ID, and refuses
@@ -527,9 +534,12 @@ func plainProblem(conn net.Conn, host string) error {
 }
 
 // OpenStore is Open followed by New: what a command-line tool calls for
-// --backend etcd. The Store owns the client: its Close closes it.
+// --backend etcd. The Store owns the client: its Close closes it. If an
+// etcd grpc-proxy answered, which baton does not support (see "etcd
+// grpc-proxy" in the package documentation), it logs a warning that says
+// so to the Store's logger.
 func OpenStore(ctx context.Context, cfg Config, opts ...Option) (*Store, error) {
-	client, err := Open(ctx, cfg)
+	client, proxied, err := open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -539,5 +549,19 @@ func OpenStore(ctx context.Context, cfg Config, opts ...Option) (*Store, error) 
 		return nil, err
 	}
 	s.ownClient = true
+	if proxied {
+		s.log.Warn("etcdstore: the endpoints reach etcd through an etcd grpc-proxy, which baton does not support: the proxy answers lease keepalives on its own schedule, so a holder cannot bound when etcd last extended its lease, and this process will log its keepalive stream as stalled every few seconds; list the cluster's members instead (go doc etcdstore, \"etcd grpc-proxy\")",
+			"endpoints", redactEndpoints(cfg.Endpoints))
+	}
 	return s, nil
+}
+
+// redactEndpoints joins endpoints, each with its user information
+// redacted, for messages.
+func redactEndpoints(endpoints []string) string {
+	r := make([]string, len(endpoints))
+	for i, ep := range endpoints {
+		r[i] = redactEndpoint(ep)
+	}
+	return strings.Join(r, ",")
 }
