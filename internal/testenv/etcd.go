@@ -339,33 +339,15 @@ func (e *Etcd) waitHealthy(p *proc, serving <-chan struct{}) error {
 		return fmt.Errorf("etcd not serving its metrics listener after %v: %s", etcdStartTimeout, lastLines(p.log.String(), 8))
 	}
 	url := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(e.MetricsPort)) + "/health"
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	last := "no answer"
-	for {
-		select {
-		case <-p.exited:
-			return fmt.Errorf("etcd exited before it was healthy: %s", lastLines(p.log.String(), 8))
-		case <-ctx.Done():
-			return fmt.Errorf("etcd not healthy after %v (%s): %s", etcdStartTimeout, last, lastLines(p.log.String(), 8))
-		case <-tick.C:
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			last = err.Error()
-			continue
-		}
+	return pollHealth(ctx, p, "etcd", url, func(resp *http.Response) string {
 		var h struct {
 			Health string `json:"health"`
 			Reason string `json:"reason"`
 		}
-		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h)
-		resp.Body.Close()
+		err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h)
 		if err == nil && resp.StatusCode == http.StatusOK && h.Health == "true" {
-			return nil
+			return ""
 		}
-		last = fmt.Sprintf("/health: %s %s %s", resp.Status, h.Health, h.Reason)
-	}
+		return fmt.Sprintf("/health: %s %s %s", resp.Status, h.Health, h.Reason)
+	})
 }

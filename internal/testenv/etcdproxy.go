@@ -119,28 +119,41 @@ func (p *EtcdProxy) launch() (*proc, error) {
 func (p *EtcdProxy) waitHealthy(pr *proc) error {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdStartTimeout)
 	defer cancel()
+	return pollHealth(ctx, pr, "grpc-proxy", p.Endpoint()+"/proxy/health", func(resp *http.Response) string {
+		if resp.StatusCode == http.StatusOK {
+			return ""
+		}
+		return "/proxy/health: " + resp.Status
+	})
+}
+
+// pollHealth GETs url every 50ms until healthy finds an answer healthy
+// (returns ""; otherwise it returns what was wrong), until ctx (whose
+// deadline is etcdStartTimeout from the start) ends. It fails at once if p
+// exits, quoting the end of p's log; kind names the server in messages.
+func pollHealth(ctx context.Context, p *proc, kind, url string, healthy func(*http.Response) string) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	last := "no answer"
 	for {
 		select {
-		case <-pr.exited:
-			return fmt.Errorf("grpc-proxy exited before it was healthy: %s", lastLines(pr.log.String(), 8))
+		case <-p.exited:
+			return fmt.Errorf("%s exited before it was healthy: %s", kind, lastLines(p.log.String(), 8))
 		case <-ctx.Done():
-			return fmt.Errorf("grpc-proxy not healthy after %v (%s): %s", etcdStartTimeout, last, lastLines(pr.log.String(), 8))
+			return fmt.Errorf("%s not healthy after %v (%s): %s", kind, etcdStartTimeout, last, lastLines(p.log.String(), 8))
 		case <-tick.C:
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.Endpoint()+"/proxy/health", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := client.Do(req)
 		if err != nil {
 			last = err.Error()
 			continue
 		}
+		last = healthy(resp)
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
+		if last == "" {
 			return nil
 		}
-		last = "/proxy/health: " + resp.Status
 	}
 }
