@@ -127,7 +127,13 @@
 // Renew whose call began at S (the engine reads S before calling) means
 // etcd keeps the claim until at least S + T, which is what the engine's
 // clock model (baton.Lease) assumes. An acquire likewise makes sure, before
-// its transaction leaves, that the lease lasts T from then.
+// its transaction leaves, that the lease lasts T from then, asking for a
+// keepalive if it does not. A keepalive answered more than L - T after it
+// was sent cannot make it last T from then: the acquire then fails with
+// an error matching backend.ErrUnavailable that says how long the answer
+// took (a slow path to etcd, or an etcd grpc-proxy), instead of waiting
+// for the next keepalive, which would come as late, until its context
+// ends (TestKeepaliveSlowerThanHeadroom).
 //
 // Since claims share a lease, a claim would live as long as any claim of
 // its Store is renewed. So each claim also has a deadline, S + T of its
@@ -593,7 +599,11 @@
 //     renew deadline with no fault in 6 of 8 runs.
 //   - An acquire by a Store whose lease already exists waits for a
 //     keepalive answer: a waiter took over 1.5-2.0s after a release in 5
-//     of 6 runs at TTL 6s (1ms in the other), instead of milliseconds.
+//     of 6 runs at TTL 6s (1ms in the other), instead of milliseconds. At
+//     TTL 3s the proxy answered each keepalive 1.5s after it was sent,
+//     more than the lease's headroom of 1s: after the proxy was paused for
+//     2s, a Lock waited for a fresh enough answer until its context ended
+//     (20s) in 3 of 14 runs; it now fails at once, saying so.
 //   - The proxy keeps a lease alive for up to a lease TTL after the last
 //     request of a client whose stream stays open (a frozen process), on
 //     top of the lease's own TTL (from its source; not measured).

@@ -133,6 +133,11 @@ type lease struct {
 	// orphanPlaces: per lock name, the queue keys that unanswered fair
 	// transactions may have put on this lease (see orphan.go).
 	orphanPlaces map[string][]string
+
+	// answeredSent and answerTook: the send time of the latest keepalive
+	// that extended aliveUntil, and how long its answer took.
+	answeredSent time.Time
+	answerTook   time.Duration
 }
 
 func newLease(ttl time.Duration) *lease {
@@ -169,6 +174,7 @@ func (l *lease) stallAfter() time.Duration { return max(4*l.every, 2*time.Second
 // sent + ttl. sent is taken before the caller's request leaves, so it is
 // the request's send time in the sense of the engine's clock model.
 func (p *leasePool) acquire(ctx context.Context, ttl time.Duration) (*lease, time.Time, error) {
+	var asked time.Time // when this call first asked for a fresher keepalive
 	p.mu.Lock()
 	for {
 		if p.closed {
@@ -194,8 +200,10 @@ func (p *leasePool) acquire(ctx context.Context, ttl time.Duration) (*lease, tim
 			continue
 		}
 		if l.id != 0 {
-			l.urgent = true
-			p.wake()
+			if err := p.askKeepaliveLocked(l, &asked, now); err != nil {
+				p.mu.Unlock()
+				return nil, time.Time{}, err
+			}
 		}
 		changed := l.changed
 		p.mu.Unlock()
@@ -206,6 +214,39 @@ func (p *leasePool) acquire(ctx context.Context, ttl time.Duration) (*lease, tim
 		}
 		p.mu.Lock()
 	}
+}
+
+// askKeepaliveLocked asks the session loop for a keepalive of l, at once,
+// for a caller that needs l to last a TTL from now and first asked at
+// *asked (set to now if zero). It fails with tooSlow's error instead if a
+// keepalive sent since *asked was answered too late to do. p.mu must be
+// held.
+func (p *leasePool) askKeepaliveLocked(l *lease, asked *time.Time, now time.Time) error {
+	if err := tooSlow(l, *asked); err != nil {
+		return err
+	}
+	if asked.IsZero() {
+		*asked = now
+	}
+	l.urgent = true
+	p.wake()
+	return nil
+}
+
+// tooSlow returns an error matching backend.ErrUnavailable if a keepalive
+// of l sent at or after asked was answered and still left l short of a
+// TTL from now: its answer took longer than the lease's headroom over the
+// TTL, and every keepalive that takes as long would too, so waiting for
+// the next one would wait forever (an etcd grpc-proxy answers keepalives
+// on its own schedule, up to a third of the lease's TTL late). It returns
+// nil otherwise. p.mu must be held.
+func tooSlow(l *lease, asked time.Time) error {
+	if asked.IsZero() || l.answeredSent.Before(asked) {
+		return nil
+	}
+	headroom := time.Duration(l.seconds)*time.Second - l.ttl
+	return fmt.Errorf("%w: a lease keepalive took %v to be answered, more than the lease's headroom of %v over the TTL %v, so etcd would keep a new claim for less than its TTL: use a longer TTL, or reach etcd over a faster path (an etcd grpc-proxy answers keepalives on its own schedule, up to a third of the lease's TTL late: list the members instead)",
+		backend.ErrUnavailable, l.answerTook.Round(time.Millisecond), headroom, l.ttl)
 }
 
 // grantTimeout bounds a lease grant, so that an acquisition given a
@@ -252,6 +293,7 @@ func (p *leasePool) grantLocked(ctx context.Context, l *lease) error {
 // that etcd keeps l at least until sent + l.ttl; it waits for a keepalive
 // if the last one acknowledged is too old. It fails if l is gone.
 func (p *leasePool) alive(ctx context.Context, l *lease) (time.Time, error) {
+	var asked time.Time // when this call first asked for a fresher keepalive
 	p.mu.Lock()
 	for {
 		switch {
@@ -269,8 +311,10 @@ func (p *leasePool) alive(ctx context.Context, l *lease) (time.Time, error) {
 			p.mu.Unlock()
 			return now, nil
 		}
-		l.urgent = true
-		p.wake()
+		if err := p.askKeepaliveLocked(l, &asked, now); err != nil {
+			p.mu.Unlock()
+			return time.Time{}, err
+		}
 		changed := l.changed
 		p.mu.Unlock()
 		select {
@@ -478,6 +522,7 @@ func (p *leasePool) keptAliveLocked(l *lease, sent time.Time, ttl int64) lostLea
 	if until := sent.Add(time.Duration(ttl) * time.Second); until.After(l.aliveUntil) {
 		l.aliveUntil = until
 	}
+	l.answeredSent, l.answerTook = sent, time.Since(sent)
 	l.broadcast()
 	return lostLease{}
 }
