@@ -11,7 +11,6 @@ import (
 
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
-	"github.com/baton-go/baton/internal/faultproxy"
 )
 
 // acquisition is a Lock that ran in its own goroutine.
@@ -55,11 +54,7 @@ func eventOf(kind baton.EventKind) (baton.Option, <-chan time.Time) {
 func TestPartition(t *testing.T) {
 	inBothModes(t, func(t *testing.T, mode etcdstore.Option) {
 		srv := startEtcd(t)
-		proxy, err := faultproxy.New(srv.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { proxy.Close() })
+		proxy := startFaultProxy(t, srv.Addr())
 		prefix := freshPrefix(t)
 		cut := newStore(t, connect(t, "http://"+proxy.Addr()), etcdstore.WithPrefix(prefix), mode)
 		direct := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), mode)
@@ -96,7 +91,7 @@ func TestPartition(t *testing.T) {
 		// Healed, the cut-off Store finds its lease gone and cannot touch the
 		// new holder's claim.
 		proxy.Restore()
-		err = cut.Release(t.Context(), backend.Grant{Key: "job", Holder: "cut-off", Nonce: "x", Token: holder.Token(), TTL: ttl})
+		err := cut.Release(t.Context(), backend.Grant{Key: "job", Holder: "cut-off", Nonce: "x", Token: holder.Token(), TTL: ttl})
 		if !errors.Is(err, backend.ErrLost) {
 			t.Errorf("Release through the healed Store: %v, want ErrLost", err)
 		}
@@ -252,11 +247,7 @@ func TestRestart(t *testing.T) {
 // acquiring.
 func TestFairLostWaiter(t *testing.T) {
 	srv := startEtcd(t)
-	proxy, err := faultproxy.New(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := startFaultProxy(t, srv.Addr())
 	prefix := freshPrefix(t)
 	opts := []etcdstore.Option{etcdstore.WithPrefix(prefix), etcdstore.WithFair(true)}
 	ctx := t.Context()
@@ -328,11 +319,7 @@ func TestFairLostWaiter(t *testing.T) {
 // token; the cut-off waiter's next attempt fails with ErrLost.
 func TestFairHandoffToLostWaiter(t *testing.T) {
 	srv := startEtcd(t)
-	proxy, err := faultproxy.New(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := startFaultProxy(t, srv.Addr())
 	opts := []etcdstore.Option{etcdstore.WithPrefix(freshPrefix(t)), etcdstore.WithFair(true)}
 	ctx := t.Context()
 	const ttl = time.Second

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-go/baton/etcdstore"
+	"github.com/baton-go/baton/internal/faultproxy"
 	"github.com/baton-go/baton/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -24,6 +25,18 @@ var quietLog = slog.New(slog.DiscardHandler)
 func startEtcd(t testing.TB, opts ...testenv.EtcdOption) *testenv.Etcd {
 	t.Helper()
 	return testenv.StartEtcd(t, append([]testenv.EtcdOption{testenv.EtcdNoFsync()}, opts...)...)
+}
+
+// startFaultProxy starts a TCP proxy to addr (see faultproxy), closed at
+// the end of t.
+func startFaultProxy(t testing.TB, addr string) *faultproxy.Proxy {
+	t.Helper()
+	proxy, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	return proxy
 }
 
 // connect opens a client to endpoints, closed at the end of t.

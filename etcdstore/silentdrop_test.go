@@ -6,7 +6,6 @@ import (
 
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/etcdstore"
-	"github.com/baton-go/baton/internal/faultproxy"
 )
 
 // TestSilentDropKeepsLock: a holder whose connection to etcd is dropped
@@ -20,11 +19,7 @@ import (
 func TestSilentDropKeepsLock(t *testing.T) {
 	inBothModes(t, func(t *testing.T, mode etcdstore.Option) {
 		srv := startEtcd(t)
-		proxy, err := faultproxy.New(srv.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { proxy.Close() })
+		proxy := startFaultProxy(t, srv.Addr())
 		s := newStore(t, connect(t, "http://"+proxy.Addr()), etcdstore.WithPrefix(freshPrefix(t)), mode)
 		renewed := make(chan time.Time, 64)
 		obs := baton.WithObserver(baton.ObserverFunc(func(e baton.Event) {
@@ -77,11 +72,7 @@ func TestSilentDropKeepsLock(t *testing.T) {
 func TestSilentDropStandbyTakesOver(t *testing.T) {
 	inBothModes(t, func(t *testing.T, mode etcdstore.Option) {
 		srv := startEtcd(t)
-		proxy, err := faultproxy.New(srv.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { proxy.Close() })
+		proxy := startFaultProxy(t, srv.Addr())
 		prefix := freshPrefix(t)
 		direct := newStore(t, connect(t, srv.Endpoint()), etcdstore.WithPrefix(prefix), mode)
 		dropped := newStore(t, connect(t, "http://"+proxy.Addr()), etcdstore.WithPrefix(prefix), mode)

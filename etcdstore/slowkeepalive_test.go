@@ -10,7 +10,6 @@ import (
 	"github.com/baton-go/baton"
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
-	"github.com/baton-go/baton/internal/faultproxy"
 )
 
 // TestKeepaliveSlowerThanHeadroom: an acquire needs the Store's lease to
@@ -25,16 +24,12 @@ import (
 // to change, once a keepalive it asked for was answered too late.
 func TestKeepaliveSlowerThanHeadroom(t *testing.T) {
 	srv := startEtcd(t)
-	proxy, err := faultproxy.New(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxy := startFaultProxy(t, srv.Addr())
 	s := newStore(t, connect(t, "http://"+proxy.Addr()), etcdstore.WithPrefix(freshPrefix(t)))
 	proxy.SetLatency(600 * time.Millisecond) // 1.2s a round trip: a grant, then each keepalive
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	_, err = s.TryAcquire(ctx, "job", backend.Request{Holder: "h", Nonce: baton.NewNonce(), TTL: 3 * time.Second})
+	_, err := s.TryAcquire(ctx, "job", backend.Request{Holder: "h", Nonce: baton.NewNonce(), TTL: 3 * time.Second})
 	t.Logf("TryAcquire: %v", err)
 	if ctx.Err() != nil {
 		t.Fatalf("TryAcquire waited for its context to end: %v", err)
