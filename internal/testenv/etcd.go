@@ -295,12 +295,7 @@ func (e *Etcd) peerURL() string {
 func (e *Etcd) launch() (*proc, error) {
 	cmd := exec.Command(e.bin, e.args()...)
 	cmd.Dir = filepath.Dir(e.Dir)
-	// ETCD_* variables of the caller would be read as flags.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ETCD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd.Env = etcdEnv()
 	out, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

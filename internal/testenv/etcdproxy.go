@@ -93,11 +93,7 @@ func (p *EtcdProxy) launch() (*proc, error) {
 		args = append(args, "--namespace="+p.namespace)
 	}
 	cmd := exec.Command(p.bin, args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ETCD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd.Env = etcdEnv()
 	out, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -156,4 +152,16 @@ func pollHealth(ctx context.Context, p *proc, kind, url string, healthy func(*ht
 			return nil
 		}
 	}
+}
+
+// etcdEnv returns this process's environment without its ETCD_*
+// variables, which etcd (and its grpc-proxy) would read as flags.
+func etcdEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ETCD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
