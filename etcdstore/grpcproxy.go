@@ -82,7 +82,7 @@ func clusterBehindProxy(ctx context.Context, cfg Config, wait time.Duration) err
 	if lost := leaderless(cfg.Endpoints, sts); lost != nil {
 		return fmt.Errorf("%w: an etcd grpc-proxy answered, and %w", backend.ErrUnavailable, lost)
 	}
-	return fmt.Errorf("%w: an etcd grpc-proxy answered, but no member of the cluster behind it did (%v): start the members, or check the proxy's --endpoints and its network path to them",
+	return fmt.Errorf("%w: an etcd grpc-proxy answered, but no member of the cluster behind it did (%v): start the members, or check the proxy's --endpoints, its network path to them, and its --cacert, --cert and --key if they serve TLS",
 		backend.ErrUnavailable, firstErr(errs))
 }
 

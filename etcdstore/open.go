@@ -550,7 +550,7 @@ func OpenStore(ctx context.Context, cfg Config, opts ...Option) (*Store, error) 
 	}
 	s.ownClient = true
 	if proxied {
-		s.log.Warn("etcdstore: the endpoints reach etcd through an etcd grpc-proxy, which baton does not support: the proxy answers lease keepalives on its own schedule, so a holder cannot bound when etcd last extended its lease, and this process will log its keepalive stream as stalled every few seconds; list the cluster's members instead (go doc etcdstore, \"etcd grpc-proxy\")",
+		s.log.Warn("etcdstore: the endpoints reach etcd through an etcd grpc-proxy, which baton does not support: the proxy answers lease keepalives on its own schedule, so a holder cannot bound when etcd last extended its lease, and a process that holds or waits for a lock logs its keepalive stream as stalled every few seconds; list the cluster's members instead (go doc etcdstore, \"etcd grpc-proxy\")",
 			"endpoints", redactEndpoints(cfg.Endpoints))
 	}
 	return s, nil
