@@ -162,23 +162,19 @@ func StartEtcd(t testing.TB, opts ...EtcdOption) *Etcd {
 		e.cfg.tls = &EtcdTLS{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile, ClientCertAuth: true}
 	}
 	t.Cleanup(e.Kill)
-	// Ports picked free can be taken before etcd binds them; try a few.
-	for attempt := 0; ; attempt++ {
-		var ports []int
-		ports, err = freePorts(etcdPorts)
-		if err == nil {
-			e.setPorts(ports)
-			err = e.start()
+	err = startOnFreePorts(etcdPorts, func(ports []int) error {
+		e.setPorts(ports)
+		err := e.start()
+		if err != nil {
+			// A failed start may have created the data directory.
+			_ = os.RemoveAll(e.Dir)
 		}
-		if err == nil {
-			return e
-		}
-		if attempt == 4 || !strings.Contains(err.Error(), "address already in use") {
-			unavailable(t, "cannot start %s: %v (build it with: %s)", bin, err, TestbinHint)
-		}
-		// The failed first start may have created the data directory.
-		_ = os.RemoveAll(e.Dir)
+		return err
+	})
+	if err != nil {
+		unavailable(t, "cannot start %s: %v (build it with: %s)", bin, err, TestbinHint)
 	}
+	return e
 }
 
 // etcdPorts is the number of ports an etcd listens on: client, peer and

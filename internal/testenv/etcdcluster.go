@@ -63,30 +63,26 @@ func StartEtcdCluster(t testing.TB, opts ...EtcdOption) *EtcdCluster {
 		c.Members = append(c.Members, m)
 		t.Cleanup(m.Kill)
 	}
-	// Ports picked free can be taken before etcd binds them; try a few.
-	for attempt := 0; ; attempt++ {
-		err := c.start()
-		if err == nil {
-			return c
+	err = startOnFreePorts(etcdPorts*clusterSize, func(ports []int) error {
+		err := c.start(ports)
+		if err != nil {
+			for _, m := range c.Members {
+				m.Kill()
+				_ = os.RemoveAll(m.Dir)
+			}
 		}
-		for _, m := range c.Members {
-			m.Kill()
-			_ = os.RemoveAll(m.Dir)
-		}
-		if attempt == 4 || !strings.Contains(err.Error(), "address already in use") {
-			unavailable(t, "cannot start a %d-member etcd cluster with %s: %v (build it with: %s)", clusterSize, bin, err, TestbinHint)
-		}
+		return err
+	})
+	if err != nil {
+		unavailable(t, "cannot start a %d-member etcd cluster with %s: %v (build it with: %s)", clusterSize, bin, err, TestbinHint)
 	}
+	return c
 }
 
-// start picks ports for every member, all distinct, and starts them all
-// at once (a member reports healthy only once a quorum has elected a
-// leader).
-func (c *EtcdCluster) start() error {
-	ports, err := freePorts(etcdPorts * len(c.Members))
-	if err != nil {
-		return err
-	}
+// start gives every member its ports from ports, all distinct, and
+// starts them all at once (a member reports healthy only once a quorum
+// has elected a leader).
+func (c *EtcdCluster) start(ports []int) error {
 	for i, m := range c.Members {
 		m.setPorts(ports[i*etcdPorts:])
 	}

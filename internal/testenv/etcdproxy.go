@@ -62,18 +62,14 @@ func StartEtcdProxy(t testing.TB, members []*Etcd, opts ...EtcdProxyOption) *Etc
 	}
 	p.server = server{t: t, kind: "etcd grpc-proxy", addr: p.Addr, launch: p.launch, stopSig: syscall.SIGTERM, stopTimeout: etcdStopTimeout}
 	t.Cleanup(p.Kill)
-	for attempt := 0; ; attempt++ {
-		p.Port, err = freePort()
-		if err == nil {
-			err = p.start()
-		}
-		if err == nil {
-			return p
-		}
-		if attempt == 4 || !strings.Contains(err.Error(), "address already in use") {
-			unavailable(t, "cannot start %s grpc-proxy: %v (build it with: %s)", bin, err, TestbinHint)
-		}
+	err = startOnFreePorts(1, func(ports []int) error {
+		p.Port = ports[0]
+		return p.start()
+	})
+	if err != nil {
+		unavailable(t, "cannot start %s grpc-proxy: %v (build it with: %s)", bin, err, TestbinHint)
 	}
+	return p
 }
 
 // Addr returns "127.0.0.1:port".

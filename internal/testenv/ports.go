@@ -2,15 +2,6 @@ package testenv
 
 import "net"
 
-// freePort returns a port free on 127.0.0.1 a moment ago.
-func freePort() (int, error) {
-	ports, err := freePorts(1)
-	if err != nil {
-		return 0, err
-	}
-	return ports[0], nil
-}
-
 // freePorts returns n distinct ports free on 127.0.0.1 a moment ago: all n
 // listeners are held at once, so the kernel cannot hand out one port
 // twice. Another process may still take one before the server binds it;
