@@ -446,7 +446,9 @@ func (t *tenures) run(ctx context.Context, h held, term string) {
 			}
 			break
 		}
-		if wr.Hold && rounds != math.MaxInt {
+		// The first reply that asks it to hold sets its end, for a long
+		// tenure too, whose own end may be moments away.
+		if wr.Hold && !held {
 			rounds, until = math.MaxInt, time.Now().Add(holdMax*t.ttl)
 		}
 		held = held || wr.Hold

@@ -209,6 +209,13 @@ func monoNow() int64 {
 	return ts.Nano()
 }
 
+// fresh reports whether trap tr may fire on the tenure of tok: a trap that
+// asks its holder to hold does not fire on a tenure an earlier round's trap
+// already asked to, whose hold (holdMax TTLs from then) may be about to
+// end on its own, which a row would take for the engine's reaction to its
+// fault. r.mu is held.
+func (r *register) fresh(tr *trap, tok uint64) bool { return !tr.hold || !r.holds[tok] }
+
 // hold asks the holder of tok to keep its lease until its context ends.
 func (r *register) hold(tok uint64) {
 	r.mu.Lock()
@@ -253,7 +260,7 @@ func (r *register) serveRead(w http.ResponseWriter, req *http.Request) {
 	r.pMaxTok = max(r.pMaxTok, in.Tok)
 	o.Ret = r.now()
 	r.ops = append(r.ops, o)
-	if tr := r.trap; tr != nil && tr.onRead && o.OK && in.Tok == r.fMax && r.writesAt[in.Tok] >= tr.minWrites {
+	if tr := r.trap; tr != nil && tr.onRead && o.OK && in.Tok == r.fMax && r.writesAt[in.Tok] >= tr.minWrites && r.fresh(tr, in.Tok) {
 		r.trap = nil
 		r.holds[in.Tok] = r.holds[in.Tok] || tr.hold
 		tr.fire(in.C, in.Term, in.Tok, r.now())
@@ -287,7 +294,7 @@ func (r *register) serveWrite(w http.ResponseWriter, req *http.Request) {
 	r.pMaxTok = max(r.pMaxTok, in.Tok)
 	o.Ret = r.now()
 	r.ops = append(r.ops, o)
-	if tr := r.trap; tr != nil && !tr.onRead && o.OK && r.writesAt[in.Tok] >= tr.minWrites &&
+	if tr := r.trap; tr != nil && !tr.onRead && o.OK && r.writesAt[in.Tok] >= tr.minWrites && r.fresh(tr, in.Tok) &&
 		(tr.ready == nil || tr.ready(r.events, r.now(), in.C, in.Tok)) {
 		r.trap = nil
 		r.holds[in.Tok] = r.holds[in.Tok] || tr.hold
