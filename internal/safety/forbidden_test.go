@@ -111,16 +111,5 @@ func (h *harness) forbidHolder(minWrites int) {
 // acquiredBy waits for contender c to acquire a token larger than tok.
 func (h *harness) acquiredBy(c string, tok uint64, timeout time.Duration) (event, bool) {
 	h.t.Helper()
-	var got event
-	found := false
-	h.reg.await(fmt.Sprintf("%s to acquire a token above %d", c, tok), timeout, func(s *snapshot) bool {
-		for _, e := range s.events {
-			if e.C == c && e.Kind == "acquired" && e.Tok > tok {
-				got, found = e, true
-				return true
-			}
-		}
-		return false
-	})
-	return got, found
+	return h.awaitAcquired(fmt.Sprintf("%s to acquire a token above %d", c, tok), timeout, func(e event) bool { return e.C == c && e.Tok > tok })
 }

@@ -518,11 +518,19 @@ func (h *harness) working(n int, timeout time.Duration) uint64 {
 // returns when the register heard of it.
 func (h *harness) acquiredAfter(tok uint64, timeout time.Duration) (event, bool) {
 	h.t.Helper()
+	return h.awaitAcquired(fmt.Sprintf("an acquisition with a token above %d", tok), timeout, func(e event) bool { return e.Tok > tok })
+}
+
+// awaitAcquired waits for the first acquisition that match accepts, and
+// returns when the register heard of it; what names it in the wait's
+// message.
+func (h *harness) awaitAcquired(what string, timeout time.Duration, match func(event) bool) (event, bool) {
+	h.t.Helper()
 	var got event
 	found := false
-	h.reg.await(fmt.Sprintf("an acquisition with a token above %d", tok), timeout, func(s *snapshot) bool {
+	h.reg.await(what, timeout, func(s *snapshot) bool {
 		for _, e := range s.events {
-			if e.Kind == "acquired" && e.Tok > tok {
+			if e.Kind == "acquired" && match(e) {
 				got, found = e, true
 				return true
 			}
