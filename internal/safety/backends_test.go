@@ -176,14 +176,12 @@ func redlockEnv(t *testing.T) *backendEnv {
 		}}
 }
 
-// etcdEnv runs one etcd member. etcd keeps a claim for its lease: the TTL
-// plus a headroom of max(TTL/10, 500ms), rounded up to whole seconds.
+// etcdEnv runs one etcd member. etcd keeps a claim for its lease
+// (etcdClaimLife).
 func etcdEnv(t *testing.T) *backendEnv {
 	srv := testenv.StartEtcd(t, testenv.EtcdNoFsync())
-	head := max(ttl/10, 500*time.Millisecond)
-	life := (ttl + head + time.Second - 1).Truncate(time.Second)
 	admin := etcdAdmin{endpoint: "http://" + srv.Addr()}
-	be := &backendEnv{name: "etcd", ttl: ttl, claimLife: life,
+	be := &backendEnv{name: "etcd", ttl: ttl, claimLife: etcdClaimLife(ttl),
 		newLink:     func(t *testing.T) link { return proxied(t, []string{srv.Addr()}, "http://") },
 		deleteLock:  admin.deleteClaim,
 		deleteAll:   admin.deletePrefix,
@@ -195,6 +193,14 @@ func etcdEnv(t *testing.T) *backendEnv {
 		}}
 	etcdSnapshots(t, be, srv, admin)
 	return be
+}
+
+// etcdClaimLife is how long etcd keeps a claim of TTL ttl: its lease's,
+// the TTL plus a headroom of max(TTL/10, 500ms), rounded up to whole
+// seconds.
+func etcdClaimLife(ttl time.Duration) time.Duration {
+	head := max(ttl/10, 500*time.Millisecond)
+	return (ttl + head + time.Second - 1).Truncate(time.Second)
 }
 
 // etcdAdmin acts on an etcd member as an operator with etcdctl would,

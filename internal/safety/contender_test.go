@@ -13,6 +13,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -500,6 +501,22 @@ func awaitEnd(ctx context.Context, h held, until time.Time) {
 	}
 }
 
+// etcdTarget is the etcd client configuration of target, an endpoint
+// URL, which may carry a user and password (http://user:pass@host:port,
+// etcdACLEnv's contenders): etcd takes those apart from the endpoint.
+func etcdTarget(target string) (etcdstore.Config, error) {
+	cfg := etcdstore.Config{Endpoints: []string{target}, DialTimeout: 5 * time.Second}
+	u, err := url.Parse(target)
+	if err != nil || u.User == nil {
+		return cfg, err
+	}
+	cfg.Username = u.User.Username()
+	cfg.Password, _ = u.User.Password()
+	u.User = nil
+	cfg.Endpoints = []string{u.String()}
+	return cfg, nil
+}
+
 // openLocker opens the backend named by the environment.
 func openLocker(ctx context.Context, c *client, logger *slog.Logger, clk baton.Clock, obs ...baton.Observer) (locker, func(), error) {
 	id := c.id
@@ -553,9 +570,12 @@ func openLocker(ctx context.Context, c *client, logger *slog.Logger, clk baton.C
 		}
 		b, closeFn = st, func() { _ = closer.Close() }
 	case "etcd":
+		cfg, err := etcdTarget(target)
+		if err != nil {
+			return nil, nil, err
+		}
 		open := func() (*etcdstore.Store, error) {
-			return etcdstore.OpenStore(ctx, etcdstore.Config{Endpoints: []string{target}, DialTimeout: 5 * time.Second},
-				etcdstore.WithLogger(logger), etcdstore.WithFair(os.Getenv(envFair) == "1"))
+			return etcdstore.OpenStore(ctx, cfg, etcdstore.WithLogger(logger), etcdstore.WithFair(os.Getenv(envFair) == "1"))
 		}
 		st, err := open()
 		if err != nil {

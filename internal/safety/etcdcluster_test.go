@@ -247,9 +247,7 @@ func clusterEnv(t *testing.T, cl *testenv.EtcdCluster) *backendEnv {
 // for contenders with claims of TTL ttl.
 func balancedEnv(t *testing.T, addrs []string, ttl time.Duration) *backendEnv {
 	lb := newBalancer(t, addrs)
-	head := max(ttl/10, 500*time.Millisecond)
-	life := (ttl + head + time.Second - 1).Truncate(time.Second)
-	return &backendEnv{name: "etcd", ttl: ttl, claimLife: life,
+	return &backendEnv{name: "etcd", ttl: ttl, claimLife: etcdClaimLife(ttl),
 		newLink: func(t *testing.T) link {
 			return link{target: "http://" + lb.addr(), cut: func() {}, restore: func() {}, cutOne: func() {}, delay: func(time.Duration) {}}
 		},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // redisACLEnv runs one redis-server on which every contender connects as
@@ -51,6 +52,81 @@ func redisACLEnv(t *testing.T) *backendEnv {
 		return l
 	}
 	return be
+}
+
+// etcdACLEnv runs one etcd member with authentication on, on which every
+// contender connects as a user of its own, each granted the role
+// "locker" (read and write on baton's prefix, what docs/backends.md's
+// etcd role grants), so that one contender's role can be revoked while
+// the others keep theirs (link.forbid), as `etcdctl user revoke-role`
+// does.
+func etcdACLEnv(t *testing.T) *backendEnv {
+	srv := testenv.StartEtcd(t, testenv.EtcdNoFsync())
+	root := etcdAuth(t, srv.Endpoints())
+	var (
+		mu sync.Mutex
+		n  int
+	)
+	be := &backendEnv{name: "etcd", ttl: ttl, claimLife: etcdClaimLife(ttl)}
+	be.newLink = func(t *testing.T) link {
+		mu.Lock()
+		n++
+		user := fmt.Sprintf("contender%d", n)
+		mu.Unlock()
+		const pass = "secret"
+		if _, err := root.UserAdd(t.Context(), user, pass); err != nil {
+			t.Fatalf("etcd user add %s: %v", user, err)
+		}
+		if _, err := root.UserGrantRole(t.Context(), user, "locker"); err != nil {
+			t.Fatalf("etcd user grant-role %s locker: %v", user, err)
+		}
+		l := proxied(t, []string{srv.Addr()}, "http://"+user+":"+pass+"@")
+		l.forbid = func(ctx context.Context, on bool) (string, error) {
+			if on {
+				_, err := root.UserRevokeRole(ctx, user, "locker")
+				return "etcdctl user revoke-role " + user + " locker", err
+			}
+			_, err := root.UserGrantRole(ctx, user, "locker")
+			return "etcdctl user grant-role " + user + " locker", err
+		}
+		return l
+	}
+	return be
+}
+
+// etcdAuth turns authentication on in the etcd at endpoints, with a root
+// user and a role "locker" that may read and write every key under
+// /baton/, and returns a client of the root user, closed with the test.
+func etcdAuth(t *testing.T, endpoints []string) *clientv3.Client {
+	t.Helper()
+	ctx := t.Context()
+	anon, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = anon.Close() }()
+	const prefix = "/baton/"
+	for _, step := range []func() error{
+		func() error { _, err := anon.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := anon.UserAdd(ctx, "root", "root-pw"); return err },
+		func() error { _, err := anon.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := anon.RoleAdd(ctx, "locker"); return err },
+		func() error {
+			_, err := anon.RoleGrantPermission(ctx, "locker", prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := anon.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("turning etcd authentication on: %v", err)
+		}
+	}
+	root, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Username: "root", Password: "root-pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = root.Close() })
+	return root
 }
 
 // forbidHolder takes every permission away from the holder's store user

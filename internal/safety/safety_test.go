@@ -175,6 +175,13 @@ func TestSafety(t *testing.T) {
 		runScenario(t, be, scenario{fault: faultRevokeFair, rounds: revokeRounds(), fair: true, storeOverlap: etcdRevoked})
 		runScenario(t, be, scenario{fault: faultDeleteAll, storeOverlap: keysDeleted})
 		runScenario(t, be, scenario{fault: faultRestore})
+		// A member of its own with authentication on, a user per
+		// contender: one user's role is revoked under its holder.
+		// In fair mode the holder's place in the queue is under its
+		// role's prefix too.
+		acl := etcdACLEnv(t)
+		runScenario(t, acl, scenario{fault: faultForbidden, retryForbidden: true})
+		runScenario(t, acl, scenario{variant: "fair mode", fair: true, fault: faultForbidden, retryForbidden: true})
 	})
 	t.Run("lease", func(t *testing.T) {
 		be := leaseEnv(t, "lease")
