@@ -3,10 +3,14 @@
 package safety
 
 import (
+	"context"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/baton-go/baton/internal/testenv"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestSafetyRedisAmnesia runs the store-restart fault on Redis set-ups
@@ -121,4 +125,137 @@ func migrateSlot(h *harness, topo *testenv.RedisCluster) {
 		h.t.Fatalf("no acquisition after token %d", f.tok)
 	}
 	h.writesAbove(f.tok, 3, 30*time.Second)
+}
+
+// faultSentinelSwitch is a failover by hand (SENTINEL FAILOVER, as an
+// operator moving the primary off a machine does) while the sentinel the
+// holder's client listens to is dead.
+const faultSentinelSwitch = "Sentinel failover by hand while the sentinel of the holder is dead"
+
+// TestSafetyRedisSentinelSwitch runs faultSentinelSwitch each round. Each
+// contender lists the sentinels from another one, so that their clients
+// ask and listen to different sentinels first, as replicas configured one
+// by one do. The old primary stays up, and writable until the sentinels
+// demote it (at their next look at it, seconds later): a holder that
+// heard no +switch-master renews its claim there while the others, which
+// heard it, find the claim on the new primary expiring, and two would
+// hold the lock at once. The row is strict: one holder at a time, 0
+// stale writes accepted, no token twice. (Replication is asynchronous, so
+// a promoted replica may lack the holder's last renewal; on loopback it
+// lags by far less than the renew interval.)
+func TestSafetyRedisSentinelSwitch(t *testing.T) {
+	topo := testenv.StartRedisSentinel(t)
+	n := 0
+	be := &backendEnv{name: "redis", ttl: ttl, claimLife: ttl,
+		newLink: func(*testing.T) link {
+			addrs := topo.SentinelAddrs()
+			n++
+			k := n % len(addrs)
+			return local("redis+sentinel://" + strings.Join(append(addrs[k:], addrs[:k]...), ",") + "/" + testenv.RedisSentinelName)
+		},
+		restart: func(t *testing.T, _ time.Duration) { t.Fatal("not used") }}
+	runClusterScenario(t, be, scenario{fault: faultSentinelSwitch}, func(h *harness) { sentinelSwitch(h, topo) })
+}
+
+// sentinelSwitch kills the sentinel the holder's client listens to (the
+// first of its URL) right after one of its accepted writes, while it
+// holds, fails the
+// topology over by hand through another sentinel, and waits for the lock
+// to go on past the failover: writes accepted after it, and a change of
+// hands. The dead sentinel then starts again.
+func sentinelSwitch(h *harness, topo *testenv.RedisSentinel) {
+	h.t.Helper()
+	// The holder is asked to hold on: a tenure that ended on its own
+	// during the failover would release before the others could find
+	// its claim expiring.
+	f := h.waitFired(h.armHold(false, true, 3+h.rng.IntN(5), func(string) {}), "a write before the failover")
+	first := strings.SplitN(strings.TrimPrefix(h.contender(f.c).link.target, "redis+sentinel://"), ",", 2)[0]
+	var dead, other *testenv.RedisServer
+	for _, sn := range topo.Sentinels {
+		if sn.Addr() == first {
+			dead = sn
+		} else {
+			other = sn
+		}
+	}
+	old := topo.Primary()
+	start := h.reg.now()
+	dead.Kill()
+	failover(h.t, other)
+	now := topo.AwaitFailover(h.t, old, 60*time.Second)
+	promoted := h.reg.now()
+	h.t.Logf("%s held token %d; its sentinel %s killed, the primary %s failed over in %v", f.c, f.tok, first, old.Addr(), promoted-start)
+	h.writeAfter("failover", promoted)
+	if _, ok := h.acquiredAfter(f.tok, 60*time.Second); !ok {
+		h.t.Fatalf("no acquisition after token %d", f.tok)
+	}
+	h.writesAbove(f.tok, 3, 30*time.Second)
+	dead.Start()
+	settled(h.t, topo, now, old)
+}
+
+// settled waits until every sentinel reports primary as the primary (a
+// sentinel that was dead during a failover reads its former view from its
+// configuration, then learns the new one from the others) and replica is
+// in sync with it, so that the next round starts from one view of the
+// topology.
+func settled(t *testing.T, topo *testenv.RedisSentinel, primary, replica *testenv.RedisServer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	for {
+		if sentinelsAgree(ctx, topo, primary.Addr()) && inSync(ctx, replica.Addr()) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the sentinels did not all report %s as the primary, with %s in sync, within 60s", primary.Addr(), replica.Addr())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// sentinelsAgree reports whether every sentinel of topo names addr as the
+// primary.
+func sentinelsAgree(ctx context.Context, topo *testenv.RedisSentinel, addr string) bool {
+	for _, sn := range topo.SentinelAddrs() {
+		c := redis.NewClient(&redis.Options{Addr: sn})
+		hp, err := c.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", testenv.RedisSentinelName).StringSlice()
+		_ = c.Close()
+		if err != nil || len(hp) != 2 || net.JoinHostPort(hp[0], hp[1]) != addr {
+			return false
+		}
+	}
+	return true
+}
+
+// inSync reports whether the server at addr is a replica whose link to its
+// primary is up.
+func inSync(ctx context.Context, addr string) bool {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { _ = c.Close() }()
+	info, err := c.Info(ctx, "replication").Result()
+	return err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up")
+}
+
+// failover asks sentinel sn to fail the primary over (SENTINEL FAILOVER),
+// again while it refuses (NOGOODSLAVE, INPROG: the replica, the former
+// primary of the round before, not yet in sync, or a failover running).
+func failover(t *testing.T, sn *testenv.RedisServer) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: sn.Addr()})
+	defer func() { _ = c.Close() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		err := c.Do(ctx, "SENTINEL", "FAILOVER", testenv.RedisSentinelName).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SENTINEL FAILOVER %s through %s: %v", testenv.RedisSentinelName, sn.Addr(), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
