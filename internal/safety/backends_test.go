@@ -745,17 +745,24 @@ func kubeAnnotator(t *testing.T, cfg *rest.Config, name, ns string) func(context
 	if err != nil {
 		t.Fatal(err)
 	}
-	gvr := v1alpha1.Resource
-	switch name {
-	case "lease":
-		gvr = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
-	case "configmap":
-		gvr = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	}
+	gvr := kubeResource(name)
 	return func(ctx context.Context, lock string, i int) error {
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{"safety.example.com/touched":"%d"}}}`, i)
 		_, err := dyn.Resource(gvr).Namespace(ns).Patch(ctx, lock, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err
+	}
+}
+
+// kubeResource is the resource of the Kubernetes backend name's lock
+// objects (lease, configmap or crd).
+func kubeResource(name string) schema.GroupVersionResource {
+	switch name {
+	case "lease":
+		return schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+	case "configmap":
+		return schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	default:
+		return v1alpha1.Resource
 	}
 }
 

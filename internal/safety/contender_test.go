@@ -58,6 +58,7 @@ const (
 	envSeen           = "BATON_SAFETY_SEEN"            // "1": report "seen" for each claim an attempt found held (see seenReporter)
 	envRemove         = "BATON_SAFETY_REMOVE"          // "1": remove the lock's record after each tenure, as schedule does (backend.Remover)
 	envCut            = "BATON_SAFETY_CUT"             // a polling contender gives half its TryLock calls a deadline drawn from [0, this): acquires cut short (batonLocker.try)
+	envUser           = "BATON_SAFETY_USER"            // Kubernetes: the user its requests impersonate, one of its own (kubeRBACEnv); "": the API proxy's admin
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -592,7 +593,10 @@ func openLocker(ctx context.Context, c *client, logger *slog.Logger, clk baton.C
 			closeFn = func() { stop(); _ = st.Close() }
 		}
 	case "lease", "configmap", "crd":
-		cfg := &rest.Config{Host: target, Timeout: 10 * time.Second}
+		// The API proxy authenticates as the admin, who may impersonate
+		// anyone: the API server authorizes the request as the user.
+		cfg := &rest.Config{Host: target, Timeout: 10 * time.Second,
+			Impersonate: rest.ImpersonationConfig{UserName: os.Getenv(envUser)}}
 		ns := os.Getenv(envNS)
 		var err error
 		switch backend {

@@ -90,7 +90,11 @@ const keysDeleted = "an operator deleted every key of the lock, its fence or gua
 // link is how one contender reaches the store: the target it is given and,
 // for network stores, the proxies in between that a partition cuts.
 type link struct {
-	target  string
+	target string
+	// user is the identity the contender's requests run as, where the
+	// store's proxy authenticates them (Kubernetes: the contender
+	// impersonates it, envUser); "" for the link's own.
+	user    string
 	cut     func()
 	restore func() // ends a cut and any latency
 	// cutOne cuts the path to the first of several stores only (Redlock).
@@ -388,6 +392,7 @@ func (h *harness) spawn() *contender {
 		envIdle+"="+h.sc.idle.String(),
 		envClientDefaults+"="+strconv.FormatBool(h.sc.clientDefaults),
 		envRetryForbidden+"="+strconv.FormatBool(h.sc.retryForbidden),
+		envUser+"="+c.link.user,
 	)
 	if h.sc.fault == faultLateGrant {
 		// Only this row wraps the contenders' backends (pausedGrants):

@@ -198,6 +198,10 @@ func TestSafety(t *testing.T) {
 		long := *be
 		long.ttl, long.claimLife = 3*ttl, 3*ttl
 		runScenario(t, &long, scenario{fault: faultCut})
+		// A namespace of its own, a user per contender bound to the
+		// shipped Role: one user's RoleBinding is deleted under its
+		// holder.
+		runScenario(t, kubeRBACEnv(t, "lease"), scenario{fault: faultForbidden, retryForbidden: true})
 	})
 	// ConfigMap and DistributedLock share the Lease backend's store code
 	// (expiry by observation, conditional writes); the pause, the crash,
@@ -206,6 +210,10 @@ func TestSafety(t *testing.T) {
 		be := leaseEnv(t, "configmap")
 		kubeObject(t, be)
 		annotated(t, be)
+		// A namespace of its own, a user per contender bound to the
+		// shipped Role: one user's RoleBinding is deleted under its
+		// holder.
+		runScenario(t, kubeRBACEnv(t, "configmap"), scenario{fault: faultForbidden, retryForbidden: true})
 	})
 	t.Run("crd", func(t *testing.T) {
 		be := crdEnv(t)
@@ -213,6 +221,10 @@ func TestSafety(t *testing.T) {
 		// Its objects carry a finalizer while held.
 		removing(t, be, false)
 		cutting(t, be, 10*time.Millisecond)
+		// A namespace of its own, a user per contender bound to the
+		// shipped Role: one user's RoleBinding is deleted under its
+		// holder.
+		runScenario(t, kubeRBACEnv(t, "crd"), scenario{fault: faultForbidden, retryForbidden: true})
 	})
 	t.Run("redlock", func(t *testing.T) {
 		be := redlockEnv(t)
