@@ -299,7 +299,10 @@
 // a stale view costs a conflict, never exclusion. Notifications are
 // coalesced, all watches of one name in a process share one API watch, it
 // is re-established when the server ends it, and its goroutine ends with
-// the last watcher's context.
+// the last watcher's context. A rest.Config's Timeout bounds every request
+// of its client, watches included: with one set, the store's watch is cut
+// and re-established at each Timeout, which wakes its waiters once each
+// time.
 //
 // # Rate limiting
 //

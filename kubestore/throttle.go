@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // throttleWindow is how recent a 429 must be for a request whose context
@@ -24,16 +26,33 @@ type throttleNote struct {
 
 // wrap returns rt noting the 429 answers it passes on.
 func (n *throttleNote) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		resp, err := rt.RoundTrip(r)
-		if err == nil && resp.StatusCode == http.StatusTooManyRequests {
-			n.mu.Lock()
-			n.last = time.Now()
-			n.mu.Unlock()
-		}
-		return resp, err
-	})
+	return noteTripper{n: n, rt: rt}
 }
+
+// noteTripper is wrap's round tripper. It shows client-go's wrappers
+// outside it (a bearer token's, as in a pod, basic auth's, impersonation's)
+// the transport it wraps (utilnet.RoundTripperWrapper): when an
+// http.Client's Timeout (rest.Config.Timeout) ends a request, a watch
+// included, they cancel it there, where without it client-go logs
+// "Warning: unable to cancel request" naming this type.
+type noteTripper struct {
+	n  *throttleNote
+	rt http.RoundTripper
+}
+
+var _ utilnet.RoundTripperWrapper = noteTripper{}
+
+func (t noteTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		t.n.mu.Lock()
+		t.n.last = time.Now()
+		t.n.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (t noteTripper) WrappedRoundTripper() http.RoundTripper { return t.rt }
 
 // recent reports whether a 429 came within throttleWindow.
 func (n *throttleNote) recent() bool {
@@ -44,7 +63,3 @@ func (n *throttleNote) recent() bool {
 	defer n.mu.Unlock()
 	return !n.last.IsZero() && time.Since(n.last) < throttleWindow
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
