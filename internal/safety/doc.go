@@ -23,8 +23,10 @@
 // every tenure's end (a step-down or a loss only under a fault). The
 // faults also include deleting the lock's object while it is held, or
 // every key of the lock, revoking the etcd lease of the holder's claim,
-// and taking the holder's permissions away (its Redis ACL user's, or its
-// Kubernetes user's RoleBinding) while the other contenders keep theirs.
+// taking the holder's permissions away (its Redis ACL user's, its etcd
+// user's role, or its Kubernetes user's RoleBinding) while the other
+// contenders keep theirs, and failing a Sentinel topology over by hand
+// while the sentinel the holder listens to is dead.
 // mutants.sh (make mutants) plants known bugs in copies of the tree and
 // requires the suite to fail on each.
 // TestNaiveConfigMapLock runs the same harness against a ConfigMap lock
