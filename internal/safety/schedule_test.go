@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -35,7 +37,8 @@ import (
 // as three processes would have) whose wall clocks are off by 0, +1.5 s
 // and -3 s run an every-second job with a shared ledger. Every slot runs
 // exactly once, every replica's attempt at a slot ends as run, already
-// done or held (never an error), and the slots' lock records are removed
+// done or held (never an error), each replica attempts its slots in
+// increasing order, and the slots' lock records are removed
 // once done: at the end the store keeps at most one slot's lock per
 // replica (one stopped in the middle of a slot). The ledger is the memory
 // ledger (the replicas are one process); TestRunLogLedger in package
@@ -74,101 +77,221 @@ func runSchedule(t *testing.T, st scheduleStore) {
 		slots = 40
 	}
 	offs := []time.Duration{0, 1500 * time.Millisecond, -3 * time.Second}
-	ledger := schedule.NewMemoryLedger()
-	quietLog := slog.New(slog.DiscardHandler)
-	var mu sync.Mutex
-	runs := make(map[time.Time]int)
-	// ran and done are the slot locks' tokens of the attempts that ran a
-	// slot and of those that found it done. The latter took the lock
-	// after the run's holder released it (the ledger says done only once
-	// the run is recorded, which its holder does before releasing), most
-	// of them after its record was removed: their tokens must be larger.
-	ran := make(map[time.Time]uint64)
-	done := make(map[time.Time][]uint64)
-	outcomes := make(map[schedule.Outcome]int)
-	// The job outlasts the replicas' skew, so that the replica that comes
-	// second to a slot finds its lock held; the one 3 s behind comes
-	// after the run, and finds the slot done.
-	job := func(ctx context.Context, run schedule.Run) error {
-		mu.Lock()
-		runs[run.Slot.UTC()]++
-		mu.Unlock()
-		select {
-		case <-time.After(2 * time.Second):
-		case <-ctx.Done():
-		}
-		return nil
-	}
+	ty := newScheduleTally(st, len(offs))
 	// Every replica is up, and the stores' clients connected, by the
 	// first slot.
 	first := time.Now().Truncate(time.Second).Add(5 * time.Second)
 	last := first.Add(time.Duration(slots-1) * time.Second)
-	lastSeen := make(chan struct{})
-	var once sync.Once
+	// The replica whose clock is behind is the last to reach a slot.
+	lastSeen := ty.reached(len(offs)-1, last)
 	var stops []func()
 	for i, off := range offs {
-		obs := func(e schedule.Event) {
-			mu.Lock()
-			outcomes[e.Outcome]++
-			switch e.Outcome {
-			case schedule.Ran:
-				ran[e.Slot.UTC()] = e.Token
-			case schedule.AlreadyDone:
-				done[e.Slot.UTC()] = append(done[e.Slot.UTC()], e.Token)
-			case schedule.Held:
-			default:
-				t.Errorf("replica %d, slot %v: %v (%v)", i, e.Slot, e.Outcome, e.Err)
-			}
-			mu.Unlock()
-			// The replica whose clock is behind is the last to reach a
-			// slot.
-			if i == 2 && !e.Slot.Before(last) {
-				once.Do(func() { close(lastSeen) })
-			}
-		}
-		s, err := schedule.New(st.replica(t), ledger,
-			schedule.WithClock(skewedClock{baton.SystemClock(), off}),
-			schedule.WithLogger(quietLog.With("replica", i)),
-			schedule.WithObserver(obs),
-			schedule.WithLockOptions(baton.WithLogger(quietLog), baton.WithIdentity(fmt.Sprintf("replica-%d", i))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Add("tick", "* * * * * *", job, schedule.CatchUp(2, 10*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		stops = append(stops, runScheduler(t, s))
+		// The job outlasts the replicas' skew, so that the replica that
+		// comes second to a slot finds its lock held; the one 3 s behind
+		// comes after the run, and finds the slot done.
+		stops = append(stops, ty.start(t, i, skewedClock{baton.SystemClock(), off}, ty.job(i, 2*time.Second, nil)))
 	}
-	select {
-	case <-lastSeen:
-	case <-time.After(time.Until(last) + 30*time.Second):
-		t.Fatal("the replica 3s behind did not reach the last slot 27s after it was due")
-	}
+	awaitSlot(t, lastSeen, last, 3*time.Second, "the replica 3 s behind")
 	for _, stop := range stops {
 		stop()
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for s := first; !s.After(last); s = s.Add(time.Second) {
-		if n := runs[s.UTC()]; n != 1 {
-			t.Errorf("slot %v ran %d times, want exactly once", s.UTC(), n)
+	ty.check(t, first, last)
+	if o := ty.outcomeCounts(); o[schedule.Held] == 0 || o[schedule.AlreadyDone] == 0 {
+		t.Errorf("outcomes %v: want some slots found held and some found done, which the job's length and the clocks' skew are chosen for", o)
+	}
+	checkSlotLocksLeft(t, st, len(offs))
+}
+
+// scheduleTally runs a schedule row's replicas on one store and records
+// what they did: the job's runs per slot, each replica's attempts in the
+// order it made them, and the slot locks' tokens of the attempts that ran
+// a slot and of those that found it done. The latter took the lock after
+// the run's holder released it (the ledger says done only once the run is
+// recorded, which its holder does before releasing), most of them after
+// its record was removed: their tokens must be larger. The ledger is the
+// memory ledger (the replicas are one process); TestRunLogLedger in
+// package schedule runs PostgreSQL's.
+type scheduleTally struct {
+	st     scheduleStore
+	ledger *schedule.MemoryLedger
+
+	mu       sync.Mutex
+	runs     map[time.Time]int
+	began    map[time.Time]time.Time // when each slot's run began
+	ran      map[time.Time]uint64
+	done     map[time.Time][]uint64
+	outcomes map[schedule.Outcome]int
+	attempts [][]slotAttempt // per replica, in order
+	waits    []slotWait
+}
+
+// slotAttempt is one replica's attempt at a slot, as its observer saw it
+// (at: when, on this process's clock).
+type slotAttempt struct {
+	slot    time.Time
+	outcome schedule.Outcome
+	at      time.Time
+}
+
+// slotWait is closed once replica has attempted a slot at or after slot.
+type slotWait struct {
+	replica int
+	slot    time.Time
+	ch      chan struct{}
+}
+
+func newScheduleTally(st scheduleStore, replicas int) *scheduleTally {
+	return &scheduleTally{st: st, ledger: schedule.NewMemoryLedger(),
+		runs: make(map[time.Time]int), began: make(map[time.Time]time.Time),
+		ran: make(map[time.Time]uint64), done: make(map[time.Time][]uint64),
+		outcomes: make(map[schedule.Outcome]int), attempts: make([][]slotAttempt, replicas)}
+}
+
+// job returns replica i's job: it counts a run of the slot and lasts
+// length, or until its context ends. during, if not nil, is called once
+// while it runs, with the moment the job ends.
+func (ty *scheduleTally) job(i int, length time.Duration, during func(ctx context.Context, end time.Time)) schedule.Func {
+	return func(ctx context.Context, run schedule.Run) error {
+		now := time.Now()
+		end := now.Add(length)
+		ty.mu.Lock()
+		ty.runs[run.Slot.UTC()]++
+		ty.began[run.Slot.UTC()] = now
+		ty.mu.Unlock()
+		if during != nil {
+			during(ctx, end)
+		}
+		_ = sleepCtx(ctx, time.Until(end))
+		return nil
+	}
+}
+
+// start runs replica i, with its own store client and the wall clock clk,
+// every second with CatchUp(2, 10 s), until the stop it returns.
+func (ty *scheduleTally) start(t *testing.T, i int, clk baton.Clock, job schedule.Func) (stop func()) {
+	t.Helper()
+	quietLog := slog.New(slog.DiscardHandler)
+	s, err := schedule.New(ty.st.replica(t), ty.ledger,
+		schedule.WithClock(clk),
+		schedule.WithLogger(quietLog.With("replica", i)),
+		schedule.WithObserver(func(e schedule.Event) { ty.observe(t, i, e) }),
+		schedule.WithLockOptions(baton.WithLogger(quietLog), baton.WithIdentity(fmt.Sprintf("replica-%d", i))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add("tick", "* * * * * *", job, schedule.CatchUp(scheduleCatchUp, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return runScheduler(t, s)
+}
+
+// scheduleCatchUp is the rows' CatchUp: a replica that becomes free, or
+// notices a step of its wall clock, attempts the newest slot that has
+// passed and at most this many older ones.
+const scheduleCatchUp = 2
+
+// observe records replica i's event e; an attempt that ends in anything
+// but run, already done or held fails the test.
+func (ty *scheduleTally) observe(t *testing.T, i int, e schedule.Event) {
+	at := time.Now()
+	ty.mu.Lock()
+	defer ty.mu.Unlock()
+	ty.outcomes[e.Outcome]++
+	switch e.Outcome {
+	case schedule.Ran:
+		ty.ran[e.Slot.UTC()] = e.Token
+	case schedule.AlreadyDone:
+		ty.done[e.Slot.UTC()] = append(ty.done[e.Slot.UTC()], e.Token)
+	case schedule.Held:
+	default:
+		t.Errorf("replica %d, slot %v: %v (%v)", i, e.Slot, e.Outcome, e.Err)
+	}
+	ty.attempts[i] = append(ty.attempts[i], slotAttempt{slot: e.Slot.UTC(), outcome: e.Outcome, at: at})
+	waits := ty.waits[:0]
+	for _, w := range ty.waits {
+		if w.replica == i && !e.Slot.Before(w.slot) {
+			close(w.ch)
+		} else {
+			waits = append(waits, w)
 		}
 	}
-	for s, n := range runs {
+	ty.waits = waits
+}
+
+// reached returns a channel closed once replica has attempted a slot at or
+// after slot.
+func (ty *scheduleTally) reached(replica int, slot time.Time) <-chan struct{} {
+	ch := make(chan struct{})
+	ty.mu.Lock()
+	defer ty.mu.Unlock()
+	for _, a := range ty.attempts[replica] {
+		if !a.slot.Before(slot) {
+			close(ch)
+			return ch
+		}
+	}
+	ty.waits = append(ty.waits, slotWait{replica: replica, slot: slot, ch: ch})
+	return ch
+}
+
+func (ty *scheduleTally) outcomeCounts() map[schedule.Outcome]int {
+	ty.mu.Lock()
+	defer ty.mu.Unlock()
+	return maps.Clone(ty.outcomes)
+}
+
+// replicaAttempts returns replica i's attempts and when the runs of slots
+// began (any replica's).
+func (ty *scheduleTally) replicaAttempts(i int) ([]slotAttempt, map[time.Time]time.Time) {
+	ty.mu.Lock()
+	defer ty.mu.Unlock()
+	return slices.Clone(ty.attempts[i]), maps.Clone(ty.began)
+}
+
+// check asserts, once the replicas stopped, that every slot in [first,
+// last] ran exactly once and is recorded in the ledger, that no slot ran
+// twice, that the tokens of the attempts that found a slot done are
+// larger than its run's, and that each replica attempted its slots in
+// increasing order (none twice, none it had passed).
+func (ty *scheduleTally) check(t *testing.T, first, last time.Time) {
+	t.Helper()
+	ty.mu.Lock()
+	defer ty.mu.Unlock()
+	for s := first; !s.After(last); s = s.Add(time.Second) {
+		if n := ty.runs[s.UTC()]; n != 1 {
+			t.Errorf("slot %v ran %d times, want exactly once", s.UTC(), n)
+		}
+		if done, err := ty.ledger.Done(context.Background(), "tick", s); err != nil || !done {
+			t.Errorf("slot %v: the ledger says done %v (%v), want done", s.UTC(), done, err)
+		}
+	}
+	for s, n := range ty.runs {
 		if n != 1 {
 			t.Errorf("slot %v ran %d times", s, n)
 		}
 	}
-	for s, tokens := range done {
+	for s, tokens := range ty.done {
 		for _, tok := range tokens {
-			if r, ok := ran[s]; ok && tok <= r {
+			if r, ok := ty.ran[s]; ok && tok <= r {
 				t.Errorf("slot %v: the lock was taken with token %d after the run's %d: a token did not increase across the lock's removal", s, tok, r)
 			}
 		}
 	}
-	if outcomes[schedule.Held] == 0 || outcomes[schedule.AlreadyDone] == 0 {
-		t.Errorf("outcomes %v: want some slots found held and some found done, which the job's length and the clocks' skew are chosen for", outcomes)
+	for i, as := range ty.attempts {
+		for k := 1; k < len(as); k++ {
+			if !as[k].slot.After(as[k-1].slot) {
+				t.Errorf("replica %d attempted slot %v (%v) after slot %v (%v): a replica attempts each slot once, in increasing order",
+					i, as[k].slot, as[k].outcome, as[k-1].slot, as[k-1].outcome)
+			}
+		}
 	}
+}
+
+// checkSlotLocksLeft asserts that the store keeps the locks of at most
+// max slots: the replicas remove a slot's lock record once done, and a
+// replica stopped in the middle of a slot may leave that one.
+func checkSlotLocksLeft(t *testing.T, st scheduleStore, most int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	names, err := st.names(ctx)
@@ -181,8 +304,20 @@ func runSchedule(t *testing.T, st scheduleStore) {
 			left[m] = true
 		}
 	}
-	if len(left) > len(offs) {
-		t.Errorf("the store keeps the locks of %d slots, want at most one per replica (%d): %v", len(left), len(offs), names)
+	if len(left) > most {
+		t.Errorf("the store keeps the locks of %d slots, want at most one per replica (%d): %v", len(left), most, names)
+	}
+}
+
+// awaitSlot waits for reached, closed once a replica whose clock is
+// behind by behind attempted slot, or fails the test if that has not
+// happened 30 s after the slot was due on that clock.
+func awaitSlot(t *testing.T, reached <-chan struct{}, slot time.Time, behind time.Duration, who string) {
+	t.Helper()
+	select {
+	case <-reached:
+	case <-time.After(time.Until(slot.Add(behind)) + 30*time.Second):
+		t.Fatalf("%s did not reach slot %v 30 s after it was due", who, slot.UTC())
 	}
 }
 
