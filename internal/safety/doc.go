@@ -35,6 +35,12 @@
 // end to end on Redis, Redlock, etcd and the Kubernetes backends (three
 // replicas with skewed clocks: each slot once, tokens growing across the
 // removal of a slot's lock, no lock left behind).
+// TestScheduleWallClockSteps is its fault row: the wall clock of one of
+// the replicas steps back and forward by 2 to 6 s, at random moments, just
+// as a slot comes and in the middle of its running job (on the file
+// backend, Redis, etcd and the Lease backend): each slot still runs once,
+// no attempt fails, no replica attempts a slot twice, and the stepping
+// replica leaves out only the older slots of a full catch-up batch.
 //
 // The package is its own module. Run the short mode (every backend, two
 // rounds per fault; about 13 minutes on two idle cores, past go test's
