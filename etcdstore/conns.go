@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/baton-go/baton/internal/tlsfiles"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -33,7 +34,9 @@ type connTrackerKey struct{}
 // trackConns returns cc with every connection of the client it configures
 // tracked: its transport credentials (TLS config tc, or none) wrapped so
 // that they see each new connection, and its context carrying the tracker.
-func trackConns(cc clientv3.Config, tc *tls.Config) clientv3.Config {
+// Each new connection trusts the CAs in ca now (ca.Config), if ca is not
+// nil.
+func trackConns(cc clientv3.Config, tc *tls.Config, ca *tlsfiles.CAFile) clientv3.Config {
 	t := &connTracker{base: time.Now(), conns: make(map[*trackedConn]struct{})}
 	creds := insecure.NewCredentials()
 	if tc != nil {
@@ -42,7 +45,7 @@ func trackConns(cc clientv3.Config, tc *tls.Config) clientv3.Config {
 	// The etcd client appends Config.DialOptions after its own transport
 	// credentials, which are these (credentials.NewTLS over Config.TLS,
 	// or none): the last ones given win.
-	cc.DialOptions = append(cc.DialOptions, grpc.WithTransportCredentials(trackingCreds{creds, t}))
+	cc.DialOptions = append(cc.DialOptions, grpc.WithTransportCredentials(trackingCreds{creds, t, tc, ca}))
 	cc.Context = context.WithValue(context.Background(), connTrackerKey{}, t)
 	return cc
 }
@@ -114,21 +117,28 @@ func (c *trackedConn) Close() error {
 }
 
 // trackingCreds are transport credentials that track every connection
-// they secure (or, insecure, pass through).
+// they secure (or, insecure, pass through). With a CA file, a connection
+// made after the file changed trusts the CAs now in it.
 type trackingCreds struct {
 	credentials.TransportCredentials
-	t *connTracker
+	t   *connTracker
+	tls *tls.Config      // what TransportCredentials were made from
+	ca  *tlsfiles.CAFile // nil without a CA file
 }
 
 func (tc trackingCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	c := tc.t.track(raw)
-	conn, info, err := tc.TransportCredentials.ClientHandshake(ctx, authority, c)
+	creds := tc.TransportCredentials
+	if cfg := tc.ca.Config(tc.tls); cfg != tc.tls {
+		creds = credentials.NewTLS(cfg)
+	}
+	conn, info, err := creds.ClientHandshake(ctx, authority, c)
 	if err != nil {
 		_ = c.Close() // gRPC closes raw, not c
 	}
-	return conn, info, err
+	return conn, info, tc.ca.Explain(err)
 }
 
 func (tc trackingCreds) Clone() credentials.TransportCredentials {
-	return trackingCreds{tc.TransportCredentials.Clone(), tc.t}
+	return trackingCreds{tc.TransportCredentials.Clone(), tc.t, tc.tls, tc.ca}
 }

@@ -59,7 +59,11 @@ type Config struct {
 	// CertFile and KeyFile are the PEM client certificate and key for
 	// mutual TLS: both or neither. They are read again at every new
 	// connection, so a certificate renewed on disk is presented from the
-	// next connection on; CAFile is read once.
+	// next connection on. CAFile is read again at a new connection once
+	// it changed (its size, modification time or identity), so a CA
+	// rotated on disk is trusted from the next connection on; a CAFile
+	// that cannot be read or parsed then leaves the CAs read before
+	// trusted.
 	CertFile, KeyFile string
 	// ServerName, if set, is the name checked against the members'
 	// certificates instead of the endpoint's host.
@@ -186,16 +190,25 @@ func checkEndpoint(ep string) error {
 
 // TLSConfig returns the client TLS configuration c describes, or nil if c
 // does not ask for TLS. A CA, certificate or key file that cannot be read
-// or parsed gives an error matching backend.ErrMisconfigured.
+// or parsed gives an error matching backend.ErrMisconfigured. Its RootCAs
+// are the CAs in CAFile now; a client from ClientConfig reads CAFile again
+// when it changes.
 func (c Config) TLSConfig() (*tls.Config, error) {
+	tc, _, err := c.tlsConfig()
+	return tc, err
+}
+
+// tlsConfig is TLSConfig, and the CA file it loaded (nil without CAFile).
+func (c Config) tlsConfig() (*tls.Config, *tlsfiles.CAFile, error) {
 	if !c.tlsOn() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
-	if err := tlsfiles.Apply(tc, c.CAFile, c.CertFile, c.KeyFile); err != nil {
-		return nil, fmt.Errorf("etcdstore: %w", err)
+	ca, err := tlsfiles.Apply(tc, c.CAFile, c.CertFile, c.KeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("etcdstore: %w", err)
 	}
-	return tc, nil
+	return tc, ca, nil
 }
 
 // ClientConfig returns the clientv3.Config that Open uses: cfg's endpoints,
@@ -211,7 +224,7 @@ func (c Config) ClientConfig() (clientv3.Config, error) {
 	if err := c.validate(); err != nil {
 		return clientv3.Config{}, err
 	}
-	tc, err := c.TLSConfig()
+	tc, ca, err := c.tlsConfig()
 	if err != nil {
 		return clientv3.Config{}, err
 	}
@@ -232,7 +245,7 @@ func (c Config) ClientConfig() (clientv3.Config, error) {
 		Username:             c.Username,
 		Password:             c.Password,
 		Logger:               logger,
-	}, tc), nil
+	}, tc, ca), nil
 }
 
 // Open connects to etcd as cfg says and checks the connection with one

@@ -7,16 +7,15 @@ package tlsfiles
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"os"
 
 	"github.com/baton-go/baton/backend"
 )
 
 // Apply sets tc's RootCAs from caFile and its client certificate from
 // certFile and keyFile; an empty name leaves that part of tc as it is.
-// certFile and keyFile go together.
+// certFile and keyFile go together. It returns the loaded CA file (nil
+// without caFile), whose Config gives tc with the CAs now in the file.
 //
 // The pair is loaded once here, so that files that cannot work fail at
 // once, and again at every TLS handshake (tc.GetClientCertificate): a
@@ -25,30 +24,27 @@ import (
 // client-go and etcd's client do, instead of the one read at start, which
 // may have expired since. A pair that cannot be loaded at a handshake
 // fails that handshake, naming the files.
-func Apply(tc *tls.Config, caFile, certFile, keyFile string) error {
+func Apply(tc *tls.Config, caFile, certFile, keyFile string) (*CAFile, error) {
 	if (certFile == "") != (keyFile == "") {
-		return fmt.Errorf("%w: a client certificate needs both a certificate file (%q) and a key file (%q)", backend.ErrInvalidOptions, certFile, keyFile)
+		return nil, fmt.Errorf("%w: a client certificate needs both a certificate file (%q) and a key file (%q)", backend.ErrInvalidOptions, certFile, keyFile)
 	}
+	var ca *CAFile
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return fmt.Errorf("%w: CA file: %w", backend.ErrMisconfigured, err)
+		var err error
+		if ca, err = LoadCAFile(caFile); err != nil {
+			return nil, err
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("%w: CA file %s holds no PEM certificate", backend.ErrMisconfigured, caFile)
-		}
-		tc.RootCAs = pool
+		tc.RootCAs = ca.pool
 	}
 	if certFile != "" {
 		if _, err := loadPair(certFile, keyFile); err != nil {
-			return err
+			return nil, err
 		}
 		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return loadPair(certFile, keyFile)
 		}
 	}
-	return nil
+	return ca, nil
 }
 
 // loadPair reads a client certificate and its key.

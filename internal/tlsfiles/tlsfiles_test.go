@@ -155,7 +155,7 @@ func TestClientCertificateRotated(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
 	ca.issue(t, "first", certFile, keyFile)
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if err := tlsfiles.Apply(tc, caFile, certFile, keyFile); err != nil {
+	if _, err := tlsfiles.Apply(tc, caFile, certFile, keyFile); err != nil {
 		t.Fatal(err)
 	}
 	if cn, err := presented(t, srv, tc); err != nil || cn != "first" {
@@ -180,7 +180,7 @@ func TestClientCertificateRotated(t *testing.T) {
 // Apply still fails at once on a pair it cannot load, naming the files.
 func TestClientCertificateMissing(t *testing.T) {
 	dir := t.TempDir()
-	err := tlsfiles.Apply(&tls.Config{}, "", filepath.Join(dir, "c.crt"), filepath.Join(dir, "c.key"))
+	_, err := tlsfiles.Apply(&tls.Config{}, "", filepath.Join(dir, "c.crt"), filepath.Join(dir, "c.key"))
 	if !errors.Is(err, backend.ErrMisconfigured) {
 		t.Errorf("Apply with missing files: %v, want ErrMisconfigured", err)
 	}

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -185,14 +187,17 @@ func (f *storeFlags) checkRedisURLs() error {
 }
 
 // redisTLS returns what applies --cacert, --cert and --key to the options
-// of every rediss:// client, or nil if they are not given.
+// of every rediss:// client, or nil if they are not given. With --cacert,
+// each new connection trusts the CAs in the file then (see
+// tlsfiles.CAFile), so a CA rotated on disk is trusted without a restart.
 func (f *storeFlags) redisTLS() (func(*redis.Options), error) {
 	e := &f.etcd
 	if e.cacert == "" && e.cert == "" && e.key == "" {
 		return nil, nil
 	}
 	var files tls.Config
-	if err := tlsfiles.Apply(&files, e.cacert, e.cert, e.key); err != nil {
+	ca, err := tlsfiles.Apply(&files, e.cacert, e.cert, e.key)
+	if err != nil {
 		return nil, fmt.Errorf("redis TLS: %w", err)
 	}
 	return func(o *redis.Options) {
@@ -205,7 +210,20 @@ func (f *storeFlags) redisTLS() (func(*redis.Options), error) {
 		if files.GetClientCertificate != nil {
 			o.TLSConfig.GetClientCertificate = files.GetClientCertificate
 		}
+		if ca != nil {
+			o.Dialer = caDialer(o, ca)
+		}
 	}, nil
+}
+
+// caDialer dials over TLS as go-redis does, with o's TLS configuration
+// and dial timeout, but trusting the CAs in ca at the time of the dial.
+func caDialer(o *redis.Options, ca *tlsfiles.CAFile) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: o.DialTimeout}, Config: ca.Config(o.TLSConfig)}
+		conn, err := d.DialContext(ctx, network, addr)
+		return conn, ca.Explain(err)
+	}
 }
 
 // redisOptions are the options of a Redis store opened with tlsFn (see

@@ -1,0 +1,106 @@
+package cli_test
+
+import (
+	"crypto/tls"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton/internal/testenv"
+	"github.com/redis/go-redis/v9"
+)
+
+// installFile writes the concatenation of the files from to path by
+// rename, as a Secret mounted as a volume is updated.
+func installFile(t *testing.T, path string, from ...string) {
+	t.Helper()
+	var b []byte
+	for _, f := range from {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, data...)
+	}
+	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A CA rotated as cert-manager or Vault rotates it, under a holder: the
+// trust bundle (--cacert) first holds the old and the new CA, then the
+// server's certificate is reissued by the new CA, then the old CA leaves
+// the bundle. At each step the server drops its clients, and the holder
+// renews on a new connection. Before, --cacert was read once at start:
+// once the server presented the new CA's certificate, every new
+// connection failed with "certificate signed by unknown authority", and
+// the holder stepped down at its renew deadline, as every replica would,
+// with none able to take the lock until restarted.
+func TestRedisCARotated(t *testing.T) {
+	t.Parallel()
+	old, oldCAs := testenv.WriteTLSFiles(t)
+	renewed, _ := testenv.WriteTLSFiles(t) // the new CA and a certificate it signed
+	srv := testenv.StartRedis(t, testenv.WithRedisTLS(old))
+	bundle := filepath.Join(t.TempDir(), "ca.crt")
+	installFile(t, bundle, old.CAFile)
+
+	ctx := t.Context()
+	// One connection, opened before the rotation, which CLIENT KILL skips.
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 1, MaxIdleConns: 1, ConnMaxIdleTime: -1,
+		TLSConfig: &tls.Config{RootCAs: oldCAs}})
+	defer admin.Close()
+
+	holder := startCLI(t, "holder", nil, append([]string{"lock", "--backend", "redis", "--redis-url", srv.URL(),
+		"--cacert", bundle, "--name", "job", "--log-level", "debug"},
+		append(timing, "--", "sleep", "600")...)...)
+	holder.stderr.waitFor(t, "acquired", 15*time.Second)
+
+	steps := []struct {
+		name string
+		do   func()
+	}{
+		{"the bundle holds both CAs", func() { installFile(t, bundle, old.CAFile, renewed.CAFile) }},
+		{"the server's certificate is reissued by the new CA", func() {
+			if err := admin.Do(ctx, "CONFIG", "SET", "tls-cert-file", renewed.CertFile, "tls-key-file", renewed.KeyFile).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the old CA leaves the bundle", func() { installFile(t, bundle, renewed.CAFile) }},
+	}
+	for _, step := range steps {
+		step.do()
+		lastID, err := admin.ClientID(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, typ := range []string{"normal", "pubsub"} {
+			if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", typ, "SKIPME", "yes").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for !renewsOnNewConnection(t, admin, lastID) {
+			select {
+			case <-holder.done:
+				t.Fatalf("after %s, the holder exited %d without renewing on a new connection:\n%s", step.name, holder.code, holder.stderr)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s, the holder did not renew on a new connection within 30s:\n%s", step.name, holder.stderr)
+			}
+		}
+	}
+	if strings.Contains(holder.stderr.String(), "lock lost") {
+		t.Errorf("the holder lost its lock:\n%s", holder.stderr)
+	}
+	holder.signal(syscall.SIGTERM)
+	if code := holder.wait(15 * time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("holder: exit %d after SIGTERM, want %d (its command's)", code, 128+int(syscall.SIGTERM))
+	}
+}

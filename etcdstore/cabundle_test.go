@@ -1,0 +1,101 @@
+package etcdstore_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/etcdstore"
+	"github.com/baton-go/baton/internal/testenv"
+)
+
+// install writes the concatenation of the files from to path by rename,
+// as a Secret mounted as a volume is updated.
+func install(t *testing.T, path string, from ...string) {
+	t.Helper()
+	var b []byte
+	for _, f := range from {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, data...)
+	}
+	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A CA rotated under a holder, as cert-manager or Vault rotate it: the
+// bundle in Config.CAFile gets the new CA beside the old, the member's
+// certificate is reissued by the new CA (etcd reads its files again at
+// each handshake), the old CA leaves the bundle; after each step every
+// connection is closed. The Store reconnects each time and the holder
+// keeps its lock. Before, CAFile was read once: after the reissue no new
+// connection could be verified ("certificate signed by unknown
+// authority"), and every holder lost its lock at its renew deadline.
+func TestCARotated(t *testing.T) {
+	old, _ := testenv.WriteTLSFiles(t)
+	renewed, _ := testenv.WriteTLSFiles(t) // the new CA, and a certificate it signed
+	dir := t.TempDir()
+	served := testenv.EtcdTLS{CertFile: filepath.Join(dir, "server.crt"), KeyFile: filepath.Join(dir, "server.key"), CAFile: filepath.Join(dir, "server-ca.crt")}
+	install(t, served.CertFile, old.CertFile)
+	install(t, served.KeyFile, old.KeyFile)
+	install(t, served.CAFile, old.CAFile)
+	srv := startEtcd(t, testenv.WithEtcdTLS(served))
+	proxy := startFaultProxy(t, srv.Addr())
+	bundle := filepath.Join(dir, "ca.crt")
+	install(t, bundle, old.CAFile)
+
+	s, err := etcdstore.OpenStore(t.Context(), etcdstore.Config{Endpoints: []string{"https://" + proxy.Addr()}, CAFile: bundle},
+		etcdstore.WithLogger(quietLog), etcdstore.WithPrefix(freshPrefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	renewed2 := make(chan struct{}, 1)
+	holder := lock(t, newMutex(t, s, "job", "holder", 15*time.Second, baton.WithObserver(baton.ObserverFunc(func(e baton.Event) {
+		if e.Kind == baton.EventRenewed {
+			select {
+			case renewed2 <- struct{}{}:
+			default:
+			}
+		}
+	}))))
+
+	steps := []struct {
+		name string
+		do   func()
+	}{
+		{"the bundle holds both CAs", func() { install(t, bundle, old.CAFile, renewed.CAFile) }},
+		{"the member's certificate is reissued by the new CA", func() {
+			install(t, served.KeyFile, renewed.KeyFile)
+			install(t, served.CertFile, renewed.CertFile)
+		}},
+		{"the old CA leaves the bundle", func() { install(t, bundle, renewed.CAFile) }},
+	}
+	for _, step := range steps {
+		step.do()
+		proxy.Reset()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		_, err := s.List(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("after %s, no request succeeded on a new connection: %v", step.name, err)
+		}
+	}
+	select {
+	case <-renewed2:
+	default:
+	}
+	within(t, 15*time.Second, "a renewal after the rotation", renewed2)
+	if err := holder.Err(); err != nil {
+		t.Errorf("the holder lost its lock: %v", err)
+	}
+}
