@@ -2,12 +2,15 @@ package etcdstore_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/baton-go/baton"
+	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/testenv"
 )
@@ -97,5 +100,20 @@ func TestCARotated(t *testing.T) {
 	within(t, 15*time.Second, "a renewal after the rotation", renewed2)
 	if err := holder.Err(); err != nil {
 		t.Errorf("the holder lost its lock: %v", err)
+	}
+}
+
+// A member whose certificate no CA in Config.CAFile signed (the old CA
+// removed from the bundle before the members were reissued) fails Open as
+// a misconfiguration that names the CA file, which the CLI reports with
+// exit 78. Before, the error said only that the authority was unknown,
+// and to "give the CA file that signed it".
+func TestOpenNamesCAFile(t *testing.T) {
+	old, _ := testenv.WriteTLSFiles(t)
+	other, _ := testenv.WriteTLSFiles(t)
+	srv := startEtcd(t, testenv.WithEtcdTLS(testenv.EtcdTLS{CertFile: old.CertFile, KeyFile: old.KeyFile, CAFile: old.CAFile}))
+	err := openFails(t, "with a bundle of another CA", etcdstore.Config{Endpoints: srv.Endpoints(), CAFile: other.CAFile})
+	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "unknown authority") || !strings.Contains(err.Error(), other.CAFile) {
+		t.Errorf("Open with a bundle of another CA: %v, want ErrMisconfigured naming the unknown authority and %s", err, other.CAFile)
 	}
 }

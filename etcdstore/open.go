@@ -221,12 +221,19 @@ func (c Config) tlsConfig() (*tls.Config, *tlsfiles.CAFile, error) {
 // keepalive would notice only after 15s: keep them when you change the
 // configuration, and build one client from each configuration returned.
 func (c Config) ClientConfig() (clientv3.Config, error) {
+	cc, _, err := c.clientConfig()
+	return cc, err
+}
+
+// clientConfig is ClientConfig, and the CA file it loaded (nil without
+// CAFile).
+func (c Config) clientConfig() (clientv3.Config, *tlsfiles.CAFile, error) {
 	if err := c.validate(); err != nil {
-		return clientv3.Config{}, err
+		return clientv3.Config{}, nil, err
 	}
 	tc, ca, err := c.tlsConfig()
 	if err != nil {
-		return clientv3.Config{}, err
+		return clientv3.Config{}, nil, err
 	}
 	dial := c.DialTimeout
 	if dial == 0 {
@@ -245,7 +252,7 @@ func (c Config) ClientConfig() (clientv3.Config, error) {
 		Username:             c.Username,
 		Password:             c.Password,
 		Logger:               logger,
-	}, tc, ca), nil
+	}, tc, ca), ca, nil
 }
 
 // Open connects to etcd as cfg says and checks the connection with one
@@ -265,7 +272,7 @@ func Open(ctx context.Context, cfg Config) (*clientv3.Client, error) {
 
 // open is Open, and reports whether an etcd grpc-proxy answered.
 func open(ctx context.Context, cfg Config) (client *clientv3.Client, proxied bool, err error) {
-	cc, err := cfg.ClientConfig()
+	cc, ca, err := cfg.clientConfig()
 	if err != nil {
 		return nil, false, err
 	}
@@ -292,7 +299,7 @@ func open(ctx context.Context, cfg Config) (client *clientv3.Client, proxied boo
 			if lost := quorumLost(ctx, client, cfg.Endpoints, min(cc.DialTimeout, time.Second)); lost != nil {
 				err = fmt.Errorf("%w: no answer within %v: %w: %w", backend.ErrUnavailable, cc.DialTimeout, lost, err)
 			} else {
-				err = noAnswer(ctx, cfg.Endpoints[0], cc, err)
+				err = noAnswer(ctx, cfg.Endpoints[0], cc, ca, err)
 			}
 		}
 		client.Close()
@@ -413,9 +420,9 @@ func leaderless(endpoints []string, sts []*clientv3.StatusResponse) error {
 // the deadline, so one plain dial to endpoint finds out. If that dial
 // finds nothing wrong but gRPC goes through an HTTP proxy (HTTPS_PROXY in
 // the environment, which gRPC follows and the plain dial does not), the
-// proxy is named.
-func noAnswer(ctx context.Context, endpoint string, cc clientv3.Config, err error) error {
-	if why := storeerr.Classify(diagnose(ctx, endpoint, cc.TLS)); why != nil {
+// proxy is named. A TLS failure names the CA file (ca, nil without one).
+func noAnswer(ctx context.Context, endpoint string, cc clientv3.Config, ca *tlsfiles.CAFile, err error) error {
+	if why := storeerr.Classify(diagnose(ctx, endpoint, ca.Config(cc.TLS), ca)); why != nil {
 		return fmt.Errorf("no answer within %v (%w): %w", cc.DialTimeout, why, err)
 	}
 	if proxy := envProxy(endpoint); proxy != "" {
@@ -479,8 +486,9 @@ func DialTarget(endpoint string) (network, address string) {
 }
 
 // diagnose dials endpoint once (with TLS if tc is not nil) and returns
-// what failed, or nil.
-func diagnose(ctx context.Context, endpoint string, tc *tls.Config) error {
+// what failed, or nil. A failed verification names the CA file ca (nil
+// without one).
+func diagnose(ctx context.Context, endpoint string, tc *tls.Config, ca *tlsfiles.CAFile) error {
 	network, host := DialTarget(endpoint)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -506,7 +514,7 @@ func diagnose(ctx context.Context, endpoint string, tc *tls.Config) error {
 			return fmt.Errorf("%w: TLS handshake with %s: %w (the server closed the connection: it does not serve TLS on this port, so use an http:// endpoint, or it refused this client)",
 				backend.ErrMisconfigured, host, err)
 		}
-		return fmt.Errorf("TLS handshake with %s: %w", host, err)
+		return fmt.Errorf("TLS handshake with %s: %w", host, ca.Explain(err))
 	}
 	// TLS 1.3 servers report a missing client certificate only on the
 	// first read.

@@ -105,9 +105,10 @@ func sameFile(a, b os.FileInfo) bool {
 }
 
 // Explain returns err, a failed handshake's error, with what the file has
-// to do with it: that the server's certificate is signed by no CA in the
-// file, or that the file could not be read again and the CAs read before
-// were used. It returns err itself if c is nil or neither applies.
+// to do with it: that the file could not be read again and the CAs read
+// before were used, or that the server's certificate is signed by no CA
+// in the file (then matching backend.ErrMisconfigured). It returns err
+// itself if c is nil or neither applies.
 func (c *CAFile) Explain(err error) error {
 	if c == nil || err == nil {
 		return err
@@ -120,7 +121,7 @@ func (c *CAFile) Explain(err error) error {
 	case lastErr != nil:
 		return fmt.Errorf("%w (the CA file %s could not be read again: %v; the CAs read from it before are still the ones trusted)", err, c.path, lastErr)
 	case errors.As(err, &unknown):
-		return fmt.Errorf("%w (no CA in the CA file %s signed the server's certificate; the file is read again at the next connection once it changes)", err, c.path)
+		return fmt.Errorf("%w: %w (no CA in the CA file %s signed the server's certificate: add the CA that did to that file, which is read again at the next connection once it changes)", backend.ErrMisconfigured, err, c.path)
 	}
 	return err
 }
