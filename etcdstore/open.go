@@ -485,6 +485,22 @@ func DialTarget(endpoint string) (network, address string) {
 	return "tcp", endpoint
 }
 
+// Diagnose dials endpoint once as c says (over TLS with c's files, if c
+// asks for TLS) and returns why a client of c gets no answer there,
+// matching backend.ErrUnavailable or backend.ErrMisconfigured: nothing
+// listens, the TLS handshake fails (naming the CA file the server's
+// certificate is not signed by), the port serves another protocol. It
+// returns nil if it finds nothing wrong. A request that timed out tells
+// only the deadline: gRPC keeps the cause of its failed connections to
+// itself.
+func (c Config) Diagnose(ctx context.Context, endpoint string) error {
+	tc, ca, err := c.tlsConfig()
+	if err != nil {
+		return err
+	}
+	return storeerr.Classify(diagnose(ctx, endpoint, tc, ca))
+}
+
 // diagnose dials endpoint once (with TLS if tc is not nil) and returns
 // what failed, or nil. A failed verification names the CA file ca (nil
 // without one).

@@ -104,3 +104,20 @@ func TestRedisCARotated(t *testing.T) {
 		t.Errorf("holder: exit %d after SIGTERM, want %d (its command's)", code, 128+int(syscall.SIGTERM))
 	}
 }
+
+// doctor on an etcd whose certificate no CA in --cacert signed (the old
+// CA removed before the members were reissued): the endpoint's row names
+// the failed verification and the CA file, as the store row does. Before,
+// the row read "no answer in time: context deadline exceeded", with the
+// fix "check the address, the network path and the store's load".
+func TestDoctorEtcdUnknownCA(t *testing.T) {
+	t.Parallel()
+	files, _ := testenv.WriteTLSFiles(t)
+	other, _ := testenv.WriteTLSFiles(t)
+	e := testenv.StartEtcd(t, testenv.WithEtcdTLS(testenv.EtcdTLS{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile}))
+	code, out, stderr := runCLI(t, "doctor", "--backend", "etcd", "--endpoints", e.Endpoint(), "--cacert", other.CAFile, "--name", "job")
+	row, ok := doctorTable(t, out)["etcd "+e.Endpoint()]
+	if code != 1 || !ok || row.result != "FAIL" || !strings.Contains(row.detail, "unknown authority") || !strings.Contains(row.detail, other.CAFile) {
+		t.Errorf("doctor exited %d; the endpoint's row is %+v, want FAIL naming the unknown authority and %s:\n%s\n%s", code, row, other.CAFile, out, stderr)
+	}
+}

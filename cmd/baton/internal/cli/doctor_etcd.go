@@ -45,7 +45,7 @@ func etcdChecks(ctx context.Context, f *etcdFlags) (rows []check, answered bool)
 	for i, ep := range cfg.Endpoints {
 		wg.Go(func() {
 			var ok bool
-			checks[i], ok = endpointCheck(ctx, client, ep)
+			checks[i], ok = endpointCheck(ctx, client, cfg, ep)
 			idle[i] = !ok
 		})
 	}
@@ -68,9 +68,9 @@ func etcdChecks(ctx context.Context, f *etcdFlags) (rows []check, answered bool)
 // (its cluster lost its quorum, or it is cut off from the others), and a
 // learner, answer no lock request. The row of an etcd grpc-proxy fails
 // (grpcProxyCheck), though the proxy serves locks.
-func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string) (check, bool) {
+func endpointCheck(parent context.Context, client *clientv3.Client, cfg etcdstore.Config, endpoint string) (check, bool) {
 	label := "etcd " + endpoint
-	ctx, cancel := context.WithTimeout(ctx, etcdCheckTimeout)
+	ctx, cancel := context.WithTimeout(parent, etcdCheckTimeout)
 	defer cancel()
 	// gRPC retries a refused connection until the deadline and then
 	// reports only the deadline: one plain dial first names the cause.
@@ -83,6 +83,13 @@ func endpointCheck(ctx context.Context, client *clientv3.Client, endpoint string
 	conn.Close()
 	st, err := client.Status(ctx, endpoint)
 	if err != nil {
+		if ctx.Err() != nil && parent.Err() == nil {
+			// No answer in time: one dial of our own says why, such as a
+			// TLS handshake that cannot succeed.
+			if why := cfg.Diagnose(parent, endpoint); why != nil {
+				err = why
+			}
+		}
 		return storeFailureNamed(label, storeerr.Classify(err)), false
 	}
 	role := "follower"
