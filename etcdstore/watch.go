@@ -172,13 +172,16 @@ func (s *Store) cachedHeld(f *follower, name string) error {
 	if c := s.claims[name]; c != nil && uint64(c.token) == he.Token && c.lost == nil {
 		he.RetryAfter = max(time.Until(c.deadline), 0)
 	}
-	if sc := s.seen[name]; spec.obs.mod == 0 && sc != nil && !sc.gone.IsZero() {
-		// Held by a claim whose key vanished (see ghost): ask etcd, for
-		// the release marker the holder's Store puts. It wakes no watch,
-		// nor, in fair mode, does anything else when no queue key is
-		// ahead of this waiter's place: the key of the holder's place,
-		// whose deletion wakes the waiter behind it, may be gone too
-		// (`etcdctl del --prefix`).
+	if spec.obs.mod == 0 {
+		// The attempt found no key to wait for: held by a claim whose
+		// key vanished (see ghost), or by none at all (ghost forgot the
+		// claim as expired after this attempt took a place). Ask etcd,
+		// for the release marker the holder's Store puts, or for the
+		// free lock: neither wakes a watch, nor, in fair mode, does
+		// anything else when no queue key is ahead of this waiter's
+		// place: the key of the holder's place, whose deletion wakes the
+		// waiter behind it, may be gone too (with its lease, or by
+		// `etcdctl del --prefix`).
 		return nil
 	}
 	return fmt.Errorf("etcdstore: %w", he)
