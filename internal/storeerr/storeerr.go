@@ -61,12 +61,24 @@ func tlsProblem(err error) (hint string, ok bool) {
 	case errors.As(err, &verify):
 		return "the server's certificate could not be verified: check the CA file and the host name", true
 	case errors.As(err, &alert), isRemoteTLSAlert(err):
-		if strings.Contains(err.Error(), "certificate required") {
-			return "the server requires a client certificate (mutual TLS): give one that its CA signed, with its key", true
-		}
-		return "the server refused the TLS connection: does it require a client certificate (and accept this one)?", true
+		return alertHint(err.Error()), true
 	}
 	return "", false
+}
+
+// alertHint is the hint for a TLS alert the server sent, as msg reports it.
+func alertHint(msg string) string {
+	switch {
+	case strings.Contains(msg, "certificate required"):
+		return "the server requires a client certificate (mutual TLS): give one that its CA signed, with its key"
+	case strings.Contains(msg, "unknown certificate authority"), strings.Contains(msg, "bad certificate"):
+		// OpenSSL (Redis) and Go (etcd) servers send these for a client
+		// certificate they cannot verify.
+		return "the server does not accept the client certificate (--cert): it must trust the CA that issued it (Redis tls-ca-cert-file, etcd --trusted-ca-file: when a CA rotates, add the new CA there before clients present certificates it issued), and the certificate must be valid now"
+	case strings.Contains(msg, "expired certificate"):
+		return "the server found the client certificate (--cert) expired: renew it"
+	}
+	return "the server refused the TLS connection: does it require a client certificate (and accept this one)?"
 }
 
 // isRemoteTLSAlert reports an alert the server sent during the handshake,

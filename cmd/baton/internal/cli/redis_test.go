@@ -111,6 +111,7 @@ func TestRedisMutualTLS(t *testing.T) {
 	t.Parallel()
 	files, _ := testenv.WriteTLSFiles(t)
 	files.AuthClients = true
+	other, _ := testenv.WriteTLSFiles(t)
 	srv := testenv.StartRedis(t, testenv.WithRedisTLS(files))
 	base := []string{"--backend", "redis", "--redis-url", srv.URL(), "--name", "job"}
 	withTLS := append(slices.Clone(base), "--cacert", files.CAFile, "--cert", files.CertFile, "--key", files.KeyFile)
@@ -135,6 +136,9 @@ func TestRedisMutualTLS(t *testing.T) {
 		{"no CA", nil, cli.ExitConfig, "signed by an authority the client does not trust"},
 		{"no client certificate", []string{"--cacert", files.CAFile}, cli.ExitConfig, "requires a client certificate"},
 		{"missing CA file", []string{"--cacert", files.CAFile + ".missing"}, cli.ExitConfig, "CA file"},
+		// A client certificate of a CA the server does not trust yet (a
+		// CA rotation done in the wrong order).
+		{"client certificate of another CA", []string{"--cacert", files.CAFile, "--cert", other.CertFile, "--key", other.KeyFile}, cli.ExitConfig, "does not accept the client certificate (--cert): it must trust the CA that issued it"},
 	} {
 		args := append(append(append([]string{"lock"}, base...), tc.flags...), "--wait", "0", "--", "true")
 		if code, _, stderr := runCLI(t, args...); code != tc.code || !strings.Contains(stderr, tc.want) {
