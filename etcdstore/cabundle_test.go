@@ -3,7 +3,6 @@ package etcdstore_test
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,26 +13,6 @@ import (
 	"github.com/baton-go/baton/etcdstore"
 	"github.com/baton-go/baton/internal/testenv"
 )
-
-// install writes the concatenation of the files from to path by rename,
-// as a Secret mounted as a volume is updated.
-func install(t *testing.T, path string, from ...string) {
-	t.Helper()
-	var b []byte
-	for _, f := range from {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = append(b, data...)
-	}
-	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A CA rotated under a holder, as cert-manager or Vault rotate it: the
 // bundle in Config.CAFile gets the new CA beside the old, the member's
@@ -48,13 +27,13 @@ func TestCARotated(t *testing.T) {
 	renewed, _ := testenv.WriteTLSFiles(t) // the new CA, and a certificate it signed
 	dir := t.TempDir()
 	served := testenv.EtcdTLS{CertFile: filepath.Join(dir, "server.crt"), KeyFile: filepath.Join(dir, "server.key"), CAFile: filepath.Join(dir, "server-ca.crt")}
-	install(t, served.CertFile, old.CertFile)
-	install(t, served.KeyFile, old.KeyFile)
-	install(t, served.CAFile, old.CAFile)
+	testenv.InstallFile(t, served.CertFile, old.CertFile)
+	testenv.InstallFile(t, served.KeyFile, old.KeyFile)
+	testenv.InstallFile(t, served.CAFile, old.CAFile)
 	srv := startEtcd(t, testenv.WithEtcdTLS(served))
 	proxy := startFaultProxy(t, srv.Addr())
 	bundle := filepath.Join(dir, "ca.crt")
-	install(t, bundle, old.CAFile)
+	testenv.InstallFile(t, bundle, old.CAFile)
 
 	s, err := etcdstore.OpenStore(t.Context(), etcdstore.Config{Endpoints: []string{"https://" + proxy.Addr()}, CAFile: bundle},
 		etcdstore.WithLogger(quietLog), etcdstore.WithPrefix(freshPrefix(t)))
@@ -76,12 +55,12 @@ func TestCARotated(t *testing.T) {
 		name string
 		do   func()
 	}{
-		{"the bundle holds both CAs", func() { install(t, bundle, old.CAFile, renewed.CAFile) }},
+		{"the bundle holds both CAs", func() { testenv.InstallFile(t, bundle, old.CAFile, renewed.CAFile) }},
 		{"the member's certificate is reissued by the new CA", func() {
-			install(t, served.KeyFile, renewed.KeyFile)
-			install(t, served.CertFile, renewed.CertFile)
+			testenv.InstallFile(t, served.KeyFile, renewed.KeyFile)
+			testenv.InstallFile(t, served.CertFile, renewed.CertFile)
 		}},
-		{"the old CA leaves the bundle", func() { install(t, bundle, renewed.CAFile) }},
+		{"the old CA leaves the bundle", func() { testenv.InstallFile(t, bundle, renewed.CAFile) }},
 	}
 	for _, step := range steps {
 		step.do()
@@ -115,5 +94,43 @@ func TestOpenNamesCAFile(t *testing.T) {
 	err := openFails(t, "with a bundle of another CA", etcdstore.Config{Endpoints: srv.Endpoints(), CAFile: other.CAFile})
 	if !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "unknown authority") || !strings.Contains(err.Error(), other.CAFile) {
 		t.Errorf("Open with a bundle of another CA: %v, want ErrMisconfigured naming the unknown authority and %s", err, other.CAFile)
+	}
+}
+
+// A holder whose member's certificate was reissued by a CA its bundle
+// lacks (the old CA removed before the members were reissued) steps down
+// at its renew deadline with a loss that names the failed verification
+// and the CA file, matching backend.ErrMisconfigured, so that baton lock
+// and run exit 78 as on Redis. Before, the loss said only that "a renew
+// had no answer" (ErrUnavailable, exit 1), and the etcd client's logs
+// alone held the cause.
+func TestCAMismatchNamedInLoss(t *testing.T) {
+	old, _ := testenv.WriteTLSFiles(t)
+	other, _ := testenv.WriteTLSFiles(t)
+	dir := t.TempDir()
+	served := testenv.EtcdTLS{CertFile: filepath.Join(dir, "server.crt"), KeyFile: filepath.Join(dir, "server.key"), CAFile: old.CAFile}
+	testenv.InstallFile(t, served.CertFile, old.CertFile)
+	testenv.InstallFile(t, served.KeyFile, old.KeyFile)
+	srv := startEtcd(t, testenv.WithEtcdTLS(served))
+	proxy := startFaultProxy(t, srv.Addr())
+	s, err := etcdstore.OpenStore(t.Context(), etcdstore.Config{Endpoints: []string{"https://" + proxy.Addr()}, CAFile: old.CAFile},
+		etcdstore.WithLogger(quietLog), etcdstore.WithPrefix(freshPrefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	holder := lock(t, newMutex(t, s, "job", "holder", 2*time.Second))
+	testenv.InstallFile(t, served.KeyFile, other.KeyFile)
+	testenv.InstallFile(t, served.CertFile, other.CertFile)
+	proxy.Reset()
+	within(t, 20*time.Second, "the holder to step down", holder.Done())
+	if err := holder.Err(); !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "unknown authority") || !strings.Contains(err.Error(), old.CAFile) {
+		t.Errorf("the holder's loss: %v, want ErrMisconfigured naming the unknown authority and %s", err, old.CAFile)
+	}
+	// An attempt to take the lock says the same, not "is etcd running?".
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := newMutex(t, s, "job", "standby", 2*time.Second).TryLock(ctx); !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), old.CAFile) {
+		t.Errorf("TryLock: %v, want ErrMisconfigured naming %s", err, old.CAFile)
 	}
 }

@@ -26,6 +26,28 @@ type connTracker struct {
 
 	mu    sync.Mutex
 	conns map[*trackedConn]struct{}
+	// handshakeErr is why the last TLS handshake failed, nil once one
+	// succeeds: gRPC reports a request without a connection by its
+	// deadline alone.
+	handshakeErr error
+}
+
+// noteHandshake records the outcome of a TLS handshake.
+func (t *connTracker) noteHandshake(err error) {
+	t.mu.Lock()
+	t.handshakeErr = err
+	t.mu.Unlock()
+}
+
+// lastHandshakeErr returns why the last TLS handshake failed, or nil if it
+// succeeded or none was made. A nil tracker has none.
+func (t *connTracker) lastHandshakeErr() error {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.handshakeErr
 }
 
 // connTrackerKey is the client context's key of its connTracker.
@@ -136,7 +158,9 @@ func (tc trackingCreds) ClientHandshake(ctx context.Context, authority string, r
 	if err != nil {
 		_ = c.Close() // gRPC closes raw, not c
 	}
-	return conn, info, tc.ca.Explain(err)
+	err = tc.ca.Explain(err)
+	tc.t.noteHandshake(err)
+	return conn, info, err
 }
 
 func (tc trackingCreds) Clone() credentials.TransportCredentials {

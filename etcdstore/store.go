@@ -728,6 +728,9 @@ func (s *Store) Renew(ctx context.Context, g backend.Grant) (backend.Grant, erro
 				"(the user's password was changed, or the user or its role's permission on the prefix removed, since this client authenticated: "+
 				"grant the permission again, or restart with the user's current credentials)", g.Key, what, err)
 		}
+		if err := s.tlsRefusal(); err != nil {
+			return backend.Grant{}, fmt.Errorf("etcdstore: lock %q: renew: waiting for %s: %w", g.Key, what, err)
+		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
@@ -1229,6 +1232,9 @@ func (s *Store) wrap(name, op string, err error) error {
 		return fmt.Errorf("etcdstore: lock %q: %s: %w: the etcd client was closed (%w); open a new client and Store", name, op, backend.ErrClosed, err)
 	}
 	if why := s.disconnected(err); why != "" {
+		if tlsErr := s.tlsRefusal(); tlsErr != nil {
+			return fmt.Errorf("etcdstore: lock %q: %s: %w: %w", name, op, tlsErr, err)
+		}
 		return fmt.Errorf("etcdstore: lock %q: %s: %w: %s: %w", name, op, backend.ErrUnavailable, why, err)
 	}
 	return fmt.Errorf("etcdstore: lock %q: %s: %w", name, op, mapErr(err))
@@ -1257,6 +1263,21 @@ func (s *Store) disconnected(err error) string {
 		return fmt.Sprintf("%s: the host name %q does not resolve: check the endpoints and DNS", why, host)
 	}
 	return why + ": is etcd running, and are the endpoints right?"
+}
+
+// tlsRefusal returns why the client has no connection to etcd if its last
+// TLS handshake failed in a way that trying again does not mend (the
+// server's certificate not verified, or the client's refused), matching
+// backend.ErrMisconfigured; nil while it is connected, or otherwise.
+func (s *Store) tlsRefusal() error {
+	if conn := s.client.ActiveConnection(); conn == nil || conn.GetState() == connectivity.Ready {
+		return nil
+	}
+	err := storeerr.Classify(trackerOf(s.client).lastHandshakeErr())
+	if !errors.Is(err, backend.ErrMisconfigured) {
+		return nil
+	}
+	return fmt.Errorf("no connection to etcd at %s: the TLS handshake fails: %w", strings.Join(s.client.Endpoints(), ", "), err)
 }
 
 // unresolved returns the first host name among endpoints that DNS (or the
