@@ -2,36 +2,14 @@ package cli_test
 
 import (
 	"crypto/tls"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/baton-go/baton/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
-
-// installFile writes the concatenation of the files from to path by
-// rename, as a Secret mounted as a volume is updated.
-func installFile(t *testing.T, path string, from ...string) {
-	t.Helper()
-	var b []byte
-	for _, f := range from {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = append(b, data...)
-	}
-	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A CA rotated as cert-manager or Vault rotates it, under a holder: the
 // trust bundle (--cacert) first holds the old and the new CA, then the
@@ -48,7 +26,7 @@ func TestRedisCARotated(t *testing.T) {
 	renewed, _ := testenv.WriteTLSFiles(t) // the new CA and a certificate it signed
 	srv := testenv.StartRedis(t, testenv.WithRedisTLS(old))
 	bundle := filepath.Join(t.TempDir(), "ca.crt")
-	installFile(t, bundle, old.CAFile)
+	testenv.InstallFile(t, bundle, old.CAFile)
 
 	ctx := t.Context()
 	// One connection, opened before the rotation, which CLIENT KILL skips.
@@ -65,44 +43,19 @@ func TestRedisCARotated(t *testing.T) {
 		name string
 		do   func()
 	}{
-		{"the bundle holds both CAs", func() { installFile(t, bundle, old.CAFile, renewed.CAFile) }},
+		{"the bundle holds both CAs", func() { testenv.InstallFile(t, bundle, old.CAFile, renewed.CAFile) }},
 		{"the server's certificate is reissued by the new CA", func() {
 			if err := admin.Do(ctx, "CONFIG", "SET", "tls-cert-file", renewed.CertFile, "tls-key-file", renewed.KeyFile).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"the old CA leaves the bundle", func() { installFile(t, bundle, renewed.CAFile) }},
+		{"the old CA leaves the bundle", func() { testenv.InstallFile(t, bundle, renewed.CAFile) }},
 	}
 	for _, step := range steps {
 		step.do()
-		lastID, err := admin.ClientID(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, typ := range []string{"normal", "pubsub"} {
-			if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", typ, "SKIPME", "yes").Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for !renewsOnNewConnection(t, admin, lastID) {
-			select {
-			case <-holder.done:
-				t.Fatalf("after %s, the holder exited %d without renewing on a new connection:\n%s", step.name, holder.code, holder.stderr)
-			case <-time.After(50 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after %s, the holder did not renew on a new connection within 30s:\n%s", step.name, holder.stderr)
-			}
-		}
+		killAndAwaitRenewal(t, admin, holder, step.name)
 	}
-	if strings.Contains(holder.stderr.String(), "lock lost") {
-		t.Errorf("the holder lost its lock:\n%s", holder.stderr)
-	}
-	holder.signal(syscall.SIGTERM)
-	if code := holder.wait(15 * time.Second); code != 128+int(syscall.SIGTERM) {
-		t.Errorf("holder: exit %d after SIGTERM, want %d (its command's)", code, 128+int(syscall.SIGTERM))
-	}
+	stopHolder(t, holder)
 }
 
 // doctor on an etcd whose certificate no CA in --cacert signed (the old

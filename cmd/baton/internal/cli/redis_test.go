@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -169,19 +168,8 @@ func TestRedisClientCertRenewed(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	install := func(cert, key string) { // as a Secret volume updates: by rename
-		t.Helper()
-		for from, to := range map[string]string{cert: certFile, key: keyFile} {
-			b, err := os.ReadFile(from)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(to+".tmp", b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Rename(to+".tmp", to); err != nil {
-				t.Fatal(err)
-			}
-		}
+		testenv.InstallFile(t, certFile, cert)
+		testenv.InstallFile(t, keyFile, key)
 	}
 	install(old.CertFile, old.KeyFile)
 
@@ -205,6 +193,19 @@ func TestRedisClientCertRenewed(t *testing.T) {
 	if err := admin.ConfigSet(ctx, "tls-ca-cert-file", renewed.CAFile).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// The holder renews on a new connection, or steps down when the
+	// server refuses it.
+	killAndAwaitRenewal(t, admin, holder, "the switch to the new CA")
+	stopHolder(t, holder)
+}
+
+// killAndAwaitRenewal closes every connection to the server admin is
+// connected to but admin's own (CLIENT KILL), and waits for holder to
+// renew on a new connection. It fails the test, saying after what, if
+// holder exits first or does not renew within 30s.
+func killAndAwaitRenewal(t *testing.T, admin *redis.Client, holder *proc, after string) {
+	t.Helper()
+	ctx := t.Context()
 	lastID, err := admin.ClientID(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -214,19 +215,23 @@ func TestRedisClientCertRenewed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The holder renews on a new connection, or steps down when the
-	// server refuses it.
 	deadline := time.Now().Add(30 * time.Second)
 	for !renewsOnNewConnection(t, admin, lastID) {
 		select {
 		case <-holder.done:
-			t.Fatalf("the holder exited %d without renewing on a new connection:\n%s", holder.code, holder.stderr)
+			t.Fatalf("after %s, the holder exited %d without renewing on a new connection:\n%s", after, holder.code, holder.stderr)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the holder did not renew on a new connection within 30s:\n%s", holder.stderr)
+			t.Fatalf("after %s, the holder did not renew on a new connection within 30s:\n%s", after, holder.stderr)
 		}
 	}
+}
+
+// stopHolder checks that holder, a baton lock running sleep, never lost
+// its lock, and stops it with SIGTERM, which it passes to its command.
+func stopHolder(t *testing.T, holder *proc) {
+	t.Helper()
 	if strings.Contains(holder.stderr.String(), "lock lost") {
 		t.Errorf("the holder lost its lock:\n%s", holder.stderr)
 	}
