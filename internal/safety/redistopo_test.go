@@ -146,7 +146,13 @@ const faultSentinelSwitch = "Sentinel failover by hand while the sentinel of the
 func TestSafetyRedisSentinelSwitch(t *testing.T) {
 	topo := testenv.StartRedisSentinel(t)
 	n := 0
-	be := &backendEnv{name: "redis", ttl: ttl, claimLife: ttl,
+	// A TTL of 6s: a claim lasts well past the window between the
+	// replica's promotion and the sentinels' +switch-master (about a
+	// second, their look at the promoted replica), in which the old
+	// primary takes renewals it no longer replicates; at 2s a holder that
+	// heard the switch as soon as it was announced still lost its claim
+	// on the new primary to a waiter in one CI run of several.
+	be := &backendEnv{name: "redis", ttl: 3 * ttl, claimLife: 3 * ttl,
 		newLink: func(*testing.T) link {
 			addrs := topo.SentinelAddrs()
 			n++
