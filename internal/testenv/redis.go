@@ -55,7 +55,10 @@ func RedisArgs(args ...string) RedisOption {
 	return func(c *redisConfig) { c.args = append(c.args, args...) }
 }
 
-// WithRedisTLS serves TLS only, with the given files.
+// WithRedisTLS serves TLS only, with the given files; replication, a
+// sentinel's links to the servers it monitors and the cluster bus use TLS
+// too. StartRedisSentinel and StartRedisCluster pass it to every server
+// and sentinel of the topology.
 func WithRedisTLS(t RedisTLS) RedisOption { return func(c *redisConfig) { c.tls = &t } }
 
 // RedisServer is a redis-server process on a free loopback port, with its
@@ -129,8 +132,11 @@ func (r *RedisServer) args() ([]string, error) {
 				return nil, err
 			}
 		}
-		return []string{conf, "--sentinel", "--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1",
-			"--dir", r.Dir, "--logfile", "", "--daemonize", "no"}, nil
+		a := []string{conf, "--sentinel", "--bind", "127.0.0.1", "--dir", r.Dir, "--logfile", "", "--daemonize", "no"}
+		if r.cfg.tls != nil {
+			return append(a, r.cfg.tls.tlsArgs(r.Port)...), nil
+		}
+		return append(a, "--port", strconv.Itoa(r.Port)), nil
 	}
 	a := []string{
 		"--bind", "127.0.0.1",
@@ -140,10 +146,7 @@ func (r *RedisServer) args() ([]string, error) {
 		"--save", "",
 	}
 	if r.cfg.tls != nil {
-		a = append(a, "--port", "0", "--tls-port", strconv.Itoa(r.Port),
-			"--tls-cert-file", r.cfg.tls.CertFile, "--tls-key-file", r.cfg.tls.KeyFile,
-			"--tls-ca-cert-file", r.cfg.tls.CAFile,
-			"--tls-auth-clients", map[bool]string{true: "yes", false: "no"}[r.cfg.tls.AuthClients])
+		a = append(a, r.cfg.tls.tlsArgs(r.Port)...)
 	} else {
 		a = append(a, "--port", strconv.Itoa(r.Port))
 	}

@@ -36,11 +36,11 @@ func StartRedisSentinel(t testing.TB, opts ...RedisOption) *RedisSentinel {
 		"sentinel failover-timeout %[1]s 5000\n"+
 		"sentinel parallel-syncs %[1]s 1\n", RedisSentinelName, primary.Port)
 	for range 3 {
-		s.Sentinels = append(s.Sentinels, StartRedis(t, func(c *redisConfig) { c.sentinel = conf }))
+		s.Sentinels = append(s.Sentinels, StartRedis(t, func(c *redisConfig) { c.sentinel, c.tls = conf, primary.cfg.tls }))
 	}
 	awaitCond(t, 30*time.Second, "the sentinels to see the replica", func() bool {
 		for _, sn := range s.Sentinels {
-			r, err := redisCall(sn.Addr(), "SENTINEL", "REPLICAS", RedisSentinelName)
+			r, err := sn.call("SENTINEL", "REPLICAS", RedisSentinelName)
 			if list, ok := r.([]any); err != nil || !ok || len(list) == 0 {
 				return false
 			}
@@ -48,7 +48,7 @@ func StartRedisSentinel(t testing.TB, opts ...RedisOption) *RedisSentinel {
 		return true
 	})
 	awaitCond(t, 30*time.Second, "the replica to sync with the primary", func() bool {
-		info, err := redisCall(replica.Addr(), "INFO", "replication")
+		info, err := replica.call("INFO", "replication")
 		r, _ := info.(string)
 		return err == nil && strings.Contains(r, "master_link_status:up")
 	})
@@ -64,9 +64,10 @@ func (s *RedisSentinel) SentinelAddrs() []string {
 	return addrs
 }
 
-// URL returns the redis+sentinel:// URL of the topology (redisstore's form).
+// URL returns the redis+sentinel:// URL of the topology (redisstore's
+// form; rediss+sentinel:// with WithRedisTLS).
 func (s *RedisSentinel) URL() string {
-	return "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/" + RedisSentinelName
+	return s.Sentinels[0].scheme("sentinel") + strings.Join(s.SentinelAddrs(), ",") + "/" + RedisSentinelName
 }
 
 // PrimaryAddr returns the primary's address as the first sentinel that
@@ -74,7 +75,7 @@ func (s *RedisSentinel) URL() string {
 func (s *RedisSentinel) PrimaryAddr() (string, error) {
 	var last error
 	for _, sn := range s.Sentinels {
-		r, err := redisCall(sn.Addr(), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", RedisSentinelName)
+		r, err := sn.call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", RedisSentinelName)
 		if err != nil {
 			last = err
 			continue
@@ -113,7 +114,7 @@ func (s *RedisSentinel) AwaitFailover(t testing.TB, old *RedisServer, timeout ti
 			return false
 		}
 		for _, r := range s.Servers {
-			if r.Addr() == addr && role(r.Addr()) == "master" {
+			if r.Addr() == addr && role(r) == "master" {
 				now = r
 				return true
 			}
@@ -123,9 +124,9 @@ func (s *RedisSentinel) AwaitFailover(t testing.TB, old *RedisServer, timeout ti
 	return now
 }
 
-// role returns what ROLE says the server at addr is ("master", "slave").
-func role(addr string) string {
-	r, err := redisCall(addr, "ROLE")
+// role returns what ROLE says srv is ("master", "slave").
+func role(srv *RedisServer) string {
+	r, err := srv.call("ROLE")
 	if list, ok := r.([]any); err == nil && ok && len(list) > 0 {
 		s, _ := list[0].(string)
 		return s
@@ -171,18 +172,18 @@ func StartRedisCluster(t testing.TB, n int, opts ...RedisOption) *RedisCluster {
 	const slots = 16384
 	for i, node := range c.Nodes {
 		lo, hi := i*slots/n, (i+1)*slots/n-1
-		if _, err := redisCall(node.Addr(), "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
+		if _, err := node.call("CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
 			t.Fatalf("testenv: CLUSTER ADDSLOTSRANGE on %s: %v", node.Addr(), err)
 		}
 		if i > 0 {
-			if _, err := redisCall(node.Addr(), "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(c.Nodes[0].Port)); err != nil {
+			if _, err := node.call("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(c.Nodes[0].Port)); err != nil {
 				t.Fatalf("testenv: CLUSTER MEET from %s: %v", node.Addr(), err)
 			}
 		}
 	}
 	awaitCond(t, 30*time.Second, "Redis Cluster to report cluster_state:ok on every node", func() bool {
 		for _, node := range c.Nodes {
-			r, err := redisCall(node.Addr(), "CLUSTER", "INFO")
+			r, err := node.call("CLUSTER", "INFO")
 			info, _ := r.(string)
 			if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n)) {
 				return false
@@ -202,8 +203,11 @@ func (c *RedisCluster) Addrs() []string {
 	return addrs
 }
 
-// URL returns the redis+cluster:// URL of the cluster (redisstore's form).
-func (c *RedisCluster) URL() string { return "redis+cluster://" + strings.Join(c.Addrs(), ",") }
+// URL returns the redis+cluster:// URL of the cluster (redisstore's form;
+// rediss+cluster:// with WithRedisTLS).
+func (c *RedisCluster) URL() string {
+	return c.Nodes[0].scheme("cluster") + strings.Join(c.Addrs(), ",")
+}
 
 // StartRedisClusterWithReplicas is StartRedisCluster with one replica per
 // primary (Replicas[i] replicates Nodes[i]), so that killing a primary
@@ -212,24 +216,24 @@ func StartRedisClusterWithReplicas(t testing.TB, n int, opts ...RedisOption) *Re
 	t.Helper()
 	c := StartRedisCluster(t, n, opts...)
 	for _, primary := range c.Nodes {
-		id, err := redisCall(primary.Addr(), "CLUSTER", "MYID")
+		id, err := primary.call("CLUSTER", "MYID")
 		if err != nil {
 			t.Fatalf("testenv: CLUSTER MYID on %s: %v", primary.Addr(), err)
 		}
 		r := StartRedis(t, append(opts, RedisArgs("--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"))...)
-		if _, err := redisCall(r.Addr(), "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(c.Nodes[0].Port)); err != nil {
+		if _, err := r.call("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(c.Nodes[0].Port)); err != nil {
 			t.Fatalf("testenv: CLUSTER MEET from %s: %v", r.Addr(), err)
 		}
 		awaitCond(t, 30*time.Second, "replica "+r.Addr()+" to learn its primary", func() bool {
-			_, err := redisCall(r.Addr(), "CLUSTER", "REPLICATE", fmt.Sprint(id))
+			_, err := r.call("CLUSTER", "REPLICATE", fmt.Sprint(id))
 			return err == nil
 		})
 		c.Replicas = append(c.Replicas, r)
 	}
 	awaitCond(t, 60*time.Second, "every replica to sync with its primary", func() bool {
 		for _, r := range c.Replicas {
-			info, err := redisCall(r.Addr(), "INFO", "replication")
+			info, err := r.call("INFO", "replication")
 			s, _ := info.(string)
 			if err != nil || !strings.Contains(s, "master_link_status:up") {
 				return false
@@ -250,7 +254,7 @@ func (c *RedisCluster) SlotOwner(t testing.TB, key string) int {
 // keySlot returns key's hash slot, as Nodes[0] computes it.
 func (c *RedisCluster) keySlot(t testing.TB, key string) int64 {
 	t.Helper()
-	r, err := redisCall(c.Nodes[0].Addr(), "CLUSTER", "KEYSLOT", key)
+	r, err := c.Nodes[0].call("CLUSTER", "KEYSLOT", key)
 	slot, ok := r.(int64)
 	if err != nil || !ok {
 		t.Fatalf("testenv: CLUSTER KEYSLOT %q: %v (%v)", key, r, err)
@@ -262,7 +266,7 @@ func (c *RedisCluster) keySlot(t testing.TB, key string) int64 {
 func (c *RedisCluster) AwaitPromotion(t testing.TB, i int, timeout time.Duration) {
 	t.Helper()
 	r := c.Replicas[i]
-	awaitCond(t, timeout, "replica "+r.Addr()+" to be promoted", func() bool { return role(r.Addr()) == "master" })
+	awaitCond(t, timeout, "replica "+r.Addr()+" to be promoted", func() bool { return role(r) == "master" })
 }
 
 // Failover kills the primary Nodes[i] (SIGKILL), waits for the cluster to
@@ -276,7 +280,7 @@ func (c *RedisCluster) Failover(t testing.TB, i int, timeout time.Duration) {
 	c.AwaitPromotion(t, i, timeout)
 	old.Start()
 	awaitCond(t, timeout, "the old primary "+old.Addr()+" to rejoin as a replica", func() bool {
-		info, err := redisCall(old.Addr(), "INFO", "replication")
+		info, err := old.call("INFO", "replication")
 		s, _ := info.(string)
 		return err == nil && strings.Contains(s, "role:slave") && strings.Contains(s, "master_link_status:up")
 	})
@@ -382,7 +386,7 @@ func (m *SlotMove) Finish(t testing.TB) {
 
 func (m *SlotMove) call(t testing.TB, n *RedisServer, args ...string) any {
 	t.Helper()
-	r, err := redisCall(n.Addr(), args...)
+	r, err := n.call(args...)
 	if err != nil {
 		t.Fatalf("testenv: %s on %s: %v", strings.Join(args, " "), n.Addr(), err)
 	}
@@ -401,7 +405,7 @@ func (c *RedisCluster) SlotServer(t testing.TB, key string) int {
 // as Nodes[0] sees the cluster (CLUSTER SLOTS).
 func (c *RedisCluster) slotServer(t testing.TB, slot int64) int {
 	t.Helper()
-	r, err := redisCall(c.Nodes[0].Addr(), "CLUSTER", "SLOTS")
+	r, err := c.Nodes[0].call("CLUSTER", "SLOTS")
 	ranges, _ := r.([]any)
 	if err != nil {
 		t.Fatalf("testenv: CLUSTER SLOTS on %s: %v", c.Nodes[0].Addr(), err)

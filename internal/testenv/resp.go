@@ -20,6 +20,12 @@ func redisCall(addr string, args ...string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return roundTrip(conn, args...)
+}
+
+// roundTrip sends one command on conn, returns its reply as redisCall
+// does, and closes conn.
+func roundTrip(conn net.Conn, args ...string) (any, error) {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 	var b strings.Builder
