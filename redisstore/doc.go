@@ -320,7 +320,10 @@
 // as in any URL: redis+cluster://[fd00::1]:7000,[fd00::2]:7000. The second names several cluster nodes
 // (every primary, ideally: one is refused, so that the client finds the
 // cluster while a node is down); every lock's keys share a hash slot. The
-// rediss+ forms use TLS with the system's roots. user and password are the
+// rediss+ forms use TLS, to the sentinels as to the servers, with the
+// system's roots, or with a private CA and a client certificate given
+// with WithTLSFiles (the CLI's --cacert, --cert and --key;
+// TestTLSFilesTopologies). user and password are the
 // data nodes' ACL credentials; sentinels that require a password of their
 // own (requirepass, or an ACL user) take it as sentinel_password (and
 // sentinel_username), and without it their refusal is
@@ -398,8 +401,8 @@
 //
 // AUTH (ACL user and password), TLS and the database number are go-redis
 // client options; ParseURL, Open and OpenURLs take them from a URL such as
-// rediss://user:password@host:6380/2, and WithClientOptions adjusts the
-// rest (a private CA, client certificates). Set ContextTimeoutEnabled on
+// rediss://user:password@host:6380/2; WithTLSFiles gives a private CA and
+// a client certificate, and WithClientOptions adjusts the rest. Set ContextTimeoutEnabled on
 // clients you build yourself, so that the engine's context deadlines bound
 // every call; ParseURL does. go-redis retries a command after some network
 // errors; an acquire or release retried after it had in fact run knows its

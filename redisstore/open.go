@@ -25,7 +25,15 @@ import (
 //
 // A password in a URL is visible to anyone who can see the command line;
 // prefer a credentials provider (WithClientOptions) for production.
-func ParseURL(url string) (*redis.Options, error) {
+//
+// Of opts, WithClientOptions and WithTLSFiles apply, as Open applies
+// them; the others are ignored.
+func ParseURL(url string, opts ...Option) (*redis.Options, error) {
+	return parseURL(url, newOptions(opts))
+}
+
+// parseURL is ParseURL with o's client options and TLS files.
+func parseURL(url string, o options) (*redis.Options, error) {
 	if u, err := neturl.Parse(url); err == nil && strayAt(u) {
 		return nil, fmt.Errorf("redisstore: %w: %w", backend.ErrInvalidOptions, errEncoding)
 	}
@@ -46,6 +54,12 @@ func ParseURL(url string) (*redis.Options, error) {
 		// engine retries acquisitions itself.
 		opt.DialerRetries = 1
 	}
+	for _, f := range o.clientOptions {
+		f(opt)
+	}
+	if err := o.applyTLSFiles(url, opt); err != nil {
+		return nil, err
+	}
 	return opt, nil
 }
 
@@ -57,8 +71,11 @@ func openClient(url string, o options) (redis.UniversalClient, []io.Closer, erro
 			return nil, nil, err
 		}
 		if len(o.clientOptions) > 0 {
-			return nil, nil, fmt.Errorf("redisstore: %w: WithClientOptions applies to redis:// URLs; for %s build the client with go-redis and pass it to New",
+			return nil, nil, fmt.Errorf("redisstore: %w: WithClientOptions applies to redis:// URLs; for %s, WithTLSFiles gives a private CA and a client certificate, and for anything else build the client with go-redis and pass it to New",
 				backend.ErrInvalidOptions, topo.kind)
+		}
+		if err := topo.applyTLSFiles(url, o.tlsFiles); err != nil {
+			return nil, nil, err
 		}
 		c := topo.client()
 		if fc, ok := c.(*redis.Client); ok && topo.failover != nil {
@@ -66,12 +83,9 @@ func openClient(url string, o options) (redis.UniversalClient, []io.Closer, erro
 		}
 		return c, []io.Closer{c}, nil
 	}
-	opt, err := ParseURL(url)
+	opt, err := parseURL(url, o)
 	if err != nil {
 		return nil, nil, err
-	}
-	for _, f := range o.clientOptions {
-		f(opt)
 	}
 	c := NewClient(opt)
 	return c, []io.Closer{c}, nil

@@ -20,7 +20,8 @@ type options struct {
 	driftFactor    float64
 	handover       time.Duration
 	clientOptions  []func(*redis.Options)
-	acks           int // WithReplicaAcks
+	tlsFiles       *tlsFileNames // WithTLSFiles
+	acks           int           // WithReplicaAcks
 	ackTimeout     time.Duration
 	log            *slog.Logger
 }
@@ -114,9 +115,11 @@ func WithHandoverWindow(d time.Duration) Option { return func(o *options) { o.ha
 func WithDriftFactor(f float64) Option { return func(o *options) { o.driftFactor = f } }
 
 // WithClientOptions (Open, OpenRedlock, OpenURLs) adjusts the go-redis
-// options parsed from each URL before the client is created: a TLS
-// configuration with a private CA (tls.Config.RootCAs), a client
-// certificate, a credentials provider, timeouts.
+// options parsed from each redis:// or rediss:// URL before the client is
+// created: a credentials provider, timeouts, a TLS configuration of your
+// own. For a private CA and a client certificate in PEM files, which
+// Sentinel and Cluster URLs take too, prefer WithTLSFiles, which reads
+// them again when they change.
 func WithClientOptions(f func(*redis.Options)) Option {
 	return func(o *options) { o.clientOptions = append(o.clientOptions, f) }
 }

@@ -57,7 +57,7 @@ func startSentinelWatch(client *redis.Client, opt *redis.FailoverOptions) *senti
 	for _, addr := range opt.SentinelAddrs {
 		sc := redis.NewSentinelClient(&redis.Options{
 			Addr: addr, Username: opt.SentinelUsername, Password: opt.SentinelPassword,
-			TLSConfig: opt.TLSConfig, ContextTimeoutEnabled: true, DialerRetries: 1,
+			TLSConfig: opt.TLSConfig, Dialer: opt.Dialer, ContextTimeoutEnabled: true, DialerRetries: 1,
 		})
 		ps := sc.Subscribe(ctx) // no channel yet: does not dial
 		w.clients, w.subs = append(w.clients, sc), append(w.subs, ps)
