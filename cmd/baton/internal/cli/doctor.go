@@ -147,16 +147,10 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 				check{"permissions " + u, resultSkip, "not checked: the store row failed (its detail says why)", ""})
 			break
 		}
-		tlsFn, _ := f.redisTLS() // an error failed the store row, and these rows were skipped
-		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name), f.app, tlsFn)...)
+		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name), f.app, f.redisTLS())...)
 	case "redlock":
-		tlsFn, terr := f.redisTLS()
-		if terr != nil {
-			checks = append(checks, check{"redis TLS", resultSkip, "not checked: the servers' rows need the TLS files (see the store row)", ""})
-			break
-		}
-		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name), f.app, tlsFn)...)
-		checks = append(checks, independenceCheck(ctx, f.redisURLs, tlsFn))
+		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name), f.app, f.redisTLS())...)
+		checks = append(checks, independenceCheck(ctx, f.redisURLs, f.redisTLS()))
 	case "etcd":
 		rows, answered := etcdChecks(ctx, &f.etcd)
 		checks = append(checks, rows...)

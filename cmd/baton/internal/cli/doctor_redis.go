@@ -42,7 +42,7 @@ const evictionFix = "keep baton's locks on a Redis that evicts nothing: maxmemor
 // eviction policy, and asks it whether the user may run what baton sends
 // for lock name of application app (see --app): three or four rows per
 // --redis-url.
-func redisChecks(ctx context.Context, urls []string, name, app string, tlsFn func(*redis.Options)) []check {
+func redisChecks(ctx context.Context, urls []string, name, app string, tlsFn redisstore.Option) []check {
 	checks := make([]check, 0, 4*len(urls))
 	for _, u := range urls {
 		if r, ok := roleCheck(ctx, u, tlsFn); ok {
@@ -64,7 +64,7 @@ func redisChecks(ctx context.Context, urls []string, name, app string, tlsFn fun
 // server), which a redis-server draws at start: two URLs that reach one
 // server (localhost and 127.0.0.1, a DNS alias, a proxy) are one instance
 // counted twice, and a quorum of them is not a majority of servers.
-func independenceCheck(ctx context.Context, urls []string, tlsFn func(*redis.Options)) check {
+func independenceCheck(ctx context.Context, urls []string, tlsFn redisstore.Option) check {
 	const label = "independent servers"
 	ids := map[string]string{} // run_id -> the URL that reached it
 	var denied, silent []string
@@ -95,7 +95,7 @@ func independenceCheck(ctx context.Context, urls []string, tlsFn func(*redis.Opt
 }
 
 // runID asks the server at rawURL for its run_id (INFO server).
-func runID(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) (string, error) {
+func runID(ctx context.Context, rawURL string, tlsFn redisstore.Option) (string, error) {
 	client, err := questionClient(rawURL, tlsFn)
 	if err != nil {
 		return "", err
@@ -114,16 +114,13 @@ func runID(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) (stri
 	return id, nil
 }
 
-// questionClient is a client of the server at rawURL (with tlsFn, see
-// storeFlags.redisTLS) for one question: one attempt, so that a row
+// questionClient is a client of the server at rawURL (with tlsFn, the TLS files:
+// see storeFlags.redisTLS) for one question: one attempt, so that a row
 // reports what happened.
-func questionClient(rawURL string, tlsFn func(*redis.Options)) (*redis.Client, error) {
-	opt, err := redisstore.ParseURL(rawURL)
+func questionClient(rawURL string, tlsFn redisstore.Option) (*redis.Client, error) {
+	opt, err := redisstore.ParseURL(rawURL, tlsFn)
 	if err != nil {
 		return nil, err
-	}
-	if tlsFn != nil {
-		tlsFn(opt)
 	}
 	opt.MaxRetries = -1
 	return redisstore.NewClient(opt), nil
@@ -134,7 +131,7 @@ func questionClient(rawURL string, tlsFn func(*redis.Options)) (*redis.Client, e
 // evict a lock's fence (allkeys-*), which lets a second holder in, and
 // warns if it may evict a lock's key (volatile-*), which ends a holder's
 // lock early.
-func evictionCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) check {
+func evictionCheck(ctx context.Context, rawURL string, tlsFn redisstore.Option) check {
 	label := "eviction " + redactURL(rawURL)
 	return askStore(ctx, rawURL, label, "", tlsFn, func(ctx context.Context, s *redisstore.Store) check {
 		policies, err := s.MemoryPolicies(ctx)
@@ -204,7 +201,7 @@ func severity(p redisstore.MemoryPolicy) int {
 // permissionsCheck asks the server at rawURL whether the URL's user may run
 // every command of redisstore.ACLRules on lock name's keys and channels
 // (redisstore.Store.CheckPermissions), under application app's prefix.
-func permissionsCheck(ctx context.Context, rawURL, name, app string, tlsFn func(*redis.Options)) check {
+func permissionsCheck(ctx context.Context, rawURL, name, app string, tlsFn redisstore.Option) check {
 	label := "permissions " + redactURL(rawURL)
 	return askStore(ctx, rawURL, label, app, tlsFn, func(ctx context.Context, s *redisstore.Store) check {
 		return permissionsRow(label, rawURL, name, s.CheckPermissions(ctx, name))
@@ -214,8 +211,8 @@ func permissionsCheck(ctx context.Context, rawURL, name, app string, tlsFn func(
 // askStore opens a Store on rawURL (with tlsFn, see storeFlags.redisTLS,
 // for application app) for the doctor row label and asks it with ask,
 // within redisCheckTimeout.
-func askStore(ctx context.Context, rawURL, label, app string, tlsFn func(*redis.Options), ask func(context.Context, *redisstore.Store) check) check {
-	s, err := redisstore.Open(rawURL, redisOptions(tlsFn, app)...)
+func askStore(ctx context.Context, rawURL, label, app string, tlsFn redisstore.Option, ask func(context.Context, *redisstore.Store) check) check {
+	s, err := redisstore.Open(rawURL, redisstore.WithPrefix(redisAppPrefix(app)), tlsFn)
 	if err != nil {
 		return check{label, resultFail, err.Error(), redisURLFix}
 	}
@@ -257,7 +254,7 @@ func permissionsRow(label, rawURL, name string, err error) check {
 // show. It also fails a primary that refuses writes for want of replicas
 // (min-replicas-to-write), which reads answer too. ok is false for a
 // Sentinel or Cluster URL, whose client finds the primaries itself.
-func roleCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) (_ check, ok bool) {
+func roleCheck(ctx context.Context, rawURL string, tlsFn redisstore.Option) (_ check, ok bool) {
 	if strings.Contains(strings.SplitN(rawURL, "://", 2)[0], "+") {
 		return check{}, false
 	}
@@ -337,7 +334,7 @@ func writesRefused(ctx context.Context, client *redis.Client, info string) (stri
 
 // persistenceCheck asks the server at rawURL for INFO persistence and, if
 // the append-only file is on, for its appendfsync setting.
-func persistenceCheck(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) check {
+func persistenceCheck(ctx context.Context, rawURL string, tlsFn redisstore.Option) check {
 	shown := redactURL(rawURL)
 	label := "persistence " + shown
 	if err := redisstore.CheckURL(rawURL); err == nil && strings.Contains(strings.SplitN(rawURL, "://", 2)[0], "+") {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/baton-go/baton/redisstore"
 
 	"github.com/baton-go/baton"
 
@@ -84,10 +84,7 @@ func readRoundTrip(ctx context.Context, st store, name string) (time.Duration, s
 // the TTL more, then counted as failed), and the slowest server's that
 // answered.
 func (f *lockFlags) redlockRoundTrip(ctx context.Context) (quorumRTT, slowest time.Duration, measured string, err error) {
-	tlsFn, err := f.redisTLS()
-	if err != nil {
-		return 0, 0, "", err
-	}
+	tlsFn := f.redisTLS()
 	rtts := make([]time.Duration, 0, len(f.redisURLs))
 	shown := make([]string, 0, len(f.redisURLs))
 	for _, u := range f.redisURLs {
@@ -111,7 +108,7 @@ func (f *lockFlags) redlockRoundTrip(ctx context.Context) (quorumRTT, slowest ti
 
 // pingRoundTrip returns the fastest of roundTripReads PINGs of the server
 // at rawURL, after one that opens the connection.
-func pingRoundTrip(ctx context.Context, rawURL string, tlsFn func(*redis.Options)) (time.Duration, error) {
+func pingRoundTrip(ctx context.Context, rawURL string, tlsFn redisstore.Option) (time.Duration, error) {
 	client, err := questionClient(rawURL, tlsFn)
 	if err != nil {
 		return 0, err

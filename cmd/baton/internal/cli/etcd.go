@@ -32,9 +32,9 @@ type etcdFlags struct {
 func (f *etcdFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.endpoints, "endpoints", "", "etcd backend: comma-separated member URLs, such as https://10.0.0.1:2379, https://[fd00::1]:2379 or unix:///run/etcd.sock")
 	// The TLS files serve the Redis backends too (storeFlags.redisTLS).
-	fs.StringVar(&f.cacert, "cacert", "", "etcd, and redis or redlock with rediss:// URLs: PEM file of the CAs that sign the servers' certificates (default: the system's)")
-	fs.StringVar(&f.cert, "cert", "", "etcd, and redis or redlock with rediss:// URLs: PEM client certificate, for mutual TLS (with --key)")
-	fs.StringVar(&f.key, "key", "", "etcd, and redis or redlock with rediss:// URLs: PEM client key, for mutual TLS (with --cert)")
+	fs.StringVar(&f.cacert, "cacert", "", "etcd, and redis or redlock with TLS URLs (rediss://, rediss+sentinel://, rediss+cluster://): PEM file of the CAs that sign the servers' certificates (default: the system's)")
+	fs.StringVar(&f.cert, "cert", "", "etcd, and redis or redlock with TLS URLs (rediss://, rediss+sentinel://, rediss+cluster://): PEM client certificate, for mutual TLS (with --key)")
+	fs.StringVar(&f.key, "key", "", "etcd, and redis or redlock with TLS URLs (rediss://, rediss+sentinel://, rediss+cluster://): PEM client key, for mutual TLS (with --cert)")
 	fs.StringVar(&f.user, "user", "", "etcd backend: USER or USER:PASSWORD for etcd authentication")
 	fs.StringVar(&f.password, "password", "", "etcd backend: the password, if --user has none (default $BATON_ETCD_PASSWORD, which ps does not show)")
 	fs.BoolVar(&f.fair, "fair", true, "etcd backend: waiters acquire in the order they started waiting (--fair=false: plain mode; every client of a lock must use the same mode)")

@@ -1,14 +1,11 @@
 package cli
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,14 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 
 	"github.com/baton-go/baton"
 
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/filestore"
-	"github.com/baton-go/baton/internal/tlsfiles"
 	"github.com/baton-go/baton/redisstore"
 )
 
@@ -179,61 +174,29 @@ func (f *storeFlags) checkRedisURLs() error {
 		return usageErrorf("--cert and --key go together (mutual TLS), got cert %q and key %q", e.cert, e.key)
 	}
 	for _, u := range f.redisURLs {
-		if !strings.HasPrefix(u, "rediss://") {
-			return usageErrorf("--cacert, --cert and --key configure TLS to one server, a rediss:// URL; %s %q is not one (for a Sentinel or a Cluster over TLS with a private CA, build the client in Go and pass it to redisstore.New)", f.redisURLSource(), redactURL(u))
+		if !strings.HasPrefix(u, "rediss://") && !strings.HasPrefix(u, "rediss+") {
+			return usageErrorf("--cacert, --cert and --key configure TLS, and %s %q does not use it: write rediss://, rediss+sentinel:// or rediss+cluster://", f.redisURLSource(), redactURL(u))
 		}
 	}
 	return nil
 }
 
-// redisTLS returns what applies --cacert, --cert and --key to the options
-// of every rediss:// client, or nil if they are not given. With --cacert,
-// each new connection trusts the CAs in the file then (see
-// tlsfiles.CAFile), so a CA rotated on disk is trusted without a restart.
-func (f *storeFlags) redisTLS() (func(*redis.Options), error) {
-	e := &f.etcd
-	if e.cacert == "" && e.cert == "" && e.key == "" {
-		return nil, nil
-	}
-	var files tls.Config
-	ca, err := tlsfiles.Apply(&files, e.cacert, e.cert, e.key)
-	if err != nil {
-		return nil, fmt.Errorf("redis TLS: %w", err)
-	}
-	return func(o *redis.Options) {
-		if o.TLSConfig == nil { // checkRedisURLs admits rediss:// URLs only
-			return
-		}
-		if files.RootCAs != nil {
-			o.TLSConfig.RootCAs = files.RootCAs
-		}
-		if files.GetClientCertificate != nil {
-			o.TLSConfig.GetClientCertificate = files.GetClientCertificate
-		}
-		if ca != nil {
-			o.Dialer = caDialer(o, ca)
-		}
-	}, nil
+// redisOptions are the options of a Redis store for application app (see
+// --app), with redisTLS.
+func (f *storeFlags) redisOptions() []redisstore.Option {
+	return []redisstore.Option{redisstore.WithPrefix(redisAppPrefix(f.app)), f.redisTLS()}
 }
 
-// caDialer dials over TLS as go-redis does, with o's TLS configuration
-// and dial timeout, but trusting the CAs in ca at the time of the dial.
-func caDialer(o *redis.Options, ca *tlsfiles.CAFile) func(context.Context, string, string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: o.DialTimeout}, Config: ca.Config(o.TLSConfig)}
-		conn, err := d.DialContext(ctx, network, addr)
-		return conn, ca.Explain(err)
+// redisTLS applies --cacert, --cert and --key to every TLS connection of
+// a Redis client, to the servers and to the sentinels (see
+// redisstore.WithTLSFiles: a CA bundle rotated on disk is trusted from
+// the next connection on, a client certificate renewed on disk is
+// presented at the next handshake); nil if none of them was given.
+func (f *storeFlags) redisTLS() redisstore.Option {
+	if e := &f.etcd; e.cacert != "" || e.cert != "" || e.key != "" {
+		return redisstore.WithTLSFiles(e.cacert, e.cert, e.key)
 	}
-}
-
-// redisOptions are the options of a Redis store opened with tlsFn (see
-// redisTLS; nil for none) for application app (see --app).
-func redisOptions(tlsFn func(*redis.Options), app string) []redisstore.Option {
-	opts := []redisstore.Option{redisstore.WithPrefix(redisAppPrefix(app))}
-	if tlsFn != nil {
-		opts = append(opts, redisstore.WithClientOptions(tlsFn))
-	}
-	return opts
+	return nil
 }
 
 // checkDir sets the file backend's directory to its default if --dir was
@@ -355,21 +318,13 @@ func (f *storeFlags) open() (store, string, error) {
 	case "etcd":
 		return f.etcd.open(f.app)
 	case "redis":
-		tlsFn, err := f.redisTLS()
-		if err != nil {
-			return nil, "", err
-		}
-		s, err := redisstore.Open(f.redisURLs[0], redisOptions(tlsFn, f.app)...)
+		s, err := redisstore.Open(f.redisURLs[0], f.redisOptions()...)
 		if err != nil {
 			return nil, "", fmt.Errorf("opening the redis store: %w", err)
 		}
 		return s, "redis " + redactURL(f.redisURLs[0]) + appWhere(f.app, redisAppPrefix(f.app)), nil
 	case "redlock":
-		tlsFn, err := f.redisTLS()
-		if err != nil {
-			return nil, "", err
-		}
-		opts := redisOptions(tlsFn, f.app)
+		opts := f.redisOptions()
 		if f.log != nil {
 			opts = append(opts, redisstore.WithLogger(f.log)) // --log-format and --log-level apply
 		}

@@ -146,7 +146,7 @@ func TestRedisMutualTLS(t *testing.T) {
 	}
 	plain := "redis://" + srv.Addr()
 	code, _, stderr = runCLI(t, "lock", "--backend", "redis", "--redis-url", plain, "--cacert", files.CAFile, "--name", "job", "--", "true")
-	if code != cli.ExitUsage || !strings.Contains(stderr, "is not one") {
+	if code != cli.ExitUsage || !strings.Contains(stderr, "does not use it") {
 		t.Errorf("--cacert with a redis:// URL: exit %d, want %d:\n%s", code, cli.ExitUsage, stderr)
 	}
 }
@@ -215,6 +215,14 @@ func killAndAwaitRenewal(t *testing.T, admin *redis.Client, holder *proc, after 
 			t.Fatal(err)
 		}
 	}
+	awaitRenewal(t, admin, holder, lastID, after)
+}
+
+// awaitRenewal waits until holder renews on a connection to admin's
+// server newer than client lastID, failing t if holder exits or 30s
+// pass first.
+func awaitRenewal(t *testing.T, admin *redis.Client, holder *proc, lastID int64, after string) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !renewsOnNewConnection(t, admin, lastID) {
 		select {
