@@ -13,11 +13,12 @@ import (
 	"time"
 
 	"github.com/baton-go/baton/backend"
+	"github.com/redis/go-redis/v9"
 )
 
-// explainClosed explains a connection that a server closed at once, err,
-// on a Store whose client dials one server (Get calls it: the first
-// request of the CLI and of doctor). A closed connection says nothing of
+// explainClosed explains a connection that a server closed at once, err
+// (Get calls it: the first request of the CLI and of doctor). A closed
+// connection says nothing of
 // why, so it asks the server in two probes, each bounded by a second and
 // ctx, that send no command:
 //
@@ -29,14 +30,23 @@ import (
 //   - A TLS server closes a plain connection on its first bytes, which
 //     go-redis reports as a bare EOF: if the server completes a TLS
 //     handshake, the URL should be rediss:// (backend.ErrMisconfigured).
+//     A Sentinel or Cluster client without TLS asks so of the primary the
+//     sentinels name, or of its first seed node: the URL should be
+//     rediss+sentinel:// or rediss+cluster://.
 //
-// Otherwise it returns err.
+// The first probe is for a client of one server only. Otherwise it
+// returns err.
 func (s *Store) explainClosed(ctx context.Context, err error) error {
 	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
 		return err
 	}
 	c, ok := oneServer(s.client)
 	if !ok {
+		for _, addr := range s.plainTopologyAddrs(ctx) {
+			if e := speaksTLS(ctx, err, addr, s.tlsScheme()); e != err {
+				return e
+			}
+		}
 		return err
 	}
 	addr := c.Options().Addr
@@ -52,6 +62,13 @@ func (s *Store) explainClosed(ctx context.Context, err error) error {
 			return errors.New(msg) // wrap names it (maxclients: busy)
 		}
 	}
+	return speaksTLS(ctx, err, addr, "rediss://")
+}
+
+// speaksTLS returns err, a connection to addr closed at once, as a setup
+// that cannot work if addr completes a TLS handshake: the URL should use
+// scheme. Otherwise it returns err.
+func speaksTLS(ctx context.Context, err error, addr, scheme string) error {
 	// Only whether the server speaks TLS is asked: no data is sent over
 	// the connection, so its certificate need not be verified.
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: time.Second}, Config: &tls.Config{InsecureSkipVerify: true}}
@@ -60,8 +77,52 @@ func (s *Store) explainClosed(ctx context.Context, err error) error {
 		return err
 	}
 	_ = conn.Close()
-	return fmt.Errorf("%w: %w (the server at %s speaks TLS on this port: use a rediss:// URL, with the CA that signed its certificate)",
-		backend.ErrMisconfigured, err, addr)
+	also := ""
+	if scheme == "rediss+sentinel://" {
+		also = " (the sentinels must serve TLS too: go-redis speaks TLS to them and to the servers with one configuration)"
+	}
+	return fmt.Errorf("%w: %w (the server at %s speaks TLS on this port: use a %s URL%s, with the CA that signed its certificate)",
+		backend.ErrMisconfigured, err, addr, scheme, also)
+}
+
+// plainTopologyAddrs returns, for a Store on a Sentinel or a Cluster
+// without TLS, the addresses to ask whether they speak TLS: the first
+// sentinel and the primary it names now (dialled within a second), or
+// the first seed node; nil for any other Store.
+func (s *Store) plainTopologyAddrs(ctx context.Context) []string {
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		if o := c.Options(); o.TLSConfig == nil && len(o.Addrs) > 0 {
+			return o.Addrs[:1]
+		}
+	case *redis.Client:
+		if c.Options().TLSConfig != nil {
+			return nil
+		}
+		var addrs []string
+		for _, o := range s.owned {
+			if w, ok := o.(*sentinelWatch); ok && len(w.addrs) > 0 {
+				addrs = append(addrs, w.addrs[0])
+			}
+		}
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if conn, err := c.Options().Dialer(ctx, "tcp", ""); err == nil { // asks the sentinels
+			addrs = append(addrs, conn.RemoteAddr().String())
+			_ = conn.Close()
+		}
+		return addrs
+	}
+	return nil
+}
+
+// tlsScheme is the scheme of the URL with TLS of a Store on a Sentinel or
+// a Cluster.
+func (s *Store) tlsScheme() string {
+	if _, ok := s.client.(*redis.ClusterClient); ok {
+		return "rediss+cluster://"
+	}
+	return "rediss+sentinel://"
 }
 
 // firstWords dials addr and returns the first line the server writes

@@ -33,6 +33,7 @@ import (
 type sentinelWatch struct {
 	client   *redis.Client
 	master   string
+	addrs    []string // the sentinels'
 	onSwitch atomic.Pointer[func(context.Context)]
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -53,7 +54,7 @@ const (
 // opt, for client (a FailoverClient built on opt). Close stops it.
 func startSentinelWatch(client *redis.Client, opt *redis.FailoverOptions) *sentinelWatch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &sentinelWatch{client: client, master: opt.MasterName, cancel: cancel}
+	w := &sentinelWatch{client: client, master: opt.MasterName, addrs: opt.SentinelAddrs, cancel: cancel}
 	for _, addr := range opt.SentinelAddrs {
 		sc := redis.NewSentinelClient(&redis.Options{
 			Addr: addr, Username: opt.SentinelUsername, Password: opt.SentinelPassword,
