@@ -149,6 +149,10 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 		}
 		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name), f.app, f.redisTLS())...)
 	case "redlock":
+		if f.redisTLSFilesErr() != nil {
+			checks = append(checks, check{"redis TLS", resultSkip, "not checked: the servers' rows need the TLS files (see the store row)", ""})
+			break
+		}
 		checks = append(checks, redisChecks(ctx, f.redisURLs, probeName(f.name), f.app, f.redisTLS())...)
 		checks = append(checks, independenceCheck(ctx, f.redisURLs, f.redisTLS()))
 	case "etcd":

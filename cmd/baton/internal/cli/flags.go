@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/baton-go/baton/backend"
 	"github.com/baton-go/baton/filestore"
+	"github.com/baton-go/baton/internal/tlsfiles"
 	"github.com/baton-go/baton/redisstore"
 )
 
@@ -197,6 +199,14 @@ func (f *storeFlags) redisTLS() redisstore.Option {
 		return redisstore.WithTLSFiles(e.cacert, e.cert, e.key)
 	}
 	return nil
+}
+
+// redisTLSFilesErr reports why --cacert, --cert or --key cannot be
+// loaded (the store row says it too), or nil.
+func (f *storeFlags) redisTLSFilesErr() error {
+	e := &f.etcd
+	_, err := tlsfiles.Apply(&tls.Config{}, e.cacert, e.cert, e.key)
+	return err
 }
 
 // checkDir sets the file backend's directory to its default if --dir was

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"crypto/tls"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -100,4 +101,18 @@ func TestRedisSentinelTLSFailover(t *testing.T) {
 	topo.AwaitFailover(t, old, 60*time.Second)
 	awaitRenewal(t, admin, holder, lastID, "the failover")
 	stopHolder(t, holder)
+}
+
+// doctor on a Redlock whose --cacert cannot be read: the store row names
+// the file, and one row says the servers' rows were not checked, rather
+// than every server's rows repeating the store row's failure.
+func TestDoctorRedlockTLSFilesMissing(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "ca.crt")
+	code, out, _ := runCLI(t, "doctor", "--backend", "redlock", "--redis-url", "rediss://127.0.0.1:1", "--redis-url", "rediss://127.0.0.1:2",
+		"--redis-url", "rediss://127.0.0.1:3", "--cacert", missing, "--name", "job")
+	rows := doctorTable(t, out)
+	if code != 1 || !strings.Contains(rows["store"].detail, missing) || rows["redis TLS"].result != "SKIP" || len(rows) != 5 {
+		t.Errorf("doctor exited %d, want 1, a store row naming %s, one redis TLS row skipped and no server rows:\n%s", code, missing, out)
+	}
 }
