@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/baton-go/baton/backend"
-	"github.com/baton-go/baton/internal/testenv"
 	"github.com/baton-go/baton/redisstore"
 )
 
@@ -18,9 +17,7 @@ import (
 // that does not answer and reported as unreachable (exit 69), where a
 // one-server redis:// URL to a TLS port was named at once.
 func TestTopologyPlainURLToTLS(t *testing.T) {
-	files, _ := testenv.WriteTLSFiles(t)
-	sentinel := testenv.StartRedisSentinel(t, testenv.WithRedisTLS(files))
-	cluster := testenv.StartRedisCluster(t, 3, testenv.WithRedisTLS(files))
+	_, sentinel, cluster := startTLSTopologies(t)
 	ctx := testCtx(t, time.Minute)
 	for _, tls := range []string{sentinel.URL(), cluster.URL()} {
 		plain := strings.Replace(tls, "rediss+", "redis+", 1)

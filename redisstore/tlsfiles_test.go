@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"crypto/tls"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -24,18 +23,9 @@ import (
 // to give a CA or a client certificate, was refused for these URLs, and a
 // client built by hand lost the watch and read its CA once.
 func TestTLSFilesTopologies(t *testing.T) {
-	files, pool := testenv.WriteTLSFiles(t)
-	files.AuthClients = true
+	files, sentinel, cluster := startTLSTopologies(t)
 	other, _ := testenv.WriteTLSFiles(t)
-	sentinel := testenv.StartRedisSentinel(t, testenv.WithRedisTLS(files))
-	cluster := testenv.StartRedisCluster(t, 3, testenv.WithRedisTLS(files))
-	cert, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	adminTLS := func(o *redis.Options) {
-		o.TLSConfig = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}
-	}
+	adminTLS := func(o *redis.Options) { o.TLSConfig = files.ClientTLS(t) }
 	ctx := testCtx(t, 2*time.Minute)
 	for _, url := range []string{sentinel.URL(), cluster.URL()} {
 		bundle := filepath.Join(t.TempDir(), "ca.crt")
@@ -63,6 +53,16 @@ func TestTLSFilesTopologies(t *testing.T) {
 	if _, err := redisstore.Open(strings.Replace(sentinel.URL(), "rediss+", "redis+", 1), redisstore.WithTLSFiles(files.CAFile, "", "")); !errors.Is(err, backend.ErrInvalidOptions) {
 		t.Errorf("WithTLSFiles with a redis+sentinel:// URL: %v, want ErrInvalidOptions", err)
 	}
+}
+
+// startTLSTopologies starts a Sentinel topology and a Cluster of three
+// primaries that serve TLS only and require client certificates, all
+// with the returned files.
+func startTLSTopologies(t *testing.T) (testenv.RedisTLS, *testenv.RedisSentinel, *testenv.RedisCluster) {
+	t.Helper()
+	files, _ := testenv.WriteTLSFiles(t)
+	files.AuthClients = true
+	return files, testenv.StartRedisSentinel(t, testenv.WithRedisTLS(files)), testenv.StartRedisCluster(t, 3, testenv.WithRedisTLS(files))
 }
 
 // awaitWatchSubscribed waits until a client of the sentinel admin is

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"testing"
 	"time"
 )
 
@@ -69,4 +70,16 @@ func (r *RedisServer) scheme(kind string) string {
 		return "rediss+" + kind + "://"
 	}
 	return "redis+" + kind + "://"
+}
+
+// ClientTLS returns a TLS client configuration that trusts f's CA and
+// presents f's certificate (issued for client use too), for a test's own
+// client of a server started with WithRedisTLS(f).
+func (f RedisTLS) ClientTLS(t testing.TB) *tls.Config {
+	t.Helper()
+	tc, err := f.clientConfig()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return tc
 }

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"crypto/tls"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -75,13 +74,9 @@ func TestRedisTopologiesMutualTLS(t *testing.T) {
 // for the new primary, renews there without losing its lock.
 func TestRedisSentinelTLSFailover(t *testing.T) {
 	t.Parallel()
-	files, pool := testenv.WriteTLSFiles(t)
+	files, _ := testenv.WriteTLSFiles(t)
 	files.AuthClients = true
 	topo := testenv.StartRedisSentinel(t, testenv.WithRedisTLS(files))
-	cert, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	holder := startCLI(t, "holder", nil, "lock", "--backend", "redis", "--redis-url", topo.URL(),
 		"--cacert", files.CAFile, "--cert", files.CertFile, "--key", files.KeyFile, "--name", "job",
 		"--ttl", "20s", "--renew-deadline", "15s", "--retry-period", "1s", "--log-level", "debug", "--", "sleep", "600")
@@ -91,7 +86,7 @@ func TestRedisSentinelTLSFailover(t *testing.T) {
 	if replica == old {
 		replica = topo.Servers[0]
 	}
-	admin := redis.NewClient(&redis.Options{Addr: replica.Addr(), TLSConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}})
+	admin := redis.NewClient(&redis.Options{Addr: replica.Addr(), TLSConfig: files.ClientTLS(t)})
 	defer admin.Close()
 	lastID, err := admin.ClientID(t.Context()).Result()
 	if err != nil {
