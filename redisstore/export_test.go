@@ -1,8 +1,13 @@
 package redisstore
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // MaxWaiters is the number of places the FIFO of waiters holds.
@@ -57,3 +62,27 @@ var RaiseScriptHash = raiseScript.Hash()
 
 // AcquireScriptHash is the SHA1 of the script a Store runs to acquire.
 var AcquireScriptHash = acquireScript.Hash()
+
+// ScriptOf names the baton script a command runs ("acquire", "release"),
+// or "" for another command.
+func ScriptOf(args []any) string {
+	if len(args) < 2 {
+		return ""
+	}
+	name, _ := args[0].(string)
+	body, _ := args[1].(string)
+	for s, what := range map[*redis.Script]string{acquireScript: "acquire", releaseScript: "release"} {
+		switch {
+		case strings.EqualFold(name, "evalsha") && body == s.Hash():
+			return what
+		case strings.EqualFold(name, "eval") && sha1hex(body) == s.Hash():
+			return what
+		}
+	}
+	return ""
+}
+
+func sha1hex(s string) string {
+	h := sha1.Sum([]byte(s))
+	return hex.EncodeToString(h[:])
+}

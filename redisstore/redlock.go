@@ -236,7 +236,7 @@ func (r *Redlock) TryAcquire(ctx context.Context, key string, req backend.Reques
 	fail := func(err error) (backend.Grant, error) {
 		if len(got) > 0 || len(errs) > 0 {
 			// Undo what was (or, after an error, may have been) acquired.
-			r.releaseAll(ctx, key, req)
+			r.releaseAll(ctx, key, req, res)
 		}
 		return backend.Grant{}, err
 	}
@@ -313,15 +313,22 @@ func (r *Redlock) heldError(key string, held []acquireResult) error {
 	return &backend.HeldError{Key: key, Holder: holder, Token: token, RetryAfter: pttls[idx]}
 }
 
-// releaseAll releases req's claim on every server (where it has none, the
-// script does nothing), for an attempt that failed. Like every operation
-// of a Redlock, it waits for a silent server only a tenth of the TTL after
-// a quorum released (see eachUntil), and not past ctx, the attempt's: the
+// releaseAll releases, on every server where the attempt sent an
+// acquisition (res), the claim that acquisition took, if any, for an
+// attempt that failed: only that claim (see releaseScript), so that a
+// release that comes late spares the claim a later attempt of the same
+// Lock call (same holder and nonce) took there. Like every operation of a
+// Redlock, it waits for a silent server only a tenth of the TTL after a
+// quorum released (see eachUntil), and not past ctx, the attempt's: the
 // releases go on in the background for at most the TTL or 5 s.
-func (r *Redlock) releaseAll(ctx context.Context, key string, req backend.Request) {
+func (r *Redlock) releaseAll(ctx context.Context, key string, req backend.Request, res []instanceAcquire) {
 	g := backend.Grant{Key: key, Holder: req.Holder, Nonce: req.Nonce, TTL: req.TTL}
+	calls := make(map[*Store]string, len(res))
+	for i, a := range res {
+		calls[r.stores[i]] = a.res.call
+	}
 	eachUntilWith(ctx, context.WithoutCancel(ctx), r.calls, r.stores, min(req.TTL, 5*time.Second),
-		func(ctx context.Context, s *Store) error { return s.Release(ctx, g) }, r.errsSettled)
+		func(ctx context.Context, s *Store) error { return s.releaseAttempt(ctx, g, calls[s]) }, r.errsSettled)
 }
 
 // Renew implements backend.Backend: it renews on every server and succeeds if

@@ -333,9 +333,17 @@ return {1, tonumber(l[1])}
 // fence names its id, where it said the lock was lost. A second Release
 // call has an id of its own and still gets ErrLost.
 //
+// A Redlock attempt that failed releases what it may have taken with the
+// call id of its acquisition on that server (ARGV[8]): the claim is
+// released only if the fence's attempt field names that call, so that a
+// release that comes late (go-redis sends it again after its reply was
+// lost, or a straggling server reads it after the next attempt) spares a
+// claim a later attempt of the same owner took.
+//
 // KEYS: lock, fence, queue, queued, next. ARGV: holder, owner (ownerArg),
 // notice channel, handover window in ms (0: no FIFO), leaving, handoff
-// channel, release id ("" for none). Reply: as renewScript.
+// channel, release id ("" for none), acquisition call id (none or "": any
+// claim of the owner). Reply: as renewScript.
 var releaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 local tok, ttl, acq, owner
@@ -359,6 +367,7 @@ if owner ~= ARGV[2] then
   ` + luaCorrupt + luaHolder + `
   return other(KEYS[1], {tok, ttl, acq, owner})
 end
+if ARGV[8] and ARGV[8] ~= '' and redis.call('HGET', KEYS[2], 'attempt') ~= ARGV[8] then return {0, '', 0} end
 local window = tonumber(ARGV[4])
 -- The queue is read one place at a time from its head: a live head, the
 -- common case, is one read. A dropped place leaves the queue, so the next

@@ -339,6 +339,10 @@ type acquireResult struct {
 	token    uint64
 	holder   string        // when held
 	pttl     time.Duration // when held
+	// call is the call id the acquire script was sent with (the fence's
+	// attempt field, if it took the lock), also when its answer is an
+	// error; "" if no script was sent.
+	call string
 }
 
 func (s *Store) acquire(ctx context.Context, key string, req backend.Request) (acquireResult, error) {
@@ -386,13 +390,14 @@ func (s *Store) runAcquire(ctx context.Context, k *keys, req backend.Request, ow
 		return acquireResult{}, s.wrap(key, lock, "acquire", err)
 	}
 	defer done()
-	v, err := acquireScript.Run(ctx, sc, k.all, req.Holder, owner, millis(req.TTL), channel, waits, handoff, callID()).Slice()
+	call := callID()
+	v, err := acquireScript.Run(ctx, sc, k.all, req.Holder, owner, millis(req.TTL), channel, waits, handoff, call).Slice()
 	if err != nil {
-		return acquireResult{}, s.namePermissions(ctx, key, s.explain(ctx, k, "acquire", s.wrap(key, lock, "acquire", err)))
+		return acquireResult{call: call}, s.namePermissions(ctx, key, s.explain(ctx, k, "acquire", s.wrap(key, lock, "acquire", err)))
 	}
 	rep := reply{v: v}
 	if rep.int(0) == 1 && len(v) == 2 {
-		r := acquireResult{acquired: true, token: rep.uint(1)}
+		r := acquireResult{acquired: true, token: rep.uint(1), call: call}
 		if err := rep.check(s, key, lock, r.token > 0); err != nil {
 			return r, err
 		}
@@ -404,7 +409,7 @@ func (s *Store) runAcquire(ctx context.Context, k *keys, req backend.Request, ow
 		}
 		return r, nil
 	}
-	r := acquireResult{holder: rep.str(1), token: rep.uint(2), pttl: time.Duration(rep.int(3)) * time.Millisecond}
+	r := acquireResult{holder: rep.str(1), token: rep.uint(2), pttl: time.Duration(rep.int(3)) * time.Millisecond, call: call}
 	return r, rep.check(s, key, lock, len(v) == 4 && rep.int(0) == 0)
 }
 
@@ -445,6 +450,26 @@ func (s *Store) Release(ctx context.Context, g backend.Grant) error {
 		return err
 	}
 	return s.explain(ctx, s.keySet(g.Key), "release", s.owned1(ctx, releaseScript, "release", g))
+}
+
+// releaseAttempt releases g's claim if the acquisition sent with call id
+// call took it (a Redlock attempt's clean-up, see releaseScript); with no
+// call, nothing was sent, and there is nothing to release.
+func (s *Store) releaseAttempt(ctx context.Context, g backend.Grant, call string) error {
+	if call == "" {
+		return nil
+	}
+	k := s.keySet(g.Key)
+	sc, done, err := s.conn(ctx, k.lock)
+	if err != nil {
+		return s.wrap(g.Key, k.lock, "release", err)
+	}
+	defer done()
+	err = releaseScript.Run(ctx, sc, k.all, g.Holder, ownerArg(g.Holder, g.Nonce), k.channel, millis(s.handover), "0", k.handoffs, callID(), call).Err()
+	if err != nil {
+		return s.wrap(g.Key, k.lock, "release", err)
+	}
+	return nil
 }
 
 // callID returns a new random id for one Release or TryAcquire call (see
