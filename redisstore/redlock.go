@@ -38,7 +38,10 @@ const DefaultDriftFactor = 0.01
 // returned only if a quorum acquired it and the time elapsed since the
 // first request left, measured on this process's monotonic clock, is less
 // than TTL - drift (drift = TTL × drift factor + 2 ms); otherwise whatever
-// was acquired is released and the attempt fails. The engine then counts
+// the attempt acquired is released and the attempt fails: only what this
+// attempt's own acquisitions took, so that a release that reaches a
+// server late spares the claim a later attempt of the same Lock call (the
+// same holder and nonce) took there. The engine then counts
 // the holder valid from its own send time (see baton.Lease), which is no
 // later than that first request, so every server of the quorum keeps the
 // claim at least that long. Renew succeeds only if a quorum renewed within
