@@ -3,14 +3,11 @@
 package safety
 
 import (
-	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/baton-go/baton/internal/testenv"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestSafetyRedisAmnesia runs the store-restart fault on Redis set-ups
@@ -187,8 +184,7 @@ func sentinelSwitch(h *harness, topo *testenv.RedisSentinel) {
 	old := topo.Primary()
 	start := h.reg.now()
 	dead.Kill()
-	failover(h.t, other)
-	now := topo.AwaitFailover(h.t, old, 60*time.Second)
+	now := topo.FailOver(h.t, other, old, 60*time.Second)
 	promoted := h.reg.now()
 	h.t.Logf("%s held token %d; its sentinel %s killed, the primary %s failed over in %v", f.c, f.tok, first, old.Addr(), promoted-start)
 	h.writeAfter("failover", promoted)
@@ -197,71 +193,6 @@ func sentinelSwitch(h *harness, topo *testenv.RedisSentinel) {
 	}
 	h.writesAbove(f.tok, 3, 30*time.Second)
 	dead.Start()
-	settled(h.t, topo, now, old)
-}
-
-// settled waits until every sentinel reports primary as the primary (a
-// sentinel that was dead during a failover reads its former view from its
-// configuration, then learns the new one from the others) and replica is
-// in sync with it, so that the next round starts from one view of the
-// topology.
-func settled(t *testing.T, topo *testenv.RedisSentinel, primary, replica *testenv.RedisServer) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	for {
-		if sentinelsAgree(ctx, topo, primary.Addr()) && inSync(ctx, replica.Addr()) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the sentinels did not all report %s as the primary, with %s in sync, within 60s", primary.Addr(), replica.Addr())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// sentinelsAgree reports whether every sentinel of topo names addr as the
-// primary.
-func sentinelsAgree(ctx context.Context, topo *testenv.RedisSentinel, addr string) bool {
-	for _, sn := range topo.SentinelAddrs() {
-		c := redis.NewClient(&redis.Options{Addr: sn})
-		hp, err := c.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", testenv.RedisSentinelName).StringSlice()
-		_ = c.Close()
-		if err != nil || len(hp) != 2 || net.JoinHostPort(hp[0], hp[1]) != addr {
-			return false
-		}
-	}
-	return true
-}
-
-// inSync reports whether the server at addr is a replica whose link to its
-// primary is up.
-func inSync(ctx context.Context, addr string) bool {
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer func() { _ = c.Close() }()
-	info, err := c.Info(ctx, "replication").Result()
-	return err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up")
-}
-
-// failover asks sentinel sn to fail the primary over (SENTINEL FAILOVER),
-// again while it refuses (NOGOODSLAVE, INPROG: the replica, the former
-// primary of the round before, not yet in sync, or a failover running).
-func failover(t *testing.T, sn *testenv.RedisServer) {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: sn.Addr()})
-	defer func() { _ = c.Close() }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		err := c.Do(ctx, "SENTINEL", "FAILOVER", testenv.RedisSentinelName).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("SENTINEL FAILOVER %s through %s: %v", testenv.RedisSentinelName, sn.Addr(), err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	// The next round starts from one view of the topology.
+	topo.AwaitSettled(h.t, now, old, 60*time.Second)
 }

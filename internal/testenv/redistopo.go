@@ -47,12 +47,15 @@ func StartRedisSentinel(t testing.TB, opts ...RedisOption) *RedisSentinel {
 		}
 		return true
 	})
-	awaitCond(t, 30*time.Second, "the replica to sync with the primary", func() bool {
-		info, err := replica.call("INFO", "replication")
-		r, _ := info.(string)
-		return err == nil && strings.Contains(r, "master_link_status:up")
-	})
+	awaitCond(t, 30*time.Second, "the replica to sync with the primary", func() bool { return inSync(replica) })
 	return s
+}
+
+// inSync reports whether srv is a replica whose link to its primary is up.
+func inSync(srv *RedisServer) bool {
+	info, err := srv.call("INFO", "replication")
+	r, _ := info.(string)
+	return err == nil && strings.Contains(r, "master_link_status:up")
 }
 
 // SentinelAddrs returns the sentinels' host:port addresses.
@@ -122,6 +125,37 @@ func (s *RedisSentinel) AwaitFailover(t testing.TB, old *RedisServer, timeout ti
 		return false
 	})
 	return now
+}
+
+// FailOver fails the topology over by hand through sentinel via (SENTINEL
+// FAILOVER, as an operator moving the primary off a machine does; asked
+// again while it refuses, NOGOODSLAVE or INPROG: the replica not yet in
+// sync, or a failover still running), away from old, the primary, which
+// stays up. It returns the promoted server, as AwaitFailover does.
+func (s *RedisSentinel) FailOver(t testing.TB, via, old *RedisServer, timeout time.Duration) *RedisServer {
+	t.Helper()
+	awaitCond(t, timeout, "SENTINEL FAILOVER accepted by "+via.Addr(), func() bool {
+		_, err := via.call("SENTINEL", "FAILOVER", RedisSentinelName)
+		return err == nil
+	})
+	return s.AwaitFailover(t, old, timeout)
+}
+
+// AwaitSettled waits until every sentinel names primary as the primary (a
+// sentinel that was down during a failover reads its former view from its
+// configuration, then learns the new one from the others) and replica is
+// in sync with it: one view of the topology again.
+func (s *RedisSentinel) AwaitSettled(t testing.TB, primary, replica *RedisServer, timeout time.Duration) {
+	t.Helper()
+	awaitCond(t, timeout, "one view of the primary "+primary.Addr()+", with "+replica.Addr()+" in sync", func() bool {
+		for _, sn := range s.Sentinels {
+			r, err := sn.call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", RedisSentinelName)
+			if hp, ok := r.([]any); err != nil || !ok || len(hp) != 2 || fmt.Sprintf("%v:%v", hp[0], hp[1]) != primary.Addr() {
+				return false
+			}
+		}
+		return inSync(replica)
+	})
 }
 
 // role returns what ROLE says srv is ("master", "slave").
