@@ -43,10 +43,10 @@
 // replica leaves out only the older slots of a full catch-up batch.
 //
 // The package is its own module. Run the short mode (every backend, two
-// rounds per fault; about 13 minutes on two idle cores, past go test's
+// rounds per fault; about 22 minutes on two cores, past go test's
 // default timeout) from the repository's root with
 //
-//	go -C internal/safety test -race -timeout 30m .
+//	go -C internal/safety test -race -timeout 45m .
 //
 // and the long mode (eight rounds, more faults; about 46 minutes) with
 // -safety.long or BATON_SAFETY_LONG=1 and -timeout 150m. The seed is
