@@ -26,7 +26,13 @@
 // taking the holder's permissions away (its Redis ACL user's, its etcd
 // user's role, or its Kubernetes user's RoleBinding) while the other
 // contenders keep theirs, and failing a Sentinel topology over by hand
-// while the sentinel the holder listens to is dead.
+// while the sentinel the holder listens to is dead. In the PostgreSQL
+// rows (pgfence_test.go) the fenced register lives in a real PostgreSQL,
+// which decides each fenced read and write through fence.SQLGuard.Exec:
+// a paused holder's late write must be refused there, and a write whose
+// session ends while its COMMIT is in flight (pg_terminate_backend, a
+// fast shutdown) must be recorded as the write log shows it, committed
+// or not.
 // mutants.sh (make mutants) plants known bugs in copies of the tree and
 // requires the suite to fail on each.
 // TestNaiveConfigMapLock runs the same harness against a ConfigMap lock

@@ -22,6 +22,7 @@ require (
 	github.com/baton-go/baton/redisstore v0.0.0-00010101000000-000000000000
 	github.com/baton-go/baton/schedule v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.4
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/client/v3 v3.7.0
 	go.uber.org/goleak v1.3.0
@@ -35,7 +36,7 @@ require (
 )
 
 require (
-	github.com/baton-go/baton/fence v0.0.0-00010101000000-000000000000 // indirect
+	github.com/baton-go/baton/fence v0.0.0-00010101000000-000000000000
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
@@ -94,10 +95,14 @@ require (
 
 require (
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 	google.golang.org/grpc v1.82.1 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab // indirect

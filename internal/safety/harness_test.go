@@ -69,6 +69,7 @@ const (
 	faultLostReply  = "replies lost with their connections"
 	faultDropped    = "connections of the holder dropped silently"
 	faultForbidden  = "permissions of the holder revoked"
+	faultCommitLost = "session ended during a fenced COMMIT"
 )
 
 // etcdRevoked is why the lease-revoked rows may show two holders: a
@@ -194,6 +195,10 @@ type backendEnv struct {
 	// made later) at a new, empty server, leaving open connections on the
 	// old one; stopOld kills the old server. nil for other stores.
 	moveName func(t *testing.T) (moved string, stopOld func())
+	// fenceDB, if set, gives each scenario's fenced register to
+	// PostgreSQL, which decides its operations through fence.SQLGuard
+	// (pgfence_test.go); nil: the register decides in memory.
+	fenceDB *pgFenceDB
 }
 
 func (b *backendEnv) retry() time.Duration { return b.ttl * 2 / 15 }
@@ -338,6 +343,9 @@ func newHarness(t *testing.T, be *backendEnv, sc scenario) *harness {
 		contenders: map[string]*contender{}, grantPause: filepath.Join(t.TempDir(), "grant-pause"),
 		res: &result{backend: be.name, fault: sc.fault, variant: sc.reportVariant()}}
 	h.rep = t
+	if be.fenceDB != nil {
+		h.reg.pg = be.fenceDB.register(t, sc.lock)
+	}
 	return h
 }
 
@@ -702,6 +710,9 @@ func (h *harness) finish(start time.Time) {
 	h.res.elapsed = time.Since(start)
 	h.pauseStoppedHolders(ops, evs)
 	checkHistory(h.rep, h.be, h.sc, ops, evs, h.res)
+	if h.reg.pg != nil {
+		h.reg.pg.audit(h.rep, ops)
+	}
 	if h.sc.cut > 0 {
 		h.t.Logf("%d TryLock calls were cut short by their deadline (%d acquisitions)", countKind(evs, "cut"), h.res.acquisitions)
 	}
@@ -784,6 +795,8 @@ func (h *harness) inject(round int) {
 		h.dropHeld(minWrites)
 	case faultForbidden:
 		h.forbidHolder(minWrites)
+	case faultCommitLost:
+		h.commitLost(round, minWrites)
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}

@@ -27,6 +27,11 @@ import (
 // monotonic clock (handler entry, and after the register's state changed),
 // and the register's state is guarded by one mutex, so the recorded order
 // (Seq) is the order in which the register applied the operations.
+//
+// With pg set (pgfence_test.go), PostgreSQL decides the fenced
+// operations instead: each is a transaction through fence.SQLGuard.Exec,
+// run under the register's mutex, so that Seq is also PostgreSQL's order
+// of them and the register records its decisions, not its own.
 
 // readReq and writeReq are the contenders' requests.
 type readReq struct {
@@ -166,6 +171,10 @@ type register struct {
 	// noFence makes the "fenced" register accept every token (for the
 	// test that shows what the checker catches without fencing).
 	noFence bool
+	// pg, if set, keeps the fenced register in PostgreSQL and has it
+	// decide every fenced operation through fence.SQLGuard
+	// (pgfence_test.go); fMax and fVal then only mirror what it decided.
+	pg *pgRegister
 }
 
 func newRegister(t testing.TB) *register {
@@ -251,10 +260,17 @@ func (r *register) serveRead(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	o := op{Seq: len(r.ops), C: in.C, Term: in.Term, Tok: in.Tok, Call: call, FBefore: r.fVal}
 	var out readResp
-	if in.Tok >= r.fMax || r.noFence {
+	ok, f, err := r.fencedRead(in.Tok)
+	if err != nil {
+		r.mu.Unlock()
+		r.t.Errorf("the fenced read of %s with token %d was not decided: %v", in.Term, in.Tok, err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if ok {
 		r.fMax = max(r.fMax, in.Tok)
-		o.OK, o.FOut = true, r.fVal
-		out.OK, out.F = true, r.fVal
+		o.OK, o.FOut = true, f
+		out.OK, out.F = true, f
 	}
 	out.P = r.pVal
 	r.pMaxTok = max(r.pMaxTok, in.Tok)
@@ -281,9 +297,16 @@ func (r *register) serveWrite(w http.ResponseWriter, req *http.Request) {
 	if in.VU != 0 {
 		o.Live, o.VU, o.HasVU = r.mono(in.Live), r.mono(in.VU), true
 	}
-	if in.Tok >= r.fMax || r.noFence {
+	ok, before, err := r.fencedWrite(o.Seq, in.Tok, in.F)
+	if err != nil {
+		r.mu.Unlock()
+		r.t.Errorf("the fenced write of %s with token %d was not decided: %v", in.Term, in.Tok, err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if ok {
 		r.fMax, r.fVal = max(r.fMax, in.Tok), in.F
-		o.OK = true
+		o.OK, o.FBefore = true, before
 		r.writesAt[in.Tok]++
 	}
 	// The unfenced counter takes every write; it only records what went
@@ -306,6 +329,26 @@ func (r *register) serveWrite(w http.ResponseWriter, req *http.Request) {
 	r.notify()
 	r.mu.Unlock()
 	reply(w, writeResp{OK: o.OK, Hold: hold, End: end})
+}
+
+// fencedRead decides a fenced read with tok, and returns the value it
+// read if it accepted it: in memory, or by PostgreSQL (r.pg). r.mu is
+// held.
+func (r *register) fencedRead(tok uint64) (bool, int64, error) {
+	if r.pg != nil {
+		return r.pg.read(tok)
+	}
+	return tok >= r.fMax || r.noFence, r.fVal, nil
+}
+
+// fencedWrite decides the fenced write of val with tok, op seq of the
+// history, and returns whether it was accepted and, if so, the value it
+// overwrote. r.mu is held.
+func (r *register) fencedWrite(seq int, tok uint64, val int64) (bool, int64, error) {
+	if r.pg != nil {
+		return r.pg.write(seq, tok, val)
+	}
+	return tok >= r.fMax || r.noFence, r.fVal, nil
 }
 
 // endTenure asks the holder of the largest token to end its tenure at its

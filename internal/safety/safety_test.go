@@ -226,6 +226,16 @@ func TestSafety(t *testing.T) {
 		// holder.
 		runScenario(t, kubeRBACEnv(t, "crd"), scenario{fault: faultForbidden, retryForbidden: true})
 	})
+	// The fenced register kept in PostgreSQL, which decides every fenced
+	// operation through fence.SQLGuard (pgfence_test.go); the lock on the
+	// file backend.
+	t.Run("postgres_fence", func(t *testing.T) {
+		be := pgFenceEnv(t)
+		const fenced = "fenced by PostgreSQL through fence.SQLGuard"
+		runScenario(t, be, scenario{fault: faultStop, variant: fenced})
+		// Each of commitLost's three ways, at least once.
+		runScenario(t, be, scenario{fault: faultCommitLost, variant: fenced, rounds: max(3, rounds())})
+	})
 	t.Run("redlock", func(t *testing.T) {
 		be := redlockEnv(t)
 		common(t, be, true)
