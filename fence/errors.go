@@ -43,9 +43,17 @@ func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken
 // (SQLGuard.Exec, RunLog.Exec) failed without the server refusing it: the
 // connection ended while COMMIT was in flight (the session terminated, the
 // server shut down or crashed, the network cut), so the transaction may
-// have committed. Read what it wrote (RunLog.Done, the protected rows)
-// before doing it again: a retry with the same token is accepted as the
-// same holder writing again.
+// have committed. The transaction may even still be running on the server
+// when the caller sees the error (a pooler or a network cut ended the
+// client's connection, not the server's session; a commit waiting for a
+// synchronous standby): a plain read then finds neither its writes nor its
+// token, and they may appear later. So read the outcome inside the retry:
+// in SQLGuard.Exec's write (after its Check, which waits for the lost
+// transaction to end, since that holds the fence row), write again only
+// what is not there. A retry with the same token is accepted as the same
+// holder writing again, so a retry that does not look first may apply the
+// write twice. RunLog.Exec needs no such care: its claim waits for the lost
+// transaction's, and runs work only if that one rolled back.
 // A commit that the server refused with an ERROR (a deferred constraint, a
 // serialization failure) rolled back, and its error does not match.
 var ErrCommitUnknown = errors.New("fence: commit outcome unknown")
@@ -71,7 +79,8 @@ func commit(ctx context.Context, tx *sql.Tx, what string) error {
 		return fmt.Errorf("fence: commit %s: refused, rolled back: %w", what, err)
 	}
 	return fmt.Errorf("fence: commit %s: the connection ended while COMMIT was in flight, "+
-		"so it may have committed; read what it wrote before writing again: %w: %w", what, ErrCommitUnknown, err)
+		"so it may have committed (and may still be running on the server); read what it wrote inside the retry's "+
+		"fenced transaction, after its check, before writing again: %w: %w", what, ErrCommitUnknown, err)
 }
 
 // sqlState returns the SQLSTATE of the server's error in err's chain, or

@@ -115,7 +115,10 @@ func (r *RunLog) Claim(ctx context.Context, tx *sql.Tx, job string, slot time.Ti
 // and nil without calling work. On any error before the commit the
 // transaction is rolled back, so the slot stays unclaimed; an error
 // matching ErrCommitUnknown means the connection ended during the commit,
-// and the slot and work may have committed (Done tells). work must not
+// and the slot and work may have committed: Exec again runs work only if
+// they did not (its claim waits for the lost transaction, which may still
+// be running on the server; Done, a plain read, may say false until that
+// one ends). work must not
 // claim the same slot again (Exec or Claim in another transaction): that
 // waits for this transaction's claim until work returns, so it waits until
 // ctx ends, for ever without a deadline.

@@ -205,7 +205,8 @@ func (g *SQLGuard) Check(ctx context.Context, tx *sql.Tx, name string, token uin
 // returned; an error matching ErrStaleToken means a newer holder has
 // written and nothing of write took effect. An error matching
 // ErrCommitUnknown means the connection ended during the commit: write may
-// have taken effect (see ErrCommitUnknown). If write panics, the
+// have taken effect, or may yet; retry with a write that first reads
+// whether it did (see ErrCommitUnknown). If write panics, the
 // transaction is rolled back before the panic goes on, so that neither its connection nor its lock
 // on name's fence row outlives the call.
 //
