@@ -95,8 +95,12 @@ func TestPostgresCommitLost(t *testing.T) {
 }
 
 // Queries of the backends whose commit waits for a synchronous standby.
+// terminateSyncRep waits (PostgreSQL 14 and later) until each backend it
+// ends has exited: its transaction commits only as it goes, after the
+// signal, so a test that reads right after a plain pg_terminate_backend
+// may find the write missing.
 const (
-	terminateSyncRep = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+	terminateSyncRep = "SELECT count(pg_terminate_backend(pid, 60000)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
 	countSyncRep     = "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
 )
 
