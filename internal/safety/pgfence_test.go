@@ -166,52 +166,70 @@ func (p *pgRegister) read(tok uint64) (bool, int64, error) {
 }
 
 // write has PostgreSQL decide the fenced write of val with tok, op seq of
-// the history. An attempt that decided nothing is looked up in the write
-// log: the write is accepted if it committed, and made again if not.
+// the history. An attempt that decided nothing is made again, as
+// ErrCommitUnknown's documentation says: the retry's write first looks in
+// the write log, after its Check (which waits for the lost transaction,
+// should it still run), and writes only if the lost attempt did not.
 func (p *pgRegister) write(seq int, tok uint64, val int64) (bool, int64, error) {
 	ctx, cancel := context.WithTimeout(p.ctx, pgDecideWithin)
 	defer cancel()
+	var lastErr error // the last attempt's, if it decided nothing
 	for {
 		var before int64
-		err := p.guard.Exec(ctx, p.name, tok, func(tx *sql.Tx) error {
-			if p.hang.CompareAndSwap(true, false) {
-				if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
-					return err
-				}
-			}
-			if err := tx.QueryRowContext(ctx, pgWriteSQL, p.name, seq, int64(tok), val).Scan(&before); err != nil {
-				return err
-			}
-			if p.stall.CompareAndSwap(true, false) {
-				return p.stallTx(ctx, tx)
-			}
-			return nil
+		var found bool
+		err := p.guard.Exec(ctx, p.name, tok, func(tx *sql.Tx) (err error) {
+			before, found, err = p.writeTx(ctx, tx, seq, tok, val, lastErr != nil)
+			return err
 		})
 		if ok, decided := verdict(err); decided {
+			if found && errors.Is(lastErr, fence.ErrCommitUnknown) {
+				p.committed.Add(1)
+			} else if found {
+				p.mislabelled.Add(1)
+			}
 			return ok, before, nil
 		}
-		unknown := errors.Is(err, fence.ErrCommitUnknown)
-		if unknown {
+		if errors.Is(err, fence.ErrCommitUnknown) {
 			p.ambiguous.Add(1)
 		}
 		p.lastUndecided.Store(err.Error())
 		p.undecided.Add(1)
-		before, found, rerr := p.written(ctx, seq)
-		if rerr != nil {
-			return false, 0, fmt.Errorf("%w (the write's own error: %w)", rerr, err)
-		}
-		if found {
-			if unknown {
-				p.committed.Add(1)
-			} else {
-				p.mislabelled.Add(1)
-			}
-			return true, before, nil
+		// A later attempt's error that is not ErrCommitUnknown (PostgreSQL
+		// still down) leaves the lost commit's outcome as unknown.
+		if lastErr == nil || !errors.Is(lastErr, fence.ErrCommitUnknown) {
+			lastErr = err
 		}
 		if werr := p.again(ctx); werr != nil {
 			return false, 0, fmt.Errorf("%w (last attempt: %w)", werr, err)
 		}
 	}
+}
+
+// writeTx is write's work in tx: if lookFirst, it reports found (and the
+// value it overwrote) when an earlier attempt's write is in the log, and
+// does nothing more; else it writes, its commit made to wait for the
+// standby if p.hang asks, and stalls if p.stall asks.
+func (p *pgRegister) writeTx(ctx context.Context, tx *sql.Tx, seq int, tok uint64, val int64, lookFirst bool) (before int64, found bool, err error) {
+	if lookFirst {
+		switch err := tx.QueryRowContext(ctx, pgWrittenSQL, p.name, seq).Scan(&before); {
+		case err == nil:
+			return before, true, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return 0, false, err
+		}
+	}
+	if p.hang.CompareAndSwap(true, false) {
+		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+			return 0, false, err
+		}
+	}
+	if err := tx.QueryRowContext(ctx, pgWriteSQL, p.name, seq, int64(tok), val).Scan(&before); err != nil {
+		return 0, false, err
+	}
+	if p.stall.CompareAndSwap(true, false) {
+		return before, false, p.stallTx(ctx, tx)
+	}
+	return before, false, nil
 }
 
 // stallTx sends tx's backend pid on p.stalled and waits for p.resume.
@@ -251,23 +269,6 @@ func (p *pgRegister) again(ctx context.Context) error {
 		return fmt.Errorf("PostgreSQL decided nothing within %v: %w", pgDecideWithin, ctx.Err())
 	case <-time.After(pgRetryEvery):
 		return nil
-	}
-}
-
-// written reads from the write log whether write seq committed, and the
-// value it overwrote, retrying until PostgreSQL answers.
-func (p *pgRegister) written(ctx context.Context, seq int) (before int64, found bool, err error) {
-	for {
-		err := p.db.QueryRowContext(ctx, pgWrittenSQL, p.name, seq).Scan(&before)
-		switch {
-		case err == nil:
-			return before, true, nil
-		case errors.Is(err, sql.ErrNoRows):
-			return 0, false, nil
-		}
-		if werr := p.again(ctx); werr != nil {
-			return 0, false, fmt.Errorf("reading whether write %d committed: %w (last attempt: %w)", seq, werr, err)
-		}
 	}
 }
 
