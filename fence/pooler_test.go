@@ -227,6 +227,26 @@ func TestPgBouncerPoolExhausted(t *testing.T) {
 	}
 }
 
+// syncStandbyPooled starts a PostgreSQL whose commits wait for a
+// synchronous standby that never comes when a transaction asks
+// (syncCommit), and a PgBouncer in front of it. It returns the PgBouncer,
+// a direct connection, a guard on a new fence table (prefix) with its data
+// table through that, and a guard on the same table through PgBouncer in
+// transaction mode.
+func syncStandbyPooled(ctx context.Context, t *testing.T, prefix string) (*testenv.PgBouncer, *sql.DB, *fence.SQLGuard, string, *fence.SQLGuard) {
+	t.Helper()
+	pg := testenv.StartPostgres(t, testenv.PostgresArgs(
+		"-c", "synchronous_standby_names=nobody", "-c", "synchronous_commit=local"))
+	bouncer := testenv.StartPgBouncer(t, pg)
+	direct := openDB(t, pg)
+	g, data := newGuard(ctx, t, direct, prefix)
+	pooled, err := fence.NewSQLGuard(openDSN(t, bouncer.DSN("transaction", "default_query_exec_mode=exec")), fence.WithTable(g.Table()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bouncer, direct, g, data, pooled
+}
+
 // A commit in flight when PgBouncer drops the connections (KILL on its
 // admin console, as an operator moving a database does; RECONNECT and a
 // restart end the same way) may have committed: the client gets only
@@ -235,17 +255,9 @@ func TestPgBouncerPoolExhausted(t *testing.T) {
 // synchronous standby, so it is committed locally but not yet answered;
 // once PostgreSQL ends that wait, the write is there.
 func TestPgBouncerCommitLost(t *testing.T) {
-	pg := testenv.StartPostgres(t, testenv.PostgresArgs(
-		"-c", "synchronous_standby_names=nobody", "-c", "synchronous_commit=local"))
-	bouncer := testenv.StartPgBouncer(t, pg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	direct := openDB(t, pg)
-	g, data := newGuard(ctx, t, direct, "killed")
-	pooled, err := fence.NewSQLGuard(openDSN(t, bouncer.DSN("transaction", "default_query_exec_mode=exec")), fence.WithTable(g.Table()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	bouncer, direct, g, data, pooled := syncStandbyPooled(ctx, t, "killed")
 	done := make(chan error, 1)
 	go func() {
 		done <- pooled.Exec(ctx, "job", 1, func(tx *sql.Tx) error {
@@ -257,7 +269,7 @@ func TestPgBouncerCommitLost(t *testing.T) {
 	}()
 	awaitSyncRep(ctx, t, direct, done, countSyncRep)
 	bouncer.Admin(ctx, "KILL transaction")
-	err = <-done
+	err := <-done
 	bouncer.Admin(ctx, "RESUME transaction") // KILL pauses the database too
 	awaitSyncRep(ctx, t, direct, nil, terminateSyncRep)
 	if v := get(ctx, t, direct, data, "x"); v != "one" {
