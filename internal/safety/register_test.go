@@ -263,8 +263,7 @@ func (r *register) serveRead(w http.ResponseWriter, req *http.Request) {
 	ok, f, err := r.fencedRead(in.Tok)
 	if err != nil {
 		r.mu.Unlock()
-		r.t.Errorf("the fenced read of %s with token %d was not decided: %v", in.Term, in.Tok, err)
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		r.undecided(w, "read", in.Term, in.Tok, err)
 		return
 	}
 	if ok {
@@ -300,8 +299,7 @@ func (r *register) serveWrite(w http.ResponseWriter, req *http.Request) {
 	ok, before, err := r.fencedWrite(o.Seq, in.Tok, in.F)
 	if err != nil {
 		r.mu.Unlock()
-		r.t.Errorf("the fenced write of %s with token %d was not decided: %v", in.Term, in.Tok, err)
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		r.undecided(w, "write", in.Term, in.Tok, err)
 		return
 	}
 	if ok {
@@ -349,6 +347,13 @@ func (r *register) fencedWrite(seq int, tok uint64, val int64) (bool, int64, err
 		return r.pg.write(seq, tok, val)
 	}
 	return tok >= r.fMax || r.noFence, r.fVal, nil
+}
+
+// undecided fails the row for a fenced operation (kind) that PostgreSQL
+// did not decide, and answers the contender with the error.
+func (r *register) undecided(w http.ResponseWriter, kind, term string, tok uint64, err error) {
+	r.t.Errorf("the fenced %s of %s with token %d was not decided: %v", kind, term, tok, err)
+	http.Error(w, err.Error(), http.StatusInternalServerError)
 }
 
 // endTenure asks the holder of the largest token to end its tenure at its
