@@ -98,10 +98,11 @@ type pgRegister struct {
 	// undecided counts the write attempts whose Exec returned an error
 	// other than ErrStaleToken, and lastUndecided holds the last one's;
 	// ambiguous counts those whose error matched ErrCommitUnknown, and
-	// committed those of them the write log showed committed; retries
-	// counts the attempts made again after an error that decided nothing.
-	undecided, ambiguous, committed, retries atomic.Int64
-	lastUndecided                            atomic.Value // string
+	// committed and rolledBack what the retries found of them in the write
+	// log; retries counts the attempts made again after an error that
+	// decided nothing.
+	undecided, ambiguous, committed, rolledBack, retries atomic.Int64
+	lastUndecided                                        atomic.Value // string
 	// mislabelled counts the writes whose Exec said they rolled back (an
 	// error matching neither ErrStaleToken nor ErrCommitUnknown) and
 	// that the write log showed committed: fence's contract broken.
@@ -182,11 +183,7 @@ func (p *pgRegister) write(seq int, tok uint64, val int64) (bool, int64, error) 
 			return err
 		})
 		if ok, decided := verdict(err); decided {
-			if found && errors.Is(lastErr, fence.ErrCommitUnknown) {
-				p.committed.Add(1)
-			} else if found {
-				p.mislabelled.Add(1)
-			}
+			p.resolved(lastErr, found)
 			return ok, before, nil
 		}
 		if errors.Is(err, fence.ErrCommitUnknown) {
@@ -202,6 +199,19 @@ func (p *pgRegister) write(seq int, tok uint64, val int64) (bool, int64, error) 
 		if werr := p.again(ctx); werr != nil {
 			return false, 0, fmt.Errorf("%w (last attempt: %w)", werr, err)
 		}
+	}
+}
+
+// resolved counts what a decided retry found of the earlier attempt that
+// failed with lastErr (nil: there was none).
+func (p *pgRegister) resolved(lastErr error, found bool) {
+	switch unknown := errors.Is(lastErr, fence.ErrCommitUnknown); {
+	case unknown && found:
+		p.committed.Add(1)
+	case unknown:
+		p.rolledBack.Add(1)
+	case found:
+		p.mislabelled.Add(1)
 	}
 }
 
@@ -315,7 +325,7 @@ func (h *harness) commitLost(round, minWrites int) {
 	h.reg.await(fmt.Sprintf("%d accepted writes of the holder", minWrites), 60*time.Second, func(s *snapshot) bool {
 		return s.fMax > 0 && s.writesAt[s.fMax] >= minWrites
 	})
-	seen, seenAmbiguous := p.undecided.Load(), p.ambiguous.Load()
+	seen, seenAmbiguous, seenCommitted := p.undecided.Load(), p.ambiguous.Load(), p.committed.Load()
 	var at time.Duration
 	switch round % 3 {
 	case 0:
@@ -345,8 +355,16 @@ func (h *harness) commitLost(round, minWrites int) {
 	})
 	if p.ambiguous.Load() == seenAmbiguous {
 		h.t.Errorf("Exec's error for a write whose session ended before its COMMIT was answered does not match ErrCommitUnknown: %v", p.lastUndecided.Load())
+		return
 	}
 	h.writeAfter("fenced commit's session ended", at)
+	// The retry has decided by now (the register's mutex orders it
+	// before the write awaited). Its COMMIT had reached PostgreSQL in the
+	// first two ways, not in the third: else the fault injected nothing
+	// of what the round is for.
+	if wantCommitted, committed := round%3 != 2, p.committed.Load() > seenCommitted; committed != wantCommitted {
+		h.t.Errorf("round %d: the write whose session ended committed: %v, want %v (the write log decides; the fault missed its point)", round, committed, wantCommitted)
+	}
 }
 
 // terminate ends the session of backend pid, as an operator's
@@ -421,6 +439,6 @@ func (p *pgRegister) audit(t reporter, ops []op) {
 	if n := p.mislabelled.Load(); n > 0 {
 		t.Errorf("audit: Exec said %d writes rolled back (not ErrCommitUnknown) that had committed", n)
 	}
-	t.Logf("PostgreSQL accepted %d fenced writes; %d commits ended with their session (ErrCommitUnknown), %d of them committed; %d attempts made again",
-		accepted, p.ambiguous.Load(), p.committed.Load(), p.retries.Load())
+	t.Logf("PostgreSQL accepted %d fenced writes; %d commits ended with their session (ErrCommitUnknown): %d had committed, %d had rolled back; %d attempts made again",
+		accepted, p.ambiguous.Load(), p.committed.Load(), p.rolledBack.Load(), p.retries.Load())
 }
