@@ -60,15 +60,20 @@ var ErrCommitUnknown = errors.New("fence: commit outcome unknown")
 
 // commit commits tx (the transaction of what), and wraps its error with
 // ErrCommitUnknown unless COMMIT was not sent (ctx had ended: database/sql
-// rolls back instead) or the server answered it with an ERROR. Drivers
-// report the server's answer with a SQLState method (pgx, lib/pq); classes
-// 08 (connection exception) and 57 (operator intervention: shutdown,
-// termination) come with the end of the session, not a refusal.
+// rolls back instead) or the server answered it with an ERROR.
 func commit(ctx context.Context, tx *sql.Tx, what string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("fence: commit %s: not sent, rolled back: %w", what, err)
 	}
-	err := tx.Commit()
+	return commitError(what, tx.Commit())
+}
+
+// commitError classifies err, the error of tx.Commit for the transaction
+// of what (nil: committed). Drivers report the server's answer with a
+// SQLState method (pgx, lib/pq); classes 08 (connection exception) and 57
+// (operator intervention: shutdown, termination) come with the end of the
+// session, not a refusal, and so does an error with no SQLSTATE.
+func commitError(what string, err error) error {
 	if err == nil {
 		return nil
 	}
