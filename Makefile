@@ -41,10 +41,11 @@ TESTFLAGS ?=
 # their own, outside this list: they have their own targets (make test
 # still runs the unit tests of bench's harness, bench/internal, and checks
 # that bench/probes' patches apply). tools/image's
-# test builds and checks the container image (make image).
+# test builds and checks the container image (make image). tools/docscheck's
+# test type-checks the Go blocks of README.md and docs/*.md.
 MODULES = . internal/testenv kubestore deploy etcdstore redisstore fence batonprom schedule \
 	adapter/batonlock adapter/gocronlock adapter/logrbridge cmd/baton internal/safety \
-	tools/image
+	tools/image tools/docscheck
 
 # FOREACH_MODULE runs its argument in every module's directory and fails
 # after the last one if any failed, so that one run reports every failure.
