@@ -97,19 +97,7 @@ var skipMarker = regexp.MustCompile(`^<!-- snippet: skip \((.+)\) -->$`)
 // compile by construction needs <!-- snippet: skip (why) --> on the line
 // before it; a skip on a block that compiles is reported as stale.
 func TestDocsGoCompiles(t *testing.T) {
-	root := filepath.Join("..", "..")
-	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append([]string{filepath.Join(root, "README.md")}, files...)
-	var blocks []block
-	for _, f := range files {
-		blocks = append(blocks, goBlocks(t, f, root)...)
-	}
-	if len(blocks) == 0 {
-		t.Fatal("no ```go block found in the docs: the extraction is broken")
-	}
+	blocks := docBlocks(t)
 	imp := exportImporter(t, blocks)
 	for _, b := range blocks {
 		errs := b.check(imp)
@@ -123,6 +111,32 @@ func TestDocsGoCompiles(t *testing.T) {
 	}
 }
 
+// root is the repository's root, from this package's directory.
+var root = filepath.Join("..", "..")
+
+// docFiles returns the Markdown files the tests check.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{filepath.Join(root, "README.md")}, files...)
+}
+
+// docBlocks returns the ```go blocks of every file docFiles returns.
+func docBlocks(t *testing.T) []block {
+	t.Helper()
+	var blocks []block
+	for _, f := range docFiles(t) {
+		blocks = append(blocks, goBlocks(t, f)...)
+	}
+	if len(blocks) == 0 {
+		t.Fatal("no ```go block found in the docs: the extraction is broken")
+	}
+	return blocks
+}
+
 // block is one ```go block of a Markdown file.
 type block struct {
 	file  string   // relative to the repository root
@@ -134,7 +148,7 @@ type block struct {
 var goFence = regexp.MustCompile("^```go\\s*$")
 
 // goBlocks returns the ```go blocks of the Markdown file path.
-func goBlocks(t *testing.T, path, root string) []block {
+func goBlocks(t *testing.T, path string) []block {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
