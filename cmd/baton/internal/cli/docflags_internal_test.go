@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 )
 
 // TestDocsUseRealFlags checks every baton invocation in the code of
@@ -19,24 +21,52 @@ import (
 // by one of its subcommands; prose such as "baton runs CMD" is not code
 // and is not checked. Arguments after "--" belong to CMD.
 func TestDocsUseRealFlags(t *testing.T) {
-	root := (&app{}).rootCommand()
-	initHelpFlags(root)
-	files, err := filepath.Glob(filepath.Join("..", "..", "..", "..", "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, filepath.Join("..", "..", "..", "..", "README.md"))
+	root := flagTree()
+	files := append(repoGlob(t, "docs", "*.md"), repoGlob(t, "README.md")...)
 	checked := 0
 	for _, f := range files {
 		for _, c := range docCommands(t, f) {
 			checked++
-			for _, bad := range unknownFlags(root, c.args) {
-				t.Errorf("%s:%d: %s in `%s`: %s has no such flag (see its --help)", c.file, c.line, bad.flag, c.text, bad.cmd)
-			}
+			checkFlags(t, root, fmt.Sprintf("%s:%d", c.file, c.line), c.text, c.args)
 		}
 	}
 	if checked == 0 {
 		t.Fatal("no baton invocation found in the docs: the extraction is broken")
+	}
+}
+
+// flagTree returns the CLI's command tree with every flag a user can give.
+func flagTree() *cobra.Command {
+	root := (&app{}).rootCommand()
+	initHelpFlags(root)
+	return root
+}
+
+// repoGlob returns the files of the repository that match the pattern
+// made of parts, relative to the repository's root.
+func repoGlob(t *testing.T, parts ...string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(append([]string{repoRoot}, parts...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// repoRoot is the repository's root, from this package's directory.
+const repoRoot = "../../../.."
+
+// repoName returns path relative to the repository's root, for messages.
+func repoName(path string) string {
+	return strings.TrimPrefix(filepath.ToSlash(path), repoRoot+"/")
+}
+
+// checkFlags reports each flag of args (the words after "baton") that the
+// command they name does not define; where and text say where args are.
+func checkFlags(t *testing.T, root *cobra.Command, where, text string, args []string) {
+	t.Helper()
+	for _, bad := range unknownFlags(root, args) {
+		t.Errorf("%s: %s in `%s`: %s has no such flag (see its --help)", where, bad.flag, text, bad.cmd)
 	}
 }
 
@@ -78,7 +108,7 @@ func docCommands(t *testing.T, path string) []docCommand {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	name := strings.TrimPrefix(filepath.ToSlash(path), "../../../../")
+	name := repoName(path)
 	var (
 		cmds            []docCommand
 		inFence, isCode bool
@@ -195,3 +225,84 @@ func subcommand(cmd *cobra.Command, name string) *cobra.Command {
 }
 
 func isLetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' }
+
+// TestDeployManifestsUseRealFlags checks the baton command lines of the
+// manifests under deploy/ (a container whose command starts with baton:
+// its command's other words and its args) against the CLI's flags, as
+// TestDocsUseRealFlags does for the guides: deploy/example is the
+// Deployment a reader copies.
+func TestDeployManifestsUseRealFlags(t *testing.T) {
+	root := flagTree()
+	checked := 0
+	for _, f := range repoGlob(t, "deploy", "*", "*.yaml") {
+		for _, c := range manifestCommands(t, f) {
+			checked++
+			checkFlags(t, root, c.file+": container "+c.container, c.text, c.args)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no baton container found under deploy/: the extraction is broken")
+	}
+}
+
+// manifestCommand is the baton command line of a container in a manifest.
+type manifestCommand struct {
+	file, container, text string
+	args                  []string // the words after "baton"
+}
+
+// manifestCommands returns the baton command lines of the containers in
+// the YAML file path (one or more documents).
+func manifestCommands(t *testing.T, path string) []manifestCommand {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := repoName(path)
+	var cmds []manifestCommand
+	for _, doc := range strings.Split(string(data), "\n---") {
+		var obj any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		walkContainers(obj, func(c map[string]any) {
+			words := append(stringList(c["command"]), stringList(c["args"])...)
+			if len(words) == 0 || (words[0] != "baton" && !strings.HasSuffix(words[0], "/baton")) {
+				return
+			}
+			container, _ := c["name"].(string)
+			cmds = append(cmds, manifestCommand{file: name, container: container, text: strings.Join(words, " "), args: words[1:]})
+		})
+	}
+	return cmds
+}
+
+// walkContainers calls f with every map in v that has a command.
+func walkContainers(v any, f func(map[string]any)) {
+	switch v := v.(type) {
+	case map[string]any:
+		if _, ok := v["command"]; ok {
+			f(v)
+		}
+		for _, e := range v {
+			walkContainers(e, f)
+		}
+	case []any:
+		for _, e := range v {
+			walkContainers(e, f)
+		}
+	}
+}
+
+// stringList returns the strings of a YAML list, or nil.
+func stringList(v any) []string {
+	list, _ := v.([]any)
+	var out []string
+	for _, e := range list {
+		if s, ok := e.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
