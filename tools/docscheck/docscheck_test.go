@@ -1,7 +1,6 @@
 package docscheck
 
 import (
-	"bufio"
 	"fmt"
 	"go/ast"
 	"go/importer"
@@ -137,6 +136,21 @@ func docBlocks(t *testing.T) []block {
 	return blocks
 }
 
+// readDoc returns the name of the file path relative to the repository's
+// root, and its lines.
+func readDoc(t *testing.T, path string) (string, []string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(root, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.ToSlash(rel), strings.Split(string(data), "\n")
+}
+
 // block is one ```go block of a Markdown file.
 type block struct {
 	file  string   // relative to the repository root
@@ -150,26 +164,16 @@ var goFence = regexp.MustCompile("^```go\\s*$")
 // goBlocks returns the ```go blocks of the Markdown file path.
 func goBlocks(t *testing.T, path string) []block {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rel, err := filepath.Rel(root, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rel, lines := readDoc(t, path)
 	var (
 		blocks []block
 		cur    *block
 		prev   string // the last non-blank line outside a block
 	)
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
+	for i, line := range lines {
 		switch {
 		case cur == nil && goFence.MatchString(strings.TrimSpace(line)):
-			cur = &block{file: filepath.ToSlash(rel), line: n + 1}
+			cur = &block{file: rel, line: i + 2}
 			if m := skipMarker.FindStringSubmatch(strings.TrimSpace(prev)); m != nil {
 				cur.skip = m[1]
 			}
@@ -181,9 +185,6 @@ func goBlocks(t *testing.T, path string) []block {
 		case strings.TrimSpace(line) != "":
 			prev = line
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if cur != nil {
 		t.Fatalf("%s:%d: the ```go block is not closed", rel, cur.line)
@@ -223,6 +224,8 @@ func (b block) check(imp types.Importer) []string {
 	return best
 }
 
+// typeCheckFragment checks the fragment source src and returns its errors
+// and the names they say are undefined.
 func (b block) typeCheckFragment(imp types.Importer, src string) (errs, undefined []string) {
 	errs = b.typeCheck(imp, src, true)
 	for _, e := range errs {

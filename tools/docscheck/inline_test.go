@@ -1,10 +1,7 @@
 package docscheck
 
 import (
-	"bufio"
 	"go/types"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -78,20 +75,10 @@ func (r inlineRef) resolve(pkg *types.Package) string {
 // code of the Markdown file path, outside fenced blocks.
 func inlineRefs(t *testing.T, path string) []inlineRef {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rel, err := filepath.Rel(root, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rel, lines := readDoc(t, path)
 	var refs []inlineRef
 	inFence := false
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
+	for i, line := range lines {
 		if strings.HasPrefix(strings.TrimSpace(line), "```") {
 			inFence = !inFence
 			continue
@@ -104,12 +91,9 @@ func inlineRefs(t *testing.T, path string) []inlineRef {
 				if packages[m[1]] == "" {
 					continue
 				}
-				refs = append(refs, inlineRef{file: filepath.ToSlash(rel), line: n, text: m[0], pkg: m[1], name: m[2], member: m[3]})
+				refs = append(refs, inlineRef{file: rel, line: i + 1, text: m[0], pkg: m[1], name: m[2], member: m[3]})
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return refs
 }
