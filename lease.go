@@ -372,6 +372,7 @@ func (l *Lease) keep() {
 		l.mu.Unlock()
 		now := clk.Now()
 		if !now.Before(stepDown) {
+			l.noteStall(p, now)
 			l.lose(l.stepDownError())
 			return
 		}
@@ -427,12 +428,41 @@ func (l *Lease) checkUnanswered(p *pendingRenew, g backend.Grant, now time.Time)
 	}
 	p.late = true
 	err := fmt.Errorf("%w: a renew had no answer after %v (the retry period)", ErrUnavailable, cfg.retryPeriod)
+	if stall := l.stall(cfg.retryPeriod); stall != nil {
+		err = fmt.Errorf("%w: %w", err, stall)
+	}
 	l.mu.Lock()
 	l.lastErr = err
 	stepDown := l.lastSend.Add(cfg.renewDeadline)
 	l.mu.Unlock()
 	l.m.observe(Event{Kind: EventRenewFailed, Name: l.m.name, Holder: g.Holder, Token: g.Token, Err: err})
 	cfg.logger.WarnContext(l.ctx, "baton: renew has no answer; waiting for it until the renew deadline", "lock", l.m.name, "token", g.Token, "err", err, "step_down_in", stepDown.Sub(now))
+}
+
+// stall is what the store says holds back on its client's side a call
+// that has had no answer for waited (backend.StallExplainer), or nil.
+func (l *Lease) stall(waited time.Duration) error {
+	if se, ok := l.m.b.(backend.StallExplainer); ok {
+		return se.Stall(waited)
+	}
+	return nil
+}
+
+// noteStall records as the last error, at a step-down, what the store
+// says holds back the renew p still in flight (nil: none), if anything:
+// by then the renew may have waited on the client's side for longer than
+// the retry period after which checkUnanswered asked, or only since. It
+// does not change when the lease steps down.
+func (l *Lease) noteStall(p *pendingRenew, now time.Time) {
+	if p == nil {
+		return
+	}
+	waited := now.Sub(p.sent)
+	if stall := l.stall(waited); stall != nil {
+		l.mu.Lock()
+		l.lastErr = fmt.Errorf("%w: a renew had no answer after %v: %w", ErrUnavailable, waited.Round(time.Millisecond), stall)
+		l.mu.Unlock()
+	}
 }
 
 // renewAnswered applies a renew's answer and returns when to renew next,

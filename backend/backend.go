@@ -128,6 +128,20 @@ type LossNotifier interface {
 	AfterLoss(g Grant, f func(why error)) (stop func() bool)
 }
 
+// StallExplainer is implemented by backends whose client can hold a
+// request back on this side of the connection (a client-side rate
+// limiter), so that the engine can say so when a renew has no answer in
+// time instead of blaming the store. The engine asks only after the call
+// has had no answer for a retry period, and at a step-down; it never
+// waits on the answer, and it never changes when the engine steps down.
+type StallExplainer interface {
+	// Stall returns an error saying what holds this client's requests
+	// back now, if something on this side of the connection has held one
+	// back for a large part of waited (how long the engine's call has had
+	// no answer), and nil otherwise. It must not block.
+	Stall(waited time.Duration) error
+}
+
 // Lister is implemented by backends that can enumerate their records, for
 // status views.
 type Lister interface {

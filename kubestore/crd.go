@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -220,12 +219,13 @@ func NewDistributedLockForConfig(cfg *rest.Config, namespace string, opts ...Dis
 	}
 	rc := rest.CopyConfig(cfg)
 	rc.QPS, rc.Burst = o.qps, o.burst
-	rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.qps, o.burst)
+	lim := newWaitingLimiter(o.qps, o.burst)
+	rc.RateLimiter = lim
 	rc.UserAgent = rest.DefaultKubernetesUserAgent() + " baton"
 	if err := checkTLS(rc); err != nil {
 		return nil, fmt.Errorf("kube: NewDistributedLockForConfig: %w", err)
 	}
-	note := &throttleNote{}
+	note := &throttleNote{limiter: lim}
 	rc.Wrap(note.wrap)
 	// A static mapper for the one type: no discovery requests per client.
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion})

@@ -311,8 +311,15 @@
 // budget, renewals queue behind it and the holder steps down. Give the
 // store its own client: NewLeaseForConfig copies the *rest.Config and
 // gives the copy its own token-bucket limiter (WithRateLimit, default 20
-// QPS, burst 40). If you build the clientset yourself for NewLease, build
-// it from rest.CopyConfig with its own QPS and Burst.
+// QPS, burst 40). A holder whose renew waits in that limiter past the
+// renew deadline steps down with an error matching ErrRateLimited that
+// names QPS and Burst (the limiter records its waits; the step-down is
+// no later for it), and a request the limiter did not send because its
+// wait would have passed its context's deadline gives one too. If you
+// build the clientset yourself for NewLease, build it from
+// rest.CopyConfig with its own QPS and Burst: the store cannot see that
+// client's limiter, and a step-down for want of its tokens says only
+// that the renew had no answer.
 //
 // # RBAC
 //

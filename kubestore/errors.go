@@ -34,6 +34,11 @@ var (
 	// caller's context ended. It also matches backend.ErrUnavailable: the
 	// engine retries it.
 	ErrThrottled = errors.New("the API server throttles requests")
+	// ErrRateLimited: requests of the store's own client (the ForConfig
+	// constructors) waited in its client-side rate limiter (WithRateLimit)
+	// and were not sent in time. Its errors name the QPS and Burst and
+	// the fix. A step-down whose renew waited there carries it.
+	ErrRateLimited = errors.New("requests wait in baton's client-side rate limiter")
 )
 
 // ApplicationError reports a lock object that this store must not take
@@ -138,6 +143,10 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		return fmt.Errorf("kube: %s %s: %w%s: %w: %w: the API server answered this client 429 Too Many Requests within the last %v, "+
 			"and client-go waits out each Retry-After before it tries again; %s", op, where, ctx.Err(), besides(err, ctx.Err()),
 			ErrThrottled, backend.ErrUnavailable, throttleWindow, throttleFix)
+	case s.throttle != nil && strings.Contains(err.Error(), "would exceed context deadline"):
+		// The store's own limiter did not send the request: its wait
+		// would have passed the deadline.
+		return fmt.Errorf("kube: %s %s: %w (%v): %w", op, where, context.DeadlineExceeded, err, s.throttle.limiter.wouldExceed())
 	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
 		// client-go's rate limiter reports a wait that cannot finish
 		// before the deadline without wrapping the context's error.

@@ -32,16 +32,18 @@ type LeaseStore struct {
 }
 
 var (
-	_ backend.Backend       = (*LeaseStore)(nil)
-	_ backend.Watcher       = (*LeaseStore)(nil)
-	_ backend.Lister        = (*LeaseStore)(nil)
-	_ backend.ForceReleaser = (*LeaseStore)(nil)
-	_ backend.Remover       = (*LeaseStore)(nil)
-	_ backend.Backend       = (*ConfigMapStore)(nil)
-	_ backend.Watcher       = (*ConfigMapStore)(nil)
-	_ backend.Lister        = (*ConfigMapStore)(nil)
-	_ backend.ForceReleaser = (*ConfigMapStore)(nil)
-	_ backend.Remover       = (*ConfigMapStore)(nil)
+	_ backend.Backend        = (*LeaseStore)(nil)
+	_ backend.Watcher        = (*LeaseStore)(nil)
+	_ backend.Lister         = (*LeaseStore)(nil)
+	_ backend.ForceReleaser  = (*LeaseStore)(nil)
+	_ backend.Remover        = (*LeaseStore)(nil)
+	_ backend.StallExplainer = (*LeaseStore)(nil)
+	_ backend.Backend        = (*ConfigMapStore)(nil)
+	_ backend.Watcher        = (*ConfigMapStore)(nil)
+	_ backend.Lister         = (*ConfigMapStore)(nil)
+	_ backend.ForceReleaser  = (*ConfigMapStore)(nil)
+	_ backend.Remover        = (*ConfigMapStore)(nil)
+	_ backend.StallExplainer = (*ConfigMapStore)(nil)
 )
 
 // NewLease returns a store for Lease objects in namespace.

@@ -7,7 +7,6 @@ import (
 	"github.com/baton-go/baton/backend"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
 )
 
 // Client-side rate limit of the dedicated client that NewLeaseForConfig
@@ -132,12 +131,13 @@ func clientForConfig(cfg *rest.Config, opts []Option) (kubernetes.Interface, *th
 	}
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = o.qps, o.burst
-	c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.qps, o.burst)
+	lim := newWaitingLimiter(o.qps, o.burst)
+	c.RateLimiter = lim
 	c.UserAgent = rest.DefaultKubernetesUserAgent() + " baton"
 	if err := checkTLS(c); err != nil {
 		return nil, nil, err
 	}
-	note := &throttleNote{}
+	note := &throttleNote{limiter: lim}
 	c.Wrap(note.wrap)
 	cs, err := kubernetes.NewForConfig(c)
 	return cs, note, err

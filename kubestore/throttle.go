@@ -20,6 +20,10 @@ const throttleWindow = 15 * time.Second
 // API server answered, and throttled. A nil note knows nothing (a client
 // the caller built, NewLease).
 type throttleNote struct {
+	// limiter is the client's own rate limiter, which records the
+	// requests waiting in it.
+	limiter *waitingLimiter
+
 	mu   sync.Mutex
 	last time.Time // this process's clock, monotonic reading included
 }
