@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -426,6 +425,9 @@ func noAnswer(ctx context.Context, endpoint string, cc clientv3.Config, ca *tlsf
 		return fmt.Errorf("no answer within %v (%w): %w", cc.DialTimeout, why, err)
 	}
 	if proxy := envProxy(endpoint); proxy != "" {
+		if why := proxyProblem(ctx, endpoint); why != nil {
+			return fmt.Errorf("no answer within %v: %w: %w", cc.DialTimeout, why, err)
+		}
 		return fmt.Errorf("%w: no answer within %v through the HTTP proxy %s: %w (etcd's client goes through the proxy that HTTPS_PROXY or https_proxy in the environment names, and the endpoint answers a direct connection: list its host in NO_PROXY, or fix the proxy)",
 			backend.ErrUnavailable, cc.DialTimeout, proxy, err)
 	}
@@ -440,11 +442,19 @@ func envProxy(endpoint string) string {
 	if network != "tcp" {
 		return ""
 	}
-	u, err := http.ProxyFromEnvironment(&http.Request{URL: &url.URL{Scheme: "https", Host: address}})
-	if err != nil || u == nil {
-		return ""
+	return storeerr.EnvProxy(address)
+}
+
+// proxyProblem returns why the HTTP proxy that the environment names for
+// a TCP endpoint gives gRPC no tunnel there (it cannot be reached, asks
+// for authentication, refuses), classified, or nil (no proxy, or a
+// tunnel opened).
+func proxyProblem(ctx context.Context, endpoint string) error {
+	network, address := DialTarget(endpoint)
+	if network != "tcp" {
+		return nil
 	}
-	return u.Redacted()
+	return storeerr.ProxyProblem(ctx, address)
 }
 
 // dialAny returns nil once a connection to one of endpoints succeeds, and
@@ -489,8 +499,10 @@ func DialTarget(endpoint string) (network, address string) {
 // asks for TLS) and returns why a client of c gets no answer there,
 // matching backend.ErrUnavailable or backend.ErrMisconfigured: nothing
 // listens, the TLS handshake fails (naming the CA file the server's
-// certificate is not signed by), the port serves another protocol. It
-// returns nil if it finds nothing wrong. A request that timed out tells
+// certificate is not signed by), the port serves another protocol, or
+// the HTTP proxy that the environment names for it (HTTPS_PROXY, which
+// gRPC follows) asks for authentication, refuses the tunnel or cannot be
+// reached. It returns nil if it finds nothing wrong. A request that timed out tells
 // only the deadline: gRPC keeps the cause of its failed connections to
 // itself.
 func (c Config) Diagnose(ctx context.Context, endpoint string) error {
@@ -498,7 +510,10 @@ func (c Config) Diagnose(ctx context.Context, endpoint string) error {
 	if err != nil {
 		return err
 	}
-	return storeerr.Classify(diagnose(ctx, endpoint, tc, ca))
+	if err := storeerr.Classify(diagnose(ctx, endpoint, tc, ca)); err != nil {
+		return err
+	}
+	return proxyProblem(ctx, endpoint)
 }
 
 // diagnose dials endpoint once (with TLS if tc is not nil) and returns

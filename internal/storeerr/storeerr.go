@@ -28,6 +28,9 @@ func Classify(err error) error {
 	if err == nil || errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrMisconfigured) || errors.Is(err, backend.ErrForbidden) {
 		return err
 	}
+	if proxyAuthRequired(err) {
+		return fmt.Errorf("%w: %w (%s)", backend.ErrMisconfigured, err, proxyAuthHint(err))
+	}
 	if hint, ok := tlsProblem(err); ok {
 		return fmt.Errorf("%w: %w (%s)", backend.ErrMisconfigured, err, hint)
 	}

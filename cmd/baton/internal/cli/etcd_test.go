@@ -76,7 +76,7 @@ func TestEtcdThroughDeadProxy(t *testing.T) {
 	if code := p.wait(30 * time.Second); code != 69 {
 		t.Errorf("exit %d, want 69", code)
 	}
-	if out := p.stderr.String(); !strings.Contains(out, "through the HTTP proxy http://") || !strings.Contains(out, "NO_PROXY") {
+	if out := p.stderr.String(); !strings.Contains(out, "the HTTP proxy http://") || !strings.Contains(out, "NO_PROXY") {
 		t.Errorf("the error does not name the proxy and NO_PROXY:\n%s", out)
 	}
 }

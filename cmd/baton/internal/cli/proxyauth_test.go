@@ -1,0 +1,103 @@
+package cli_test
+
+import (
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-go/baton/internal/testenv"
+	"k8s.io/client-go/rest"
+)
+
+// TestProxyAuthRequired: with HTTPS_PROXY naming a proxy that asks for
+// authentication (407 Proxy Authentication Required to CONNECT), baton
+// lock exits 78 (misconfigured) and baton doctor's store row reads
+// "misconfigured", both naming the proxy's address, the 407 and the fix
+// (credentials in the proxy's URL, or NO_PROXY). On the Kubernetes API
+// lock exited 1 with only "Proxy Authentication Required", naming no
+// proxy; on etcd it exited 69 (unreachable) after gRPC's retries, saying
+// "fix the proxy". The same proxy with its credentials in HTTPS_PROXY
+// lets both through (client-go and gRPC send Proxy-Authorization), and a
+// proxy that does not run gives 69 naming it. The stores listen on this
+// machine's non-loopback address: clients never use a proxy for loopback.
+func TestProxyAuthRequired(t *testing.T) {
+	t.Parallel()
+	ip := nonLoopbackIP(t)
+	proxy := testenv.StartConnectProxy(t, "baton", "s3cret")
+
+	cfg := rest.CopyConfig(controlPlane(t))
+	host, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Host = "https://" + forward(t, net.JoinHostPort(ip, "0"), host.Host)
+	cfg.ServerName = host.Hostname() // a name the serving certificate lists
+	kc := writeKubeconfig(t, cfg, "default")
+	etcd := testenv.StartEtcd(t)
+	stores := map[string][]string{
+		"lease": {"--backend", "lease", "--kubeconfig", kc},
+		"etcd":  {"--backend", "etcd", "--endpoints", "http://" + forward(t, net.JoinHostPort(ip, "0"), etcd.Addr())},
+	}
+	env := func(proxyURL string) []string {
+		return []string{"HTTPS_PROXY=" + proxyURL, "https_proxy=", "NO_PROXY=", "no_proxy="}
+	}
+	for name, flags := range stores {
+		t.Run(name, func(t *testing.T) {
+			lock := append(append([]string{"lock"}, flags...), "--name", "proxied-"+name, "--wait", "0", "--connect-timeout", "5s", "--", "true")
+			p := startCLI(t, "lock", env(proxy.URL()), lock...)
+			if code := p.wait(60 * time.Second); code != 78 {
+				t.Errorf("lock through a proxy that asks for authentication: exit %d, want 78", code)
+			}
+			checkProxyAuthMessage(t, "lock", p.stderr.String(), proxy.URL())
+
+			doctor := append(append([]string{"doctor"}, flags...), "--name", "proxied-"+name)
+			d := startCLI(t, "doctor", env(proxy.URL()), doctor...)
+			if code := d.wait(60 * time.Second); code != 1 {
+				t.Errorf("doctor: exit %d, want 1", code)
+			}
+			out := d.stdout.String()
+			var row string
+			for line := range strings.Lines(out) {
+				if strings.HasPrefix(line, "store ") {
+					row = line
+					break
+				}
+			}
+			if !strings.Contains(row, "misconfigured") {
+				t.Errorf("doctor's store row does not read misconfigured:\n%s", out)
+			}
+			checkProxyAuthMessage(t, "doctor", row, proxy.URL())
+
+			tunnels := proxy.Tunnels()
+			ok := startCLI(t, "lock", env(proxy.URLWithCredentials()), lock...)
+			if code := ok.wait(60 * time.Second); code != 0 {
+				t.Errorf("lock through the proxy with its credentials in HTTPS_PROXY: exit %d, want 0:\n%s", code, ok.stderr)
+			}
+			if proxy.Tunnels() == tunnels {
+				t.Errorf("the lock with credentials did not go through the proxy")
+			}
+
+			dead := "http://" + closedPort(t)
+			dp := startCLI(t, "lock", env(dead), lock...)
+			if code := dp.wait(60 * time.Second); code != 69 {
+				t.Errorf("lock through a proxy that does not run: exit %d, want 69", code)
+			}
+			if out := dp.stderr.String(); !strings.Contains(out, "proxy") || !strings.Contains(out, "NO_PROXY") {
+				t.Errorf("lock through a proxy that does not run: the message does not name the proxy and NO_PROXY:\n%s", out)
+			}
+		})
+	}
+}
+
+// checkProxyAuthMessage checks that msg names the proxy at proxyURL, its
+// 407 and both fixes.
+func checkProxyAuthMessage(t *testing.T, what, msg, proxyURL string) {
+	t.Helper()
+	for _, want := range []string{proxyURL, "407 Proxy Authentication Required", "NO_PROXY", "USER:PASSWORD@"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%s: the message lacks %q:\n%s", what, want, msg)
+		}
+	}
+}
