@@ -369,13 +369,9 @@ func statuses(ctx context.Context, client *clientv3.Client, endpoints []string, 
 		wg.Go(func() {
 			// gRPC waits for a member that refuses connections until
 			// ctx ends; a plain dial finds out at once.
-			var d net.Dialer
-			network, address := DialTarget(ep)
-			conn, err := d.DialContext(ctx, network, address)
-			if err != nil {
+			if Reach(ctx, ep) != nil {
 				return
 			}
-			conn.Close()
 			if st, err := client.Status(ctx, ep); err == nil {
 				sts[i] = st
 			}
@@ -416,22 +412,57 @@ func leaderless(endpoints []string, sts []*clientv3.StatusResponse) error {
 
 // noAnswer is err, the deadline of a first request that got no answer,
 // with why: gRPC keeps retrying a connection that fails and reports only
-// the deadline, so one plain dial to endpoint finds out. If that dial
-// finds nothing wrong but gRPC goes through an HTTP proxy (HTTPS_PROXY in
-// the environment, which gRPC follows and the plain dial does not), the
-// proxy is named. A TLS failure names the CA file (ca, nil without one).
+// the deadline, so one connection of our own to endpoint finds out
+// (unanswered). If it finds nothing wrong but gRPC goes through an HTTP
+// proxy (HTTPS_PROXY in the environment), the proxy is named. A TLS
+// failure names the CA file (ca, nil without one).
 func noAnswer(ctx context.Context, endpoint string, cc clientv3.Config, ca *tlsfiles.CAFile, err error) error {
-	if why := storeerr.Classify(diagnose(ctx, endpoint, ca.Config(cc.TLS), ca)); why != nil {
+	if why := unanswered(ctx, endpoint, ca.Config(cc.TLS), ca); why != nil {
 		return fmt.Errorf("no answer within %v (%w): %w", cc.DialTimeout, why, err)
 	}
 	if proxy := envProxy(endpoint); proxy != "" {
-		if why := proxyProblem(ctx, endpoint); why != nil {
-			return fmt.Errorf("no answer within %v: %w: %w", cc.DialTimeout, why, err)
-		}
-		return fmt.Errorf("%w: no answer within %v through the HTTP proxy %s: %w (etcd's client goes through the proxy that HTTPS_PROXY or https_proxy in the environment names, and the endpoint answers a direct connection: list its host in NO_PROXY, or fix the proxy)",
+		return fmt.Errorf("%w: no answer within %v through the HTTP proxy %s, which opened a tunnel to the endpoint: %w (etcd's client goes through the proxy that HTTPS_PROXY or https_proxy in the environment names: check that etcd answers at that address behind the proxy, or list its host in NO_PROXY to reach it directly)",
 			backend.ErrUnavailable, cc.DialTimeout, proxy, err)
 	}
 	return fmt.Errorf("%w: no answer within %v: %w", backend.ErrUnavailable, cc.DialTimeout, err)
+}
+
+// unanswered returns why a client gets no answer at endpoint, classified,
+// or nil if it finds nothing wrong. Through the HTTP proxy that the
+// environment names for it, as gRPC goes, that is the proxy's failure
+// (unreachable, a 407, a refused tunnel), or else a TLS setup that cannot
+// work, if a direct connection reaches the endpoint; otherwise what one
+// direct connection finds (diagnose).
+func unanswered(ctx context.Context, endpoint string, tc *tls.Config, ca *tlsfiles.CAFile) error {
+	if envProxy(endpoint) == "" {
+		return storeerr.Classify(diagnose(ctx, endpoint, tc, ca))
+	}
+	if err := proxyProblem(ctx, endpoint); err != nil {
+		return err
+	}
+	if err := storeerr.Classify(diagnose(ctx, endpoint, tc, ca)); errors.Is(err, backend.ErrMisconfigured) {
+		return err
+	}
+	return nil
+}
+
+// Reach connects once to endpoint as etcd's client does, through the HTTP
+// proxy that the environment names for it (HTTPS_PROXY, which gRPC
+// follows; the proxy's failure comes classified) or directly, and returns
+// why it cannot, or nil. A direct dial alone would fail an endpoint that
+// this machine reaches only through the proxy.
+func Reach(ctx context.Context, endpoint string) error {
+	if envProxy(endpoint) != "" {
+		return proxyProblem(ctx, endpoint)
+	}
+	network, address := DialTarget(endpoint)
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, address)
+	if err != nil {
+		return err
+	}
+	conn.Close()
+	return nil
 }
 
 // envProxy returns the HTTP proxy, without its password, that the
@@ -457,18 +488,16 @@ func proxyProblem(ctx context.Context, endpoint string) error {
 	return storeerr.ProxyProblem(ctx, address)
 }
 
-// dialAny returns nil once a connection to one of endpoints succeeds, and
+// dialAny returns nil once a connection to one of endpoints succeeds
+// (Reach: through the environment's proxy, where gRPC goes through it), and
 // the first endpoint's error if none does, each dial bounded by d.
 func dialAny(ctx context.Context, endpoints []string, d time.Duration) error {
 	var first error
 	for _, ep := range endpoints {
 		dctx, cancel := context.WithTimeout(ctx, d)
-		var dialer net.Dialer
-		network, address := DialTarget(ep)
-		conn, err := dialer.DialContext(dctx, network, address)
+		err := Reach(dctx, ep)
 		cancel()
 		if err == nil {
-			conn.Close()
 			return nil
 		}
 		if first == nil {
@@ -510,10 +539,7 @@ func (c Config) Diagnose(ctx context.Context, endpoint string) error {
 	if err != nil {
 		return err
 	}
-	if err := storeerr.Classify(diagnose(ctx, endpoint, tc, ca)); err != nil {
-		return err
-	}
-	return proxyProblem(ctx, endpoint)
+	return unanswered(ctx, endpoint, tc, ca)
 }
 
 // diagnose dials endpoint once (with TLS if tc is not nil) and returns

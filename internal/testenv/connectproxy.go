@@ -19,6 +19,9 @@ import (
 type ConnectProxy struct {
 	srv        *httptest.Server
 	user, pass string
+	// routes maps the addresses that CONNECT names to those the proxy
+	// dials, as a proxy's own DNS reaches names its clients cannot.
+	routes     sync.Map
 	authorized atomic.Int64 // tunnels opened
 	refused    atomic.Int64 // 407 answers
 	wg         sync.WaitGroup
@@ -48,6 +51,11 @@ func (p *ConnectProxy) URLWithCredentials() string {
 	return u.String()
 }
 
+// Route makes the proxy dial to for a CONNECT that names from: a name
+// only the proxy can resolve, as on a network whose clients reach the
+// store only through it.
+func (p *ConnectProxy) Route(from, to string) { p.routes.Store(from, to) }
+
 // Tunnels is how many tunnels the proxy opened; Refused how many CONNECTs
 // it answered 407.
 func (p *ConnectProxy) Tunnels() int64 { return p.authorized.Load() }
@@ -67,7 +75,11 @@ func (p *ConnectProxy) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
 		return
 	}
-	up, err := net.Dial("tcp", r.Host)
+	target := r.Host
+	if to, ok := p.routes.Load(r.Host); ok {
+		target = to.(string)
+	}
+	up, err := net.Dial("tcp", target)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return

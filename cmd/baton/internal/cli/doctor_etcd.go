@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -73,14 +72,11 @@ func endpointCheck(parent context.Context, client *clientv3.Client, cfg etcdstor
 	ctx, cancel := context.WithTimeout(parent, etcdCheckTimeout)
 	defer cancel()
 	// gRPC retries a refused connection until the deadline and then
-	// reports only the deadline: one plain dial first names the cause.
-	var d net.Dialer
-	network, address := etcdstore.DialTarget(endpoint)
-	conn, err := d.DialContext(ctx, network, address)
-	if err != nil {
+	// reports only the deadline: one connection first (through the
+	// environment's proxy, as gRPC's) names the cause.
+	if err := etcdstore.Reach(ctx, endpoint); err != nil {
 		return storeFailureNamed(label, storeerr.Classify(err)), false
 	}
-	conn.Close()
 	st, err := client.Status(ctx, endpoint)
 	if err != nil {
 		if ctx.Err() != nil && parent.Err() == nil {
