@@ -59,6 +59,7 @@ const (
 	envRemove         = "BATON_SAFETY_REMOVE"          // "1": remove the lock's record after each tenure, as schedule does (backend.Remover)
 	envCut            = "BATON_SAFETY_CUT"             // a polling contender gives half its TryLock calls a deadline drawn from [0, this): acquires cut short (batonLocker.try)
 	envUser           = "BATON_SAFETY_USER"            // Kubernetes: the user its requests impersonate, one of its own (kubeRBACEnv); "": the API proxy's admin
+	envCAFile         = "BATON_SAFETY_CAFILE"          // Redis over TLS, etcd: the CA bundle trusted, read again when it changes (redisstore.WithTLSFiles, etcdstore.Config.CAFile); "": none
 )
 
 // pace is the pause between two read-modify-write rounds of a holder; it
@@ -565,6 +566,10 @@ func openLocker(ctx context.Context, c *client, logger *slog.Logger, clk baton.C
 				}))
 			}
 		}
+		if ca := os.Getenv(envCAFile); ca != "" {
+			// As the CLI's --cacert does.
+			opts = append(opts, redisstore.WithTLSFiles(ca, "", ""))
+		}
 		st, closer, err := redisstore.OpenURLs(urls, opts...)
 		if err != nil {
 			return nil, nil, err
@@ -575,6 +580,7 @@ func openLocker(ctx context.Context, c *client, logger *slog.Logger, clk baton.C
 		if err != nil {
 			return nil, nil, err
 		}
+		cfg.CAFile = os.Getenv(envCAFile)
 		open := func() (*etcdstore.Store, error) {
 			return etcdstore.OpenStore(ctx, cfg, etcdstore.WithLogger(logger), etcdstore.WithFair(os.Getenv(envFair) == "1"))
 		}

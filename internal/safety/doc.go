@@ -25,8 +25,13 @@
 // every key of the lock, revoking the etcd lease of the holder's claim,
 // taking the holder's permissions away (its Redis ACL user's, its etcd
 // user's role, or its Kubernetes user's RoleBinding) while the other
-// contenders keep theirs, and failing a Sentinel topology over by hand
-// while the sentinel the holder listens to is dead. In the PostgreSQL
+// contenders keep theirs, failing a Sentinel topology over by hand
+// while the sentinel the holder listens to is dead, and rotating the CA
+// of a Redis server or an etcd member over TLS (carotate_test.go: the
+// contenders' CA bundle gains the new CA, the server is reissued a
+// certificate by it, every connection is cut, the old CA leaves the
+// bundle and every connection is cut again), after which each contender
+// must have reached the store again. In the PostgreSQL
 // rows (pgfence_test.go) the fenced register lives in a real PostgreSQL,
 // which decides each fenced read and write through fence.SQLGuard.Exec:
 // a paused holder's late write must be refused there, and a write whose

@@ -70,6 +70,7 @@ const (
 	faultDropped    = "connections of the holder dropped silently"
 	faultForbidden  = "permissions of the holder revoked"
 	faultCommitLost = "session ended during a fenced COMMIT"
+	faultCARotated  = "CA rotated"
 )
 
 // etcdRevoked is why the lease-revoked rows may show two holders: a
@@ -199,6 +200,12 @@ type backendEnv struct {
 	// PostgreSQL, which decides its operations through fence.SQLGuard
 	// (pgfence_test.go); nil: the register decides in memory.
 	fenceDB *pgFenceDB
+	// caFile is the CA bundle every contender trusts the store's
+	// certificate by (redisstore.WithTLSFiles, etcdstore.Config.CAFile);
+	// rotation rotates the CA behind it (carotate_test.go). "" and nil
+	// for other stores.
+	caFile   string
+	rotation *caRotation
 }
 
 func (b *backendEnv) retry() time.Duration { return b.ttl * 2 / 15 }
@@ -401,6 +408,7 @@ func (h *harness) spawn() *contender {
 		envClientDefaults+"="+strconv.FormatBool(h.sc.clientDefaults),
 		envRetryForbidden+"="+strconv.FormatBool(h.sc.retryForbidden),
 		envUser+"="+c.link.user,
+		envCAFile+"="+h.be.caFile,
 	)
 	if h.sc.fault == faultLateGrant {
 		// Only this row wraps the contenders' backends (pausedGrants):
@@ -425,8 +433,8 @@ func (h *harness) spawn() *contender {
 	if h.sc.fault == faultStopWait {
 		c.cmd.Env = append(c.cmd.Env, envQueued+"=1") // see waiter
 	}
-	if h.sc.fault == faultCut {
-		c.cmd.Env = append(c.cmd.Env, envSeen+"=1") // see cutDuration
+	if h.sc.fault == faultCut || h.sc.fault == faultCARotated {
+		c.cmd.Env = append(c.cmd.Env, envSeen+"=1") // see cutDuration, reconnected
 	}
 	if h.sc.fair {
 		c.cmd.Env = append(c.cmd.Env, envFair+"=1")
@@ -797,6 +805,8 @@ func (h *harness) inject(round int) {
 		h.forbidHolder(minWrites)
 	case faultCommitLost:
 		h.commitLost(round, minWrites)
+	case faultCARotated:
+		h.rotateCA()
 	default:
 		h.t.Fatalf("unknown fault %q", h.sc.fault)
 	}

@@ -139,6 +139,9 @@ func TestSafety(t *testing.T) {
 		// A server of its own, a user per contender: one user's
 		// permissions are taken away under its holder.
 		runScenario(t, redisACLEnv(t), scenario{fault: faultForbidden, retryForbidden: true})
+		// A server of its own over TLS: its CA rotated under the
+		// contenders, each of which must reconnect under the new one.
+		runScenario(t, redisCAEnv(t), scenario{fault: faultCARotated})
 	})
 	t.Run("etcd", func(t *testing.T) {
 		be := etcdEnv(t)
@@ -182,6 +185,9 @@ func TestSafety(t *testing.T) {
 		acl := etcdACLEnv(t)
 		runScenario(t, acl, scenario{fault: faultForbidden, retryForbidden: true})
 		runScenario(t, acl, scenario{variant: "fair mode", fair: true, fault: faultForbidden, retryForbidden: true})
+		// A member of its own over TLS: its CA rotated under the
+		// contenders, each of which must reconnect under the new one.
+		runScenario(t, etcdCAEnv(t), scenario{fault: faultCARotated})
 	})
 	t.Run("lease", func(t *testing.T) {
 		be := leaseEnv(t, "lease")

@@ -12,15 +12,7 @@ import (
 // them apart).
 func InstallFile(t testing.TB, path string, from ...string) {
 	t.Helper()
-	var b []byte
-	for _, f := range from {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = append(b, data...)
-	}
-	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
+	if err := os.WriteFile(path+".tmp", concatFiles(t, from...), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(path+".tmp", path); err != nil {
