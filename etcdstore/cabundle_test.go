@@ -105,14 +105,7 @@ func TestOpenNamesCAFile(t *testing.T) {
 // had no answer" (ErrUnavailable, exit 1), and the etcd client's logs
 // alone held the cause.
 func TestCAMismatchNamedInLoss(t *testing.T) {
-	old, _ := testenv.WriteTLSFiles(t)
-	other, _ := testenv.WriteTLSFiles(t)
-	dir := t.TempDir()
-	served := testenv.EtcdTLS{CertFile: filepath.Join(dir, "server.crt"), KeyFile: filepath.Join(dir, "server.key"), CAFile: old.CAFile}
-	testenv.InstallFile(t, served.CertFile, old.CertFile)
-	testenv.InstallFile(t, served.KeyFile, old.KeyFile)
-	srv := startEtcd(t, testenv.WithEtcdTLS(served))
-	proxy := startFaultProxy(t, srv.Addr())
+	old, proxy, reissue := startReissued(t)
 	s, err := etcdstore.OpenStore(t.Context(), etcdstore.Config{Endpoints: []string{"https://" + proxy.Addr()}, CAFile: old.CAFile},
 		etcdstore.WithLogger(quietLog), etcdstore.WithPrefix(freshPrefix(t)))
 	if err != nil {
@@ -120,9 +113,7 @@ func TestCAMismatchNamedInLoss(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	holder := lock(t, newMutex(t, s, "job", "holder", 2*time.Second))
-	testenv.InstallFile(t, served.KeyFile, other.KeyFile)
-	testenv.InstallFile(t, served.CertFile, other.CertFile)
-	proxy.Reset()
+	reissue()
 	within(t, 20*time.Second, "the holder to step down", holder.Done())
 	if err := holder.Err(); !errors.Is(err, backend.ErrMisconfigured) || !strings.Contains(err.Error(), "unknown authority") || !strings.Contains(err.Error(), old.CAFile) {
 		t.Errorf("the holder's loss: %v, want ErrMisconfigured naming the unknown authority and %s", err, old.CAFile)

@@ -345,7 +345,12 @@
 // revision is served by etcd only at its next periodic resync, 100ms
 // later), so a lock changes hands one round trip after its release. While
 // the watch is established and nothing changed, an attempt answers "held"
-// locally, so the engine's periodic retries cost nothing. A watch that
+// locally, so the engine's periodic retries cost nothing; in plain mode
+// only while the client has a connection to etcd, since the etcd client
+// resumes a watch silently when its connection is lost: without one the
+// attempt asks etcd, and fails naming why no answer came (a member
+// unreachable, or a TLS handshake refused: a waiter's Lock then ends
+// with that error, as its holder's lease does). A watch that
 // starts after the waiter's read compares the key with that read once it
 // is established (a serializable read, if the member has caught up with
 // the watch's start: the watch covers what follows) and wakes the waiter

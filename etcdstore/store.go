@@ -344,8 +344,17 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req backend.Request
 	if s.fair {
 		return s.tryAcquireFair(ctx, name, req, f)
 	}
-	if err := s.cachedHeld(f, name); err != nil {
-		return backend.Grant{}, err
+	// Without a connection the watch behind f is down, and the etcd
+	// client resumes it silently: nothing would tell f that what it saw
+	// may be stale, and every attempt would be answered "held" for as
+	// long as the connection stays down (a member whose certificate no
+	// longer verifies: for ever). Ask etcd then: its answer, or why none
+	// came, is the attempt's. (In fair mode the waiter's place rides on
+	// its lease, whose loss ends the wait.)
+	if s.connected() {
+		if err := s.cachedHeld(f, name); err != nil {
+			return backend.Grant{}, err
+		}
 	}
 	if err := s.siblingHolds(name, req); err != nil {
 		return backend.Grant{}, err
@@ -1265,12 +1274,19 @@ func (s *Store) disconnected(err error) string {
 	return why + ": is etcd running, and are the endpoints right?"
 }
 
+// connected reports whether the client has a connection to etcd (or
+// says nothing of it).
+func (s *Store) connected() bool {
+	conn := s.client.ActiveConnection()
+	return conn == nil || conn.GetState() == connectivity.Ready
+}
+
 // tlsRefusal returns why the client has no connection to etcd if its last
 // TLS handshake failed in a way that trying again does not mend (the
 // server's certificate not verified, or the client's refused), matching
 // backend.ErrMisconfigured; nil while it is connected, or otherwise.
 func (s *Store) tlsRefusal() error {
-	if conn := s.client.ActiveConnection(); conn == nil || conn.GetState() == connectivity.Ready {
+	if s.connected() {
 		return nil
 	}
 	err := storeerr.Classify(trackerOf(s.client).lastHandshakeErr())
