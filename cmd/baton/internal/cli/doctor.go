@@ -131,6 +131,11 @@ func (a *app) doctor(ctx context.Context, f *lockFlags) []check {
 			checks = append(checks, check{"kubernetes", resultSkip, "not checked: the API server did not answer within --connect-timeout (see the store row)", ""})
 		case errors.Is(err, kubestore.ErrNotAPIServer):
 			checks = append(checks, check{"kubernetes", resultSkip, "not checked: the server is not a Kubernetes API server (see the store row)", ""})
+		case errors.Is(err, backend.ErrMisconfigured) && noRequestReached(err):
+			// A proxy that asks for authentication, TLS that cannot
+			// succeed, a credential plugin that cannot run: every row
+			// would fail as the store row did, less clearly.
+			checks = append(checks, check{"kubernetes", resultSkip, "not checked: no request can reach the API server as configured (see the store row)", ""})
 		case f.kube.loaded != nil: // else the store row says why there is no client configuration
 			checks = append(checks, a.kubeChecks(ctx, f)...)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -142,6 +143,17 @@ func kubeFailure(label string, err error) check {
 	err = storeerr.Classify(err)
 	cause, fix := diagnose(err)
 	return check{label, resultFail, cause + ": " + err.Error(), fix}
+}
+
+// noRequestReached reports an error of a request that failed on its way
+// to the API server (client-go's *url.Error) without any answer of the
+// API server's: any other request would fail the same way.
+func noRequestReached(err error) bool {
+	if _, ok := errors.AsType[*url.Error](err); !ok {
+		return false
+	}
+	var st apierrors.APIStatus
+	return !errors.As(err, &st)
 }
 
 // apiStatusMessage is the API server's message in an error, or the error.
