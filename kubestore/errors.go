@@ -195,7 +195,7 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 			"set the kubeconfig cluster's tls-server-name to a name the certificate lists (kubectl config set-cluster CLUSTER --tls-server-name=NAME; "+
 			"in Go, rest.Config's TLSClientConfig.ServerName)", op, where, storeerr.Classify(err))
 	}
-	return fmt.Errorf("kube: %s %s: %w", op, where, storeerr.Classify(err))
+	return fmt.Errorf("kube: %s %s: %w", op, where, storeerr.ClassifyVia(err, s.throttle.clientProxy()))
 }
 
 // isRefusal reports a request that admission or authorization refused (a

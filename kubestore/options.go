@@ -137,7 +137,7 @@ func clientForConfig(cfg *rest.Config, opts []Option) (kubernetes.Interface, *th
 	if err := checkTLS(c); err != nil {
 		return nil, nil, err
 	}
-	note := &throttleNote{limiter: lim}
+	note := &throttleNote{limiter: lim, proxy: c.Proxy}
 	c.Wrap(note.wrap)
 	cs, err := kubernetes.NewForConfig(c)
 	return cs, note, err

@@ -2,6 +2,7 @@ package kubestore
 
 import (
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -23,6 +24,10 @@ type throttleNote struct {
 	// limiter is the client's own rate limiter, which records the
 	// requests waiting in it.
 	limiter *waitingLimiter
+	// proxy is the client's rest.Config.Proxy (a kubeconfig cluster's
+	// proxy-url), which client-go uses instead of the environment's
+	// proxy; nil if the client uses the environment's.
+	proxy func(*http.Request) (*url.URL, error)
 
 	mu   sync.Mutex
 	last time.Time // this process's clock, monotonic reading included
@@ -66,4 +71,14 @@ func (n *throttleNote) recent() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return !n.last.IsZero() && time.Since(n.last) < throttleWindow
+}
+
+// clientProxy is the proxy of the store's own client (rest.Config.Proxy),
+// nil if it uses the environment's or the note knows nothing (a client
+// the caller built).
+func (n *throttleNote) clientProxy() func(*http.Request) (*url.URL, error) {
+	if n == nil {
+		return nil
+	}
+	return n.proxy
 }

@@ -26,18 +26,36 @@ func proxyAuthRequired(err error) bool {
 }
 
 // proxyAuthHint is the hint for a 407 from the proxy that err's request
-// went through: the environment's (HTTPS_PROXY), or else a kubeconfig's
-// (proxy-url), which the error does not name.
-func proxyAuthHint(err error) string {
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		if u, perr := url.Parse(ue.URL); perr == nil {
-			if pu := envProxyURL(u); pu != nil {
-				return authHint(namedProxy(pu, u.Scheme), pu.User != nil)
-			}
+// went through: the one proxy chooses for its URL (a rest.Config's Proxy,
+// which client-go uses instead of the environment's: a kubeconfig's
+// proxy-url), or, if proxy is nil, the environment's (HTTPS_PROXY).
+func proxyAuthHint(err error, proxy func(*http.Request) (*url.URL, error)) string {
+	if u := requestURL(err); u != nil && proxy != nil {
+		if pu, perr := proxy(&http.Request{URL: u}); perr == nil && pu != nil {
+			return authHint(fmt.Sprintf("the HTTP proxy %s (the kubeconfig cluster's proxy-url; in Go, rest.Config's Proxy)", pu.Redacted()),
+				pu.User != nil, "proxy-url: http://USER:PASSWORD@HOST:PORT", "remove proxy-url to reach the API server directly")
+		}
+	} else if u != nil {
+		if pu := envProxyURL(u); pu != nil {
+			return authHint(namedProxy(pu, u.Scheme), pu.User != nil, "HTTPS_PROXY=http://USER:PASSWORD@HOST:PORT", envAround)
 		}
 	}
 	return "the HTTP proxy of the kubeconfig cluster's proxy-url asked for authentication (407 Proxy Authentication Required), so no request reached the store: " +
 		"put the proxy's user and password in that URL (http://USER:PASSWORD@HOST:PORT), or remove proxy-url to reach the API server directly"
+}
+
+// requestURL is the URL of the request that err (net/http's) reports, or
+// nil.
+func requestURL(err error) *url.URL {
+	ue, ok := errors.AsType[*url.Error](err)
+	if !ok {
+		return nil
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil {
+		return nil
+	}
+	return u
 }
 
 // namedProxy names the proxy pu that the environment gives for URLs of
@@ -46,16 +64,18 @@ func namedProxy(pu *url.URL, scheme string) string {
 	return fmt.Sprintf("the HTTP proxy %s (%s_PROXY in the environment)", pu.Redacted(), strings.ToUpper(scheme))
 }
 
-// authHint says that proxy, which the environment names, asked for
-// authentication, and how to give it or go around it.
-func authHint(proxy string, withCredentials bool) string {
+// envAround says how to go around a proxy that the environment names.
+const envAround = "reach the store directly: list the store's host in NO_PROXY"
+
+// authHint says that proxy asked for authentication, and how to give it
+// (setting shows where its URL takes the credentials) or go around it.
+func authHint(proxy string, withCredentials bool, setting, around string) string {
 	asked := "asked for authentication"
 	if withCredentials {
 		asked = "refused the credentials in its URL"
 	}
 	return proxy + " " + asked + " (407 Proxy Authentication Required), so no request reached the store: " +
-		"put the proxy's user and password in its URL (HTTPS_PROXY=http://USER:PASSWORD@HOST:PORT), " +
-		"or reach the store directly: list the store's host in NO_PROXY"
+		"put the proxy's user and password in its URL (" + setting + "), or " + around
 }
 
 // envProxyURL returns the proxy that the environment names for u
@@ -101,7 +121,7 @@ func ProxyProblem(ctx context.Context, address string) error {
 	case http.StatusOK:
 		return nil
 	case http.StatusProxyAuthRequired:
-		return fmt.Errorf("%w: %s", backend.ErrMisconfigured, authHint(name, pu.User != nil))
+		return fmt.Errorf("%w: %s", backend.ErrMisconfigured, authHint(name, pu.User != nil, "HTTPS_PROXY=http://USER:PASSWORD@HOST:PORT", envAround))
 	}
 	return fmt.Errorf("%w: %s refused a tunnel to %s (%s): ask its administrators to allow it, or reach the store directly: list its host in NO_PROXY",
 		backend.ErrMisconfigured, name, address, resp.Status)

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"syscall"
@@ -25,11 +27,20 @@ import (
 // backend.ErrMisconfigured and a hint naming the fix, if err is a transport
 // failure it recognises and is not classified yet; otherwise err itself.
 func Classify(err error) error {
+	return ClassifyVia(err, nil)
+}
+
+// ClassifyVia is Classify for a client whose requests go through the
+// proxy that proxy chooses for them (a rest.Config's Proxy, which
+// client-go uses instead of the environment's), or the environment's if
+// proxy is nil: a 407 Proxy Authentication Required names that proxy,
+// its password left out.
+func ClassifyVia(err error, proxy func(*http.Request) (*url.URL, error)) error {
 	if err == nil || errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrMisconfigured) || errors.Is(err, backend.ErrForbidden) {
 		return err
 	}
 	if proxyAuthRequired(err) {
-		return fmt.Errorf("%w: %w (%s)", backend.ErrMisconfigured, err, proxyAuthHint(err))
+		return fmt.Errorf("%w: %w (%s)", backend.ErrMisconfigured, err, proxyAuthHint(err, proxy))
 	}
 	if hint, ok := tlsProblem(err); ok {
 		return fmt.Errorf("%w: %w (%s)", backend.ErrMisconfigured, err, hint)

@@ -9,17 +9,16 @@ import (
 
 	"github.com/baton-go/baton/internal/testenv"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // TestProxyAuthRequired: with HTTPS_PROXY naming a proxy that asks for
 // authentication (407 Proxy Authentication Required to CONNECT), baton
 // lock exits 78 (misconfigured) and baton doctor's store row reads
 // "misconfigured", both naming the proxy's address, the 407 and the fix
-// (credentials in the proxy's URL, or NO_PROXY), and doctor does not ask
-// the API server again in its Kubernetes rows (they printed the raw
-// "SelfSubjectAccessReview failed: ... Proxy Authentication Required"
-// once per verb). On the Kubernetes API lock exited 1 with only "Proxy
-// Authentication Required", naming no proxy; on etcd it exited 69 (unreachable) after gRPC's retries, saying
+// (credentials in the proxy's URL, or NO_PROXY). On the Kubernetes API
+// lock exited 1 with only "Proxy Authentication Required", naming no
+// proxy; on etcd it exited 69 (unreachable) after gRPC's retries, saying
 // "fix the proxy". The same proxy with its credentials in HTTPS_PROXY
 // lets both through (client-go and gRPC send Proxy-Authorization), and a
 // proxy that does not run gives 69 naming it. The stores listen on this
@@ -29,14 +28,7 @@ func TestProxyAuthRequired(t *testing.T) {
 	ip := nonLoopbackIP(t)
 	proxy := testenv.StartConnectProxy(t, "baton", "s3cret")
 
-	cfg := rest.CopyConfig(controlPlane(t))
-	host, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Host = "https://" + forward(t, net.JoinHostPort(ip, "0"), host.Host)
-	cfg.ServerName = host.Hostname() // a name the serving certificate lists
-	kc := writeKubeconfig(t, cfg, "default")
+	kc := writeKubeconfig(t, nonLoopbackControlPlane(t, ip), "default")
 	etcd := testenv.StartEtcd(t)
 	stores := map[string][]string{
 		"lease": {"--backend", "lease", "--kubeconfig", kc},
@@ -121,5 +113,65 @@ func checkKubeRowsSkipped(t *testing.T, out string) {
 		if strings.HasPrefix(name, "rbac ") || strings.HasPrefix(name, "admission ") || strings.HasPrefix(name, "namespace ") {
 			t.Errorf("doctor asked the API server again in row %q:\n%s", name, out)
 		}
+	}
+}
+
+// nonLoopbackControlPlane is the control plane's configuration, reached
+// at ip (this machine's non-loopback address, for which clients use a
+// proxy).
+func nonLoopbackControlPlane(t *testing.T, ip string) *rest.Config {
+	t.Helper()
+	cfg := rest.CopyConfig(controlPlane(t))
+	host, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Host = "https://" + forward(t, net.JoinHostPort(ip, "0"), host.Host)
+	cfg.ServerName = host.Hostname() // a name the serving certificate lists
+	return cfg
+}
+
+// TestProxyAuthRequiredKubeconfig: a kubeconfig cluster's proxy-url names
+// a proxy that asks for authentication, and the environment names none
+// (client-go uses proxy-url instead of HTTPS_PROXY). baton lock exits 78
+// and its message names that proxy, without its password, proxy-url and
+// the fixes there; it named no proxy. With the environment naming another
+// proxy, the message named that one, which no request had gone through.
+func TestProxyAuthRequiredKubeconfig(t *testing.T) {
+	t.Parallel()
+	ip := nonLoopbackIP(t)
+	proxy := testenv.StartConnectProxy(t, "baton", "s3cret")
+	kc := writeKubeconfig(t, nonLoopbackControlPlane(t, ip), "default")
+	loaded, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range loaded.Clusters {
+		c.ProxyURL = proxy.URL()
+	}
+	if err := clientcmd.WriteToFile(*loaded, kc); err != nil {
+		t.Fatal(err)
+	}
+	other := "http://" + closedPort(t)
+	for name, env := range map[string][]string{
+		"no environment proxy":         {"HTTPS_PROXY=", "https_proxy=", "NO_PROXY=", "no_proxy="},
+		"another proxy in HTTPS_PROXY": {"HTTPS_PROXY=" + other, "https_proxy=", "NO_PROXY=", "no_proxy="},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := startCLI(t, "lock", env, "lock", "--backend", "lease", "--kubeconfig", kc, "--name", "proxy-url",
+				"--wait", "0", "--connect-timeout", "5s", "--", "true")
+			if code := p.wait(60 * time.Second); code != 78 {
+				t.Errorf("lock through a kubeconfig's proxy-url that asks for authentication: exit %d, want 78", code)
+			}
+			msg := p.stderr.String()
+			for _, want := range []string{"the HTTP proxy " + proxy.URL() + " (the kubeconfig cluster's proxy-url", "407 Proxy Authentication Required", "USER:PASSWORD@", "remove proxy-url"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("the message lacks %q:\n%s", want, msg)
+				}
+			}
+			if strings.Contains(msg, "HTTPS_PROXY in the environment") || strings.Contains(msg, other) {
+				t.Errorf("the message names the environment's proxy, which the request did not go through:\n%s", msg)
+			}
+		})
 	}
 }
