@@ -236,7 +236,9 @@ func (l *Lease) stepDownError() error {
 // context.WithoutCancel(ctx) with a timeout.
 // Given the lease's own context (or one made from it), which Unlock ends
 // first, the release gets the default release timeout (5 s) instead of
-// failing at once.
+// failing at once. The release of a lease already lost waits at most that
+// long too, whatever ctx allows: Unlock returns the loss whatever the
+// release's outcome.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.unlockOnce.Do(func() { l.unlockErr = l.unlock(ctx) })
 	return l.unlockErr
@@ -257,6 +259,15 @@ func (l *Lease) unlock(ctx context.Context) error {
 		// ended: release all the same, bounded as the engine's releases.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.m.cfg.releaseTimeout)
+		defer cancel()
+	}
+	if lost != nil {
+		// Unlock returns the loss whatever the release's outcome, and the
+		// claim it would free ends by its TTL anyway: no longer wait for it
+		// than the engine's own releases (a client-side rate limiter can
+		// queue it for longer than the TTL).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.m.cfg.releaseTimeout)
 		defer cancel()
 	}
 	endedBefore := ctx.Err() != nil // else an error of ctx's is the store's slowness

@@ -315,7 +315,12 @@
 // renew deadline steps down with an error matching ErrRateLimited that
 // names QPS and Burst (the limiter records its waits; the step-down is
 // no later for it), and a request the limiter did not send because its
-// wait would have passed its context's deadline gives one too. If you
+// wait would have passed its context's deadline gives one too. A release
+// queues in the same limiter: Unlock of a lease still held waits there as
+// long as its context allows (give it a context with a deadline, such as
+// context.WithTimeout(context.Background(), 5*time.Second)); the release
+// of a lease already lost, after such a step-down, waits at most the
+// engine's release timeout (5 s), and Unlock returns the loss. If you
 // build the clientset yourself for NewLease, build it from
 // rest.CopyConfig with its own QPS and Burst: the store cannot see that
 // client's limiter, and a step-down for want of its tokens says only

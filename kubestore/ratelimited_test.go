@@ -19,8 +19,9 @@ import (
 // Burst and the fix. It said only that the renew had no answer, which
 // sent users to the API server, which had never seen the request. A
 // request whose deadline the limiter's wait would pass says so too. The
-// limiter here allows 2 requests a second, and 40 reads of another
-// object queue in it after the lock is taken.
+// limiter here allows 2 requests a second, and 200 reads of another
+// object queue in it after the lock is taken. Unlock, after the
+// step-down, does not wait for its release's turn there.
 func TestClientRateLimited(t *testing.T) {
 	cfg := controlPlane(t)
 	ns := newNamespace(t)
@@ -39,7 +40,7 @@ func TestClientRateLimited(t *testing.T) {
 	}
 	flood, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
-	for range 40 {
+	for range 200 {
 		wg.Go(func() { _, _ = s.Get(flood, "other") })
 	}
 	defer func() { stop(); wg.Wait() }()
@@ -58,6 +59,24 @@ func TestClientRateLimited(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, kubestore.ErrRateLimited) || !strings.Contains(err.Error(), "WithRateLimit") {
 		t.Errorf("Get whose wait in the rate limiter would pass its deadline: %v; want context.DeadlineExceeded and ErrRateLimited, naming WithRateLimit", err)
 	}
-	// Unlock's release waits in the limiter as long as its context lets it.
-	_ = l.Unlock(ctx)
+
+	// The release of the lease it lost queues in the same limiter, behind
+	// the flood (100 s of it). Unlock returns the loss whatever the
+	// release does, so it does not wait its turn however long the
+	// caller's context allows: it waited there, about 18 s after the
+	// step-down with 40 reads queued.
+	uctx, ucancel := context.WithCancel(context.Background())
+	defer ucancel()
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- l.Unlock(uctx) }()
+	select {
+	case err = <-unlocked:
+	case <-time.After(30 * time.Second):
+		ucancel()
+		err = <-unlocked
+		t.Errorf("Unlock of a lease lost at its renew deadline waited for its release's turn in the rate limiter (30 s, unbounded context)")
+	}
+	if !errors.Is(err, baton.ErrStepDown) {
+		t.Errorf("Unlock after the step-down: %v; want the step-down", err)
+	}
 }
