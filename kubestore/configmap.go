@@ -82,7 +82,7 @@ func NewConfigMapForConfig(cfg *rest.Config, namespace string, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
-	s.throttle = note
+	s.clientNote = note
 	return s, nil
 }
 

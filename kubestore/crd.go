@@ -225,7 +225,7 @@ func NewDistributedLockForConfig(cfg *rest.Config, namespace string, opts ...Dis
 	if err := checkTLS(rc); err != nil {
 		return nil, fmt.Errorf("kube: NewDistributedLockForConfig: %w", err)
 	}
-	note := &throttleNote{limiter: lim}
+	note := &clientNote{limiter: lim}
 	rc.Wrap(note.wrap)
 	// A static mapper for the one type: no discovery requests per client.
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion})
@@ -238,7 +238,7 @@ func NewDistributedLockForConfig(cfg *rest.Config, namespace string, opts ...Dis
 	if err != nil {
 		return nil, err
 	}
-	s.base.throttle = note
+	s.base.clientNote = note
 	return s, nil
 }
 

@@ -138,15 +138,15 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 		where = fmt.Sprintf("%s in namespace %s", s.k.resource(), s.ns)
 	}
 	switch {
-	case ctx.Err() != nil && s.throttle.recent():
+	case ctx.Err() != nil && s.clientNote.recent():
 		// client-go was waiting out a 429's Retry-After, or about to.
 		return fmt.Errorf("kube: %s %s: %w%s: %w: %w: the API server answered this client 429 Too Many Requests within the last %v, "+
 			"and client-go waits out each Retry-After before it tries again; %s", op, where, ctx.Err(), besides(err, ctx.Err()),
 			ErrThrottled, backend.ErrUnavailable, throttleWindow, throttleFix)
-	case s.throttle != nil && strings.Contains(err.Error(), "would exceed context deadline"):
+	case s.clientNote != nil && strings.Contains(err.Error(), "would exceed context deadline"):
 		// The store's own limiter did not send the request: its wait
 		// would have passed the deadline.
-		return fmt.Errorf("kube: %s %s: %w (%v): %w", op, where, context.DeadlineExceeded, err, s.throttle.limiter.wouldExceed())
+		return fmt.Errorf("kube: %s %s: %w (%v): %w", op, where, context.DeadlineExceeded, err, s.clientNote.limiter.wouldExceed())
 	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
 		// client-go's rate limiter reports a wait that cannot finish
 		// before the deadline without wrapping the context's error.
@@ -195,7 +195,7 @@ func (s *store) fail(ctx context.Context, op, verb, name string, err error) erro
 			"set the kubeconfig cluster's tls-server-name to a name the certificate lists (kubectl config set-cluster CLUSTER --tls-server-name=NAME; "+
 			"in Go, rest.Config's TLSClientConfig.ServerName)", op, where, storeerr.Classify(err))
 	}
-	return fmt.Errorf("kube: %s %s: %w", op, where, storeerr.ClassifyVia(err, s.throttle.clientProxy()))
+	return fmt.Errorf("kube: %s %s: %w", op, where, storeerr.ClassifyVia(err, s.clientNote.clientProxy()))
 }
 
 // isRefusal reports a request that admission or authorization refused (a

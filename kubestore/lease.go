@@ -78,7 +78,7 @@ func NewLeaseForConfig(cfg *rest.Config, namespace string, opts ...Option) (*Lea
 	if err != nil {
 		return nil, err
 	}
-	s.throttle = note
+	s.clientNote = note
 	return s, nil
 }
 

@@ -121,7 +121,7 @@ func buildOptions(opts []Option) (options, error) {
 
 // clientForConfig builds a clientset from a copy of cfg with its own token
 // bucket rate limiter.
-func clientForConfig(cfg *rest.Config, opts []Option) (kubernetes.Interface, *throttleNote, error) {
+func clientForConfig(cfg *rest.Config, opts []Option) (kubernetes.Interface, *clientNote, error) {
 	if cfg == nil {
 		return nil, nil, fmt.Errorf("%w: the *rest.Config is nil", backend.ErrInvalidOptions)
 	}
@@ -137,7 +137,7 @@ func clientForConfig(cfg *rest.Config, opts []Option) (kubernetes.Interface, *th
 	if err := checkTLS(c); err != nil {
 		return nil, nil, err
 	}
-	note := &throttleNote{limiter: lim, proxy: c.Proxy}
+	note := &clientNote{limiter: lim, proxy: c.Proxy}
 	c.Wrap(note.wrap)
 	cs, err := kubernetes.NewForConfig(c)
 	return cs, note, err

@@ -93,10 +93,10 @@ func (l *waitingLimiter) fix() string {
 // fix; nil otherwise, and always for a client the caller built (NewLease,
 // NewConfigMap), whose limiter the store cannot see.
 func (s *store) Stall(waited time.Duration) error {
-	if s.throttle == nil {
+	if s.clientNote == nil {
 		return nil
 	}
-	return s.throttle.limiter.stall(waited)
+	return s.clientNote.limiter.stall(waited)
 }
 
 // Stall is the Lease store's Stall, for DistributedLock objects.

@@ -25,9 +25,10 @@ type store struct {
 	// adoptable: the kind's objects written by other tools can be judged
 	// (Leases; see WithAdoption).
 	adoptable bool
-	// throttle notes the API server's 429 answers to the store's own
-	// client (the ForConfig constructors); nil otherwise.
-	throttle *throttleNote
+	// clientNote: facts about the store's own client (the ForConfig
+	// constructors): the API server's 429 answers to it, its rate limiter
+	// and its proxy; nil for a client the caller built.
+	clientNote *clientNote
 
 	mu      sync.Mutex
 	seen    map[string]observation  // by object name; see sweepLocked

@@ -14,13 +14,14 @@ import (
 // (seconds, as API Priority and Fairness sends it) up to ten times.
 const throttleWindow = 15 * time.Second
 
-// throttleNote remembers when the API server last answered the store's
-// client 429 Too Many Requests. client-go retries such an answer itself,
-// after its Retry-After, so a request whose context ends meanwhile
-// returns only the context's error: the note lets the store say that the
-// API server answered, and throttled. A nil note knows nothing (a client
-// the caller built, NewLease).
-type throttleNote struct {
+// clientNote holds what the store knows of its own client, to name the
+// cause of a failure: its rate limiter, its proxy, and when the API server
+// last answered it 429 Too Many Requests. client-go retries such an
+// answer itself, after its Retry-After, so a request whose context ends
+// meanwhile returns only the context's error: the note lets the store say
+// that the API server answered, and throttled. A nil note knows nothing
+// (a client the caller built, NewLease).
+type clientNote struct {
 	// limiter is the client's own rate limiter, which records the
 	// requests waiting in it.
 	limiter *waitingLimiter
@@ -34,7 +35,7 @@ type throttleNote struct {
 }
 
 // wrap returns rt noting the 429 answers it passes on.
-func (n *throttleNote) wrap(rt http.RoundTripper) http.RoundTripper {
+func (n *clientNote) wrap(rt http.RoundTripper) http.RoundTripper {
 	return noteTripper{n: n, rt: rt}
 }
 
@@ -45,7 +46,7 @@ func (n *throttleNote) wrap(rt http.RoundTripper) http.RoundTripper {
 // included, they cancel it there, where without it client-go logs
 // "Warning: unable to cancel request" naming this type.
 type noteTripper struct {
-	n  *throttleNote
+	n  *clientNote
 	rt http.RoundTripper
 }
 
@@ -64,7 +65,7 @@ func (t noteTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 func (t noteTripper) WrappedRoundTripper() http.RoundTripper { return t.rt }
 
 // recent reports whether a 429 came within throttleWindow.
-func (n *throttleNote) recent() bool {
+func (n *clientNote) recent() bool {
 	if n == nil {
 		return false
 	}
@@ -76,7 +77,7 @@ func (n *throttleNote) recent() bool {
 // clientProxy is the proxy of the store's own client (rest.Config.Proxy),
 // nil if it uses the environment's or the note knows nothing (a client
 // the caller built).
-func (n *throttleNote) clientProxy() func(*http.Request) (*url.URL, error) {
+func (n *clientNote) clientProxy() func(*http.Request) (*url.URL, error) {
 	if n == nil {
 		return nil
 	}
