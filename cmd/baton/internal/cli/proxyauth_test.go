@@ -21,18 +21,19 @@ import (
 // proxy; on etcd it exited 69 (unreachable) after gRPC's retries, saying
 // "fix the proxy". The same proxy with its credentials in HTTPS_PROXY
 // lets both through (client-go and gRPC send Proxy-Authorization), and a
-// proxy that does not run gives 69 naming it. The stores listen on this
-// machine's non-loopback address: clients never use a proxy for loopback.
+// proxy that does not run gives 69 naming it. The stores are named by
+// host names that only the proxy resolves (behindProxy), so that clients
+// use the proxy for them, as they never do for a loopback address, on any
+// machine.
 func TestProxyAuthRequired(t *testing.T) {
 	t.Parallel()
-	ip := nonLoopbackIP(t)
 	proxy := testenv.StartConnectProxy(t, "baton", "s3cret")
 
-	kc := writeKubeconfig(t, nonLoopbackControlPlane(t, ip), "default")
+	kc := writeKubeconfig(t, proxiedControlPlane(t, proxy), "default")
 	etcd := testenv.StartEtcd(t)
 	stores := map[string][]string{
 		"lease": {"--backend", "lease", "--kubeconfig", kc},
-		"etcd":  {"--backend", "etcd", "--endpoints", "http://" + forward(t, net.JoinHostPort(ip, "0"), etcd.Addr())},
+		"etcd":  {"--backend", "etcd", "--endpoints", "http://" + behindProxy(proxy, "etcd.proxyauth.invalid", etcd.Addr())},
 	}
 	env := func(proxyURL string) []string {
 		return []string{"HTTPS_PROXY=" + proxyURL, "https_proxy=", "NO_PROXY=", "no_proxy="}
@@ -116,19 +117,35 @@ func checkKubeRowsSkipped(t *testing.T, out string) {
 	}
 }
 
-// nonLoopbackControlPlane is the control plane's configuration, reached
-// at ip (this machine's non-loopback address, for which clients use a
-// proxy).
-func nonLoopbackControlPlane(t *testing.T, ip string) *rest.Config {
+// proxiedControlPlane is the control plane's configuration, its API
+// server named by a host name that only proxy resolves (behindProxy).
+// The serving certificate does not list that name: the configuration
+// verifies it for the address it lists (tls-server-name), so TLS is
+// checked as usual.
+func proxiedControlPlane(t *testing.T, proxy *testenv.ConnectProxy) *rest.Config {
 	t.Helper()
 	cfg := rest.CopyConfig(controlPlane(t))
 	host, err := url.Parse(cfg.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Host = "https://" + forward(t, net.JoinHostPort(ip, "0"), host.Host)
+	cfg.Host = "https://" + behindProxy(proxy, "kube.proxyauth.invalid", host.Host)
 	cfg.ServerName = host.Hostname() // a name the serving certificate lists
 	return cfg
+}
+
+// behindProxy returns an address, host and target's port, that proxy
+// tunnels to target, and that nothing else can reach: host is a name
+// under .invalid, which no resolver answers (RFC 2606). A client uses
+// an HTTP proxy for it, as Go's http.ProxyFromEnvironment and gRPC never
+// do for a loopback address, so that a test of the proxy runs on a
+// machine whose only address is loopback, and a client that bypassed the
+// proxy would fail to resolve the name rather than reach the store.
+func behindProxy(proxy *testenv.ConnectProxy, host, target string) string {
+	_, port, _ := net.SplitHostPort(target)
+	addr := net.JoinHostPort(host, port)
+	proxy.Route(addr, target)
+	return addr
 }
 
 // TestProxyAuthRequiredKubeconfig: a kubeconfig cluster's proxy-url names
@@ -139,9 +156,8 @@ func nonLoopbackControlPlane(t *testing.T, ip string) *rest.Config {
 // proxy, the message named that one, which no request had gone through.
 func TestProxyAuthRequiredKubeconfig(t *testing.T) {
 	t.Parallel()
-	ip := nonLoopbackIP(t)
 	proxy := testenv.StartConnectProxy(t, "baton", "s3cret")
-	kc := writeKubeconfig(t, nonLoopbackControlPlane(t, ip), "default")
+	kc := writeKubeconfig(t, proxiedControlPlane(t, proxy), "default")
 	loaded, err := clientcmd.LoadFromFile(kc)
 	if err != nil {
 		t.Fatal(err)
