@@ -203,6 +203,7 @@ func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	ctrllog.SetLogger(logr.Discard())
 	env := &envtest.Environment{BinaryAssetsDirectory: testenv.KubeAssets(t)}
+	env.ControlPlane.GetAPIServer().Configure().Set("advertise-address", testenv.KubeAdvertiseAddress)
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting kube-apiserver and etcd: %v", err)

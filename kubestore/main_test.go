@@ -56,6 +56,7 @@ func controlPlane(t *testing.T) *rest.Config {
 	planeOnce.Do(func() {
 		ctrllog.SetLogger(logr.Discard())
 		env := &envtest.Environment{BinaryAssetsDirectory: assets}
+		env.ControlPlane.GetAPIServer().Configure().Set("advertise-address", testenv.KubeAdvertiseAddress)
 		start := time.Now()
 		planeCfg, planeErr = env.Start()
 		if planeErr == nil {

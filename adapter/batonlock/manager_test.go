@@ -259,6 +259,7 @@ func waitFor[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
 func startControlPlane(t *testing.T) *rest.Config {
 	t.Helper()
 	env := &envtest.Environment{BinaryAssetsDirectory: testenv.KubeAssets(t)}
+	env.ControlPlane.GetAPIServer().Configure().Set("advertise-address", testenv.KubeAdvertiseAddress)
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting kube-apiserver and etcd: %v", err)

@@ -42,6 +42,7 @@ func controlPlane(t *testing.T) *rest.Config {
 			BinaryAssetsDirectory: assets,
 			CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{filepath.Join("..", "..", "..", "..", "deploy", "crd")}, ErrorIfPathMissing: true},
 		}
+		env.ControlPlane.GetAPIServer().Configure().Set("advertise-address", testenv.KubeAdvertiseAddress)
 		cfg, err := env.Start()
 		if err != nil {
 			t.Fatalf("starting kube-apiserver and etcd: %v", err)
@@ -66,6 +67,7 @@ func stopControlPlane() error {
 func bareKubeconfig(t *testing.T) string {
 	t.Helper()
 	env := &envtest.Environment{BinaryAssetsDirectory: testenv.KubeAssets(t)}
+	env.ControlPlane.GetAPIServer().Configure().Set("advertise-address", testenv.KubeAdvertiseAddress)
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting a second kube-apiserver and etcd: %v", err)
