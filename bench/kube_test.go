@@ -1021,6 +1021,7 @@ func startKubePlane(t *testing.T) *rest.Config {
 	ctrllog.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())
 	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	env.ControlPlane.GetAPIServer().Configure().Set("advertise-address", testenv.KubeAdvertiseAddress)
 	start := time.Now()
 	cfg, err := env.Start()
 	if err != nil {
