@@ -961,26 +961,32 @@ func (h *harness) jump(round, minWrites int) {
 	if h.be.renewTime == nil {
 		return
 	}
-	// Steps alternate by round, so a contender's steps can cancel out (the
-	// holder of both rounds is back at +0): only a live contender whose
-	// clock is still off can write a stepped renew time.
+	// In the long mode a round's step can bring every live clock back to
+	// one reading (the holder two steps ahead of the others stepped back
+	// as they step forward): then no contender can misread a renew time.
 	h.mu.Lock()
-	off := false
+	offs := map[time.Duration]bool{}
 	for _, c := range h.contenders {
-		off = off || !c.killed && c.wallOff != 0
+		if !c.killed {
+			offs[c.wallOff] = true
+		}
 	}
 	h.mu.Unlock()
-	if !off {
-		h.t.Logf("round %d: every live contender's wall-clock steps cancelled out; no stepped renew time to look for", round)
+	if len(offs) < 2 {
+		h.t.Logf("round %d: every live contender's wall clock reads the same; no renew time for one to misread", round)
 		return
 	}
 	h.steppedRenewTime()
 }
 
-// steppedRenewTime waits until the lock's object carries a renew time
-// written by a stepped clock (at least half the step away from the test's
-// wall clock): the step reached what the Kubernetes store writes, where a
-// store comparing clocks would be misled.
+// steppedRenewTime waits until the lock's object carries a renew time that
+// a live contender's stepped clock reads as at least half the step away
+// from its own: the step reached what the Kubernetes store writes, where a
+// store comparing a renew time with its own clock would be misled. Every
+// step moves the holder's clock by the step against the standbys' (by
+// twice the step), so the holder's next renewal after the step writes such
+// a renew time, even when the holder's own steps cancelled out (it held in
+// both rounds) and its renew time is the test's time.
 func (h *harness) steppedRenewTime() {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(h.t.Context(), 30*time.Second)
@@ -994,22 +1000,38 @@ func (h *harness) steppedRenewTime() {
 		lastErr = err
 		if err == nil {
 			last = rt
-			if off := rt.Sub(time.Now().Round(0)); !rt.IsZero() && (off > jumpBy/2 || off < -jumpBy/2) {
-				h.t.Logf("the lock's object carries renewTime %s, %v from the test's clock", rt.Format(time.RFC3339), off.Round(time.Second))
+			if c, off, ok := h.misreadBy(rt); ok {
+				h.t.Logf("the lock's object carries renewTime %s, %v from the test's clock and %v from %s's", rt.Format(time.RFC3339),
+					rt.Sub(time.Now().Round(0)).Round(time.Second), off.Round(time.Second), c)
 				return
 			}
 		}
 		select {
 		case <-ctx.Done():
-			// Which contender holds is up to the lock: in the second round
-			// the holders may all be contenders whose steps cancelled out
-			// or fresh ones. The round's safety is the checker's; this only
-			// shows that a step reached the stored object when it can.
-			h.t.Logf("no renew time written by a stepped clock within 30s: last read %v (last error: %v)", last, lastErr)
+			// The round's safety is the checker's; this only shows that a
+			// step reached the stored object.
+			h.t.Logf("no renew time that a live contender's clock reads as %v off within 30s: last read %v (last error: %v)", jumpBy/2, last, lastErr)
 			return
 		case <-tick.C:
 		}
 	}
+}
+
+// misreadBy finds a live contender whose stepped wall clock reads rt as at
+// least half a step away from its own reading, and by how much.
+func (h *harness) misreadBy(rt time.Time) (string, time.Duration, bool) {
+	if rt.IsZero() {
+		return "", 0, false
+	}
+	now := time.Now().Round(0)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, c := range h.contenders {
+		if off := rt.Sub(now.Add(c.wallOff)); !c.killed && (off > jumpBy/2 || off < -jumpBy/2) {
+			return id, off, true
+		}
+	}
+	return "", 0, false
 }
 
 // kill kills the holder after one of its accepted writes; a standby takes
