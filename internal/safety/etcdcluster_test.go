@@ -78,7 +78,7 @@ func TestSafetyEtcdCluster(t *testing.T) {
 		runClusterScenario(t, be, scenario{fault: faultKeyDeleted}, func(h *harness) { deleteClaimKey(h, cl) })
 	})
 	t.Run("quorum_lost", func(t *testing.T) {
-		runClusterScenario(t, be, scenario{fault: faultQuorumLost}, func(h *harness) { quorumLost(h, cl) })
+		runClusterScenario(t, be, scenario{fault: faultQuorumLost, rounds: slowRounds()}, func(h *harness) { quorumLost(h, cl) })
 	})
 	// Every lease, the waiters' places in the queue with them, expires
 	// during the outage: the waiters must queue again and one acquire once
@@ -87,7 +87,7 @@ func TestSafetyEtcdCluster(t *testing.T) {
 	// waiting for a claim already gone; this row passed without that fix
 	// in two runs.)
 	t.Run("quorum_lost_fair", func(t *testing.T) {
-		runClusterScenario(t, be, scenario{fault: faultQuorumLostFair, fair: true}, func(h *harness) { quorumLost(h, cl) })
+		runClusterScenario(t, be, scenario{fault: faultQuorumLostFair, fair: true, rounds: slowRounds()}, func(h *harness) { quorumLost(h, cl) })
 	})
 	t.Run("leader_cut", func(t *testing.T) {
 		proxies := make([]*faultproxy.Proxy, len(cl.Members))
@@ -269,7 +269,9 @@ func balancedEnv(t *testing.T, addrs []string, ttl time.Duration) *backendEnv {
 // the harness's own: warm up, inject each round, stop, check. sc names the
 // fault (and may tolerate overlaps); rounds and the lock name are set here.
 func runClusterScenario(t *testing.T, be *backendEnv, sc scenario, inject func(h *harness)) {
-	sc.rounds = rounds()
+	if sc.rounds == 0 {
+		sc.rounds = rounds()
+	}
 	sc.lock = "safety-" + be.name + "-" + strings.NewReplacer(" ", "-", ":", "").Replace(strings.ToLower(sc.fault))
 	h := newHarness(t, be, sc)
 	start := time.Now()

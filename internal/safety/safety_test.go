@@ -20,11 +20,12 @@ func rounds() int {
 // lease: a round is quick (the successor acquires at once), so one more.
 func revokeRounds() int { return rounds() + 1 }
 
-// lateGrantRounds is how many times the late-grant rows hold every grant
-// back past its renew deadline: each round waits for a refused grant and
-// then for the lock to work again, so one in the short mode, and half
-// the long mode's rounds there.
-func lateGrantRounds() int {
+// slowRounds is how many times a row whose every round waits out a long
+// outage injects its fault: the late-grant rows (each round waits for a
+// refused grant and then for the lock to work again) and etcd's
+// quorum-lost rows (each round keeps the quorum down for about 20 s):
+// one in the short mode, and half the long mode's rounds there.
+func slowRounds() int {
 	if long() {
 		return rounds() / 2
 	}
@@ -87,7 +88,7 @@ func commonAs(t *testing.T, be *backendEnv, base scenario, network bool) {
 	run(scenario{fault: faultDrift, rates: driftRates})
 	run(scenario{fault: faultJump})
 	run(scenario{fault: faultDelete})
-	run(scenario{fault: faultLateGrant, rounds: lateGrantRounds()})
+	run(scenario{fault: faultLateGrant, rounds: slowRounds()})
 	if long() {
 		run(scenario{fault: faultStopAny})
 		if network {
