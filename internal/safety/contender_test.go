@@ -455,7 +455,7 @@ func (t *tenures) run(ctx context.Context, h held, term string) {
 			rounds, until = math.MaxInt, time.Now().Add(holdMax*t.ttl)
 		}
 		held = held || wr.Hold
-		if wr.End && !held {
+		if wr.Unhold || wr.End && !held {
 			break
 		}
 		select {

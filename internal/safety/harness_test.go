@@ -843,6 +843,20 @@ func (h *harness) armTrap(tr *trap, f func(c string)) <-chan fired {
 	return ch
 }
 
+// unholdAfter ends the hold of tok's holder (register.unhold) once the
+// liveness bound has passed since from, the moment of a fault that a
+// contender could take for the claim's expiry: by then it would have
+// acquired, while the holder still held on, and the checker would see two
+// holders. Until then a tenure that ended on its own would release, and a
+// successor after a release proves nothing. The holder then ends its
+// tenure as any other: the lock goes on changing hands.
+func (h *harness) unholdAfter(tok uint64, from time.Duration) {
+	if rest := from + h.be.bound() - h.reg.now(); rest > 0 {
+		time.Sleep(rest)
+	}
+	h.reg.unhold(tok)
+}
+
 func (h *harness) waitFired(ch <-chan fired, what string) fired {
 	h.t.Helper()
 	select {

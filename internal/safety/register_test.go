@@ -70,6 +70,10 @@ type writeResp struct {
 	// End asks the holder to end its tenure after this write (unless it
 	// was asked to hold): see register.endTenure.
 	End bool `json:"end,omitempty"`
+	// Unhold asks a holder that was asked to hold to end its tenure after
+	// this write: the row has waited out what the hold was for (see
+	// register.unhold).
+	Unhold bool `json:"unhold,omitempty"`
 }
 
 // eventReq is a lock event reported by a contender.
@@ -166,6 +170,7 @@ type register struct {
 	events   []event
 	trap     *trap
 	holds    map[uint64]bool // tokens whose holders are asked to hold (writeResp.Hold)
+	unheld   map[uint64]bool // tokens whose holds the row ended (writeResp.Unhold)
 	ending   bool            // the next accepted write of the largest token is answered End
 	changed  chan struct{}   // closed and replaced at every change
 	// noFence makes the "fenced" register accept every token (for the
@@ -184,7 +189,7 @@ func newRegister(t testing.TB) *register {
 		t.Fatal(err)
 	}
 	r := &register{t: t, start: time.Now(), startMono: monoNow(), ln: ln, done: make(chan struct{}),
-		writesAt: map[uint64]int{}, holds: map[uint64]bool{}, changed: make(chan struct{})}
+		writesAt: map[uint64]int{}, holds: map[uint64]bool{}, unheld: map[uint64]bool{}, changed: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /read", r.serveRead)
 	mux.HandleFunc("POST /write", r.serveWrite)
@@ -229,6 +234,15 @@ func (r *register) fresh(tr *trap, tok uint64) bool { return !tr.hold || !r.hold
 func (r *register) hold(tok uint64) {
 	r.mu.Lock()
 	r.holds[tok] = true
+	r.mu.Unlock()
+}
+
+// unhold asks the holder of tok, asked to hold, to end its tenure after
+// its next accepted write, as a tenure that was never asked to hold ends
+// on its own: for a row whose fault needs the hold only for a while.
+func (r *register) unhold(tok uint64) {
+	r.mu.Lock()
+	r.unheld[tok] = true
 	r.mu.Unlock()
 }
 
@@ -321,12 +335,12 @@ func (r *register) serveWrite(w http.ResponseWriter, req *http.Request) {
 		r.holds[in.Tok] = r.holds[in.Tok] || tr.hold
 		tr.fire(in.C, in.Term, in.Tok, r.now())
 	}
-	hold := r.holds[in.Tok]
+	hold, unhold := r.holds[in.Tok], o.OK && r.unheld[in.Tok]
 	end := r.ending && o.OK && in.Tok == r.fMax
 	r.ending = r.ending && !end
 	r.notify()
 	r.mu.Unlock()
-	reply(w, writeResp{OK: o.OK, Hold: hold, End: end})
+	reply(w, writeResp{OK: o.OK, Hold: hold, End: end, Unhold: unhold})
 }
 
 // fencedRead decides a fenced read with tok, and returns the value it
