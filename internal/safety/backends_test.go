@@ -399,6 +399,9 @@ func controlPlane(t *testing.T) *rest.Config {
 		}
 		env := &envtest.Environment{BinaryAssetsDirectory: assets}
 		env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir}
+		// Kept across the restarts of the rows that kill it, and copied by
+		// a second API server (startAPIServerBeside).
+		env.ControlPlane.APIServer.Configure().Set("advertise-address", testenv.KubeAdvertiseAddress)
 		start := time.Now()
 		planeCfg, planeErr = env.Start()
 		if planeErr != nil {
