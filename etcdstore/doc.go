@@ -345,12 +345,21 @@
 // revision is served by etcd only at its next periodic resync, 100ms
 // later), so a lock changes hands one round trip after its release. While
 // the watch is established and nothing changed, an attempt answers "held"
-// locally, so the engine's periodic retries cost nothing; in plain mode
-// only while the client has a connection to etcd, since the etcd client
-// resumes a watch silently when its connection is lost: without one the
-// attempt asks etcd, and fails naming why no answer came (a member
-// unreachable, or a TLS handshake refused: a waiter's Lock then ends
-// with that error, as its holder's lease does). A watch that
+// locally, so the engine's periodic retries cost nothing; only while the
+// client has a connection to etcd, since the etcd client resumes a watch
+// silently when its connection is lost: without one the attempt asks
+// etcd, and fails naming why no answer came (a member unreachable,
+// matching backend.ErrUnavailable, which the engine logs and retries; or
+// a TLS handshake refused, matching backend.ErrMisconfigured: a waiter's
+// Lock then ends with that error, as its holder's lease does). Each etcd
+// request of an attempt waits at most 8s for an answer (etcd without a
+// raft leader answers after its own request timeout, 7s by default; an
+// election slower than that shows as failed attempts, logged and
+// retried). Since a watched waiter's engine retries on its own only once
+// a TTL, the Store wakes its waiters once its connection has not been
+// ready for a second, once per such loss. In fair mode a waiter's place
+// stays in the queue meanwhile, with its order: it goes only with its
+// Store's lease, which outlasts an outage shorter than the TTL. A watch that
 // starts after the waiter's read compares the key with that read once it
 // is established (a serializable read, if the member has caught up with
 // the watch's start: the watch covers what follows) and wakes the waiter

@@ -67,7 +67,9 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req backend.Req
 	if handed != nil {
 		return s.collect(ctx, name, req, ek, e, handed, next)
 	}
-	if e != nil {
+	// Without a connection, ask etcd rather than the watch, which the
+	// etcd client resumes silently (see TryAcquire); the place stays.
+	if e != nil && s.connected() {
 		if err := s.cachedHeld(f, name); err != nil {
 			return backend.Grant{}, err
 		}
@@ -106,12 +108,14 @@ func (s *Store) tryAcquireFair(ctx context.Context, name string, req backend.Req
 func (s *Store) readPlace(ctx context.Context, name string, req backend.Request, ek entryKey, e *entry, f *follower) (g backend.Grant, done bool, err error) {
 	ck, _, qp := s.Keys(name)
 	gk := s.guardKey(name)
+	rctx, cancel := callContext(ctx) // both reads: the place stays with ctx
+	defer cancel()
 	read := func(serializable bool) (*clientv3.TxnResponse, error) {
 		var o []clientv3.OpOption
 		if serializable {
 			o = append(o, clientv3.WithSerializable())
 		}
-		return s.client.Txn(ctx).Then(
+		return s.client.Txn(rctx).Then(
 			clientv3.OpGet(ck, o...),
 			clientv3.OpGet(qp, append(clientv3.WithLastCreate(), append(o, clientv3.WithMaxCreateRev(e.rev-1))...)...),
 			clientv3.OpGet(e.key, o...),
@@ -168,6 +172,8 @@ func (s *Store) busyHeld(ctx context.Context, name string) error {
 		return nil
 	}
 	ck, _, qp := s.Keys(name)
+	ctx, cancel := callContext(ctx)
+	defer cancel()
 	resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(ck), clientv3.OpGet(qp, clientv3.WithLastCreate()...)).Commit()
 	if err != nil {
 		return s.wrap(name, "acquire", err)
@@ -206,7 +212,9 @@ func (s *Store) busyHeld(ctx context.Context, name string) error {
 // release turned out to have been released (see ghost).
 func (s *Store) acquireFair(ctx context.Context, name string, req backend.Request, ek entryKey, e *entry, queue bool) (backend.Grant, error) {
 	for attempt := 0; ; attempt++ {
-		l, sent, err := s.pool.acquire(ctx, req.TTL)
+		actx, cancel := callContext(ctx)
+		l, sent, err := s.pool.acquire(actx, req.TTL)
+		cancel()
 		if err != nil {
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
@@ -275,6 +283,8 @@ func (s *Store) acquireFair(ctx context.Context, name string, req backend.Reques
 func (s *Store) fairTxn(ctx context.Context, name string, req backend.Request, e *entry, l *lease, queue bool) (resp *clientv3.TxnResponse, qk string, sc *seenClaim, val string, err error) {
 	ck, lk, qp := s.Keys(name)
 	gk := s.guardKey(name)
+	ctx, cancel := callContext(ctx)
+	defer cancel()
 	val = value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
 	acquire := []clientv3.Op{clientv3.OpPut(gk, val, clientv3.WithLease(l.id)),
 		clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck)}

@@ -218,6 +218,10 @@ func New(client *clientv3.Client, opts ...Option) (*Store, error) {
 	s.pool.user = s
 	s.wg.Add(1)
 	go s.pool.run()
+	if conn := client.ActiveConnection(); conn != nil {
+		s.wg.Add(1)
+		go s.watchConnection(conn)
+	}
 	return s, nil
 }
 
@@ -349,8 +353,8 @@ func (s *Store) TryAcquire(ctx context.Context, name string, req backend.Request
 	// may be stale, and every attempt would be answered "held" for as
 	// long as the connection stays down (a member whose certificate no
 	// longer verifies: for ever). Ask etcd then: its answer, or why none
-	// came, is the attempt's. (In fair mode the waiter's place rides on
-	// its lease, whose loss ends the wait.)
+	// came, is the attempt's (watchConnection wakes the waiters once the
+	// connection is lost; fair mode does the same in tryAcquireFair).
 	if s.connected() {
 		if err := s.cachedHeld(f, name); err != nil {
 			return backend.Grant{}, err
@@ -556,6 +560,8 @@ func (s *Store) leaseGone(ctx context.Context, sc *seenClaim) bool {
 	if sc.lease == 0 {
 		return false
 	}
+	ctx, cancel := callContext(ctx)
+	defer cancel()
 	r, err := s.client.TimeToLive(ctx, clientv3.LeaseID(sc.lease))
 	return err == nil && r.TTL < 0
 }
@@ -1272,6 +1278,15 @@ func (s *Store) disconnected(err error) string {
 		return fmt.Sprintf("%s: the host name %q does not resolve: check the endpoints and DNS", why, host)
 	}
 	return why + ": is etcd running, and are the endpoints right?"
+}
+
+// callContext bounds one etcd request of an acquire attempt by
+// lastReleaseAttempt (see grantTimeout): the etcd client waits for a
+// connection until a request's context ends, and an attempt's context,
+// which may have no deadline, also owns its waiter's place in a fair
+// queue (see addOwnerLocked), so it must not end with the request.
+func callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, lastReleaseAttempt)
 }
 
 // connected reports whether the client has a connection to etcd (or

@@ -105,10 +105,18 @@ func (h *watchHub) wakeWaiters(name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if f := h.followers[name]; f != nil {
-		f.gen++
-		f.fresh = 0
-		f.signalLocked()
-		f.poke()
+		f.staleLocked()
+	}
+}
+
+// wakeAll wakes the waiters of every watched lock (see wakeWaiters).
+func (h *watchHub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, f := range h.followers {
+		if len(f.regs) > 0 {
+			f.staleLocked()
+		}
 	}
 }
 
@@ -224,6 +232,15 @@ func (f *follower) signalLocked() {
 		default: // a value is pending; this change folds into it
 		}
 	}
+}
+
+// staleLocked wakes f's waiters, whose next attempts ask etcd: nothing f
+// knew is fresh any more. watchHub.mu must be held.
+func (f *follower) staleLocked() {
+	f.gen++
+	f.fresh = 0
+	f.signalLocked()
+	f.poke()
 }
 
 // closeAllLocked closes every registration and stops the follower.
