@@ -111,6 +111,16 @@
 // short by its deadline, or a Lock given up as its process shuts down,
 // does not keep the lock from everyone until its TTL.
 //
+// A waiter's place lasts until its next attempt is due, plus a third of
+// its TTL for that attempt to arrive late: its refusal tells it to retry
+// when the claim it saw can first end, and its watch wakes it earlier
+// only for a handoff to it, so a waiter with a TTL shorter than the
+// holder's asks again only after its own TTL has passed. The place lasts
+// at least one TTL of the waiter's own. (Until 2026-12-07 it lasted one
+// TTL exactly: such a waiter lost its place to the waiters behind it,
+// TestFIFOPlaceLastsUntilRetry.) A waiter that stopped asking is dropped
+// by the first release after its place ran out.
+//
 // A waiter that gives up (its context ends) drops its place, and if the
 // lock was handed to it and not collected, releases it to the next waiter,
 // in one script from its Store. That script is sent in the background:
@@ -236,7 +246,9 @@
 //     server's clock (its key deleted by hand, see above);
 //   - the lock is reserved for a waiter (next);
 //   - a waiter's place has not run out (the deadline its last attempt
-//     set, one TTL after it). Places that ran out go with the rest.
+//     set: when its next attempt is due, at least one TTL of its own
+//     after it, and a third of its TTL more; see "Direct handoff").
+//     Places that ran out go with the rest.
 //
 // A claim that expired without a release is not live, and is removed: the
 // server judged its expiry, as it does for every contender. A key of

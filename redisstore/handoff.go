@@ -253,8 +253,9 @@ func (ws *waiters) startLeave(w *waiting, owner string) {
 }
 
 // leaveTimeout bounds a give-up's request; if it fails, the place
-// expires one TTL after the waiter's last attempt, and a lock handed to
-// it one TTL after the handoff.
+// expires once the waiter's next attempt is overdue (at least 4/3 of a
+// TTL after its last; see "Direct handoff"), and a lock handed to it one
+// TTL after the handoff.
 const leaveTimeout = 5 * time.Second
 
 // remove forgets w. ws.mu is held.
@@ -270,9 +271,11 @@ func (ws *waiters) remove(key waiterKey, w *waiting) {
 }
 
 // sweep forgets, at most once a minute, waiters whose latest attempt is
-// older than twice their TTL: their place has expired in Redis, so no
-// release can hand them the lock (a Lock that stopped on an error without
-// its context ending). ws.mu is held.
+// older than twice their TTL (a Lock that stopped on an error without its
+// context ending): their place has most likely expired in Redis, so no
+// release can hand them the lock. (One waiting behind a holder with a
+// longer TTL may still have its place; its next request collects a lock
+// handed to it.) ws.mu is held.
 func (ws *waiters) sweep(now time.Time) {
 	if now.Sub(ws.lastSweep) < time.Minute {
 		return
@@ -298,7 +301,7 @@ const closeLeaveTimeout = 2 * time.Second
 // A process that shuts down ends its waiting Lock's context and closes
 // the Store right after (defer store.Close(), baton run's standby on
 // SIGTERM): the give-up that the context's end started may not have run
-// yet. Without it the waiter's place stays for a TTL, and a release
+// yet. Without it the waiter's place stays for a TTL or more, and a release
 // hands the lock to the process that is gone, which holds it up for its
 // TTL.
 func (ws *waiters) close() {

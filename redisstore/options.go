@@ -95,7 +95,10 @@ const DefaultHandoverWindow = 500 * time.Millisecond
 // A contender that finds the lock held from a blocking baton.Mutex.Lock
 // (backend.Request.Waiting), or while it has a watch open on the Store,
 // takes a place in a FIFO of waiters kept in Redis, refreshed by each of
-// its attempts and dropped one TTL after its last. Release hands the lock
+// its attempts and dropped once its next attempt is overdue (it is due
+// when the claim that refused it can first end, and at least one TTL of
+// its own after its last; a third of its TTL is allowed for it to arrive
+// late). Release hands the lock
 // to the first live waiter in the FIFO other than the releaser (see
 // "Direct handoff" in the package documentation): a holder that unlocks
 // and locks in a tight loop cannot starve the others, and waits are

@@ -54,6 +54,11 @@ func removeRefused(t *testing.T, what string, err error, holder string, token ui
 	return held
 }
 
+// placeSpan is how long a waiter's place lasts after an attempt refused
+// by a claim no longer than the waiter's TTL: that TTL, and a third of it
+// for its next attempt to arrive late.
+func placeSpan(ttl time.Duration) time.Duration { return ttl + ttl/3 }
+
 // removeWhenFree calls Remove until it succeeds, waiting what each
 // refusal says; every refusal must name holder and token.
 func removeWhenFree(t *testing.T, ctx context.Context, s backend.Remover, key, holder string, token uint64, most time.Duration) {
@@ -106,7 +111,7 @@ func TestRemoveWhileWaiting(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := snapshot(t, ctx, raw, lockKeys(admin, key))
-		removeRefused(t, "free, b queued", admin.Remove(ctx, key), "b", ga.Token, ttl)
+		removeRefused(t, "free, b queued", admin.Remove(ctx, key), "b", ga.Token, placeSpan(ttl))
 		if after := snapshot(t, ctx, raw, lockKeys(admin, key)); !maps.Equal(before, after) {
 			t.Errorf("a refused Remove changed the keys: %v before, %v after", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
 		}
@@ -410,7 +415,7 @@ func TestRemoveCluster(t *testing.T) {
 		if err := s.ForceRelease(ctx, key); err != nil {
 			t.Fatal(err)
 		}
-		removeRefused(t, key+", b queued", s.Remove(ctx, key), "b", g.Token, time.Minute)
+		removeRefused(t, key+", b queued", s.Remove(ctx, key), "b", g.Token, placeSpan(time.Minute))
 		gb, err := waiter.TryAcquire(ctx, key, rb)
 		if err != nil {
 			t.Fatal(err)

@@ -180,9 +180,16 @@ local nown = t[1] * 1000 + math.floor(t[2] / 1000)
 local ftoken, ftrans, flast, fexp, fres
 ` + luaFence + `
 local ttl = tonumber(ARGV[3])
-local function enqueue()
+-- enqueue gives the waiter a place, or refreshes it, lasting until its
+-- next attempt is due, or one TTL of its own if that is longer, plus a
+-- third of its TTL for that attempt to arrive late. The reply tells it
+-- to retry when the claim or reservation that refused it can first end
+-- (the lock key's PTTL w, or the fence's expires or reserved, which
+-- follow the key's), and its watch wakes it before only for a handoff.
+local function enqueue(w)
   if ARGV[5] ~= '1' then return end
-  local place = num(nown + ttl)
+  local span = math.max(ttl, w or 0, fexp - nown, fres - nown) + math.floor(ttl / 3)
+  local place = num(nown + span)
   if ARGV[6] == '1' then place = '0' .. place .. ' ' .. ARGV[3] .. ' ' .. ARGV[2] end
   -- A new place joins the end of the queue, if there is room (RPUSH
   -- returns the length).
@@ -191,8 +198,8 @@ local function enqueue()
     redis.call('HDEL', KEYS[4], ARGV[1])
     return
   end
-  if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
-  if redis.call('PTTL', KEYS[4]) < ttl then redis.call('PEXPIRE', KEYS[4], ttl) end
+  if redis.call('PTTL', KEYS[3]) < span then redis.call('PEXPIRE', KEYS[3], span) end
+  if redis.call('PTTL', KEYS[4]) < span then redis.call('PEXPIRE', KEYS[4], span) end
 end
 -- take writes the claim if the lock key is absent (SET NX), and reports
 -- whether it did.
@@ -248,7 +255,7 @@ if l then
   if not h then return corrupt(KEYS[1] .. ' does not name a holder') end
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl < 0 then return corrupt(KEYS[1] .. ' has no expiry') end
-  enqueue()
+  enqueue(pttl)
   -- PTTL is rounded down: 0 means less than a millisecond is left.
   return {0, h, tonumber(l[1]), math.max(pttl, 1)}
 end

@@ -160,7 +160,7 @@ func newStore(client redis.UniversalClient, o options) *Store {
 // that serves Watch (closing every open watch channel), gives up the
 // places of its waiters in Redis, and waits for those give-ups and the
 // ones that waiters whose context ended started (at most 2 s; a place
-// not given up expires one TTL after its waiter's last attempt), fails
+// not given up expires once its waiter's next attempt is overdue), fails
 // the renewals waiting for their batch, cancels the batches in flight and
 // waits for them, and, for a Store made by Open, closes its client.
 // Claims still held are not released: they expire after their TTL, and
