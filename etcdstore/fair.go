@@ -201,18 +201,20 @@ func (s *Store) collect(ctx context.Context, name string, req backend.Request, e
 	l := e.lease
 	var sent time.Time
 	rewritten := false
-	cctx, cancel := callContext(ctx) // the place stays with ctx
-	defer cancel()
+	// The keepalive waits of alive and acquire are not bounded by
+	// callContext (see acquireFair); the transaction is.
 	if v.holder == req.Holder && v.nonce == req.Nonce && v.ttl == req.TTL {
-		if sent, err = s.pool.alive(cctx, l); err != nil {
+		if sent, err = s.pool.alive(ctx, l); err != nil {
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 	} else {
 		ck, lk, qp := s.Keys(name)
-		if l, sent, err = s.pool.acquire(cctx, req.TTL); err != nil {
+		if l, sent, err = s.pool.acquire(ctx, req.TTL); err != nil {
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
+		cctx, cancel := callContext(ctx) // the place stays with ctx
+		defer cancel()
 		resp, err := s.client.Txn(cctx).
 			If(clientv3.Compare(clientv3.ModRevision(ck), "=", token), clientv3.Compare(clientv3.Value(ck), "=", e.claimVal)).
 			Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck),

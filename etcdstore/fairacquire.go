@@ -212,9 +212,11 @@ func (s *Store) busyHeld(ctx context.Context, name string) error {
 // release turned out to have been released (see ghost).
 func (s *Store) acquireFair(ctx context.Context, name string, req backend.Request, ek entryKey, e *entry, queue bool) (backend.Grant, error) {
 	for attempt := 0; ; attempt++ {
-		actx, cancel := callContext(ctx)
-		l, sent, err := s.pool.acquire(actx, req.TTL)
-		cancel()
+		// Not bounded by callContext: the grant has its own timeout, and a
+		// keepalive wait ends when an answer shows keepalives too slow for
+		// the TTL (tooSlow), which a slow path may take longer than a
+		// request's bound to show; plain mode's acquire waits the same.
+		l, sent, err := s.pool.acquire(ctx, req.TTL)
 		if err != nil {
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
