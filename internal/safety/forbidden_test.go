@@ -177,7 +177,12 @@ func (h *harness) forbidHolder(minWrites int) {
 	if restored, err := h.contender(f.c).link.forbid(ctx, false); err != nil {
 		h.t.Fatalf("%s: %v", restored, err)
 	}
-	back, ok := h.acquiredBy(f.c, next.Tok, h.be.bound()+60*time.Second)
+	// A Kubernetes store that was refused a watch of the lock does not ask
+	// for one again for a minute (kubestore's watchDeniedFor): its waiter
+	// polls meanwhile, and a poller can lose every handover to the
+	// watching contenders for that long. 90 s covers that minute, counted
+	// from the refusal, and the races after it.
+	back, ok := h.acquiredBy(f.c, next.Tok, h.be.bound()+90*time.Second)
 	if !ok {
 		h.t.Fatalf("%s: its permissions given back, %s did not acquire again", what, f.c)
 	}
