@@ -201,39 +201,17 @@ func (s *Store) collect(ctx context.Context, name string, req backend.Request, e
 	l := e.lease
 	var sent time.Time
 	rewritten := false
-	// The keepalive waits of alive and acquire are not bounded by
-	// callContext (see acquireFair); the transaction is.
+	// The keepalive wait of alive is not bounded by callContext (see
+	// acquireFair).
 	if v.holder == req.Holder && v.nonce == req.Nonce && v.ttl == req.TTL {
 		if sent, err = s.pool.alive(ctx, l); err != nil {
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
 	} else {
-		ck, lk, qp := s.Keys(name)
-		if l, sent, err = s.pool.acquire(ctx, req.TTL); err != nil {
+		if l, sent, token, next, err = s.rewriteHanded(ctx, name, req, e, token); err != nil {
 			return backend.Grant{}, s.wrap(name, "acquire", err)
 		}
-		val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
-		cctx, cancel := callContext(ctx) // the place stays with ctx
-		defer cancel()
-		resp, err := s.client.Txn(cctx).
-			If(clientv3.Compare(clientv3.ModRevision(ck), "=", token), clientv3.Compare(clientv3.Value(ck), "=", e.claimVal)).
-			Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck),
-				clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1))...),
-				clientv3.OpPut(s.guardKey(name), val, clientv3.WithLease(l.id))).
-			Commit()
-		if err == nil && !resp.Succeeded {
-			err = errors.New("the claim handed to this waiter changed before it was collected")
-		}
-		if err != nil {
-			s.pool.unpin(l)
-			return backend.Grant{}, s.wrap(name, "acquire", err)
-		}
-		kv, err := firstKV(resp, 2)
-		if err != nil {
-			s.pool.unpin(l)
-			return backend.Grant{}, s.wrap(name, "acquire", err)
-		}
-		token, next, rewritten = kv.ModRevision, successorOf(kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())), true
+		rewritten = true
 	}
 	defer s.pool.unpin(l)
 	s.fq.mu.Lock()
@@ -254,6 +232,40 @@ func (s *Store) collect(ctx context.Context, name string, req backend.Request, e
 	delete(s.fq.tail, name)
 	s.fq.mu.Unlock()
 	return s.granted(name, req, l, sent, token, e, next)
+}
+
+// rewriteHanded rewrites the claim handed to e at token as req's (its
+// holder, nonce and TTL differ from the place's), on a lease of req's TTL,
+// and returns that lease, pinned, with the claim's new token and the
+// oldest waiter behind it. The keepalive wait of the pool's acquire is not
+// bounded by callContext (see acquireFair); the transaction is.
+func (s *Store) rewriteHanded(ctx context.Context, name string, req backend.Request, e *entry, token int64) (*lease, time.Time, int64, *successor, error) {
+	ck, lk, qp := s.Keys(name)
+	l, sent, err := s.pool.acquire(ctx, req.TTL)
+	if err != nil {
+		return nil, time.Time{}, 0, nil, err
+	}
+	val := value{holder: req.Holder, nonce: req.Nonce, ttl: req.TTL, at: time.Now()}.encode()
+	cctx, cancel := callContext(ctx) // the place stays with ctx
+	defer cancel()
+	resp, err := s.client.Txn(cctx).
+		If(clientv3.Compare(clientv3.ModRevision(ck), "=", token), clientv3.Compare(clientv3.Value(ck), "=", e.claimVal)).
+		Then(clientv3.OpPut(ck, val, clientv3.WithLease(l.id)), clientv3.OpPut(lk, val), clientv3.OpGet(ck),
+			clientv3.OpGet(qp, append(clientv3.WithFirstCreate(), clientv3.WithMinCreateRev(e.rev+1))...),
+			clientv3.OpPut(s.guardKey(name), val, clientv3.WithLease(l.id))).
+		Commit()
+	if err == nil && !resp.Succeeded {
+		err = errors.New("the claim handed to this waiter changed before it was collected")
+	}
+	var kv *mvccpb.KeyValue
+	if err == nil {
+		kv, err = firstKV(resp, 2)
+	}
+	if err != nil {
+		s.pool.unpin(l)
+		return nil, time.Time{}, 0, nil, err
+	}
+	return l, sent, kv.ModRevision, successorOf(kvOrNil(resp.Responses[3].GetResponseRange().GetKvs())), nil
 }
 
 // successor is the oldest waiter behind a claim's holder, as last read:
